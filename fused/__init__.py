@@ -1,0 +1,1 @@
+"""The fused grouped MLP: Triton kernels, autograd glue and a backends registry."""

@@ -1,0 +1,1 @@
+"""gmlp-check: differential checking of fused grouped MLPs against the main_grad contract."""

@@ -1,0 +1,1 @@
+"""Pytest plugin: run the differential suite against your own fused grouped MLP."""

@@ -1,0 +1,1 @@
+"""gmlp-lint: a libcst linter for main_grad gating bugs."""
