@@ -26,7 +26,8 @@ def ddp_post_backward_hook(param: torch.Tensor, *, overlap_grad_reduce: bool = T
             "(a fused op must return a dummy gradient)"
         )
     if param.grad is not None and (
-        not getattr(param, "grad_added_to_main_grad", False) or getattr(param, "zero_out_wgrad", False)
+        not getattr(param, "grad_added_to_main_grad", False)
+        or getattr(param, "zero_out_wgrad", False)
     ):
         main_grad = param.main_grad
         if main_grad is None:  # Megatron-FSDP: not fetched by the producer
@@ -97,9 +98,11 @@ def install_ddp_hooks(
             on_hook(param)
         ddp_post_backward_hook(param, overlap_grad_reduce=overlap_grad_reduce)
 
-    handles = [p.register_post_accumulate_grad_hook(run) for p in params]
+    delayed: list[torch.Tensor] = []
     if getattr(module, "delay_wgrad_compute", False):
-        # Delayed weight gradients bypass autograd; biases still go through it.
+        # Delayed weight gradients bypass autograd, so Megatron marks those weights
+        # skip_backward_post_hook and reduces them from backward_dw() instead; biases still go
+        # through autograd.
         delayed = [p for p in weight_params(module) if any(p is q for q in params)]
 
         def after_backward_dw() -> None:
@@ -107,4 +110,8 @@ def install_ddp_hooks(
                 run(p)
 
         module.register_wgrad_accumulation_and_reduce_hooks(after_backward_dw)
-    return handles
+    return [
+        p.register_post_accumulate_grad_hook(run)
+        for p in params
+        if not any(p is d for d in delayed)
+    ]

@@ -52,7 +52,9 @@ class GroupedLinear(nn.Module):
         # Transformer Engine's parameter names, so state dicts move between implementations.
         factory = {"dtype": dtype, "device": device}
         if single_grouped_weight:
-            self.weight = nn.Parameter(torch.empty(num_groups, out_features, in_features, **factory))
+            self.weight = nn.Parameter(
+                torch.empty(num_groups, out_features, in_features, **factory)
+            )
             if bias:
                 self.bias = nn.Parameter(torch.empty(num_groups, out_features, **factory))
         else:
@@ -60,7 +62,9 @@ class GroupedLinear(nn.Module):
                 weight = nn.Parameter(torch.empty(out_features, in_features, **factory))
                 self.register_parameter(f"weight{g}", weight)
             for g in range(num_groups if bias else 0):
-                self.register_parameter(f"bias{g}", nn.Parameter(torch.empty(out_features, **factory)))
+                self.register_parameter(
+                    f"bias{g}", nn.Parameter(torch.empty(out_features, **factory))
+                )
         self._pending_wgrads: deque[tuple[torch.Tensor, torch.Tensor, list[int]]] = deque()
         self.reset_parameters()
 
@@ -72,12 +76,18 @@ class GroupedLinear(nn.Module):
 
     # -- parameter access -------------------------------------------------------------------
     def weight_names(self) -> list[str]:
-        return ["weight"] if self.single_grouped_weight else [f"weight{g}" for g in range(self.num_groups)]
+        return (
+            ["weight"]
+            if self.single_grouped_weight
+            else [f"weight{g}" for g in range(self.num_groups)]
+        )
 
     def bias_names(self) -> list[str]:
         if not self.use_bias:
             return []
-        return ["bias"] if self.single_grouped_weight else [f"bias{g}" for g in range(self.num_groups)]
+        return (
+            ["bias"] if self.single_grouped_weight else [f"bias{g}" for g in range(self.num_groups)]
+        )
 
     def weight_params(self) -> list[nn.Parameter]:
         return [getattr(self, n) for n in self.weight_names()]
@@ -132,6 +142,8 @@ class GroupedLinear(nn.Module):
         return [dummy_wgrad(p) for p in params]
 
     def bias_grads(self, dy: torch.Tensor, split_sizes: list[int]) -> list[torch.Tensor]:
+        if not self.use_bias:
+            return []
         acc = torch.float64 if dy.dtype == torch.float64 else torch.float32
         grads = [torch.zeros(p.shape, dtype=acc, device=p.device) for p in self.bias_params()]
         expert_grads = self.per_expert(grads)

@@ -17,7 +17,11 @@ def normalize_split_sizes(
 ) -> list[int]:
     """Return split_sizes as a list of G Python ints, or raise ValueError/TypeError."""
     if isinstance(split_sizes, torch.Tensor):
-        if split_sizes.dim() != 1 or split_sizes.dtype.is_floating_point or split_sizes.is_complex():
+        if (
+            split_sizes.dim() != 1
+            or split_sizes.dtype.is_floating_point
+            or split_sizes.is_complex()
+        ):
             raise TypeError(
                 f"split_sizes: expected a 1-D integer tensor or a list of {num_experts} ints, "
                 f"got a tensor of shape {tuple(split_sizes.shape)} and dtype {split_sizes.dtype}"
@@ -103,9 +107,13 @@ def main_grad_view(name: str, param: torch.Tensor, main_grad: object) -> torch.T
 
 
 def check_main_grad_source(name: str, param: torch.Tensor) -> None:
-    """Output-into-main-grad needs a buffer now or a way to fetch one (Megatron-FSDP)."""
-    has_buffer = getattr(param, "main_grad", None) is not None
-    if not has_buffer and not callable(getattr(param, "get_main_grad", None)):
+    """Output-into-main-grad needs a valid buffer now or a way to fetch one (Megatron-FSDP).
+
+    Called at forward so that a bad buffer is reported before backward writes any other."""
+    buffer = getattr(param, "main_grad", None)
+    if buffer is not None:
+        main_grad_view(name, param, buffer)
+    elif not callable(getattr(param, "get_main_grad", None)):
         raise ValueError(
             f"{name}: accumulate_into_main_grad=True but the parameter has neither a main_grad "
             f"buffer nor a get_main_grad() method"
