@@ -1,0 +1,123 @@
+"""Weight and bias gradients: per-expert reductions over that expert's ragged rows.
+
+The weight-gradient kernel writes fp32 straight into its destinations: each weight's
+main_grad (or the [G, out, in] view of one), or fresh fp32 buffers in plain mode. They come as
+a list of experts (int32) and their region pointers (int64), with strides shared by the
+launch. Accumulate (``+=``) or overwrite (``=``) is a compile-time choice; a launch covers the
+experts it lists, so parameters with different ``overwrite_main_grad`` settings (or region
+strides) take one launch each.
+"""
+
+import triton.language as tl
+
+from ..dual_jit import dual_jit
+from .expert_rows import expert_pointer, expert_row_range
+
+
+@dual_jit
+def grouped_wgrad_kernel(
+    DY,
+    stride_dym,
+    stride_dyn,
+    X,
+    stride_xm,
+    stride_xk,
+    DEST_EXPERTS,
+    DEST_PTRS,
+    stride_dest_n,
+    stride_dest_k,
+    SPLITS,
+    num_experts,
+    num_tokens,
+    N,
+    K,
+    ACCUMULATE: tl.constexpr,
+    SKIP_EMPTY_EXPERTS: tl.constexpr,
+    INCLUSIVE_OFFSETS: tl.constexpr,
+    ALIGNED: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    EXPERTS_POW2: tl.constexpr,
+):
+    """dest_g (+)= dy_g^T @ x_g, fp32, for the expert listed at program_id(0).
+
+    Grid: (listed experts, cdiv(N, BLOCK_N), cdiv(K, BLOCK_K)).
+    An expert without tokens is left untouched when accumulating (its region stays bit for
+    bit) and zero-filled when overwriting. SKIP_EMPTY_EXPERTS (the fault
+    "empty-expert-skipped") skips it in overwrite mode too; INCLUSIVE_OFFSETS is the fault
+    "group-offsets-shifted" (see expert_row_range)."""
+    entry = tl.program_id(0)
+    expert = tl.load(DEST_EXPERTS + entry)
+    first_row, count = expert_row_range(
+        SPLITS, num_experts, expert, INCLUSIVE_OFFSETS, EXPERTS_POW2
+    )
+    # Compile-time condition outside, runtime condition inside: not one `and`.
+    if ACCUMULATE or SKIP_EMPTY_EXPERTS:  # noqa: SIM102
+        if count == 0:
+            return
+    # Never read past the token tensor, whatever the offsets say.
+    end_row = tl.minimum(first_row + count, num_tokens)
+
+    ns = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.program_id(2) * BLOCK_K + tl.arange(0, BLOCK_K)
+    n_ok = ns < N
+    k_ok = ks < K
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for t0 in range(first_row, end_row, BLOCK_T):
+        ts = (t0 + tl.arange(0, BLOCK_T)).to(tl.int64)
+        t_ok = ts < end_row
+        dy_t = tl.load(
+            DY + ts[None, :] * stride_dym + ns[:, None] * stride_dyn,
+            mask=n_ok[:, None] & t_ok[None, :],
+            other=0.0,
+        )
+        x = tl.load(
+            X + ts[:, None] * stride_xm + ks[None, :] * stride_xk,
+            mask=t_ok[:, None] & k_ok[None, :],
+            other=0.0,
+        )
+        acc = tl.dot(dy_t, x, acc, input_precision=DOT_PRECISION)
+
+    dest_base = expert_pointer(DEST_PTRS, entry, tl.float32, ALIGNED)
+    dest = dest_base + ns[:, None] * stride_dest_n + ks[None, :] * stride_dest_k
+    mask = n_ok[:, None] & k_ok[None, :]
+    if ACCUMULATE:
+        acc += tl.load(dest, mask=mask, other=0.0)
+    tl.store(dest, acc, mask=mask)
+
+
+@dual_jit
+def grouped_bias_grad_kernel(
+    DY,
+    stride_dym,
+    stride_dyn,
+    OUT,
+    stride_og,
+    stride_on,
+    SPLITS,
+    num_experts,
+    N,
+    BLOCK_N: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    EXPERTS_POW2: tl.constexpr,
+):
+    """OUT[g] = sum of dy over expert g's rows, fp32; zero for an expert without tokens.
+
+    Grid: (G, cdiv(N, BLOCK_N))."""
+    expert = tl.program_id(0)
+    first_row, count = expert_row_range(SPLITS, num_experts, expert, False, EXPERTS_POW2)
+    ns = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = ns < N
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for t0 in range(first_row, first_row + count, BLOCK_T):
+        ts = (t0 + tl.arange(0, BLOCK_T)).to(tl.int64)
+        t_ok = ts < first_row + count
+        dy = tl.load(
+            DY + ts[:, None] * stride_dym + ns[None, :] * stride_dyn,
+            mask=t_ok[:, None] & n_ok[None, :],
+            other=0.0,
+        )
+        acc += tl.sum(dy.to(tl.float32), 0)
+    tl.store(OUT + expert * stride_og + ns * stride_on, acc, mask=n_ok)

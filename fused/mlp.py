@@ -1,0 +1,115 @@
+"""The triton backend: a grouped MLP whose every GEMM is one Triton launch over all experts.
+
+Forward:  fc1 grouped GEMM with the activation (and probs scale) in its epilogue, saving the
+          pre-activation h and the activation a; fc2 grouped GEMM (+ bias).
+Backward: fc2 dgrad with the activation derivative in its epilogue (dh, and the probs
+          gradient); fc2 bias and weight gradients from (a, dy); fc1 dgrad; fc1 bias and weight
+          gradients from (x, dh). Weight gradients are written by the wgrad kernel directly
+          into the regions fused.main_grad planned (main_grad itself in output-into-main-grad
+          mode), or deferred to backward_dw() with delay_wgrad_compute.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import grouped_ops
+from .faults import EMPTY_EXPERT_SKIPPED, GROUP_OFFSETS_SHIFTED
+from .kernels.activations import ACTIVATION_CODES
+from .main_grad import WgradPlan
+from .mlp_base import FusedGroupedMLPBase
+
+
+class GroupedMLP(FusedGroupedMLPBase):
+    """Same constructor, forward(x, split_sizes, probs=None), backward_dw() and parameters as
+    refimpl.GroupedMLP; runs on CUDA tensors compiled and on CPU tensors interpreted."""
+
+    backend = "triton"
+
+    def _forward(
+        self, x: torch.Tensor, splits: torch.Tensor, probs: torch.Tensor | None
+    ) -> torch.Tensor:
+        params = [
+            *self.fc1.weight_params(),
+            *self.fc1.bias_params(),
+            *self.fc2.weight_params(),
+            *self.fc2.bias_params(),
+        ]
+        return _FusedGroupedMLPFunction.apply(x, probs, self, splits, *params)
+
+    def _compute_wgrads(
+        self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
+    ) -> None:
+        for accumulate in (False, True):
+            regions = [(e.expert, e.region) for e in plan.experts if e.accumulate == accumulate]
+            grouped_ops.grouped_wgrad(
+                dy,
+                x,
+                splits,
+                regions,
+                accumulate=accumulate,
+                skip_empty_experts=self.fault == EMPTY_EXPERT_SKIPPED,
+                inclusive_offsets=self.fault == GROUP_OFFSETS_SHIFTED,
+            )
+
+
+class _FusedGroupedMLPFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, probs, mlp: GroupedMLP, splits, *params):
+        activation = mlp.activation
+        h, a = grouped_ops.fc1_forward(
+            x,
+            splits,
+            mlp.fc1.expert_weights(),
+            mlp.fc1.expert_biases(),
+            activation=ACTIVATION_CODES[activation.name],
+            glu=activation.glu,
+            probs=probs,
+        )
+        y = grouped_ops.grouped_gemm(
+            a, splits, mlp.fc2.expert_weights(), transpose=True, biases=mlp.fc2.expert_biases()
+        )
+        ctx.mlp = mlp
+        ctx.splits = splits
+        ctx.save_for_backward(x, probs, h, a)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        mlp: GroupedMLP = ctx.mlp
+        splits = ctx.splits
+        x, probs, h, a = ctx.saved_tensors
+        dy = dy.contiguous()
+        activation = mlp.activation
+        dh, dprobs = grouped_ops.fc2_dgrad_activation(
+            dy,
+            splits,
+            mlp.fc2.expert_weights(),
+            h,
+            activation=ACTIVATION_CODES[activation.name],
+            glu=activation.glu,
+            probs=probs,
+        )
+        fc2_weight_grads = mlp.wgrads_for_backward(mlp.fc2, a, dy, splits)
+        fc2_bias_grads = (
+            mlp.fc2.bias_grads(grouped_ops.grouped_bias_grad(dy, splits))
+            if mlp.fc2.use_bias
+            else []
+        )
+        dx = grouped_ops.grouped_gemm(dh, splits, mlp.fc1.expert_weights(), transpose=False)
+        fc1_weight_grads = mlp.wgrads_for_backward(mlp.fc1, x, dh, splits)
+        fc1_bias_grads = (
+            mlp.fc1.bias_grads(grouped_ops.grouped_bias_grad(dh, splits))
+            if mlp.fc1.use_bias
+            else []
+        )
+        return (
+            dx,
+            dprobs.to(probs.dtype) if dprobs is not None else None,
+            None,
+            None,
+            *fc1_weight_grads,
+            *fc1_bias_grads,
+            *fc2_weight_grads,
+            *fc2_bias_grads,
+        )

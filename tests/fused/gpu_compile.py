@@ -1,0 +1,68 @@
+"""Compile the real kernel launches for a GPU target on a machine without a GPU.
+
+Launches are captured instead of run (their arguments are the real ones, built by
+fused.grouped_ops with GPU tile sizes), then compiled to a cubin the way a CUDA launch would
+compile them: Triton's own argument specialisation (alignment, unit strides) and launch
+options. This catches what the interpreter cannot: code the GPU compiler rejects, and loads
+that fail to vectorise and pipeline. It uses Triton internals (pinned 3.6); a Triton without
+them skips the tests that use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, compile, make_backend
+from triton.runtime.jit import create_function_from_signature
+
+import fused.grouped_ops as grouped_ops
+from fused.dual_jit import DualKernel
+from fused.tiles import tiles_for
+
+H100_H200 = GPUTarget("cuda", 90, 32)
+
+
+@dataclass
+class Launch:
+    kernel: DualKernel
+    grid: tuple
+    args: tuple
+    kwargs: dict[str, Any]
+
+
+@contextlib.contextmanager
+def captured_launches(monkeypatch) -> Iterator[list[Launch]]:
+    """Record kernel launches instead of running them, with the GPU's tile sizes."""
+    launches: list[Launch] = []
+
+    def capture(kernel: DualKernel, grid: tuple):
+        def launch(*args, **kwargs):
+            launches.append(Launch(kernel, grid, args, kwargs))
+
+        return launch
+
+    monkeypatch.setattr(DualKernel, "__getitem__", capture)
+    monkeypatch.setattr(
+        grouped_ops,
+        "tiles_for",
+        lambda kernel, device, dtype: tiles_for(kernel, torch.device("cuda"), dtype),
+    )
+    yield launches
+
+
+def compile_for_gpu(launch: Launch, target: GPUTarget = H100_H200):
+    fn = launch.kernel.compiled
+    backend = make_backend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound_args, specialization, options = binder(*launch.args, **launch.kwargs)
+    options, signature, constexprs, attrs = fn._pack_args(
+        backend, launch.kwargs, bound_args, specialization, options
+    )
+    return compile(
+        ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__
+    )

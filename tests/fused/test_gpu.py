@@ -1,0 +1,255 @@
+"""The fused backends on a CUDA GPU at real sizes, against refimpl run in fp32.
+
+Tolerances are relative to the largest reference magnitude of each tensor (atol = tol * max,
+rtol = tol): fp32 1e-5 (IEEE dots; a K <= 1536 term fp32 sum is off by about sqrt(K) * 2^-24
+of its scale); fp16 1e-2 and bf16 4e-2 (the fused path rounds h, act(h), dh and the outputs to
+the 16-bit type, 2^-11 resp. 2^-8 each, against an fp32 reference that rounds nothing).
+NaN sentinels and zero-token experts are checked exactly.
+"""
+
+import pytest
+import torch
+
+import refimpl
+from fused import backends
+from fused.faults import EMPTY_EXPERT_SKIPPED, GROUP_OFFSETS_SHIFTED
+
+from .harness import (
+    Case,
+    Inputs,
+    MainGrads,
+    attach_main_grads,
+    initial_main_grads,
+    make_inputs,
+    run,
+    run_pair,
+)
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+# 8 experts, two without tokens, sizes off every block multiple (1, 127, 513, 759).
+SPLITS = (700, 0, 1, 513, 0, 900, 127, 759)
+REAL = Case(splits=SPLITS, hidden=512, ffn=768, device="cuda")
+TOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 4e-2}
+DTYPES = pytest.mark.parametrize(
+    "dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"]
+)
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, what: str) -> None:
+    expected = expected.float()
+    scale = expected.abs().max().item() if expected.numel() else 1.0
+    tol = TOL[dtype]
+    atol = tol * max(scale, 1e-6)
+    torch.testing.assert_close(
+        actual.float(), expected, rtol=tol, atol=atol, msg=lambda m: f"{what}: {m}"
+    )
+
+
+def fp32_reference_of(fused, case: Case):
+    ref = refimpl.GroupedMLP(**case.with_(dtype=torch.float32).kwargs())
+    ref.load_state_dict({k: v.float() for k, v in fused.state_dict().items()})
+    return ref
+
+
+def upcast(batches: list[Inputs]) -> list[Inputs]:
+    return [
+        Inputs(b.x.float(), b.dy.float(), b.probs.float() if b.probs is not None else None)
+        for b in batches
+    ]
+
+
+def run_against_fp32_reference(case: Case, how=None, *, backend="triton", fault=None, mb=1):
+    torch.manual_seed(0)
+    fused = backends.create(backend, fault=fault, **case.kwargs())
+    ref = fp32_reference_of(fused, case)
+    batches = make_inputs(case)
+    observations = []
+    for mlp, inputs in ((ref, upcast(batches)), (fused, batches)):
+        buffers = None
+        if how is not None:
+            buffers = initial_main_grads(mlp, how)
+            attach_main_grads(mlp, how, buffers)
+        observations.append(
+            run(mlp, inputs, list(case.splits), main_grads=buffers, microbatches=mb)
+        )
+    return observations[0], observations[1]
+
+
+def check_outputs(ref, fused, dtype):
+    for name in ("y", "dx", "dprobs"):
+        for r, f in zip(getattr(ref, name), getattr(fused, name)):
+            if r is None:
+                assert f is None
+            else:
+                assert f.dtype == dtype
+                close(f, r, dtype, name)
+
+
+@DTYPES
+@pytest.mark.parametrize(
+    ("activation", "bias", "single"),
+    [("swiglu", True, False), ("scaled_swiglu", False, True), ("gelu", True, True)],
+)
+def test_plain_mode(dtype, activation, bias, single):
+    case = REAL.with_(dtype=dtype, activation=activation, bias=bias, single=single)
+    ref, fused = run_against_fp32_reference(case, MainGrads(fill="nan"))
+    check_outputs(ref, fused, dtype)
+    for name, r in ref.grads.items():
+        assert fused.grads[name].dtype == dtype, name
+        close(fused.grads[name], r, dtype, name)
+    for name, buf in fused.main_grads.items():
+        assert buf.isnan().all(), f"{name}: plain mode wrote main_grad"
+
+
+@DTYPES
+@pytest.mark.parametrize(
+    ("how", "delay", "single", "microbatches"),
+    [
+        (MainGrads(), False, False, 2),
+        (MainGrads(overwrite=True, fill="nan", zero_out=True), False, True, 1),
+        (MainGrads(fsdp=True, overwrite=True, fill="nan"), True, False, 2),
+    ],
+    ids=["accumulate-2mb", "overwrite-zero-out", "fsdp-delayed-2mb"],
+)
+def test_output_into_main_grad(dtype, how, delay, single, microbatches):
+    case = REAL.with_(dtype=dtype, output_into_main_grad=True, delay=delay, single=single)
+    ref, fused = run_against_fp32_reference(case, how, mb=microbatches)
+    check_outputs(ref, fused, dtype)
+    assert fused.wgrad_hook_calls == ref.wgrad_hook_calls
+    for name, r in ref.main_grads.items():
+        f = fused.main_grads[name]
+        assert not f.isnan().any(), f"{name}: a NaN sentinel survived"
+        if how.overwrite:
+            close(f, r, dtype, name)
+        else:  # compare the added gradient, not the random starting values
+            start = initial_main_grads(module_shaped_like(case), how)[name]
+            close(f - start, r - start, dtype, name)
+        assert fused.grad_added[name] is True
+        grad = fused.grads[name]
+        assert grad.dtype == dtype and grad.data_ptr() != fused.exposed_main_grads[name].data_ptr()
+        if how.zero_out:
+            assert torch.count_nonzero(grad) == 0
+    if how.overwrite:
+        empty = (
+            fused.main_grads["fc2.weight"].view(len(SPLITS), -1)[1]
+            if single
+            else fused.main_grads["fc2.weight1"]
+        )
+        assert torch.count_nonzero(empty) == 0
+
+
+def module_shaped_like(case):
+    """A module with the parameter names and shapes of ``case``: initial_main_grads of it
+    rebuilds the starting main_grad contents of a run (same seed, same order)."""
+    return refimpl.GroupedMLP(**case.with_(dtype=torch.float32).kwargs())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_sizes_off_every_block_multiple(dtype):
+    case = Case(
+        splits=(1, 0, 37, 300),
+        hidden=200,
+        ffn=300,
+        device="cuda",
+        dtype=dtype,
+        activation="clamped_qgeglu",
+        output_into_main_grad=True,
+    )
+    ref, fused = run_against_fp32_reference(case, MainGrads(overwrite=True, fill="nan"))
+    check_outputs(ref, fused, dtype)
+    for name, r in ref.main_grads.items():
+        assert not fused.main_grads[name].isnan().any()
+        close(fused.main_grads[name], r, dtype, name)
+
+
+def test_zero_tokens():
+    case = REAL.with_(dtype=torch.bfloat16, splits=(0,) * 8, output_into_main_grad=True)
+    ref, fused = run_against_fp32_reference(case, MainGrads(overwrite=True, fill="nan"))
+    assert fused.y[0].shape == (0, case.hidden)
+    for name in ref.main_grads:
+        assert torch.count_nonzero(fused.main_grads[name]) == 0
+
+
+def test_deterministic():
+    case = REAL.with_(dtype=torch.bfloat16, activation="scaled_swiglu", bias=True)
+    first = run_against_fp32_reference(case)[1]
+    second = run_against_fp32_reference(case)[1]
+    for name in ("y", "dx", "dprobs"):
+        assert torch.equal(getattr(first, name)[0], getattr(second, name)[0]), name
+    for name, g in first.grads.items():
+        assert torch.equal(g, second.grads[name]), name
+
+
+def test_cpu_interpreter_and_cuda_in_one_process():
+    """CPU tensors run interpreted, CUDA tensors compiled, in any order, in one process."""
+    tiny = Case(activation="scaled_swiglu")
+    for device in ("cpu", "cuda", "cpu", "cuda"):
+        case = tiny.with_(device=device)
+        ref, fused = run_pair(case)
+        for r, f in zip(ref.y + ref.dx, fused.y + fused.dx):
+            torch.testing.assert_close(f, r)
+
+
+def test_kernel_faults_compiled():
+    case = REAL.with_(dtype=torch.bfloat16, output_into_main_grad=True)
+    how = MainGrads(overwrite=True, fill="nan")
+    _, skipped = run_against_fp32_reference(case, how, fault=EMPTY_EXPERT_SKIPPED)
+    assert skipped.main_grads["fc1.weight1"].isnan().all()
+    assert not skipped.main_grads["fc1.weight0"].isnan().any()
+    ref, shifted = run_against_fp32_reference(
+        case.with_(splits=(375,) * 8), how, fault=GROUP_OFFSETS_SHIFTED
+    )
+    close(shifted.main_grads["fc2.weight0"], ref.main_grads["fc2.weight1"], torch.bfloat16, "g0")
+    assert torch.count_nonzero(shifted.main_grads["fc2.weight7"]) == 0
+
+
+# -- torch-grouped-mm (bf16, sm90+) -------------------------------------------------------------
+
+needs_sm90 = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+    reason="torch-grouped-mm needs sm90+",
+)
+
+
+@needs_sm90
+@pytest.mark.parametrize(
+    ("how", "delay", "single"),
+    [
+        (None, False, False),
+        (MainGrads(), False, True),
+        (MainGrads(overwrite=True, fill="nan"), False, False),
+        (MainGrads(fsdp=True, overwrite=True, fill="nan", zero_out=True), True, True),
+    ],
+    ids=["plain", "accumulate", "overwrite", "fsdp-delayed"],
+)
+def test_torch_grouped_mm(how, delay, single):
+    dtype = torch.bfloat16
+    case = REAL.with_(
+        dtype=dtype,
+        activation="scaled_swiglu",
+        bias=True,
+        single=single,
+        output_into_main_grad=how is not None,
+        delay=delay,
+    )
+    ref, fused = run_against_fp32_reference(case, how, backend="torch-grouped-mm")
+    check_outputs(ref, fused, dtype)
+    for name, r in ref.grads.items():
+        if how is None or "bias" in name:
+            close(fused.grads[name], r, dtype, name)
+    for name, r in ref.main_grads.items():
+        f = fused.main_grads[name]
+        assert not f.isnan().any(), name
+        start = 0 if how.overwrite else initial_main_grads(module_shaped_like(case), how)[name]
+        close(f - start, r - start, dtype, name)
+        assert fused.grad_added[name] is True
+
+
+@needs_sm90
+def test_torch_grouped_mm_refuses_fp32():
+    with pytest.raises(backends.BackendError, match=r"torch\.bfloat16"):
+        backends.create("torch-grouped-mm", **REAL.with_(dtype=torch.float32).kwargs())
