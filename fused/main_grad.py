@@ -90,7 +90,7 @@ def plan_wgrads(layer: GroupedLinearParams, fault: str | None) -> WgradPlan:
         for p, main_grad, local_accumulate in zip(params, main_grads, accumulate):
             alias = local_accumulate if fault == ALIAS_GATED_ON_LOCAL_FLAG else into_main_grad
             # Without the alias the GEMM writes a scratch buffer nobody reads (TE #2936).
-            destinations.append(
+            destinations.append(  # gmlp: ignore[GMLP001] deliberate fault ALIAS_GATED_ON_LOCAL_FLAG
                 main_grad if alias else torch.empty(p.shape, dtype=torch.float32, device=p.device)
             )
     regions = layer.per_expert(destinations)

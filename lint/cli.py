@@ -1,5 +1,321 @@
-"""The gmlp-lint command line (placeholder)."""
+"""The gmlp-lint command line: ``gmlp-lint [check] [PATH ...]`` and ``gmlp-lint rule CODE``.
 
-def main() -> None:
-    print("gmlp-lint: not implemented yet")
+Conventions follow ruff: exit 0 when clean, 1 when findings remain (also after ``--fix``,
+and when ``--diff`` shows changes), 2 for usage or configuration errors and for files that
+cannot be read or parsed (reported on stderr; the other files are still linted).
+"""
 
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from . import engine
+from .catalog import CODES, all_rules, rule
+from .config import ConfigError, Resolver, Selection, enabled_codes, expand_codes, is_excluded
+from .discovery import collect
+from .model import FileResult, Finding
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+PROGRESS_MIN_FILES = 200  # below this a progress bar only flickers
+
+EPILOG = """\b
+Examples:
+  gmlp-lint .                            lint every Python file below here
+  gmlp-lint --fix ops/fused_mlp.py       apply the safe fixes
+  gmlp-lint --diff --unsafe-fixes ops/   show all fixes, write nothing
+  gmlp-lint --select GMLP001,GMLP002 --format json src > findings.json
+  gmlp-lint - --stdin-filename ops/mlp.py < ops/mlp.py
+  gmlp-lint rule GMLP001                 explain a rule, with examples
+
+\b
+Configuration: [tool.gmlp-lint] in the nearest pyproject.toml
+(select, ignore, per-file-ignores, exclude). Suppress one finding with
+`# gmlp: ignore[GMLP001] reason` on its line or the line above.
+Exit status: 0 clean, 1 findings remain, 2 usage error or a file that
+cannot be read or parsed."""
+
+
+class _Cli(click.Group):
+    """``gmlp-lint PATH ...`` means ``gmlp-lint check PATH ...``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """gmlp-lint: find main_grad gating bugs in fused grouped-MLP code."""
+
+
+def _codes(ctx, param, values) -> frozenset[str] | None:
+    if not values:
+        return None
+    selectors = [part for value in values for part in value.split(",")]
+    try:
+        return expand_codes(selectors, f"--{param.name}")
+    except ConfigError as error:
+        raise click.BadParameter(str(error), ctx=ctx, param=param) from error
+
+
+@cli.command("check", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--fix", is_flag=True, help="Apply safe fixes (unsafe ones too with --unsafe-fixes).")
+@click.option(
+    "--unsafe-fixes", is_flag=True, help="Also apply (with --fix/--diff) or count unsafe fixes."
+)
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "sarif", "github"]),
+    default="text",
+    show_default=True,
+    help="How findings are printed.",
+)
+@click.option(
+    "--select",
+    multiple=True,
+    callback=_codes,
+    metavar="CODES",
+    help="Only these rules (or prefixes).",
+)
+@click.option(
+    "--ignore",
+    multiple=True,
+    callback=_codes,
+    metavar="CODES",
+    help="Skip these rules (or prefixes).",
+)
+@click.option(
+    "--stdin-filename",
+    metavar="PATH",
+    help="Read the source from stdin and report (and configure) it as PATH.",
+)
+@click.option(
+    "--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too."
+)
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: one per CPU)."
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar on stderr (default: on a terminal, for large runs).",
+)
+@click.version_option(package_name="gmlp-check", prog_name="gmlp-lint")
+def check(
+    paths,
+    fix,
+    unsafe_fixes,
+    diff,
+    output_format,
+    select,
+    ignore,
+    stdin_filename,
+    force_exclude,
+    jobs,
+    progress,
+) -> None:
+    """Lint Python files for main_grad gating bugs (GMLP001-GMLP004).
+
+    PATH may be files or directories (default: the current directory); `-` reads stdin."""
+    selection = Selection(select, ignore or frozenset())
+    mode = engine.Mode(fix=fix or diff, unsafe_fixes=unsafe_fixes)
+    options = _Options(output_format, unsafe_fixes, diff, fix)
+    if "-" in paths and len(paths) > 1:
+        raise click.UsageError("`-` (stdin) cannot be combined with other paths")
+    try:
+        if paths == ("-",) or (not paths and stdin_filename):
+            status = _check_stdin(stdin_filename, selection, mode, options, force_exclude)
+        else:
+            status = _check_paths(
+                list(paths) or ["."], selection, mode, options, force_exclude, jobs, progress
+            )
+    except ConfigError as error:
+        click.echo(f"error: {error}", err=True)
+        status = EXIT_ERROR
+    sys.exit(status)
+
+
+class _Options:
+    def __init__(self, output_format: str, unsafe_fixes: bool, diff: bool, fix: bool) -> None:
+        self.output_format = output_format
+        self.unsafe_fixes = unsafe_fixes
+        self.diff = diff
+        self.fix = fix and not diff
+
+
+def _check_paths(paths, selection, mode, options, force_exclude, workers, progress) -> int:
+    resolver = Resolver()
+    files, missing = collect(paths, resolver, force_exclude)
+    for message in missing:
+        click.echo(f"error: {message}", err=True)
+    jobs = [
+        engine.Job(path, enabled_codes(Path(path), config, selection)) for path, config in files
+    ]
+    with _Progress(len(jobs), progress) as advance:
+        results = engine.run(jobs, mode, workers, on_result=advance)
+    errors = [(r.path, r.error) for r in results if r.error]
+    for path, message in errors:
+        click.echo(f"error: {path}: {message}", err=True)
+    changed = [r for r in results if r.fixed_source is not None]
+    if options.diff:
+        for result in changed:
+            click.echo(_diff(result), nl=False)
+    elif options.fix:
+        for result in changed:
+            try:
+                _write_atomically(result.path, result.fixed_source)
+            except OSError as error:
+                errors.append((result.path, f"cannot write the fixes: {error.strerror or error}"))
+                click.echo(f"error: {errors[-1][0]}: {errors[-1][1]}", err=True)
+    findings = [f for r in results for f in r.findings]
+    fixed = sum(r.fixed_count for r in changed)
+    _report(findings, options, errors, fixed, to_stderr=options.diff)
+    if errors or missing:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if findings or (options.diff and changed) else EXIT_CLEAN
+
+
+def _check_stdin(stdin_filename, selection, mode, options, force_exclude) -> int:
+    resolver = Resolver()
+    shown = stdin_filename or "-"
+    path = Path(stdin_filename) if stdin_filename else Path.cwd() / "-"
+    config = resolver.for_path(path) if stdin_filename else resolver.for_directory(Path.cwd())
+    source = sys.stdin.read()
+    if force_exclude and stdin_filename and is_excluded(path, config):
+        if options.fix:
+            click.echo(source, nl=False)
+        return EXIT_CLEAN
+    job = engine.Job(shown, enabled_codes(path, config, selection), source)
+    result = engine.process(job, mode)
+    if result.error:
+        click.echo(f"error: {shown}: {result.error}", err=True)
+        if options.fix:
+            click.echo(source, nl=False)  # an editor piping through us must not lose code
+        return EXIT_ERROR
+    changed = result.fixed_source is not None
+    if options.diff:
+        if changed:
+            click.echo(_diff(result), nl=False)
+    elif options.fix:
+        click.echo(result.fixed_source if changed else source, nl=False)
+    fixed = result.fixed_count if changed else 0
+    _report(result.findings, options, [], fixed, to_stderr=options.diff or options.fix)
+    if result.findings or (options.diff and changed):
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _report(findings: list[Finding], options: _Options, errors, fixed: int, to_stderr: bool):
+    fmt = options.output_format
+    if fmt == "json":
+        from .reporters import to_json
+
+        text = to_json(findings)
+    elif fmt == "sarif":
+        from .sarif import to_sarif
+
+        text = to_sarif(findings, errors)
+    elif fmt == "github":
+        from .reporters import to_github
+
+        text = to_github(findings)
+    else:
+        from .reporters import to_text
+
+        text = to_text(
+            findings,
+            unsafe_fixes=options.unsafe_fixes,
+            fixed=fixed,
+            fix_mode=options.fix,
+            would=options.diff,
+        )
+    click.echo(text, nl=False, err=to_stderr)
+
+
+def _diff(result: FileResult) -> str:
+    import difflib
+
+    lines = difflib.unified_diff(
+        result.source.splitlines(keepends=True),
+        result.fixed_source.splitlines(keepends=True),
+        fromfile=result.path,
+        tofile=result.path,
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Replace the file in one step, keeping its permissions: nothing half-written."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".gmlp-lint-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(text.encode("utf-8"))
+        os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+class _Progress:
+    """A rich progress bar on stderr, only when asked for or on a terminal for big runs."""
+
+    def __init__(self, total: int, wanted: bool | None) -> None:
+        if wanted is None:
+            wanted = sys.stderr.isatty() and total >= PROGRESS_MIN_FILES
+        self.total = total
+        self.wanted = wanted and total > 0
+        self.bar = None
+
+    def __enter__(self):
+        if not self.wanted:
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(stderr=True), transient=False)
+        self.bar.start()
+        task = self.bar.add_task("gmlp-lint", total=self.total)
+        return lambda _result: self.bar.advance(task)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@cli.command("rule", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Print every rule's documentation.")
+def rule_command(code: str | None, show_all: bool) -> None:
+    """Print a rule's documentation with a bad and a good example.
+
+    \b
+    Example:
+      gmlp-lint rule GMLP001"""
+    if show_all:
+        click.echo("\n".join(r.documentation() for r in all_rules()), nl=False)
+        return
+    if code is None:
+        raise click.UsageError("give a rule code such as GMLP001, or --all")
+    normalized = code.strip().upper()
+    if normalized not in CODES:
+        raise click.BadParameter(
+            f"unknown rule {code!r}; expected one of {', '.join(CODES)}", param_hint="CODE"
+        )
+    click.echo(rule(normalized).documentation(), nl=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="gmlp-lint")

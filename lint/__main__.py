@@ -1,0 +1,5 @@
+"""``python -m lint`` runs gmlp-lint."""
+
+from .cli import main
+
+main()

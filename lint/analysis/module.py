@@ -1,0 +1,330 @@
+"""One parsed file and its analysis units (the module body, each class body, each function).
+
+A unit owns its control-flow graph and, computed on first use, its reaching definitions,
+control dependence, and the overwrite / zero_out / main_grad value analyses. The rules walk
+a unit's own statements (nested functions and classes are units of their own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from . import patterns
+from .cfg import Graph, Node, build_graph
+from .dataflow import Aliases, ControlDependence, ReachingDefinitions, Taint
+
+
+class Unit:
+    def __init__(
+        self,
+        context: ModuleContext,
+        owner: cst.CSTNode,
+        body: Sequence[cst.CSTNode],
+        params: cst.Parameters | None,
+        parent: Unit | None,
+    ) -> None:
+        self.context = context
+        self.owner = owner
+        self.body = body
+        self.params = params
+        self.parent = parent
+
+    @cached_property
+    def survey(self) -> Survey:
+        """What this unit's own code spells, from one walk: the checks skip units that
+        cannot concern them without building their graphs."""
+        found = Survey()
+        for stmt in self.body:
+            for node in patterns.walk(stmt):
+                _note(found, node)
+        return found
+
+    @property
+    def name(self) -> str:
+        return getattr(getattr(self.owner, "name", None), "value", "<module>")
+
+    @cached_property
+    def graph(self) -> Graph:
+        return build_graph(self.body, self.params)
+
+    @cached_property
+    def reaching(self) -> ReachingDefinitions:
+        return ReachingDefinitions(self.graph)
+
+    @cached_property
+    def control(self) -> ControlDependence:
+        return ControlDependence(self.graph)
+
+    @cached_property
+    def overwrite(self) -> Taint:
+        outer = self.parent.overwrite if self.parent is not None else None
+        return Taint(
+            self.graph, self.reaching, self.control, self.context.is_overwrite_source, outer
+        )
+
+    @cached_property
+    def zero_out(self) -> Taint:
+        outer = self.parent.zero_out if self.parent is not None else None
+        return Taint(self.graph, self.reaching, self.control, is_zero_out_source, outer)
+
+    @cached_property
+    def aliases(self) -> Aliases:
+        outer = self.parent.aliases if self.parent is not None else None
+        return Aliases(self.graph, self.reaching, outer)
+
+    def node_for(self, owner: cst.CSTNode) -> Node | None:
+        return self.graph.node_for(owner)
+
+    # -- walking the unit's own code ----------------------------------------------------
+    def statements(self) -> Iterator[tuple[cst.CSTNode, Sequence[cst.CSTNode]]]:
+        """(statement, the suite it sits in) for every statement of this unit, compound and
+        small, at any depth, outside nested functions and classes."""
+        yield from iter_statements(self.body)
+
+    def expression_roots(self) -> Iterator[tuple[cst.CSTNode, Node]]:
+        """Each piece of code evaluated as one graph node: small statements whole, and the
+        header expressions of compound statements."""
+        for stmt, _ in self.statements():
+            node = self.node_for(stmt)
+            if node is None:
+                continue
+            if isinstance(stmt, (cst.If, cst.While)):
+                yield stmt.test, node
+            elif isinstance(stmt, cst.For):
+                yield stmt.iter, node
+            elif isinstance(stmt, cst.With):
+                for item in stmt.items:
+                    yield item.item, node
+            elif isinstance(stmt, cst.Match):
+                yield stmt.subject, node
+            elif not isinstance(stmt, cst.BaseCompoundStatement):
+                yield stmt, node
+
+    @cached_property
+    def returned_names(self) -> frozenset[str]:
+        """Locals whose value can end up in what this function returns: names in ``return``
+        expressions, and the names those are computed from."""
+        returned: set[str] = set()
+        sources: dict[str, set[str]] = {}
+        for stmt, _ in self.statements():
+            if isinstance(stmt, cst.Return) and stmt.value is not None:
+                returned.update(n.value for n in patterns.read_names(stmt.value))
+        for d in self.graph.defs:
+            if d.value is not None and d.kind in ("assign", "aug", "walrus"):
+                reads = {n.value for n in patterns.read_names(d.value)}
+                sources.setdefault(d.name, set()).update(reads)
+        stack = list(returned)
+        while stack:
+            for source in sources.get(stack.pop(), ()):
+                if source not in returned:
+                    returned.add(source)
+                    stack.append(source)
+        return frozenset(returned)
+
+
+class Survey:
+    def __init__(self) -> None:
+        self.spells_overwrite = False  # spells overwrite_main_grad or calls an "overwrite" function
+        self.spells_main_grad = False  # spells main_grad (attribute, getattr string, fetch call)
+        self.empty_alloc = False  # calls an empty allocator
+        self.calls: set[str] = set()
+
+
+def _note(found: Survey, node: cst.CSTNode) -> None:
+    if isinstance(node, cst.Call):
+        name = patterns.callee_name(node)
+        if name is not None:
+            found.calls.add(name)
+            if "overwrite" in name:
+                found.spells_overwrite = True
+            if name in patterns.EMPTY_ALLOCATORS or name == "empty_strided":
+                found.empty_alloc = True
+            if patterns.is_main_grad_fetch(node):
+                found.spells_main_grad = True
+    elif isinstance(node, cst.Attribute):
+        attr = node.attr.value
+        if attr == patterns.OVERWRITE:
+            found.spells_overwrite = True
+        elif attr == patterns.MAIN_GRAD:
+            found.spells_main_grad = True
+    elif isinstance(node, cst.Name):
+        if node.value == patterns.OVERWRITE:
+            found.spells_overwrite = True
+    elif isinstance(node, cst.SimpleString):
+        value = patterns.string_value(node)
+        if value == patterns.OVERWRITE:
+            found.spells_overwrite = True
+        elif value == patterns.MAIN_GRAD:
+            found.spells_main_grad = True
+
+
+def suite_body(suite: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    return suite.body if isinstance(suite, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+
+
+def iter_statements(body: Sequence[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, Sequence]]:
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                yield small, body
+            continue
+        yield stmt, body
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        yield from _compound_children(stmt)
+
+
+def _compound_children(stmt: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, Sequence]]:
+    if isinstance(stmt, cst.If):
+        yield from iter_statements(suite_body(stmt.body))
+        if isinstance(stmt.orelse, cst.If):
+            yield stmt.orelse, ()
+            yield from _compound_children(stmt.orelse)
+        elif isinstance(stmt.orelse, cst.Else):
+            yield from iter_statements(suite_body(stmt.orelse.body))
+        return
+    for suite in _suites(stmt):
+        yield from iter_statements(suite_body(suite))
+
+
+def _suites(stmt: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.BaseSuite):
+        yield body
+    for handler in getattr(stmt, "handlers", ()):
+        yield handler.body
+    for case in getattr(stmt, "cases", ()):
+        yield case.body
+    for attr in ("orelse", "finalbody"):
+        part = getattr(stmt, attr, None)
+        if part is not None and isinstance(getattr(part, "body", None), cst.BaseSuite):
+            yield part.body
+
+
+# Parameter and local names that carry the zero-fill decision (TE's ``zero=`` argument).
+ZERO_NAMES = frozenset({"zero", "zero_out", "zero_fill", "zero_wgrad", "zero_dummy"})
+
+
+def is_zero_out_source(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.Name) and node.value in ZERO_NAMES:
+        return True
+    return patterns.spells(node, patterns.ZERO_OUT)
+
+
+def line_starts(source: str) -> list[int]:
+    """Offset of the first character of each line."""
+    starts = [0]
+    position = source.find("\n")
+    while position != -1:
+        starts.append(position + 1)
+        position = source.find("\n", position + 1)
+    return starts
+
+
+class ModuleContext:
+    """A parsed file with positions, offsets and its units."""
+
+    def __init__(self, source: str, path: str) -> None:
+        self.source = source
+        self.path = path
+        self.module = cst.parse_module(source)
+        self._positions = None
+        self.line_starts = line_starts(source)
+        self.units = list(_units(self, self.module, self.module.body, None, None))
+        functions = [
+            u.owner
+            for u in self.units
+            if isinstance(u.owner, cst.FunctionDef) and u.survey.spells_overwrite
+        ]
+        self.overwrite_helpers = patterns.KNOWN_OVERWRITE_HELPERS | _overwrite_helpers(functions)
+
+    def units_touching_overwrite(self) -> list[Unit]:
+        """Units whose values can depend on overwrite_main_grad: they spell it, call a helper
+        that reads it, or are nested in such a unit (closures)."""
+        relevant: list[Unit] = []
+        chosen: set[int] = set()
+        for unit in self.units:  # parents come before their nested units
+            if (
+                unit.survey.spells_overwrite
+                or unit.survey.calls & self.overwrite_helpers
+                or (unit.parent is not None and id(unit.parent) in chosen)
+            ):
+                chosen.add(id(unit))
+                relevant.append(unit)
+        return relevant
+
+    # -- positions --------------------------------------------------------------------------
+    @property
+    def positions(self):
+        if self._positions is None:
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = wrapper.resolve(PositionProvider)
+        return self._positions
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+        """(line, column, end_line, end_column), counted from 1, end exclusive."""
+        where = self.positions[node]
+        return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
+
+    def offsets(self, node: cst.CSTNode) -> tuple[int, int]:
+        where = self.positions[node]
+        start = self.line_starts[where.start.line - 1] + where.start.column
+        end = self.line_starts[where.end.line - 1] + where.end.column
+        return start, end
+
+    def text(self, node: cst.CSTNode) -> str:
+        start, end = self.offsets(node)
+        return self.source[start:end]
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line
+
+    # -- sources ----------------------------------------------------------------------------
+    def is_overwrite_source(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Call):
+            name = patterns.callee_name(node) or ""
+            return "overwrite" in name or name in self.overwrite_helpers
+        return patterns.spells(node, patterns.OVERWRITE)
+
+
+def _units(context, owner, body, params, parent) -> Iterator[Unit]:
+    unit = Unit(context, owner, body, params, parent)
+    yield unit
+    # Methods do not see class-level names, so a class body is nobody's closure parent.
+    closure_parent = parent if isinstance(owner, cst.ClassDef) else unit
+    for stmt, _ in iter_statements(body):
+        if isinstance(stmt, cst.FunctionDef):
+            yield from _units(context, stmt, suite_body(stmt.body), stmt.params, closure_parent)
+        elif isinstance(stmt, cst.ClassDef):
+            yield from _units(context, stmt, suite_body(stmt.body), None, closure_parent)
+
+
+def _overwrite_helpers(functions: list[cst.FunctionDef]) -> frozenset[str]:
+    """Functions of this module whose return value is computed from overwrite_main_grad
+    (like Transformer Engine's ``get_accumulate_flag_in_param``)."""
+    helpers: set[str] = set()
+    for node in functions:
+        spelled_locals: set[str] = set()
+        returns: list[cst.BaseExpression] = []
+        for inner in patterns.walk(node.body):
+            if isinstance(inner, cst.Return) and inner.value is not None:
+                returns.append(inner.value)
+            elif isinstance(inner, cst.Assign) and _spells_overwrite(inner.value):
+                for target in inner.targets:
+                    if isinstance(target.target, cst.Name):
+                        spelled_locals.add(target.target.value)
+        for value in returns:
+            if _spells_overwrite(value) or any(
+                n.value in spelled_locals for n in patterns.read_names(value)
+            ):
+                helpers.add(node.name.value)
+                break
+    return frozenset(helpers)
+
+
+def _spells_overwrite(expr: cst.CSTNode) -> bool:
+    return any(patterns.spells(sub, patterns.OVERWRITE) for sub in patterns.walk(expr))

@@ -1,0 +1,319 @@
+"""Syntactic facts about libcst expressions: what names they read, whether they spell
+``main_grad``, ``overwrite_main_grad`` or ``zero_out_wgrad``, what a call allocates.
+
+Everything here looks at one expression in isolation; what a local name holds is the
+dataflow module's business.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import libcst as cst
+
+MAIN_GRAD = "main_grad"
+OVERWRITE = "overwrite_main_grad"
+ZERO_OUT = "zero_out_wgrad"
+GRAD_ADDED = "grad_added_to_main_grad"
+
+# Helpers from libraries that return the GEMM's accumulate flag derived from
+# overwrite_main_grad; helpers defined in the linted module itself are found by reading them.
+KNOWN_OVERWRITE_HELPERS = frozenset({"get_accumulate_flag_in_param"})
+
+# Reading these off a main_grad tensor inspects it; it does not use it as a destination.
+METADATA_ATTRS = frozenset(
+    {
+        "shape",
+        "dtype",
+        "device",
+        "numel",
+        "size",
+        "stride",
+        "dim",
+        "ndim",
+        "ndimension",
+        "is_contiguous",
+        "data_ptr",
+        "element_size",
+        "nelement",
+        "storage_offset",
+        "is_cuda",
+        "layout",
+        "requires_grad",
+        "untyped_storage",
+    }
+)
+# In-place methods that reset a buffer rather than deliver a gradient into it.
+RESET_METHODS = frozenset({"zero_", "fill_", "requires_grad_", "detach_", "record_stream"})
+# Methods whose result shares storage with the tensor they are called on.
+VIEW_METHODS = frozenset(
+    {
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "flatten",
+        "unflatten",
+        "squeeze",
+        "unsqueeze",
+        "permute",
+        "transpose",
+        "t",
+        "narrow",
+        "select",
+        "split",
+        "chunk",
+        "unbind",
+        "as_strided",
+        "detach",
+        "expand",
+        "expand_as",
+        "movedim",
+        "swapaxes",
+        "split_into_quantized_tensors",
+    }
+)
+VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "quantized_tensors", "rowwise_data"})
+# Calls that read a tensor argument without returning its storage.
+NON_ALIASING_CALLS = frozenset(
+    {
+        "isinstance",
+        "hasattr",
+        "getattr",
+        "len",
+        "id",
+        "type",
+        "print",
+        "str",
+        "repr",
+        "format",
+        "tuple_shape",
+        "clone",
+        "stack",
+        "cat",
+        "zeros_like",
+        "empty_like",
+        "ones_like",
+        "full_like",
+        "rand_like",
+        "randn_like",
+        "allclose",
+        "equal",
+    }
+)
+FETCH_PREFIXES = ("get_", "fetch_", "view_", "load_", "ensure_", "lazy_")
+EMPTY_ALLOCATORS = {"empty": "zeros", "empty_like": "zeros_like", "new_empty": "new_zeros"}
+ALLOCATORS = frozenset(
+    {*EMPTY_ALLOCATORS, "empty_strided", "zeros", "zeros_like", "new_zeros", "ones", "full"}
+)
+
+
+# Fields that hold only tokens and whitespace, or names that are not reads (an attribute's
+# name, a keyword argument's name): never worth visiting.
+_SKIPPED_FIELDS = frozenset(
+    {
+        "lpar",
+        "rpar",
+        "comma",
+        "equal",
+        "semicolon",
+        "leading_lines",
+        "lines_after_decorators",
+        "lbracket",
+        "rbracket",
+        "lbrace",
+        "rbrace",
+        "dot",
+        "colon",
+        "asynchronous",
+        "header",
+        "footer",
+        "trailing_whitespace",
+        "operator",
+        "keyword",
+        "attr",
+        "star",
+        "newline",
+    }
+)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The child nodes that carry code, in source order; much cheaper than libcst's
+    ``children``, which rebuilds the node to find them."""
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = tuple(
+            f.name
+            for f in dataclasses.fields(node)
+            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
+        )
+        _FIELDS[type(node)] = names
+    for name in names:
+        value = getattr(node, name)
+        if _is_node(type(value)):
+            yield value
+        elif type(value) in (tuple, list):
+            for item in value:
+                if _is_node(type(item)):
+                    yield item
+
+
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    # libcst's node classes are ABCs, whose isinstance checks are slow; cache per class.
+    known = _NODE_TYPES.get(kind)
+    if known is None:
+        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node of an expression or statement, not entering nested functions or classes."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and current is not node:
+            continue
+        stack.extend(reversed(list(children(current))))
+
+
+def callee_name(call: cst.CSTNode) -> str | None:
+    if not isinstance(call, cst.Call):
+        return None
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def is_attr(node: cst.CSTNode, attr: str) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == attr
+
+
+def positional_args(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None and not a.star]
+
+
+def keyword_arg(call: cst.Call, keyword: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    return None
+
+
+def is_getattr_of(node: cst.CSTNode, attr: str) -> bool:
+    if callee_name(node) != "getattr" or not isinstance(node.func, cst.Name):
+        return False
+    args = positional_args(node)
+    return len(args) >= 2 and string_value(args[1].value) == attr
+
+
+def is_main_grad_fetch(node: cst.CSTNode) -> bool:
+    """A call whose result is a parameter's main_grad buffer: ``p.get_main_grad()`` and
+    helpers named for fetching or viewing it (``get_main_grad_from_param``,
+    ``fetch_main_grad``, ``view_main_grad_as_grouped_buffer``, ``main_grad_view``), not
+    predicates about it (``overwrites_main_grad``, ``holds_main_grad``)."""
+    name = (callee_name(node) or "").lstrip("_")
+    if MAIN_GRAD not in name:
+        return False
+    return name.startswith(FETCH_PREFIXES) or name.endswith(("main_grad_view", "main_grad_buffer"))
+
+
+def is_main_grad_direct(node: cst.CSTNode) -> bool:
+    """``p.main_grad``, ``getattr(p, "main_grad", ...)`` or a main_grad fetch call."""
+    return is_attr(node, MAIN_GRAD) or is_getattr_of(node, MAIN_GRAD) or is_main_grad_fetch(node)
+
+
+def spells(node: cst.CSTNode, word: str) -> bool:
+    """The node names ``word`` as an attribute, a variable or a getattr/hasattr string."""
+    if isinstance(node, cst.Name):
+        return node.value == word
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == word
+    return string_value(node) == word
+
+
+def read_names(expr: cst.CSTNode) -> list[cst.Name]:
+    """Names an expression reads from the enclosing scope (not attribute names, keyword
+    names, or names bound by its own comprehensions and lambdas)."""
+    found: list[cst.Name] = []
+    _collect_reads(expr, frozenset(), found)
+    return found
+
+
+def _comprehension_targets(comp: cst.CSTNode) -> set[str]:
+    bound: set[str] = set()
+    for_in = getattr(comp, "for_in", None)
+    while for_in is not None:
+        for node in walk(for_in.target):
+            if isinstance(node, cst.Name):
+                bound.add(node.value)
+        for_in = for_in.inner_for_in
+    return bound
+
+
+def _collect_reads(node: cst.CSTNode, bound: frozenset[str], found: list[cst.Name]) -> None:
+    if isinstance(node, cst.Name):
+        if node.value not in bound:
+            found.append(node)
+        return
+    if isinstance(node, cst.Attribute):
+        _collect_reads(node.value, bound, found)
+        return
+    if isinstance(node, cst.Arg):
+        _collect_reads(node.value, bound, found)
+        return
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return
+    if isinstance(node, cst.Lambda):
+        params = {p.name.value for p in node.params.params}
+        _collect_reads(node.body, bound | params, found)
+        return
+    if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        bound = bound | _comprehension_targets(node)
+    for child in children(node):
+        _collect_reads(child, bound, found)
+
+
+def is_none_like(expr: cst.CSTNode) -> bool:
+    """``None``, ``[]``, ``[None]``, ``(None,)``, ``[None] * n`` or ``[None for _ in ...]``:
+    no gradient at all."""
+    if isinstance(expr, cst.Name):
+        return expr.value == "None"
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return all(is_none_like(e.value) for e in expr.elements)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return is_none_like(expr.left) or is_none_like(expr.right)
+    if isinstance(expr, cst.ListComp):
+        return is_none_like(expr.elt)
+    return False
+
+
+def is_false_literal(expr: cst.CSTNode) -> bool:
+    if isinstance(expr, cst.Name):
+        return expr.value in ("False", "None")
+    if isinstance(expr, cst.Integer):
+        return expr.value == "0"
+    return False
+
+
+def is_atom(expr: cst.CSTNode) -> bool:
+    """Safe to splice anywhere an operand goes without parentheses."""
+    return isinstance(
+        expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.Integer)
+    ) or bool(getattr(expr, "lpar", ()))

@@ -1,0 +1,39 @@
+"""Turning a libcst node and a message into a ``Finding`` with positions and fix edits."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.module import ModuleContext
+from ..model import Edit, Finding, Fix
+
+
+class Collector:
+    def __init__(self, context: ModuleContext, enabled: frozenset[str]) -> None:
+        self.context = context
+        self.enabled = enabled
+        self.findings: list[Finding] = []
+        self._seen: set[tuple[str, int, int]] = set()
+
+    def report(self, code: str, node: cst.CSTNode, message: str, fix: Fix | None = None) -> None:
+        if code not in self.enabled:
+            return
+        line, column, end_line, end_column = self.context.span(node)
+        key = (code, line, column)
+        if key in self._seen:  # the same site reached through two walks
+            return
+        self._seen.add(key)
+        self.findings.append(
+            Finding(code, self.context.path, line, column, end_line, end_column, message, fix)
+        )
+
+    def replace(self, node: cst.CSTNode, text: str) -> Edit:
+        start, end = self.context.offsets(node)
+        return Edit(start, end, text)
+
+    def insert_after(self, node: cst.CSTNode, text: str) -> Edit:
+        _, end = self.context.offsets(node)
+        return Edit(end, end, text)
+
+    def text(self, node: cst.CSTNode) -> str:
+        return self.context.text(node)

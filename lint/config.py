@@ -1,0 +1,215 @@
+"""``[tool.gmlp-lint]`` in the nearest pyproject.toml, and which rules apply to a file.
+
+The nearest pyproject.toml that has a ``[tool.gmlp-lint]`` table, looking up from each
+file's directory, configures that file (files without one get the defaults). Keys:
+
+    select = ["GMLP"]                 # codes or prefixes; default: every rule
+    ignore = ["GMLP004"]
+    per-file-ignores = {"tests/*" = ["GMLP003"]}
+    exclude = ["tests/lint/fixtures"]  # added to the built-in excludes (.git, .venv, ...)
+
+Patterns are matched against the path relative to the pyproject's directory, against each
+of its parent directories, and against the file name.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from .catalog import CODES
+
+TABLE = "gmlp-lint"
+KEYS = ("select", "ignore", "per-file-ignores", "exclude")
+DEFAULT_EXCLUDES = (
+    ".bzr",
+    ".direnv",
+    ".eggs",
+    ".git",
+    ".hg",
+    ".mypy_cache",
+    ".nox",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".svn",
+    ".tox",
+    ".venv",
+    "__pycache__",
+    "__pypackages__",
+    "_build",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "venv",
+)
+
+
+class ConfigError(Exception):
+    """A configuration or selection that cannot be used; the message names the culprit."""
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path  # directory patterns are relative to
+    source: Path | None = None  # the pyproject.toml, None for defaults
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+def expand_codes(selectors, where: str) -> frozenset[str]:
+    """Codes matched by selectors (full codes, prefixes like ``GMLP00``, or ``ALL``)."""
+    codes: set[str] = set()
+    for raw in selectors:
+        selector = str(raw).strip().upper()
+        if not selector:
+            continue
+        matched = CODES if selector == "ALL" else [c for c in CODES if c.startswith(selector)]
+        if not matched:
+            raise ConfigError(
+                f"{where}: unknown rule selector {raw!r}; expected a code or prefix of "
+                f"{', '.join(CODES)}, or ALL"
+            )
+        codes.update(matched)
+    return frozenset(codes)
+
+
+def _string_list(value, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def load(pyproject: Path) -> Config | None:
+    """The ``[tool.gmlp-lint]`` table of ``pyproject``, or None when it has none."""
+    try:
+        with open(pyproject, "rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{pyproject}: invalid TOML: {error}") from error
+    except OSError as error:
+        raise ConfigError(f"{pyproject}: cannot read: {error.strerror or error}") from error
+    table = data.get("tool", {}).get(TABLE)
+    if table is None:
+        return None
+    where = f"{pyproject} [tool.{TABLE}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected one of {', '.join(KEYS)}")
+    select = None
+    if "select" in table:
+        select = _string_list(table["select"], f"{where} select")
+        expand_codes(select, f"{where} select")
+    ignore = _string_list(table.get("ignore", []), f"{where} ignore")
+    expand_codes(ignore, f"{where} ignore")
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{where} per-file-ignores: expected a table of pattern = [codes]")
+    pairs = []
+    for pattern, codes in per_file.items():
+        codes = _string_list(codes, f"{where} per-file-ignores {pattern!r}")
+        expand_codes(codes, f"{where} per-file-ignores {pattern!r}")
+        pairs.append((pattern, codes))
+    exclude = _string_list(table.get("exclude", []), f"{where} exclude")
+    return Config(pyproject.parent, pyproject, select, ignore, tuple(pairs), exclude)
+
+
+@dataclass
+class Resolver:
+    """Finds and caches the configuration that applies to each directory."""
+
+    default_root: Path = field(default_factory=Path.cwd)
+    _cache: dict[Path, Config] = field(default_factory=dict)
+
+    def for_path(self, path: Path) -> Config:
+        directory = path.parent if not path.is_dir() else path
+        return self.for_directory(directory.resolve())
+
+    def for_directory(self, directory: Path) -> Config:
+        """The configuration for an absolute, resolved directory."""
+        cached = self._cache.get(directory)
+        if cached is not None:
+            return cached
+        pyproject = directory / "pyproject.toml"
+        config = load(pyproject) if pyproject.is_file() else None
+        if config is None:
+            parent = directory.parent
+            if parent == directory:
+                config = Config(self.default_root.resolve())
+            else:
+                config = self.for_directory(parent)
+        self._cache[directory] = config
+        return config
+
+
+def _relative(path: Path, root: Path) -> str:
+    absolute = path if path.is_absolute() else path.resolve()
+    try:
+        return absolute.relative_to(root).as_posix()
+    except ValueError:
+        return absolute.as_posix()
+
+
+def _matches(relative: str, patterns) -> bool:
+    parts = relative.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        if pattern.startswith("./"):
+            pattern = pattern[2:]
+        if any(fnmatch.fnmatchcase(p, pattern) for p in prefixes):
+            return True
+        if fnmatch.fnmatchcase(parts[-1], pattern):
+            return True
+    return False
+
+
+def is_excluded(path: Path, config: Config, named_root: Path | None = None) -> bool:
+    """Excluded by the built-in names (any part of the path below the configuration's
+    directory) or by the configuration's ``exclude`` patterns.
+
+    ``named_root`` is a directory named on the command line: like ruff, it is linted even when
+    a pattern excludes it, so patterns that match it (or a directory above it) do not count."""
+    relative = _relative(path, config.root)
+    parts = relative.split("/") if not relative.startswith("/") else [path.name]
+    if any(part in DEFAULT_EXCLUDES for part in parts):
+        return True
+    patterns = config.exclude
+    if named_root is not None and patterns:
+        root = _relative(named_root, config.root)
+        patterns = [p for p in patterns if not _matches(root, [p])]
+    return bool(patterns) and _matches(relative, patterns)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Rule selection from the command line; None means "not given"."""
+
+    select: frozenset[str] | None = None
+    ignore: frozenset[str] = frozenset()
+
+
+def enabled_codes(path: Path, config: Config, selection: Selection) -> frozenset[str]:
+    """Command-line ``--select`` replaces the configuration's select and ignore;
+    ``--ignore`` and per-file-ignores are always subtracted."""
+    if selection.select is not None:
+        codes = set(selection.select)
+    else:
+        base = config.select if config.select is not None else ("ALL",)
+        codes = set(expand_codes(base, "select")) - expand_codes(config.ignore, "ignore")
+    codes -= selection.ignore
+    relative = _relative(path, config.root)
+    for pattern, ignored in config.per_file_ignores:
+        if _matches(relative, [pattern]):
+            codes -= expand_codes(ignored, "per-file-ignores")
+    return frozenset(codes)

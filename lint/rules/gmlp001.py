@@ -1,0 +1,228 @@
+"""GMLP001: main_grad chosen as the wgrad destination under a downgraded local flag."""
+
+from ..catalog import Example, Rule
+
+RULE = Rule(
+    code="GMLP001",
+    name="main-grad-destination-on-downgraded-flag",
+    summary=(
+        "main_grad (or a name bound to it) is chosen as the weight-gradient output under a "
+        "condition on a local flag that `overwrite_main_grad` can switch off."
+    ),
+    explanation="""
+        Whether the weight gradient goes into `param.main_grad` is an op-level decision
+        (`accumulate_into_main_grad`, Megatron's `fuse_wgrad_accumulation`). A parameter's
+        `overwrite_main_grad` (Megatron-FSDP) only decides whether the GEMM accumulates into
+        main_grad or overwrites it. Code that copies the op-level setting into a local flag,
+        lets `overwrite_main_grad` switch that flag off, and then decides on the same flag
+        whether main_grad is the output, writes the gradient into a scratch buffer in
+        overwrite mode: main_grad keeps stale values and the gradient is lost
+        (Transformer Engine #2936 in the fused grouped MLP, #2923 in GroupedLinear).
+
+        The flag is followed through the function with a reaching-definitions analysis:
+        if/else, loops (a reassignment at the bottom of a loop reaches the top), early
+        return/continue, conditional expressions and compound tests. A flag that is only
+        copied from the op-level setting, or a downgraded flag used only as the GEMM's
+        `accumulate=`/`beta=`, is not reported; nor is a branch whose two sides both write
+        main_grad (`copy_` versus `add_`). Reported: one side of the branch makes main_grad
+        (or a name holding it, a view of it, a list of its views, a wrapper built on it) the
+        output and the other does not, or one side swaps a name that surely holds main_grad
+        for a fresh buffer (`dest = torch.empty_like(dest)`). An `if` whose body ends in
+        `return`/`continue`/`raise` has the code after it as its other side.
+    """,
+    fix="""
+        Gate on the op-level expression the flag was derived from (for example
+        `fc_op._accumulate_into_main_grad`). Unsafe: the local flag may also have folded in
+        other guards (such as `ctx.weight_requires_grad`) that the rewritten test drops, so
+        review the result. No fix is offered when the origin is not one expression.
+    """,
+    valid=(
+        Example(
+            """
+            def compute_wgrad(op, weight, x, dy):
+                accumulate = False
+                if op.accumulate_into_main_grad:
+                    out = weight.main_grad
+                    accumulate = not getattr(weight, "overwrite_main_grad", False)
+                else:
+                    out = torch.empty_like(weight)
+                gemm(x, dy, out=out, accumulate=accumulate)
+                return out
+            """
+        ),
+        Example(
+            """
+            def compute_wgrad(op, weight, x, dy):
+                output_into_main_grad = op.accumulate_into_main_grad
+                if output_into_main_grad:
+                    out = weight.main_grad
+                else:
+                    out = torch.empty_like(weight)
+                gemm(x, dy, out=out)
+                return out
+            """
+        ),
+        Example(
+            """
+            def deliver(weight, wgrad):
+                main_grad = weight.main_grad
+                if getattr(weight, "overwrite_main_grad", False):
+                    main_grad.copy_(wgrad)
+                else:
+                    main_grad.add_(wgrad)
+            """
+        ),
+        Example(
+            """
+            def wgrad_outputs(op, params):
+                outputs = []
+                for p in params:
+                    accumulate = op.accumulate_into_main_grad
+                    if accumulate:
+                        outputs.append(p.main_grad)
+                    else:
+                        outputs.append(torch.empty_like(p))
+                    if getattr(p, "overwrite_main_grad", False):
+                        accumulate = False
+                        continue
+                return outputs
+            """
+        ),
+        Example(
+            """
+            def deliver(op, weight, x, dy):
+                if op.accumulate_into_main_grad:
+                    accumulate = not getattr(weight, "overwrite_main_grad", False)
+                    beta = 1.0 if accumulate else 0.0
+                    torch.addmm(weight.main_grad, dy.t(), x, beta=beta, out=weight.main_grad)
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def compute_wgrad(op, weight, x, dy):
+                accumulate = False
+                out = None
+                if op.accumulate_into_main_grad:
+                    main_grad = weight.main_grad
+                    accumulate = not getattr(weight, "overwrite_main_grad", False)
+                    if accumulate:
+                        out = main_grad
+                if out is None:
+                    out = torch.empty_like(weight)
+                gemm(x, dy, out=out, accumulate=accumulate)
+                return out
+            """,
+            line=7,
+            fixed="""
+            def compute_wgrad(op, weight, x, dy):
+                accumulate = False
+                out = None
+                if op.accumulate_into_main_grad:
+                    main_grad = weight.main_grad
+                    accumulate = not getattr(weight, "overwrite_main_grad", False)
+                    if op.accumulate_into_main_grad:
+                        out = main_grad
+                if out is None:
+                    out = torch.empty_like(weight)
+                gemm(x, dy, out=out, accumulate=accumulate)
+                return out
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def wgrad_into_main_grad(op, params, wgrads):
+                accumulate = op.accumulate_into_main_grad
+                outputs = []
+                for p, w in zip(params, wgrads):
+                    if accumulate:
+                        outputs.append(p.main_grad)
+                    else:
+                        outputs.append(w)
+                    accumulate = not getattr(p, "overwrite_main_grad", False)
+                return outputs
+            """,
+            line=5,
+            fixed="""
+            def wgrad_into_main_grad(op, params, wgrads):
+                accumulate = op.accumulate_into_main_grad
+                outputs = []
+                for p, w in zip(params, wgrads):
+                    if op.accumulate_into_main_grad:
+                        outputs.append(p.main_grad)
+                    else:
+                        outputs.append(w)
+                    accumulate = not getattr(p, "overwrite_main_grad", False)
+                return outputs
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def wgrad_buffer(op, w):
+                accumulate = op.accumulate_into_main_grad and not w.overwrite_main_grad
+                return w.main_grad if accumulate else torch.empty_like(w)
+            """,
+            line=3,
+            fixed="""
+            def wgrad_buffer(op, w):
+                accumulate = op.accumulate_into_main_grad and not w.overwrite_main_grad
+                return w.main_grad if op.accumulate_into_main_grad else torch.empty_like(w)
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def pick_output(op, weight, scratch):
+                output_flag = op.accumulate_into_main_grad
+                if getattr(weight, "overwrite_main_grad", False):
+                    output_flag = False
+                buffer = weight.main_grad
+                grouped = buffer.view(-1)
+                if output_flag:
+                    out = grouped
+                else:
+                    out = scratch
+                return out
+            """,
+            line=7,
+            fixed="""
+            def pick_output(op, weight, scratch):
+                output_flag = op.accumulate_into_main_grad
+                if getattr(weight, "overwrite_main_grad", False):
+                    output_flag = False
+                buffer = weight.main_grad
+                grouped = buffer.view(-1)
+                if op.accumulate_into_main_grad:
+                    out = grouped
+                else:
+                    out = scratch
+                return out
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def deliver(params, wgrads):
+                for p, wgrad in zip(params, wgrads):
+                    accumulate = not getattr(p, "overwrite_main_grad", False)
+                    dest = p.main_grad
+                    if not accumulate:
+                        dest = torch.empty_like(dest)
+                    gemm(wgrad, out=dest, accumulate=accumulate)
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            def pick_output(weight, scratch):
+                if getattr(weight, "overwrite_main_grad", False):
+                    return scratch
+                return weight.main_grad
+            """,
+            line=2,
+        ),
+    ),
+)

@@ -1,0 +1,174 @@
+"""GMLP002: main_grad bookkeeping gated on a downgraded local flag."""
+
+from ..catalog import Example, Rule
+
+RULE = Rule(
+    code="GMLP002",
+    name="main-grad-bookkeeping-on-downgraded-flag",
+    summary=(
+        "`grad_added_to_main_grad = True`, a dummy wgrad, or None weight gradients are gated "
+        "on a local flag that `overwrite_main_grad` can switch off."
+    ),
+    explanation="""
+        When the weight gradient went into main_grad, the producer must tell Megatron's DDP
+        hook so (`param.grad_added_to_main_grad = True`) and hand autograd a dummy gradient
+        (or None with delayed wgrad) instead of the real one. That depends on the op-level
+        output-into-main-grad setting alone. Gated on a local accumulate flag that
+        `overwrite_main_grad` has switched off, overwrite mode skips the bookkeeping: the
+        real gradient is returned and the DDP hook adds it into main_grad a second time
+        (the other half of Transformer Engine #2936).
+
+        Reported when one side of the branch does bookkeeping the other side does not;
+        the flag is followed with the same dataflow analysis as GMLP001.
+    """,
+    fix="""
+        Gate on the op-level expression the flag was derived from, as Transformer Engine's
+        fix did (`if fc_op._accumulate_into_main_grad and hasattr(...)`). Unsafe, for the
+        same reason as GMLP001: guards folded into the local flag may be dropped.
+    """,
+    valid=(
+        Example(
+            """
+            def finish_wgrad(op, weight, wgrad):
+                accumulate = False
+                if op.accumulate_into_main_grad:
+                    accumulate = not getattr(weight, "overwrite_main_grad", False)
+                gemm(wgrad, accumulate=accumulate)
+                if op.accumulate_into_main_grad and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    zero = getattr(weight, "zero_out_wgrad", False)
+                    wgrad = get_dummy_wgrad(list(weight.size()), weight.dtype, zero=zero)
+                return wgrad
+            """
+        ),
+        Example(
+            """
+            def wgrad_list(op, params, delay_wgrad):
+                accumulate = op.accumulate_into_main_grad
+                if getattr(params[0], "overwrite_main_grad", False):
+                    accumulate = False
+                grads = [p.grad for p in params]
+                if delay_wgrad:
+                    grads = [None] * len(params)
+                launch(grads, accumulate=accumulate)
+                return grads
+            """
+        ),
+        Example(
+            """
+            def deliver(weight, wgrad, dummy):
+                if getattr(weight, "overwrite_main_grad", False):
+                    weight.main_grad.copy_(wgrad)
+                    weight.grad_added_to_main_grad = True
+                else:
+                    weight.main_grad.add_(wgrad)
+                    weight.grad_added_to_main_grad = True
+                return dummy
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def finish_wgrad(op, weight, wgrad):
+                accumulate = False
+                if op.accumulate_into_main_grad:
+                    accumulate = not getattr(weight, "overwrite_main_grad", False)
+                gemm(wgrad, accumulate=accumulate)
+                if accumulate and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    zero = getattr(weight, "zero_out_wgrad", False)
+                    wgrad = get_dummy_wgrad(list(weight.size()), weight.dtype, zero=zero)
+                return wgrad
+            """,
+            line=6,
+            fixed="""
+            def finish_wgrad(op, weight, wgrad):
+                accumulate = False
+                if op.accumulate_into_main_grad:
+                    accumulate = not getattr(weight, "overwrite_main_grad", False)
+                gemm(wgrad, accumulate=accumulate)
+                if op.accumulate_into_main_grad and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    zero = getattr(weight, "zero_out_wgrad", False)
+                    wgrad = get_dummy_wgrad(list(weight.size()), weight.dtype, zero=zero)
+                return wgrad
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def wgrad_list(op, params, delay_wgrad):
+                accumulate = op.accumulate_into_main_grad
+                if getattr(params[0], "overwrite_main_grad", False):
+                    accumulate = False
+                grads = [p.grad for p in params]
+                if delay_wgrad or accumulate:
+                    grads = [None] * len(params)
+                launch(grads, accumulate=accumulate)
+                return grads
+            """,
+            line=6,
+            fixed="""
+            def wgrad_list(op, params, delay_wgrad):
+                accumulate = op.accumulate_into_main_grad
+                if getattr(params[0], "overwrite_main_grad", False):
+                    accumulate = False
+                grads = [p.grad for p in params]
+                if delay_wgrad or op.accumulate_into_main_grad:
+                    grads = [None] * len(params)
+                launch(grads, accumulate=accumulate)
+                return grads
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def dummies(op, params):
+                grads = []
+                for p in params:
+                    accumulate = op.accumulate_into_main_grad
+                    accumulate &= not getattr(p, "overwrite_main_grad", False)
+                    grads.append(make_dummy_wgrad(p) if accumulate else p.grad)
+                return grads
+            """,
+            line=6,
+            fixed="""
+            def dummies(op, params):
+                grads = []
+                for p in params:
+                    accumulate = op.accumulate_into_main_grad
+                    accumulate &= not getattr(p, "overwrite_main_grad", False)
+                    grads.append(make_dummy_wgrad(p) if op.accumulate_into_main_grad else p.grad)
+                return grads
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def weight_grads(op, params):
+                accumulate = op.accumulate_into_main_grad and not params[0].overwrite_main_grad
+                if accumulate:
+                    return []
+                return [p.grad for p in params]
+            """,
+            line=3,
+            fixed="""
+            def weight_grads(op, params):
+                accumulate = op.accumulate_into_main_grad and not params[0].overwrite_main_grad
+                if op.accumulate_into_main_grad:
+                    return []
+                return [p.grad for p in params]
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def mark(weight):
+                if not getattr(weight, "overwrite_main_grad", False):
+                    weight.grad_added_to_main_grad = True
+            """,
+            line=2,
+        ),
+    ),
+)

@@ -1,0 +1,167 @@
+"""Benchmark gmlp-lint and write the figures as JSON.
+
+Measures, each as a whole ``gmlp-lint`` process (interpreter start included, as pre-commit
+sees it), the median wall time of several runs:
+
+* single_file: one file with main_grad code (parsed and analysed), one without (skipped
+  unparsed), and ``python -c pass`` for the interpreter alone;
+* tree: a generated tree of many files, a fraction of them holding real-world-shaped
+  main_grad code (tests/lint/fixtures), with the default worker count and with one worker.
+
+    python scripts/bench_lint.py --output bench_lint.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "lint" / "fixtures"
+
+PLAIN_MODULE = '''"""Generated module {index}: ordinary code without any gradient bookkeeping."""
+
+import math
+
+
+class Accumulator{index}:
+    def __init__(self, size):
+        self.values = [0.0] * size
+        self.count = 0
+
+    def add(self, sample):
+        for i, value in enumerate(sample):
+            self.values[i] += value
+        self.count += 1
+
+    def mean(self):
+        if not self.count:
+            return list(self.values)
+        return [v / self.count for v in self.values]
+
+    def norm(self):
+        return math.sqrt(sum(v * v for v in self.values))
+
+
+def scale(values, factor={index}):
+    out = []
+    for value in values:
+        if value < 0:
+            continue
+        out.append(value * factor)
+    return out
+'''
+
+
+def lint_command() -> list[str]:
+    script = shutil.which("gmlp-lint")
+    return [script] if script else [sys.executable, "-m", "lint"]
+
+
+def median_seconds(command: list[str], runs: int, cwd: Path | None = None) -> dict:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+        times.append(time.perf_counter() - start)
+        if completed.returncode not in (0, 1):
+            raise SystemExit(
+                f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr}"
+            )
+    return {
+        "median_s": round(statistics.median(times), 4),
+        "min_s": round(min(times), 4),
+        "max_s": round(max(times), 4),
+        "runs": runs,
+    }
+
+
+def make_tree(root: Path, files: int, every: int) -> dict:
+    """``files`` modules in directories of 50; every ``every``-th one is a fixture copy."""
+    samples = sorted(FIXTURES.glob("*.py"))
+    if not samples:
+        raise SystemExit(f"no fixtures found under {FIXTURES}")
+    with_main_grad = lines = 0
+    for index in range(files):
+        directory = root / f"pkg{index // 50:03d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        if every and index % every == 0:
+            text = samples[(index // every) % len(samples)].read_text()
+            with_main_grad += 1
+        else:
+            text = PLAIN_MODULE.format(index=index)
+        lines += text.count("\n")
+        (directory / f"module_{index:05d}.py").write_text(text)
+    return {"files": files, "files_with_main_grad": with_main_grad, "lines": lines}
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, help="JSON file to write (default: stdout)")
+    parser.add_argument("--runs", type=positive, default=7, help="runs per single-file figure")
+    parser.add_argument("--tree-runs", type=positive, default=3, help="runs per tree figure")
+    parser.add_argument("--files", type=positive, default=3000, help="files in the tree")
+    parser.add_argument(
+        "--main-grad-every", type=positive, default=20, help="every N-th file holds main_grad code"
+    )
+    args = parser.parse_args(argv)
+    command = lint_command()
+    with tempfile.TemporaryDirectory(prefix="gmlp-lint-bench-") as scratch:
+        scratch = Path(scratch)
+        heavy = scratch / "fused_mlp.py"
+        heavy.write_text((FIXTURES / "te_grouped_mlp_backward_prefix.py").read_text())
+        light = scratch / "plain.py"
+        light.write_text(PLAIN_MODULE.format(index=0))
+        single = {
+            "interpreter_only": median_seconds([sys.executable, "-c", "pass"], args.runs),
+            "file_with_main_grad": median_seconds([*command, str(heavy)], args.runs),
+            "file_without_main_grad": median_seconds([*command, str(light)], args.runs),
+            "file_with_main_grad_lines": heavy.read_text().count("\n"),
+        }
+        tree_root = scratch / "tree"
+        tree = make_tree(tree_root, args.files, args.main_grad_every)
+        tree["default_jobs"] = median_seconds(
+            [*command, "--no-progress", "."], args.tree_runs, tree_root
+        )
+        tree["one_job"] = median_seconds(
+            [*command, "--no-progress", "-j", "1", "."], args.tree_runs, tree_root
+        )
+    report = {
+        "tool": "gmlp-lint",
+        "command": [Path(command[0]).name, *command[1:]],
+        "benchmark": " ".join(
+            [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "single_file": single,
+        "tree": tree,
+    }
+    text = json.dumps(report, indent=2) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""scripts/bench_lint.py runs end to end and writes the JSON it documents (tiny sizes; the
+figures themselves are the script's business, not a test's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_lint.py"
+
+
+def test_bench_script_writes_its_json(tmp_path):
+    output = tmp_path / "bench.json"
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--runs", "1", "--tree-runs", "1", "--files", "12",
+         "--main-grad-every", "4", "--output", str(output)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(output.read_text())
+    single, tree = report["single_file"], report["tree"]
+    for key in ("interpreter_only", "file_with_main_grad", "file_without_main_grad"):
+        assert single[key]["runs"] == 1 and single[key]["median_s"] > 0
+    assert (tree["files"], tree["files_with_main_grad"]) == (12, 3)
+    assert tree["default_jobs"]["median_s"] > 0 and tree["one_job"]["median_s"] > 0
+
+
+def test_bench_script_rejects_bad_sizes():
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--files", "0"], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 2
+    assert "--files" in completed.stderr and "positive integer" in completed.stderr

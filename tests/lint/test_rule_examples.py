@@ -1,0 +1,73 @@
+"""Every rule's own VALID and INVALID examples (lint/rules/*.py), run by one generic test."""
+
+from __future__ import annotations
+
+import libcst
+import pytest
+
+from lint import engine
+from lint.catalog import all_rules
+
+from .support import ALL_CODES
+
+VALID = [
+    pytest.param(rule, example, id=f"{rule.code}-valid-{i}")
+    for rule in all_rules()
+    for i, example in enumerate(rule.valid)
+]
+INVALID = [
+    pytest.param(rule, example, id=f"{rule.code}-invalid-{i}")
+    for rule in all_rules()
+    for i, example in enumerate(rule.invalid)
+]
+
+
+def test_every_rule_has_examples_both_ways():
+    for rule in all_rules():
+        assert rule.valid, rule.code
+        assert rule.invalid, rule.code
+        assert any(example.fixed is not None for example in rule.invalid), (
+            f"{rule.code} has no INVALID example with a fix"
+        )
+
+
+@pytest.mark.parametrize(("rule", "example"), VALID)
+def test_valid_example_is_not_flagged(rule, example):
+    assert engine.lint_source(example.source, "example.py", ALL_CODES) == []
+
+
+@pytest.mark.parametrize(("rule", "example"), INVALID)
+def test_invalid_example_is_flagged_on_its_line(rule, example):
+    findings = engine.lint_source(example.source, "example.py", ALL_CODES)
+    assert [(f.code, f.line) for f in findings] == [(rule.code, example.line)]
+    assert findings[0].message
+
+
+@pytest.mark.parametrize(("rule", "example"), INVALID)
+def test_invalid_example_fix(rule, example):
+    (finding,) = engine.lint_source(example.source, "example.py", ALL_CODES)
+    if example.fixed is None:
+        assert finding.fix is None
+        return
+    assert finding.fix is not None
+    assert finding.fix.applicability == example.applicability
+    fixed, applied, remaining = engine.fix_source(
+        example.source, "example.py", ALL_CODES, unsafe=True
+    )
+    assert fixed == example.fixed
+    assert applied == 1
+    libcst.parse_module(fixed)  # the fixed file parses
+    assert remaining == []
+    assert engine.lint_source(fixed, "example.py", ALL_CODES) == []
+
+
+@pytest.mark.parametrize(("rule", "example"), INVALID)
+def test_safe_fix_mode_leaves_unsafe_fixes_alone(rule, example):
+    fixed, applied, remaining = engine.fix_source(
+        example.source, "example.py", ALL_CODES, unsafe=False
+    )
+    if example.applicability == "safe":
+        assert (fixed, applied, remaining) == (example.fixed, 1, [])
+    else:
+        assert (fixed, applied) == (example.source, 0)
+        assert [f.code for f in remaining] == [rule.code]
