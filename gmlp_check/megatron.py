@@ -82,6 +82,7 @@ def install_ddp_hooks(
     *,
     overlap_grad_reduce: bool = True,
     on_hook: Callable[[torch.Tensor], None] | None = None,
+    delay_wgrad_compute: bool | None = None,
 ) -> list:
     """Register the emulated DDP hook on each parameter.
 
@@ -89,7 +90,10 @@ def install_ddp_hooks(
     gradients, from ``backward_dw()`` through the module's
     ``register_wgrad_accumulation_and_reduce_hooks`` (as Megatron does with Transformer Engine).
     ``on_hook(param)`` is called just before the hook runs, to let a checker observe
-    ``param.grad`` before the hook clears it. Returns the handles of the autograd hooks.
+    ``param.grad`` before the hook clears it. ``delay_wgrad_compute`` says whether the module
+    defers weight gradients; None (the default) reads the module's ``delay_wgrad_compute``
+    attribute, which a third-party module may not have. Returns the handles of the autograd
+    hooks.
     """
     params = list(params)
 
@@ -99,7 +103,9 @@ def install_ddp_hooks(
         ddp_post_backward_hook(param, overlap_grad_reduce=overlap_grad_reduce)
 
     delayed: list[torch.Tensor] = []
-    if getattr(module, "delay_wgrad_compute", False):
+    if delay_wgrad_compute is None:
+        delay_wgrad_compute = bool(getattr(module, "delay_wgrad_compute", False))
+    if delay_wgrad_compute:
         # Delayed weight gradients bypass autograd, so Megatron marks those weights
         # skip_backward_post_hook and reduces them from backward_dw() instead; biases still go
         # through autograd.

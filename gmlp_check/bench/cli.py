@@ -1,0 +1,354 @@
+"""`gmlp-check bench`: the click command."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import click
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import impls, report, runner, targets
+from .phases import PHASES, Workload
+from .shapes import LOADS, MODEL_SHAPES, PRESETS, split_sizes
+from .timing import RepeatPolicy, clock_for
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+EXAMPLES = """\b
+Examples:
+  gmlp-check bench                      # CPU: the tiny shape, figures not comparable
+  gmlp-check bench --device cuda --shape all --format json --output bench.json --plot bench.png
+  gmlp-check bench --device cuda --shape qwen3 --load skewed --impl triton,torch-grouped-mm \\
+      --phases step,wgrad-accumulate,wgrad-baseline
+
+\b
+Exit status: 0 every measurement ran or was skipped as unavailable on this device (the reason
+is in the report); 1 an implementation raised while being timed (status "error");
+2 usage or environment error (unknown shape, --tokens <= 0, --device cuda without a GPU).
+"""
+
+
+def _comma_list(allowed: tuple[str, ...] | None, option: str):
+    """A click callback: comma-separated and/or repeated values, checked against ``allowed``."""
+
+    def parse(ctx, param, value):
+        if value is None:
+            return None
+        raw = value if isinstance(value, tuple) else (value,)
+        names = [n.strip() for chunk in raw for n in chunk.split(",") if n.strip()]
+        if not names:
+            return None
+        for name in names:
+            if allowed is not None and name not in allowed:
+                raise click.BadParameter(
+                    f"expected a comma-separated list of {', '.join(allowed)}; got {name!r}",
+                    param_hint=option,
+                )
+            if allowed is None:
+                try:
+                    impls.check_name(name)
+                except ValueError as error:
+                    raise click.BadParameter(
+                        str(error).split(": ", 1)[1], param_hint=option
+                    ) from None
+        return list(dict.fromkeys(names))
+
+    return parse
+
+
+def _fail(message: str) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(2)
+
+
+def _check_writable(path: Path | None, option: str) -> None:
+    if path is None:
+        return
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise click.BadParameter(f"directory {str(parent)!r} does not exist", param_hint=option)
+
+
+@click.command("bench", epilog=EXAMPLES)
+@click.option(
+    "--shape",
+    type=click.Choice([*PRESETS, "all"]),
+    default=None,
+    help="Shape preset, or 'all' for mixtral, qwen3 and deepseek. [default: all on CUDA, "
+    "tiny on CPU]",
+)
+@click.option(
+    "--load",
+    type=click.Choice([*LOADS, "both"]),
+    default="both",
+    show_default=True,
+    help="How routed rows spread over experts (skewed: Zipf-like, a quarter of experts empty).",
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tokens before top-k routing, replacing each preset's count (rows = tokens x top-k).",
+)
+@click.option(
+    "--impl",
+    "impl_names",
+    multiple=True,
+    callback=_comma_list(None, "--impl"),
+    help="Implementations, comma-separated or repeated: refimpl, torch-grouped-mm, triton, or "
+    "a 'package.module:factory' spec. [default: all three]",
+)
+@click.option(
+    "--phases",
+    "phase_names",
+    default=",".join(PHASES),
+    show_default=True,
+    callback=_comma_list(PHASES, "--phases"),
+    help="Phases to time, comma-separated.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="auto: CUDA when available, else CPU.",
+)
+@click.option(
+    "--dtype",
+    "dtype_name",
+    type=click.Choice(list(DTYPES)),
+    default=None,
+    help="Module dtype. [default: bf16 on CUDA, fp32 on CPU (Triton's interpreter has no "
+    "correct bf16 dot)]",
+)
+@click.option(
+    "--weights",
+    type=click.Choice(["single", "discrete"]),
+    default="single",
+    show_default=True,
+    help="single: one [G, out, in] weight per layer (single_grouped_weight); discrete: G weights.",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Untimed runs per phase before timing; the first autotunes. [default: 2 CUDA, 1 CPU]",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Timed repeats per phase. [default: 3 to 20, as many as fit in ~0.5 s per phase]",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="stdout: a table, or the JSON document (with --output, the file gets the document "
+    "and stdout the table).",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the JSON document to this file.",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a PNG comparison plot (needs matplotlib).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="Progress bar on stderr (shown on a terminal only).",
+)
+def bench(
+    shape: str | None,
+    load: str,
+    tokens: int | None,
+    impl_names: list[str] | None,
+    phase_names: list[str] | None,
+    device: str,
+    dtype_name: str | None,
+    weights: str,
+    warmup: int | None,
+    repeats: int | None,
+    output_format: str,
+    output: Path | None,
+    plot: Path | None,
+    progress: bool,
+) -> None:
+    """Time refimpl, torch-grouped-mm and triton phase by phase on model-sized MoE shapes.
+
+    Phases: forward, dgrad, wgrad-accumulate, wgrad-overwrite (fp32 main_grad), step
+    (forward + backward, accumulating) and wgrad-baseline (a bf16 torch._grouped_mm
+    weight-gradient GEMM that writes no main_grad). Reports median ms, TFLOP/s (model FLOPs),
+    GB/s for the weight-gradient phases and the ratios between implementations. On CPU the
+    figures are wall-clock at the tiny shape and labelled not comparable.
+    """
+    _check_writable(output, "--output")
+    _check_writable(plot, "--plot")
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            _fail("--plot needs matplotlib: python -m pip install 'gmlp-check[plot]'")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        _fail("--device cuda: no CUDA device is available (torch.cuda.is_available() is False)")
+    if shape is None:
+        shape = "all" if device == "cuda" else "tiny"
+    shape_names = list(MODEL_SHAPES) if shape == "all" else [shape]
+    if device == "cpu" and shape != "tiny":
+        raise click.BadParameter(
+            f"{shape!r} is model-sized and runs on CUDA only; on CPU use --shape tiny",
+            param_hint="--shape",
+        )
+    impl_names = impl_names or list(impls.DEFAULT_IMPLS)
+    phase_names = phase_names or list(PHASES)
+    dtype_name = dtype_name or ("bf16" if device == "cuda" else "fp32")
+    dtype = DTYPES[dtype_name]
+    loads = list(LOADS) if load == "both" else [load]
+    torch_device = torch.device(device)
+
+    workloads = []
+    for name in shape_names:
+        preset = PRESETS[name]
+        sized = preset.with_tokens(tokens) if tokens is not None else preset
+        for load_name in loads:
+            workloads.append(
+                Workload(
+                    sized,
+                    load_name,
+                    split_sizes(sized, load_name),
+                    dtype,
+                    torch_device,
+                    single_grouped_weight=weights == "single",
+                )
+            )
+    policy = RepeatPolicy(warmup=warmup or (2 if device == "cuda" else 1), repeats=repeats)
+    clock = clock_for(torch_device)
+
+    shapes = {w.shape.name: w.shape for w in workloads}
+    settings = {
+        "device": device,
+        "dtype": str(dtype).removeprefix("torch."),
+        "weights": weights,
+        "activation": "swiglu",
+        "bias": False,
+        "shapes": shape_names,
+        "loads": loads,
+        "tokens": tokens,
+        "impls": impl_names,
+        "specs": {n: impls.check_name(n) for n in impl_names},
+        "phases": phase_names,
+        "warmup": policy.warmup,
+        "repeats": policy.repeats,
+        "min_repeats": policy.min_repeats,
+        "max_repeats": policy.max_repeats,
+        "target_s": policy.target_s,
+        "repeat_policy": policy.describe(),
+        "inputs": "x and dy fixed across repeats (not rotated); L2 flushed (CUDA) and device "
+        "synchronised before each timed repeat",
+    }
+    command = _canonical_command(
+        device, shape, load, tokens, impl_names, phase_names, dtype_name, weights, warmup, repeats
+    )  # fmt: skip
+    env = report.environment(torch_device, clock.name)
+    started = time.perf_counter()
+
+    def build_document(results: list[runner.Result], complete: bool) -> dict:
+        return report.document(
+            command=command,
+            env=env,
+            settings=settings,
+            workloads=workloads,
+            results=results,
+            targets=targets.evaluate(
+                results, shapes, PRESETS, loads, comparable=clock.comparable, dtype=dtype
+            ),
+            wall_s=time.perf_counter() - started,
+            comparable=clock.comparable,
+            complete=complete,
+        )
+
+    def checkpoint(results: list[runner.Result]) -> None:
+        # A run stopped part-way (a time limit, a crash) still leaves the workloads it finished.
+        if output is not None:
+            report.write_json(build_document(results, complete=False), output)
+
+    results = _run_with_progress(
+        workloads, impl_names, phase_names, clock, policy, progress, checkpoint
+    )
+    doc = build_document(results, complete=True)
+    if output is not None:
+        report.write_json(doc, output)
+    if plot is not None:
+        from .plot import write_png
+
+        write_png(doc, plot)
+    if output_format == "json" and output is None:
+        report.print_json(doc)
+    else:  # the table; also when --output took the JSON document off stdout
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 180))
+        report.print_tables(doc, console)
+    for path in (output, plot):
+        if path is not None:
+            click.echo(f"wrote {path}", err=True)
+    sys.exit(1 if any(r.status == "error" for r in results) else 0)
+
+
+def _run_with_progress(workloads, impl_names, phase_names, clock, policy, show, checkpoint):
+    total = runner.planned_steps(workloads, impl_names, phase_names)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    console = Console(stderr=True)
+    with Progress(
+        *columns, console=console, transient=True, disable=not (show and console.is_terminal)
+    ) as bar:
+        task = bar.add_task("starting", total=total)
+        started = [False]
+
+        def on_step(description: str) -> None:
+            if started[0]:
+                bar.advance(task)
+            started[0] = True
+            bar.update(task, description=description)
+
+        results = runner.run(workloads, impl_names, phase_names, clock, policy, on_step, checkpoint)
+        bar.update(task, completed=total)
+    return results
+
+
+def _canonical_command(
+    device, shape, load, tokens, impl_names, phase_names, dtype_name, weights, warmup, repeats
+) -> str:
+    """The command that reproduces this run, with every choice spelled out."""
+    args = [
+        "gmlp-check", "bench", "--device", device, "--shape", shape, "--load", load,
+        "--impl", ",".join(impl_names), "--phases", ",".join(phase_names),
+        "--dtype", dtype_name, "--weights", weights,
+    ]  # fmt: skip
+    if tokens is not None:
+        args += ["--tokens", str(tokens)]
+    if warmup is not None:
+        args += ["--warmup", str(warmup)]
+    if repeats is not None:
+        args += ["--repeats", str(repeats)]
+    return shlex.join(args)

@@ -1,0 +1,268 @@
+"""`gmlp-check bench` end to end on CPU at the tiny shape, through the click command."""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from gmlp_check.bench import runner
+from gmlp_check.bench.flops import phase_bytes, phase_flops
+from gmlp_check.bench.phases import PHASES, Workload
+from gmlp_check.bench.shapes import PRESETS, split_sizes
+from gmlp_check.bench.timing import RepeatPolicy, WallClock
+from gmlp_check.cli import main
+from refimpl import GroupedMLP
+
+FAST = ["--device", "cpu", "--shape", "tiny", "--warmup", "1", "--repeats", "2", "--no-progress"]
+WGRAD_PHASES = ("wgrad-accumulate", "wgrad-overwrite", "wgrad-baseline")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(*args: str):
+    return CliRunner().invoke(main, ["bench", *args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def refimpl_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    result = bench(
+        *FAST, "--impl", "refimpl", "--format", "json",
+        "--output", str(out / "bench.json"), "--plot", str(out / "bench.png"),
+    )  # fmt: skip
+    return result, out
+
+
+def test_tiny_run_writes_a_complete_document(refimpl_run):
+    result, out = refimpl_run
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "bench.json").read_text())
+    assert doc["schema"] == "gmlp-check-bench/1"
+    assert doc["complete"] is True
+    assert doc["comparable"] is False
+    assert doc["note"] == "CPU, not comparable"
+    assert doc["environment"]["timing"] == "wall-clock"
+    assert doc["settings"]["dtype"] == "float32"
+    assert doc["command"].startswith("gmlp-check bench --device cpu --shape tiny")
+    for key in ("created", "shapes", "results", "ratios", "targets", "wall_s"):
+        assert key in doc
+
+    (shape,) = doc["shapes"]
+    tiny = PRESETS["tiny"]
+    assert shape["rows"] == tiny.rows
+    for load in ("uniform", "skewed"):
+        assert sum(shape["loads"][load]["split_sizes"]) == tiny.rows
+    assert shape["loads"]["skewed"]["empty_experts"] == tiny.experts // 4
+
+    cells = {(r["load"], r["impl"], r["phase"]) for r in doc["results"]}
+    expected = {(load, "refimpl", p) for load in ("uniform", "skewed") for p in PHASES[:-1]}
+    expected |= {(load, "torch._grouped_mm", "wgrad-baseline") for load in ("uniform", "skewed")}
+    assert cells == expected
+    for r in doc["results"]:
+        assert r["status"] == "ok", r
+        assert r["repeats"] == 2 == len(r["samples_ms"])
+        assert all(t > 0 for t in r["samples_ms"])
+        assert r["median_ms"] == pytest.approx(statistics.median(r["samples_ms"]), rel=1e-5)
+        assert r["flops"] == phase_flops(tiny, r["phase"]) > 0
+        assert r["tflops"] == pytest.approx(r["flops"] / (r["median_ms"] * 1e-3) / 1e12, rel=1e-3)
+        if r["phase"] in WGRAD_PHASES:
+            assert r["bytes"] == phase_bytes(tiny, r["phase"], 4)
+            assert r["gbps"] > 0
+        else:
+            assert r["bytes"] is None and r["gbps"] is None
+
+
+def test_time_over_baseline_is_the_ratio_of_the_medians(refimpl_run):
+    _, out = refimpl_run
+    doc = json.loads((out / "bench.json").read_text())
+    median = {(r["load"], r["impl"], r["phase"]): r["median_ms"] for r in doc["results"]}
+    over = [r for r in doc["ratios"] if r["kind"] == "time_over_baseline"]
+    assert {(r["load"], r["phase"]) for r in over} == {
+        (load, phase)
+        for load in ("uniform", "skewed")
+        for phase in ("wgrad-accumulate", "wgrad-overwrite")
+    }
+    for r in over:
+        expected = (
+            median[(r["load"], "refimpl", r["phase"])]
+            / median[(r["load"], "torch._grouped_mm", "wgrad-baseline")]
+        )
+        assert r["value"] == pytest.approx(expected, rel=1e-3)
+
+
+def test_targets_are_not_judged_on_cpu(refimpl_run):
+    _, out = refimpl_run
+    doc = json.loads((out / "bench.json").read_text())
+    assert all(t["met"] is None for t in doc["targets"])
+
+
+def test_plot_is_a_png(refimpl_run):
+    _, out = refimpl_run
+    data = (out / "bench.png").read_bytes()
+    assert data.startswith(PNG_SIGNATURE)
+    assert len(data) > 10_000  # a rendered figure, not an empty canvas
+
+
+def test_the_script_redraws_the_plot_from_the_document(refimpl_run, tmp_path):
+    _, out = refimpl_run
+    script = Path(__file__).parents[2] / "scripts" / "bench_plot.py"
+    env = {**os.environ, "PYTHONPATH": str(script.parents[1])}
+    png = tmp_path / "again.png"
+    subprocess.run([sys.executable, script, out / "bench.json", png], check=True, env=env)
+    assert png.read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_runner_hands_over_each_finished_workload():
+    """What `--output` checkpoints after every workload, so a stopped run keeps its results."""
+    tiny = PRESETS["tiny"]
+    workloads = [
+        Workload(tiny, load, split_sizes(tiny, load), torch.float32, torch.device("cpu"), True)
+        for load in ("uniform", "skewed")
+    ]
+    seen = []
+    results = runner.run(
+        workloads,
+        ["refimpl"],
+        ["forward", "wgrad-baseline"],
+        WallClock(),
+        RepeatPolicy(warmup=1, repeats=1),
+        on_workload_done=lambda so_far: seen.append([(r.load, r.phase) for r in so_far]),
+    )
+    assert seen == [
+        [("uniform", "wgrad-baseline"), ("uniform", "forward")],
+        [("uniform", "wgrad-baseline"), ("uniform", "forward"),
+         ("skewed", "wgrad-baseline"), ("skewed", "forward")],
+    ]  # fmt: skip
+    assert [r.status for r in results] == ["ok"] * 4
+
+
+def test_text_format_prints_the_table_labelled_not_comparable():
+    result = bench(*FAST, "--impl", "refimpl", "--load", "skewed", "--phases", "forward,step")
+    assert result.exit_code == 0, result.output
+    assert "CPU, not comparable" in result.stdout
+    assert "forward" in result.stdout and "step" in result.stdout
+    assert "uniform load" not in result.stdout
+
+
+def test_json_format_without_output_goes_to_stdout():
+    result = bench(*FAST, "--impl", "refimpl", "--load", "uniform", "--phases", "forward",
+                   "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [(r["impl"], r["phase"]) for r in doc["results"]] == [("refimpl", "forward")]
+
+
+def test_tokens_rescale_the_shape():
+    result = bench(*FAST, "--impl", "refimpl", "--load", "uniform", "--phases", "forward",
+                   "--tokens", "5", "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (shape,) = doc["shapes"]
+    assert shape["tokens"] == 5
+    assert shape["rows"] == 5 * PRESETS["tiny"].top_k
+    assert doc["results"][0]["flops"] == phase_flops(PRESETS["tiny"].with_tokens(5), "forward")
+
+
+def test_an_implementation_that_cannot_be_built_is_recorded_not_fatal():
+    result = bench(*FAST, "--impl", "refimpl,no_such_package.no_module:factory", "--load",
+                   "uniform", "--phases", "forward,step", "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    by_impl = {}
+    for r in doc["results"]:
+        by_impl.setdefault(r["impl"], []).append(r)
+    assert [r["status"] for r in by_impl["refimpl"]] == ["ok", "ok"]
+    missing = by_impl["no_such_package.no_module:factory"]
+    assert [r["status"] for r in missing] == ["unavailable", "unavailable"]
+    assert all(r["reason"] and r["median_ms"] is None for r in missing)
+
+
+def test_all_three_implementations_in_one_run_with_triton_interpreted():
+    """triton runs on CPU through the interpreter; torch-grouped-mm refuses CPU and is recorded."""
+    result = bench("--device", "cpu", "--shape", "tiny", "--warmup", "1", "--repeats", "1",
+                   "--no-progress", "--load", "skewed", "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    status = {(r["impl"], r["phase"]): r["status"] for r in doc["results"]}
+    for phase in PHASES[:-1]:
+        assert status[("triton", phase)] == "ok"
+        assert status[("refimpl", phase)] == "ok"
+        assert status[("torch-grouped-mm", phase)] == "unavailable"
+    reasons = {r["reason"] for r in doc["results"] if r["impl"] == "torch-grouped-mm"}
+    assert len(reasons) == 1 and "torch-grouped-mm" in reasons.pop()
+
+    median = {(r["impl"], r["phase"]): r["median_ms"] for r in doc["results"]}
+    speedups = [r for r in doc["ratios"] if r["kind"] == "speedup"]
+    assert {(r["impl"], r["reference"]) for r in speedups} == {("triton", "refimpl")}
+    assert {r["phase"] for r in speedups} == set(PHASES[:-1])
+    for r in speedups:
+        expected = median[("refimpl", r["phase"])] / median[("triton", r["phase"])]
+        assert r["value"] == pytest.approx(expected, rel=1e-3)
+
+
+def grouped_mlp_with_broken_delayed_wgrad(**kwargs):
+    """A grouped MLP whose backward_dw() raises, as a fused path with a broken kernel would."""
+    mlp = GroupedMLP(**kwargs)
+
+    def backward_dw():
+        raise RuntimeError("wgrad kernel launch failed")
+
+    mlp.backward_dw = backward_dw
+    return mlp
+
+
+def test_an_implementation_that_raises_is_an_error_exit_1_and_the_run_goes_on():
+    spec = f"{__name__}:grouped_mlp_with_broken_delayed_wgrad"
+    result = bench(*FAST, "--impl", f"{spec},refimpl", "--load", "uniform",
+                   "--phases", "forward,wgrad-accumulate,step", "--format", "json")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    status = {(r["impl"], r["phase"]): r for r in doc["results"]}
+    assert status[(spec, "forward")]["status"] == "ok"
+    assert status[(spec, "step")]["status"] == "ok"
+    broken = status[(spec, "wgrad-accumulate")]
+    assert broken["status"] == "error"
+    assert "RuntimeError: wgrad kernel launch failed" in broken["reason"]
+    assert all(status[("refimpl", p)]["status"] == "ok" for p in ("forward", "step"))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shape", "nope"], "'nope' is not one of"),
+        (["--tokens", "0"], "0 is not in the range x>=1"),
+        (["--tokens", "-4"], "-4 is not in the range x>=1"),
+        (["--phases", "forward,backward"], "got 'backward'"),
+        (["--impl", "magic"], "got 'magic'"),
+        (["--load", "zipf"], "'zipf' is not one of"),
+        (["--device", "cpu", "--shape", "mixtral"], "runs on CUDA only"),
+        (["--device", "cpu", "--shape", "all"], "runs on CUDA only"),
+        (["--warmup", "0"], "0 is not in the range x>=1"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(args, message, tmp_path):
+    output = tmp_path / "bench.json"
+    result = bench(*args, "--output", str(output), "--no-progress")
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not output.exists()
+
+
+def test_output_in_a_missing_directory_is_refused_before_running(tmp_path):
+    result = bench(*FAST, "--output", str(tmp_path / "missing" / "bench.json"))
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
+def test_device_cuda_without_a_gpu_is_an_environment_error(tmp_path):
+    output = tmp_path / "bench.json"
+    result = bench("--device", "cuda", "--output", str(output))
+    assert result.exit_code == 2
+    assert "--device cuda: no CUDA device is available" in result.output
+    assert not output.exists()

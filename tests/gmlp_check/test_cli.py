@@ -1,0 +1,188 @@
+"""The gmlp-check command line: exit codes 0/1/2, --format json, --junit-xml, rerun lines."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from fused.faults import FAULTS
+from gmlp_check.cli import main
+from gmlp_check.scenarios import DEVICE_DTYPES, default_matrix
+
+REPO = Path(__file__).resolve().parents[2]
+# A few triton cases that run in seconds on CPU: overwrite and accumulate, delayed, single.
+FEW = "mode=overwrite-fsdp and delay=1 and zero=1 and dtype=fp32"
+OVERWRITE_CASE = (
+    "mode=overwrite-fsdp,delay=0,zero=0,single=0,bias=0,act=swiglu,dtype=fp32,"
+    "splits=ragged-empty,mb=2"
+)
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_help_shows_examples():
+    for command in ([], ["diff"], ["faults"], ["mutants"]):
+        result = invoke(*command, "--help")
+        assert result.exit_code == 0
+        assert "Example" in result.output
+
+
+def test_list_prints_the_matrix_ids():
+    result = invoke("diff", "--device", "cpu", "--list")
+    assert result.exit_code == 0
+    assert result.stdout.split() == [c.id for c in default_matrix(DEVICE_DTYPES["cpu"])]
+
+
+def test_clean_cases_exit_0_with_json():
+    result = invoke("diff", "--device", "cpu", "-k", FEW, "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "gmlp-check/diff/v1" and doc["fused"] == "triton"
+    assert doc["summary"]["failed"] == 0 and doc["summary"]["cases"] == len(doc["cases"]) >= 2
+    assert all(case["passed"] for case in doc["cases"])
+
+
+def test_a_mismatch_exits_1_with_table_failures_and_a_rerun_line_that_reruns_it():
+    result = invoke("diff", "--device", "cpu", "--inject", "empty-expert-skipped", "-k", FEW)
+    assert result.exit_code == 1, result.output
+    assert "FAIL" in result.stdout
+    rerun_lines = [ln.strip() for ln in result.stdout.splitlines() if "rerun: " in ln]
+    assert rerun_lines
+    words = shlex.split(rerun_lines[0].split("rerun: ", 1)[1])
+    assert words[:2] == ["gmlp-check", "diff"] and "--inject" in words
+    again = invoke(*words[1:], "--format", "json")
+    assert again.exit_code == 1
+    doc = json.loads(again.stdout)
+    assert doc["summary"] == {**doc["summary"], "cases": 1, "failed": 1}
+    assert doc["cases"][0]["id"] == words[words.index("-k") + 1]
+
+
+def test_junit_xml_is_written(tmp_path):
+    path = tmp_path / "diff.xml"
+    result = invoke(
+        "diff", "--device", "cpu", "--inject", "no-dummy-grad", "-k", FEW, "--junit-xml", str(path)
+    )
+    assert result.exit_code == 1
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert int(suite.get("failures")) >= 1
+    assert suite.find("testcase/failure") is not None
+
+
+def test_a_user_factory_is_a_fused_spec():
+    spec = "tests.gmlp_check.planted:"
+    ok = invoke("diff", "--fused", spec + "reference", "--device", "cpu", "--mode", "off")
+    assert ok.exit_code == 0, ok.output
+    bad = invoke(
+        "diff",
+        *("--fused", spec + "alias_gated_on_local_flag", "--device", "cpu"),
+        *("--mode", "overwrite-fsdp"),
+    )
+    assert bad.exit_code == 1
+    assert "main_grad" in bad.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_device_cuda_without_a_gpu_is_a_usage_error():
+    result = invoke("diff", "--device", "cuda")
+    assert result.exit_code == 2
+    assert "--device cuda: no CUDA GPU is available" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--fused", "nosuchpackage.mlp:make"], "cannot import module 'nosuchpackage.mlp'"),
+        (["--fused", "not a spec"], "expected one of 'triton', 'torch-grouped-mm'"),
+        (["--fused", "tests.gmlp_check.planted:nothing"], "has no attribute 'nothing'"),
+        (["--inject", "nosuch"], "--inject: expected one of " + ", ".join(FAULTS)),
+        (["--inject", "no-dummy-grad", "--fused", "tests.gmlp_check.planted:reference"], "triton"),
+        (["--experts", "1"], "--experts: expected an int >= 2"),
+        (["--hidden", "0"], "--hidden: expected an int >= 1"),
+        (["--tokens", "-5"], "--tokens: expected an int >= 1"),
+        (["--ffn", "many"], "'many' is not a valid integer"),
+        (["--seed", "-1"], "--seed: expected an int >= 0"),
+        (["-k", "mode=off and"], "-k 'mode=off and': expression ends early"),
+        (["-k", "act=nosuch"], "no case of the matrix matches"),
+        (["--dtype", "bf16"], "--dtype bf16: on CPU the triton backend"),
+        (["--dtype", "fp64"], "'fp64' is not one of"),
+        (["--fused", "torch-grouped-mm"], "torch-grouped-mm"),
+        (["--junit-xml", "/nonexistent/dir/x.xml"], "--junit-xml"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message_naming_the_option(args, message):
+    result = invoke("diff", "--device", "cpu", *args)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_faults_lists_every_fault():
+    result = invoke("faults", "--format", "json")
+    assert result.exit_code == 0
+    listed = json.loads(result.stdout)
+    assert [f["name"] for f in listed] == list(FAULTS)
+    assert all(f["bug_class"] == FAULTS[f["name"]].bug_class for f in listed)
+    text = invoke("faults")
+    assert all(name in text.stdout for name in FAULTS)
+
+
+def test_mutants_exit_0_when_every_selected_fault_is_caught():
+    result = invoke(
+        "mutants",
+        "--device",
+        "cpu",
+        "--fault",
+        "empty-expert-skipped",
+        "--fault",
+        "delayed-wgrad-dropped",
+        "-k",
+        FEW,
+        "--format",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "gmlp-check/mutants/v1" and doc["passed"] is True
+    # In the registry's order, whatever the order on the command line.
+    assert [f["name"] for f in doc["faults"]] == ["delayed-wgrad-dropped", "empty-expert-skipped"]
+    assert all(f["caught"] and f["observables"] for f in doc["faults"])
+    assert doc["stop_early"] is True and doc["clean"]["failed"] == 0
+
+
+def test_mutants_exit_1_when_a_fault_escapes_the_selection():
+    # No case of this selection uses output-into-main-grad, where a missing dummy would show.
+    result = invoke(
+        "mutants", "--device", "cpu", "--fault", "no-dummy-grad", "-k", "mode=off and delay=1"
+    )
+    assert result.exit_code == 1, result.output
+    assert "NO" in result.stdout and "0 of 1 faults caught" in result.stdout
+
+
+def test_mutants_rejects_unknown_faults():
+    result = invoke("mutants", "--device", "cpu", "--fault", "nosuch")
+    assert result.exit_code == 2
+    assert "--fault: expected names from" in result.output
+
+
+def test_module_invocation_works():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-m", "gmlp_check.cli", "diff", "--device", "cpu", "-k", OVERWRITE_CASE],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 cases: 1 passed, 0 failed" in out.stdout

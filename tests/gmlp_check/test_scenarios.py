@@ -1,0 +1,181 @@
+"""The scenario matrix: stable ids, coverage of every value the issue lists, selection."""
+
+import itertools
+
+import pytest
+
+from gmlp_check.scenarios import (
+    ACTIVATION_NAMES,
+    DEVICE_DTYPES,
+    MODES,
+    SPLIT_PATTERNS,
+    Case,
+    Sizes,
+    build_cases,
+    default_matrix,
+    describe_values,
+    split_sizes,
+)
+from gmlp_check.selection import SelectionError, compile_expression
+
+MATRICES = {device: default_matrix(dtypes) for device, dtypes in DEVICE_DTYPES.items()}
+
+
+def make_case(**overrides):
+    fields = dict(
+        mode="overwrite-fsdp",
+        delay=True,
+        zero_out=False,
+        single=True,
+        bias=False,
+        activation="swiglu",
+        dtype="fp32",
+        splits="ragged-empty",
+        microbatches=2,
+    )
+    fields.update(overrides)
+    return Case(**fields)
+
+
+def test_case_id_spells_every_field_in_a_fixed_order():
+    case = make_case()
+    assert case.id == (
+        "mode=overwrite-fsdp,delay=1,zero=0,single=1,bias=0,act=swiglu,dtype=fp32,"
+        "splits=ragged-empty,mb=2"
+    )
+
+
+@pytest.mark.parametrize("device", sorted(MATRICES))
+def test_ids_are_unique_and_parse_back(device):
+    cases = MATRICES[device]
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids))
+    assert [Case.from_id(i) for i in ids] == cases
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "mode=off",  # keys missing
+        make_case().id + ",mb=3",  # a key twice
+        make_case().id.replace("delay=1", "delay=yes"),
+        make_case().id.replace("mode=overwrite-fsdp", "mode=sometimes"),
+        make_case().id.replace("mb=2", "mb=0"),
+    ],
+)
+def test_malformed_ids_are_rejected(bad):
+    with pytest.raises(ValueError):
+        Case.from_id(bad)
+
+
+@pytest.mark.parametrize("device", sorted(MATRICES))
+def test_every_listed_value_appears(device):
+    values = describe_values(MATRICES[device])
+    assert set(values["mode"]) == set(MODES)
+    assert set(values["delay"]) == {False, True}
+    assert set(values["zero_out"]) == {False, True}
+    assert set(values["single"]) == {False, True}
+    assert set(values["bias"]) == {False, True}
+    assert set(values["activation"]) == set(ACTIVATION_NAMES)
+    assert set(values["dtype"]) == set(DEVICE_DTYPES[device])
+    assert set(values["splits"]) == set(SPLIT_PATTERNS)
+    assert set(values["microbatches"]) == {1, 2}
+
+
+@pytest.mark.parametrize("device", sorted(MATRICES))
+def test_every_contract_row_runs_with_empty_experts_and_two_microbatches(device):
+    seen = {
+        (c.mode, c.delay, c.zero_out, c.single)
+        for c in MATRICES[device]
+        if c.splits == "ragged-empty" and c.microbatches == 2
+    }
+    assert seen == set(itertools.product(MODES, (False, True), (False, True), (False, True)))
+
+
+@pytest.mark.parametrize("device", sorted(MATRICES))
+def test_every_dtype_meets_every_mode_and_activation(device):
+    cases = MATRICES[device]
+    assert {(c.dtype, c.mode) for c in cases} >= set(
+        itertools.product(DEVICE_DTYPES[device], MODES)
+    )
+    assert {(c.dtype, c.activation) for c in cases} >= set(
+        itertools.product(DEVICE_DTYPES[device], ACTIVATION_NAMES)
+    )
+    assert {(c.mode, c.delay) for c in cases if c.splits == "t0"} == set(
+        itertools.product(MODES, (False, True))
+    )
+
+
+def test_matrix_is_far_smaller_than_the_cross_product():
+    cases = MATRICES["cpu"]
+    full = len(MODES) * 2 * 2 * 2 * 2 * len(ACTIVATION_NAMES) * 2 * len(SPLIT_PATTERNS) * 2
+    assert len(cases) < full / 20
+
+
+@pytest.mark.parametrize("pattern", sorted(SPLIT_PATTERNS))
+@pytest.mark.parametrize("experts, tokens", [(2, 5), (4, 20), (8, 1000), (5, 3)])
+def test_split_sizes_are_valid_for_every_microbatch(pattern, experts, tokens):
+    for mb in range(3):
+        sizes = split_sizes(pattern, experts, tokens, mb)
+        assert len(sizes) == experts
+        assert all(s >= 0 for s in sizes)
+        assert sum(sizes) == (0 if pattern == "t0" else tokens)
+
+
+def test_split_patterns_have_the_shapes_they_promise():
+    ragged_empty = split_sizes("ragged-empty", 4, 20, 0)
+    assert ragged_empty.count(0) == 2 and len(set(s for s in ragged_empty if s)) > 1
+    assert 0 not in split_sizes("ragged", 4, 20, 0)
+    one = split_sizes("all-to-one", 4, 20, 0)
+    assert sorted(one) == [0, 0, 0, 20]
+    # A later microbatch empties different experts, so an expert empty in one microbatch
+    # receives tokens in another.
+    assert split_sizes("ragged-empty", 4, 20, 1) != ragged_empty
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("experts", 1), ("hidden", 0), ("ffn", -2), ("tokens", 0), ("seed", -1), ("tokens", 2.5)],
+)
+def test_sizes_that_make_no_sense_name_the_option(field, value):
+    kwargs = dict(experts=4, hidden=16, ffn=12, tokens=20, seed=0)
+    kwargs[field] = value
+    with pytest.raises(ValueError, match=f"--{field}: expected an int"):
+        Sizes(**kwargs)
+
+
+def test_build_cases_filters_and_selects_full_ids():
+    cases = build_cases("cpu", keyword="mode=overwrite-fsdp and delay=1")
+    assert cases and all(c.mode == "overwrite-fsdp" and c.delay for c in cases)
+    outside = make_case(activation="gelu", splits="t0", microbatches=1)
+    assert outside not in MATRICES["cpu"]
+    assert build_cases("cpu", keyword=outside.id) == [outside]
+    assert build_cases("cpu", keyword="act=nosuch") == []
+    narrowed = build_cases("cpu", dtypes=["fp16"], activations=["relu"], modes=["off"])
+    assert {(c.dtype, c.activation, c.mode) for c in narrowed} == {("fp16", "relu", "off")}
+
+
+@pytest.mark.parametrize(
+    "expression, expected",
+    [
+        ("mode=off", {"a"}),
+        ("mode=off or act=gelu", {"a", "b"}),
+        ("not mode=off", {"b", "c"}),
+        ("dtype=fp16 and not (act=gelu or act=relu)", {"c"}),
+        ("(mode=off)", {"a"}),
+    ],
+)
+def test_keyword_expressions(expression, expected):
+    ids = {
+        "a": "mode=off,act=swiglu,dtype=fp32",
+        "b": "mode=accumulate-ddp,act=gelu,dtype=fp16",
+        "c": "mode=overwrite-fsdp,act=srelu,dtype=fp16",
+    }
+    matcher = compile_expression(expression)
+    assert {k for k, v in ids.items() if matcher(v)} == expected
+
+
+@pytest.mark.parametrize("expression", ["", "and", "mode=off and", "(mode=off", "mode=off )"])
+def test_malformed_keyword_expressions_are_errors(expression):
+    with pytest.raises(SelectionError, match="-k"):
+        compile_expression(expression)
