@@ -94,9 +94,13 @@ class GroupedLinearParams(nn.Module):
             return list(tensors[0].unbind(0))
         return list(tensors)
 
-    def expert_weights(self) -> list[torch.Tensor]:
-        """G matrices [out, in], views of the parameters (no copy)."""
-        return self.per_expert([p.detach() for p in self.weight_params()])
+    def expert_weights(self) -> torch.Tensor | list[torch.Tensor]:
+        """G matrices [out, in], no copy: the single grouped weight itself ([G, out, in], which
+        indexes and measures like a list of G matrices, without building G views on every
+        launch), or the G weight parameters."""
+        if self.single_grouped_weight:
+            return self.weight.detach()
+        return [p.detach() for p in self.weight_params()]
 
     def expert_biases(self) -> list[torch.Tensor] | None:
         if not self.use_bias:

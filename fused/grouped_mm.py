@@ -131,20 +131,21 @@ class TorchGroupedMMMLP(FusedGroupedMLPBase):
             wgrad = x.new_zeros((num_experts, dy.shape[1], x.shape[1]))
         else:
             wgrad = torch._grouped_mm(dy.t(), x, offs=_offsets(splits))
-        # An expert without tokens has an exactly zero gradient, whatever the GEMM left there.
-        has_tokens = (splits > 0)[:, None, None]
-        wgrad = torch.where(has_tokens, wgrad, torch.zeros((), dtype=wgrad.dtype, device=x.device))
-        wgrad = wgrad.float()
-        for accumulate in (False, True):
-            experts = [e for e in plan.experts if e.accumulate == accumulate]
-            if not experts:
-                continue
-            regions = [e.region for e in experts]
-            sources = [wgrad[e.expert] for e in experts]
+            # An expert without tokens has an exactly zero gradient, whatever the GEMM left
+            # there. In place: every [G, out, in] temporary counts on DeepSeek-sized layers.
+            wgrad.masked_fill_((splits == 0)[:, None, None], 0)
+        # The bf16 gradient is added (or copied) straight into the fp32 regions, promoted on
+        # the fly: no fp32 copy of the whole gradient in between.
+        grouped = plan.grouped_destination()
+        if grouped is not None:  # one [G, out, in] destination: one launch, not G
+            pairs = [(grouped[0], wgrad, grouped[1])]
+        else:
+            pairs = [(e.region, wgrad[e.expert], e.accumulate) for e in plan.experts]
+        for region, grad, accumulate in pairs:
             if accumulate:
-                torch._foreach_add_(regions, sources)
+                region.add_(grad)
             else:
-                torch._foreach_copy_(regions, sources)
+                region.copy_(grad)
 
 
 class _GroupedMMLinear(torch.autograd.Function):

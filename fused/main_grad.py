@@ -14,6 +14,7 @@ sit at the decisions the real bugs corrupted; they are dead unless a fault was i
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -48,7 +49,24 @@ class WgradPlan:
     destinations: list[torch.Tensor]  # one fp32 tensor of each parameter's shape
     accumulate: list[bool]  # the GEMM's flag per parameter (the "local" flag)
     into_main_grad: bool  # the op-level setting
-    experts: list[ExpertRegion]
+    layer: GroupedLinearParams
+
+    @functools.cached_property
+    def experts(self) -> list[ExpertRegion]:
+        """One region per expert; built on first use (G views: host time on every backward)."""
+        layer = self.layer
+        regions = layer.per_expert(self.destinations)
+        flags = (
+            self.accumulate * layer.num_groups if layer.single_grouped_weight else self.accumulate
+        )
+        return [ExpertRegion(g, regions[g], flags[g]) for g in range(layer.num_groups)]
+
+    def grouped_destination(self) -> tuple[torch.Tensor, bool] | None:
+        """(the [G, out, in] destination, its flag) of a single grouped weight, else None: a
+        backend may write it whole instead of expert by expert."""
+        if not self.layer.single_grouped_weight:
+            return None
+        return self.destinations[0], self.accumulate[0]
 
 
 def fetch_main_grad(name: str, param: torch.Tensor, fault: str | None) -> torch.Tensor:
@@ -93,10 +111,7 @@ def plan_wgrads(layer: GroupedLinearParams, fault: str | None) -> WgradPlan:
             destinations.append(  # gmlp: ignore[GMLP001] deliberate fault ALIAS_GATED_ON_LOCAL_FLAG
                 main_grad if alias else torch.empty(p.shape, dtype=torch.float32, device=p.device)
             )
-    regions = layer.per_expert(destinations)
-    flags = accumulate * layer.num_groups if layer.single_grouped_weight else accumulate
-    experts = [ExpertRegion(g, regions[g], flags[g]) for g in range(layer.num_groups)]
-    return WgradPlan(params, destinations, accumulate, into_main_grad, experts)
+    return WgradPlan(params, destinations, accumulate, into_main_grad, layer)
 
 
 def dummy_wgrad(param: torch.Tensor, fault: str | None) -> torch.Tensor:

@@ -40,17 +40,18 @@ class GroupedMLP(FusedGroupedMLPBase):
     def _compute_wgrads(
         self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
     ) -> None:
+        faults = {
+            "skip_empty_experts": self.fault == EMPTY_EXPERT_SKIPPED,
+            "inclusive_offsets": self.fault == GROUP_OFFSETS_SHIFTED,
+        }
+        grouped = plan.grouped_destination()
+        if grouped is not None:
+            destination, accumulate = grouped
+            grouped_ops.grouped_wgrad(dy, x, splits, destination, accumulate=accumulate, **faults)
+            return
         for accumulate in (False, True):
             regions = [(e.expert, e.region) for e in plan.experts if e.accumulate == accumulate]
-            grouped_ops.grouped_wgrad(
-                dy,
-                x,
-                splits,
-                regions,
-                accumulate=accumulate,
-                skip_empty_experts=self.fault == EMPTY_EXPERT_SKIPPED,
-                inclusive_offsets=self.fault == GROUP_OFFSETS_SHIFTED,
-            )
+            grouped_ops.grouped_wgrad(dy, x, splits, regions, accumulate=accumulate, **faults)
 
 
 class _FusedGroupedMLPFunction(torch.autograd.Function):

@@ -30,10 +30,15 @@ def device_split_sizes(
 ) -> torch.Tensor:
     """The validated split sizes as an int32 tensor on ``device`` for the kernels.
 
-    A tensor is copied, not aliased: the caller may reuse it before backward runs."""
+    A tensor is copied, not aliased: the caller may reuse it before backward runs. A list goes
+    to a GPU through pinned memory without blocking: a copy from pageable memory would wait for
+    the device to drain, putting the CPU behind the GPU once every forward."""
     if isinstance(split_sizes, torch.Tensor):
         return split_sizes.to(device=device, dtype=torch.int32, copy=True)
-    return torch.tensor(sizes, dtype=torch.int32, device=device)
+    host = torch.tensor(sizes, dtype=torch.int32)
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 class FusedGroupedMLPBase(nn.Module):

@@ -1,12 +1,33 @@
-"""Tile sizes and launch options of the fused kernels, in one place for later tuning.
+"""Tile sizes and launch options of the fused kernels: a fixed table, chosen by measurement.
 
 Fixed choices rather than ``triton.autotune``: the weight-gradient kernel accumulates into
-main_grad in place, so benchmarking configurations would add the gradient several times; and a
-timing-based choice could change the summation order, hence the rounding, from one process to
-the next, which a differential checker must not see. The GPU sizes are conventional Hopper
-choices (128x128 tiles, 64-deep K steps, 3 pipeline stages for 16-bit types; smaller tiles
-for fp32, whose IEEE dot runs on FMA units). In the interpreter every program costs Python
-overhead, so there a few larger programs beat many small ones.
+main_grad in place, so benchmarking configurations would add the gradient several times
+(autotune would need restore_value on main_grad); and a timing-based choice could change the
+summation order, hence the rounding, from one process to the next, which a differential
+checker must not see. The table is keyed by kernel and dtype, plus one shape rule below, so a
+given shape always runs the same tiles.
+
+16-bit GPU tiles were picked on an H200 (docs/perf-notes.md; scripts/tune_kernels.py times
+every candidate on the Qwen3-, Mixtral- and DeepSeek-like shapes after checking it against
+torch). What decided them:
+  * TMA operand loads (``tma``) take 5-25 % less time than pointer loads: no address or mask
+    arithmetic in the K loop, the registers stay with the accumulators.
+  * row GEMMs (fc2 forward, fc1 dgrad): 128x256x64, 8 warps, 3 stages, one program per
+    multiprocessor; within 5 % of the best candidate on every shape.
+  * fc1 forward with GLU (two 128x128 accumulators sharing the x tile) and fc2 dgrad with the
+    activation derivative in its epilogue: 128x128x64, 8 warps, 4 stages.
+  * weight gradient, fp32 main_grad epilogue: with short per-expert reductions (Qwen3 ~1024
+    rows, DeepSeek ~128) the fp32 read-modify-write of each 128x128 output tile costs as much
+    as its matrix products, and is only hidden behind another program's products on the same
+    multiprocessor. Two programs fit when the reduction starts from main_grad
+    (``start_from_dest``: no second fp32 tile held in the epilogue) and ptxas is capped at
+    128 registers (8 bytes spill): 20-35 % less time than one program. Long reductions (Mixtral:
+    4096 rows per expert, at least LONG_REDUCTION_ROWS) amortise the epilogue and prefer the
+    larger 128x256 tile, one program per multiprocessor: 12-15 % less time there.
+fp32 runs IEEE dots on FMA units (small tiles, pointer loads) and keeps the reduction apart
+from main_grad's old value, so its result is the reference's up to summation order within
+each product. In the interpreter every program costs Python overhead, so there a few larger
+programs beat many small ones; it takes the GPU's code paths per dtype.
 
 fp32 dots use ``input_precision="ieee"`` on every device: TF32 would round operands to 10
 mantissa bits (relative error about 1e-3), far outside the fp32 tolerance a checker applies.
@@ -18,6 +39,9 @@ from dataclasses import dataclass
 
 import torch
 
+# Weight gradients whose experts average at least this many rows take "wgrad_long".
+LONG_REDUCTION_ROWS = 2048
+
 
 @dataclass(frozen=True)
 class Tiles:
@@ -26,34 +50,51 @@ class Tiles:
     block_k: int
     num_warps: int = 4
     num_stages: int = 2
+    # Row tiles (weight-gradient: output-row tiles) that sweep the columns together.
+    group: int = 8
+    # Operand tiles through TMA descriptors where the tensors allow (16-bit types only).
+    tma: bool = False
+    # Weight gradient, accumulate mode: start the reduction from main_grad (kernels/wgrad.py).
+    start_from_dest: bool = False
+    # Register cap per thread (ptxas), None for the compiler's choice.
+    max_registers: int | None = None
 
     def launch_options(self) -> dict[str, int]:
         # The interpreter ignores these; compiled launches take them as launch options.
-        return {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        if self.max_registers is not None:
+            options["maxnreg"] = self.max_registers
+        return options
 
 
-_INTERPRETER = Tiles(block_m=16, block_n=32, block_k=16)
+_INTERPRETER_16BIT = Tiles(16, 32, 16, group=2, tma=True, start_from_dest=True)
+_INTERPRETER_FP32 = Tiles(16, 32, 16, group=2)
 
 _GPU_16BIT = {
-    "row_gemm": Tiles(128, 128, 64, num_warps=8, num_stages=3),
-    # Two accumulators (gate and linear halves) or an activation epilogue: narrower tiles.
-    "activation_gemm": Tiles(128, 64, 64, num_warps=8, num_stages=3),
+    "row_gemm": Tiles(128, 256, 64, num_warps=8, num_stages=3, tma=True),
+    # Two accumulators (gate and linear halves) or an activation epilogue.
+    "activation_gemm": Tiles(128, 128, 64, num_warps=8, num_stages=4, tma=True),
     # block_n x block_k output tile, block_m tokens per reduction step.
-    "wgrad": Tiles(64, 128, 128, num_warps=8, num_stages=3),
+    "wgrad": Tiles(
+        64, 128, 128, num_warps=8, num_stages=3, tma=True, start_from_dest=True, max_registers=128
+    ),
+    "wgrad_long": Tiles(64, 128, 256, num_warps=8, num_stages=3, tma=True, start_from_dest=True),
     "bias_grad": Tiles(64, 128, 1, num_warps=4, num_stages=2),
 }
 _GPU_FP32 = {
     "row_gemm": Tiles(64, 64, 32, num_warps=4, num_stages=2),
     "activation_gemm": Tiles(64, 64, 32, num_warps=4, num_stages=2),
     "wgrad": Tiles(32, 64, 64, num_warps=4, num_stages=2),
+    "wgrad_long": Tiles(32, 64, 64, num_warps=4, num_stages=2),
     "bias_grad": Tiles(64, 128, 1, num_warps=4, num_stages=2),
 }
 
 
 def tiles_for(kernel: str, device: torch.device, dtype: torch.dtype) -> Tiles:
-    """Tiles of ``kernel`` (row_gemm, activation_gemm, wgrad, bias_grad) on this device/dtype."""
+    """Tiles of ``kernel`` (row_gemm, activation_gemm, wgrad, wgrad_long, bias_grad) on this
+    device/dtype."""
     if device.type == "cpu":
-        return _INTERPRETER
+        return _INTERPRETER_FP32 if dtype == torch.float32 else _INTERPRETER_16BIT
     table = _GPU_FP32 if dtype == torch.float32 else _GPU_16BIT
     return table[kernel]
 

@@ -1,10 +1,18 @@
-"""Which expert, and which rows of it, a program of a grouped GEMM works on; expert pointers.
+"""Which expert, and which rows of it, a program of a grouped GEMM works on; expert pointers;
+the order in which programs visit output tiles.
 
 Split sizes stay on the device: every program loads the G sizes and scans them itself, so no
-per-expert offsets are computed or synchronised on the host. A grouped GEMM over rows launches
-``cdiv(T, BLOCK_M) + G`` programs along its first axis, an upper bound on the number of
-row tiles (each expert wastes at most one partial tile); the programs beyond the last tile
-return at once.
+per-expert offsets are computed or synchronised on the host. A grouped GEMM over rows has
+``cdiv(T, BLOCK_M) + G`` row-tile slots, an upper bound on the number of row tiles (each
+expert wastes at most one partial tile); the programs of slots beyond the last tile return at
+once.
+
+Tile order matters more than tile shape here. Programs launch in program-id order, and only
+the tiles of about two waves (2 x 132 programs on an H200) are resident at once; what those
+tiles read should fit in L2 (50 MB). Row GEMMs therefore visit GROUP_M row tiles across all
+column tiles before moving on (A rows are read from memory once, not once per column tile),
+and weight-gradient programs visit one expert's tiles together (its rows of dy and x, a few MB,
+stay in L2 while all its output tiles reduce them).
 """
 
 import triton
@@ -12,8 +20,19 @@ import triton.language as tl
 
 
 @triton.jit
-def expert_row_tile(SPLITS, num_experts, tile, BLOCK_M: tl.constexpr, EXPERTS_POW2: tl.constexpr):
-    """Map row tile number ``tile`` to (expert, its row indices, their validity mask).
+def grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of program ``pid``: GROUP_M consecutive pid_m per column sweep."""
+    per_group = GROUP_M * num_pid_n
+    first_m = (pid // per_group) * GROUP_M
+    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    in_group = pid % per_group
+    return first_m + in_group % group_m, in_group // group_m
+
+
+@triton.jit
+def expert_row_block(SPLITS, num_experts, tile, BLOCK_M: tl.constexpr, EXPERTS_POW2: tl.constexpr):
+    """Map row tile number ``tile`` to (expert, the expert's first row, the tile's first row,
+    the expert's end row).
 
     Expert g owns tiles [exclusive_scan(tiles)[g], inclusive_scan(tiles)[g]) where
     tiles = cdiv(split_sizes, BLOCK_M); empty experts own none. The expert is num_experts
@@ -28,8 +47,7 @@ def expert_row_tile(SPLITS, num_experts, tile, BLOCK_M: tl.constexpr, EXPERTS_PO
     first_tile = tl.sum(tl.where(mine, tiles_end - tiles, 0), 0)
     first_row = tl.sum(tl.where(mine, rows_end - sizes, 0), 0)
     end_row = tl.sum(tl.where(mine, rows_end, 0), 0)
-    rows = first_row + (tile - first_tile) * BLOCK_M + tl.arange(0, BLOCK_M)
-    return expert, rows, rows < end_row
+    return expert, first_row, first_row + (tile - first_tile) * BLOCK_M, end_row
 
 
 @triton.jit

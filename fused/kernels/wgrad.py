@@ -8,18 +8,21 @@ experts it lists, so parameters with different ``overwrite_main_grad`` settings 
 strides) take one launch each.
 """
 
+import triton
 import triton.language as tl
 
 from ..dual_jit import dual_jit
-from .expert_rows import expert_pointer, expert_row_range
+from .expert_rows import expert_pointer, expert_row_range, grouped_tile
 
 
 @dual_jit
 def grouped_wgrad_kernel(
     DY,
+    DY_DESC,
     stride_dym,
     stride_dyn,
     X,
+    X_DESC,
     stride_xm,
     stride_xk,
     DEST_EXPERTS,
@@ -35,20 +38,39 @@ def grouped_wgrad_kernel(
     SKIP_EMPTY_EXPERTS: tl.constexpr,
     INCLUSIVE_OFFSETS: tl.constexpr,
     ALIGNED: tl.constexpr,
+    TMA: tl.constexpr,
+    START_FROM_DEST: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_T: tl.constexpr,
+    GROUP_N: tl.constexpr,
     EXPERTS_POW2: tl.constexpr,
 ):
-    """dest_g (+)= dy_g^T @ x_g, fp32, for the expert listed at program_id(0).
+    """dest_g (+)= dy_g^T @ x_g, fp32, for the listed experts.
 
-    Grid: (listed experts, cdiv(N, BLOCK_N), cdiv(K, BLOCK_K)).
+    Grid: (listed experts * cdiv(N, BLOCK_N) * cdiv(K, BLOCK_K),), expert-major: an
+    expert's output tiles run together, in groups of GROUP_N row tiles (expert_rows.py).
     An expert without tokens is left untouched when accumulating (its region stays bit for
     bit) and zero-filled when overwriting. SKIP_EMPTY_EXPERTS (the fault
     "empty-expert-skipped") skips it in overwrite mode too; INCLUSIVE_OFFSETS is the fault
-    "group-offsets-shifted" (see expert_row_range)."""
-    entry = tl.program_id(0)
+    "group-offsets-shifted" (see expert_row_range).
+
+    With TMA, whole BLOCK_T row blocks of the expert come through the descriptors over dy
+    [T, N] and x [T, K]; the last partial block, whose rows past the expert's end belong to
+    the next expert and must not be summed, is loaded through masked pointers.
+
+    START_FROM_DEST (accumulate only): the reduction starts from the destination's values
+    instead of adding them after it. The load then overlaps the first operand fetches and the
+    epilogue holds no second [BLOCK_N, BLOCK_K] fp32 tile in registers, which keeps two
+    programs per multiprocessor so that one's fp32 read-modify-write hides behind the other's
+    matrix products. The sum is the same up to fp32 rounding order."""
+    num_n = tl.cdiv(N, BLOCK_N)
+    num_k = tl.cdiv(K, BLOCK_K)
+    per_expert = num_n * num_k
+    pid = tl.program_id(0)
+    entry = pid // per_expert
+    pid_n, pid_k = grouped_tile(pid % per_expert, num_n, num_k, GROUP_N)
     expert = tl.load(DEST_EXPERTS + entry)
     first_row, count = expert_row_range(
         SPLITS, num_experts, expert, INCLUSIVE_OFFSETS, EXPERTS_POW2
@@ -60,32 +82,102 @@ def grouped_wgrad_kernel(
     # Never read past the token tensor, whatever the offsets say.
     end_row = tl.minimum(first_row + count, num_tokens)
 
-    ns = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    ks = tl.program_id(2) * BLOCK_K + tl.arange(0, BLOCK_K)
+    n0 = pid_n * BLOCK_N
+    k0 = pid_k * BLOCK_K
+    ns = n0 + tl.arange(0, BLOCK_N)
+    ks = k0 + tl.arange(0, BLOCK_K)
     n_ok = ns < N
     k_ok = ks < K
-    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-    for t0 in range(first_row, end_row, BLOCK_T):
-        ts = (t0 + tl.arange(0, BLOCK_T)).to(tl.int64)
-        t_ok = ts < end_row
-        dy_t = tl.load(
-            DY + ts[None, :] * stride_dym + ns[:, None] * stride_dyn,
-            mask=n_ok[:, None] & t_ok[None, :],
-            other=0.0,
-        )
-        x = tl.load(
-            X + ts[:, None] * stride_xm + ks[None, :] * stride_xk,
-            mask=t_ok[:, None] & k_ok[None, :],
-            other=0.0,
-        )
-        acc = tl.dot(dy_t, x, acc, input_precision=DOT_PRECISION)
+    mask = n_ok[:, None] & k_ok[None, :]
+    if ACCUMULATE and START_FROM_DEST:
+        start = expert_pointer(DEST_PTRS, entry, tl.float32, ALIGNED)
+        acc = tl.load(start + ns[:, None] * stride_dest_n + ks[None, :] * stride_dest_k, mask=mask)
+    else:
+        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    if TMA:
+        full_end = first_row + (tl.maximum(end_row - first_row, 0) // BLOCK_T) * BLOCK_T
+        for t0 in range(first_row, full_end, BLOCK_T):
+            dy = DY_DESC.load([t0, n0])
+            x = X_DESC.load([t0, k0])
+            acc = tl.dot(dy.T, x, acc, input_precision=DOT_PRECISION)
+        if full_end < end_row:
+            acc = _masked_step(
+                DY,
+                stride_dym,
+                stride_dyn,
+                X,
+                stride_xm,
+                stride_xk,
+                full_end,
+                end_row,
+                ns,
+                ks,
+                n_ok,
+                k_ok,
+                acc,
+                BLOCK_T,
+                DOT_PRECISION,
+            )
+    else:
+        for t0 in range(first_row, end_row, BLOCK_T):
+            acc = _masked_step(
+                DY,
+                stride_dym,
+                stride_dyn,
+                X,
+                stride_xm,
+                stride_xk,
+                t0,
+                end_row,
+                ns,
+                ks,
+                n_ok,
+                k_ok,
+                acc,
+                BLOCK_T,
+                DOT_PRECISION,
+            )
 
     dest_base = expert_pointer(DEST_PTRS, entry, tl.float32, ALIGNED)
     dest = dest_base + ns[:, None] * stride_dest_n + ks[None, :] * stride_dest_k
-    mask = n_ok[:, None] & k_ok[None, :]
-    if ACCUMULATE:
+    if ACCUMULATE and not START_FROM_DEST:
         acc += tl.load(dest, mask=mask, other=0.0)
     tl.store(dest, acc, mask=mask)
+
+
+@triton.jit
+def _masked_step(
+    DY,
+    stride_dym,
+    stride_dyn,
+    X,
+    stride_xm,
+    stride_xk,
+    t0,
+    end_row,
+    ns,
+    ks,
+    n_ok,
+    k_ok,
+    acc,
+    BLOCK_T: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    """acc + dy[t0 : t0 + BLOCK_T, ns]^T @ x[t0 : t0 + BLOCK_T, ks], rows from end_row on
+    taken as zero."""
+    ts = (t0 + tl.arange(0, BLOCK_T)).to(tl.int64)
+    t_ok = ts < end_row
+    dy_t = tl.load(
+        DY + ts[None, :] * stride_dym + ns[:, None] * stride_dyn,
+        mask=n_ok[:, None] & t_ok[None, :],
+        other=0.0,
+    )
+    x = tl.load(
+        X + ts[:, None] * stride_xm + ks[None, :] * stride_xk,
+        mask=t_ok[:, None] & k_ok[None, :],
+        other=0.0,
+    )
+    return tl.dot(dy_t, x, acc, input_precision=DOT_PRECISION)
 
 
 @dual_jit
