@@ -29,7 +29,7 @@ from .faults import (
     NO_DUMMY_GRAD,
     OVERWRITE_ACCUMULATE_SWAPPED,
 )
-from .grouped_linear import GroupedLinearParams
+from .grouped_linear import FusedGroupedLinear
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class WgradPlan:
     destinations: list[torch.Tensor]  # one fp32 tensor of each parameter's shape
     accumulate: list[bool]  # the GEMM's flag per parameter (the "local" flag)
     into_main_grad: bool  # the op-level setting
-    layer: GroupedLinearParams
+    layer: FusedGroupedLinear
 
     @functools.cached_property
     def experts(self) -> list[ExpertRegion]:
@@ -92,7 +92,7 @@ def gemm_accumulates(param: torch.Tensor, fault: str | None) -> bool:
     return not overwrite
 
 
-def plan_wgrads(layer: GroupedLinearParams, fault: str | None) -> WgradPlan:
+def plan_wgrads(layer: FusedGroupedLinear, fault: str | None) -> WgradPlan:
     params = layer.weight_params()
     into_main_grad = layer.accumulate_into_main_grad
     if not into_main_grad:

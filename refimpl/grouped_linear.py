@@ -7,12 +7,11 @@ contract in ``main_grad.py``.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 
 import torch
-from torch import nn
 
+from .layout import GroupedLinearParams
 from .main_grad import dummy_wgrad, fetch_main_grad, mark_grad_added, overwrites_main_grad
 
 
@@ -25,81 +24,10 @@ def row_offsets(split_sizes: list[int]) -> list[tuple[int, int]]:
     return bounds
 
 
-class GroupedLinear(nn.Module):
-    def __init__(
-        self,
-        name: str,
-        num_groups: int,
-        in_features: int,
-        out_features: int,
-        *,
-        bias: bool,
-        single_grouped_weight: bool,
-        accumulate_into_main_grad: bool,
-        delay_wgrad_compute: bool,
-        dtype: torch.dtype,
-        device: torch.device | str,
-    ) -> None:
-        super().__init__()
-        self.name = name
-        self.num_groups = num_groups
-        self.in_features = in_features
-        self.out_features = out_features
-        self.use_bias = bias
-        self.single_grouped_weight = single_grouped_weight
-        self.accumulate_into_main_grad = accumulate_into_main_grad
-        self.delay_wgrad_compute = delay_wgrad_compute
-        # Transformer Engine's parameter names, so state dicts move between implementations.
-        factory = {"dtype": dtype, "device": device}
-        if single_grouped_weight:
-            self.weight = nn.Parameter(
-                torch.empty(num_groups, out_features, in_features, **factory)
-            )
-            if bias:
-                self.bias = nn.Parameter(torch.empty(num_groups, out_features, **factory))
-        else:
-            for g in range(num_groups):
-                weight = nn.Parameter(torch.empty(out_features, in_features, **factory))
-                self.register_parameter(f"weight{g}", weight)
-            for g in range(num_groups if bias else 0):
-                self.register_parameter(
-                    f"bias{g}", nn.Parameter(torch.empty(out_features, **factory))
-                )
+class GroupedLinear(GroupedLinearParams):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self._pending_wgrads: deque[tuple[torch.Tensor, torch.Tensor, list[int]]] = deque()
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.in_features)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.uniform_(-bound, bound)
-
-    # -- parameter access -------------------------------------------------------------------
-    def weight_names(self) -> list[str]:
-        return (
-            ["weight"]
-            if self.single_grouped_weight
-            else [f"weight{g}" for g in range(self.num_groups)]
-        )
-
-    def bias_names(self) -> list[str]:
-        if not self.use_bias:
-            return []
-        return (
-            ["bias"] if self.single_grouped_weight else [f"bias{g}" for g in range(self.num_groups)]
-        )
-
-    def weight_params(self) -> list[nn.Parameter]:
-        return [getattr(self, n) for n in self.weight_names()]
-
-    def bias_params(self) -> list[nn.Parameter]:
-        return [getattr(self, n) for n in self.bias_names()]
-
-    def per_expert(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Split per-parameter tensors (one [G, ...] or G of [...]) into one per expert."""
-        if self.single_grouped_weight:
-            return list(tensors[0].unbind(0))
-        return list(tensors)
 
     # -- forward ----------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, split_sizes: list[int]) -> torch.Tensor:

@@ -1,0 +1,162 @@
+"""What every grouped MLP implementation shares: the constructor, the parameter layout and the
+input checks.
+
+Parameters carry Transformer Engine's names (``weight0``.. or one ``weight`` [G, out, in] with
+``single_grouped_weight``; biases likewise), registered in the same order and initialised the
+same way, so state dicts move between implementations and one seed gives the same weights.
+The layout is the protocol: implementations subclass these classes for their compute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from .activations import get_activation
+from .validation import check_input, check_main_grad_source, check_probs, normalize_split_sizes
+
+
+class GroupedLinearParams(nn.Module):
+    """The parameters of one grouped linear layer (fc1 or fc2) and its per-op settings."""
+
+    def __init__(
+        self,
+        name: str,
+        num_groups: int,
+        in_features: int,
+        out_features: int,
+        *,
+        bias: bool,
+        single_grouped_weight: bool,
+        accumulate_into_main_grad: bool,
+        delay_wgrad_compute: bool,
+        dtype: torch.dtype,
+        device: torch.device | str,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.num_groups = num_groups
+        self.in_features = in_features
+        self.out_features = out_features
+        self.use_bias = bias
+        self.single_grouped_weight = single_grouped_weight
+        self.accumulate_into_main_grad = accumulate_into_main_grad
+        self.delay_wgrad_compute = delay_wgrad_compute
+        factory = {"dtype": dtype, "device": device}
+        if single_grouped_weight:
+            shape = (num_groups, out_features, in_features)
+            self.weight = nn.Parameter(torch.empty(shape, **factory))
+            if bias:
+                self.bias = nn.Parameter(torch.empty(num_groups, out_features, **factory))
+        else:
+            for g in range(num_groups):
+                weight = nn.Parameter(torch.empty(out_features, in_features, **factory))
+                self.register_parameter(f"weight{g}", weight)
+            for g in range(num_groups if bias else 0):
+                bias_g = nn.Parameter(torch.empty(out_features, **factory))
+                self.register_parameter(f"bias{g}", bias_g)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.in_features)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.uniform_(-bound, bound)
+
+    def weight_names(self) -> list[str]:
+        if self.single_grouped_weight:
+            return ["weight"]
+        return [f"weight{g}" for g in range(self.num_groups)]
+
+    def bias_names(self) -> list[str]:
+        if not self.use_bias:
+            return []
+        if self.single_grouped_weight:
+            return ["bias"]
+        return [f"bias{g}" for g in range(self.num_groups)]
+
+    def weight_params(self) -> list[nn.Parameter]:
+        return [getattr(self, n) for n in self.weight_names()]
+
+    def bias_params(self) -> list[nn.Parameter]:
+        return [getattr(self, n) for n in self.bias_names()]
+
+    def per_expert(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Split per-parameter tensors (one [G, ...] or G of [...]) into one per expert."""
+        if self.single_grouped_weight:
+            return list(tensors[0].unbind(0))
+        return list(tensors)
+
+
+class GroupedMLPParams(nn.Module):
+    """fc1 -> activation -> fc2: constructor, parameters, input checks and wgrad hooks.
+
+    Subclasses set ``linear_class`` (their grouped linear layer) and implement ``forward``
+    (calling :meth:`check_call` first) and ``backward_dw``."""
+
+    linear_class: type[GroupedLinearParams] = GroupedLinearParams
+
+    def __init__(
+        self,
+        num_experts: int,
+        hidden: int,
+        ffn: int,
+        activation: str = "swiglu",
+        bias: bool = False,
+        single_grouped_weight: bool = False,
+        accumulate_into_main_grad: bool = False,
+        delay_wgrad_compute: bool = False,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        super().__init__()
+        for arg, value in (("num_experts", num_experts), ("hidden", hidden), ("ffn", ffn)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{arg}: expected a positive int, got {value!r}")
+        self.num_experts = num_experts
+        self.hidden = hidden
+        self.ffn = ffn
+        self.activation = get_activation(activation)
+        self.accumulate_into_main_grad = accumulate_into_main_grad
+        self.delay_wgrad_compute = delay_wgrad_compute
+        common = {
+            "bias": bias,
+            "single_grouped_weight": single_grouped_weight,
+            "accumulate_into_main_grad": accumulate_into_main_grad,
+            "delay_wgrad_compute": delay_wgrad_compute,
+            "dtype": dtype,
+            "device": device,
+        }
+        fc1_out = self.activation.fc1_out_features(ffn)
+        self.fc1 = self.linear_class("fc1", num_experts, hidden, fc1_out, **common)
+        self.fc2 = self.linear_class("fc2", num_experts, ffn, hidden, **common)
+        self._wgrad_hooks: list[Callable[[], None]] = []
+
+    def check_call(
+        self,
+        x: torch.Tensor,
+        split_sizes: Sequence[int] | torch.Tensor,
+        probs: torch.Tensor | None,
+    ) -> list[int]:
+        """Check forward's arguments; return the split sizes as G Python ints."""
+        weight = self.fc1.weight_params()[0]
+        check_input(x, self.hidden, weight.dtype, weight.device)
+        sizes = normalize_split_sizes(split_sizes, self.num_experts, x.shape[0])
+        check_probs(probs, x.shape[0], self.activation.uses_probs, self.activation.name)
+        if self.accumulate_into_main_grad:
+            # Fail at forward, not deep inside backward, when a buffer can never be found.
+            for layer in (self.fc1, self.fc2):
+                for name, p in zip(layer.weight_names(), layer.weight_params()):
+                    check_main_grad_source(f"{layer.name}.{name}", p)
+        return sizes
+
+    def register_wgrad_accumulation_and_reduce_hooks(self, hook: Callable[[], None]) -> None:
+        """Hooks run by backward_dw() once delayed weight gradients are in place (TE's name)."""
+        self._wgrad_hooks.append(hook)
+
+    def run_wgrad_hooks(self) -> None:
+        for hook in self._wgrad_hooks:
+            hook()
