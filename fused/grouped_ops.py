@@ -213,6 +213,24 @@ def _row_slots(num_tokens: int, num_experts: int, tiles: Tiles) -> int:
     return triton.cdiv(num_tokens, tiles.block_m) + num_experts
 
 
+def _row_gemm_options(
+    ops: _RowOperands, b: ExpertPointers, tiles: Tiles, k: int, dtype: torch.dtype, experts: int
+) -> dict:
+    """The compile-time options and launch options every row-GEMM launch shares."""
+    return {
+        "ALIGNED": b.aligned,
+        "TMA": ops.tma,
+        "EVEN_K": k % tiles.block_k == 0,
+        "DOT_PRECISION": dot_precision(dtype),
+        "BLOCK_M": tiles.block_m,
+        "BLOCK_N": tiles.block_n,
+        "BLOCK_K": tiles.block_k,
+        "GROUP_M": tiles.group,
+        "EXPERTS_POW2": experts_pow2(experts),
+        **tiles.launch_options(),
+    }
+
+
 def grouped_gemm(
     a: torch.Tensor,
     splits: torch.Tensor,
@@ -254,17 +272,8 @@ def grouped_gemm(
         n,
         k,
         HAS_BIAS=bias is not None,
-        ALIGNED=b.aligned,
-        TMA=ops.tma,
         B_TRANSPOSED=transpose,
-        EVEN_K=k % tiles.block_k == 0,
-        DOT_PRECISION=dot_precision(a.dtype),
-        BLOCK_M=tiles.block_m,
-        BLOCK_N=tiles.block_n,
-        BLOCK_K=tiles.block_k,
-        GROUP_M=tiles.group,
-        EXPERTS_POW2=experts_pow2(len(mats)),
-        **tiles.launch_options(),
+        **_row_gemm_options(ops, b, tiles, k, a.dtype, len(mats)),
     )
     return out
 
@@ -322,16 +331,7 @@ def fc1_forward(
         GLU=glu,
         HAS_BIAS=bias is not None,
         HAS_PROBS=probs is not None,
-        ALIGNED=w.aligned,
-        TMA=ops.tma,
-        EVEN_K=k % tiles.block_k == 0,
-        DOT_PRECISION=dot_precision(x.dtype),
-        BLOCK_M=tiles.block_m,
-        BLOCK_N=tiles.block_n,
-        BLOCK_K=tiles.block_k,
-        GROUP_M=tiles.group,
-        EXPERTS_POW2=experts_pow2(len(weights)),
-        **tiles.launch_options(),
+        **_row_gemm_options(ops, w, tiles, k, x.dtype, len(weights)),
     )
     return h, out
 
@@ -393,16 +393,7 @@ def fc2_dgrad_activation(
         ACT=activation,
         GLU=glu,
         HAS_PROBS=probs is not None,
-        ALIGNED=w.aligned,
-        TMA=ops.tma,
-        EVEN_K=k % tiles.block_k == 0,
-        DOT_PRECISION=dot_precision(dy.dtype),
-        BLOCK_M=tiles.block_m,
-        BLOCK_N=tiles.block_n,
-        BLOCK_K=tiles.block_k,
-        GROUP_M=tiles.group,
-        EXPERTS_POW2=experts_pow2(len(weights)),
-        **tiles.launch_options(),
+        **_row_gemm_options(ops, w, tiles, k, dy.dtype, len(weights)),
     )
     return dh, (partial.sum(0) if probs is not None else None)
 
