@@ -97,6 +97,8 @@ class TorchGroupedMMMLP(FusedGroupedMLPBase):
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ) -> None:
+        # The signature is spelled out so that dtype and device are checked before the base
+        # class allocates parameters on a device that may not exist.
         check_supported(dtype, device)
         super().__init__(
             num_experts,

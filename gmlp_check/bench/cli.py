@@ -12,6 +12,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..runner import UsageError, resolve_device
 from . import impls, report, runner, targets
 from .phases import PHASES, Workload
 from .shapes import LOADS, MODEL_SHAPES, PRESETS, split_sizes
@@ -202,10 +203,10 @@ def bench(
             import matplotlib  # noqa: F401
         except ImportError:
             _fail("--plot needs matplotlib: python -m pip install 'gmlp-check[plot]'")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        _fail("--device cuda: no CUDA device is available (torch.cuda.is_available() is False)")
+    try:
+        device = resolve_device(device).type
+    except UsageError as error:
+        _fail(str(error))
     if shape is None:
         shape = "all" if device == "cuda" else "tiny"
     shape_names = list(MODEL_SHAPES) if shape == "all" else [shape]

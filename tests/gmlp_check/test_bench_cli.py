@@ -264,5 +264,5 @@ def test_device_cuda_without_a_gpu_is_an_environment_error(tmp_path):
     output = tmp_path / "bench.json"
     result = bench("--device", "cuda", "--output", str(output))
     assert result.exit_code == 2
-    assert "--device cuda: no CUDA device is available" in result.output
+    assert "--device cuda: no CUDA GPU is available" in result.output
     assert not output.exists()
