@@ -1,8 +1,7 @@
-"""The fused grouped MLP: Triton kernels, autograd glue and a backends registry.
+"""The fused grouped MLP: Triton kernels and their autograd glue (``GroupedMLP``), and the same
+contract on ``torch._grouped_mm`` (``grouped_mm.TorchGroupedMMMLP``).
 
-``from fused import GroupedMLP`` gives the triton backend; ``fused.backends`` builds any
-backend by name or ``module:factory`` string. GroupedMLP is imported on first use, so that
-``fused.backends`` and ``fused.faults`` load without compiling anything.
+GroupedMLP is imported on first use, so that importing the package compiles nothing.
 """
 
 from __future__ import annotations
@@ -20,4 +19,4 @@ def __getattr__(name: str):
         from .mlp import GroupedMLP
 
         return GroupedMLP
-    raise AttributeError(f"module 'fused' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,8 +10,7 @@ from collections import deque
 from typing import NamedTuple
 
 import torch
-
-from refimpl.layout import GroupedLinearParams
+from gmlp_check.refimpl.layout import GroupedLinearParams
 
 
 class DeferredWgrad(NamedTuple):

@@ -8,14 +8,13 @@ regions fused.main_grad planned. The bookkeeping is the one the triton backend u
 
 Supported where torch._grouped_mm runs its grouped kernels: bf16 on CUDA devices of compute
 capability 9.0 or newer, hidden and ffn multiples of 8 (16-byte rows). Elsewhere the
-constructor raises BackendError saying so.
+constructor raises NotImplementedError saying so (the checker reports it as unsupported).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .backends import BackendError
 from .main_grad import WgradPlan
 from .mlp_base import FusedGroupedMLPBase
 
@@ -24,7 +23,7 @@ BACKEND = "torch-grouped-mm"
 
 def check_supported(dtype: torch.dtype, device: torch.device | str) -> None:
     if not hasattr(torch, "_grouped_mm"):
-        raise BackendError(
+        raise NotImplementedError(
             f"backend {BACKEND!r}: needs torch._grouped_mm (PyTorch 2.8 or newer), "
             f"this is torch {torch.__version__}"
         )
@@ -40,7 +39,7 @@ def check_supported(dtype: torch.dtype, device: torch.device | str) -> None:
         if device.type == "cuda" and torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability(device)
             where += f" (compute capability {major}.{minor})"
-        raise BackendError(
+        raise NotImplementedError(
             f"backend {BACKEND!r}: expected dtype=torch.bfloat16 on a CUDA device of compute "
             f"capability 9.0 or newer (sm90+), got dtype={dtype} on {where}; "
             f"use backend 'triton' there"
@@ -49,7 +48,7 @@ def check_supported(dtype: torch.dtype, device: torch.device | str) -> None:
 
 def check_aligned(hidden: int, ffn: int) -> None:
     if hidden % 8 or ffn % 8:
-        raise BackendError(
+        raise NotImplementedError(
             f"backend {BACKEND!r}: expected hidden and ffn to be multiples of 8 (torch._grouped_mm "
             f"needs 16-byte aligned bf16 rows), got hidden={hidden}, ffn={ffn}"
         )
@@ -80,38 +79,15 @@ def _rows_times_experts(a: torch.Tensor, b: torch.Tensor, splits: torch.Tensor) 
 
 
 class TorchGroupedMMMLP(FusedGroupedMLPBase):
-    """refimpl.GroupedMLP's interface on torch._grouped_mm (bf16, sm90+)."""
+    """The reference's interface on torch._grouped_mm (bf16, sm90+)."""
 
     backend = BACKEND
 
-    def __init__(
-        self,
-        num_experts: int,
-        hidden: int,
-        ffn: int,
-        activation: str = "swiglu",
-        bias: bool = False,
-        single_grouped_weight: bool = False,
-        accumulate_into_main_grad: bool = False,
-        delay_wgrad_compute: bool = False,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
+    @classmethod
+    def check_supported(
+        cls, *, dtype: torch.dtype, device: torch.device, hidden: int, ffn: int
     ) -> None:
-        # The signature is spelled out so that dtype and device are checked before the base
-        # class allocates parameters on a device that may not exist.
         check_supported(dtype, device)
-        super().__init__(
-            num_experts,
-            hidden,
-            ffn,
-            activation=activation,
-            bias=bias,
-            single_grouped_weight=single_grouped_weight,
-            accumulate_into_main_grad=accumulate_into_main_grad,
-            delay_wgrad_compute=delay_wgrad_compute,
-            dtype=dtype,
-            device=device,
-        )
         check_aligned(hidden, ffn)
 
     def _forward(

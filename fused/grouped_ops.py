@@ -47,7 +47,7 @@ def _device_table(
     key = (values, dtype, device)
     table = _tables.get(key)
     if table is None:
-        table = torch.tensor(values, dtype=dtype)
+        table = torch.tensor(values, dtype=dtype, device="cpu")  # host side, whatever the default
         if device.type == "cuda":
             table = table.pin_memory().to(device, non_blocking=True)
         _tables[key] = table
@@ -414,8 +414,8 @@ def grouped_wgrad(
 
     One launch per distinct region layout (strides, alignment): normally one. The regions are
     written in place, so unlike read-only operands they are never copied to unify strides.
-    skip_empty_experts and inclusive_offsets are fault switches (fused.faults), off unless a
-    fault was injected."""
+    skip_empty_experts and inclusive_offsets are the kernel's SKIP_EMPTY_EXPERTS and
+    INCLUSIVE_OFFSETS switches (kernels/wgrad.py), off in the contract's behaviour."""
     if isinstance(destinations, torch.Tensor):
         launches = [_grouped_regions(destinations, dy.device)]
     else:

@@ -7,29 +7,81 @@ about (TE #2936):
     ``accumulate_into_main_grad`` setting alone;
   * the GEMM's accumulate-vs-overwrite flag follows the parameter's ``overwrite_main_grad``.
 
+Every such decision is one method of :class:`MainGradPolicy`, and a fused module holds its
+policy in ``main_grad_policy``. The module asks the policy and never decides itself, so the
+whole contract of the fused path can be read here, in one place, and replaced as a whole (a
+checker proves itself by swapping in a policy that gets one decision wrong).
+
 Shared by every backend: a backend plans the delivery, makes its GEMMs write into the planned
-regions with the planned flags, then finishes the delivery. The fault branches (fused.faults)
-sit at the decisions the real bugs corrupted; they are dead unless a fault was injected.
+regions with the planned flags, then finishes the delivery.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import deque
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import torch
+from gmlp_check.refimpl.validation import check_main_grad_source, main_grad_view
 
-from refimpl.validation import check_main_grad_source, main_grad_view
+from .grouped_linear import DeferredWgrad, FusedGroupedLinear
 
-from .faults import (
-    ALIAS_GATED_ON_LOCAL_FLAG,
-    BOOKKEEPING_GATED_ON_LOCAL_FLAG,
-    DUMMY_NOT_ZEROED,
-    FSDP_MAIN_GRAD_NOT_FETCHED,
-    NO_DUMMY_GRAD,
-    OVERWRITE_ACCUMULATE_SWAPPED,
-)
-from .grouped_linear import FusedGroupedLinear
+
+class MainGradPolicy:
+    """The decisions CONTRACT.md prescribes for one fused grouped MLP, one method each."""
+
+    # Compile-time switches of the weight-gradient kernel (fused.kernels.wgrad), for backends
+    # that run it; the contract's behaviour is the kernel's default, so there are none here.
+    kernel_switches: Mapping[str, bool] = MappingProxyType({})
+
+    def fetch(self, name: str, param: torch.Tensor) -> torch.Tensor:
+        """The parameter's main_grad viewed as its shape; fetched through get_main_grad() when
+        Megatron-FSDP has not exposed it yet (Megatron #5209)."""
+        check_main_grad_source(name, param)
+        buffer = getattr(param, "main_grad", None)
+        if buffer is None:
+            buffer = param.get_main_grad()
+            # Expose it as Megatron's own wgrad paths do, so later readers see the same buffer.
+            param.main_grad = buffer
+        return main_grad_view(name, param, buffer)
+
+    def accumulates(self, param: torch.Tensor) -> bool:
+        """The GEMM's flag: ``+=`` unless the parameter asks for overwrite."""
+        return not bool(getattr(param, "overwrite_main_grad", False))
+
+    def aliases(self, into_main_grad: bool, accumulate: bool) -> bool:
+        """Whether the GEMM writes main_grad itself: the op-level setting alone. Without the
+        alias it writes a scratch buffer nobody reads (TE #2936)."""
+        return into_main_grad
+
+    def bookkeeps(self, into_main_grad: bool, accumulate: bool) -> bool:
+        """Whether grad_added_to_main_grad is set and a dummy handed to autograd: the op-level
+        setting alone."""
+        return into_main_grad
+
+    def dummy(self, param: torch.Tensor) -> torch.Tensor | None:
+        """The placeholder handed to autograd when the real gradient went into main_grad.
+
+        DDP hooks assert that a gradient arrived (TE #2097) and, under zero_out_wgrad, add it
+        to main_grad anyway (Megatron #6565), so it must exist, must not alias main_grad, and
+        must be zero when zero_out_wgrad is set."""
+        if getattr(param, "zero_out_wgrad", False):
+            return torch.zeros_like(param)
+        return torch.empty_like(param)
+
+    def drain(self, pending: deque[DeferredWgrad]) -> Iterator[DeferredWgrad]:
+        """The weight gradients deferred by delay_wgrad_compute, oldest first, each removed
+        as it is handed out: backward_dw() computes every one."""
+        while pending:
+            yield pending.popleft()
+
+
+def mark_grad_added(param: torch.Tensor) -> None:
+    if hasattr(param, "grad_added_to_main_grad"):
+        param.grad_added_to_main_grad = True
 
 
 @dataclass(frozen=True)
@@ -69,80 +121,37 @@ class WgradPlan:
         return self.destinations[0], self.accumulate[0]
 
 
-def fetch_main_grad(name: str, param: torch.Tensor, fault: str | None) -> torch.Tensor:
-    """The parameter's main_grad viewed as its shape; fetched through get_main_grad() when
-    Megatron-FSDP has not exposed it yet (Megatron #5209)."""
-    check_main_grad_source(name, param)
-    buffer = getattr(param, "main_grad", None)
-    if buffer is None:
-        if fault == FSDP_MAIN_GRAD_NOT_FETCHED:
-            buffer = torch.zeros(param.numel(), dtype=torch.float32, device=param.device)
-        else:
-            buffer = param.get_main_grad()
-        # Expose it as Megatron's own wgrad paths do, so later readers see the same buffer.
-        param.main_grad = buffer
-    return main_grad_view(name, param, buffer)
+def _scratch(param: torch.Tensor) -> torch.Tensor:
+    return torch.empty(param.shape, dtype=torch.float32, device=param.device)
 
 
-def gemm_accumulates(param: torch.Tensor, fault: str | None) -> bool:
-    """The GEMM's accumulate flag: ``+=`` unless the parameter asks for overwrite."""
-    overwrite = bool(getattr(param, "overwrite_main_grad", False))
-    if fault == OVERWRITE_ACCUMULATE_SWAPPED:
-        return overwrite
-    return not overwrite
-
-
-def plan_wgrads(layer: FusedGroupedLinear, fault: str | None) -> WgradPlan:
+def plan_wgrads(layer: FusedGroupedLinear, policy: MainGradPolicy) -> WgradPlan:
     params = layer.weight_params()
     into_main_grad = layer.accumulate_into_main_grad
     if not into_main_grad:
         # Plain mode: the kernel overwrites fresh fp32 buffers, every element of them.
-        destinations = [torch.empty(p.shape, dtype=torch.float32, device=p.device) for p in params]
-        accumulate = [False] * len(params)
-    else:
-        names = [f"{layer.name}.{n}" for n in layer.weight_names()]
-        # Every destination is fetched and checked before the first write: nothing half-written.
-        main_grads = [fetch_main_grad(n, p, fault) for n, p in zip(names, params)]
-        accumulate = [gemm_accumulates(p, fault) for p in params]
-        destinations = []
-        for p, main_grad, local_accumulate in zip(params, main_grads, accumulate):
-            alias = local_accumulate if fault == ALIAS_GATED_ON_LOCAL_FLAG else into_main_grad
-            # Without the alias the GEMM writes a scratch buffer nobody reads (TE #2936).
-            destinations.append(  # gmlp: ignore[GMLP001] deliberate fault ALIAS_GATED_ON_LOCAL_FLAG
-                main_grad if alias else torch.empty(p.shape, dtype=torch.float32, device=p.device)
-            )
+        return WgradPlan(params, [_scratch(p) for p in params], [False] * len(params), False, layer)
+    names = [f"{layer.name}.{n}" for n in layer.weight_names()]
+    # Every destination is fetched and checked before the first write: nothing half-written.
+    main_grads = [policy.fetch(n, p) for n, p in zip(names, params)]
+    accumulate = [policy.accumulates(p) for p in params]
+    destinations = [
+        main_grad if policy.aliases(into_main_grad, flag) else _scratch(p)
+        for p, main_grad, flag in zip(params, main_grads, accumulate)
+    ]
     return WgradPlan(params, destinations, accumulate, into_main_grad, layer)
 
 
-def dummy_wgrad(param: torch.Tensor, fault: str | None) -> torch.Tensor:
-    """The placeholder handed to autograd when the real gradient went into main_grad.
-
-    DDP hooks assert that a gradient arrived (TE #2097) and, under zero_out_wgrad, add it to
-    main_grad anyway (Megatron #6565), so it must exist, must not alias main_grad, and must be
-    zero when zero_out_wgrad is set."""
-    if getattr(param, "zero_out_wgrad", False) and fault != DUMMY_NOT_ZEROED:
-        return torch.zeros_like(param)
-    return torch.empty_like(param)
-
-
-def mark_grad_added(param: torch.Tensor) -> None:
-    if hasattr(param, "grad_added_to_main_grad"):
-        param.grad_added_to_main_grad = True
-
-
-def finish_wgrads(plan: WgradPlan, fault: str | None) -> list[torch.Tensor | None]:
+def finish_wgrads(plan: WgradPlan, policy: MainGradPolicy) -> list[torch.Tensor | None]:
     """What autograd must see as each weight's gradient, once the GEMMs wrote their regions:
     the gradient in the parameter dtype, or a dummy when it went into main_grad."""
     if not plan.into_main_grad:
         return [d.to(p.dtype) for d, p in zip(plan.destinations, plan.params)]
     grads: list[torch.Tensor | None] = []
-    for p, destination, local_accumulate in zip(plan.params, plan.destinations, plan.accumulate):
-        bookkeeping = (
-            local_accumulate if fault == BOOKKEEPING_GATED_ON_LOCAL_FLAG else plan.into_main_grad
-        )
-        if bookkeeping:
+    for p, destination, flag in zip(plan.params, plan.destinations, plan.accumulate):
+        if policy.bookkeeps(plan.into_main_grad, flag):
             mark_grad_added(p)
-            grads.append(None if fault == NO_DUMMY_GRAD else dummy_wgrad(p, fault))
+            grads.append(policy.dummy(p))
         else:
             grads.append(destination.to(p.dtype, copy=True))
     return grads

@@ -14,7 +14,6 @@ from __future__ import annotations
 import torch
 
 from . import grouped_ops
-from .faults import EMPTY_EXPERT_SKIPPED, GROUP_OFFSETS_SHIFTED
 from .kernels.activations import ACTIVATION_CODES
 from .main_grad import WgradPlan
 from .mlp_base import FusedGroupedMLPBase
@@ -25,6 +24,18 @@ class GroupedMLP(FusedGroupedMLPBase):
     refimpl.GroupedMLP; runs on CUDA tensors compiled and on CPU tensors interpreted."""
 
     backend = "triton"
+    # Its weight-gradient GEMM is fused.kernels.wgrad, which honours the policy's switches.
+    honours_kernel_switches = True
+
+    @classmethod
+    def check_supported(
+        cls, *, dtype: torch.dtype, device: torch.device, hidden: int, ffn: int
+    ) -> None:
+        if device.type == "cpu" and dtype == torch.bfloat16:
+            raise NotImplementedError(
+                "triton on CPU runs Triton's interpreter, whose bf16 dot products are wrong; "
+                "use fp32 or fp16 on CPU and bf16 on a GPU"
+            )
 
     def _forward(
         self, x: torch.Tensor, splits: torch.Tensor, probs: torch.Tensor | None
@@ -40,18 +51,15 @@ class GroupedMLP(FusedGroupedMLPBase):
     def _compute_wgrads(
         self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
     ) -> None:
-        faults = {
-            "skip_empty_experts": self.fault == EMPTY_EXPERT_SKIPPED,
-            "inclusive_offsets": self.fault == GROUP_OFFSETS_SHIFTED,
-        }
+        switches = self.main_grad_policy.kernel_switches
         grouped = plan.grouped_destination()
         if grouped is not None:
             destination, accumulate = grouped
-            grouped_ops.grouped_wgrad(dy, x, splits, destination, accumulate=accumulate, **faults)
+            grouped_ops.grouped_wgrad(dy, x, splits, destination, accumulate=accumulate, **switches)
             return
         for accumulate in (False, True):
             regions = [(e.expert, e.region) for e in plan.experts if e.accumulate == accumulate]
-            grouped_ops.grouped_wgrad(dy, x, splits, regions, accumulate=accumulate, **faults)
+            grouped_ops.grouped_wgrad(dy, x, splits, regions, accumulate=accumulate, **switches)
 
 
 class _FusedGroupedMLPFunction(torch.autograd.Function):

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from gmlp_check.refimpl.layout import GroupedMLPParams
 
-from refimpl.layout import GroupedMLPParams
-
-from .faults import DELAYED_WGRAD_DROPPED
 from .grouped_linear import DeferredWgrad, FusedGroupedLinear
-from .main_grad import WgradPlan, finish_wgrads, plan_wgrads
+from .main_grad import MainGradPolicy, WgradPlan, finish_wgrads, plan_wgrads
 
 
 def device_split_sizes(
@@ -28,7 +26,8 @@ def device_split_sizes(
     the device to drain, putting the CPU behind the GPU once every forward."""
     if isinstance(split_sizes, torch.Tensor):
         return split_sizes.to(device=device, dtype=torch.int32, copy=True)
-    host = torch.tensor(sizes, dtype=torch.int32)
+    # The host tensor names its device: torch.set_default_device("cuda") must not move it.
+    host = torch.tensor(sizes, dtype=torch.int32, device="cpu")
     if device.type != "cuda":
         return host.to(device)
     return host.pin_memory().to(device, non_blocking=True)
@@ -36,11 +35,13 @@ def device_split_sizes(
 
 class FusedGroupedMLPBase(GroupedMLPParams):
     linear_class = FusedGroupedLinear
+    # Whether _compute_wgrads passes main_grad_policy.kernel_switches to its kernel.
+    honours_kernel_switches = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # Name of an injected fault (fused.faults.inject); None is the correct behaviour.
-        self.fault: str | None = None
+        # Every main_grad decision of this module (fused/main_grad.py).
+        self.main_grad_policy = MainGradPolicy()
 
     def forward(
         self,
@@ -69,9 +70,9 @@ class FusedGroupedMLPBase(GroupedMLPParams):
     ) -> list[torch.Tensor | None]:
         """Compute and deliver one layer's weight gradients as CONTRACT.md says; returns what
         autograd must see as each weight's gradient."""
-        plan = plan_wgrads(layer, self.fault)
+        plan = plan_wgrads(layer, self.main_grad_policy)
         self._compute_wgrads(plan, x, dy, splits)
-        return finish_wgrads(plan, self.fault)
+        return finish_wgrads(plan, self.main_grad_policy)
 
     def wgrads_for_backward(
         self, layer: FusedGroupedLinear, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
@@ -85,19 +86,15 @@ class FusedGroupedMLPBase(GroupedMLPParams):
 
     def backward_dw(self) -> None:
         """Compute the weight gradients deferred by delay_wgrad_compute; no-op otherwise."""
-        if self.fault == DELAYED_WGRAD_DROPPED:
-            for layer in (self.fc2, self.fc1):
-                layer.pending_wgrads.clear()
-            return
         ran = [self._run_deferred(layer) for layer in (self.fc2, self.fc1)]
         if any(ran):
             self.run_wgrad_hooks()
 
     def _run_deferred(self, layer: FusedGroupedLinear) -> bool:
         """Run every deferred weight-gradient GEMM of ``layer``, oldest first; True if any ran."""
-        ran = bool(layer.pending_wgrads)
-        while layer.pending_wgrads:
-            deferred = layer.pending_wgrads.popleft()
+        ran = False
+        for deferred in self.main_grad_policy.drain(layer.pending_wgrads):
+            ran = True
             grads = self.deliver_wgrads(layer, deferred.x, deferred.dy, deferred.splits)
             for p, grad in zip(layer.weight_params(), grads):
                 if grad is None:

@@ -1,14 +1,18 @@
 """main_grad buffers the way Megatron lays them out, with guard bands to catch stray writes.
 
 Megatron DDP and FSDP give each parameter a ``main_grad`` that is a view into one large fp32
-gradient buffer shared by many parameters. An ``Arena`` does the same: one allocation per side
-(reference or fused) holding every parameter's region, each region preceded and followed by a
-guard band filled with a canary bit pattern. A kernel that writes past its region (wrong group
-offsets, a wrong stride) changes a canary, which ``guard_violations`` reports exactly.
+gradient buffer shared by many parameters, shaped like the parameter (megatron-core 0.19.2
+``_ParamAndGradBuffer._get`` views its slice as ``param.data.shape``; Megatron-FSDP 0.6.1's
+``get_main_grad()`` ends in ``.view(param.shape)``). An ``Arena`` does the same: one allocation
+per side (reference or fused) holding every parameter's region, viewed as the parameter's shape,
+each region preceded and followed by a guard band filled with a canary bit pattern. A kernel
+that writes past its region (wrong group offsets, a wrong stride) changes a canary, which
+``guard_violations`` reports exactly.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,7 +33,15 @@ FILL_KINDS = ("nan", "random")
 class Region:
     name: str
     offset: int
-    numel: int
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def _canaries(n: int) -> torch.Tensor:
+    return torch.tensor(CANARY_BITS, dtype=torch.int32, device="cpu").repeat((n + 1) // 2)[:n]
 
 
 def _align(n: int) -> int:
@@ -55,7 +67,7 @@ class Arena:
 
     def __init__(
         self,
-        layout: Mapping[str, int],
+        layout: Mapping[str, tuple[int, ...]],
         device: torch.device | str,
         guard: int = GUARD_ELEMENTS,
         _storage: torch.Tensor | None = None,
@@ -67,13 +79,13 @@ class Arena:
         offset = _align(guard)
         self._gaps: list[tuple[int, int, str]] = [(0, offset, "before the first region")]
         previous = None
-        for name, numel in layout.items():
-            self.regions[name] = Region(name, offset, numel)
+        for name, shape in layout.items():
+            self.regions[name] = Region(name, offset, tuple(shape))
             if previous is not None:
                 gap_start = self.regions[previous].offset + self.regions[previous].numel
                 self._gaps.append((gap_start, offset, f"between {previous} and {name}"))
             previous = name
-            offset = _align(offset + numel + guard)
+            offset = _align(offset + self.regions[name].numel + guard)
         if previous is not None:
             end = self.regions[previous].offset + self.regions[previous].numel
             self._gaps.append((end, offset, f"after {previous}"))
@@ -88,19 +100,19 @@ class Arena:
         bits = self.storage.view(torch.int32)
         for start, end, _ in self._gaps:
             n = end - start
-            pattern = torch.tensor(CANARY_BITS, dtype=torch.int32).repeat((n + 1) // 2)[:n]
-            bits[start:end] = pattern.to(bits.device)
+            bits[start:end] = _canaries(n).to(bits.device)
 
     def region(self, name: str) -> torch.Tensor:
+        """The region of parameter ``name``, viewed as the parameter's shape."""
         r = self.regions[name]
-        return self.storage[r.offset : r.offset + r.numel]
+        return self.storage[r.offset : r.offset + r.numel].view(r.shape)
 
     def fill(self, name: str, kind: str, generator: torch.Generator) -> None:
         """Fill a region with the NaN sentinel or with random 'before' values (normal, std 1)."""
         if kind == "nan":
             self.region(name).fill_(float("nan"))
         elif kind == "random":
-            values = torch.randn(self.regions[name].numel, generator=generator)
+            values = torch.randn(self.regions[name].shape, generator=generator, device="cpu")
             self.region(name).copy_(values)
         else:
             raise ValueError(f"kind: expected one of {', '.join(FILL_KINDS)}, got {kind!r}")
@@ -121,8 +133,7 @@ class Arena:
         problems = []
         for start, end, where in self._gaps:
             n = end - start
-            pattern = torch.tensor(CANARY_BITS, dtype=torch.int32).repeat((n + 1) // 2)[:n]
-            changed = (bits[start:end].cpu() != pattern).nonzero().flatten()
+            changed = (bits[start:end].cpu() != _canaries(n)).nonzero().flatten()
             if changed.numel():
                 first = int(changed[0])
                 problems.append(

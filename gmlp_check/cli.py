@@ -1,38 +1,30 @@
-"""The gmlp-check command line: ``diff``, ``faults``, ``mutants`` (and ``bench``, added by
-``gmlp_check.bench`` through ``main.add_command``).
+"""The gmlp-check command line: ``diff``, ``faults``, ``mutants`` and ``bench``.
 
 Exit codes follow ruff and pytest: 0 clean, 1 mismatches (or a fault not caught), 2 usage or
-environment error (bad option, no GPU for --device cuda, an unloadable --fused spec).
+environment error (bad option, no GPU for --device cuda, an unloadable --fused spec, a factory
+that breaks the protocol) and an interrupted run (Ctrl-C; what finished is still reported).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .scenarios import (
-    ACTIVATION_NAMES,
-    DTYPES,
-    MODES,
-    Case,
-    Sizes,
-)
+from . import faults as fault_registry
+from .files import check_writable, write_atomic
+from .options import DIFF, MATRIX, RunOptions, click_options
 
 FORMATS = ("text", "json")
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 
 
-def _usage(message: str) -> click.UsageError:
-    return click.UsageError(message)
-
-
-def _progress(console: Console) -> Progress:
+def progress_bar(console: Console) -> Progress:
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -45,91 +37,58 @@ def _progress(console: Console) -> Progress:
     )
 
 
-def _stdout_console() -> Console:
+def stdout_console() -> Console:
     """A terminal keeps its own width; logs and pipes get lines wide enough for case ids."""
     console = Console()
     return console if console.is_terminal else Console(width=200)
 
 
-def _suite(fused: str, inject: str | None, device: str, experts, hidden, ffn, tokens, seed):
-    from .runner import UsageError
-    from .suite import DiffSuite
+def _checker_and_cases(values: dict):
+    from .session import Checker, UsageError
 
+    options = RunOptions.from_values(values)
     try:
-        return DiffSuite.create(
-            fused,
-            device,
-            inject=inject,
-            experts=experts,
-            hidden=hidden,
-            ffn=ffn,
-            tokens=tokens,
-            seed=seed,
-        )
+        checker = Checker.from_options(options)
+        return checker, checker.select(options)
     except UsageError as exc:
-        raise _usage(str(exc)) from None
+        raise click.UsageError(str(exc)) from None
 
 
-def _cases(suite, dtype, activation, mode, keyword) -> list[Case]:
-    from .runner import UsageError
+def _print_list(cases, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps([{"id": c.id, "config": c.config()} for c in cases], indent=2))
+    else:
+        for c in cases:
+            click.echo(c.id)
 
-    try:
-        return suite.cases(dtype, activation, mode, keyword)
-    except UsageError as exc:
-        raise _usage(str(exc)) from None
+
+def _run_with_progress(checker, cases, label: str):
+    """Run every case with a progress bar on stderr; (results, interrupted)."""
+    from .session import UsageError
+
+    results = []
+    with progress_bar(Console(stderr=True)) as progress:
+        task = progress.add_task(label, total=len(cases), case="")
+
+        def advance(result) -> None:
+            results.append(result)
+            progress.update(task, advance=1, case=result.case.id)
+
+        try:
+            checker.run_all(cases, advance)
+        except KeyboardInterrupt:
+            return results, True
+        except UsageError as exc:
+            raise click.UsageError(str(exc)) from None
+    return results, False
 
 
-def matrix_options(fn: Callable) -> Callable:
-    """Options that choose the device, the cases and their sizes (diff and mutants)."""
-    options = [
-        click.option(
-            "--device",
-            type=click.Choice(["auto", "cuda", "cpu"]),
-            default="auto",
-            show_default=True,
-            help="auto: the GPU if there is one, else the CPU through Triton's interpreter.",
-        ),
-        click.option(
-            "--mode",
-            type=click.Choice(list(MODES)),
-            multiple=True,
-            help="Only these output-into-main-grad modes (repeatable).",
-        ),
-        click.option(
-            "--dtype",
-            type=click.Choice(list(DTYPES)),
-            multiple=True,
-            help="Dtypes to run (repeatable; the first is the default for the contract part). "
-            "Default: fp32, fp16 on CPU; bf16, fp16, fp32 on CUDA.",
-        ),
-        click.option(
-            "--activation",
-            type=click.Choice(list(ACTIVATION_NAMES)),
-            multiple=True,
-            help="Activations to run (repeatable).",
-        ),
-        click.option(
-            "-k",
-            "keyword",
-            metavar="EXPR",
-            help="Select cases whose id matches EXPR: substrings combined with and/or/not, "
-            "e.g. -k 'mode=overwrite and delay=1'. A full case id runs that case.",
-        ),
-        click.option("--experts", type=int, help="Experts G [CPU 4, CUDA 8]."),
-        click.option("--hidden", type=int, help="Hidden size [CPU 16, CUDA 256]."),
-        click.option("--ffn", type=int, help="FFN size per expert [CPU 12, CUDA 320]."),
-        click.option("--tokens", type=int, help="Tokens T per microbatch [CPU 20, CUDA 1000]."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Data seed."),
-        click.option(
-            "--list", "list_only", is_flag=True, help="Print the selected case ids and exit."
-        ),
-        click.option(
-            "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True
+)
+list_option = click.option(
+    "--list", "list_only", is_flag=True, help="Print the selected case ids and exit."
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -147,49 +106,21 @@ def main() -> None:
 
 
 @main.command()
+@click_options(DIFF)
+@list_option
+@format_option
 @click.option(
-    "--fused",
-    default="triton",
-    show_default=True,
-    metavar="SPEC",
-    help="The fused side: triton, torch-grouped-mm, or package.module:factory (a callable "
-    "taking refimpl.GroupedMLP's keyword arguments).",
+    "--junit-xml", type=click.Path(dir_okay=False), help="Also write the results as JUnit XML."
 )
-@click.option(
-    "--inject",
-    metavar="FAULT",
-    help="Run the triton backend with a fault injected (see `gmlp-check faults`).",
-)
-@matrix_options
-@click.option(
-    "--junit-xml",
-    type=click.Path(dir_okay=False),
-    help="Also write the results as JUnit XML to this file.",
-)
-def diff(
-    fused: str,
-    inject: str | None,
-    device: str,
-    mode: Sequence[str],
-    dtype: Sequence[str],
-    activation: Sequence[str],
-    keyword: str | None,
-    experts: int | None,
-    hidden: int | None,
-    ffn: int | None,
-    tokens: int | None,
-    seed: int,
-    list_only: bool,
-    fmt: str,
-    junit_xml: str | None,
-) -> None:
-    """Run the scenario matrix of refimpl against a fused backend and compare everything.
+def diff(list_only: bool, fmt: str, junit_xml: str | None, **values) -> None:
+    """Run the scenario matrix of the reference against a fused backend and compare everything.
 
     Both sides get identical weights, inputs, output gradients and main_grad contents (NaN
     sentinels where every element must be written, random values where it must accumulate,
     guard bands around every buffer); outputs, gradients, main_grad at every stage, the
-    bookkeeping flags, the dummy gradients and the DDP hook are compared. Exit 0 when every
-    case passes, 1 on any mismatch, 2 on a usage or environment error.
+    bookkeeping flags, the dummy gradients and the post-backward hook are compared. Exit 0
+    when every case passes (or is unsupported, or a known deviation), 1 on any mismatch, 2 on
+    a usage or environment error or when interrupted.
 
     \b
     Examples:
@@ -198,73 +129,56 @@ def diff(
       gmlp-check diff --fused mypkg.mlp:make_grouped_mlp --format json > diff.json
     """
     from . import report
-    from .runner import run_cases
 
-    suite = _suite(fused, inject, device, experts, hidden, ffn, tokens, seed)
-    cases = _cases(suite, dtype, activation, mode, keyword)
+    if junit_xml:
+        try:
+            check_writable("--junit-xml", junit_xml)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    checker, cases = _checker_and_cases(values)
     if list_only:
         _print_list(cases, fmt)
         return
-    if junit_xml and not os.path.isdir(os.path.dirname(os.path.abspath(junit_xml))):
-        raise _usage(f"--junit-xml {junit_xml!r}: the directory does not exist")
-    settings = suite.settings
-    err = Console(stderr=True)
-    with _progress(err) as progress:
-        task = progress.add_task("diff", total=len(cases), case="")
-
-        def advance(result) -> None:
-            progress.update(task, advance=1, case=result.case.id)
-
-        results = run_cases(cases, suite.sizes, suite.device, suite.factory, advance)
-
+    results, interrupted = _run_with_progress(checker, cases, "diff")
     if junit_xml:
-        with open(junit_xml, "wb") as f:
-            f.write(report.junit_xml(results, settings))
+        write_atomic(junit_xml, report.junit_xml(results, checker))
     if fmt == "json":
-        click.echo(json.dumps(report.diff_json(results, settings), indent=2))
+        document = report.diff_json(results, checker)
+        document["interrupted"] = interrupted
+        click.echo(json.dumps(document, indent=2))
     else:
-        out = _stdout_console()
-        report.print_table(out, results, settings)
-        report.print_failures(out, results, settings)
-        out.print(report.summary_line(results, settings), highlight=False)
-    sys.exit(0 if all(r.passed for r in results) else 1)
-
-
-def _print_list(cases: Sequence[Case], fmt: str) -> None:
-    if fmt == "json":
-        click.echo(json.dumps([{"id": c.id, "config": c.config()} for c in cases], indent=2))
-    else:
-        for c in cases:
-            click.echo(c.id)
-
-
-def _fault_table() -> dict[str, object]:
-    from fused.faults import FAULTS
-
-    return FAULTS
+        out = stdout_console()
+        report.print_table(out, results, checker)
+        report.print_failures(out, results, checker)
+        out.print(report.summary_line(results, checker), highlight=False)
+    if interrupted:
+        click.echo(f"interrupted after {len(results)} of {len(cases)} cases", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_MISMATCH)
 
 
 @main.command()
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@format_option
 def faults(fmt: str) -> None:
-    """List the faults the triton backend can inject (one per bug class of CONTRACT.md).
+    """List the faults that can be injected (one per bug class of CONTRACT.md).
 
     \b
     Example:
       gmlp-check faults
       gmlp-check diff --inject dummy-not-zeroed -k 'zero=1'
     """
-    table_data = _fault_table()
+    table_data = fault_registry.FAULTS
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                [
-                    {"name": f.name, "bug_class": f.bug_class, "description": f.description}
-                    for f in table_data.values()
-                ],
-                indent=2,
-            )
-        )
+        rows = [
+            {
+                "name": f.name,
+                "bug_class": f.bug_class,
+                "description": f.description,
+                "in_kernel": f.in_kernel,
+            }
+            for f in table_data.values()
+        ]
+        click.echo(json.dumps(rows, indent=2))
         return
     table = Table(
         title="faults injectable with gmlp-check diff --inject NAME", title_justify="left"
@@ -274,7 +188,7 @@ def faults(fmt: str) -> None:
     table.add_column("what the fused path does instead")
     for f in table_data.values():
         table.add_row(f.name, f.bug_class, f.description)
-    _stdout_console().print(table)
+    stdout_console().print(table)
 
 
 @main.command()
@@ -292,28 +206,17 @@ def faults(fmt: str) -> None:
     "of the matrix for every fault (default on CUDA). Each fault starts from the same first "
     "case either way; the un-faulted run always covers the whole matrix.",
 )
-@matrix_options
+@click_options((DIFF[0], *MATRIX))
+@list_option
+@format_option
 def mutants(
-    fault_names: Sequence[str],
-    stop_early: bool | None,
-    device: str,
-    mode: Sequence[str],
-    dtype: Sequence[str],
-    activation: Sequence[str],
-    keyword: str | None,
-    experts: int | None,
-    hidden: int | None,
-    ffn: int | None,
-    tokens: int | None,
-    seed: int,
-    list_only: bool,
-    fmt: str,
+    fault_names: Sequence[str], stop_early: bool | None, list_only: bool, fmt: str, **values
 ) -> None:
-    """Prove the checker: run the matrix on the triton backend once without a fault and once
-    per injected fault, and report which observables caught each fault.
+    """Prove the checker: run the matrix once without a fault and once per injected fault,
+    and report which observables caught each fault.
 
-    Exit 0 only if the un-faulted run is clean and every fault is caught, 1 otherwise, 2 on a
-    usage or environment error.
+    Exit 0 only if the un-faulted run is clean and every applicable fault is caught, 1
+    otherwise, 2 on a usage or environment error.
 
     \b
     Examples:
@@ -322,96 +225,49 @@ def mutants(
       gmlp-check mutants --device cuda --format json > mutants.json
     """
     from .mutants import mutants_json, run_mutants
-    from .runner import fault_names as known_faults
+    from .mutants_report import print_mutants
 
-    suite = _suite("triton", None, device, experts, hidden, ffn, tokens, seed)
-    cases = _cases(suite, dtype, activation, mode, keyword)
+    unknown = [f for f in fault_names if f not in fault_registry.FAULTS]
+    if unknown:
+        known = ", ".join(fault_registry.FAULTS)
+        raise click.UsageError(f"--fault: expected names from {known}, got {unknown}")
+    checker, cases = _checker_and_cases(values)
     if list_only:
         _print_list(cases, fmt)
         return
-    names = known_faults()
-    unknown = [f for f in fault_names if f not in names]
-    if unknown:
-        raise _usage(f"--fault: expected names from {', '.join(names)}, got {unknown}")
     if stop_early is None:
-        stop_early = suite.device.type == "cpu"
-    selected = {
-        name: f.bug_class for name, f in _fault_table().items() if name in (fault_names or names)
-    }
-
-    err = Console(stderr=True)
-    with _progress(err) as progress:
+        stop_early = checker.device.type == "cpu"
+    # In the registry's order, whatever the order on the command line.
+    names = [name for name in fault_registry.FAULTS if not fault_names or name in fault_names]
+    with progress_bar(Console(stderr=True)) as progress:
         tasks = {None: progress.add_task("un-faulted", total=len(cases), case="")}
-        for name in selected:
+        for name in names:
             tasks[name] = progress.add_task(name, total=len(cases), case="")
 
         def advance(fault, result) -> None:
             progress.update(tasks[fault], advance=1, case=result.case.id)
-            if fault is not None and stop_early and not result.passed:
+            if fault is not None and stop_early and not result.ok:
                 progress.update(tasks[fault], completed=len(cases))
 
-        run = run_mutants(
-            selected, cases, suite.sizes, suite.device, stop_early=stop_early, on_result=advance
-        )
-
+        try:
+            run = run_mutants(checker, names, cases, stop_early=stop_early, on_result=advance)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_USAGE)
     if fmt == "json":
-        click.echo(json.dumps(mutants_json(run, suite.device.type, suite.sizes), indent=2))
+        click.echo(json.dumps(mutants_json(run, checker), indent=2))
     else:
-        _print_mutants(run, suite.device.type, suite.sizes)
-    sys.exit(0 if run.passed else 1)
+        print_mutants(stdout_console(), run, checker)
+    sys.exit(EXIT_OK if run.passed else EXIT_MISMATCH)
 
 
-def _print_mutants(run, device: str, sizes: Sizes) -> None:
-    from .report import Settings
+def _add_bench() -> None:
+    from gmlp_check.bench.cli import bench
 
-    out = _stdout_console()
-    scope = (
-        "each fault stopped at its first failing case (--stop-early)"
-        if run.stop_early
-        else "every case for every fault (--full-matrix)"
-    )
-    table = Table(
-        title=f"gmlp-check mutants: triton on {device}, {run.matrix_cases} cases; {scope}",
-        title_justify="left",
-    )
-    table.add_column("fault", no_wrap=True)
-    table.add_column("caught")
-    table.add_column("cases failed / run", justify="right")
-    table.add_column("caught by (observable: failing cases)")
-    table.add_column("first failing case", overflow="fold")
-    for f in run.faults:
-        table.add_row(
-            f.name,
-            "[green]yes[/green]" if f.caught else "[bold red]NO[/bold red]",
-            f"{f.cases_failed} / {f.cases_run}",
-            ", ".join(f"{o}: {n}" for o, n in f.observables.most_common()) or "-",
-            f.first_case or "-",
-        )
-    out.print(table)
-    clean_failures = [r for r in run.clean if not r.passed]
-    settings = Settings(fused="triton", device=device, sizes=sizes)
-    if clean_failures:
-        out.print(
-            f"[bold red]the un-faulted run is not clean[/bold red]: {len(clean_failures)} of "
-            f"{len(run.clean)} cases fail, so the faults' results prove nothing"
-        )
-        for r in clean_failures:
-            out.print(
-                f"  {r.case.id}: {', '.join(r.failed_observables)}", markup=False, soft_wrap=True
-            )
-            out.print(
-                f"    rerun: {settings.rerun_command(r.case.id)}", markup=False, soft_wrap=True
-            )
-    else:
-        out.print(f"un-faulted run: {len(run.clean)} of {len(run.clean)} cases pass")
-    caught = sum(f.caught for f in run.faults)
-    verdict = "[green]PASS[/green]" if run.passed else "[bold red]FAIL[/bold red]"
-    out.print(f"{verdict}: {caught} of {len(run.faults)} faults caught")
+    main.add_command(bench)
 
 
-from gmlp_check.bench.cli import bench  # noqa: E402
-
-main.add_command(bench)
+_add_bench()
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 
 import torch
 
-from refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT
-from refimpl.grouped_linear import row_offsets
+from gmlp_check.refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT
+from gmlp_check.refimpl.grouped_linear import row_offsets
+
+from .tolerance import Precision
 
 KINKED_ACTIVATIONS = ("relu", "clamped_qgeglu")
 
@@ -83,7 +85,7 @@ class KinkSlack:
 
 def kink_slack(
     activation: str,
-    dtype: torch.dtype,
+    precision: Precision,
     reference: torch.nn.Module,
     xs: list[torch.Tensor],
     dys: list[torch.Tensor],
@@ -94,7 +96,7 @@ def kink_slack(
     if activation not in KINKED_ACTIVATIONS:
         return None
     fc1, fc2 = reference.fc1, reference.fc2
-    eps = torch.finfo(dtype).eps
+    eps = precision.eps
     eps32 = torch.finfo(torch.float32).eps
     with torch.no_grad():
         w1 = fc1.per_expert(fc1.weight_params())

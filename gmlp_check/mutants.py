@@ -1,9 +1,11 @@
-"""The checker proves itself: run the matrix once per injected fault and once without.
+"""The checker proves itself: run the matrix once without a fault and once per injected fault.
 
 A fault is caught when at least one case fails. The un-faulted run must be clean, otherwise
 a "caught" fault might only be the backend's own mismatch. ``stop_early`` stops a fault's run
 at its first failing case (each fault still starts from the first case of the same matrix),
-which is what makes this affordable on CPU; the report says so.
+which is what makes this affordable on CPU; the report says so. A fault the backend cannot
+take (an in-kernel fault on a backend whose kernel does not honour the switches) is reported
+as not applicable, with the reason, and does not fail the run.
 
 JSON schema ``gmlp-check/mutants/v1``::
 
@@ -16,26 +18,26 @@ JSON schema ``gmlp-check/mutants/v1``::
       "clean": {"cases": 76, "passed": 76, "failed": 0, "failures": []},
       "faults": [
         {"name": "empty-expert-skipped", "bug_class": "...", "caught": true,
+         "applicable": true, "reason": null,
          "cases_run": 17, "cases_failed": 1,
          "first_case": "mode=overwrite-fsdp,...",
          "observables": {"main_grad.at_hook": 1, "main_grad.after_backward": 1}}
       ],
       "summary": {"faults": 9, "caught": 9, "clean": true},
-      "passed": true                  # every fault caught and the clean run clean
+      "passed": true                  # every applicable fault caught and the clean run clean
     }
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
-import torch
-
-from .harness import Factory
-from .runner import CaseResult, resolve_factory, run_cases
-from .scenarios import Case, Sizes
+from . import faults
+from .matrix import Case
+from .results import CaseResult
+from .session import Checker, UsageError
 
 SCHEMA = "gmlp-check/mutants/v1"
 
@@ -44,6 +46,7 @@ SCHEMA = "gmlp-check/mutants/v1"
 class FaultResult:
     name: str
     bug_class: str
+    not_applicable: str | None = None  # why the backend cannot take this fault
     cases_run: int = 0
     cases_failed: int = 0
     first_case: str | None = None
@@ -57,7 +60,7 @@ class FaultResult:
     def add(self, result: CaseResult) -> None:
         self.cases_run += 1
         self.duration_s += result.duration_s
-        if not result.passed:
+        if result.status == "failed":
             self.cases_failed += 1
             self.first_case = self.first_case or result.case.id
             self.observables.update(result.failed_observables)
@@ -67,6 +70,8 @@ class FaultResult:
             "name": self.name,
             "bug_class": self.bug_class,
             "caught": self.caught,
+            "applicable": self.not_applicable is None,
+            "reason": self.not_applicable,
             "cases_run": self.cases_run,
             "cases_failed": self.cases_failed,
             "first_case": self.first_case,
@@ -83,63 +88,53 @@ class MutantsRun:
 
     @property
     def clean_passed(self) -> bool:
-        return all(r.passed for r in self.clean)
+        return all(r.ok for r in self.clean)
 
     @property
     def passed(self) -> bool:
-        return self.clean_passed and all(f.caught for f in self.faults)
-
-
-def triton_with_fault(fault: str | None) -> Factory:
-    return resolve_factory("triton", inject=fault)
+        applicable = [f for f in self.faults if f.not_applicable is None]
+        return self.clean_passed and all(f.caught for f in applicable)
 
 
 def run_mutants(
-    faults: Mapping[str, str],
+    checker: Checker,
+    fault_names: Sequence[str],
     cases: Sequence[Case],
-    sizes: Sizes,
-    device: torch.device,
     *,
     stop_early: bool,
-    make_factory: Callable[[str | None], Factory] = triton_with_fault,
     on_result: Callable[[str | None, CaseResult], None] | None = None,
 ) -> MutantsRun:
-    """Run ``cases`` without a fault, then once per fault (name -> bug class).
-
-    ``make_factory(fault_or_None)`` gives the fused side; ``on_result(fault_or_None, result)``
-    is called after every case, for progress reporting."""
+    """Run ``cases`` on ``checker`` without a fault, then once per fault.
+    ``on_result(fault_or_None, result)`` is called after every case, for progress."""
 
     def progress(fault: str | None) -> Callable[[CaseResult], None] | None:
-        if on_result is None:
-            return None
-        return lambda result: on_result(fault, result)
+        return None if on_result is None else (lambda result: on_result(fault, result))
 
-    clean = run_cases(cases, sizes, device, make_factory(None), progress(None))
+    clean = checker.run_all(cases, progress(None))
     results = []
-    for name, bug_class in faults.items():
-        fault = FaultResult(name, bug_class)
-        factory = make_factory(name)
-        for result in run_cases(
-            cases, sizes, device, factory, progress(name), stop_at_first_failure=stop_early
-        ):
-            fault.add(result)
-        results.append(fault)
+    for name in fault_names:
+        fault = faults.get(name)
+        entry = FaultResult(name, fault.bug_class)
+        faulty = replace(checker, fault=fault, known=())
+        try:
+            faulty.refusal(cases[0].dtype)
+        except UsageError as exc:
+            entry.not_applicable = str(exc).split(": ", 1)[-1]
+            results.append(entry)
+            continue
+        for result in faulty.run_all(cases, progress(name), stop_at_first_failure=stop_early):
+            entry.add(result)
+        results.append(entry)
     return MutantsRun(clean, results, len(cases), stop_early)
 
 
-def mutants_json(run: MutantsRun, device: str, sizes: Sizes) -> dict[str, object]:
-    failures = [r.case.id for r in run.clean if not r.passed]
+def mutants_json(run: MutantsRun, checker: Checker) -> dict[str, object]:
+    failures = [r.case.id for r in run.clean if not r.ok]
     return {
         "schema": SCHEMA,
-        "fused": "triton",
-        "device": device,
-        "sizes": {
-            "experts": sizes.experts,
-            "hidden": sizes.hidden,
-            "ffn": sizes.ffn,
-            "tokens": sizes.tokens,
-            "seed": sizes.seed,
-        },
+        "fused": checker.backend.spec,
+        "device": checker.device.type,
+        "sizes": checker.sizes.to_json(),
         "matrix_cases": run.matrix_cases,
         "stop_early": run.stop_early,
         "clean": {

@@ -4,23 +4,23 @@
 
 from any directory adds ``gmlp_check/pytest_suite.py`` to the run: one test per case of the
 scenario matrix, each failing with the checks that differ and the ``gmlp-check diff``
-command that reruns it. Without ``--gmlp-fused`` the plugin does nothing.
-
-The factory takes ``refimpl.GroupedMLP``'s keyword arguments (num_experts, hidden, ffn,
-activation, bias, single_grouped_weight, accumulate_into_main_grad, delay_wgrad_compute,
-dtype, device) and returns a module with the same forward / backward_dw /
-register_wgrad_accumulation_and_reduce_hooks and parameter names.
+command that reruns it; unsupported cases are skipped and known deviations xfail. Without
+``--gmlp-fused`` the plugin does nothing. The options are those of ``gmlp-check diff``
+(gmlp_check.options), spelled ``--gmlp-<name>``.
 
 The plugin is loaded by every pytest run in an environment where gmlp-check is installed,
 so it imports torch and the checker only once ``--gmlp-fused`` asks for them; option values
-are validated then, too.
+are validated then, too, and a bad one is a pytest usage error (exit 4), never a traceback.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+from .options import DIFF, FUSED, add_pytest_options, values_from_pytest
 
 _SUITE_KEY = pytest.StashKey["object"]()
 SUITE_MODULE = Path(__file__).with_name("pytest_suite.py")
@@ -28,84 +28,27 @@ SUITE_MODULE = Path(__file__).with_name("pytest_suite.py")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gmlp-check", "gmlp-check differential suite")
-    group.addoption(
-        "--gmlp-fused",
-        metavar="SPEC",
-        help="run gmlp-check's differential suite against SPEC: triton, torch-grouped-mm or "
-        "package.module:factory",
-    )
-    group.addoption(
-        "--gmlp-device",
-        choices=("auto", "cpu", "cuda"),
-        default="auto",
-        help="device of the suite (default auto: the GPU if there is one)",
-    )
-    group.addoption(
-        "--gmlp-dtype",
-        action="append",
-        default=[],
-        help="dtype to run: fp32, fp16, bf16 (repeatable; default fp32, fp16 on CPU; bf16, "
-        "fp16, fp32 on CUDA)",
-    )
-    group.addoption(
-        "--gmlp-mode",
-        action="append",
-        default=[],
-        help="mode to run: off, accumulate-ddp, overwrite-fsdp, accumulate-fsdp (repeatable)",
-    )
-    group.addoption(
-        "--gmlp-activation",
-        action="append",
-        default=[],
-        help="activation to run (repeatable; default all)",
-    )
-    group.addoption(
-        "--gmlp-k",
-        metavar="EXPR",
-        help="gmlp-check -k expression on case ids (e.g. 'mode=overwrite and delay=1')",
-    )
-    for name, what in (
-        ("experts", "experts G"),
-        ("hidden", "hidden size"),
-        ("ffn", "ffn size"),
-        ("tokens", "tokens per microbatch"),
-    ):
-        group.addoption(f"--gmlp-{name}", type=int, help=f"{what} (default by device)")
-    group.addoption("--gmlp-seed", type=int, default=0, help="data seed (default 0)")
+    # --gmlp-fused has no default: it is what switches the suite on.
+    add_pytest_options(group, DIFF, no_default=FUSED)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    spec = config.getoption("gmlp_fused")
-    if not spec:
+    if not config.getoption("gmlp_fused", None):
         return
-    from .runner import UsageError
-    from .selection import SelectionError
-    from .suite import DiffSuite
+    from .options import RunOptions
+    from .session import Checker, UsageError
 
-    opt = config.getoption
     try:
-        suite = DiffSuite.create(
-            spec,
-            opt("gmlp_device"),
-            experts=opt("gmlp_experts"),
-            hidden=opt("gmlp_hidden"),
-            ffn=opt("gmlp_ffn"),
-            tokens=opt("gmlp_tokens"),
-            seed=opt("gmlp_seed"),
-        )
-        cases = suite.cases(
-            opt("gmlp_dtype"), opt("gmlp_activation"), opt("gmlp_mode"), opt("gmlp_k")
-        )
-    except (UsageError, SelectionError, ValueError) as exc:
-        raise pytest.UsageError(f"--gmlp-*: {exc}") from None
-    if not cases:
-        raise pytest.UsageError(f"--gmlp-k {opt('gmlp_k')!r}: no case of the matrix matches")
-    config.stash[_SUITE_KEY] = (suite, cases)
+        options = RunOptions.from_values(values_from_pytest(config, DIFF))
+        checker = Checker.from_options(options)
+        cases = checker.select(options)
+    except UsageError as exc:
+        raise pytest.UsageError(f"gmlp-check: {exc}") from None
+    config.stash[_SUITE_KEY] = (checker, cases)
     # The suite is collected like a test file given on the command line. When the user named
     # no paths, it is the only thing collected (not every test under the current directory).
     suite_path = str(SUITE_MODULE)
-    from_user = getattr(config, "args_source", None) == pytest.Config.ArgsSource.ARGS
-    if from_user:
+    if getattr(config, "args_source", None) == pytest.Config.ArgsSource.ARGS:
         config.args.append(suite_path)
     else:
         config.args[:] = [suite_path]
@@ -122,8 +65,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def gmlp_suite(request: pytest.FixtureRequest):
-    """The DiffSuite configured by the --gmlp-* options."""
+def gmlp_checker(request: pytest.FixtureRequest):
+    """The Checker configured by the --gmlp-* options."""
     stash = request.config.stash.get(_SUITE_KEY, None)
     if stash is None:
         pytest.skip("gmlp-check suite: run with --gmlp-fused SPEC")
@@ -134,6 +77,6 @@ def gmlp_suite(request: pytest.FixtureRequest):
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
     """Give the suite the node id ``gmlp-check`` (tests read ``gmlp-check::test_gmlp_diff[id]``)
     wherever the package is installed; outside the rootdir pytest would give it an empty one."""
-    if module_path == SUITE_MODULE and _SUITE_KEY in parent.config.stash:
+    if Path(os.path.abspath(module_path)) == SUITE_MODULE and _SUITE_KEY in parent.config.stash:
         return pytest.Module.from_parent(parent, path=module_path, nodeid="gmlp-check")
     return None

@@ -8,7 +8,8 @@ JSON schema ``gmlp-check/diff/v1`` (``gmlp-check diff --format json``)::
       "inject": null,                     # the --inject fault, or null
       "device": "cpu",
       "sizes": {"experts": 4, "hidden": 16, "ffn": 12, "tokens": 20, "seed": 0},
-      "summary": {"cases": 76, "passed": 76, "failed": 0, "duration_s": 41.2},
+      "summary": {"cases": 76, "passed": 76, "failed": 0, "skipped": 0, "xfailed": 0,
+                  "xpassed": 0, "duration_s": 41.2},
       "cases": [
         {
           "id": "mode=overwrite-fsdp,delay=1,zero=0,single=1,bias=0,act=swiglu,...",
@@ -16,6 +17,8 @@ JSON schema ``gmlp-check/diff/v1`` (``gmlp-check diff --format json``)::
                      "single": true, "bias": false, "activation": "swiglu",
                      "dtype": "fp32", "splits": "ragged-empty", "microbatches": 2},
           "passed": true,
+          "status": "passed",             # passed | failed | skipped | xfailed | xpassed
+          "reason": null,                 # why skipped, or the known deviation's reason
           "duration_s": 0.41,
           "rerun": "gmlp-check diff --fused triton --device cpu ... -k '<id>'",
           "checks": [
@@ -26,51 +29,47 @@ JSON schema ``gmlp-check/diff/v1`` (``gmlp-check diff --format json``)::
       ]
     }
 
-``max_abs_err`` and ``tolerance`` belong to the worst element of the check (the largest
-error / tolerance ratio); both are null where no number applies (a NaN that survived, an
-exception, a flag), and ``tolerance`` is 0.0 for exact checks. Observable names are listed in
-``gmlp_check.compare``. New keys may be added in v1; existing keys keep their meaning.
+``passed`` is true when every check passed (``status`` passed); ``max_abs_err`` and
+``tolerance`` belong to the worst element of the check (the largest error / tolerance ratio);
+both are null where no number applies (a NaN that survived, an exception, a flag), and
+``tolerance`` is 0.0 for exact checks. Observable names are listed in
+``gmlp_check.observables``. New keys may be added in v1; existing keys keep their meaning.
 """
 
 from __future__ import annotations
 
 import math
-import shlex
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
 
-from .runner import CaseResult
-from .scenarios import Sizes
+from .results import STATUSES, CaseResult
+from .session import Checker
 
 SCHEMA = "gmlp-check/diff/v1"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a run was: enough to rerun any one of its cases."""
-
-    fused: str
-    device: str
-    sizes: Sizes
-    inject: str | None = None
-
-    def rerun_command(self, case_id: str) -> str:
-        words = ["gmlp-check", "diff", "--fused", self.fused, "--device", self.device]
-        if self.inject:
-            words += ["--inject", self.inject]
-        # Quoted even where the shell would not need it, so the id reads as one argument.
-        return f"{shlex.join([*words, *self.sizes.as_options(), '-k'])} '{case_id}'"
+_STYLE = {
+    "passed": "[green]pass[/green]",
+    "failed": "[bold red]FAIL[/bold red]",
+    "skipped": "[yellow]skip[/yellow]",
+    "xfailed": "[cyan]xfail[/cyan]",
+    "xpassed": "[bold red]XPASS[/bold red]",
+}
 
 
 def _number(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def case_json(result: CaseResult, settings: Settings) -> dict[str, object]:
+def _reason(result: CaseResult) -> str | None:
+    if result.skip_reason is not None:
+        return result.skip_reason
+    return result.deviation.reason if result.deviation is not None else None
+
+
+def case_json(result: CaseResult, checker: Checker) -> dict[str, object]:
     checks = []
     for c in result.checks:
         entry = c.to_json()
@@ -81,37 +80,32 @@ def case_json(result: CaseResult, settings: Settings) -> dict[str, object]:
         "id": result.case.id,
         "config": result.case.config(),
         "passed": result.passed,
+        "status": result.status,
+        "reason": _reason(result),
         "duration_s": round(result.duration_s, 4),
-        "rerun": settings.rerun_command(result.case.id),
+        "rerun": checker.rerun_command(result.case.id),
         "checks": checks,
     }
 
 
 def summary(results: Sequence[CaseResult]) -> dict[str, object]:
-    passed = sum(r.passed for r in results)
+    counts = Counter(r.status for r in results)
     return {
         "cases": len(results),
-        "passed": passed,
-        "failed": len(results) - passed,
+        **{status: counts.get(status, 0) for status in STATUSES},
         "duration_s": round(sum(r.duration_s for r in results), 3),
     }
 
 
-def diff_json(results: Sequence[CaseResult], settings: Settings) -> dict[str, object]:
+def diff_json(results: Sequence[CaseResult], checker: Checker) -> dict[str, object]:
     return {
         "schema": SCHEMA,
-        "fused": settings.fused,
-        "inject": settings.inject,
-        "device": settings.device,
-        "sizes": {
-            "experts": settings.sizes.experts,
-            "hidden": settings.sizes.hidden,
-            "ffn": settings.sizes.ffn,
-            "tokens": settings.sizes.tokens,
-            "seed": settings.sizes.seed,
-        },
+        "fused": checker.backend.spec,
+        "inject": checker.fault.name if checker.fault else None,
+        "device": checker.device.type,
+        "sizes": checker.sizes.to_json(),
         "summary": summary(results),
-        "cases": [case_json(r, settings) for r in results],
+        "cases": [case_json(r, checker) for r in results],
     }
 
 
@@ -124,11 +118,15 @@ def _worst_text(result: CaseResult) -> str:
     return f"{worst.max_abs_err:.2e} / {worst.tolerance:.2e}"
 
 
-def print_table(console: Console, results: Sequence[CaseResult], settings: Settings) -> None:
-    table = Table(
-        title=f"gmlp-check diff: {settings.fused} vs refimpl on {settings.device}",
-        title_justify="left",
+def _title(checker: Checker) -> str:
+    inject = f" with {checker.fault.name}" if checker.fault else ""
+    return (
+        f"gmlp-check diff: {checker.backend.spec}{inject} vs the reference on {checker.device.type}"
     )
+
+
+def print_table(console: Console, results: Sequence[CaseResult], checker: Checker) -> None:
+    table = Table(title=_title(checker), title_justify="left")
     table.add_column("case", overflow="fold")
     table.add_column("result")
     table.add_column("worst |err| / tol", justify="right")
@@ -136,53 +134,59 @@ def print_table(console: Console, results: Sequence[CaseResult], settings: Setti
     for r in results:
         table.add_row(
             r.case.id,
-            "[green]pass[/green]" if r.passed else "[bold red]FAIL[/bold red]",
+            _STYLE[r.status],
             _worst_text(r),
             ", ".join(r.failed_observables) or "-",
         )
     console.print(table)
 
 
-def print_failures(console: Console, results: Sequence[CaseResult], settings: Settings) -> None:
+def print_failures(console: Console, results: Sequence[CaseResult], checker: Checker) -> None:
     for r in results:
-        if r.passed:
+        if r.status not in ("failed", "xpassed"):
             continue
         # soft_wrap: long details and the rerun command stay on one line, ready to copy.
-        console.print(f"\n[bold red]FAIL[/bold red] {r.case.id}", highlight=False, soft_wrap=True)
-        for c in r.checks:
-            if not c.passed:
-                console.print(
-                    f"  {c.observable}: {c.detail}", highlight=False, markup=False, soft_wrap=True
-                )
+        console.print(f"\n{_STYLE[r.status]} {r.case.id}", highlight=False, soft_wrap=True)
+        for line in r.explanation():
+            console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
         console.print(
-            f"  rerun: {settings.rerun_command(r.case.id)}",
+            f"  rerun: {checker.rerun_command(r.case.id)}",
             highlight=False,
             markup=False,
             soft_wrap=True,
         )
 
 
-def summary_line(results: Sequence[CaseResult], settings: Settings) -> str:
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def summary_line(results: Sequence[CaseResult], checker: Checker) -> str:
     s = summary(results)
-    sizes = settings.sizes
-    inject = f", fault {settings.inject}" if settings.inject else ""
+    sizes = checker.sizes
+    inject = f", fault {checker.fault.name}" if checker.fault else ""
+    counts = ", ".join(f"{s[k]} {k}" for k in STATUSES if s[k] or k in ("passed", "failed"))
     return (
-        f"{s['cases']} cases: {s['passed']} passed, {s['failed']} failed in {s['duration_s']}s "
-        f"(fused {settings.fused}{inject} on {settings.device}; experts {sizes.experts}, "
-        f"hidden {sizes.hidden}, ffn {sizes.ffn}, tokens {sizes.tokens}, seed {sizes.seed})"
+        f"{_plural(int(s['cases']), 'case')}: {counts} in {s['duration_s']}s "
+        f"(fused {checker.backend.spec}{inject} on {checker.device.type}; experts "
+        f"{sizes.experts}, hidden {sizes.hidden}, ffn {sizes.ffn}, tokens {sizes.tokens}, "
+        f"seed {sizes.seed})"
     )
 
 
-def junit_xml(results: Sequence[CaseResult], settings: Settings) -> bytes:
-    """JUnit XML: one testsuite, one testcase per case, a <failure> per failing case."""
+def junit_xml(results: Sequence[CaseResult], checker: Checker) -> bytes:
+    """JUnit XML: one testsuite, one testcase per case; <failure> for failed and xpassed
+    cases, <skipped> for unsupported ones and for known deviations (as pytest writes xfail)."""
     s = summary(results)
-    name = f"gmlp-check diff ({settings.fused}{', ' + settings.inject if settings.inject else ''}"
-    name += f", {settings.device})"
+    failures = int(s["failed"]) + int(s["xpassed"])
+    skipped = int(s["skipped"]) + int(s["xfailed"])
+    inject = f", {checker.fault.name}" if checker.fault else ""
+    name = f"gmlp-check diff ({checker.backend.spec}{inject}, {checker.device.type})"
     suites = ET.Element(
         "testsuites",
         name="gmlp-check",
         tests=str(s["cases"]),
-        failures=str(s["failed"]),
+        failures=str(failures),
         errors="0",
         time=f"{s['duration_s']:.3f}",
     )
@@ -191,29 +195,34 @@ def junit_xml(results: Sequence[CaseResult], settings: Settings) -> bytes:
         "testsuite",
         name=name,
         tests=str(s["cases"]),
-        failures=str(s["failed"]),
+        failures=str(failures),
         errors="0",
-        skipped="0",
+        skipped=str(skipped),
         time=f"{s['duration_s']:.3f}",
     )
     for r in results:
         case = ET.SubElement(
             suite,
             "testcase",
-            classname=f"gmlp_check.diff.{settings.fused}",
+            classname=f"gmlp_check.diff.{checker.backend.spec}",
             name=r.case.id,
             time=f"{r.duration_s:.3f}",
         )
-        failing = [c for c in r.checks if not c.passed]
-        if failing:
+        if r.status in ("failed", "xpassed"):
+            lines = r.explanation()
             failure = ET.SubElement(
                 case,
                 "failure",
-                message="; ".join(f"{c.observable}: {c.detail}" for c in failing)[:500],
-                type="mismatch",
+                message="; ".join(lines)[:500],
+                type="mismatch" if r.status == "failed" else "xpass",
             )
-            lines = [f"{c.observable}: {c.detail}" for c in failing]
-            lines.append(f"rerun: {settings.rerun_command(r.case.id)}")
-            failure.text = "\n".join(lines)
+            failure.text = "\n".join([*lines, f"rerun: {checker.rerun_command(r.case.id)}"])
+        elif r.status in ("skipped", "xfailed"):
+            ET.SubElement(
+                case,
+                "skipped",
+                message=(_reason(r) or "")[:500],
+                type="xfail" if r.status == "xfailed" else "unsupported",
+            )
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)

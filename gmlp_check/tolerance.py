@@ -18,6 +18,14 @@ fused side rounds and orders its arithmetic, never from different data:
   by a random walk of K rounding errors of the partial sums, about sqrt(K) * eps_fp32 times the
   magnitude of the result.
 
+* TF32. A backend that computes fp32 GEMMs in TF32 (Transformer Engine does; it says so with
+  ``fp32_matmul = "tf32"``) rounds both operands of every product to 10 explicit mantissa
+  bits, fp16's, so its fp32 results carry fp16-sized rounding: ``Precision.eps`` is then
+  2^-10 in place of fp32's epsilon, in the rounding term and in the kink windows (kinks.py),
+  while the accumulation term keeps fp32's (the sums are still fp32). That is a bound
+  derived from the arithmetic the backend declares, not a loosening of fp32 as a whole: a
+  backend that does not declare TF32 keeps fp32's bound.
+
 Elements near zero after cancellation carry the absolute error of the whole dot product, so
 the absolute part of the tolerance scales with the RMS of the reference values (per expert,
 so a small expert is not judged against a large one's scale):
@@ -50,6 +58,28 @@ ASSERT_CLOSE_DEFAULTS: dict[torch.dtype, tuple[float, float]] = {
 }
 ROUNDINGS = 16
 EPS_FP32 = torch.finfo(torch.float32).eps
+# TF32 keeps 10 explicit mantissa bits, as fp16 does: an fp32 GEMM run in TF32 rounds each
+# operand to relative 2^-11, so its products carry fp16's epsilon, not fp32's.
+EPS_TF32 = 2.0**-10
+MATMUL_PRECISIONS = ("ieee", "tf32")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How the fused side computes: its dtype, and for fp32 whether its GEMMs round operands
+    to TF32 (the backend says so: gmlp_check.backends.fp32_matmul)."""
+
+    dtype: torch.dtype
+    matmul: str = "ieee"
+
+    @property
+    def eps(self) -> float:
+        """The relative rounding of the working precision: the dtype's epsilon, or TF32's for
+        an fp32 side whose GEMMs run in TF32 (each product carries it)."""
+        eps = torch.finfo(self.dtype).eps
+        if self.dtype == torch.float32 and self.matmul == "tf32":
+            return max(eps, EPS_TF32)
+        return eps
 
 
 @dataclass(frozen=True)
@@ -62,15 +92,20 @@ class Tolerance:
         return torch.clamp(self.scale_factor * scale, min=self.atol_floor)
 
 
-def tolerance_for(dtype: torch.dtype, reduction_length: int) -> Tolerance:
-    """The tolerance for a value the fused side produced in ``dtype`` from K-term sums."""
-    if dtype not in ASSERT_CLOSE_DEFAULTS:
+def tolerance_for(precision: Precision | torch.dtype, reduction_length: int) -> Tolerance:
+    """The tolerance for a value the fused side produced at ``precision`` (a dtype means IEEE
+    GEMMs) from K-term sums. TF32 replaces the dtype's epsilon in the rounding term (each
+    product is rounded like an fp16 one); the accumulation term stays fp32's."""
+    if isinstance(precision, torch.dtype):
+        precision = Precision(precision)
+    if precision.dtype not in ASSERT_CLOSE_DEFAULTS:
         raise ValueError(
-            f"dtype: expected one of {', '.join(map(str, ASSERT_CLOSE_DEFAULTS))}, got {dtype}"
+            f"dtype: expected one of {', '.join(map(str, ASSERT_CLOSE_DEFAULTS))}, "
+            f"got {precision.dtype}"
         )
-    rtol, atol = ASSERT_CLOSE_DEFAULTS[dtype]
+    rtol, atol = ASSERT_CLOSE_DEFAULTS[precision.dtype]
     k = max(int(reduction_length), 1)
-    factor = ROUNDINGS * torch.finfo(dtype).eps + math.sqrt(k) * EPS_FP32
+    factor = ROUNDINGS * precision.eps + math.sqrt(k) * EPS_FP32
     return Tolerance(rtol=rtol, atol_floor=atol, scale_factor=factor)
 
 

@@ -116,6 +116,7 @@ class GroupedMLPParams(nn.Module):
         for arg, value in (("num_experts", num_experts), ("hidden", hidden), ("ffn", ffn)):
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{arg}: expected a positive int, got {value!r}")
+        self.check_supported(dtype=dtype, device=torch.device(device), hidden=hidden, ffn=ffn)
         self.num_experts = num_experts
         self.hidden = hidden
         self.ffn = ffn
@@ -134,6 +135,13 @@ class GroupedMLPParams(nn.Module):
         self.fc1 = self.linear_class("fc1", num_experts, hidden, fc1_out, **common)
         self.fc2 = self.linear_class("fc2", num_experts, ffn, hidden, **common)
         self._wgrad_hooks: list[Callable[[], None]] = []
+
+    @classmethod
+    def check_supported(
+        cls, *, dtype: torch.dtype, device: torch.device, hidden: int, ffn: int
+    ) -> None:
+        """Raise NotImplementedError (with the reason) for a configuration this implementation
+        cannot compute correctly, before any parameter is allocated. The reference runs all."""
 
     def check_call(
         self,

@@ -20,14 +20,13 @@ import json
 import statistics
 
 import torch
-
-from fused import backends
 from gmlp_check.bench.shapes import PRESETS, split_sizes
+
+from gmlp_check import backends
 
 
 def build(shape, impl: str):
-    module = backends.create(
-        impl,
+    module = backends.load(impl).build(
         num_experts=shape.experts,
         hidden=shape.hidden,
         ffn=shape.ffn,

@@ -32,11 +32,12 @@ from pathlib import Path
 
 import torch
 import triton
-
-from fused import backends, grouped_ops
-from fused.kernels.activations import ACTIVATION_CODES
-from fused.tiles import Tiles
 from gmlp_check.bench.shapes import PRESETS, split_sizes
+from gmlp_check.fused import grouped_ops
+from gmlp_check.fused.kernels.activations import ACTIVATION_CODES
+from gmlp_check.fused.tiles import Tiles
+
+from gmlp_check import backends
 
 T = Tiles
 # (label, tiles); "old" is the saved package's launcher at its own tiles (needs --old).
@@ -365,9 +366,11 @@ def time_steps(name: str, impls: list[str], results: list, write, old_backends) 
                     dtype=DTYPE,
                     device=DEVICE,
                 )
-                source = old_backends if impl == "triton-old" else backends
                 spec = "triton" if impl.startswith("triton") else impl
-                module = source.create(spec, **kwargs)
+                if impl == "triton-old":
+                    module = old_backends.create(spec, **kwargs)
+                else:
+                    module = backends.load(spec).build(**kwargs)
                 for p in module.parameters():
                     p.main_grad = torch.zeros(p.numel(), dtype=torch.float32, device=DEVICE)
                     p.grad_added_to_main_grad = False

@@ -57,8 +57,8 @@ def expert_row_range(
     """First row and row count of ``expert``.
 
     The first row is the exclusive scan of the split sizes at ``expert``.
-    INCLUSIVE_OFFSETS takes the inclusive scan instead: the fault "group-offsets-shifted",
-    which hands expert g the rows of expert g+1."""
+    INCLUSIVE_OFFSETS takes the inclusive scan instead, which hands expert g the rows of
+    expert g+1 (off in the contract's behaviour)."""
     idx = tl.arange(0, EXPERTS_POW2)
     sizes = tl.load(SPLITS + idx, mask=idx < num_experts, other=0)
     scan = tl.cumsum(sizes, 0)

@@ -52,9 +52,10 @@ def grouped_wgrad_kernel(
     Grid: (listed experts * cdiv(N, BLOCK_N) * cdiv(K, BLOCK_K),), expert-major: an
     expert's output tiles run together, in groups of GROUP_N row tiles (expert_rows.py).
     An expert without tokens is left untouched when accumulating (its region stays bit for
-    bit) and zero-filled when overwriting. SKIP_EMPTY_EXPERTS (the fault
-    "empty-expert-skipped") skips it in overwrite mode too; INCLUSIVE_OFFSETS is the fault
-    "group-offsets-shifted" (see expert_row_range).
+    bit) and zero-filled when overwriting, as the contract requires. SKIP_EMPTY_EXPERTS leaves
+    it untouched in overwrite mode too, and INCLUSIVE_OFFSETS takes each expert's first row
+    from the inclusive scan of the split sizes (see expert_row_range): both are off in the
+    contract's behaviour (fused.main_grad.MainGradPolicy.kernel_switches).
 
     With TMA, whole BLOCK_T row blocks of the expert come through the descriptors over dy
     [T, N] and x [T, K]; the last partial block, whose rows past the expert's end belong to

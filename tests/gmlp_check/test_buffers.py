@@ -1,11 +1,14 @@
-"""main_grad arenas: regions inside one allocation, guard bands that catch every stray write."""
+"""main_grad arenas: regions inside one allocation, shaped like their parameters, guard bands
+that catch every stray write."""
+
+import math
 
 import pytest
 import torch
 
 from gmlp_check.buffers import ALIGN_ELEMENTS, Arena, memory_span, spans_overlap
 
-LAYOUT = {"fc1.weight0": 40, "fc1.weight1": 40, "fc1.weight": 3 * 40}
+LAYOUT = {"fc1.weight0": (5, 8), "fc1.weight1": (5, 8), "fc1.weight": (3, 5, 8)}
 
 
 def arena(guard=16):
@@ -20,9 +23,9 @@ def test_regions_are_views_into_one_aligned_allocation():
     a = arena()
     start, end = memory_span(a.storage)
     previous_end = start
-    for name, numel in LAYOUT.items():
+    for name, shape in LAYOUT.items():
         region = a.region(name)
-        assert region.numel() == numel
+        assert region.shape == shape and region.numel() == math.prod(shape)
         r0, r1 = memory_span(region)
         assert start <= r0 and r1 <= end
         assert r0 >= previous_end + a.guard * 4  # a guard band before every region
@@ -92,6 +95,6 @@ def test_fill_kinds():
 
 def test_holds_detects_memory_inside_the_arena_only():
     a = arena()
-    assert a.holds(a.region("fc1.weight").view(3, 40)[1])
+    assert a.holds(a.region("fc1.weight")[1])
     assert not a.holds(torch.zeros(40))
     assert not a.holds(a.region("fc1.weight").clone())

@@ -12,9 +12,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fused.faults import FAULTS
+from gmlp_check.backends import BUILTIN
 from gmlp_check.cli import main
-from gmlp_check.scenarios import DEVICE_DTYPES, default_matrix
+from gmlp_check.faults import FAULTS
+
+from .support import MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
 # A few triton cases that run in seconds on CPU: overwrite and accumulate, delayed, single.
@@ -39,7 +41,7 @@ def test_help_shows_examples():
 def test_list_prints_the_matrix_ids():
     result = invoke("diff", "--device", "cpu", "--list")
     assert result.exit_code == 0
-    assert result.stdout.split() == [c.id for c in default_matrix(DEVICE_DTYPES["cpu"])]
+    assert result.stdout.split() == [c.id for c in MATRIX]
 
 
 def test_clean_cases_exit_0_with_json():
@@ -102,10 +104,13 @@ def test_device_cuda_without_a_gpu_is_a_usage_error():
     "args, message",
     [
         (["--fused", "nosuchpackage.mlp:make"], "cannot import module 'nosuchpackage.mlp'"),
-        (["--fused", "not a spec"], "expected one of 'triton', 'torch-grouped-mm'"),
+        (["--fused", "not a spec"], "--fused: expected one of " + ", ".join(BUILTIN)),
         (["--fused", "tests.gmlp_check.planted:nothing"], "has no attribute 'nothing'"),
         (["--inject", "nosuch"], "--inject: expected one of " + ", ".join(FAULTS)),
-        (["--inject", "no-dummy-grad", "--fused", "tests.gmlp_check.planted:reference"], "triton"),
+        (
+            ["--inject", "no-dummy-grad", "--fused", "tests.gmlp_check.planted:reference"],
+            "--inject no-dummy-grad: GroupedMLP takes no main_grad_policy",
+        ),
         (["--experts", "1"], "--experts: expected an int >= 2"),
         (["--hidden", "0"], "--hidden: expected an int >= 1"),
         (["--tokens", "-5"], "--tokens: expected an int >= 1"),
@@ -113,9 +118,9 @@ def test_device_cuda_without_a_gpu_is_a_usage_error():
         (["--seed", "-1"], "--seed: expected an int >= 0"),
         (["-k", "mode=off and"], "-k 'mode=off and': expression ends early"),
         (["-k", "act=nosuch"], "no case of the matrix matches"),
-        (["--dtype", "bf16"], "--dtype bf16: on CPU the triton backend"),
+        (["--dtype", "bf16"], "--dtype bf16: --fused triton refuses it here: triton on CPU"),
         (["--dtype", "fp64"], "'fp64' is not one of"),
-        (["--fused", "torch-grouped-mm"], "torch-grouped-mm"),
+        (["--fused", "torch-grouped-mm"], "--fused torch-grouped-mm: refuses every dtype on cpu"),
         (["--junit-xml", "/nonexistent/dir/x.xml"], "--junit-xml"),
     ],
 )
@@ -165,7 +170,7 @@ def test_mutants_exit_1_when_a_fault_escapes_the_selection():
         "mutants", "--device", "cpu", "--fault", "no-dummy-grad", "-k", "mode=off and delay=1"
     )
     assert result.exit_code == 1, result.output
-    assert "NO" in result.stdout and "0 of 1 faults caught" in result.stdout
+    assert "NO" in result.stdout and "0 of 1 applicable faults caught" in result.stdout
 
 
 def test_mutants_rejects_unknown_faults():
@@ -185,4 +190,121 @@ def test_module_invocation_works():
         timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "1 cases: 1 passed, 0 failed" in out.stdout
+    assert "1 case: 1 passed, 0 failed" in out.stdout
+
+
+# -- bad fused sides and other user errors: one line, exit 2, never a traceback -----------------
+
+
+def returns_none(**kwargs):
+    return None
+
+
+def raises(**kwargs):
+    raise RuntimeError("cannot build this\n" + "1.0 2.0 3.0\n" * 200)
+
+
+class _NoHooks(torch.nn.Module):
+    def forward(self, x, splits, probs=None):
+        return x
+
+    def backward_dw(self):
+        pass
+
+
+def lacks_the_hook_method(**kwargs):
+    return _NoHooks()
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (f"{__name__}:returns_none", "the factory returned NoneType, expected a torch.nn.Module"),
+        (f"{__name__}:raises", "the factory failed to build a fp32 module on cpu (RuntimeError"),
+        ("os:getcwd", "the factory failed to build a fp32 module on cpu (TypeError"),
+        (
+            f"{__name__}:lacks_the_hook_method",
+            "has no register_wgrad_accumulation_and_reduce_hooks(), which the module:factory "
+            "protocol requires",
+        ),
+    ],
+)
+def test_a_broken_factory_is_one_line_exit_2(spec, message):
+    result = invoke("diff", "--device", "cpu", "--fused", spec, "-k", FEW)
+    assert result.exit_code == 2, result.output
+    error = result.output.strip().splitlines()[-1]
+    assert error.startswith("Error: --fused ") and message in error
+    assert "Traceback" not in result.output and "1.0 2.0" not in result.output
+
+
+def test_failure_details_keep_the_type_and_first_line_only():
+    def huge(**kwargs):
+        raise ValueError("bad shape\n" + "0.5 " * 5000)
+
+    from .support import checker_for
+
+    result = checker_for(huge).run(MATRIX[0])
+    (check,) = result.checks
+    assert check.detail.startswith("ValueError: bad shape")
+    assert "0.5" not in check.detail and len(check.detail) < 400
+
+
+def test_a_factory_package_in_the_working_directory_is_found(tmp_path):
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mlp.py").write_text(
+        "from gmlp_check.refimpl import GroupedMLP\n\ndef make(**kw):\n    return GroupedMLP(**kw)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-c", "from gmlp_check.cli import main; main()", "diff", "--device",
+         "cpu", "--fused", "mypkg.mlp:make", "-k", OVERWRITE_CASE],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 case: 1 passed" in out.stdout
+
+
+def interrupted_at_relu(**kwargs):
+    from gmlp_check.refimpl import GroupedMLP
+
+    if kwargs.get("activation") == "relu":
+        raise KeyboardInterrupt
+    return GroupedMLP(**kwargs)
+
+
+def test_ctrl_c_reports_what_finished_writes_the_junit_xml_and_exits_2(tmp_path):
+    path = tmp_path / "diff.xml"
+    spec = f"{__name__}:interrupted_at_relu"
+    result = invoke("diff", "--device", "cpu", "--fused", spec, "--dtype", "fp32",
+                    "--mode", "off", "--junit-xml", str(path))  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "interrupted after" in result.output
+    cases = ET.parse(path).getroot().findall("testsuite/testcase")
+    assert cases and all("act=relu" not in c.get("name") for c in cases)
+
+
+def test_report_files_get_the_umask_mode(tmp_path):
+    path = tmp_path / "diff.xml"
+    result = invoke("diff", "--device", "cpu", "-k", OVERWRITE_CASE, "--junit-xml", str(path))
+    assert result.exit_code == 0, result.output
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_host_tensors_name_their_device_whatever_the_default_device():
+    # Training scripts set torch.set_default_device("cuda"); "meta" stands in for it here: a
+    # host-side tensor made without a device would land there and fail to pin or copy.
+    from gmlp_check.options import RunOptions
+    from gmlp_check.session import Checker
+
+    options = RunOptions(device="cpu", k=OVERWRITE_CASE.replace("bias=0", "bias=1"))
+    checker = Checker.from_options(options)
+    torch.set_default_device("meta")
+    try:
+        result = checker.run(checker.select(options)[0])
+    finally:
+        torch.set_default_device(None)
+    assert result.status == "passed", result.explanation()

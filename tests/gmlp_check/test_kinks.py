@@ -4,12 +4,17 @@ pre-activation lies within rounding distance of the jump, and nowhere else."""
 import pytest
 import torch
 
-import gmlp_check.harness as harness
+import gmlp_check.pair as pair
+from gmlp_check.backends import Backend
+from gmlp_check.inputs import Sizes
 from gmlp_check.kinks import KINKED_ACTIVATIONS, derivative_jumps, kink_slack
-from gmlp_check.runner import run_case
-from gmlp_check.scenarios import ACTIVATION_NAMES, Case, Sizes
-from refimpl import GroupedMLP
-from refimpl.activations import QGEGLU_LIMIT
+from gmlp_check.matrix import Case
+from gmlp_check.refimpl import ACTIVATIONS, GroupedMLP
+from gmlp_check.refimpl.activations import QGEGLU_LIMIT
+from gmlp_check.session import Checker
+from gmlp_check.tolerance import Precision
+
+ACTIVATION_NAMES = tuple(ACTIVATIONS)
 
 
 def test_relu_jumps_only_near_zero():
@@ -34,7 +39,7 @@ def test_clamped_qgeglu_jumps_at_its_limits():
 def test_smooth_activations_get_no_slack(activation):
     ref = GroupedMLP(2, 4, 3, activation=activation)
     x, dy = torch.randn(5, 4), torch.randn(5, 4)
-    assert kink_slack(activation, torch.bfloat16, ref, [x], [dy], [[2, 3]]) is None
+    assert kink_slack(activation, Precision(torch.bfloat16), ref, [x], [dy], [[2, 3]]) is None
 
 
 def test_slack_lands_on_the_rows_of_the_tokens_near_a_kink():
@@ -45,7 +50,7 @@ def test_slack_lands_on_the_rows_of_the_tokens_near_a_kink():
         w = ref.fc1.weight1
         x[4] = 0.0
         ref.fc1.bias1[0] = 0.0
-    slack = kink_slack("relu", torch.float16, ref, [x], [dy], [[3, 3]])
+    slack = kink_slack("relu", Precision(torch.float16), ref, [x], [dy], [[3, 3]])
     dx = slack.input_grads[0]
     assert dx[4].abs().sum() > 0
     assert torch.equal(slack.params[0]["fc1.bias1"][0:1] > 0, torch.tensor([True]))
@@ -60,9 +65,29 @@ def test_half_precision_relu_with_bias_needs_the_slack_and_passes_with_it(monkey
         "mode=off,delay=0,zero=0,single=0,bias=1,act=relu,dtype=fp16,splits=ragged-empty,mb=1"
     )
     sizes = Sizes(experts=4, hidden=32, ffn=128, tokens=1000)
-    cpu = torch.device("cpu")
-    assert run_case(case, sizes, cpu, GroupedMLP).passed
-    monkeypatch.setattr(harness, "kink_slack", lambda *args: None)
-    without = run_case(case, sizes, cpu, GroupedMLP)
+    checker = Checker(Backend("reference", GroupedMLP), torch.device("cpu"), sizes)
+    assert checker.run(case).passed
+    monkeypatch.setattr(pair, "kink_slack", lambda *args: None)
+    without = checker.run(case)
     assert not without.passed
     assert "grad.input" in without.failed_observables
+
+
+def test_tf32_widens_the_kink_window_as_it_widens_the_tolerance():
+    torch.manual_seed(0)
+    ref = GroupedMLP(2, 4, 3, activation="relu", bias=True)
+    x, dy = torch.randn(6, 4), torch.randn(6, 4)
+    with torch.no_grad():
+        # Token 4 (expert 1) makes feature 0 cancel to 1e-4 of its magnitude: within TF32's
+        # rounding window of the kink, far outside fp32's.
+        w = ref.fc1.weight1[0]
+        row = torch.randn(4)
+        row -= (row @ w) / (w @ w) * w
+        row += 1e-4 * row.norm() / w.norm() * w
+        x[4] = row
+        ref.fc1.bias1.zero_()
+    args = (ref, [x], [dy], [[3, 3]])
+    ieee = kink_slack("relu", Precision(torch.float32), *args)
+    tf32 = kink_slack("relu", Precision(torch.float32, "tf32"), *args)
+    assert ieee.input_grads[0][4].abs().sum() == 0
+    assert tf32.input_grads[0][4].abs().sum() > 0

@@ -5,8 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from fused.faults import FAULTS
 from gmlp_check.cli import main
+from gmlp_check.faults import FAULTS
 
 
 def run_mutants(*args):
@@ -41,30 +41,42 @@ def test_every_fault_is_caught_on_gpu():
 
 
 def test_a_fault_caught_only_because_the_clean_run_fails_does_not_count():
-    import torch
+    from gmlp_check import fused
+    from gmlp_check.mutants import run_mutants
 
-    from gmlp_check.mutants import mutants_json, run_mutants
-    from gmlp_check.scenarios import DEVICE_SIZES, build_cases
-    from refimpl import GroupedMLP
+    from .support import MATRIX, checker_for
 
-    from .planted import planted
+    cases = [
+        c for c in MATRIX
+        if c.mode == "overwrite-fsdp" and not c.delay and not c.zero_out and c.microbatches == 2
+    ][:2]  # fmt: skip
+    assert cases
 
-    cases = build_cases("cpu", keyword="mode=overwrite-fsdp and delay=0 and zero=0 and mb=2")
-    sizes = DEVICE_SIZES["cpu"]
-    faults = {"empty-expert-skipped": "empty expert skipped in overwrite mode"}
-    cpu = torch.device("cpu")
+    def broken_triton(**kwargs):  # the un-faulted side itself is wrong
+        from gmlp_check.faults import FAULTS, inject
 
-    def broken_clean(fault):  # the "clean" side itself is wrong
-        return planted("alias-gated-on-local-flag") if fault is None else planted(fault)
+        return inject(fused.GroupedMLP(**kwargs), FAULTS["alias-gated-on-local-flag"])
 
-    run = run_mutants(faults, cases, sizes, cpu, stop_early=True, make_factory=broken_clean)
-    assert all(f.caught for f in run.faults) and not run.clean_passed and not run.passed
-    assert mutants_json(run, "cpu", sizes)["passed"] is False
+    run = run_mutants(
+        checker_for(broken_triton), ["empty-expert-skipped"], cases, stop_early=True
+    )
+    assert not run.clean_passed and not run.passed
 
-    def honest(fault):
-        return GroupedMLP if fault is None else planted(fault)
-
-    run = run_mutants(faults, cases, sizes, cpu, stop_early=True, make_factory=honest)
-    assert run.passed
+    run = run_mutants(
+        checker_for(fused.GroupedMLP), ["empty-expert-skipped"], cases, stop_early=True
+    )
+    assert run.clean_passed and run.passed
     (fault,) = run.faults
     assert fault.cases_run == fault.cases_failed == 1  # stopped at the first failing case
+
+
+def test_a_fault_the_backend_cannot_take_is_not_applicable_not_a_failure():
+    from gmlp_check.mutants import run_mutants
+    from gmlp_check.refimpl import GroupedMLP
+
+    from .support import MATRIX, checker_for
+
+    run = run_mutants(checker_for(GroupedMLP), ["no-dummy-grad"], MATRIX[:1], stop_early=True)
+    (fault,) = run.faults
+    assert fault.not_applicable and "main_grad_policy" in fault.not_applicable
+    assert fault.cases_run == 0 and run.passed

@@ -10,16 +10,30 @@ from pathlib import Path
 
 import pytest
 
-from gmlp_check.scenarios import DEVICE_DTYPES, default_matrix
+from .support import MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
 
 USER_MODULE = textwrap.dedent(
     """
-    from refimpl import GroupedMLP
+    from gmlp_check.refimpl import GroupedMLP
 
 
     def make_mlp(**kwargs):
+        return GroupedMLP(**kwargs)
+
+
+    def returns_none(**kwargs):
+        return None
+
+
+    def raises(**kwargs):
+        raise RuntimeError("broken")
+
+
+    def no_single(**kwargs):
+        if kwargs.get("single_grouped_weight"):
+            raise NotImplementedError("no single grouped weight")
         return GroupedMLP(**kwargs)
 
 
@@ -54,7 +68,7 @@ def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def test_the_suite_passes_on_a_correct_user_factory(tmp_path):
     out = run_pytest(tmp_path, "--gmlp-fused", "mypkg.mlp:make_mlp", "--gmlp-device", "cpu")
     assert out.returncode == 0, out.stdout + out.stderr
-    n = len(default_matrix(DEVICE_DTYPES["cpu"]))
+    n = len(MATRIX)
     assert f"{n} passed" in out.stdout
 
 
@@ -80,7 +94,8 @@ def test_options_narrow_the_suite(tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     collected = [line for line in out.stdout.splitlines() if "::test_gmlp_diff[" in line]
-    expected = [c.id for c in default_matrix(DEVICE_DTYPES["cpu"]) if c.splits == "t0"]
+    expected = [c.id for c in MATRIX if c.splits == "t0"]
+    assert expected
     assert [line.split("[", 1)[1].rstrip("]") for line in collected] == expected
 
 
@@ -88,7 +103,9 @@ def test_options_narrow_the_suite(tmp_path):
     "args, message",
     [
         (["--gmlp-fused", "mypkg.mlp:nothing"], "has no attribute 'nothing'"),
-        (["--gmlp-fused", "mypkg.mlp:make_mlp", "--gmlp-dtype", "fp64"], "--dtype: expected"),
+        (["--gmlp-fused", "mypkg.mlp:make_mlp", "--gmlp-dtype", "fp64"], "--gmlp-dtype"),
+        (["--gmlp-fused", "mypkg.mlp:returns_none"], "the factory returned NoneType"),
+        (["--gmlp-fused", "mypkg.mlp:raises"], "the factory failed to build"),
         (["--gmlp-fused", "mypkg.mlp:make_mlp", "--gmlp-experts", "1"], "--experts"),
     ],
 )
@@ -96,6 +113,17 @@ def test_bad_options_are_usage_errors(tmp_path, args, message):
     out = run_pytest(tmp_path, *args, "--gmlp-device", "cpu")
     assert out.returncode == 4, out.stdout + out.stderr  # pytest's usage-error exit code
     assert message in out.stderr
+
+
+def test_unsupported_cases_are_skipped_with_their_reason(tmp_path):
+    out = run_pytest(
+        tmp_path,
+        *("--gmlp-fused", "mypkg.mlp:no_single", "--gmlp-device", "cpu", "-rs"),
+        *("--gmlp-k", "mode=off and delay=0 and zero=0 and splits=ragged-empty and mb=2"),
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 passed, 1 skipped" in out.stdout
+    assert "no single grouped weight" in out.stdout
 
 
 def test_without_the_option_the_plugin_adds_nothing(tmp_path):

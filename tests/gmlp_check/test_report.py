@@ -1,44 +1,52 @@
-"""Reports: the JSON schema (every documented key, its type), JUnit XML, rerun commands."""
+"""Reports: the JSON schema (every documented key, its type), JUnit XML, rerun commands, and
+the statuses of unsupported cases and known deviations."""
 
 import json
 import shlex
 import xml.etree.ElementTree as ET
 
 import pytest
-import torch
 
 from gmlp_check import report
-from gmlp_check.compare import OBSERVABLES
-from gmlp_check.runner import run_case
-from gmlp_check.scenarios import DEVICE_SIZES, Case, build_cases
-from refimpl import GroupedMLP
+from gmlp_check.backends import load
+from gmlp_check.deviations import Deviation
+from gmlp_check.faults import FAULTS
+from gmlp_check.matrix import Case
+from gmlp_check.observables import NAMES
+from gmlp_check.refimpl import GroupedMLP
+from gmlp_check.session import Checker
 
 from .planted import planted
+from .support import CPU, MATRIX, SIZES, checker_for
 
-SIZES = DEVICE_SIZES["cpu"]
-SETTINGS = report.Settings(fused="tests.gmlp_check.planted:reference", device="cpu", sizes=SIZES)
-CASES = build_cases("cpu", keyword="mode=overwrite-fsdp and single=1 and delay=0")
+CHECKER = Checker(load("tests.gmlp_check.planted:reference"), CPU, SIZES)
+CASES = [c for c in MATRIX if c.mode == "overwrite-fsdp" and c.single and not c.delay]
+OBSERVABLES = NAMES
 
 
 @pytest.fixture(scope="module")
 def results():
     """Two passing cases, then the same two with a planted bug that fails them."""
-    cpu = torch.device("cpu")
-    good = [run_case(c, SIZES, cpu, GroupedMLP) for c in CASES[:2]]
-    bad = [run_case(c, SIZES, cpu, planted("empty-expert-skipped")) for c in CASES[:2]]
+    assert len(CASES) >= 2
+    good = checker_for(GroupedMLP).run_all(CASES[:2])
+    bad = checker_for(planted("empty-expert-skipped")).run_all(CASES[:2])
     return good + bad
 
 
 def test_json_has_the_documented_schema(results):
-    doc = json.loads(json.dumps(report.diff_json(results, SETTINGS), allow_nan=False))
+    doc = json.loads(json.dumps(report.diff_json(results, CHECKER), allow_nan=False))
     assert doc["schema"] == "gmlp-check/diff/v1"
-    assert doc["fused"] == SETTINGS.fused and doc["device"] == "cpu" and doc["inject"] is None
+    assert doc["fused"] == CHECKER.backend.spec and doc["device"] == "cpu" and doc["inject"] is None
     assert doc["sizes"] == {"experts": 4, "hidden": 16, "ffn": 12, "tokens": 20, "seed": 0}
     summary = doc["summary"]
     assert (summary["cases"], summary["passed"], summary["failed"]) == (4, 2, 2)
+    assert (summary["skipped"], summary["xfailed"], summary["xpassed"]) == (0, 0, 0)
     assert isinstance(summary["duration_s"], float)
     for entry, result in zip(doc["cases"], results):
-        assert set(entry) == {"id", "config", "passed", "duration_s", "rerun", "checks"}
+        assert set(entry) == {
+            "id", "config", "passed", "status", "reason", "duration_s", "rerun", "checks",
+        }  # fmt: skip
+        assert entry["status"] == result.status and entry["reason"] is None
         assert entry["id"] == result.case.id
         assert Case(**entry["config"]) == result.case
         assert entry["passed"] is result.passed
@@ -53,7 +61,7 @@ def test_json_has_the_documented_schema(results):
 
 
 def test_non_finite_errors_become_null(results):
-    doc = report.diff_json(results, SETTINGS)
+    doc = report.diff_json(results, CHECKER)
     nan_checks = [
         c
         for case in doc["cases"]
@@ -65,9 +73,9 @@ def test_non_finite_errors_become_null(results):
 
 
 def test_rerun_command_names_sizes_seed_fault_and_case():
-    settings = report.Settings("triton", "cpu", SIZES, inject="no-dummy-grad")
+    checker = Checker(load("triton"), CPU, SIZES, FAULTS["no-dummy-grad"])
     case_id = CASES[0].id
-    words = shlex.split(settings.rerun_command(case_id))
+    words = shlex.split(checker.rerun_command(case_id))
     assert words[:2] == ["gmlp-check", "diff"]
     assert words[words.index("--fused") + 1] == "triton"
     assert words[words.index("--device") + 1] == "cpu"
@@ -78,7 +86,7 @@ def test_rerun_command_names_sizes_seed_fault_and_case():
 
 
 def test_junit_xml_has_one_testcase_per_case_and_failures_with_rerun(results):
-    root = ET.fromstring(report.junit_xml(results, SETTINGS))
+    root = ET.fromstring(report.junit_xml(results, CHECKER))
     suite = root.find("testsuite")
     assert suite.get("tests") == "4" and suite.get("failures") == "2"
     testcases = suite.findall("testcase")
@@ -88,17 +96,68 @@ def test_junit_xml_has_one_testcase_per_case_and_failures_with_rerun(results):
         assert (failure is None) == r.passed
         if failure is not None:
             assert "main_grad" in failure.get("message")
-            assert SETTINGS.rerun_command(r.case.id) in failure.text
+            assert CHECKER.rerun_command(r.case.id) in failure.text
 
 
 def test_text_report_lists_cases_failures_and_rerun_lines(results):
     from rich.console import Console
 
     console = Console(record=True, width=200)
-    report.print_table(console, results, SETTINGS)
-    report.print_failures(console, results, SETTINGS)
+    report.print_table(console, results, CHECKER)
+    report.print_failures(console, results, CHECKER)
     text = console.export_text()
     assert text.count("FAIL") >= 4  # two rows in the table, two failure sections
     for r in results[2:]:
-        assert f"rerun: {SETTINGS.rerun_command(r.case.id)}" in text
-    assert "2 passed, 2 failed" in report.summary_line(results, SETTINGS)
+        assert f"rerun: {CHECKER.rerun_command(r.case.id)}" in text
+    assert "2 passed, 2 failed" in report.summary_line(results, CHECKER)
+
+
+# -- known deviations: strict xfail ---------------------------------------------------------------
+
+OVERWRITE = Case.from_id(
+    "mode=overwrite-fsdp,delay=0,zero=0,single=0,bias=0,act=swiglu,dtype=fp32,"
+    "splits=ragged-empty,mb=2"
+)
+
+
+def _with_deviation(factory, observables):
+    checker = checker_for(factory)
+    checker.known = (Deviation("mode=overwrite-fsdp", observables, "on purpose", "upstream #1"),)
+    return checker.run(OVERWRITE)
+
+
+def test_a_deviation_failing_exactly_as_listed_is_xfailed_and_ok():
+    plain = checker_for(planted("empty-expert-skipped")).run(OVERWRITE)
+    failing = tuple(plain.failed_observables)
+    assert failing
+    result = _with_deviation(planted("empty-expert-skipped"), failing)
+    assert result.status == "xfailed" and result.ok
+    assert any("known deviation (bug): on purpose [upstream #1]" in line
+               for line in result.explanation())  # fmt: skip
+
+
+def test_a_deviation_that_no_longer_fails_is_xpassed_and_fails_the_run():
+    result = _with_deviation(GroupedMLP, ("main_grad.at_hook",))
+    assert result.status == "xpassed" and not result.ok
+
+
+def test_a_deviation_failing_beyond_its_listed_observables_fails():
+    result = _with_deviation(planted("empty-expert-skipped"), ("guard_bands",))
+    assert result.status == "failed" and not result.ok
+
+
+def test_deviation_and_skip_statuses_reach_json_and_junit():
+    xfailed = _with_deviation(planted("empty-expert-skipped"), tuple(
+        checker_for(planted("empty-expert-skipped")).run(OVERWRITE).failed_observables
+    ))  # fmt: skip
+
+    def unsupported(**kwargs):
+        raise NotImplementedError("not here")
+
+    skipped = checker_for(unsupported).run(OVERWRITE)
+    doc = report.diff_json([xfailed, skipped], CHECKER)
+    assert [c["status"] for c in doc["cases"]] == ["xfailed", "skipped"]
+    assert [c["reason"] for c in doc["cases"]] == ["on purpose", "not here"]
+    assert doc["summary"]["xfailed"] == doc["summary"]["skipped"] == 1
+    suite = ET.fromstring(report.junit_xml([xfailed, skipped], CHECKER)).find("testsuite")
+    assert suite.get("failures") == "0" and suite.get("skipped") == "2"

@@ -134,3 +134,32 @@ def test_exact_comparison():
     nan_written = a.clone()
     nan_written[2] = float("nan")
     assert not compare_exact(nan_written, a, "unchanged").passed
+
+
+def _round_to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """Round fp32 values to TF32's 10 explicit mantissa bits (nearest, ties away)."""
+    bits = t.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def test_tf32_gemms_pass_the_derived_tf32_bound_and_not_the_fp32_one():
+    from gmlp_check.tolerance import Precision
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, 256, generator=gen), torch.randn(256, 48, generator=gen)
+    exact = (a.double() @ b.double()).float()
+    tf32 = _round_to_tf32(a) @ _round_to_tf32(b)
+    ieee = a @ b
+    k = a.shape[1]
+    assert compare_close(tf32, exact, tolerance_for(Precision(torch.float32, "tf32"), k)).passed
+    assert not compare_close(tf32, exact, tolerance_for(torch.float32, k)).passed
+    assert compare_close(ieee, exact, tolerance_for(torch.float32, k)).passed
+
+
+def test_precision_changes_only_fp32_with_tf32():
+    from gmlp_check.tolerance import EPS_TF32, Precision
+
+    assert Precision(torch.float32, "tf32").eps == EPS_TF32
+    assert Precision(torch.float32).eps == torch.finfo(torch.float32).eps
+    for dtype in (torch.float16, torch.bfloat16):
+        assert Precision(dtype, "tf32").eps == Precision(dtype).eps == torch.finfo(dtype).eps

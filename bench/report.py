@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.table import Table
+
+from gmlp_check.files import write_atomic
 
 from . import compare
 from .flops import phase_bytes, phase_flops
@@ -162,15 +162,7 @@ def document(
 
 def write_json(doc: dict, path: Path) -> None:
     """Write atomically: a reader never sees half a document."""
-    text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())
 
 
 def print_json(doc: dict) -> None:

@@ -8,9 +8,10 @@ orders of magnitude apart on the many-expert shapes. Measurements that did not h
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 from pathlib import Path
+
+from gmlp_check.files import write_atomic
 
 from .phases import BASELINE_IMPL, PHASES
 from .report import NOT_COMPARABLE
@@ -82,14 +83,11 @@ def write_png(doc: dict, path: Path) -> None:
         title += f" ({NOT_COMPARABLE})"
     fig.suptitle(title, fontsize=11, x=0.02, ha="left")
     fig.tight_layout(rect=(0, 0, 1, 0.96))
-    # Through a temporary file, so a failed write leaves no half-written PNG behind.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(fd)
+    # Rendered in memory and written through a temporary file, so a failed write leaves no
+    # half-written PNG behind.
+    image = io.BytesIO()
     try:
-        fig.savefig(tmp, format="png", dpi=110)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        fig.savefig(image, format="png", dpi=110)
     finally:
         plt.close(fig)
+    write_atomic(path, image.getvalue())

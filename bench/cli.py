@@ -12,7 +12,8 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..runner import UsageError, resolve_device
+from gmlp_check.devices import UsageError, resolve_device
+
 from . import impls, report, runner, targets
 from .phases import PHASES, Workload
 from .shapes import LOADS, MODEL_SHAPES, PRESETS, split_sizes
@@ -25,11 +26,13 @@ Examples:
   gmlp-check bench --device cuda --shape all --format json --output bench.json --plot bench.png
   gmlp-check bench --device cuda --shape qwen3 --load skewed --impl triton,torch-grouped-mm \\
       --phases step,wgrad-accumulate,wgrad-baseline
+  gmlp-check bench --from bench.json --plot bench.png   # redraw (or print) a saved run
 
 \b
 Exit status: 0 every measurement ran or was skipped as unavailable on this device (the reason
 is in the report); 1 an implementation raised while being timed (status "error");
-2 usage or environment error (unknown shape, --tokens <= 0, --device cuda without a GPU).
+2 usage or environment error (unknown shape, --tokens <= 0, --device cuda without a GPU, an
+--impl spec that cannot be loaded, a --from file that is not a bench document).
 """
 
 
@@ -59,6 +62,11 @@ def _comma_list(allowed: tuple[str, ...] | None, option: str):
         return list(dict.fromkeys(names))
 
     return parse
+
+
+def _spec(name: str) -> str:
+    backend = impls.check_name(name)
+    return "gmlp_check.refimpl:GroupedMLP" if backend is None else backend.spec
 
 
 def _fail(message: str) -> None:
@@ -167,6 +175,14 @@ def _check_writable(path: Path | None, option: str) -> None:
     help="Write a PNG comparison plot (needs matplotlib).",
 )
 @click.option(
+    "--from",
+    "from_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Measure nothing: read a JSON document an earlier run wrote and print its table "
+    "(or, with --plot, draw it; with --format json, print it).",
+)
+@click.option(
     "--progress/--no-progress",
     default=True,
     show_default=True,
@@ -186,6 +202,7 @@ def bench(
     output_format: str,
     output: Path | None,
     plot: Path | None,
+    from_file: Path | None,
     progress: bool,
 ) -> None:
     """Time refimpl, torch-grouped-mm and triton phase by phase on model-sized MoE shapes.
@@ -203,6 +220,11 @@ def bench(
             import matplotlib  # noqa: F401
         except ImportError:
             _fail("--plot needs matplotlib: python -m pip install 'gmlp-check[plot]'")
+    if from_file is not None:
+        from .saved import show
+
+        show(from_file, plot, output_format)
+        return
     try:
         device = resolve_device(device).type
     except UsageError as error:
@@ -251,7 +273,7 @@ def bench(
         "loads": loads,
         "tokens": tokens,
         "impls": impl_names,
-        "specs": {n: impls.check_name(n) for n in impl_names},
+        "specs": {n: _spec(n) for n in impl_names},
         "phases": phase_names,
         "warmup": policy.warmup,
         "repeats": policy.repeats,

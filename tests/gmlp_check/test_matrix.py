@@ -1,24 +1,35 @@
-"""The scenario matrix: stable ids, coverage of every value the issue lists, selection."""
+"""The scenario matrix: declared parts, stable ids, coverage of every value, selection."""
 
 import itertools
 
 import pytest
 
-from gmlp_check.scenarios import (
-    ACTIVATION_NAMES,
+from gmlp_check.inputs import Sizes, split_sizes
+from gmlp_check.matrix import (
+    AXES,
+    DEFAULT_PARTS,
     DEVICE_DTYPES,
     MODES,
     SPLIT_PATTERNS,
     Case,
-    Sizes,
-    build_cases,
+    Part,
+    Selection,
     default_matrix,
     describe_values,
-    split_sizes,
+    markdown_axes,
+    markdown_parts,
 )
+from gmlp_check.options import RunOptions
+from gmlp_check.refimpl import ACTIVATIONS
 from gmlp_check.selection import SelectionError, compile_expression
+from gmlp_check.session import UsageError
 
-MATRICES = {device: default_matrix(dtypes) for device, dtypes in DEVICE_DTYPES.items()}
+from .support import checker_for
+
+ACTIVATION_NAMES = tuple(ACTIVATIONS)
+MATRICES = {
+    device: default_matrix(Selection(dtypes)) for device, dtypes in DEVICE_DTYPES.items()
+}
 
 
 def make_case(**overrides):
@@ -144,15 +155,50 @@ def test_sizes_that_make_no_sense_name_the_option(field, value):
         Sizes(**kwargs)
 
 
-def test_build_cases_filters_and_selects_full_ids():
-    cases = build_cases("cpu", keyword="mode=overwrite-fsdp and delay=1")
+def _select(**options):
+    from gmlp_check.refimpl import GroupedMLP
+
+    return checker_for(GroupedMLP).select(RunOptions(device="cpu", **options))
+
+
+def test_selection_filters_and_selects_full_ids():
+    cases = _select(k="mode=overwrite-fsdp and delay=1")
     assert cases and all(c.mode == "overwrite-fsdp" and c.delay for c in cases)
     outside = make_case(activation="gelu", splits="t0", microbatches=1)
     assert outside not in MATRICES["cpu"]
-    assert build_cases("cpu", keyword=outside.id) == [outside]
-    assert build_cases("cpu", keyword="act=nosuch") == []
-    narrowed = build_cases("cpu", dtypes=["fp16"], activations=["relu"], modes=["off"])
+    assert _select(k=outside.id) == [outside]
+    with pytest.raises(UsageError, match="no case of the matrix matches"):
+        _select(k="act=nosuch")
+    narrowed = _select(dtype=("fp16",), activation=("relu",), mode=("off",))
+    assert narrowed
     assert {(c.dtype, c.activation, c.mode) for c in narrowed} == {("fp16", "relu", "off")}
+
+
+def test_each_part_contributes_cases_with_its_fixed_values():
+    selection = Selection(DEVICE_DTYPES["cpu"])
+    for part in DEFAULT_PARTS:
+        cases = default_matrix(selection, [part])
+        assert cases, part.name
+        for name, value in part.fixed.items():
+            expected = selection.first(name) if value == "first" else value
+            assert {getattr(c, name) for c in cases} == {expected}, (part.name, name)
+
+
+def test_rotation_walks_through_every_value_of_the_rotated_axis():
+    part = Part("p", "doc", cross=("activation", "dtype"), rotate={"mode": {"activation": 1}},
+                fixed={"delay": False, "zero_out": False, "single": False, "bias": False,
+                       "splits": "ragged", "microbatches": 1})  # fmt: skip
+    cases = default_matrix(Selection(("fp32",)), [part])
+    assert len(cases) == len(ACTIVATION_NAMES)
+    modes = [c.mode for c in cases]
+    assert modes == [list(MODES)[i % len(MODES)] for i in range(len(cases))]
+
+
+def test_the_generated_tables_name_every_axis_and_part():
+    axes = markdown_axes()
+    assert all(f"`{a.key}`" in axes for a in AXES)
+    parts = markdown_parts()
+    assert all(f"| {p.name} |" in parts for p in DEFAULT_PARTS)
 
 
 @pytest.mark.parametrize(

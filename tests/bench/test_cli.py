@@ -3,8 +3,6 @@
 import json
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from gmlp_check.bench.phases import PHASES, Workload
 from gmlp_check.bench.shapes import PRESETS, split_sizes
 from gmlp_check.bench.timing import RepeatPolicy, WallClock
 from gmlp_check.cli import main
-from refimpl import GroupedMLP
+from gmlp_check.refimpl import GroupedMLP
 
 FAST = ["--device", "cpu", "--shape", "tiny", "--warmup", "1", "--repeats", "2", "--no-progress"]
 WGRAD_PHASES = ("wgrad-accumulate", "wgrad-overwrite", "wgrad-baseline")
@@ -108,13 +106,34 @@ def test_plot_is_a_png(refimpl_run):
     assert len(data) > 10_000  # a rendered figure, not an empty canvas
 
 
-def test_the_script_redraws_the_plot_from_the_document(refimpl_run, tmp_path):
+def test_from_redraws_the_plot_and_prints_the_table_of_a_saved_document(refimpl_run, tmp_path):
     _, out = refimpl_run
-    script = Path(__file__).parents[2] / "scripts" / "bench_plot.py"
-    env = {**os.environ, "PYTHONPATH": str(script.parents[1])}
     png = tmp_path / "again.png"
-    subprocess.run([sys.executable, script, out / "bench.json", png], check=True, env=env)
+    drawn = bench("--from", str(out / "bench.json"), "--plot", str(png))
+    assert drawn.exit_code == 0, drawn.output
     assert png.read_bytes().startswith(PNG_SIGNATURE)
+    table = bench("--from", str(out / "bench.json"))
+    assert table.exit_code == 0 and "refimpl" in table.stdout
+    again = bench("--from", str(out / "bench.json"), "--format", "json")
+    assert json.loads(again.stdout) == json.loads((out / "bench.json").read_text())
+
+
+@pytest.mark.parametrize("content", ["not json", '{"schema": "other/1"}', "[1, 2]"])
+def test_from_a_file_that_is_not_a_bench_document_is_a_usage_error(tmp_path, content):
+    path = tmp_path / "x.json"
+    path.write_text(content)
+    result = bench("--from", str(path))
+    assert result.exit_code == 2 and "--from" in result.output
+    assert "Traceback" not in result.output
+    assert bench("--from", str(tmp_path / "missing.json")).exit_code == 2
+
+
+def test_written_files_get_the_umask_mode_not_0600(refimpl_run):
+    _, out = refimpl_run
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in ("bench.json", "bench.png"):
+        assert (out / name).stat().st_mode & 0o777 == 0o666 & ~mask, name
 
 
 def test_runner_hands_over_each_finished_workload():
@@ -168,18 +187,35 @@ def test_tokens_rescale_the_shape():
     assert doc["results"][0]["flops"] == phase_flops(PRESETS["tiny"].with_tokens(5), "forward")
 
 
-def test_an_implementation_that_cannot_be_built_is_recorded_not_fatal():
-    result = bench(*FAST, "--impl", "refimpl,no_such_package.no_module:factory", "--load",
-                   "uniform", "--phases", "forward,step", "--format", "json")  # fmt: skip
+def unsupported_here(**kwargs):
+    raise NotImplementedError("this backend needs an accelerator we do not have")
+
+
+def factory_with_a_bug(**kwargs):
+    raise ValueError("a bug in the user's factory")
+
+
+def test_an_implementation_that_cannot_run_here_is_recorded_unavailable_not_fatal():
+    spec = f"{__name__}:unsupported_here"
+    result = bench(*FAST, "--impl", f"refimpl,{spec}", "--load", "uniform",
+                   "--phases", "forward,step", "--format", "json")  # fmt: skip
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     by_impl = {}
     for r in doc["results"]:
         by_impl.setdefault(r["impl"], []).append(r)
     assert [r["status"] for r in by_impl["refimpl"]] == ["ok", "ok"]
-    missing = by_impl["no_such_package.no_module:factory"]
-    assert [r["status"] for r in missing] == ["unavailable", "unavailable"]
-    assert all(r["reason"] and r["median_ms"] is None for r in missing)
+    assert [r["status"] for r in by_impl[spec]] == ["unavailable", "unavailable"]
+    assert all("accelerator" in r["reason"] and r["median_ms"] is None for r in by_impl[spec])
+
+
+def test_a_factory_that_raises_is_an_error_exit_1():
+    spec = f"{__name__}:factory_with_a_bug"
+    result = bench(*FAST, "--impl", spec, "--load", "uniform", "--phases", "forward",
+                   "--format", "json")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    (row,) = json.loads(result.stdout)["results"]
+    assert row["status"] == "error" and "a bug in the user's factory" in row["reason"]
 
 
 def test_all_three_implementations_in_one_run_with_triton_interpreted():
@@ -239,6 +275,8 @@ def test_an_implementation_that_raises_is_an_error_exit_1_and_the_run_goes_on():
         (["--tokens", "-4"], "-4 is not in the range x>=1"),
         (["--phases", "forward,backward"], "got 'backward'"),
         (["--impl", "magic"], "got 'magic'"),
+        (["--impl", "no_such_package.no_module:factory"], "cannot import module"),
+        (["--impl", "tests.bench.test_cli:missing"], "has no attribute 'missing'"),
         (["--load", "zipf"], "'zipf' is not one of"),
         (["--device", "cpu", "--shape", "mixtral"], "runs on CUDA only"),
         (["--device", "cpu", "--shape", "all"], "runs on CUDA only"),

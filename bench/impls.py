@@ -1,0 +1,52 @@
+"""The implementations the benchmark compares, and how each one is built.
+
+``refimpl`` is the oracle itself (a per-expert loop), built directly. Every other name is a
+gmlp-check backend (``gmlp_check.backends``): a built-in name or any ``package.module:factory``
+spec, so users can time their own fused grouped MLP. A spec that cannot be loaded is a usage
+error; a backend whose factory raises NotImplementedError for this device or dtype is recorded
+as "unavailable" with its own words and the run goes on; any other exception from the factory
+is an error of that implementation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from gmlp_check.backends import BUILTIN, Backend, BackendError, load
+
+REFIMPL = "refimpl"
+DEFAULT_IMPLS = (REFIMPL, "torch-grouped-mm", "triton")
+
+
+class Unavailable(Exception):
+    """The implementation cannot be built on this device (the message says why)."""
+
+
+def check_name(name: str) -> Backend | None:
+    """The backend of an implementation name (None for refimpl); ValueError naming --impl
+    when it cannot be loaded."""
+    if name == REFIMPL:
+        return None
+    if name not in BUILTIN and ":" not in name:
+        known = ", ".join([REFIMPL, *BUILTIN])
+        raise ValueError(
+            f"--impl: expected one of {known} or a 'package.module:factory' spec, got {name!r}"
+        )
+    try:
+        return load(name)
+    except BackendError as error:
+        raise ValueError(f"--impl {name}: {str(error).split(': ', 1)[-1]}") from None
+
+
+def build(name: str, **mlp_kwargs: Any) -> nn.Module:
+    backend = check_name(name)
+    if backend is None:
+        from gmlp_check.refimpl import GroupedMLP
+
+        return GroupedMLP(**mlp_kwargs)
+    try:
+        return backend.build(**mlp_kwargs)
+    except NotImplementedError as error:  # the backend's own words on why not here
+        raise Unavailable(str(error) or "not implemented") from None

@@ -1,0 +1,43 @@
+"""``gmlp-check bench --from FILE``: print or draw a document an earlier run wrote.
+
+A run stopped part-way leaves a document with "complete": false holding the workloads it
+finished; this shows those."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from . import report
+
+
+def load(path: Path) -> dict:
+    """The document at ``path``; click.UsageError (exit 2) naming --from otherwise."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as error:
+        raise click.UsageError(f"--from {str(path)!r}: cannot read: {error.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise click.UsageError(f"--from {str(path)!r}: not a JSON document ({error})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != report.SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise click.UsageError(
+            f"--from {str(path)!r}: expected a {report.SCHEMA} document, got {got!r}"
+        )
+    return doc
+
+
+def show(path: Path, plot: Path | None, output_format: str) -> None:
+    doc = load(path)
+    if plot is not None:
+        from .plot import write_png
+
+        write_png(doc, plot)
+        click.echo(f"wrote {plot}", err=True)
+    if output_format == "json":
+        report.print_json(doc)
+    elif plot is None:
+        report.print_tables(doc, Console(width=180))

@@ -1,0 +1,156 @@
+"""Which fused grouped MLP the checker runs: a built-in name or anyone's "package.module:factory".
+
+A backend is a factory taking the reference's keyword arguments (num_experts, hidden, ffn,
+activation, bias, single_grouped_weight, accumulate_into_main_grad, delay_wgrad_compute,
+dtype, device) and returning a torch.nn.Module with forward(x, split_sizes, probs=None),
+backward_dw(), register_wgrad_accumulation_and_reduce_hooks(hook) and the reference's
+parameter names. The built-in names are only aliases of such specs, loaded the same way.
+
+A factory that cannot build a configuration (a dtype, a device, a weight layout) raises
+NotImplementedError with the reason: the checker reports that as unsupported (a skip), never
+as a failure. A module may declare ``fp32_matmul = "tf32"`` when it runs fp32 GEMMs in TF32.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+# name -> (module:factory, what it is). Order is the order of --help and the README table.
+BUILTIN: dict[str, tuple[str, str]] = {
+    "triton": (
+        "gmlp_check.fused.mlp:GroupedMLP",
+        "our Triton fused path (CUDA compiled, CPU interpreted)",
+    ),
+    "torch-grouped-mm": (
+        "gmlp_check.fused.grouped_mm:TorchGroupedMMMLP",
+        "the same contract on torch._grouped_mm (bf16, sm90+)",
+    ),
+    "te-ops": (
+        "gmlp_check.adapters.te_ops:make_exposed",
+        "Transformer Engine's op fuser, ops.Sequential(GroupedLinear, activation, "
+        "GroupedLinear), with Megatron's pre-forward fetch of lazy FSDP main_grads",
+    ),
+    "te-grouped-linear": (
+        "gmlp_check.adapters.te_grouped_linear:make",
+        "Transformer Engine's GroupedLinear module with fuse_wgrad_accumulation",
+    ),
+    "te-sequential": (
+        "gmlp_check.adapters.te_sequential:make",
+        "one Transformer Engine ops.Sequential(BasicLinear, activation, BasicLinear) per expert",
+    ),
+    "megatron-te-grouped-mlp": (
+        "gmlp_check.adapters.megatron_te:make",
+        "megatron-core's TEGroupedMLP (op-fuser path) with its main_grad layer",
+    ),
+}
+
+# The methods the checker calls besides forward (README: the module:factory protocol).
+PROTOCOL_METHODS = ("backward_dw", "register_wgrad_accumulation_and_reduce_hooks")
+
+_EXPECTED = f"one of {', '.join(BUILTIN)} or a 'package.module:factory' string"
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_DETAIL_CHARS = 300
+
+
+class BackendError(ValueError):
+    """A backend spec that cannot be loaded, or a factory that breaks the protocol."""
+
+
+def short(exc: BaseException) -> str:
+    """``Type: first line`` of an exception, cut to a readable length: details of a failure
+    must not dump whole arrays into a report line."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    if len(text) > _DETAIL_CHARS:
+        text = text[: _DETAIL_CHARS - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _import(module_name: str):
+    """Import like ``python -m`` does: a package in the working directory is found too (console
+    scripts do not put it on sys.path). The directory goes last, so it shadows nothing."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = module_name.split(".")[0]
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(module_name)
+
+
+def resolve(spec: str) -> str:
+    """The module:factory target of a spec (a built-in name or the spec itself)."""
+    if isinstance(spec, str) and spec in BUILTIN:
+        return BUILTIN[spec][0]
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise BackendError(f"--fused: expected {_EXPECTED}, got {spec!r}")
+    module_name, attribute = spec.split(":")
+    if not _DOTTED_NAME.fullmatch(module_name) or not _NAME.fullmatch(attribute):
+        raise BackendError(f"--fused: expected {_EXPECTED}, got {spec!r}")
+    return spec
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A loaded backend: the spec the user gave and its factory."""
+
+    spec: str
+    factory: Callable[..., torch.nn.Module]
+
+    def build(self, **mlp_kwargs) -> torch.nn.Module:
+        """Call the factory. NotImplementedError (unsupported configuration) passes through;
+        a result that is not a module with the protocol's methods is a BackendError."""
+        module = self.factory(**mlp_kwargs)
+        if not isinstance(module, torch.nn.Module):
+            raise BackendError(
+                f"--fused {self.spec}: the factory returned {type(module).__name__}, "
+                f"expected a torch.nn.Module"
+            )
+        missing = [m for m in PROTOCOL_METHODS if not callable(getattr(module, m, None))]
+        if missing:
+            raise BackendError(
+                f"--fused {self.spec}: the module ({type(module).__qualname__}) has no "
+                f"{' or '.join(f'{m}()' for m in missing)}, which the module:factory protocol "
+                f"requires (a no-op when weight gradients are not delayed)"
+            )
+        return module
+
+
+def load(spec: str) -> Backend:
+    """The backend named by ``spec``; BackendError naming the spec and the expected form."""
+    target = resolve(spec)
+    module_name, attribute = target.split(":")
+    try:
+        module = _import(module_name)
+    except Exception as exc:  # any failure to import is the same user-facing problem
+        raise BackendError(
+            f"--fused {spec}: cannot import module {module_name!r} ({short(exc)})"
+        ) from None
+    if not hasattr(module, attribute):
+        raise BackendError(
+            f"--fused {spec}: module {module_name!r} has no attribute {attribute!r} "
+            f"(expected a factory taking the reference's keyword arguments)"
+        )
+    factory = getattr(module, attribute)
+    if not callable(factory):
+        raise BackendError(
+            f"--fused {spec}: {module_name}.{attribute} is a {type(factory).__name__}, "
+            f"expected a callable factory taking the reference's keyword arguments"
+        )
+    return Backend(spec, factory)
+
+
+def fp32_matmul(module: torch.nn.Module) -> str:
+    """How the module computes fp32 GEMMs: "ieee" unless it says "tf32"."""
+    value = getattr(module, "fp32_matmul", "ieee")
+    return value if value in ("ieee", "tf32") else "ieee"

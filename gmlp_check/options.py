@@ -1,0 +1,149 @@
+"""The options of a differential run, declared once: ``gmlp-check diff`` and ``mutants`` take
+them as command-line options and the pytest plugin as ``--gmlp-<name>``; both parse into one
+``RunOptions`` that ``session.Checker`` is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+
+import click
+
+from gmlp_check.refimpl import ACTIVATIONS
+
+from .backends import BUILTIN
+from .matrix import DTYPES, MODES
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # --name on the command line, --gmlp-name under pytest, RunOptions.<dest>
+    help: str
+    kind: type = str
+    default: object = None
+    choices: tuple[str, ...] | None = None
+    multiple: bool = False
+    metavar: str | None = None
+    short: str | None = None  # an extra short flag on the command line (-k)
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+
+FUSED = Option(
+    "fused",
+    f"The fused side: {', '.join(BUILTIN)}, or package.module:factory (a callable taking the "
+    "reference's keyword arguments).",
+    default="triton",
+    metavar="SPEC",
+)
+INJECT = Option(
+    "inject",
+    "Run the fused side with a known bug injected (see `gmlp-check faults`).",
+    metavar="FAULT",
+)
+MATRIX: tuple[Option, ...] = (
+    Option(
+        "device",
+        "auto: the GPU if there is one, else the CPU through Triton's interpreter.",
+        default="auto",
+        choices=("auto", "cuda", "cpu"),
+    ),
+    Option("mode", "Only these modes (repeatable).", choices=tuple(MODES), multiple=True),
+    Option(
+        "dtype",
+        "Dtypes to run (repeatable; the first is the default for the contract part). Default: "
+        "fp32, fp16 on CPU; bf16, fp16, fp32 on CUDA; those the fused side supports.",
+        choices=tuple(DTYPES),
+        multiple=True,
+    ),
+    Option(
+        "activation", "Activations to run (repeatable).", choices=tuple(ACTIVATIONS), multiple=True
+    ),
+    Option(
+        "k",
+        "Select cases whose id matches EXPR: substrings combined with and/or/not, e.g. "
+        "-k 'mode=overwrite and delay=1'. A full case id runs that case.",
+        metavar="EXPR",
+        short="-k",
+    ),
+    Option("experts", "Experts G [CPU 4, CUDA 8].", kind=int),
+    Option("hidden", "Hidden size [CPU 16, CUDA 256].", kind=int),
+    Option("ffn", "FFN size per expert [CPU 12, CUDA 320].", kind=int),
+    Option("tokens", "Tokens T per microbatch [CPU 20, CUDA 1000].", kind=int),
+    Option("seed", "Data seed.", kind=int, default=0),
+)
+DIFF: tuple[Option, ...] = (FUSED, INJECT, *MATRIX)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Parsed values of every option above (sizes None: the device's default)."""
+
+    fused: str = "triton"
+    inject: str | None = None
+    device: str = "auto"
+    mode: tuple[str, ...] = ()
+    dtype: tuple[str, ...] = ()
+    activation: tuple[str, ...] = ()
+    k: str | None = None
+    experts: int | None = None
+    hidden: int | None = None
+    ffn: int | None = None
+    tokens: int | None = None
+    seed: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_values(cls, values: dict[str, object]) -> RunOptions:
+        known = {f.name for f in fields(cls)} - {"extra"}
+        given = {k: (tuple(v) if isinstance(v, list) else v) for k, v in values.items()}
+        return cls(
+            **{k: v for k, v in given.items() if k in known},
+            extra={k: v for k, v in given.items() if k not in known},
+        )
+
+
+def click_options(options: Sequence[Option]) -> Callable:
+    """A decorator adding ``options`` to a click command."""
+
+    def decorate(fn: Callable) -> Callable:
+        for o in reversed(options):
+            flags = [o.short] if o.short else [f"--{o.name}"]
+            kind = click.Choice(list(o.choices)) if o.choices else o.kind
+            fn = click.option(
+                *flags,
+                o.dest,
+                type=kind,
+                multiple=o.multiple,
+                default=o.default if not o.multiple else (),
+                show_default=o.default is not None and not o.multiple,
+                metavar=o.metavar,
+                help=o.help,
+            )(fn)
+        return fn
+
+    return decorate
+
+
+def add_pytest_options(group, options: Sequence[Option], no_default: Option | None = None) -> None:
+    """Add ``--gmlp-<name>`` for each option to a pytest option group (``no_default`` gets
+    None as its default)."""
+    for o in options:
+        kwargs: dict[str, object] = {"help": o.help, "dest": f"gmlp_{o.dest}"}
+        if o.multiple:
+            kwargs.update(action="append", default=[])
+        else:
+            kwargs["default"] = None if o is no_default else o.default
+        if o.choices:
+            kwargs["choices"] = o.choices
+        if o.kind is int:
+            kwargs["type"] = int
+        if o.metavar:
+            kwargs["metavar"] = o.metavar
+        group.addoption(f"--gmlp-{o.name}", **kwargs)
+
+
+def values_from_pytest(config, options: Sequence[Option]) -> dict[str, object]:
+    return {o.dest: config.getoption(f"gmlp_{o.dest}") for o in options}

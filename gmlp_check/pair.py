@@ -1,0 +1,124 @@
+"""Build both sides of a case with identical data and observe them.
+
+The reference (fp32) and the fused side (the case dtype) get the same weights, matched by
+parameter name, the same inputs and output gradients and the same main_grad contents, each in
+its own buffers. A fused factory that raises NotImplementedError does not support the case:
+that is recorded as such, not as a failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from gmlp_check.refimpl import GroupedMLP
+
+from .backends import Backend, BackendError, fp32_matmul
+from .faults import Fault, inject
+from .inputs import Sizes, case_seed, make_arena, make_inputs, make_state
+from .kinks import KinkSlack, kink_slack
+from .matrix import Case
+from .observe import Observations, SideError, observe, uninitialized_memory_as_nan
+from .tolerance import Precision
+
+
+@dataclass
+class CaseRun:
+    reference: Observations
+    fused: Observations | None
+    construct_error: SideError | None = None
+    unsupported: str | None = None  # the factory's NotImplementedError: the case is skipped
+    slack: KinkSlack | None = None  # extra tolerance where a kink of the activation is near
+    precision: Precision | None = None
+
+
+class ConstructError(Exception):
+    """The fused module's parameters do not match the reference's."""
+
+
+def load_parameters(module: nn.Module, values: dict[str, torch.Tensor]) -> None:
+    """Copy ``values`` into the module's parameters of the same names. Entries that are not
+    parameters (buffers, Transformer Engine's ``_extra_state``) play no part; a parameter the
+    reference has and the module lacks, or one it has in another shape, is an error naming it."""
+    params = dict(module.named_parameters())
+    extra = sorted(set(params) - set(values))
+    if extra:
+        raise ConstructError(
+            f"the module has parameters the reference lacks: {', '.join(extra)} "
+            f"(expected exactly {', '.join(values)})"
+        )
+    with torch.no_grad():
+        for name, value in values.items():
+            if name not in params:
+                raise ConstructError(
+                    f"the module has no parameter {name!r} (expected the reference's names: "
+                    f"{', '.join(values)})"
+                )
+            if params[name].shape != value.shape:
+                raise ConstructError(
+                    f"parameter {name!r} has shape {list(params[name].shape)}, the reference's "
+                    f"is {list(value.shape)}"
+                )
+            params[name].copy_(value)
+
+
+def build_fused(
+    backend: Backend, case: Case, sizes: Sizes, device: torch.device, fault: Fault | None
+) -> nn.Module:
+    module = backend.build(
+        num_experts=sizes.experts,
+        hidden=sizes.hidden,
+        ffn=sizes.ffn,
+        dtype=case.torch_dtype,
+        device=device,
+        **case.module_kwargs(),
+    )
+    return inject(module, fault) if fault is not None else module
+
+
+def run_pair(
+    case: Case, sizes: Sizes, device: torch.device, backend: Backend, fault: Fault | None = None
+) -> CaseRun:
+    """Both sides of ``case`` (inside the NaN-fill context: see observe.py)."""
+    with uninitialized_memory_as_nan():
+        return _run_pair(case, sizes, device, backend, fault)
+
+
+def _run_pair(case, sizes, device, backend, fault) -> CaseRun:
+    generator = torch.Generator(device="cpu").manual_seed(case_seed(sizes.seed, case))
+    dims = {"num_experts": sizes.experts, "hidden": sizes.hidden, "ffn": sizes.ffn}
+    reference = GroupedMLP(**dims, dtype=torch.float32, device=device, **case.module_kwargs())
+    shapes = {n: p.shape for n, p in reference.named_parameters()}
+    state = make_state(shapes, case, sizes, device, generator)
+    inputs = make_inputs(case, sizes, state, device, generator)
+    template = make_arena(case, shapes, device, generator)
+    try:
+        fused = build_fused(backend, case, sizes, device, fault)
+        load_parameters(fused, state)
+        # The reference takes the fused side's values back, so each side holds exactly the
+        # values of the other's dtype.
+        fused_params = dict(fused.named_parameters())
+        load_parameters(reference, {n: fused_params[n].detach().float() for n in shapes})
+    except NotImplementedError as exc:
+        return CaseRun(_reference_only(reference, case, inputs, template), None, None, str(exc))
+    except BackendError:
+        raise  # the backend breaks the protocol: a usage error, not this case's failure
+    except Exception as exc:
+        error = SideError.of(exc, "construct")
+        if isinstance(exc, ConstructError):
+            error.message = str(exc)
+        return CaseRun(_reference_only(reference, case, inputs, template), None, error)
+    precision = Precision(case.torch_dtype, fp32_matmul(fused))
+    upcast = inputs.upcast()
+    slack = kink_slack(case.activation, precision, reference, upcast.xs, upcast.dys, upcast.splits)
+    ref_obs = observe(reference, case, upcast, template.clone())
+    fused_obs = observe(fused, case, inputs, template)
+    return CaseRun(ref_obs, fused_obs, None, None, slack, precision)
+
+
+def _reference_only(reference, case, inputs, template) -> Observations:
+    """The reference's own run, so that a checker bug still shows when the fused side could
+    not be built."""
+    return observe(reference, case, inputs.upcast(), template.clone())

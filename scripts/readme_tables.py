@@ -1,0 +1,123 @@
+"""Regenerate the README's tables from the declarations they document, or check them.
+
+    python scripts/readme_tables.py            # rewrite every generated table in README.md
+    python scripts/readme_tables.py --check    # exit 1 if one is stale (the tests run this)
+
+A generated table sits between ``<!-- generated: NAME -->`` and ``<!-- end: NAME -->``; NAME
+picks its generator below. Everything else in the README is left alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+_BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end: \2 -->)", re.S)
+
+
+def _modes() -> str:
+    from gmlp_check.matrix import MODES
+
+    lines = ["| mode | output into main_grad | parameters | overwrite | meaning |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for m in MODES.values():
+        owner = "Megatron-FSDP" if m.fsdp else "Megatron DDP"
+        lines.append(
+            f"| `{m.name}` | {m.output_into_main_grad} | {owner} | {m.overwrite} | "
+            f"{m.description} |"
+        )
+    return "\n".join(lines)
+
+
+def _faults() -> str:
+    from gmlp_check.faults import FAULTS
+
+    lines = ["| fault | bug class (CONTRACT.md) | acts in |", "|---|---|---|"]
+    for f in FAULTS.values():
+        where = "the weight-gradient kernel" if f.in_kernel else "the main_grad policy"
+        lines.append(f"| `{f.name}` | {f.bug_class} | {where} |")
+    return "\n".join(lines)
+
+
+def _backends() -> str:
+    from gmlp_check.backends import BUILTIN
+
+    lines = ["| spec | module:factory | what it builds |", "|---|---|---|"]
+    lines += [f"| `{name}` | `{target}` | {doc} |" for name, (target, doc) in BUILTIN.items()]
+    return "\n".join(lines)
+
+
+def _lint_rules() -> str:
+    from gmlp_check.lint.registry import markdown_table
+
+    return markdown_table()
+
+
+def _deviations(spec: str) -> Callable[[], str]:
+    def table() -> str:
+        from gmlp_check.deviations import markdown_table
+
+        return markdown_table(spec)
+
+    return table
+
+
+def _generators() -> dict[str, Callable[[], str]]:
+    from gmlp_check.backends import BUILTIN
+    from gmlp_check.matrix import markdown_axes, markdown_parts
+    from gmlp_check.observables import markdown_table
+
+    generators = {
+        "axes": markdown_axes,
+        "parts": markdown_parts,
+        "modes": _modes,
+        "observables": markdown_table,
+        "faults": _faults,
+        "backends": _backends,
+        "lint-rules": _lint_rules,
+    }
+    for spec in BUILTIN:
+        generators[f"deviations-{spec}"] = _deviations(spec)
+    return generators
+
+
+def render(text: str) -> tuple[str, list[str]]:
+    """The README with every generated block rewritten; the names of blocks with no generator."""
+    generators = _generators()
+    unknown: list[str] = []
+
+    def replace(match: re.Match) -> str:
+        name = match.group(2)
+        if name not in generators:
+            unknown.append(name)
+            return match.group(0)
+        return f"{match.group(1)}{generators[name]()}\n{match.group(4)}"
+
+    return _BLOCK.sub(replace, text), unknown
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
+    args = parser.parse_args(argv)
+    text = README.read_text()
+    new, unknown = render(text)
+    if unknown:
+        print(f"README.md: no generator for block(s) {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    if args.check:
+        if new != text:
+            print("README.md: generated tables are stale; run python scripts/readme_tables.py",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        return 0
+    README.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
