@@ -7,7 +7,7 @@ impls.py    which implementations can be benchmarked and how each is built
 phases.py   what each phase runs, through the module's public API only
 runner.py   the loop over shapes, loads, implementations and phases
 compare.py  speedups between implementations and the cost over the wgrad baseline
-targets.py  issue 6's performance targets, evaluated on a result set
+targets.py  the performance targets of the fused path, evaluated on a result set
 report.py   the JSON document and the rich table
 plot.py     the matplotlib PNG
 cli.py      the click command

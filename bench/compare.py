@@ -5,7 +5,7 @@ speedup             median_ms(reference) / median_ms(impl): how many times faste
                     torch-grouped-mm over refimpl.
 time_over_baseline  median_ms(impl, wgrad-*) / median_ms(torch._grouped_mm, wgrad-baseline):
                     what writing into main_grad costs over a bare bf16 weight-gradient GEMM
-                    (1.0: nothing; issue 6 asks for at most 1.25 on the Qwen3-like shape).
+                    (1.0: nothing; the target is at most 1.25 on the Qwen3-like shape).
 """
 
 from __future__ import annotations

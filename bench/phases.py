@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 import torch
-from gmlp_check.refimpl.megatron import reset_for_step, setup_ddp_param, weight_params
 from torch import nn
+
+from gmlp_check.refimpl.megatron import reset_for_step, setup_ddp_param, weight_params
 
 from .impls import Unavailable
 from .shapes import Shape

@@ -245,7 +245,7 @@ def print_tables(doc: dict, console: Console) -> None:
         console.print(table)
     judged = [t for t in doc["targets"] if t["met"] is not None]
     if doc["targets"]:
-        table = Table(title="issue 6 targets", title_justify="left")
+        table = Table(title="performance targets", title_justify="left")
         for column in ("target", "load", "value", "threshold", "met"):
             table.add_column(column)
         for t in doc["targets"]:

@@ -10,6 +10,7 @@ from collections import deque
 from typing import NamedTuple
 
 import torch
+
 from gmlp_check.refimpl.layout import GroupedLinearParams
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import torch
+
 from gmlp_check.refimpl.validation import check_main_grad_source, main_grad_view
 
 from .grouped_linear import DeferredWgrad, FusedGroupedLinear

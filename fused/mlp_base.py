@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+
 from gmlp_check.refimpl.layout import GroupedMLPParams
 
 from .grouped_linear import DeferredWgrad, FusedGroupedLinear

@@ -20,9 +20,9 @@ import json
 import statistics
 
 import torch
-from gmlp_check.bench.shapes import PRESETS, split_sizes
 
 from gmlp_check import backends
+from gmlp_check.bench.shapes import PRESETS, split_sizes
 
 
 def build(shape, impl: str):

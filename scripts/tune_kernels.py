@@ -32,12 +32,12 @@ from pathlib import Path
 
 import torch
 import triton
+
+from gmlp_check import backends
 from gmlp_check.bench.shapes import PRESETS, split_sizes
 from gmlp_check.fused import grouped_ops
 from gmlp_check.fused.kernels.activations import ACTIVATION_CODES
 from gmlp_check.fused.tiles import Tiles
-
-from gmlp_check import backends
 
 T = Tiles
 # (label, tiles); "old" is the saved package's launcher at its own tiles (needs --old).

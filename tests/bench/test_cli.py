@@ -3,7 +3,6 @@
 import json
 import os
 import statistics
-from pathlib import Path
 
 import pytest
 import torch

@@ -12,8 +12,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from gmlp_check.bench import flops
 from gmlp_check.bench.phases import baseline_wgrads, group_ends
 from gmlp_check.bench.shapes import Shape, split_sizes
-from gmlp_check.refimpl.megatron import setup_ddp_param, weight_params
 from gmlp_check.refimpl import GroupedMLP
+from gmlp_check.refimpl.megatron import setup_ddp_param, weight_params
 
 # hidden, ffn and fc1_out all differ; rows of 8 elements keep torch._grouped_mm's 16-byte strides
 ODD = Shape("odd", experts=5, hidden=24, ffn=8, tokens=9, top_k=3, model="test")

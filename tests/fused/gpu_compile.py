@@ -20,9 +20,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, compile, make_backend
 from triton.runtime.jit import create_function_from_signature
 
-import fused.grouped_ops as grouped_ops
-from fused.dual_jit import DualKernel
-from fused.tiles import tiles_for
+import gmlp_check.fused.grouped_ops as grouped_ops
+from gmlp_check.fused.dual_jit import DualKernel
+from gmlp_check.fused.tiles import tiles_for
 
 H100_H200 = GPUTarget("cuda", 90, 32)
 

@@ -1,24 +1,29 @@
 """Run refimpl and a fused backend side by side on identical weights, inputs and main_grads.
 
 Expectations in tests/fused always come from refimpl run the same way (the oracle), never
-from hard-coded numbers.
+from hard-coded numbers. What is not specific to the fused path (main_grad attachment, the
+engines' hooks, bit comparisons, the NaN-fill context) is in tests/harness.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import pytest
 import torch
+from torch import nn
 
-import refimpl
-from fused import backends
-from gmlp_check.megatron import (
-    install_ddp_hooks,
-    setup_ddp_param,
-    setup_fsdp_param,
-    weight_params,
+from gmlp_check import backends, faults, refimpl
+from gmlp_check.fused import grouped_mm
+from gmlp_check.refimpl.megatron import install_hooks, weight_params
+
+from ..harness import (
+    MainGrads,
+    attach,
+    engine_hook,
+    nonempty,
+    same_memory,
 )
 
 # Expert 1 receives no tokens; expert 2 spans two row tiles of the interpreter's BLOCK_M=16;
@@ -59,21 +64,18 @@ class Case:
         return replace(self, **changes)
 
 
-@dataclass(frozen=True)
-class MainGrads:
-    """How main_grad is attached: Megatron DDP or FSDP, overwrite or not, initial contents."""
-
-    fsdp: bool = False
-    overwrite: bool = False
-    zero_out: bool = False
-    fill: str = "random"  # or "nan": a sentinel that must not survive an overwrite
+def build_fused(case: Case, backend: str = "triton", fault: str | None = None) -> nn.Module:
+    """The backend's module for ``case`` (loaded as the checker loads it), with ``fault``
+    injected if given."""
+    module = backends.load(backend).build(**case.kwargs())
+    return faults.inject(module, faults.get(fault)) if fault is not None else module
 
 
 def build_pair(case: Case, backend: str = "triton", seed: int = 0, fault: str | None = None):
     """(reference, fused) with identical parameters."""
     torch.manual_seed(seed)
     ref = refimpl.GroupedMLP(**case.kwargs())
-    fused = backends.create(backend, fault=fault, **case.kwargs())
+    fused = build_fused(case, backend, fault)
     fused.load_state_dict(ref.state_dict())
     return ref, fused
 
@@ -105,44 +107,20 @@ def make_inputs(case: Case, seed: int = 1) -> list[Inputs]:
     return batches
 
 
-def initial_main_grads(mlp, how: MainGrads, seed: int = 2) -> dict[str, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    buffers = {}
-    for name, p in mlp.named_parameters():
-        if "weight" not in name:
-            continue
-        if how.fill == "nan":
-            buf = torch.full((p.numel(),), float("nan"))
-        else:
-            buf = torch.randn(p.numel(), generator=gen)
-        buffers[name] = buf.to(p.device)
-    return buffers
-
-
-def attach_main_grads(mlp, how: MainGrads, buffers: dict[str, torch.Tensor]) -> None:
-    params = dict(mlp.named_parameters())
-    for name, buf in buffers.items():
-        p = params[name]
-        if how.fsdp:
-            setup_fsdp_param(p, buf, overwrite_main_grad=how.overwrite, zero_out_wgrad=how.zero_out)
-        else:
-            setup_ddp_param(p, buf, zero_out_wgrad=how.zero_out)
-            if how.overwrite:
-                p.overwrite_main_grad = True
-
-
 @dataclass
 class Observed:
     y: list[torch.Tensor] = field(default_factory=list)
     dx: list[torch.Tensor] = field(default_factory=list)
     dprobs: list[torch.Tensor | None] = field(default_factory=list)
     grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
-    # .grad of each weight as the DDP hook saw it, just before it ran (with ddp_hooks)
+    # .grad of each weight as the engine's hook saw it, just before it ran (with engine_hooks)
     hook_grads: dict[str, list[torch.Tensor | None]] = field(default_factory=dict)
+    main_grads_before: dict[str, torch.Tensor] = field(default_factory=dict)
     main_grads: dict[str, torch.Tensor] = field(default_factory=dict)
     grad_added: dict[str, object] = field(default_factory=dict)
     exposed_main_grads: dict[str, object] = field(default_factory=dict)
-    # param.main_grad is the very buffer the test attached (DDP) or get_main_grad returns (FSDP)
+    # param.main_grad views the very buffer the test attached (DDP) or get_main_grad
+    # returns (FSDP)
     exposes_buffer: dict[str, bool] = field(default_factory=dict)
     wgrad_hook_calls: int = 0
     backward_dw_hook_calls_before: int = 0
@@ -154,21 +132,26 @@ def run(
     splits,
     *,
     main_grads: dict[str, torch.Tensor] | None = None,
-    ddp_hooks: bool = False,
+    hook: Callable[[torch.Tensor], None] | None = None,
     microbatches: int = 1,
 ) -> Observed:
-    """Forward and backward over ``microbatches`` batches, then backward_dw(); observe."""
+    """Forward and backward over ``microbatches`` batches, then backward_dw(); observe.
+    ``hook``: the engine's post-backward hook, installed on the weights."""
     obs = Observed()
     names = {id(p): n for n, p in mlp.named_parameters()}
+    for name, buf in (main_grads or {}).items():
+        obs.main_grads_before[name] = buf.detach().clone()
 
-    def on_hook(p):
-        obs.hook_grads.setdefault(names[id(p)], []).append(
-            None if p.grad is None else p.grad.detach().clone()
-        )
+    if hook is not None:
 
-    if ddp_hooks:
+        def observed_hook(p):
+            obs.hook_grads.setdefault(names[id(p)], []).append(
+                None if p.grad is None else p.grad.detach().clone()
+            )
+            hook(p)
+
         # Only weights carry main_grad here; biases go through autograd alone.
-        install_ddp_hooks(mlp, weight_params(mlp), on_hook=on_hook)
+        install_hooks(mlp, weight_params(mlp), observed_hook)
 
     def count():
         obs.wgrad_hook_calls += 1
@@ -190,7 +173,7 @@ def run(
         obs.exposed_main_grads[name] = getattr(p, "main_grad", "absent")
     for name, buf in (main_grads or {}).items():
         obs.main_grads[name] = buf.detach().clone()
-        obs.exposes_buffer[name] = obs.exposed_main_grads[name] is buf
+        obs.exposes_buffer[name] = same_memory(obs.exposed_main_grads[name], buf)
     return obs
 
 
@@ -200,27 +183,28 @@ def run_pair(
     *,
     backend: str = "triton",
     fault: str | None = None,
-    ddp_hooks: bool = False,
+    engine_hooks: bool = False,
     microbatches: int = 1,
     splits=None,
 ) -> tuple[Observed, Observed]:
-    """Observations of (refimpl, fused) for the same case, inputs and main_grad setup."""
+    """Observations of (refimpl, fused) for the same case, inputs and main_grad setup.
+    ``engine_hooks``: run the post-backward hook of the engine ``how`` stands for."""
+    if engine_hooks and how is None:
+        raise ValueError("engine_hooks: expected a MainGrads setup (how) to take the engine from")
     ref, fused = build_pair(case, backend, fault=fault)
     batches = make_inputs(case)
     splits = list(case.splits) if splits is None else splits
+    hook = engine_hook(how) if engine_hooks else None
     observations = []
     for mlp in (ref, fused):
-        buffers = None
-        if how is not None:
-            buffers = initial_main_grads(mlp, how)
-            attach_main_grads(mlp, how, buffers)
+        buffers = attach(mlp, how) if how is not None else None
         observations.append(
             run(
                 mlp,
                 batches,
                 splits,
                 main_grads=buffers,
-                ddp_hooks=ddp_hooks,
+                hook=hook,
                 microbatches=microbatches,
             )
         )
@@ -241,15 +225,11 @@ def tolerance(dtype: torch.dtype) -> dict:
     return {}
 
 
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality, so that NaN sentinels compare equal to themselves."""
-    return torch.equal(a.view(torch.int32), b.view(torch.int32))
-
-
 def assert_outputs_match(ref: Observed, fused: Observed, dtype: torch.dtype) -> None:
     tol = tolerance(dtype)
     for name in ("y", "dx", "dprobs"):
-        for r, f in zip(getattr(ref, name), getattr(fused, name)):
+        pairs = nonempty(zip(getattr(ref, name), getattr(fused, name)), f"microbatches of {name}")
+        for r, f in pairs:
             if r is None:
                 assert f is None, name
                 continue
@@ -257,21 +237,20 @@ def assert_outputs_match(ref: Observed, fused: Observed, dtype: torch.dtype) -> 
 
 
 def assert_bias_grads_match(ref: Observed, fused: Observed, dtype: torch.dtype) -> None:
-    for name, r in ref.grads.items():
-        if "bias" in name:
-            torch.testing.assert_close(fused.grads[name], r, **tolerance(dtype), msg=name)
+    for name in nonempty((n for n in ref.grads if "bias" in n), "bias parameters"):
+        torch.testing.assert_close(fused.grads[name], ref.grads[name], **tolerance(dtype), msg=name)
 
 
-@contextlib.contextmanager
-def uninitialized_memory_is_nan() -> Iterator[None]:
-    """torch.empty returns NaN (how gmlp-check makes uninitialised dummies visible)."""
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
-    was_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    was_fill = torch.utils.deterministic.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(was_deterministic, warn_only=was_warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = was_fill
+def allow_grouped_mm_on_cpu(monkeypatch) -> None:
+    """Run the torch-grouped-mm backend on CPU through torch._grouped_mm's CPU fallback.
+
+    Only the device/dtype gate (the module function the constructor's check_supported calls)
+    is lifted: the size alignment check, every GEMM, the activation and the main_grad
+    decisions run for real."""
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip("this torch has no torch._grouped_mm")
+    monkeypatch.setattr(grouped_mm, "check_supported", lambda dtype, device: None)
+
+
+# The torch-grouped-mm backend's smallest case: bf16, hidden and ffn multiples of 8.
+GMM_CASE = Case(hidden=16, ffn=8, dtype=torch.bfloat16)

@@ -3,18 +3,15 @@
 import pytest
 import torch
 
+from ..harness import MainGrads, attach, named_weights, nonempty, same_bits
 from .harness import (
     Case,
-    MainGrads,
     assert_bias_grads_match,
     assert_outputs_match,
-    attach_main_grads,
     build_pair,
-    initial_main_grads,
     make_inputs,
     run,
     run_pair,
-    same_bits,
     tolerance,
 )
 
@@ -22,7 +19,8 @@ SINGLE = pytest.mark.parametrize("single", [False, True], ids=["discrete", "sing
 
 
 def weight_names(obs):
-    return [n for n in obs.grads if "weight" in n]
+    """The weights an observation saw; never empty."""
+    return nonempty((n for n in obs.grads if "weight" in n), "weights")
 
 
 @pytest.mark.parametrize(
@@ -33,7 +31,7 @@ def test_plain_mode_matches_reference_for_every_activation(activation):
     case = Case(activation=activation, single=activation == "geglu", bias=activation != "relu")
     ref, fused = run_pair(case, MainGrads(fill="nan"))
     assert_outputs_match(ref, fused, case.dtype)
-    for name, r in ref.grads.items():
+    for name, r in nonempty(ref.grads.items(), "parameters"):
         f = fused.grads[name]
         assert f.dtype == r.dtype and f.shape == r.shape, name
         torch.testing.assert_close(f, r, msg=name)
@@ -47,7 +45,7 @@ def test_fp16_matches_reference():
     case = Case(activation="scaled_swiglu", dtype=torch.float16)
     ref, fused = run_pair(case, MainGrads(), microbatches=1)
     assert_outputs_match(ref, fused, case.dtype)
-    for name, r in ref.grads.items():
+    for name, r in nonempty(ref.grads.items(), "parameters"):
         assert fused.grads[name].dtype == torch.float16
         torch.testing.assert_close(fused.grads[name], r, **tolerance(case.dtype), msg=name)
 
@@ -77,18 +75,16 @@ def test_dummy_is_fresh_storage_and_zero_under_zero_out_wgrad():
     _, fused = build_pair(case)
     batch = make_inputs(case)[0]
     buffers = {}
-    for name, p in fused.named_parameters():
-        if "weight" in name:
-            buffers[name] = torch.zeros(p.numel())
-            p.main_grad = buffers[name]
-            p.zero_out_wgrad = True
+    for name, p in named_weights(fused):
+        buffers[name] = torch.zeros(p.numel())
+        p.main_grad = buffers[name]
+        p.zero_out_wgrad = True
     fused(batch.x, list(case.splits)).backward(batch.dy)
     storages = set()
-    for name, p in fused.named_parameters():
-        if name in buffers:
-            assert p.grad.untyped_storage().data_ptr() != buffers[name].untyped_storage().data_ptr()
-            storages.add(p.grad.untyped_storage().data_ptr())
-            assert torch.count_nonzero(p.grad) == 0
+    for name, p in named_weights(fused):
+        assert p.grad.untyped_storage().data_ptr() != buffers[name].untyped_storage().data_ptr()
+        storages.add(p.grad.untyped_storage().data_ptr())
+        assert torch.count_nonzero(p.grad) == 0
     assert len(storages) == len(buffers), "dummies share storage"
 
 
@@ -140,10 +136,9 @@ def test_invalid_main_grad_fails_before_any_write():
     messages = []
     for mlp in (ref, fused):
         buffers = {}
-        for name, p in mlp.named_parameters():
-            if "weight" in name:
-                buffers[name] = torch.randn(p.numel())
-                p.main_grad = buffers[name]
+        for name, p in named_weights(mlp):
+            buffers[name] = torch.randn(p.numel())
+            p.main_grad = buffers[name]
         # One fc2 weight (delivered first) has a buffer of the wrong dtype.
         mlp.fc2.weight2.main_grad = torch.zeros(mlp.fc2.weight2.numel(), dtype=torch.float64)
         before = {n: b.clone() for n, b in buffers.items()}
@@ -182,10 +177,9 @@ def test_delay_leaves_main_grad_unchanged_until_backward_dw():
     case = Case(output_into_main_grad=True, delay=True)
     _, fused = build_pair(case)
     batch = make_inputs(case)[0]
-    buffers = {n: torch.randn(p.numel()) for n, p in fused.named_parameters() if "weight" in n}
-    for name, p in fused.named_parameters():
-        if name in buffers:
-            p.main_grad = buffers[name]
+    buffers = {n: torch.randn(p.numel()) for n, p in named_weights(fused)}
+    for name, p in named_weights(fused):
+        p.main_grad = buffers[name]
     before = {n: b.clone() for n, b in buffers.items()}
     fused(batch.x, list(case.splits)).backward(batch.dy)
     for name, buf in buffers.items():
@@ -204,8 +198,7 @@ def test_output_and_dgrad_identical_with_and_without_delay():
     observed = []
     for delay in (False, True):
         _, fused = build_pair(base.with_(delay=delay))
-        buffers = initial_main_grads(fused, MainGrads())
-        attach_main_grads(fused, MainGrads(), buffers)
+        buffers = attach(fused, MainGrads())
         observed.append(run(fused, make_inputs(base), list(base.splits), main_grads=buffers))
     for name in ("y", "dx", "dprobs"):
         assert torch.equal(getattr(observed[0], name)[0], getattr(observed[1], name)[0]), name
@@ -229,19 +222,17 @@ def test_grad_added_to_main_grad_is_set_only_if_the_attribute_exists():
     case = Case(output_into_main_grad=True)
     _, fused = build_pair(case)
     batch = make_inputs(case)[0]
-    for name, p in fused.named_parameters():
-        if "weight" in name:
-            p.main_grad = torch.zeros(p.numel())  # a bare buffer: no DDP attributes
+    for _, p in named_weights(fused):
+        p.main_grad = torch.zeros(p.numel())  # a bare buffer: no DDP attributes
     fused(batch.x, list(case.splits)).backward(batch.dy)
-    for name, p in fused.named_parameters():
-        if "weight" in name:
-            assert not hasattr(p, "grad_added_to_main_grad"), name
+    for name, p in named_weights(fused):
+        assert not hasattr(p, "grad_added_to_main_grad"), name
 
 
 def test_ddp_hook_sees_dummy_and_does_not_add_it_again():
     """Through the emulated Megatron DDP hook: main_grad = before + W, exactly once."""
     case = Case(output_into_main_grad=True)
-    ref, fused = run_pair(case, MainGrads(zero_out=False), ddp_hooks=True)
+    ref, fused = run_pair(case, MainGrads(zero_out=False), engine_hooks=True)
     for name in weight_names(ref):
         torch.testing.assert_close(fused.main_grads[name], ref.main_grads[name], msg=name)
         assert fused.hook_grads[name][0] is not None  # a dummy reached the hook (TE #2097)
@@ -256,14 +247,13 @@ def test_mixed_overwrite_settings_across_discrete_experts():
     for mlp in (ref, fused):
         buffers = {}
         gen = torch.Generator().manual_seed(5)
-        for name, p in mlp.named_parameters():
-            if "weight" in name:
-                buffers[name] = torch.randn(p.numel(), generator=gen)
-                p.main_grad = buffers[name]
-                p.overwrite_main_grad = name.endswith("0")
+        for name, p in named_weights(mlp):
+            buffers[name] = torch.randn(p.numel(), generator=gen)
+            p.main_grad = buffers[name]
+            p.overwrite_main_grad = name.endswith("0")
         mlp(batch.x, list(case.splits)).backward(batch.dy)
         observed.append(buffers)
-    for name in observed[0]:
+    for name in nonempty(observed[0], "weights"):
         torch.testing.assert_close(observed[1][name], observed[0][name], msg=name)
 
 
@@ -282,5 +272,5 @@ def test_split_sizes_as_device_tensor():
     splits = torch.tensor(case.splits, dtype=torch.int64)
     ref, fused = run_pair(case, splits=splits)
     assert_outputs_match(ref, fused, case.dtype)
-    for name, r in ref.grads.items():
+    for name, r in nonempty(ref.grads.items(), "parameters"):
         torch.testing.assert_close(fused.grads[name], r, msg=name)

@@ -8,9 +8,9 @@ BLOCK_K=16); and T=0.
 import pytest
 import torch
 
-from fused import grouped_ops
-from fused.kernels.activations import ACTIVATION_CODES
-from refimpl import ACTIVATIONS
+from gmlp_check.fused import grouped_ops
+from gmlp_check.fused.kernels.activations import ACTIVATION_CODES
+from gmlp_check.refimpl import ACTIVATIONS
 
 SPLITS = [5, 0, 18, 3]
 IN, OUT = 24, 40

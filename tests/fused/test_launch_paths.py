@@ -2,8 +2,8 @@
 
 import torch
 
-from fused import grouped_ops
-from fused.tiles import tiles_for
+from gmlp_check.fused import grouped_ops
+from gmlp_check.fused.tiles import tiles_for
 
 SPLITS = [5, 0, 18, 3]
 G, IN, OUT = len(SPLITS), 32, 48

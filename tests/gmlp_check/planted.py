@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import torch
 
-import refimpl.grouped_linear as gl
-from refimpl import GroupedMLP
-from refimpl.main_grad import dummy_wgrad, fetch_main_grad, mark_grad_added, overwrites_main_grad
+import gmlp_check.refimpl.grouped_linear as gl
+from gmlp_check.refimpl import GroupedMLP
+from gmlp_check.refimpl.main_grad import (
+    dummy_wgrad,
+    fetch_main_grad,
+    mark_grad_added,
+    overwrites_main_grad,
+)
 
 
 class _Buggy(gl.GroupedLinear):

@@ -254,7 +254,8 @@ def test_a_factory_package_in_the_working_directory_is_found(tmp_path):
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "mlp.py").write_text(
-        "from gmlp_check.refimpl import GroupedMLP\n\ndef make(**kw):\n    return GroupedMLP(**kw)\n"
+        "from gmlp_check.refimpl import GroupedMLP\n\n"
+        "def make(**kw):\n    return GroupedMLP(**kw)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(

@@ -49,6 +49,4 @@ def test_backend_matches_the_reference_on_gpu(backend, case, gpu_checkers):
 def test_gpu_matrix_is_what_the_cli_runs(backend, gpu_checkers):
     # The CLI picks the dtypes a backend does not refuse; the parametrization above must match.
     options = RunOptions(fused=backend, device="cuda")
-    assert gpu_checkers[backend].select(options) == default_matrix(
-        Selection(GPU_DTYPES[backend])
-    )
+    assert gpu_checkers[backend].select(options) == default_matrix(Selection(GPU_DTYPES[backend]))

@@ -27,9 +27,7 @@ from gmlp_check.session import UsageError
 from .support import checker_for
 
 ACTIVATION_NAMES = tuple(ACTIVATIONS)
-MATRICES = {
-    device: default_matrix(Selection(dtypes)) for device, dtypes in DEVICE_DTYPES.items()
-}
+MATRICES = {device: default_matrix(Selection(dtypes)) for device, dtypes in DEVICE_DTYPES.items()}
 
 
 def make_case(**overrides):

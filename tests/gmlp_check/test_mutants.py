@@ -57,9 +57,7 @@ def test_a_fault_caught_only_because_the_clean_run_fails_does_not_count():
 
         return inject(fused.GroupedMLP(**kwargs), FAULTS["alias-gated-on-local-flag"])
 
-    run = run_mutants(
-        checker_for(broken_triton), ["empty-expert-skipped"], cases, stop_early=True
-    )
+    run = run_mutants(checker_for(broken_triton), ["empty-expert-skipped"], cases, stop_early=True)
     assert not run.clean_passed and not run.passed
 
     run = run_mutants(

@@ -6,7 +6,7 @@ Instead of slicing tokens per expert it gathers each token's expert weights into
 
 import torch
 
-from refimpl import ACTIVATIONS
+from gmlp_check.refimpl import ACTIVATIONS
 
 
 def expert_of_each_token(split_sizes: list[int]) -> torch.Tensor:

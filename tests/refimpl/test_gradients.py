@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from refimpl import ACTIVATIONS, GroupedMLP
+from gmlp_check.refimpl import ACTIVATIONS, GroupedMLP
 
 from .dense import dense_gradients
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from gmlp_check.megatron import setup_ddp_param
-from refimpl import GroupedMLP
+from gmlp_check.refimpl import GroupedMLP
+from gmlp_check.refimpl.megatron import setup_ddp_param
 
 
 @pytest.fixture
@@ -98,7 +98,10 @@ def test_bad_main_grad_is_rejected_before_any_write(bad_buffer, pattern):
     mlp = GroupedMLP(3, 8, 4, single_grouped_weight=True, accumulate_into_main_grad=True)
     fc2_buffer = torch.full((mlp.fc2.weight.numel(),), float("nan"))
     setup_ddp_param(mlp.fc2.weight, fc2_buffer)
-    setup_ddp_param(mlp.fc1.weight, bad_buffer(mlp.fc1.weight.numel()))
+    # Megatron's engines shape main_grad like the parameter; a bad buffer comes from a caller
+    # that set param.main_grad itself.
+    setup_ddp_param(mlp.fc1.weight, torch.zeros(mlp.fc1.weight.numel()))
+    mlp.fc1.weight.main_grad = bad_buffer(mlp.fc1.weight.numel())
     with pytest.raises((ValueError, TypeError), match=pattern):
         mlp(torch.randn(5, 8), [2, 3, 0]).sum().backward()
     assert fc2_buffer.isnan().all(), "fc2's main_grad was written although fc1's was rejected"

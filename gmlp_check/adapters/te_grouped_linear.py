@@ -1,0 +1,156 @@
+"""te-grouped-linear: two ``transformer_engine.pytorch.GroupedLinear`` modules (fc1, fc2) with
+``fuse_wgrad_accumulation``, the path Megatron's TEGroupedMLP takes without the op fuser
+(megatron/core/extensions/transformer_engine.py ``TEGroupedLinear``). The activation between
+them is TE's own kernel: the same op as te-ops, run standalone in a one-op ``ops.Sequential``.
+
+What TE 2.20.2's module does (module/grouped_linear.py):
+
+* ``forward(inp, m_splits)``: split sizes as an int64 tensor (a list is converted to a CPU
+  tensor, :2199-2201); ``is_first_microbatch`` is left None, so fused wgrad accumulates into
+  main_grad on every microbatch (Megatron passes True on the first microbatch of a step, which
+  makes that one overwrite: :1337-1343, :1156-1162).
+* two GEMM paths, chosen by ``use_grouped_tensor`` (constructor; None reads the deprecated
+  NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM, default off, which is what Megatron gets): the
+  legacy split-quantize + multi-stream cuBLAS path, or the native cuBLASLt grouped-tensor path
+  (bf16/fp16, sm90+, cuBLASLt >= 13.4 on Hopper, :89-152). ``make`` takes TE's and Megatron's
+  default; ``make_grouped_tensor`` asks for the native path.
+* single grouped weight: supported, but only on the native path (forward raises otherwise,
+  :2193-2198) and with NVTE_GROUPED_LINEAR_SINGLE_PARAM=1 at construction; Megatron itself
+  refuses it without the op fuser (transformer_config.py:1579-1585).
+* ``backward_dw()`` pops one deferred GEMM per call and runs the module's
+  ``register_wgrad_accumulation_and_reduce_hooks`` hooks (:2330-2370); the hooks are registered
+  on fc1, whose backward_dw runs last.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+import torch
+
+from .te_common import (
+    TE_ACTIVATIONS,
+    TEAdapter,
+    check_target,
+    import_te,
+    lookup,
+    make_activation_op,
+    require_kwargs,
+    single_param_env,
+    split_tensor,
+)
+
+ADAPTER = "te-grouped-linear"
+
+MODULE_KWARGS = (
+    "bias",
+    "device",
+    "params_dtype",
+    "fuse_wgrad_accumulation",
+    "delay_wgrad_compute",
+    "single_grouped_weight",
+    "single_grouped_bias",
+    "use_grouped_tensor",
+)
+
+
+class TEGroupedLinearMLP(TEAdapter):
+    def __init__(
+        self,
+        num_experts: int,
+        hidden: int,
+        ffn: int,
+        activation: str = "swiglu",
+        bias: bool = False,
+        single_grouped_weight: bool = False,
+        accumulate_into_main_grad: bool = False,
+        delay_wgrad_compute: bool = False,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+        *,
+        use_grouped_tensor: bool = False,
+    ) -> None:
+        adapter = f"{ADAPTER} (grouped tensor)" if use_grouped_tensor else ADAPTER
+        super().__init__(
+            adapter,
+            num_experts=num_experts,
+            hidden=hidden,
+            ffn=ffn,
+            activation=activation,
+            accumulate_into_main_grad=accumulate_into_main_grad,
+            delay_wgrad_compute=delay_wgrad_compute,
+        )
+        row = lookup(adapter, TE_ACTIVATIONS, activation)
+        # A single grouped weight exists only on the native grouped-tensor path.
+        use_grouped_tensor = use_grouped_tensor or single_grouped_weight
+        if use_grouped_tensor and dtype == torch.float32:
+            raise NotImplementedError(
+                f"{adapter}: TE's grouped-tensor GEMM path (needed for single_grouped_weight) "
+                f"has no fp32 (is_module_grouped_tensor_path_supported, grouped_linear.py:89)"
+            )
+        device = check_target(adapter, device, dtype)
+        te = import_te(adapter)
+        require_kwargs(adapter, te.GroupedLinear, MODULE_KWARGS)
+        module = importlib.import_module("transformer_engine.pytorch.module")
+        supported = bool(module.is_module_grouped_tensor_path_supported(None, dtype))
+        if use_grouped_tensor and not supported:
+            raise NotImplementedError(
+                f"{adapter}: TE's grouped-tensor GEMM path (needed for single_grouped_weight) "
+                f"wants bf16/fp16, sm90+ and cuBLASLt >= 13.4 on Hopper; unavailable here"
+            )
+        self.te_grouped_tensor_path = use_grouped_tensor
+        common = {
+            "bias": bias,
+            "device": device,
+            "params_dtype": dtype,
+            "fuse_wgrad_accumulation": accumulate_into_main_grad,
+            "delay_wgrad_compute": delay_wgrad_compute,
+            "single_grouped_weight": single_grouped_weight,
+            "single_grouped_bias": single_grouped_weight and bias,
+            "use_grouped_tensor": use_grouped_tensor,
+        }
+        fc1_out = self.activation.fc1_out_features(ffn)
+        with single_param_env(single_grouped_weight):
+            fc1 = te.GroupedLinear(num_experts, hidden, fc1_out, **common)
+            fc2 = te.GroupedLinear(num_experts, ffn, hidden, **common)
+        for linear in (fc1, fc2):
+            if linear.single_grouped_weight != single_grouped_weight:
+                raise RuntimeError(
+                    f"{adapter}: TE built GroupedLinear with single_grouped_weight="
+                    f"{linear.single_grouped_weight}, asked for {single_grouped_weight}"
+                )
+        act = te.ops.Sequential(make_activation_op(adapter, te, row))
+        self._scaled = row.scaled
+        self._te = (fc1, act, fc2)  # a tuple: out of the module tree and the state dict
+        self.bind_grouped("fc1", fc1, single=single_grouped_weight, bias=bias)
+        self.bind_grouped("fc2", fc2, single=single_grouped_weight, bias=bias)
+        self._hook_owner = fc1
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        split_sizes: Sequence[int] | torch.Tensor,
+        probs: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        sizes = self.check_call(x, split_sizes, probs)
+        fc1, act, fc2 = self._te
+        splits = split_tensor(sizes, x.device)
+        h = fc1(x, splits)
+        a = act(h, probs) if self._scaled else act(h)
+        return fc2(a, splits)
+
+    def backward_dw(self) -> None:
+        fc1, _, fc2 = self._te
+        fc2.backward_dw()
+        fc1.backward_dw()
+
+
+def make(**mlp_kwargs) -> TEGroupedLinearMLP:
+    """``module:factory`` entry point: TE's GroupedLinear module on its default GEMM path."""
+    return TEGroupedLinearMLP(**mlp_kwargs)
+
+
+def make_grouped_tensor(**mlp_kwargs) -> TEGroupedLinearMLP:
+    """``module:factory`` entry point: the same on TE's native cuBLASLt grouped-tensor path."""
+    return TEGroupedLinearMLP(**mlp_kwargs, use_grouped_tensor=True)

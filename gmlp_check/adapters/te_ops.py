@@ -1,0 +1,171 @@
+"""te-ops: Transformer Engine's op fuser, ``ops.Sequential(GroupedLinear, <activation>,
+GroupedLinear)``, the pipeline Megatron's TEGroupedMLP builds for its fused path
+(megatron/core/transformer/moe/experts.py ``_make_fused_ops``).
+
+How TE 2.20.2 takes its inputs (ops/basic/grouped_linear.py):
+
+* split sizes are an *extra input* of each GroupedLinear (``num_extra_inputs = 1``, read at
+  ``fuser_forward``: a tensor of G integers, cast to int64 and moved to the weights' device);
+  ScaledSwiGLU takes the probs as its extra input. ``Sequential(x, *extra)`` hands them out in
+  op order: ``(splits, [probs], splits)``.
+* ``accumulate_into_main_grad``, ``single_grouped_weight`` (+ ``single_grouped_bias``) and
+  ``delay_wgrad_compute`` are GroupedLinear constructor arguments; single grouped parameters
+  also need ``NVTE_GROUPED_LINEAR_SINGLE_PARAM=1`` at construction, and TE's grouped-tensor
+  GEMM path (bf16/fp16, sm90+, cuBLASLt >= 13.4 on Hopper).
+* delayed weight gradients run from ``GroupedLinear.backward_dw()`` on each op (Megatron calls
+  fc2's, then fc1's); each op runs its ``register_wgrad_accumulation_and_reduce_hooks`` hooks at
+  the end of its backward_dw. The hooks are registered on fc1's op, whose backward_dw runs last.
+
+Two factories:
+
+* ``make``: TE alone. Under Megatron-FSDP ``main_grad`` is None until fetched, and
+  GroupedLinear.fuser_forward raises "MAIN GRAD IS NONE" (grouped_linear.py:1011-1015); TE
+  fetches through ``get_main_grad()`` only in backward (ops/_common.py:132-152).
+* ``make_exposed``: the same, with main_grad exposed from ``get_main_grad()`` before forward,
+  as Megatron's pre-forward hook does (experts.py:604-607), but without Megatron forcing
+  ``overwrite_main_grad=True``: it checks TE's op in both FSDP modes as TE sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from .te_common import (
+    TE_ACTIVATIONS,
+    TEAdapter,
+    check_target,
+    import_te,
+    lookup,
+    make_activation_op,
+    require_kwargs,
+    single_param_env,
+    split_tensor,
+)
+
+ADAPTER = "te-ops"
+
+GROUPED_LINEAR_KWARGS = (
+    "bias",
+    "device",
+    "dtype",
+    "accumulate_into_main_grad",
+    "single_grouped_weight",
+    "single_grouped_bias",
+    "delay_wgrad_compute",
+)
+
+
+class TEOpsGroupedMLP(TEAdapter):
+    def __init__(
+        self,
+        num_experts: int,
+        hidden: int,
+        ffn: int,
+        activation: str = "swiglu",
+        bias: bool = False,
+        single_grouped_weight: bool = False,
+        accumulate_into_main_grad: bool = False,
+        delay_wgrad_compute: bool = False,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+        *,
+        expose_fsdp_main_grad: bool = False,
+    ) -> None:
+        adapter = ADAPTER if not expose_fsdp_main_grad else f"{ADAPTER} (main_grad exposed)"
+        super().__init__(
+            adapter,
+            num_experts=num_experts,
+            hidden=hidden,
+            ffn=ffn,
+            activation=activation,
+            accumulate_into_main_grad=accumulate_into_main_grad,
+            delay_wgrad_compute=delay_wgrad_compute,
+        )
+        self.expose_fsdp_main_grad = expose_fsdp_main_grad
+        row = lookup(adapter, TE_ACTIVATIONS, activation)
+        if single_grouped_weight and dtype == torch.float32:
+            raise NotImplementedError(
+                f"{adapter}: single_grouped_weight needs TE's grouped-tensor GEMM path, which "
+                f"has no fp32 (is_op_fuser_grouped_tensor_path_supported, grouped_linear.py:74)"
+            )
+        device = check_target(adapter, device, dtype)
+        te = import_te(adapter)
+        ops = te.ops
+        require_kwargs(adapter, ops.GroupedLinear, GROUPED_LINEAR_KWARGS)
+        # Which GroupedLinear path runs: the cuBLASLt grouped-tensor GEMM or the legacy
+        # split-quantize + multi-stream cuBLAS GEMMs (grouped_linear.py:1060-1100).
+        self.te_grouped_tensor_path = bool(
+            ops.is_op_fuser_grouped_tensor_path_supported(None, dtype)
+        )
+        if single_grouped_weight and not self.te_grouped_tensor_path:
+            raise NotImplementedError(
+                f"{adapter}: single_grouped_weight needs TE's grouped-tensor GEMM path "
+                f"(bf16/fp16, sm90+, cuBLASLt >= 13.4 on Hopper), unavailable on this machine"
+            )
+        linear = {
+            "bias": bias,
+            "device": device,
+            "dtype": dtype,
+            "accumulate_into_main_grad": accumulate_into_main_grad,
+            "single_grouped_weight": single_grouped_weight,
+            "single_grouped_bias": single_grouped_weight and bias,
+            "delay_wgrad_compute": delay_wgrad_compute,
+        }
+        fc1_out = self.activation.fc1_out_features(ffn)
+        with single_param_env(single_grouped_weight):
+            fc1 = ops.GroupedLinear(num_experts, hidden, fc1_out, **linear)
+            fc2 = ops.GroupedLinear(num_experts, ffn, hidden, **linear)
+        for op in (fc1, fc2):
+            if op.single_grouped_weight != single_grouped_weight:
+                raise RuntimeError(
+                    f"{adapter}: TE built GroupedLinear with single_grouped_weight="
+                    f"{op.single_grouped_weight}, asked for {single_grouped_weight}"
+                )
+        act = make_activation_op(adapter, te, row)
+        self._scaled = row.scaled
+        # A tuple keeps TE's objects out of the module tree (and their _extra_state out of the
+        # state dict); their Parameters are bound under refimpl's names below.
+        self._te = (ops.Sequential(fc1, act, fc2), fc1, fc2)
+        self.bind_grouped("fc1", fc1, single=single_grouped_weight, bias=bias)
+        self.bind_grouped("fc2", fc2, single=single_grouped_weight, bias=bias)
+        self._hook_owner = fc1
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        split_sizes: Sequence[int] | torch.Tensor,
+        probs: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        sizes = self.check_call(x, split_sizes, probs)
+        if self.expose_fsdp_main_grad:
+            expose_main_grads(self.weight_params())
+        sequential = self._te[0]
+        splits = split_tensor(sizes, x.device)
+        extra = (splits, probs, splits) if self._scaled else (splits, splits)
+        return sequential(x, *extra)
+
+    def backward_dw(self) -> None:
+        _, fc1, fc2 = self._te
+        fc2.backward_dw()
+        fc1.backward_dw()
+
+
+def expose_main_grads(params: list[torch.nn.Parameter]) -> None:
+    """What Megatron's pre-forward hook does for Megatron-FSDP parameters (experts.py:604-607),
+    minus its ``overwrite_main_grad = True``: fetch the lazy buffer so TE finds it at forward."""
+    for p in params:
+        get_main_grad = getattr(p, "get_main_grad", None)
+        if get_main_grad is not None and getattr(p, "main_grad", None) is None:
+            p.main_grad = get_main_grad()
+
+
+def make(**mlp_kwargs) -> TEOpsGroupedMLP:
+    """``module:factory`` entry point: TE's op fuser alone."""
+    return TEOpsGroupedMLP(**mlp_kwargs)
+
+
+def make_exposed(**mlp_kwargs) -> TEOpsGroupedMLP:
+    """``module:factory`` entry point: TE's op fuser with Megatron-FSDP's main_grad exposed."""
+    return TEOpsGroupedMLP(**mlp_kwargs, expose_fsdp_main_grad=True)
