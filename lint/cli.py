@@ -1,23 +1,25 @@
 """The gmlp-lint command line: ``gmlp-lint [check] [PATH ...]`` and ``gmlp-lint rule CODE``.
 
 Conventions follow ruff: exit 0 when clean, 1 when findings remain (also after ``--fix``,
-and when ``--diff`` shows changes), 2 for usage or configuration errors and for files that
-cannot be read or parsed (reported on stderr; the other files are still linted).
+and when ``--diff`` shows changes), 2 for usage or configuration errors and for paths that
+cannot be read, parsed or (with ``--fix``) written. Those are reported on stderr and in the
+json, github and sarif formats, and the other files are still linted.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
 from . import engine
-from .catalog import CODES, all_rules, rule
 from .config import ConfigError, Resolver, Selection, enabled_codes, expand_codes, is_excluded
 from .discovery import collect
-from .model import FileResult, Finding
+from .model import FileError, FileResult
+from .registry import CODES, all_rules, rule
+from .reporters import Summary, render
+from .source import SourceError, describe, write_in_place
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PROGRESS_MIN_FILES = 200  # below this a progress bar only flickers
@@ -36,7 +38,7 @@ Configuration: [tool.gmlp-lint] in the nearest pyproject.toml
 (select, ignore, per-file-ignores, exclude). Suppress one finding with
 `# gmlp: ignore[GMLP001] reason` on its line or the line above.
 Exit status: 0 clean, 1 findings remain, 2 usage error or a file that
-cannot be read or parsed."""
+cannot be read, parsed or written."""
 
 
 class _Cli(click.Group):
@@ -64,7 +66,9 @@ def _codes(ctx, param, values) -> frozenset[str] | None:
 
 
 @cli.command("check", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, type=click.Path())
+# Paths are looked at by discovery, which reports each problem and lints the rest (click's
+# own readability check would end the whole run at the first unreadable file).
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))
 @click.option("--fix", is_flag=True, help="Apply safe fixes (unsafe ones too with --unsafe-fixes).")
 @click.option(
     "--unsafe-fixes", is_flag=True, help="Also apply (with --fix/--diff) or count unsafe fixes."
@@ -140,6 +144,10 @@ def check(
     except ConfigError as error:
         click.echo(f"error: {error}", err=True)
         status = EXIT_ERROR
+    except OSError as error:  # a configuration file or directory that cannot be looked at
+        where = f"{error.filename}: " if error.filename else ""
+        click.echo(f"error: {where}{describe(error)}", err=True)
+        status = EXIT_ERROR
     sys.exit(status)
 
 
@@ -152,33 +160,35 @@ class _Options:
 
 
 def _check_paths(paths, selection, mode, options, force_exclude, workers, progress) -> int:
-    resolver = Resolver()
-    files, missing = collect(paths, resolver, force_exclude)
-    for message in missing:
-        click.echo(f"error: {message}", err=True)
+    files, errors = collect(paths, Resolver(), force_exclude)
     jobs = [
         engine.Job(path, enabled_codes(Path(path), config, selection)) for path, config in files
     ]
     with _Progress(len(jobs), progress) as advance:
         results = engine.run(jobs, mode, workers, on_result=advance)
-    errors = [(r.path, r.error) for r in results if r.error]
-    for path, message in errors:
-        click.echo(f"error: {path}: {message}", err=True)
+    errors.extend(r.error for r in results if r.error)
     changed = [r for r in results if r.fixed_source is not None]
+    fixed = unwritten = 0
     if options.diff:
         for result in changed:
             click.echo(_diff(result), nl=False)
+        fixed = sum(r.fixed_count for r in changed)
     elif options.fix:
         for result in changed:
             try:
-                _write_atomically(result.path, result.fixed_source)
-            except OSError as error:
-                errors.append((result.path, f"cannot write the fixes: {error.strerror or error}"))
-                click.echo(f"error: {errors[-1][0]}: {errors[-1][1]}", err=True)
+                write_in_place(result.path, result.fixed_source, result.encoding)
+                fixed += result.fixed_count
+            except SourceError as error:
+                errors.append(FileError(result.path, error.message))
+                result.findings = result.unfixed_findings  # the file on disk still has them
+                unwritten += 1
     findings = [f for r in results for f in r.findings]
-    fixed = sum(r.fixed_count for r in changed)
-    _report(findings, options, errors, fixed, to_stderr=options.diff)
-    if errors or missing:
+    _print_errors(errors)
+    summary = Summary(
+        options.unsafe_fixes, fixed, options.fix, options.diff, len(errors) - unwritten, unwritten
+    )
+    _report(findings, errors, options, summary, to_stderr=options.diff)
+    if errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if findings or (options.diff and changed) else EXIT_CLEAN
 
@@ -188,55 +198,47 @@ def _check_stdin(stdin_filename, selection, mode, options, force_exclude) -> int
     shown = stdin_filename or "-"
     path = Path(stdin_filename) if stdin_filename else Path.cwd() / "-"
     config = resolver.for_path(path) if stdin_filename else resolver.for_directory(Path.cwd())
-    source = sys.stdin.read()
+    # Bytes, decoded as Python would decode the file (PEP 263), and echoed back unchanged.
+    data = sys.stdin.buffer.read()
     if force_exclude and stdin_filename and is_excluded(path, config):
         if options.fix:
-            click.echo(source, nl=False)
+            _echo_bytes(data)
         return EXIT_CLEAN
-    job = engine.Job(shown, enabled_codes(path, config, selection), source)
+    job = engine.Job(shown, enabled_codes(path, config, selection), data)
     result = engine.process(job, mode)
-    if result.error:
-        click.echo(f"error: {shown}: {result.error}", err=True)
-        if options.fix:
-            click.echo(source, nl=False)  # an editor piping through us must not lose code
-        return EXIT_ERROR
+    errors = [result.error] if result.error else []
     changed = result.fixed_source is not None
     if options.diff:
         if changed:
             click.echo(_diff(result), nl=False)
     elif options.fix:
-        click.echo(result.fixed_source if changed else source, nl=False)
+        # An editor piping through us must not lose code: unfixed input comes back as it was.
+        _echo_bytes(result.fixed_source.encode(result.encoding) if changed else data)
+    _print_errors(errors)
     fixed = result.fixed_count if changed else 0
-    _report(result.findings, options, [], fixed, to_stderr=options.diff or options.fix)
+    summary = Summary(options.unsafe_fixes, fixed, options.fix, options.diff, len(errors))
+    _report(result.findings, errors, options, summary, to_stderr=options.diff or options.fix)
+    if errors:
+        return EXIT_ERROR
     if result.findings or (options.diff and changed):
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
 
-def _report(findings: list[Finding], options: _Options, errors, fixed: int, to_stderr: bool):
-    fmt = options.output_format
-    if fmt == "json":
-        from .reporters import to_json
+def _echo_bytes(data: bytes) -> None:
+    sys.stdout.flush()
+    stream = sys.stdout.buffer
+    stream.write(data)
+    stream.flush()
 
-        text = to_json(findings)
-    elif fmt == "sarif":
-        from .sarif import to_sarif
 
-        text = to_sarif(findings, errors)
-    elif fmt == "github":
-        from .reporters import to_github
+def _print_errors(errors: list[FileError]) -> None:
+    for error in errors:
+        click.echo(f"error: {error.location}: {error.message}", err=True)
 
-        text = to_github(findings)
-    else:
-        from .reporters import to_text
 
-        text = to_text(
-            findings,
-            unsafe_fixes=options.unsafe_fixes,
-            fixed=fixed,
-            fix_mode=options.fix,
-            would=options.diff,
-        )
+def _report(findings, errors, options: _Options, summary: Summary, to_stderr: bool) -> None:
+    text = render(options.output_format, findings, errors, summary)
     click.echo(text, nl=False, err=to_stderr)
 
 
@@ -250,23 +252,6 @@ def _diff(result: FileResult) -> str:
         tofile=result.path,
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
-def _write_atomically(path: str, text: str) -> None:
-    """Replace the file in one step, keeping its permissions: nothing half-written."""
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".gmlp-lint-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(text.encode("utf-8"))
-        os.chmod(temporary, os.stat(path).st_mode & 0o7777)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 class _Progress:

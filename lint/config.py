@@ -15,6 +15,7 @@ of its parent directories, and against the file name.
 from __future__ import annotations
 
 import fnmatch
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from .catalog import CODES
+from .registry import CODES
 
 TABLE = "gmlp-lint"
 KEYS = ("select", "ignore", "per-file-ignores", "exclude")
@@ -133,7 +134,7 @@ class Resolver:
 
     def for_path(self, path: Path) -> Config:
         directory = path.parent if not path.is_dir() else path
-        return self.for_directory(directory.resolve())
+        return self.for_directory(Path(os.path.realpath(directory)))
 
     def for_directory(self, directory: Path) -> Config:
         """The configuration for an absolute, resolved directory."""
@@ -153,7 +154,8 @@ class Resolver:
 
 
 def _relative(path: Path, root: Path) -> str:
-    absolute = path if path.is_absolute() else path.resolve()
+    # realpath, unlike Path.resolve on Python < 3.13, does not raise on a symlink loop.
+    absolute = path if path.is_absolute() else Path(os.path.realpath(path))
     try:
         return absolute.relative_to(root).as_posix()
     except ValueError:

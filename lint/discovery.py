@@ -1,56 +1,96 @@
 """Turning the command line's paths into the list of files to lint.
 
-Directories are walked for ``*.py`` and ``*.pyi`` files, skipping excluded directories and
-files. Files named explicitly are linted even when excluded, unless ``force_exclude`` is set
-(pre-commit passes every staged file by name, so its hooks use ``--force-exclude``).
+Directories are walked for regular ``*.py`` and ``*.pyi`` files (symlinks to them count;
+FIFOs, devices, broken or looping symlinks are passed over), skipping excluded directories
+and files. Files named explicitly are linted even when excluded, unless ``force_exclude``
+is set (pre-commit passes every staged file by name, so its hooks use ``--force-exclude``).
+A path that cannot be looked at - missing, unreadable, a special file named explicitly, a
+directory that cannot be listed - is an error for that path; the others are still linted.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from .config import Config, Resolver, is_excluded
+from .model import FileError
+from .source import describe, kind_name
 
 SUFFIXES = (".py", ".pyi")
+# What a walk passes over without a word: links that lead nowhere (or in circles).
+_NOT_A_FILE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)
 
 
 def collect(
     paths: Sequence[str], resolver: Resolver, force_exclude: bool
-) -> tuple[list[tuple[str, Config]], list[str]]:
-    """([(file to lint, its configuration)], error messages for paths that do not exist)."""
+) -> tuple[list[tuple[str, Config]], list[FileError]]:
+    """([(file to lint, its configuration)], the paths that could not be looked at)."""
     files: list[tuple[str, Config]] = []
-    errors: list[str] = []
-    seen: set[Path] = set()
+    errors: list[FileError] = []
+    seen: set[tuple[int, int]] = set()
 
-    def add(path: Path, config: Config, absolute: Path | None = None) -> None:
-        key = absolute or path.resolve()
+    def add(shown: str, config: Config, info: os.stat_result) -> None:
+        # One file under several names (symlinks, hard links) is linted, and fixed, once.
+        key = (info.st_dev, info.st_ino)
         if key not in seen:
             seen.add(key)
-            files.append((os.path.normpath(path), config))
+            files.append((os.path.normpath(shown), config))
 
     for raw in paths:
-        path = Path(raw)
-        if not path.exists():
-            errors.append(f"{raw}: no such file or directory")
+        try:
+            info = os.stat(raw)
+            path = Path(raw)
+            config = resolver.for_path(path)
+        except OSError as error:
+            missing = error.errno == errno.ENOENT
+            message = "no such file or directory" if missing else f"cannot read: {describe(error)}"
+            errors.append(FileError(raw, message))
             continue
-        config = resolver.for_path(path)
         if force_exclude and is_excluded(path, config):
             continue
-        if not path.is_dir():
-            add(path, config)
-            continue
-        root = path.resolve()
-        named = None if force_exclude else root
-        for dirpath, dirnames, filenames in os.walk(root):
-            directory = Path(dirpath)
-            config = resolver.for_directory(directory)
-            dirnames[:] = sorted(
-                n for n in dirnames if not is_excluded(directory / n, config, named)
-            )
-            shown = Path(raw) / os.path.relpath(dirpath, root)
-            for name in sorted(filenames):
-                if name.endswith(SUFFIXES) and not is_excluded(directory / name, config, named):
-                    add(shown / name, config, directory / name)
+        if stat.S_ISREG(info.st_mode):
+            add(raw, config, info)
+        elif stat.S_ISDIR(info.st_mode):
+            _walk(raw, resolver, force_exclude, add, errors)
+        else:
+            kind = kind_name(info.st_mode)
+            errors.append(FileError(raw, f"cannot read: not a regular file ({kind})"))
     return files, errors
+
+
+def _walk(raw: str, resolver: Resolver, force_exclude: bool, add, errors: list) -> None:
+    root = Path(raw).resolve()
+    named = None if force_exclude else root
+
+    def shown(absolute: str) -> str:
+        return os.path.join(raw, os.path.relpath(absolute, root))
+
+    def unreadable(error: OSError) -> None:
+        where = shown(error.filename) if error.filename else raw
+        errors.append(FileError(os.path.normpath(where), f"cannot read: {describe(error)}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
+        directory = Path(dirpath)
+        try:
+            config = resolver.for_directory(directory)
+        except OSError as error:
+            unreadable(error)
+            dirnames[:] = []
+            continue
+        dirnames[:] = sorted(n for n in dirnames if not is_excluded(directory / n, config, named))
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            if not name.endswith(SUFFIXES) or is_excluded(Path(full), config, named):
+                continue
+            try:
+                info = os.stat(full)
+            except OSError as error:
+                if error.errno not in _NOT_A_FILE:
+                    unreadable(error)
+                continue
+            if stat.S_ISREG(info.st_mode):
+                add(shown(full), config, info)

@@ -1,9 +1,12 @@
 """Linting and fixing source text, one file or many.
 
-This module is the one owner of parallelism: when many files need parsing they go to a
+Every file is checked to be valid Python. Files that mention ``main_grad`` are parsed with
+libcst and analysed by the rules; the others only go through CPython's parser (a fraction of
+the cost, and libcst is never imported for them). Suppression comments are read from any
+file that has one.
+
+This module is the one owner of parallelism: when there is enough work the files go to a
 process pool here, and nowhere else (the pre-commit hooks run with ``require_serial``).
-Files without ``main_grad`` (and without a suppression comment) are never parsed, and the
-parser (libcst) is imported only when some file needs it.
 """
 
 from __future__ import annotations
@@ -12,28 +15,29 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from . import registry
 from .fixes import apply_fixes
-from .model import FileResult, Finding
+from .model import FileError, FileResult, Finding
+from .source import SourceError, decode, read_bytes, syntax_error
 from .suppressions import MARKER
 from .suppressions import apply as apply_suppressions
 from .suppressions import parse as parse_suppressions
 
 TRIGGER = "main_grad"
-CHECK_CODES = frozenset({"GMLP001", "GMLP002", "GMLP003", "GMLP004"})
 MAX_FIX_PASSES = 10
-# Below this many files to parse, starting worker processes costs more than it saves.
-PARALLEL_THRESHOLD = 24
-
-
-class ParseFailure(Exception):
-    """The file is not valid Python (as far as libcst can tell)."""
+# The pool decision weighs each file's bytes: CPython's parser alone costs 1 a byte, libcst
+# and the rules cost ANALYSIS_WEIGHT a byte (measured: about 25 times CPython's parser).
+ANALYSIS_WEIGHT = 25
+# Below this much work, starting worker processes (each imports libcst) costs more than it
+# saves: about 0.3 s of work on one core.
+PARALLEL_MIN_WORK = 3_000_000
 
 
 @dataclass(frozen=True)
 class Job:
     path: str
     enabled: frozenset[str]
-    source: str | None = None  # given for stdin; read from ``path`` otherwise
+    data: bytes | None = None  # the file's bytes when already read (stdin); else read here
 
 
 @dataclass(frozen=True)
@@ -42,14 +46,15 @@ class Mode:
     unsafe_fixes: bool = False
 
 
-def needs_analysis(source: str) -> bool:
-    return TRIGGER in source or MARKER in source
-
-
 def lint_source(source: str, path: str, enabled: frozenset[str]) -> list[Finding]:
+    """The findings in ``source``, sorted. Raises SourceError when it is not valid Python."""
     findings: list[Finding] = []
-    if TRIGGER in source and enabled & CHECK_CODES:
-        findings = _run_checks(source, path, enabled)
+    if TRIGGER in source and enabled & registry.codes_in_scope(registry.MODULE):
+        findings = _run_checks(source, path, enabled)  # libcst's parse is the syntax check
+    else:
+        error = syntax_error(source, path)
+        if error is not None:
+            raise error
     suppressions = parse_suppressions(source)
     if suppressions:
         findings = apply_suppressions(findings, suppressions, path, enabled)
@@ -57,82 +62,82 @@ def lint_source(source: str, path: str, enabled: frozenset[str]) -> list[Finding
 
 
 def _run_checks(source: str, path: str, enabled: frozenset[str]) -> list[Finding]:
+    """Parse ``source`` and run every enabled rule's check on it."""
     import libcst
 
-    from .checks import run_checks
+    from .analysis.collector import Collector
+    from .analysis.module import ModuleContext
 
     try:
-        return run_checks(source, path, enabled)
+        context = ModuleContext(source, path)
+        out = Collector(context, enabled)
+        for check in registry.module_checks(enabled):
+            check(context, out)
+        return out.findings
     except libcst.ParserSyntaxError as error:
-        raise ParseFailure(_describe_syntax_error(error)) from error
+        # libcst often places the error a line late; CPython's parser says where it is.
+        python = syntax_error(source, path)
+        if python is not None:
+            raise python from error
+        first = str(error).strip().splitlines()[0]
+        raise SourceError(f"cannot parse: {first}", error.raw_line, error.raw_column + 1) from error
     except RecursionError as error:
-        raise ParseFailure("too deeply nested to analyse") from error
-
-
-def _describe_syntax_error(error) -> str:
-    first = str(error).strip().splitlines()[0]
-    return f"cannot parse: {first}"
+        raise SourceError("cannot analyse: too deeply nested") from error
 
 
 def fix_source(
     source: str, path: str, enabled: frozenset[str], unsafe: bool
 ) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none applies (or MAX_FIX_PASSES). Returns the new text, the number
-    of fixes applied and the findings that remain. Raises ParseFailure if the input does
-    not parse; a pass whose output would not parse is dropped (and reported as a failure)."""
+    of fixes applied and the findings that remain. Raises SourceError if the input is not
+    valid Python, or if a fix would make it invalid."""
+    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe)
+    return fixed, applied, remaining
+
+
+def _fix(source, path, enabled, unsafe) -> tuple[str, int, list[Finding], list[Finding]]:
+    """fix_source's answer and the findings of ``source`` itself."""
     current = source
     applied = 0
-    findings = lint_source(current, path, enabled)
+    original = findings = lint_source(current, path, enabled)
     for _ in range(MAX_FIX_PASSES):
         candidate, count = apply_fixes(current, findings, unsafe)
         if count == 0:
             break
         try:
-            _check_parses(candidate)
             next_findings = lint_source(candidate, path, enabled)
-        except ParseFailure as error:
-            raise ParseFailure(f"a fix produced invalid code, nothing written ({error})") from error
+        except SourceError as error:
+            raise SourceError(
+                f"a fix produced invalid code, nothing written ({error.message})"
+            ) from error
         current, findings = candidate, next_findings
         applied += count
-    return current, applied, findings
-
-
-def _check_parses(source: str) -> None:
-    import libcst
-
-    try:
-        libcst.parse_module(source)
-    except libcst.ParserSyntaxError as error:
-        raise ParseFailure(_describe_syntax_error(error)) from error
-
-
-def read_source(path: str) -> str:
-    with open(path, "rb") as handle:
-        return handle.read().decode("utf-8")
+    return current, applied, findings, original
 
 
 def process(job: Job, mode: Mode) -> FileResult:
     """Lint (and with ``mode.fix`` fix, in memory) one file."""
     result = FileResult(job.path)
     try:
-        source = job.source if job.source is not None else read_source(job.path)
-    except OSError as error:
-        result.error = f"cannot read: {error.strerror or error}"
-        return result
-    except UnicodeDecodeError as error:
-        result.error = f"cannot read: not UTF-8 ({error.reason} at byte {error.start})"
-        return result
-    result.source = source
-    try:
+        source = decode(job.data if job.data is not None else read_bytes(job.path))
+        result.source, result.encoding = source.text, source.encoding
         if mode.fix:
-            fixed, count, findings = fix_source(source, job.path, job.enabled, mode.unsafe_fixes)
-            if fixed != source:
+            fixed, count, findings, original = _fix(
+                source.text, job.path, job.enabled, mode.unsafe_fixes
+            )
+            if fixed != source.text:
                 result.fixed_source = fixed
                 result.fixed_count = count
+            result.unfixed_findings = original
         else:
-            findings = lint_source(source, job.path, job.enabled)
-    except ParseFailure as error:
-        result.error = str(error)
+            findings = lint_source(source.text, job.path, job.enabled)
+    except SourceError as error:
+        result.error = FileError(job.path, error.message, error.line, error.column)
+        return result
+    except Exception as error:  # a fault in one rule must not cost the other files
+        result.error = FileError(
+            job.path, f"internal error, please report it: {type(error).__name__}: {error}"
+        )
         return result
     result.findings = findings
     return result
@@ -142,19 +147,14 @@ def _process_chunk(jobs: list[Job], mode: Mode) -> list[FileResult]:
     return [process(job, mode) for job in jobs]
 
 
-def _quick_result(job: Job) -> FileResult | None:
-    """A clean result for a file that cannot hold a finding, without decoding or parsing it;
-    None when the file has to be looked at properly."""
-    if job.source is not None:
-        return None
+def estimate_work(job: Job) -> int:
+    """How much work the file is, in bytes weighted by what will parse them."""
     try:
-        with open(job.path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None  # ``process`` reports it
-    if TRIGGER.encode() in data or MARKER.encode() in data:
-        return None
-    return FileResult(job.path)
+        data = job.data if job.data is not None else read_bytes(job.path)
+    except SourceError:
+        return 0  # ``process`` reports it, at no cost
+    analysed = TRIGGER.encode() in data or MARKER.encode() in data
+    return len(data) * (ANALYSIS_WEIGHT if analysed else 1)
 
 
 def run(
@@ -163,24 +163,16 @@ def run(
     workers: int | None = None,
     on_result: Callable[[FileResult], None] | None = None,
 ) -> list[FileResult]:
-    """Results in the order of ``jobs``; files that need parsing go to a process pool when
-    there are enough of them and ``workers`` allows it."""
+    """Results in the order of ``jobs``; the files go to a process pool when there is
+    enough work and ``workers`` allows it."""
     results: list[FileResult | None] = [None] * len(jobs)
-    pending: list[int] = []
-    for i, job in enumerate(jobs):
-        quick = _quick_result(job)
-        if quick is None:
-            pending.append(i)
-        else:
-            results[i] = quick
-            if on_result is not None:
-                on_result(quick)
     workers = workers or available_cpus()
-    if workers > 1 and len(pending) >= PARALLEL_THRESHOLD:
-        _run_pool(jobs, pending, mode, workers, results, on_result)
+    work = [estimate_work(job) for job in jobs] if workers > 1 and len(jobs) > 1 else []
+    if sum(work) >= PARALLEL_MIN_WORK:
+        _run_pool(jobs, work, mode, workers, results, on_result)
     else:
-        for i in pending:
-            results[i] = process(jobs[i], mode)
+        for i, job in enumerate(jobs):
+            results[i] = process(job, mode)
             if on_result is not None:
                 on_result(results[i])
     return results  # type: ignore[return-value]
@@ -194,11 +186,28 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _run_pool(jobs, pending, mode, workers, results, on_result) -> None:
+def chunks_by_work(work: Sequence[int], count: int) -> list[list[int]]:
+    """Job indices in about ``count`` chunks of similar work, the heaviest chunks first (so
+    that a big file does not start last)."""
+    target = max(1, sum(work) // count)
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    load = 0
+    for i, cost in enumerate(work):
+        current.append(i)
+        load += cost
+        if load >= target:
+            chunks.append(current)
+            current, load = [], 0
+    if current:
+        chunks.append(current)
+    return sorted(chunks, key=lambda chunk: -sum(work[i] for i in chunk))
+
+
+def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    size = max(1, len(pending) // (workers * 4))
-    chunks = [pending[i : i + size] for i in range(0, len(pending), size)]
+    chunks = chunks_by_work(work, workers * 4)
     with ProcessPoolExecutor(max_workers=min(workers, len(chunks))) as pool:
         futures = {
             pool.submit(_process_chunk, [jobs[i] for i in chunk], mode): chunk for chunk in chunks

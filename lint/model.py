@@ -54,14 +54,35 @@ class Finding:
         return self.fix is not None and (self.fix.is_safe or unsafe_fixes)
 
 
+@dataclass(frozen=True)
+class FileError:
+    """A path that could not be checked or fixed: missing, unreadable, not valid Python, or
+    not written. ``line``/``column`` (from 1) point at the problem when it has a place."""
+
+    path: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+    @property
+    def location(self) -> str:
+        if self.line is None:
+            return self.path
+        return f"{self.path}:{self.line}:{self.column or 1}"
+
+
 @dataclass
 class FileResult:
     """What linting one file produced. ``error`` is set when the file could not be read or
-    parsed; ``fixed_source`` when fixes changed it (nothing is written here)."""
+    parsed. With fixes, ``fixed_source`` holds the fixed text (nothing is written here),
+    ``findings`` what remains after the fixes and ``unfixed_findings`` what the file as it
+    is on disk has (what to report if the fixes cannot be written)."""
 
     path: str
     findings: list[Finding] = field(default_factory=list)
-    error: str | None = None
+    error: FileError | None = None
     source: str | None = None
+    encoding: str = "utf-8"
     fixed_source: str | None = None
     fixed_count: int = 0
+    unfixed_findings: list[Finding] = field(default_factory=list)

@@ -1,4 +1,5 @@
-"""Writing findings as text, JSON or GitHub Actions annotations (SARIF is in ``sarif.py``).
+"""Writing findings, and the paths that could not be checked or fixed, as text, JSON or
+GitHub Actions annotations (SARIF is in ``sarif.py``).
 
 JSON (``--format json``) is a list, one object per finding, sorted by path, line, column:
 
@@ -7,23 +8,59 @@ JSON (``--format json``) is a list, one object per finding, sorted by path, line
 
 Lines and columns count from 1; ``end_column`` is one past the last character.
 ``fixable`` is true when a fix exists; ``fix_applicability`` says whether ``--fix`` applies
-it ("safe") or it needs ``--unsafe-fixes`` ("unsafe"), and is null without a fix.
+it ("safe") or it needs ``--unsafe-fixes`` ("unsafe"), and is null without a fix. A path
+that could not be checked or fixed is an object of the same shape with ``"code": null``
+(as ruff reports syntax errors), placed where the problem is, or at 1:1.
+
+In the text format those errors go to stderr as ``error: path:line:column: message`` lines;
+the closing summary counts them and never says "All checks passed!" after one.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from .model import Finding
+from .model import FileError, Finding
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the closing lines of the text format report besides the findings."""
+
+    unsafe_fixes: bool = False
+    fixed: int = 0  # fixes applied (written, or with ``would`` shown)
+    fix_mode: bool = False
+    would: bool = False  # fixes were shown (``--diff``), not applied
+    unchecked: int = 0  # paths that could not be checked
+    unwritten: int = 0  # files whose fixes could not be written
 
 
 def sort_findings(findings: Sequence[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.path, f.line, f.column, f.code))
 
 
-def to_json(findings: Sequence[Finding]) -> str:
-    return json.dumps([as_dict(f) for f in sort_findings(findings)], indent=2) + "\n"
+def to_json(findings: Sequence[Finding], errors: Sequence[FileError] = ()) -> str:
+    import json  # only this format pays for it
+
+    entries = [as_dict(f) for f in findings] + [error_as_dict(e) for e in errors]
+    entries.sort(key=lambda e: (e["path"], e["line"], e["column"], e["code"] or ""))
+    return json.dumps(entries, indent=2) + "\n"
+
+
+def error_as_dict(error: FileError) -> dict:
+    line, column = error.line or 1, error.column or 1
+    return {
+        "code": None,
+        "path": error.path,
+        "line": line,
+        "column": column,
+        "end_line": line,
+        "end_column": column,
+        "message": error.message,
+        "fixable": False,
+        "fix_applicability": None,
+    }
 
 
 def as_dict(finding: Finding) -> dict:
@@ -40,40 +77,60 @@ def as_dict(finding: Finding) -> dict:
     }
 
 
-def to_text(
-    findings: Sequence[Finding],
-    *,
-    unsafe_fixes: bool,
-    fixed: int = 0,
-    fix_mode: bool = False,
-    would: bool = False,
+def render(
+    output_format: str, findings: Sequence[Finding], errors: Sequence[FileError], summary: Summary
 ) -> str:
+    """The report in ``output_format`` (text, json, github or sarif)."""
+    if output_format == "json":
+        return to_json(findings, errors)
+    if output_format == "github":
+        return to_github(findings, errors)
+    if output_format == "sarif":
+        from .sarif import to_sarif
+
+        return to_sarif(findings, errors)
+    return to_text(findings, summary)
+
+
+def to_text(findings: Sequence[Finding], summary: Summary) -> str:
     lines = []
     for f in sort_findings(findings):
-        marker = " [*]" if f.applicable(unsafe_fixes) else ""
+        marker = " [*]" if f.applicable(summary.unsafe_fixes) else ""
         lines.append(f"{f.path}:{f.line}:{f.column}: {f.code}{marker} {f.message}")
-    lines.extend(
-        summary(findings, unsafe_fixes=unsafe_fixes, fixed=fixed, fix_mode=fix_mode, would=would)
-    )
+    lines.extend(closing_lines(findings, summary))
     return "\n".join(lines) + "\n"
 
 
-def summary(
-    findings, *, unsafe_fixes: bool, fixed: int, fix_mode: bool, would: bool = False
-) -> list[str]:
-    """Ruff-style closing lines. ``would``: fixes were shown (``--diff``), not applied."""
+def closing_lines(findings: Sequence[Finding], summary: Summary) -> list[str]:
+    """Ruff-style closing lines, then what could not be checked or written."""
+    lines = _finding_lines(findings, summary)
+    if summary.unchecked or summary.unwritten:
+        if lines == [ALL_PASSED]:
+            lines = []  # not all of them were checked
+        if summary.unchecked:
+            lines.append(f"{_files(summary.unchecked)} could not be checked (errors on stderr).")
+        if summary.unwritten:
+            lines.append(f"{_files(summary.unwritten)} could not be fixed (errors on stderr).")
+    return lines
+
+
+ALL_PASSED = "All checks passed!"
+
+
+def _finding_lines(findings: Sequence[Finding], summary: Summary) -> list[str]:
     remaining = len(findings)
-    if would and fixed:
+    fixed, unsafe_fixes = summary.fixed, summary.unsafe_fixes
+    if summary.would and fixed:
         head = f"Would fix {_errors(fixed)} ({remaining} remaining)."
         if not remaining:
             return [head]
-    elif fix_mode and fixed:
+    elif summary.fix_mode and fixed:
         total = fixed + remaining
         head = f"Found {_errors(total)} ({fixed} fixed, {remaining} remaining)."
         if not remaining:
             return [head]
     elif not remaining:
-        return ["All checks passed!"]
+        return [ALL_PASSED]
     else:
         head = f"Found {_errors(remaining)}."
     lines = [head]
@@ -90,6 +147,10 @@ def summary(
     return lines
 
 
+def _files(n: int) -> str:
+    return f"{n} file{'s' if n != 1 else ''}"
+
+
 def _errors(n: int) -> str:
     return f"{n} error{'s' if n != 1 else ''}"
 
@@ -102,20 +163,30 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def to_github(findings: Sequence[Finding]) -> str:
-    """GitHub Actions workflow commands: one ``::error`` annotation per finding."""
+def to_github(findings: Sequence[Finding], errors: Sequence[FileError] = ()) -> str:
+    """GitHub Actions workflow commands: one ``::error`` annotation per finding or error."""
     lines = []
     for f in sort_findings(findings):
-        properties = ",".join(
-            [
-                f"title={_escape_property(f'gmlp-lint ({f.code})')}",
-                f"file={_escape_property(f.path)}",
-                f"line={f.line}",
-                f"col={f.column}",
-                f"endLine={f.end_line}",
-                f"endColumn={f.end_column}",
-            ]
-        )
-        text = _escape_data(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}")
-        lines.append(f"::error {properties}::{text}")
+        text = f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}"
+        where = (f.path, f.line, f.column, f.end_line, f.end_column)
+        lines.append(_annotation(f"gmlp-lint ({f.code})", where, text))
+    for e in errors:
+        line, column = e.line or 1, e.column or 1
+        text = f"{e.location}: {e.message}"
+        lines.append(_annotation("gmlp-lint", (e.path, line, column, line, column), text))
     return "".join(line + "\n" for line in lines)
+
+
+def _annotation(title: str, where: tuple, text: str) -> str:
+    path, line, column, end_line, end_column = where
+    properties = ",".join(
+        [
+            f"title={_escape_property(title)}",
+            f"file={_escape_property(path)}",
+            f"line={line}",
+            f"col={column}",
+            f"endLine={end_line}",
+            f"endColumn={end_column}",
+        ]
+    )
+    return f"::error {properties}::{_escape_data(text)}"

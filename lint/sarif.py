@@ -2,19 +2,21 @@
 
 Every rule is described in ``tool.driver.rules`` (short and full description, help text
 and markdown from the rule's documentation); results point at files by URI relative to
-``%SRCROOT%`` (the directory gmlp-lint ran in), columns in Unicode code points. Files that
-could not be read or parsed appear as error notifications of the invocation.
+``%SRCROOT%`` (the directory gmlp-lint ran in), columns in Unicode code points. Paths that
+could not be checked or fixed (missing, unreadable, not valid Python, not written) appear as
+error notifications of the invocation, whose ``executionSuccessful`` is then false.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from .catalog import all_rules
-from .model import Finding
+from .model import FileError, Finding
+from .registry import all_rules
 from .reporters import sort_findings
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -31,9 +33,10 @@ def _version() -> str:
 
 def _uri(path: str) -> tuple[str, bool]:
     """(URI, whether it is relative to %SRCROOT%)."""
-    absolute = Path(path).resolve()
+    # realpath, unlike Path.resolve on Python < 3.13, does not raise on a symlink loop.
+    absolute = Path(os.path.realpath(path))
     try:
-        relative = absolute.relative_to(Path.cwd().resolve())
+        relative = absolute.relative_to(os.path.realpath(os.getcwd()))
     except ValueError:
         return absolute.as_uri(), False
     return quote(relative.as_posix()), True
@@ -78,18 +81,26 @@ def _result(finding: Finding, index: dict[str, int]) -> dict:
     }
 
 
-def to_sarif(findings: Sequence[Finding], errors: Sequence[tuple[str, str]] = ()) -> str:
+def _notification(error: FileError) -> dict:
+    """A path that could not be checked or fixed, as a tool execution notification."""
+    uri, relative = _uri(error.path)
+    physical: dict = {"artifactLocation": {"uri": uri}}
+    if relative:
+        physical["artifactLocation"]["uriBaseId"] = "%SRCROOT%"
+    if error.line is not None:
+        physical["region"] = {"startLine": error.line, "startColumn": error.column or 1}
+    return {
+        "level": "error",
+        "message": {"text": f"{error.location}: {error.message}"},
+        "locations": [{"physicalLocation": physical}],
+    }
+
+
+def to_sarif(findings: Sequence[Finding], errors: Sequence[FileError] = ()) -> str:
     rules = all_rules()
     index = {rule.code: i for i, rule in enumerate(rules)}
-    notifications = [
-        {
-            "level": "error",
-            "message": {"text": f"{path}: {message}"},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(path)[0]}}}],
-        }
-        for path, message in errors
-    ]
-    root = Path.cwd().resolve().as_uri() + "/"
+    notifications = [_notification(error) for error in errors]
+    root = Path(os.path.realpath(os.getcwd())).as_uri() + "/"
     log = {
         "$schema": SCHEMA,
         "version": "2.1.0",

@@ -7,8 +7,9 @@ a unit's own statements (nested functions and classes are units of their own).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -16,6 +17,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from . import patterns
 from .cfg import Graph, Node, build_graph
 from .dataflow import Aliases, ControlDependence, ReachingDefinitions, Taint
+
+T = TypeVar("T")
 
 
 class Unit:
@@ -125,6 +128,12 @@ class Unit:
                     stack.append(source)
         return frozenset(returned)
 
+    def returns(self, target: cst.CSTNode) -> bool:
+        """``target`` (a local, or an item of one) holds what this function may return."""
+        while isinstance(target, cst.Subscript):
+            target = target.value
+        return isinstance(target, cst.Name) and target.value in self.returned_names
+
 
 class Survey:
     def __init__(self) -> None:
@@ -135,7 +144,8 @@ class Survey:
 
 
 def _note(found: Survey, node: cst.CSTNode) -> None:
-    if isinstance(node, cst.Call):
+    kind = type(node)  # exact types: isinstance on libcst's ABC node classes is slow
+    if kind is cst.Call:
         name = patterns.callee_name(node)
         if name is not None:
             found.calls.add(name)
@@ -145,20 +155,19 @@ def _note(found: Survey, node: cst.CSTNode) -> None:
                 found.empty_alloc = True
             if patterns.is_main_grad_fetch(node):
                 found.spells_main_grad = True
-    elif isinstance(node, cst.Attribute):
+    elif kind is cst.Attribute:
         attr = node.attr.value
         if attr == patterns.OVERWRITE:
             found.spells_overwrite = True
         elif attr == patterns.MAIN_GRAD:
             found.spells_main_grad = True
-    elif isinstance(node, cst.Name):
+    elif kind is cst.Name:
         if node.value == patterns.OVERWRITE:
             found.spells_overwrite = True
-    elif isinstance(node, cst.SimpleString):
-        value = patterns.string_value(node)
-        if value == patterns.OVERWRITE:
+    elif kind is cst.SimpleString:
+        if patterns.string_is(node, patterns.OVERWRITE):
             found.spells_overwrite = True
-        elif value == patterns.MAIN_GRAD:
+        elif patterns.string_is(node, patterns.MAIN_GRAD):
             found.spells_main_grad = True
 
 
@@ -241,6 +250,13 @@ class ModuleContext:
             if isinstance(u.owner, cst.FunctionDef) and u.survey.spells_overwrite
         ]
         self.overwrite_helpers = patterns.KNOWN_OVERWRITE_HELPERS | _overwrite_helpers(functions)
+        self._shared: dict[Callable, object] = {}
+
+    def shared(self, analysis: Callable[[ModuleContext], T]) -> T:
+        """``analysis(self)``, computed once per file however many rules ask for it."""
+        if analysis not in self._shared:
+            self._shared[analysis] = analysis(self)
+        return self._shared[analysis]  # type: ignore[return-value]
 
     def units_touching_overwrite(self) -> list[Unit]:
         """Units whose values can depend on overwrite_main_grad: they spell it, call a helper

@@ -140,36 +140,48 @@ _SKIPPED_FIELDS = frozenset(
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes that carry code, in source order; much cheaper than libcst's
-    ``children``, which rebuilds the node to find them."""
+    ``children``, which rebuilds the node to find them. (The hot loop of every walk: plain
+    dictionary look-ups instead of function calls.)"""
     names = _FIELDS.get(type(node))
     if names is None:
-        names = tuple(
+        names = _FIELDS[type(node)] = tuple(
             f.name
             for f in dataclasses.fields(node)
             if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
         )
-        _FIELDS[type(node)] = names
+    found: list[cst.CSTNode] = []
+    is_node = _NODE_TYPES
     for name in names:
         value = getattr(node, name)
-        if _is_node(type(value)):
-            yield value
-        elif type(value) in (tuple, list):
+        kind = type(value)
+        if kind is tuple or kind is list:
             for item in value:
-                if _is_node(type(item)):
-                    yield item
+                flag = is_node.get(type(item))
+                if flag is None:
+                    flag = _classify(type(item))
+                if flag:
+                    found.append(item)
+        else:
+            flag = is_node.get(kind)
+            if flag is None:
+                flag = _classify(kind)
+            if flag:
+                found.append(value)
+    return found
 
 
+# Whether a type is a libcst node class. libcst's node classes are ABCs, whose isinstance
+# checks are slow: the hot paths below compare exact types instead (the concrete node
+# classes they name have no subclasses).
 _NODE_TYPES: dict[type, bool] = {}
+_SCOPES = (cst.FunctionDef, cst.ClassDef)
 
 
-def _is_node(kind: type) -> bool:
-    # libcst's node classes are ABCs, whose isinstance checks are slow; cache per class.
-    known = _NODE_TYPES.get(kind)
-    if known is None:
-        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
-    return known
+def _classify(kind: type) -> bool:
+    _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return _NODE_TYPES[kind]
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -178,31 +190,53 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and current is not node:
+        if type(current) in _SCOPES and current is not node:
             continue
-        stack.extend(reversed(list(children(current))))
+        found = children(current)
+        if found:
+            found.reverse()
+            stack.extend(found)
 
 
 def callee_name(call: cst.CSTNode) -> str | None:
-    if not isinstance(call, cst.Call):
+    if type(call) is not cst.Call:
         return None
     func = call.func
-    if isinstance(func, cst.Name):
+    kind = type(func)
+    if kind is cst.Name:
         return func.value
-    if isinstance(func, cst.Attribute):
+    if kind is cst.Attribute:
         return func.attr.value
     return None
 
 
 def string_value(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
 
 
+def string_is(node: cst.CSTNode, word: str) -> bool:
+    """``node`` is a string literal whose value is ``word``: evaluated (which compiles it)
+    only when its source could spell the word."""
+    if type(node) is not cst.SimpleString:
+        return False
+    raw = node.value
+    if word not in raw and "\\" not in raw:
+        return False
+    return node.evaluated_value == word
+
+
 def is_attr(node: cst.CSTNode, attr: str) -> bool:
-    return isinstance(node, cst.Attribute) and node.attr.value == attr
+    return type(node) is cst.Attribute and node.attr.value == attr
+
+
+def assignment_targets(stmt: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The targets of an ``Assign``, ``AnnAssign`` or ``AugAssign``."""
+    if isinstance(stmt, cst.Assign):
+        return [t.target for t in stmt.targets]
+    return [stmt.target]
 
 
 def positional_args(call: cst.Call) -> list[cst.Arg]:
@@ -217,10 +251,10 @@ def keyword_arg(call: cst.Call, keyword: str) -> cst.Arg | None:
 
 
 def is_getattr_of(node: cst.CSTNode, attr: str) -> bool:
-    if callee_name(node) != "getattr" or not isinstance(node.func, cst.Name):
+    if callee_name(node) != "getattr" or type(node.func) is not cst.Name:
         return False
     args = positional_args(node)
-    return len(args) >= 2 and string_value(args[1].value) == attr
+    return len(args) >= 2 and string_is(args[1].value, attr)
 
 
 def is_main_grad_fetch(node: cst.CSTNode) -> bool:
@@ -241,11 +275,12 @@ def is_main_grad_direct(node: cst.CSTNode) -> bool:
 
 def spells(node: cst.CSTNode, word: str) -> bool:
     """The node names ``word`` as an attribute, a variable or a getattr/hasattr string."""
-    if isinstance(node, cst.Name):
+    kind = type(node)
+    if kind is cst.Name:
         return node.value == word
-    if isinstance(node, cst.Attribute):
+    if kind is cst.Attribute:
         return node.attr.value == word
-    return string_value(node) == word
+    return string_is(node, word)
 
 
 def read_names(expr: cst.CSTNode) -> list[cst.Name]:

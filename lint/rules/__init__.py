@@ -1,1 +1,2 @@
-"""Documentation and examples of each rule, one module per code (plain data, no libcst)."""
+"""One module per rule, named after its code: its documentation, VALID / INVALID examples and
+check (``registry.py`` lists them). The modules load without libcst; their checks import it."""

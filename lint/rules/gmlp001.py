@@ -1,13 +1,31 @@
 """GMLP001: main_grad chosen as the wgrad destination under a downgraded local flag."""
 
-from ..catalog import Example, Rule
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+# The parser and the analyses load on the first check, not with the documentation.
+branches = LazyModule("..analysis.branches", __package__)
+flag_origin = LazyModule("..analysis.flag_origin", __package__)
+
+CODE = "GMLP001"
 RULE = Rule(
-    code="GMLP001",
+    code=CODE,
     name="main-grad-destination-on-downgraded-flag",
     summary=(
         "main_grad (or a name bound to it) is chosen as the weight-gradient output under a "
         "condition on a local flag that `overwrite_main_grad` can switch off."
+    ),
+    flags=(
+        "main_grad (or a name, view, list or wrapper holding it) chosen as the wgrad destination "
+        "under a flag that `overwrite_main_grad` can switch off"
     ),
     explanation="""
         Whether the weight gradient goes into `param.main_grad` is an op-level decision
@@ -36,6 +54,7 @@ RULE = Rule(
         other guards (such as `ctx.weight_requires_grad`) that the rewritten test drops, so
         review the result. No fix is offered when the origin is not one expression.
     """,
+    fix_summary=("gate on the op-level expression (unsafe)"),
     valid=(
         Example(
             """
@@ -226,3 +245,18 @@ RULE = Rule(
         ),
     ),
 )
+
+
+# -- the check ------------------------------------------------------------------------
+PROBLEM = (
+    "main_grad is chosen as the weight-gradient destination under {cause}: in overwrite mode "
+    "the gradient goes to scratch memory and main_grad keeps stale values; only the GEMM's "
+    "accumulate flag may follow overwrite_main_grad"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    for branch in context.shared(branches.suspect_branches):
+        if branch.moves_destination:
+            gate = flag_origin.gate_of(branch, out)
+            out.report(CODE, gate.anchor, gate.message(PROBLEM.format(cause=gate.cause)), gate.fix)

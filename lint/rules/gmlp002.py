@@ -1,13 +1,31 @@
 """GMLP002: main_grad bookkeeping gated on a downgraded local flag."""
 
-from ..catalog import Example, Rule
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+# The parser and the analyses load on the first check, not with the documentation.
+branches = LazyModule("..analysis.branches", __package__)
+flag_origin = LazyModule("..analysis.flag_origin", __package__)
+
+CODE = "GMLP002"
 RULE = Rule(
-    code="GMLP002",
+    code=CODE,
     name="main-grad-bookkeeping-on-downgraded-flag",
     summary=(
         "`grad_added_to_main_grad = True`, a dummy wgrad, or None weight gradients are gated "
         "on a local flag that `overwrite_main_grad` can switch off."
+    ),
+    flags=(
+        "`grad_added_to_main_grad = True`, a dummy wgrad, or None/empty returned gradients gated "
+        "on such a flag"
     ),
     explanation="""
         When the weight gradient went into main_grad, the producer must tell Megatron's DDP
@@ -26,6 +44,7 @@ RULE = Rule(
         fix did (`if fc_op._accumulate_into_main_grad and hasattr(...)`). Unsafe, for the
         same reason as GMLP001: guards folded into the local flag may be dropped.
     """,
+    fix_summary=("gate on the op-level expression (unsafe)"),
     valid=(
         Example(
             """
@@ -172,3 +191,20 @@ RULE = Rule(
         ),
     ),
 )
+
+
+# -- the check ------------------------------------------------------------------------
+PROBLEM = (
+    "main_grad bookkeeping ({kinds}) is gated on {cause}: in overwrite mode the hook sees no "
+    "grad_added_to_main_grad and adds the real gradient again"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    for branch in context.shared(branches.suspect_branches):
+        # A branch that also moves the destination is GMLP001's (one finding per branch).
+        kinds = branch.uneven_bookkeeping
+        if kinds and not branch.moves_destination:
+            gate = flag_origin.gate_of(branch, out)
+            problem = PROBLEM.format(kinds=", ".join(kinds), cause=gate.cause)
+            out.report(CODE, gate.anchor, gate.message(problem), gate.fix)

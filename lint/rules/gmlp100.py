@@ -1,14 +1,25 @@
 """GMLP100: a suppression comment that suppresses nothing."""
 
-from ..catalog import Example, Rule
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..model import SAFE, Edit, Finding, Fix
+from ..registry import CODES, SUPPRESSIONS, Example, Rule
+from ..suppressions import PATTERN
+
+if TYPE_CHECKING:
+    from ..suppressions import Suppression
+
+CODE = "GMLP100"
 RULE = Rule(
-    code="GMLP100",
+    code=CODE,
     name="unused-suppression",
     summary=(
         "A `# gmlp: ignore[...]` comment names a rule that reports nothing on its line or "
         "the next, names an unknown rule, or names none."
     ),
+    flags="a suppression that suppresses nothing, names an unknown rule, or names none",
     explanation="""
         A suppression `# gmlp: ignore[GMLP001] reason` silences the named rules on its own
         line and on the line below. Once the code is fixed the comment becomes a blind spot
@@ -20,6 +31,8 @@ RULE = Rule(
     fix="""
         Remove the unused codes, or the whole comment when none is used (safe).
     """,
+    fix_summary="remove it (safe)",
+    scope=SUPPRESSIONS,
     valid=(
         Example(
             """
@@ -90,3 +103,54 @@ RULE = Rule(
         ),
     ),
 )
+
+
+# -- the check ------------------------------------------------------------------------
+def check(suppressions: list[Suppression], path: str, enabled: frozenset[str]) -> list[Finding]:
+    """A finding for each suppression that names no rule, an unknown rule, or an enabled rule
+    that reported nothing it covers (``suppressions.apply`` has marked the used codes)."""
+    found = (_judge(s, path, enabled) for s in suppressions)
+    return [f for f in found if f is not None]
+
+
+def _judge(s: Suppression, path: str, enabled: frozenset[str]) -> Finding | None:
+    def finding(message: str, fix: Fix | None) -> Finding:
+        return Finding(CODE, path, s.line, s.column + 1, s.line, s.end_column + 1, message, fix)
+
+    if s.codes is None or not s.codes:
+        return finding(
+            "suppression names no rule: write `# gmlp: ignore[GMLP00x] reason` (a blanket "
+            "suppression would hide future rules)",
+            None,
+        )
+    unknown = [c for c in s.codes if c not in CODES]
+    unused = [c for c in s.codes if c in CODES and c in enabled and c not in s.used]
+    if not unknown and not unused:
+        return None
+    drop = set(unknown) | set(unused)
+    parts = []
+    if unknown:
+        parts.append(f"unknown rule {', '.join(unknown)}")
+    if unused:
+        parts.append(f"unused suppression of {', '.join(unused)}")
+    remaining = [c for c in s.codes if c not in drop]
+    if remaining:
+        edit = _rewrite_codes(s, remaining)
+        fix = Fix(f"Keep only {', '.join(remaining)}", (edit,), SAFE)
+    else:
+        fix = Fix("Remove the suppression comment", (_remove_comment(s),), SAFE)
+    return finding("; ".join(parts), fix)
+
+
+def _rewrite_codes(s: Suppression, remaining: list[str]) -> Edit:
+    text = PATTERN.sub(lambda m: f"# gmlp: ignore[{', '.join(remaining)}]", s.comment_text, 1)
+    return Edit(s.comment_start, s.comment_end, text)
+
+
+def _remove_comment(s: Suppression) -> Edit:
+    start = s.line_start + s.column  # where ``# gmlp:`` starts (maybe after another comment)
+    before = s.line_text[: start - s.line_start]
+    if not before.strip():
+        # A comment on a line of its own: drop the whole line.
+        return Edit(s.line_start, s.line_start + len(s.line_text), "")
+    return Edit(s.line_start + len(before.rstrip()), s.comment_end, "")

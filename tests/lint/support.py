@@ -1,14 +1,20 @@
-"""Helpers shared by the gmlp-lint tests: running the CLI in-process and writing files."""
+"""Helpers shared by the gmlp-lint tests: running the CLI in-process or in a process of its
+own, and writing files."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from lint.catalog import CODES
-from lint.cli import cli
+from gmlp_check.lint.cli import cli
+from gmlp_check.lint.registry import CODES
 
 ALL_CODES = frozenset(CODES)
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -25,6 +31,14 @@ def write(path: Path, source: str) -> Path:
     return path
 
 
+def write_plain_bulk(directory: Path, size: int) -> list[Path]:
+    """Files without main_grad (so only CPython's parser reads them) of ``size`` bytes in all."""
+    line = "value = [index * 2 for index in range(100)]  # plain code, no gradients\n"
+    body = line * (100_000 // len(line))
+    count = -(-size // len(body))
+    return [write(directory / f"bulk{i:02d}.py", body) for i in range(count)]
+
+
 def expected_findings(path: Path) -> list[tuple[str, int]]:
     """(code, line) for every ``# expect: CODE`` comment in a fixture."""
     found = []
@@ -33,3 +47,31 @@ def expected_findings(path: Path) -> list[tuple[str, int]]:
             for code in line.split("# expect:", 1)[1].replace(",", " ").split():
                 found.append((code, number))
     return sorted(found)
+
+
+def run_process(
+    *args: str,
+    cwd: Path,
+    unprivileged: bool = False,
+    timeout: float = 60,
+    input_bytes: bytes | None = None,
+):
+    """``gmlp-lint args`` as a process of its own (for what must not hang or be mocked).
+    ``unprivileged``: file permissions apply even when the tests run as root (root keeps
+    its user id but loses the capabilities that override them). With ``input_bytes`` on
+    stdin, stdout and stderr are bytes too."""
+    command = [sys.executable, "-m", "gmlp_check.lint", *args]
+    if unprivileged and os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: file permissions cannot be enforced")
+        command = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        input=input_bytes,
+        capture_output=True,
+        text=input_bytes is None,
+        timeout=timeout,
+        check=False,
+    )

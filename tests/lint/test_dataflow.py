@@ -7,7 +7,7 @@ import textwrap
 
 import libcst as cst
 
-from lint.analysis.module import ModuleContext
+from gmlp_check.lint.analysis.module import ModuleContext
 
 
 def unit_of(source: str, name: str = "f"):

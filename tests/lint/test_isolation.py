@@ -8,14 +8,14 @@ import json
 import subprocess
 import sys
 
-from lint import engine
-from lint.catalog import rule
+from gmlp_check.lint import engine
+from gmlp_check.lint.registry import rule
 
-from .support import FIXTURES, write
+from .support import FIXTURES, write, write_plain_bulk
 
 PROBE = """
 import json, sys
-from lint.cli import main
+from gmlp_check.lint.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit as done:
@@ -24,9 +24,10 @@ print(json.dumps({"status": status, "modules": sorted(m.split(".")[0] for m in s
 """
 
 
-def run_isolated(*args: str) -> dict:
+def run_isolated(*args: str, output_format: str | None = "json") -> dict:
+    options = ["--format", output_format] if output_format else []
     completed = subprocess.run(
-        [sys.executable, "-c", PROBE, "--format", "json", *args],
+        [sys.executable, "-c", PROBE, *options, *args],
         capture_output=True,
         text=True,
         check=False,
@@ -43,8 +44,9 @@ def test_linting_real_world_code_never_imports_torch():
 
 def test_parallel_linting_never_imports_torch(tmp_path):
     source = rule("GMLP001").invalid[0].source
-    for i in range(engine.PARALLEL_THRESHOLD + 2):
+    for i in range(30):
         write(tmp_path / f"m{i}.py", source)
+    write_plain_bulk(tmp_path, engine.PARALLEL_MIN_WORK)  # enough work for the pool
     probe = run_isolated("-j", "2", str(tmp_path))
     assert probe["status"] == 1
     # Parsing happened in the workers, which the parent forks before it loads anything heavy.
@@ -65,3 +67,16 @@ def test_python_dash_m_lint_runs_the_cli(tmp_path):
         [sys.executable, "-m", "lint", str(path)], capture_output=True, text=True, check=False
     )
     assert completed.returncode == 1 and "GMLP004" in completed.stdout
+
+
+def test_rule_documentation_never_loads_the_parser():
+    probe = run_isolated("rule", "--all", output_format=None)
+    assert probe["status"] == 0
+    assert "libcst" not in probe["modules"]
+
+
+def test_sarif_of_files_without_main_grad_never_loads_the_parser(tmp_path):
+    write(tmp_path / "a.py", "def add(a, b):\n    return a + b\n")
+    probe = run_isolated(str(tmp_path), output_format="sarif")
+    assert probe["status"] == 0
+    assert "libcst" not in probe["modules"]

@@ -13,7 +13,7 @@ import re
 import libcst
 import pytest
 
-from lint import engine
+from gmlp_check.lint import engine
 
 from .support import ALL_CODES, FIXTURES, expected_findings
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst
 import pytest
 
-from lint import engine
-from lint.catalog import all_rules
+from gmlp_check.lint import engine
+from gmlp_check.lint.registry import all_rules
 
 from .support import ALL_CODES
 

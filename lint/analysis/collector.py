@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.module import ModuleContext
 from ..model import Edit, Finding, Fix
+from .module import ModuleContext
 
 
 class Collector:

@@ -1,0 +1,193 @@
+"""Where a downgraded flag came from: the cause GMLP001 and GMLP002 name in their messages,
+and the op-level expression their fix gates on instead.
+
+The fix follows each tainted name in the branch's test back through its reaching
+definitions: a copy of an expression gives that expression; a downgrade
+(``flag = op_flag and not w.overwrite_main_grad``, ``flag &= ...``, or one made inside
+``if op_flag:``) gives what it was downgraded from. The fix is offered only when every
+name leads to one and the same expression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..model import UNSAFE, Fix
+from . import patterns
+from .branches import Branch
+from .cfg import Def, Node
+from .collector import Collector
+from .module import ModuleContext, Unit
+
+# Words that make an enclosing test look like the op-level output-into-main-grad setting.
+OP_LEVEL_HINTS = ("main_grad", "accumulat", "fuse_wgrad", "gradient_accumulation_fusion")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """How to report a suspect branch: where, why, and the fix."""
+
+    anchor: cst.CSTNode  # the tainted flag in the test, or the test itself
+    cause: str  # what the branch is gated on, for the message
+    fix: Fix | None
+    replacement: str | None  # the op-level expression the fix gates on
+
+    def message(self, problem: str) -> str:
+        if self.replacement is None:
+            return problem
+        return f"{problem}; gate on `{self.replacement}` instead"
+
+
+def gate_of(branch: Branch, out: Collector) -> Gate:
+    unit, test, node = branch.unit, branch.test, branch.node
+    taint = unit.overwrite
+    names = taint.tainted_names(test, node)
+    direct = taint.direct(test)
+    anchor: cst.CSTNode = names[0] if names and not direct else test
+    cause = _cause(unit, names[0] if names else None, node, direct)
+    replacement = None if direct else _Origins(unit).op_level_replacement(names, node)
+    if replacement is None:
+        return Gate(anchor, cause, None, None)
+    text, atomic = replacement
+    edits = tuple(out.replace(name, text if atomic else f"({text})") for name in names)
+    return Gate(anchor, cause, Fix(f"Gate on `{text}`", edits, UNSAFE), text)
+
+
+def _cause(unit: Unit, name: cst.Name | None, node: Node, direct: bool) -> str:
+    if direct:
+        return "a test on `overwrite_main_grad`"
+    origin = unit.overwrite.origin(name.value, node)
+    site = origin and (origin.target or origin.node.owner)
+    where = f" (line {unit.context.line_of(site)})" if site is not None else ""
+    return f"`{name.value}`, a local flag that `overwrite_main_grad` can switch off{where}"
+
+
+class _Origins:
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self.context = unit.context
+
+    def op_level_replacement(self, names: list[cst.Name], node: Node) -> tuple[str, bool] | None:
+        """The one expression every tainted flag in the test was derived from, and whether
+        it can be spliced without parentheses; None when there is no single answer."""
+        if not names:
+            return None
+        found: dict[str, bool] = {}
+        for name in names:
+            sources = self.sources(name.value, node, set())
+            if not sources:
+                return None
+            found.update(sources)
+        if len(found) != 1:
+            return None
+        ((text, atomic),) = found.items()
+        return text, atomic
+
+    def sources(self, name: str, node: Node, seen: set[int]) -> dict[str, bool] | None:
+        taint = self.unit.overwrite
+        found: dict[str, bool] = {}
+        for d in self.unit.reaching.reaching(name, node):
+            if d.index in seen:
+                continue
+            seen.add(d.index)
+            if d.kind in ("param", "import", "except", "match", "def", "for", "with"):
+                return None
+            if taint.value[d.index]:
+                # A downgrade whose origin cannot be read (``flag = not overwrite`` at the
+                # bottom of a loop) leaves the answer to the other definitions.
+                found.update(self.downgrade_source(d, seen) or {})
+                continue
+            part = self.copy_source(d, seen)
+            if part is None:
+                return None
+            found.update(part)
+        return found
+
+    def copy_source(self, d: Def, seen: set[int]) -> dict[str, bool] | None:
+        value = d.value
+        if value is None or _is_bool_literal(value):
+            return {}
+        if isinstance(value, cst.Name) and self.unit.reaching.defines(value.value):
+            return self.sources(value.value, d.node, seen)
+        return {self.context.text(value): patterns.is_atom(value)}
+
+    def downgrade_source(self, d: Def, seen: set[int]) -> dict[str, bool] | None:
+        taint = self.unit.overwrite
+        if d.kind == "aug":
+            return self.sources(d.name, d.node, seen)
+        value = d.value
+        operands = _and_operands(value) if value is not None else []
+        if len(operands) > 1:
+            kept = [op for op in operands if not taint.expr(op, d.node)]
+            if kept:
+                only = kept[0]
+                if (
+                    len(kept) == 1
+                    and isinstance(only, cst.Name)
+                    and self.unit.reaching.defines(only.value)
+                ):
+                    return self.sources(only.value, d.node, seen)
+                text = " and ".join(_operand_text(self.context, op) for op in kept)
+                return {text: len(kept) == 1 and patterns.is_atom(kept[0])}
+        # ``flag = not getattr(w, "overwrite_main_grad", False)`` inside ``if op_flag:``:
+        # the enclosing test is what the flag stood for.
+        for stmt, branch in d.node.enclosing_ifs:
+            if branch != "body":
+                continue
+            test_node = self.unit.node_for(stmt)
+            if test_node is None or taint.direct(stmt.test):
+                continue
+            resolved = self.resolve_test(stmt.test, test_node, seen)
+            if resolved is not None:
+                return resolved
+        return None
+
+    def resolve_test(self, test, node: Node, seen: set[int]) -> dict[str, bool] | None:
+        """An enclosing test rewritten in op-level terms: its ``and`` operands kept as they
+        are, except local flags, which are replaced by what they were copied from. None
+        when the test does not look like the output-into-main-grad setting."""
+        operands = _and_operands(test)
+        parts: list[tuple[str, bool]] = []
+        looks_op_level = False
+        for operand in operands:
+            if isinstance(operand, cst.Name) and self.unit.reaching.defines(operand.value):
+                found = self.sources(operand.value, node, seen)
+                if not found or len(found) != 1:
+                    return None
+                ((text, atomic),) = found.items()
+                parts.append((text, atomic))
+                looks_op_level = True
+            elif self.unit.overwrite.expr(operand, node):
+                return None
+            else:
+                text = self.context.text(operand)
+                looks_op_level = looks_op_level or any(h in text for h in OP_LEVEL_HINTS)
+                parts.append((_operand_text(self.context, operand), patterns.is_atom(operand)))
+        if not looks_op_level:
+            return None
+        if len(parts) == 1:
+            return {parts[0][0]: parts[0][1]}
+        return {" and ".join(t if a else f"({t})" for t, a in parts): False}
+
+
+def _is_bool_literal(expr: cst.CSTNode) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False", "None")
+
+
+def _and_operands(expr: cst.CSTNode) -> list[cst.BaseExpression]:
+    if (
+        isinstance(expr, cst.BooleanOperation)
+        and isinstance(expr.operator, cst.And)
+        and not expr.lpar
+    ):
+        return _and_operands(expr.left) + _and_operands(expr.right)
+    return [expr]
+
+
+def _operand_text(context: ModuleContext, expr: cst.CSTNode) -> str:
+    text = context.text(expr)
+    if isinstance(expr, (cst.BooleanOperation, cst.IfExp, cst.Lambda)) and not expr.lpar:
+        return f"({text})"
+    return text

@@ -1,0 +1,125 @@
+"""The one registry of gmlp-lint's rules: everything that lists, documents or runs rules is
+derived from ``CODES`` and the rule modules it names.
+
+A rule is one module under ``rules/`` named after its code (``rules/gmlp001.py``) that holds
+``RULE`` (its documentation, its VALID / INVALID examples and the README table's wording)
+and its check. Derived from here: the codes that selectors and configuration accept, which
+checks run for a file, ``gmlp-lint rule``, the SARIF rule metadata, the README's rule table
+(``markdown_table``) and the example-driven tests, which hold every rule to its examples:
+each INVALID example yields exactly one finding of its rule on ``line`` and, after fixes,
+becomes ``fixed``.
+
+Rule modules load without libcst (their checks import the parser on first use, see
+``lazy.py``), so documentation, configuration checks and runs over files that never need
+parsing do not pay for it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import import_module
+from types import ModuleType
+
+# Every rule, in the order they are listed and run. Adding a rule: write rules/<code>.py
+# and add its code here.
+CODES = ("GMLP001", "GMLP002", "GMLP003", "GMLP004", "GMLP100")
+
+# What a rule's ``check`` looks at:
+MODULE = "module"  # check(context, out): a parsed file that mentions main_grad
+SUPPRESSIONS = "suppressions"  # check(suppressions, path, enabled): the suppression comments
+
+
+@dataclass(frozen=True)
+class Example:
+    source: str
+    line: int | None = None  # INVALID: the line of the one expected finding
+    fixed: str | None = None  # INVALID: the source after fixes (None: no fix is offered)
+    applicability: str | None = None  # INVALID: "safe" or "unsafe" when fixed is given
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", _dedent(self.source))
+        if self.fixed is not None:
+            object.__setattr__(self, "fixed", _dedent(self.fixed))
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    summary: str  # one sentence: SARIF's short description, the documentation's lead
+    flags: str  # what it flags, as a phrase for the README's rule table
+    explanation: str
+    fix: str
+    fix_summary: str  # the fixes and their applicability, for the README's rule table
+    valid: tuple[Example, ...]
+    invalid: tuple[Example, ...]
+    scope: str = MODULE
+
+    def documentation(self) -> str:
+        """Markdown: what the rule flags, why, the fix, and a bad and a good example."""
+        bad = self.invalid[0]
+        good = self.valid[0]
+        return (
+            f"# {self.code} ({self.name})\n\n{self.summary}\n\n"
+            f"## Why\n\n{_dedent(self.explanation).strip()}\n\n"
+            f"## Fix\n\n{_dedent(self.fix).strip()}\n\n"
+            f"## Bad\n\n```python\n{bad.source}```\n\n"
+            f"## Good\n\n```python\n{good.source}```\n"
+        )
+
+
+def _dedent(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+@cache
+def _module(code: str) -> ModuleType:
+    if code not in CODES:
+        raise KeyError(code)
+    return import_module(f".rules.{code.lower()}", __package__)
+
+
+def rule(code: str) -> Rule:
+    """The documentation and examples of ``code``; KeyError for an unknown code."""
+    return _module(code).RULE
+
+
+def all_rules() -> list[Rule]:
+    return [rule(code) for code in CODES]
+
+
+def check_of(code: str) -> Callable:
+    """The check function of ``code`` (its arguments depend on the rule's ``scope``)."""
+    return _module(code).check
+
+
+@cache
+def codes_in_scope(scope: str) -> frozenset[str]:
+    return frozenset(code for code in CODES if rule(code).scope == scope)
+
+
+def module_checks(enabled: frozenset[str]) -> list[Callable]:
+    """The checks to run on a parsed file for the ``enabled`` codes, in registry order."""
+    return [check_of(code) for code in CODES if code in enabled and rule(code).scope == MODULE]
+
+
+@cache
+def suppression_code() -> str:
+    """The code of the rule that judges suppression comments (reports unused ones)."""
+    (code,) = codes_in_scope(SUPPRESSIONS)
+    return code
+
+
+def markdown_table() -> str:
+    """The README's rule table (code | what it flags | fix), one row per rule."""
+    rows = ["| code | what it flags | fix |", "|---|---|---|"]
+    for r in all_rules():
+        rows.append(f"| {r.code} | {_cell(r.flags)} | {_cell(r.fix_summary)} |")
+    return "\n".join(rows) + "\n"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")

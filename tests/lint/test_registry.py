@@ -1,0 +1,87 @@
+"""The one registry: every rule module is what the registry says it is, and the codes list,
+the checks that run, the documentation and the README's rule table all come from it."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from gmlp_check.lint import registry
+from gmlp_check.lint.config import expand_codes
+from gmlp_check.lint.lazy import LazyModule
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+RULES_DIRECTORY = Path(registry.__file__).parent / "rules"
+
+
+def test_every_rule_module_is_registered_under_its_own_code():
+    modules = {p.stem.upper() for p in RULES_DIRECTORY.glob("gmlp*.py")}
+    assert modules == set(registry.CODES)
+    for code in registry.CODES:
+        rule = registry.rule(code)
+        assert rule.code == code
+        assert rule.scope in (registry.MODULE, registry.SUPPRESSIONS)
+        assert callable(registry.check_of(code))
+
+
+def test_unknown_codes_are_refused():
+    with pytest.raises(KeyError):
+        registry.rule("GMLP999")
+
+
+def test_exactly_one_rule_judges_suppressions():
+    code = registry.suppression_code()
+    assert registry.codes_in_scope(registry.SUPPRESSIONS) == {code}
+    assert registry.codes_in_scope(registry.MODULE) == set(registry.CODES) - {code}
+
+
+def test_only_enabled_module_rules_run_in_registry_order():
+    enabled = frozenset({"GMLP004", "GMLP001", registry.suppression_code()})
+    assert registry.module_checks(enabled) == [
+        registry.check_of("GMLP001"),
+        registry.check_of("GMLP004"),
+    ]
+
+
+def test_configuration_accepts_exactly_the_registered_codes():
+    assert expand_codes(["ALL"], "test") == set(registry.CODES)
+    assert expand_codes(["GMLP"], "test") == set(registry.CODES)
+
+
+@pytest.mark.parametrize("code", registry.CODES)
+def test_fix_summary_names_the_applicabilities_of_the_examples(code):
+    rule = registry.rule(code)
+    stated = set(re.findall(r"\b(safe|unsafe)\b", rule.fix_summary))
+    shown = {e.applicability for e in rule.invalid if e.applicability is not None}
+    assert stated == shown
+
+
+def test_markdown_table_has_one_row_per_rule_from_its_own_words():
+    lines = registry.markdown_table().splitlines()
+    assert lines[:2] == ["| code | what it flags | fix |", "|---|---|---|"]
+    rows = [line.split(" | ") for line in lines[2:]]
+    assert [row[0] for row in rows] == [f"| {code}" for code in registry.CODES]
+    for code, row in zip(registry.CODES, rows):
+        rule = registry.rule(code)
+        assert row[1] == " ".join(rule.flags.split())
+        assert row[2] == " ".join(rule.fix_summary.split()) + " |"
+
+
+def test_readme_rule_table_is_the_generated_one():
+    assert registry.markdown_table() in README.read_text(encoding="utf-8")
+
+
+def test_lazy_module_imports_on_first_use_and_keeps_what_it_found(tmp_path, monkeypatch):
+    (tmp_path / "gmlp_lazy_probe.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "gmlp_lazy_probe", raising=False)
+    stand_in = LazyModule("gmlp_lazy_probe")
+    assert "gmlp_lazy_probe" not in sys.modules
+    assert stand_in.VALUE == 42
+    assert "gmlp_lazy_probe" in sys.modules
+    assert vars(stand_in)["VALUE"] == 42  # later look-ups are plain attribute reads
+    with pytest.raises(AttributeError):
+        stand_in._private  # noqa: B018
