@@ -1,9 +1,10 @@
-"""Known deviations: differences between a real stack and the contract that are deliberate,
-harmless or upstream bugs already written up. Each backend has a table of expected failures
-(a case selection, the observables that fail there, why, and the upstream reference), with the
-semantics of pytest's strict xfail: a matching case is *xfailed* when exactly those
-observables fail, and fails as usual when another observable fails too or when it passes
-(*xpassed*: the deviation is gone, so the table is stale).
+"""Known deviations: differences between a real stack and the contract that are deliberate or
+harmless, and upstream bugs already written up. Each backend has a table of expected failures
+(a case selection, the observables that fail there, why, and the upstream reference). A
+deviation has the semantics of pytest's strict xfail: a matching case is *xfailed* when exactly
+those observables fail, and fails as usual when another observable fails too or when it
+passes (*xpassed*: the deviation is gone, so the table is stale). A bug keeps failing, with its
+write-up in the report, and xpasses once upstream has fixed it.
 
 The tables are data (``KNOWN``) from which the README's per-backend tables are generated.
 """
@@ -22,15 +23,64 @@ class Deviation:
     observables: tuple[str, ...]  # exactly the observables that fail in those cases
     reason: str
     upstream: str  # where it is discussed or fixed upstream (a PR, an issue, a file:line)
-    kind: str = "bug"  # "bug" (upstream bug, kept failing in plain runs) or "deviation"
+    # "deviation": deliberate or harmless, xfails when it shows exactly as listed; "bug": an
+    # upstream bug, written up but kept failing (never xfails) until upstream fixes it.
+    kind: str = "deviation"
 
     def matches(self, case_id: str) -> bool:
         return compile_expression(self.cases)(case_id)
 
 
-# backend name -> its known deviations. Filled in from runs against the real stacks on an
-# H200 (README: "What gmlp-check finds in Transformer Engine ..."); the triton backend has none.
-KNOWN: dict[str, tuple[Deviation, ...]] = {}
+# Transformer Engine 2.20.2 marks a delayed weight gradient as delivered when it queues it.
+_TE_EARLY_GRAD_ADDED = Deviation(
+    "delay=1 and not mode=off",
+    ("grad_added_to_main_grad",),
+    "with delay_wgrad_compute and output into main_grad, TE sets grad_added_to_main_grad and "
+    "hands autograd the dummy at backward time, when it queues the weight-gradient GEMM, not "
+    "when backward_dw() writes main_grad; main_grad itself is right at every check. Harmless "
+    "under megatron-core 0.19.2's DDP, which runs the post-backward hook of a delayed "
+    "(skip_backward_post_hook) weight only from backward_dw(); not verified under "
+    "Megatron-FSDP, whose root post-backward visits every parameter after backward",
+    "TE 2.20.2 ops/basic/grouped_linear.py:1640-1678 (op), module/grouped_linear.py:1225-1241 "
+    "(module)",
+)
+
+# backend name -> its known deviations and bugs, from runs against the real stacks on an H200
+# (README: "What gmlp-check finds in Transformer Engine 2.20.2 and megatron-core 0.19.2").
+KNOWN: dict[str, tuple[Deviation, ...]] = {
+    "te-ops": (_TE_EARLY_GRAD_ADDED,),
+    "te-grouped-linear": (_TE_EARLY_GRAD_ADDED,),
+    "megatron-te-grouped-mlp": (_TE_EARLY_GRAD_ADDED,),
+    "te-sequential": (
+        Deviation(
+            "mode=overwrite-fsdp and zero=0 and dtype=fp32",
+            ("grad_added_to_main_grad", "param.grad.alias"),
+            "BasicLinear gates its bookkeeping on the local accumulate flag that "
+            "overwrite_main_grad switched off (TE #2936's class): in overwrite mode it writes "
+            "main_grad right but sets no grad_added_to_main_grad and returns main_grad itself "
+            "as the weight's .grad, which in fp32 is the main_grad tensor; a DDP-style hook "
+            "would add it again (2W)",
+            "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)",
+            "bug",
+        ),
+        Deviation(
+            "mode=overwrite-fsdp and zero=1",
+            ("grad_added_to_main_grad", "param.grad.zero"),
+            "the same bug: the gradient returned as .grad is the real one, not a zeroed dummy, "
+            "although zero_out_wgrad is set",
+            "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)",
+            "bug",
+        ),
+        Deviation(
+            "mode=overwrite-fsdp",
+            ("grad_added_to_main_grad",),
+            "the same bug in 16-bit: grad_added_to_main_grad stays False and .grad is the real "
+            "gradient (a copy in the weight dtype) instead of a dummy",
+            "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)",
+            "bug",
+        ),
+    ),
+}
 
 
 def for_backend(spec: str) -> tuple[Deviation, ...]:

@@ -267,8 +267,18 @@ class TEAdapter(nn.Module):
         self.fc1 = nn.Module()
         self.fc2 = nn.Module()
         self._bindings: list[Binding] = []
-        self._hook_owner: nn.Module | None = None  # the TE object whose backward_dw runs last
+        # The TE object whose backward_dw runs last, held in a tuple: assigned as a module
+        # attribute it would join the module tree, and with it the state dict.
+        self._hook_owners: tuple[nn.Module, ...] = ()
         self._wgrad_hooks: list[Callable[[], None]] = []
+
+    @property
+    def hook_owner(self) -> nn.Module | None:
+        return self._hook_owners[0] if self._hook_owners else None
+
+    @hook_owner.setter
+    def hook_owner(self, owner: nn.Module) -> None:
+        self._hook_owners = (owner,)
 
     def bind(self, layer: str, name: str, owner: nn.Module, attr: str | None = None) -> None:
         """Register ``owner.attr`` (TE's Parameter, the same object) as ``layer.name``."""
@@ -328,10 +338,10 @@ class TEAdapter(nn.Module):
     def register_wgrad_accumulation_and_reduce_hooks(self, hook: Callable[[], None]) -> None:
         """Hand the hook to TE (it runs it at the end of the last backward_dw that computed
         something); a plain list where TE has no delayed weight gradients."""
-        if self._hook_owner is None:
+        if self.hook_owner is None:
             self._wgrad_hooks.append(hook)
         else:
-            self._hook_owner.register_wgrad_accumulation_and_reduce_hooks(hook)
+            self.hook_owner.register_wgrad_accumulation_and_reduce_hooks(hook)
 
 
 def split_tensor(sizes: list[int], device: torch.device) -> torch.Tensor:

@@ -31,7 +31,9 @@ def test_triton_matches_the_reference_on_cpu(case, cpu_checker):
 
 @pytest.fixture(scope="module")
 def gpu_checkers():
-    return {b: Checker.from_options(RunOptions(fused=b, device="cuda")) for b in GPU_DTYPES}
+    # The emulated engine: the real ones have their own tests (tests/engines).
+    options = {b: RunOptions(fused=b, device="cuda", megatron="emulated") for b in GPU_DTYPES}
+    return {b: Checker.from_options(o) for b, o in options.items()}
 
 
 @pytest.mark.gpu
@@ -48,5 +50,5 @@ def test_backend_matches_the_reference_on_gpu(backend, case, gpu_checkers):
 @pytest.mark.parametrize("backend", sorted(GPU_DTYPES))
 def test_gpu_matrix_is_what_the_cli_runs(backend, gpu_checkers):
     # The CLI picks the dtypes a backend does not refuse; the parametrization above must match.
-    options = RunOptions(fused=backend, device="cuda")
+    options = RunOptions(fused=backend, device="cuda", megatron="emulated")
     assert gpu_checkers[backend].select(options) == default_matrix(Selection(GPU_DTYPES[backend]))

@@ -120,9 +120,11 @@ OVERWRITE = Case.from_id(
 )
 
 
-def _with_deviation(factory, observables):
+def _with_deviation(factory, observables, kind="deviation"):
     checker = checker_for(factory)
-    checker.known = (Deviation("mode=overwrite-fsdp", observables, "on purpose", "upstream #1"),)
+    checker.known = (
+        Deviation("mode=overwrite-fsdp", observables, "on purpose", "upstream #1", kind),
+    )
     return checker.run(OVERWRITE)
 
 
@@ -132,7 +134,7 @@ def test_a_deviation_failing_exactly_as_listed_is_xfailed_and_ok():
     assert failing
     result = _with_deviation(planted("empty-expert-skipped"), failing)
     assert result.status == "xfailed" and result.ok
-    assert any("known deviation (bug): on purpose [upstream #1]" in line
+    assert any("known deviation: on purpose [upstream #1]" in line
                for line in result.explanation())  # fmt: skip
 
 
@@ -161,3 +163,12 @@ def test_deviation_and_skip_statuses_reach_json_and_junit():
     assert doc["summary"]["xfailed"] == doc["summary"]["skipped"] == 1
     suite = ET.fromstring(report.junit_xml([xfailed, skipped], CHECKER)).find("testsuite")
     assert suite.get("failures") == "0" and suite.get("skipped") == "2"
+
+
+def test_a_known_upstream_bug_keeps_failing_with_its_write_up():
+    failing = tuple(checker_for(planted("empty-expert-skipped")).run(OVERWRITE).failed_observables)
+    result = _with_deviation(planted("empty-expert-skipped"), failing, kind="bug")
+    assert result.status == "failed" and not result.ok
+    assert "known bug: on purpose [upstream #1]" in result.explanation()[-1]
+    fixed = _with_deviation(GroupedMLP, failing, kind="bug")
+    assert fixed.status == "xpassed" and not fixed.ok
