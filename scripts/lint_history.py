@@ -1,4 +1,4 @@
-"""Measure gmlp-lint on the main_grad history of real repositories (issue 13).
+"""Measure gmlp-lint on the main_grad history of real repositories.
 
     python scripts/lint_history.py --repo TransformerEngine=/path/to/TE.git \\
         --repo Megatron-LM=/path/to/Megatron-LM.git \\
