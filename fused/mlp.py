@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from . import grouped_ops
+from .dual_jit import compiles
 from .kernels.activations import ACTIVATION_CODES
 from .main_grad import WgradPlan
 from .mlp_base import FusedGroupedMLPBase
@@ -35,6 +36,11 @@ class GroupedMLP(FusedGroupedMLPBase):
             raise NotImplementedError(
                 "triton on CPU runs Triton's interpreter, whose bf16 dot products are wrong; "
                 "use fp32 or fp16 on CPU and bf16 on a GPU"
+            )
+        if device.type != "cpu" and not compiles():
+            raise NotImplementedError(
+                f"TRITON_INTERPRET=1 makes Triton interpret every kernel, which the fused path "
+                f"does only for CPU tensors, not {device.type} ones; unset it or use --device cpu"
             )
 
     def _forward(

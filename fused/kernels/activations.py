@@ -5,12 +5,18 @@ the gate (first half of fc1's output) and the linear part (second half). Derivat
 torch's autograd of those expressions, including at the clamp boundaries of clamped QGeGLU
 (the boundary value itself passes the gradient). tanh is written through the sigmoid, which
 the interpreter and every GPU target have: tanh(u) = 2 sigmoid(2u) - 1.
+
+Products with the constexpr constants below put the tensor first (``g * _ALPHA``, not
+``_ALPHA * g``). The compiler handles either order, but the interpreter runs them as Python:
+``constexpr * tensor`` there is a constexpr wrapping a tensor, which Triton 3.7 and newer
+refuse as the argument of a function such as tl.abs (``cannot convert ... to tensor``).
+Products commute exactly, so the values are the same either way.
 """
 
 import triton
 import triton.language as tl
 
-from refimpl.activations import ACTIVATIONS, QGEGLU_ALPHA, QGEGLU_LIMIT
+from gmlp_check.refimpl.activations import ACTIVATIONS, QGEGLU_ALPHA, QGEGLU_LIMIT
 
 SWIGLU = 0
 CLAMPED_QGEGLU = 1
@@ -51,16 +57,16 @@ def _sigmoid(x):
 
 @triton.jit
 def _gelu_tanh(x):
-    inner = _SQRT_2_OVER_PI * (x + _GELU_KAPPA * x * x * x)
+    inner = (x + x * _GELU_KAPPA * x * x) * _SQRT_2_OVER_PI
     tanh_inner = 2.0 * _sigmoid(2.0 * inner) - 1.0
     return 0.5 * x * (1.0 + tanh_inner)
 
 
 @triton.jit
 def _gelu_tanh_derivative(x):
-    inner = _SQRT_2_OVER_PI * (x + _GELU_KAPPA * x * x * x)
+    inner = (x + x * _GELU_KAPPA * x * x) * _SQRT_2_OVER_PI
     tanh_inner = 2.0 * _sigmoid(2.0 * inner) - 1.0
-    slope = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_KAPPA * x * x)
+    slope = (1.0 + x * (3.0 * _GELU_KAPPA) * x) * _SQRT_2_OVER_PI
     return 0.5 * (1.0 + tanh_inner) + 0.5 * x * (1.0 - tanh_inner * tanh_inner) * slope
 
 
@@ -71,7 +77,7 @@ def glu_forward(gate, linear, ACT: tl.constexpr):
     elif ACT == _CLAMPED_QGEGLU:
         g = tl.minimum(gate, _LIMIT)
         lin = tl.minimum(tl.maximum(linear, -_LIMIT), _LIMIT)
-        out = g * _sigmoid(_ALPHA * g) * (lin + 1.0)
+        out = g * _sigmoid(g * _ALPHA) * (lin + 1.0)
     else:  # GEGLU
         out = _gelu_tanh(gate) * linear
     return out
@@ -87,7 +93,7 @@ def glu_backward(gate, linear, grad, ACT: tl.constexpr):
     elif ACT == _CLAMPED_QGEGLU:
         g = tl.minimum(gate, _LIMIT)
         lin = tl.minimum(tl.maximum(linear, -_LIMIT), _LIMIT)
-        s = _sigmoid(_ALPHA * g)
+        s = _sigmoid(g * _ALPHA)
         d_g = grad * (lin + 1.0) * (s + g * _ALPHA * s * (1.0 - s))
         d_gate = tl.where(gate <= _LIMIT, d_g, 0.0)
         d_linear = tl.where((linear >= -_LIMIT) & (linear <= _LIMIT), grad * g * s, 0.0)

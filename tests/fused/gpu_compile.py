@@ -4,8 +4,8 @@ Launches are captured instead of run (their arguments are the real ones, built b
 fused.grouped_ops with GPU tile sizes), then compiled to a cubin the way a CUDA launch would
 compile them: Triton's own argument specialisation (alignment, unit strides) and launch
 options. This catches what the interpreter cannot: code the GPU compiler rejects, and loads
-that fail to vectorise and pipeline. It uses Triton internals (pinned 3.6); a Triton without
-them skips the tests that use it.
+that fail to vectorise and pipeline. It uses a Triton internal, ``JITFunction._pack_args``
+(Triton 3.5 and newer); on 3.4, which lacks it, the tests that use it skip.
 """
 
 from __future__ import annotations

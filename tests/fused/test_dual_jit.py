@@ -4,10 +4,11 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import interpreter
 from triton.runtime.jit import JITFunction
 
-from fused import grouped_ops
-from fused.dual_jit import DualKernel, dual_jit
+from gmlp_check.fused import grouped_ops
+from gmlp_check.fused.dual_jit import DualKernel, dual_jit
 
 from .gpu_compile import captured_launches, compile_for_gpu
 
@@ -28,11 +29,16 @@ def _scale_kernel(X, Y, n, BLOCK: tl.constexpr):
 
 
 def language_state():
-    return {
+    """Attributes of triton.language, and of the interpreter where dual_jit fixes it for a
+    launch (the hook that patches tl.tensor, the descriptor check)."""
+    state = {
         (id(obj), name): value
         for obj in (tl, tl.core, tl.standard, tl.math, tl.core.tensor, tl.core.dtype)
         for name, value in vars(obj).items()
     }
+    state["_patch_lang_tensor"] = interpreter._patch_lang_tensor
+    state["validate"] = interpreter.TensorDescHandle.validate
+    return state
 
 
 def test_interpreted_launch_with_helpers_leaves_triton_language_as_it_was():
@@ -53,19 +59,28 @@ def test_launch_needs_a_tensor():
 
 
 def test_every_fused_kernel_is_dual():
-    from fused.kernels import grouped_gemm, wgrad
+    from gmlp_check.fused.kernels import grouped_gemm, wgrad
 
     kernels = [v for m in (grouped_gemm, wgrad) for v in vars(m).values()]
     assert sum(isinstance(k, DualKernel) for k in kernels) == 5
 
 
+# gpu_compile drives Triton's compiler the way a CUDA launch does, through internals that
+# Triton 3.4 lacks (they came with 3.5).
+needs_pack_args = pytest.mark.skipif(
+    not hasattr(JITFunction, "_pack_args"),
+    reason="compiling without a GPU needs JITFunction._pack_args (Triton 3.5 and newer)",
+)
+
+
+@needs_pack_args
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_kernels_compile_for_sm90_and_pipeline(monkeypatch, dtype):
     """The real launches of one MLP step, compiled for the H100/H200 without a GPU.
 
     16-bit kernels must use wgmma and cp.async with several pipeline stages; that needs unit
     strides known at compile time and 16-byte alignment of the table pointers (ALIGNED)."""
-    from fused.kernels.activations import ACTIVATION_CODES
+    from gmlp_check.fused.kernels.activations import ACTIVATION_CODES
 
     g, hidden, ffn, tokens = 4, 256, 128, 300
     splits = torch.tensor([100, 0, 150, 50], dtype=torch.int32)
