@@ -2,12 +2,19 @@
 
 Exit codes follow ruff and pytest: 0 clean, 1 mismatches (or a fault not caught), 2 usage or
 environment error (bad option, no GPU for --device cuda, an unloadable --fused spec, a factory
-that breaks the protocol) and an interrupted run (Ctrl-C; what finished is still reported).
+that breaks the protocol, --megatron real without megatron-core or CUDA, a crashed rank) and an
+interrupted run (Ctrl-C; what finished is still reported).
+
+``diff --nproc N`` outside torchrun starts N workers running the same command
+(gmlp_check.engines.launcher); inside a launch (RANK and WORLD_SIZE set, by our launcher or by
+torchrun) the command is one rank. Every rank runs every case; rank 0 alone prints and writes
+reports, and every rank exits with the same code.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,7 +25,7 @@ from rich.table import Table
 
 from . import faults as fault_registry
 from .files import check_writable, write_atomic
-from .options import DIFF, MATRIX, RunOptions, click_options
+from .options import DIFF, MATRIX, RunOptions, click_options, to_argv
 
 FORMATS = ("text", "json")
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
@@ -43,15 +50,31 @@ def stdout_console() -> Console:
     return console if console.is_terminal else Console(width=200)
 
 
-def _checker_and_cases(values: dict):
+def _checker_and_cases(values: dict, can_launch: bool = False):
     from .session import Checker, UsageError
 
     options = RunOptions.from_values(values)
     try:
-        checker = Checker.from_options(options)
+        checker = Checker.from_options(options, can_launch=can_launch)
         return checker, checker.select(options)
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def worker_command(values: dict, fmt: str, junit_xml: str | None) -> list[str]:
+    """What each rank runs: this diff command again, with the options the user gave."""
+    command = [sys.executable, "-m", "gmlp_check.cli", "diff", *to_argv(DIFF, values)]
+    command += ["--format", fmt]
+    if junit_xml:
+        command += ["--junit-xml", junit_xml]
+    return command
+
+
+def _quiet_stdout() -> None:
+    """Ranks other than 0 print nothing on stdout (a JSON report there must come from rank 0
+    alone): whatever a library prints goes to stderr instead."""
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
 
 def _print_list(cases, fmt: str) -> None:
@@ -62,12 +85,13 @@ def _print_list(cases, fmt: str) -> None:
             click.echo(c.id)
 
 
-def _run_with_progress(checker, cases, label: str):
-    """Run every case with a progress bar on stderr; (results, interrupted)."""
+def _run_with_progress(checker, cases, label: str, show: bool = True):
+    """Run every case with a progress bar on stderr (``show``); (results, interrupted)."""
     from .session import UsageError
 
     results = []
-    with progress_bar(Console(stderr=True)) as progress:
+    console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
+    with progress_bar(console) as progress:
         task = progress.add_task(label, total=len(cases), case="")
 
         def advance(result) -> None:
@@ -123,10 +147,19 @@ def diff(list_only: bool, fmt: str, junit_xml: str | None, **values) -> None:
     a usage or environment error or when interrupted.
 
     \b
+    Under --megatron real each case runs under the real megatron-core DDP / Megatron-FSDP
+    configurations of its mode (--engine-configs), two training steps each, and what the
+    engines hold after finish_grad_sync is compared with the reference's data-parallel mean.
+    --nproc N runs N ranks, one per GPU: gmlp-check starts them itself, or run it under
+    torchrun --nproc-per-node N.
+
+    \b
     Examples:
       gmlp-check diff --device cpu --dtype fp32 -k 'mode=overwrite-fsdp'
       gmlp-check diff --fused torch-grouped-mm --device cuda --junit-xml diff.xml
       gmlp-check diff --fused mypkg.mlp:make_grouped_mlp --format json > diff.json
+      gmlp-check diff --megatron real --nproc 2 --format json > real.json
+      torchrun --nproc-per-node 2 -m gmlp_check.cli diff --megatron real
     """
     from . import report
 
@@ -135,24 +168,36 @@ def diff(list_only: bool, fmt: str, junit_xml: str | None, **values) -> None:
             check_writable("--junit-xml", junit_xml)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-    checker, cases = _checker_and_cases(values)
+    checker, cases = _checker_and_cases(values, can_launch=True)
     if list_only:
-        _print_list(cases, fmt)
+        if checker.reports:
+            _print_list(cases, fmt)
         return
-    results, interrupted = _run_with_progress(checker, cases, "diff")
-    if junit_xml:
-        write_atomic(junit_xml, report.junit_xml(results, checker))
-    if fmt == "json":
-        document = report.diff_json(results, checker)
-        document["interrupted"] = interrupted
-        click.echo(json.dumps(document, indent=2))
-    else:
-        out = stdout_console()
-        report.print_table(out, results, checker)
-        report.print_failures(out, results, checker)
-        out.print(report.summary_line(results, checker), highlight=False)
+    if checker.needs_launch:
+        from .engines.launcher import launch
+
+        sys.exit(launch(worker_command(values, fmt, junit_xml), checker.nproc))
+    if not checker.reports:
+        _quiet_stdout()
+    try:
+        results, interrupted = _run_with_progress(checker, cases, "diff", checker.reports)
+    finally:
+        checker.close()
+    if checker.reports:
+        if junit_xml:
+            write_atomic(junit_xml, report.junit_xml(results, checker))
+        if fmt == "json":
+            document = report.diff_json(results, checker)
+            document["interrupted"] = interrupted
+            click.echo(json.dumps(document, indent=2))
+        else:
+            out = stdout_console()
+            report.print_table(out, results, checker)
+            report.print_failures(out, results, checker)
+            out.print(report.summary_line(results, checker), highlight=False)
     if interrupted:
-        click.echo(f"interrupted after {len(results)} of {len(cases)} cases", err=True)
+        if checker.reports:
+            click.echo(f"interrupted after {len(results)} of {len(cases)} cases", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_MISMATCH)
 
@@ -231,7 +276,8 @@ def mutants(
     if unknown:
         known = ", ".join(fault_registry.FAULTS)
         raise click.UsageError(f"--fault: expected names from {known}, got {unknown}")
-    checker, cases = _checker_and_cases(values)
+    # Mutants run many faults over the whole matrix: always on the emulated engine.
+    checker, cases = _checker_and_cases({**values, "megatron": "emulated"})
     if list_only:
         _print_list(cases, fmt)
         return

@@ -5,6 +5,11 @@ and the function that checks it.
 Values are compared under ``tolerance.py``'s model; everything about where gradients went is
 exact. ``reference``, ``construct`` and ``run`` are outcomes rather than comparisons: when one
 of them fails nothing else of the case can be compared (``run`` still reports the guard bands).
+
+Each observable says which engine produces it: the emulated one (``gmlp_check.refimpl.megatron``
+around each side, every hook call observed) or the real ones (``--megatron real``: megatron-core
+DDP and Megatron-FSDP, whose checks ``gmlp_check.engines.real_checks`` computes per engine
+configuration and rank).
 """
 
 from __future__ import annotations
@@ -15,31 +20,58 @@ from dataclasses import dataclass
 from .checks import Check, Context, flags, grads, main_grad, values
 from .pair import CaseRun
 
+EMULATED, REAL = "emulated", "real"
+BOTH = (EMULATED, REAL)
+
 
 @dataclass(frozen=True)
 class Observable:
     name: str
     doc: str
-    check: Callable[[Context], Check | None] | None = None  # None: an outcome, not compared
+    # The emulated run's comparison; None: an outcome, or an observable only the real engines
+    # produce (computed in gmlp_check.engines.real_checks).
+    check: Callable[[Context], Check | None] | None = None
+    engines: tuple[str, ...] = (EMULATED,)  # which engines produce it
 
 
 OBSERVABLES: tuple[Observable, ...] = (
     Observable(
-        "reference", "the reference itself failed: a bug in the checker, not the fused side"
+        "reference",
+        "the reference itself failed: a bug in the checker, not the fused side",
+        engines=BOTH,
     ),
-    Observable("construct", "the fused side could not be built or take the reference's parameters"),
-    Observable("run", "the fused side raised while running (the detail names phase and exception)"),
-    Observable("output", "forward output of every microbatch, within tolerance", values.output),
-    Observable("grad.input", "gradient of x, within tolerance", values.input_grad),
     Observable(
-        "grad.probs", "gradient of probs (scaled_swiglu), within tolerance", values.probs_grad
+        "construct",
+        "the fused side could not be built or take the reference's parameters",
+        engines=BOTH,
+    ),
+    Observable(
+        "run",
+        "the fused side raised while running (the detail names phase and exception); under the "
+        "real engines also the engines' own assertions (DDP's `.grad` None under overlap, "
+        "a bucket never reduced), and when it passes, which engine configurations ran",
+        engines=BOTH,
+    ),
+    Observable(
+        "output",
+        "forward output of every microbatch, within tolerance",
+        values.output,
+        engines=BOTH,
+    ),
+    Observable("grad.input", "gradient of x, within tolerance", values.input_grad, engines=BOTH),
+    Observable(
+        "grad.probs",
+        "gradient of probs (scaled_swiglu), within tolerance",
+        values.probs_grad,
+        engines=BOTH,
     ),
     Observable("grad.bias", "bias gradients as the hook found them in `.grad`", values.bias_grad),
     Observable(
         "param.grad",
         "`.grad` as the post-backward hook finds it: present, the weight's shape and dtype; "
-        "`W` in plain mode",
+        "`W` in plain mode (real engines: once per microbatch, at the engine's own hook)",
         grads.param_grad,
+        engines=BOTH,
     ),
     Observable(
         "param.grad.alias",
@@ -51,8 +83,10 @@ OBSERVABLES: tuple[Observable, ...] = (
     ),
     Observable(
         "grad_added_to_main_grad",
-        "the reference's value at every hook call, after backward and after backward_dw",
+        "the reference's value at every hook call, after backward and after backward_dw (real "
+        "engines: each weight's flag at the engine's hook)",
         flags.grad_added,
+        engines=BOTH,
     ),
     Observable(
         "main_grad.fetched",
@@ -79,6 +113,14 @@ OBSERVABLES: tuple[Observable, ...] = (
         "no write outside any main_grad region (canaries intact)",
         main_grad.guard_bands,
     ),
+    Observable(
+        "main_grad.synced",
+        "after `finish_grad_sync`, each parameter's reduced gradient as the engine holds it "
+        "(DDP's main_grad buffer, the distributed optimizer's or Megatron-FSDP's shard on each "
+        "rank) equals the reference's data-parallel mean, K = ranks x microbatches x tokens; "
+        "a value equal to the last microbatch's alone is diagnosed (Megatron-LM #6357 class)",
+        engines=(REAL,),
+    ),
 )
 NAMES: tuple[str, ...] = tuple(o.name for o in OBSERVABLES)
 
@@ -100,12 +142,12 @@ def compare(ctx: Context) -> list[Check]:
             Check(name, False, None, None, run.fused.error.describe()),
             main_grad.guard_bands(ctx),
         ]
-    checks = [o.check(ctx) for o in OBSERVABLES if o.check is not None]
+    checks = [o.check(ctx) for o in OBSERVABLES if o.check is not None and EMULATED in o.engines]
     return [c for c in checks if c is not None]
 
 
 def markdown_table() -> str:
     """The README's table of observables, generated from the declaration."""
-    lines = ["| observable | what must hold |", "|---|---|"]
-    lines += [f"| `{o.name}` | {o.doc} |" for o in OBSERVABLES]
+    lines = ["| observable | what must hold | engines |", "|---|---|---|"]
+    lines += [f"| `{o.name}` | {o.doc} | {', '.join(o.engines)} |" for o in OBSERVABLES]
     return "\n".join(lines)

@@ -9,7 +9,12 @@ Megatron engine around it, and record everything the contract speaks about:
 
 Parameters are set up as the case's mode says: Megatron DDP (``off``, ``accumulate-ddp``), or
 Megatron-FSDP with sharded gradients (``overwrite-fsdp``) or without (``accumulate-fsdp``), each
-with its own post-backward hook (``gmlp_check.refimpl.megatron``).
+with its own post-backward hook (``gmlp_check.refimpl.megatron``). As the real engines do:
+a Megatron-FSDP parameter has no ``main_grad`` attribute until it is first fetched, and with
+sharded gradients it is None again after every microbatch (its bucket was reduced and freed);
+the weights of a delayed case are marked ``skip_backward_post_hook``, as Transformer Engine
+marks them, which is what routes their hooks through ``backward_dw()``; DDP runs with
+``overlap_grad_reduce`` on. ``gmlp-check diff --megatron real`` runs the real engines.
 """
 
 from __future__ import annotations
@@ -139,8 +144,14 @@ def attach_main_grads(case: Case, params: dict[str, nn.Parameter], arena: Arena)
             megatron.setup_fsdp_param(
                 p, arena.region(name), sharded=mode.overwrite, zero_out_wgrad=case.zero_out
             )
+            megatron.hide_main_grad(p)
         else:
             megatron.setup_ddp_param(p, arena.region(name), zero_out_wgrad=case.zero_out)
+
+
+# Megatron-LM's usual DDP setting, and the one under which DDP's hook asserts that a gradient
+# arrived (distributed_data_parallel.py:482-489): the emulation is the stricter of the two.
+EMULATED_OVERLAP_GRAD_REDUCE = True
 
 
 def engine_hook(case: Case):
@@ -148,7 +159,9 @@ def engine_hook(case: Case):
     mode = case.mode_spec
     if mode.fsdp:
         return partial(megatron.fsdp_post_backward_hook, sharded=mode.overwrite)
-    return megatron.ddp_post_backward_hook
+    return partial(
+        megatron.ddp_post_backward_hook, overlap_grad_reduce=EMULATED_OVERLAP_GRAD_REDUCE
+    )
 
 
 def observe(module: nn.Module, case: Case, inputs: Inputs, arena: Arena) -> Observations:
@@ -198,6 +211,8 @@ def observe(module: nn.Module, case: Case, inputs: Inputs, arena: Arena) -> Obse
     try:
         # The case says whether weight gradients are delayed, so a module without TE's
         # delay_wgrad_compute attribute still gets its weights' hooks from backward_dw().
+        if case.delay:
+            megatron.mark_delayed_weights(module)
         megatron.install_hooks(module, params.values(), hook, delay_wgrad_compute=case.delay)
         for mb in range(case.microbatches):
             where.update(mb=mb, phase="forward")
@@ -217,6 +232,9 @@ def observe(module: nn.Module, case: Case, inputs: Inputs, arena: Arena) -> Obse
             where["phase"] = "backward_dw"
             module.backward_dw()
             obs.after_backward_dw.append(snapshot())
+            if case.mode_spec.fsdp and case.mode_spec.overwrite:
+                for p in params.values():
+                    megatron.release_main_grad(p)
     except Exception as exc:  # any failure of the side under test is an observation
         obs.error = SideError.of(exc, where["phase"], where["mb"] + 1)
     obs.guard_violations = arena.guard_violations()

@@ -12,6 +12,8 @@ import click
 from gmlp_check.refimpl import ACTIVATIONS
 
 from .backends import BUILTIN
+from .engines.availability import MEGATRON_CHOICES
+from .engines.configs import CONFIGS, DEFAULT_CONFIGS
 from .matrix import DTYPES, MODES
 
 
@@ -74,7 +76,34 @@ MATRIX: tuple[Option, ...] = (
     Option("tokens", "Tokens T per microbatch [CPU 20, CUDA 1000].", kind=int),
     Option("seed", "Data seed.", kind=int, default=0),
 )
-DIFF: tuple[Option, ...] = (FUSED, INJECT, *MATRIX)
+ENGINE: tuple[Option, ...] = (
+    Option(
+        "megatron",
+        "The Megatron data-parallel engine around the modules: emulated (gmlp_check.refimpl."
+        "megatron, CPU or CUDA), real (megatron-core 0.19.2 DistributedDataParallel and "
+        "Megatron-FSDP, CUDA only), auto: real where megatron-core imports and the run is on "
+        "CUDA, else emulated.",
+        default="auto",
+        choices=MEGATRON_CHOICES,
+    ),
+    Option(
+        "nproc",
+        "Data-parallel ranks for the real engines, one process per GPU (torch.distributed, "
+        "NCCL). Outside torchrun gmlp-check starts the N workers itself. [1; WORLD_SIZE under "
+        "torchrun]",
+        kind=int,
+        metavar="N",
+    ),
+    Option(
+        "engine-configs",
+        "Real engine configurations to run each case under (repeatable; a case runs those of "
+        f"its mode's flavour). Default: {', '.join(DEFAULT_CONFIGS)}.",
+        choices=tuple(CONFIGS),
+        multiple=True,
+        metavar="NAME",
+    ),
+)
+DIFF: tuple[Option, ...] = (FUSED, INJECT, *MATRIX, *ENGINE)
 
 
 @dataclass(frozen=True)
@@ -93,6 +122,9 @@ class RunOptions:
     ffn: int | None = None
     tokens: int | None = None
     seed: int = 0
+    megatron: str = "auto"
+    nproc: int | None = None
+    engine_configs: tuple[str, ...] = ()
     extra: dict[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -147,3 +179,18 @@ def add_pytest_options(group, options: Sequence[Option], no_default: Option | No
 
 def values_from_pytest(config, options: Sequence[Option]) -> dict[str, object]:
     return {o.dest: config.getoption(f"gmlp_{o.dest}") for o in options}
+
+
+def to_argv(options: Sequence[Option], values: dict[str, object]) -> list[str]:
+    """The command-line arguments that give ``values`` (click's parsed values, by dest) back:
+    what a launcher hands its workers so that they parse exactly what the user gave."""
+    argv: list[str] = []
+    for o in options:
+        flag = o.short or f"--{o.name}"
+        value = values.get(o.dest)
+        if o.multiple:
+            for v in value or ():
+                argv += [flag, str(v)]
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv

@@ -1,6 +1,8 @@
 """One differential run: a fused backend, a device, sizes, optionally an injected fault and the
-backend's known deviations. The command line, the pytest plugin, ``mutants`` and the tests
-all go through ``Checker``: it selects cases, runs them and explains failures.
+backend's known deviations, and the Megatron engine around the modules: emulated, or real
+(megatron-core DDP and Megatron-FSDP, on one or more ranks: gmlp_check.engines). The command
+line, the pytest plugin, ``mutants`` and the tests all go through ``Checker``: it selects
+cases, runs them and explains failures.
 
 Errors in what the user asked for (options, the backend spec, a factory that breaks the
 protocol) raise ``UsageError`` with one line naming the option; the CLIs exit 2 on it.
@@ -11,7 +13,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -20,6 +22,8 @@ from gmlp_check.refimpl import ACTIVATIONS
 from . import backends, deviations, faults, observables
 from .checks import Check, Context
 from .devices import UsageError, resolve_device
+from .engines import availability, process_groups
+from .engines import configs as engine_configs
 from .inputs import DEVICE_SIZES, Sizes
 from .matrix import DEVICE_DTYPES, DTYPES, MODES, Case, Selection, default_matrix
 from .options import RunOptions
@@ -35,9 +39,15 @@ class Checker:
     sizes: Sizes
     fault: faults.Fault | None = None
     known: tuple[deviations.Deviation, ...] = ()
+    megatron: str = "emulated"  # "emulated" or "real"
+    nproc: int = 1  # data-parallel ranks (real engines)
+    engine_configs: tuple[str, ...] = ()  # the --engine-configs selection (empty: default)
+    _real: object = field(default=None, repr=False)  # engines.real_run.RealEngine, once used
 
     @classmethod
-    def from_options(cls, options: RunOptions) -> Checker:
+    def from_options(cls, options: RunOptions, *, can_launch: bool = False) -> Checker:
+        """``can_launch``: the caller starts ``nproc`` workers itself when this process is not
+        one of them (``gmlp-check diff``); otherwise --nproc > 1 needs torchrun."""
         device = resolve_device(options.device)
         base = DEVICE_SIZES[device.type]
         try:
@@ -49,12 +59,49 @@ class Checker:
                 seed=options.seed,
             )
             fault = faults.get(options.inject) if options.inject else None
+            megatron = availability.resolve(options.megatron, device)
+            selected = engine_configs.select(options.engine_configs)
+            nproc = _ranks(options, device, megatron, can_launch)
+            if megatron == "real":
+                process_groups.select_device(device)
             backend = backends.load(options.fused)
         except ValueError as exc:  # Sizes, FaultError and BackendError are ValueErrors
             raise UsageError(str(exc)) from None
-        # A fault changes what the backend does, so its deviation table no longer applies.
-        known = () if fault else deviations.for_backend(options.fused)
-        return cls(backend, device, sizes, fault, known)
+        if options.engine_configs and megatron != "real":
+            raise UsageError(
+                "--engine-configs: selects configurations of the real engines, but this run "
+                "uses the emulated one (see --megatron)"
+            )
+        # A fault changes what the backend does, so its deviation table no longer applies;
+        # the real engines have their own table of upstream deviations (engines/configs.py).
+        known = () if fault or megatron == "real" else deviations.for_backend(options.fused)
+        names = tuple(c.name for c in selected) if options.engine_configs else ()
+        return cls(backend, device, sizes, fault, known, megatron, nproc, names)
+
+    # -- ranks ----------------------------------------------------------------------------
+    @property
+    def needs_launch(self) -> bool:
+        """This process must start the ranks itself (--nproc N > 1 outside a launch)."""
+        return self.nproc > 1 and not process_groups.launched()
+
+    @property
+    def reports(self) -> bool:
+        """Whether this process prints and writes reports: rank 0 only."""
+        return self.megatron != "real" or process_groups.current().rank == 0
+
+    def close(self) -> None:
+        """Leave the process group of the real engines (a no-op otherwise)."""
+        if self._real is not None:
+            process_groups.shutdown()
+            self._real = None
+
+    def real_engine(self):
+        if self._real is None:
+            from .engines.real_run import RealEngine
+
+            configs = engine_configs.select(self.engine_configs)
+            self._real = RealEngine(self.backend, self.device, self.sizes, self.fault, configs)
+        return self._real
 
     # -- what the backend can run -------------------------------------------------------
     def refusal(self, dtype: str) -> str | None:
@@ -123,6 +170,18 @@ class Checker:
 
     # -- running ------------------------------------------------------------------------
     def run(self, case: Case) -> CaseResult:
+        if self.megatron == "real":
+            engine = self.real_engine()
+            try:
+                engine.start()
+            except Exception as exc:  # NCCL, the rendezvous, parallel_state: the environment
+                raise UsageError(
+                    f"--megatron real: cannot set up torch.distributed ({backends.short(exc)})"
+                ) from None
+            try:
+                return engine.run(case)
+            except backends.BackendError as exc:
+                raise UsageError(str(exc)) from None
         start = time.perf_counter()
         deviation = deviations.expected_for(self.known, case.id)
         try:
@@ -171,6 +230,11 @@ class Checker:
         words = ["gmlp-check", "diff", "--fused", self.backend.spec, "--device", self.device.type]
         if self.fault:
             words += ["--inject", self.fault.name]
+        words += ["--megatron", self.megatron]
+        if self.nproc > 1:
+            words += ["--nproc", str(self.nproc)]
+        for name in self.engine_configs:
+            words += ["--engine-configs", name]
         # Quoted even where the shell would not need it, so the id reads as one argument.
         return f"{shlex.join([*words, *self.sizes.as_options(), '-k'])} '{case_id}'"
 
@@ -179,6 +243,39 @@ class Checker:
         lines += [f"  {line}" for line in result.explanation()]
         lines.append(f"  rerun: {self.rerun_command(result.case.id)}")
         return "\n".join(lines)
+
+
+def _ranks(options: RunOptions, device: torch.device, megatron: str, can_launch: bool) -> int:
+    """The number of data-parallel ranks the run has; ValueError naming --nproc when it
+    cannot have them."""
+    nproc = options.nproc
+    if nproc is not None and nproc < 1:
+        raise ValueError(f"--nproc: expected an int >= 1, got {nproc}")
+    if process_groups.launched():
+        world = process_groups.from_env().world
+        if nproc is not None and nproc != world:
+            raise ValueError(
+                f"--nproc {nproc}: this process is one of WORLD_SIZE={world} workers (torchrun "
+                f"or gmlp-check's launcher); give --nproc {world} or leave it out"
+            )
+        nproc = world
+    nproc = nproc or 1
+    if nproc > 1 and megatron != "real":
+        why = availability.unavailable_reason(device)
+        raise ValueError(
+            f"--nproc {nproc}: several ranks need the real engines (--megatron real)"
+            + (f"; {why}" if why else "")
+        )
+    if nproc > 1 and not process_groups.launched():
+        gpus = torch.cuda.device_count()
+        if nproc > gpus:
+            raise ValueError(f"--nproc {nproc}: one process per GPU, and there are {gpus} here")
+        if not can_launch:
+            raise ValueError(
+                f"--nproc {nproc}: start the ranks with torchrun --nproc-per-node {nproc} "
+                "(gmlp-check diff starts them itself)"
+            )
+    return nproc
 
 
 def _parse_id(keyword: str | None) -> Case | None:

@@ -5,9 +5,15 @@ data-parallel engines do it. An emulation, written after these upstream files:
   (``_make_backward_post_hook``, lines 468-501) and ``param_and_grad_buffer.py`` (main_grad is
   a view of the parameter's slice of the fp32 gradient buffer, shaped like the parameter);
 * megatron-fsdp 0.6.1, ``megatron_fsdp/megatron_fsdp.py`` (``_grad_acc``, lines 633-678; the
-  unshard path sets ``overwrite_main_grad = True`` for the sharded strategies, lines 500-511)
-  and ``param_and_grad_buffer.py`` (``get_main_grad``, lines 3086-3115, ends in
-  ``.view(param.shape)``).
+  unshard path, lines 500-511, sets ``overwrite_main_grad = True`` for every strategy but
+  ``no_shard``: the emulation models the sharded ones, optim_grads and optim_grads_params,
+  where that is right; for ``optim`` it is Megatron-LM #6357, which ``--megatron real
+  --engine-configs fsdp-optim`` shows) and ``param_and_grad_buffer.py`` (``get_main_grad``,
+  lines 3086-3115, ends in ``.view(param.shape)``; ``reset_param_main_grad``, lines
+  1419-1426, sets ``main_grad`` to None after each reduction).
+
+The emulation models DDP with ``overlap_grad_reduce`` on, the setting Megatron-LM runs with and
+the one under which DDP's hook asserts that a gradient arrived; ``--megatron real`` runs both.
 
 The two post-backward hooks differ, and whether a producer's bug shows depends on it: DDP adds
 ``param.grad`` into main_grad unless the producer set ``grad_added_to_main_grad`` (and adds it
@@ -28,7 +34,9 @@ class MissingGradError(AssertionError):
 
 
 def ddp_post_backward_hook(param: torch.Tensor, *, overlap_grad_reduce: bool = True) -> None:
-    """megatron-core 0.19.2 DDP: add .grad into main_grad unless the producer already did."""
+    """megatron-core 0.19.2 DDP: add .grad into main_grad unless the producer already did.
+    The assertion on a missing ``.grad`` exists only with ``overlap_grad_reduce``
+    (distributed_data_parallel.py:482-489)."""
     if overlap_grad_reduce and param.grad is None:
         raise MissingGradError(
             "param.grad being None is not safe when overlap_grad_reduce is True "
@@ -78,7 +86,8 @@ def setup_fsdp_param(
     zero_out_wgrad: bool = False,
 ) -> None:
     """Megatron-FSDP: main_grad is None until fetched through get_main_grad(); the sharded
-    strategies (optim_grads, optim_grads_params) ask producers to overwrite it."""
+    strategies (optim_grads, optim_grads_params) ask producers to overwrite it. (Before the
+    first fetch the real engine has no ``main_grad`` attribute at all: ``hide_main_grad``.)"""
     param.main_grad = None
     param.get_main_grad = lambda: main_grad.view(param.shape)
     param.__fsdp_param__ = True
@@ -87,6 +96,32 @@ def setup_fsdp_param(
         param.overwrite_main_grad = True
     if zero_out_wgrad:
         param.zero_out_wgrad = True
+
+
+def hide_main_grad(param: torch.Tensor) -> None:
+    """Megatron-FSDP never sets ``main_grad`` when it wraps a module: the attribute is absent
+    until its post-backward hook or a producer sets it (megatron_fsdp.py:339-347 sets only the
+    flags; ``_grad_acc``, :633-678, assigns it), so a producer testing ``hasattr(p,
+    "main_grad")`` meets the absent state in the first microbatch."""
+    if "main_grad" in vars(param):
+        del param.main_grad
+
+
+def release_main_grad(param: torch.Tensor) -> None:
+    """Megatron-FSDP after reducing a bucket: ``param.main_grad = None`` where the attribute
+    exists (``reset_param_main_grad``, param_and_grad_buffer.py:1419-1426). With sharded
+    gradients that happens every microbatch, so each microbatch fetches its bucket anew."""
+    if hasattr(param, "main_grad"):
+        param.main_grad = None
+
+
+def mark_delayed_weights(module: torch.nn.Module) -> None:
+    """What Transformer Engine does for the weights whose gradients it delays
+    (transformer_engine/pytorch/ops/basic/grouped_linear.py:304-319): mark them
+    ``skip_backward_post_hook``, which is what megatron-core DDP routes through
+    ``register_wgrad_accumulation_and_reduce_hooks`` (distributed_data_parallel.py:365-375)."""
+    for p in weight_params(module):
+        p.skip_backward_post_hook = True
 
 
 def reset_for_step(params: Iterable[torch.Tensor]) -> None:
@@ -114,12 +149,13 @@ def install_hooks(
     It fires when autograd accumulates a gradient, and, for modules with delayed weight
     gradients, from ``backward_dw()`` through the module's
     ``register_wgrad_accumulation_and_reduce_hooks``: megatron-core 0.19.2 routes there every
-    parameter the producer marked ``skip_backward_post_hook`` (Transformer Engine marks its
-    delayed weights, and its GroupedLinear module its biases too;
-    distributed_data_parallel.py:357-373). A module that delays but marks nothing has its
-    weights routed there (biases still go through autograd). ``delay_wgrad_compute`` None
-    reads the module's attribute, which a third-party module may not have. Returns the handles
-    of the autograd hooks."""
+    parameter marked ``skip_backward_post_hook`` when ``ddp_config.delay_wgrad_compute`` is on
+    (distributed_data_parallel.py:365-375; Transformer Engine marks its delayed weights, and
+    its GroupedLinear module its biases too, and the checker marks the weights of every
+    delayed case the same way: ``mark_delayed_weights``). A module that delays but carries no
+    mark at all has its weights routed there (biases still go through autograd).
+    ``delay_wgrad_compute`` None reads the module's attribute, which a third-party module may
+    not have. Returns the handles of the autograd hooks."""
     params = list(params)
     if delay_wgrad_compute is None:
         delay_wgrad_compute = bool(getattr(module, "delay_wgrad_compute", False))

@@ -68,10 +68,13 @@ def _deviations(spec: str) -> Callable[[], str]:
 
 def _generators() -> dict[str, Callable[[], str]]:
     from gmlp_check.backends import BUILTIN
+    from gmlp_check.engines.configs import markdown_configs, markdown_upstream
     from gmlp_check.matrix import markdown_axes, markdown_parts
     from gmlp_check.observables import markdown_table
 
     generators = {
+        "engine-configs": markdown_configs,
+        "engine-deviations": markdown_upstream,
         "axes": markdown_axes,
         "parts": markdown_parts,
         "modes": _modes,

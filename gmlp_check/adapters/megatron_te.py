@@ -139,11 +139,12 @@ def _import_megatron() -> dict[str, object]:
 
 
 def ensure_process_group(device: torch.device) -> None:
-    """A one-process torch.distributed group and Megatron's parallel_state, all sizes 1.
+    """torch.distributed and Megatron's parallel_state with no model parallelism: a
+    one-process group where none exists, or the data-parallel group already set up (the real
+    engines' ranks, gmlp_check.engines).
 
-    Idempotent: reuses what is already initialised, provided it is a single process with no
-    model parallelism. The only process-group setup the adapter does; it selects ``device``
-    as the current CUDA device because Megatron allocates TE weights there."""
+    Idempotent. The only process-group setup the adapter does; it selects ``device`` as the
+    current CUDA device because Megatron allocates TE weights there."""
     import torch.distributed as dist
     from megatron.core import parallel_state
 
@@ -151,11 +152,6 @@ def ensure_process_group(device: torch.device) -> None:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
-    elif dist.get_world_size() != 1:
-        raise RuntimeError(
-            f"{ADAPTER}: torch.distributed already runs {dist.get_world_size()} processes; "
-            f"the adapter needs a single-process group"
-        )
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(create_gloo_process_groups=False)
     sizes = (
@@ -164,7 +160,7 @@ def ensure_process_group(device: torch.device) -> None:
         parallel_state.get_expert_tensor_parallel_world_size(),
     )
     if sizes != (1, 1, 1):
-        raise RuntimeError(
+        raise NotImplementedError(
             f"{ADAPTER}: parallel_state is initialised with (TP, EP, expert TP) = {sizes}; "
             f"the adapter needs all three to be 1"
         )

@@ -1,0 +1,237 @@
+"""From every rank's outcome of every engine configuration to one case result.
+
+Each rank judges what it holds; the outcomes are gathered (all_gather_object) and merged the
+same way on every rank, so every rank knows the verdict and exits with the same code, while
+only rank 0 reports. A check fails if it fails on any rank (the detail names the rank); the
+ranks' regions of a sharded gradient must tile each parameter exactly once. Then the
+configurations: each is a labelled part of the case's checks, and the case passes when every
+configuration passes. A configuration the engine refused (or one no rank could run) is skipped
+with its reason; a case none of whose configurations ran is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..checks import Check
+from ..deviations import Deviation
+from ..matrix import Case
+from ..results import CaseResult
+from .configs import CONFIGS, upstream_deviation
+
+# The order of a real-engine case's checks (the observables of observables.py).
+ORDER = ("reference", "construct", "run", "output", "grad.input", "grad.probs", "param.grad",
+         "grad_added_to_main_grad", "main_grad.synced")  # fmt: skip
+
+
+@dataclass
+class ConfigOutcome:
+    """One configuration on one rank."""
+
+    config: str  # its name in configs.CONFIGS
+    checks: list[Check] = field(default_factory=list)
+    skip_reason: str | None = None
+    coverage: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    # name -> (lo, hi, numel) of each step's reading
+    last_only: bool = True  # every failing part of main_grad.synced is the #6357 signature
+
+
+@dataclass
+class RankOutcome:
+    """One case on one rank: either a case-level result (skip, or failed checks before any
+    configuration ran) or the outcome of each configuration."""
+
+    configs: list[ConfigOutcome] = field(default_factory=list)
+    skip_reason: str | None = None
+    checks: list[Check] = field(default_factory=list)  # case-level failures (construct, ...)
+
+
+def _merge_ranks(observable: str, per_rank: Sequence[Check | None], world: int) -> Check:
+    def tag(rank: int) -> str:
+        return f"rank {rank}: " if world > 1 else ""
+
+    present = [(r, c) for r, c in enumerate(per_rank) if c is not None]
+    failing = [(r, c) for r, c in present if not c.passed]
+    if failing:
+        rank, check = failing[0]
+        also = [r for r, _ in failing[1:]]
+        more = f" (also fails on rank {', '.join(map(str, also))})" if also else ""
+        return Check(
+            observable,
+            False,
+            check.max_abs_err,
+            check.tolerance,
+            f"{tag(rank)}{check.detail}{more}",
+        )
+
+    def ratio(rc: tuple[int, Check]) -> float:
+        c = rc[1]
+        return c.max_abs_err / c.tolerance if c.max_abs_err is not None and c.tolerance else 0.0
+
+    rank, check = max(present, key=ratio)
+    return Check(observable, True, check.max_abs_err, check.tolerance, f"{tag(rank)}{check.detail}")
+
+
+def coverage_problems(per_rank: Sequence[ConfigOutcome], sharded: bool) -> list[str]:
+    """Where the ranks' regions do not cover a parameter as the engine promises (per step):
+    each rank all of it (all-reduce), or all ranks together each element once (shards)."""
+    problems = []
+    first = per_rank[0].coverage
+    for name, steps in first.items():
+        for s in range(len(steps)):
+            numel = steps[s][2]
+            if not sharded:
+                for rank, o in enumerate(per_rank):
+                    lo, hi, _ = o.coverage[name][s]
+                    if (lo, hi) != (0, numel):
+                        problems.append(
+                            f"step {s + 1} {name}: rank {rank} holds [{lo}:{hi}] of {numel}, "
+                            "expected all of it"
+                        )
+                continue
+            spans = sorted(
+                (o.coverage[name][s][0], o.coverage[name][s][1], r)
+                for r, o in enumerate(per_rank)
+                if o.coverage.get(name) and o.coverage[name][s][1] > o.coverage[name][s][0]
+            )
+            position = 0
+            for lo, hi, rank in spans:
+                if lo != position:
+                    what = "read by no rank" if lo > position else f"read twice (rank {rank})"
+                    span = f"[{min(lo, position)}:{max(lo, position)}]"
+                    problems.append(f"step {s + 1} {name}: elements {span} {what}")
+                position = max(position, hi)
+            if position != numel:
+                problems.append(
+                    f"step {s + 1} {name}: elements [{position}:{numel}] read by no rank"
+                )
+    return problems
+
+
+def merge_config(per_rank: Sequence[ConfigOutcome], world: int) -> ConfigOutcome:
+    """One configuration's outcome over all ranks."""
+    name = per_rank[0].config
+    skipped = [(r, o.skip_reason) for r, o in enumerate(per_rank) if o.skip_reason is not None]
+    if skipped:
+        rank, reason = skipped[0]
+        return ConfigOutcome(name, skip_reason=reason if world == 1 else f"rank {rank}: {reason}")
+    observables = [
+        o for o in ORDER if any(c.observable == o for out in per_rank for c in out.checks)
+    ]
+    checks = []
+    for observable in observables:
+        found = [
+            next((c for c in out.checks if c.observable == observable), None) for out in per_rank
+        ]
+        checks.append(_merge_ranks(observable, found, world))
+    problems = coverage_problems(per_rank, CONFIGS[name].sharded_result)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        detail = f"the ranks' regions do not cover the parameter: {problems[0]}{more}"
+        checks = [c for c in checks if c.observable != "main_grad.synced"]
+        checks.append(Check("main_grad.synced", False, None, None, detail))
+    last_only = all(o.last_only for o in per_rank)
+    return ConfigOutcome(name, checks, None, per_rank[0].coverage, last_only)
+
+
+def _combine_configs(observable: str, parts: list[tuple[str, Check]]) -> Check:
+    failing = [(label, c) for label, c in parts if not c.passed]
+    if failing:
+        label, c = failing[0]
+        also = ", ".join(lbl for lbl, _ in failing[1:])
+        more = f" (also fails under {also})" if also else ""
+        return Check(observable, False, c.max_abs_err, c.tolerance, f"{label}: {c.detail}{more}")
+
+    def ratio(lc: tuple[str, Check]) -> float:
+        c = lc[1]
+        return c.max_abs_err / c.tolerance if c.max_abs_err is not None and c.tolerance else 0.0
+
+    label, c = max(parts, key=ratio)
+    return Check(observable, True, c.max_abs_err, c.tolerance, f"{label}: {c.detail}")
+
+
+def case_result(
+    case: Case, gathered: Sequence[RankOutcome], steps: int, duration_s: float
+) -> CaseResult:
+    """The case's result from every rank's outcome (the same on every rank)."""
+    world = len(gathered)
+    skipped = [(r, o.skip_reason) for r, o in enumerate(gathered) if o.skip_reason is not None]
+    if skipped:
+        rank, reason = skipped[0]
+        return CaseResult(case, [], duration_s, reason if world == 1 else f"rank {rank}: {reason}")
+    case_level = [o.checks for o in gathered if o.checks]
+    if case_level:
+        observables = [o for o in ORDER if any(c.observable == o for cs in case_level for c in cs)]
+        checks = [
+            _merge_ranks(
+                o,
+                [next((c for c in out.checks if c.observable == o), None) for out in gathered],
+                world,
+            )
+            for o in observables
+        ]
+        return CaseResult(case, checks, duration_s)
+    merged = [
+        merge_config([o.configs[i] for o in gathered], world)
+        for i in range(len(gathered[0].configs))
+    ]
+    ran = [m for m in merged if m.skip_reason is None]
+    skipped_configs = [
+        f"{CONFIGS[m.config].label} ({m.skip_reason})" for m in merged if m.skip_reason
+    ]
+    if not ran:
+        return CaseResult(case, [], duration_s, "; ".join(skipped_configs) or "no engine config")
+    checks = []
+    for observable in ORDER:
+        parts = [
+            (CONFIGS[m.config].label, c)
+            for m in ran
+            for c in m.checks
+            if c.observable == observable
+        ]
+        if parts:
+            checks.append(_combine_configs(observable, parts))
+    if not any(c.observable == "run" for c in checks):
+        labels = ", ".join(CONFIGS[m.config].label for m in ran)
+        ranks = f" on {world} ranks" if world > 1 else ""
+        skipped_text = f"; skipped: {'; '.join(skipped_configs)}" if skipped_configs else ""
+        detail = f"{steps} steps each under {labels}{ranks}{skipped_text}"
+        checks.insert(0, Check("run", True, None, None, detail))
+    return CaseResult(case, checks, duration_s, None, _deviation(case, ran, world))
+
+
+def _deviation(case: Case, ran: Sequence[ConfigOutcome], world: int) -> Deviation | None:
+    """The known upstream deviation the case is expected to show, under strict-xfail rules:
+    attached when every failure belongs to configurations an upstream deviation applies to and
+    is exactly its signature (then the case is xfailed), or when those configurations passed
+    and nothing else failed (then it is xpassed: the table is stale). Any other failure is the
+    producer's: no deviation, the case fails."""
+    expected = {
+        m.config: upstream_deviation(CONFIGS[m.config], world, case.microbatches) for m in ran
+    }
+    deviating = [m for m in ran if expected[m.config] is not None]
+    if not deviating:
+        return None
+    for m in ran:
+        failing = sorted(c.observable for c in m.checks if not c.passed)
+        dev = expected[m.config]
+        if dev is None and failing:
+            return None
+        if dev is not None and failing and (failing != sorted(dev.observables) or not m.last_only):
+            return None
+    devs = {expected[m.config].id: expected[m.config] for m in deviating}
+
+    def labels(dev_id: str) -> str:
+        return ", ".join(
+            CONFIGS[m.config].label for m in deviating if expected[m.config].id == dev_id
+        )
+
+    unseen = " (read from the source, not yet seen on a GPU)"
+    reason = "; ".join(
+        f"{labels(d.id)}: {d.reason}{'' if d.verified else unseen}" for d in devs.values()
+    )
+    upstream = "; ".join(d.upstream for d in devs.values())
+    observables = tuple(sorted({o for d in devs.values() for o in d.observables}))
+    kind = "bug" if any(d.kind == "bug" for d in devs.values()) else "deviation"
+    return Deviation(case.id, observables, reason, upstream, kind)

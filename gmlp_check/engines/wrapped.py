@@ -1,0 +1,98 @@
+"""A module under test wrapped by a real engine, and what the engine holds after a step.
+
+``mark_params`` marks the parameters the way Megatron's layers do before the engine sees them;
+``wrap`` hands the module to ``ddp.wrap`` or ``fsdp.wrap``. Both return a ``Wrapped``: the engine
+object the training loop drives (``zero_grad_buffer``, ``no_sync``, ``finish_grad_sync`` via
+``finalize_model_grads``), the producer itself, its parameters by the reference's names, and
+how to read each parameter's reduced gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..inputs import is_weight
+from .configs import EngineConfig
+
+
+@dataclass
+class Reading:
+    """Elements [lo, hi) of a flattened parameter that this rank holds reduced (a copy)."""
+
+    values: torch.Tensor  # fp32, hi - lo elements
+    lo: int
+    hi: int
+    numel: int
+
+
+@dataclass
+class Wrapped:
+    config: EngineConfig
+    model: nn.Module  # DistributedDataParallel / FullyShardedDataParallel
+    module: nn.Module  # the producer under test
+    params: dict[str, nn.Parameter]  # the parameters the producer sees, by its names
+    read: Callable[[], dict[str, Reading]]
+    backward_dw_after_backward: bool  # DDP: the schedule calls backward_dw() itself
+
+    def forward(self, x, split_sizes, probs=None):
+        return self.model(x, split_sizes, probs)
+
+
+def mark_params(module: nn.Module, *, delay: bool, zero_out: bool) -> None:
+    """What Megatron's layers put on parameters before the engine wraps them.
+
+    * ``skip_backward_post_hook`` on delayed weights, which Transformer Engine sets itself
+      (transformer_engine/pytorch/ops/basic/grouped_linear.py:304-319). Megatron-core DDP then
+      hooks them through ``register_wgrad_accumulation_and_reduce_hooks``
+      (core/distributed/distributed_data_parallel.py:365-375) and Megatron-FSDP leaves them to
+      ``post_wgrad_grad_acc_hook`` (megatron_fsdp.py:97-103, :1110-1117). A producer that marks
+      its own parameters keeps its marks.
+    * ``zero_out_wgrad``: Megatron's shared weights (DDP adds ``.grad`` anyway under it,
+      distributed_data_parallel.py:490-493).
+    * ``need_backward_dw()`` on the module, which TE modules have: Megatron-FSDP wires
+      ``post_wgrad_grad_acc_hook`` only for modules that say they need it (megatron_fsdp.py:97).
+    """
+    for name, p in module.named_parameters():
+        if delay and is_weight(name):
+            p.skip_backward_post_hook = True
+        if zero_out:
+            p.zero_out_wgrad = True
+    if delay and not callable(getattr(module, "need_backward_dw", None)):
+        module.need_backward_dw = _needs_backward_dw
+
+
+def _needs_backward_dw() -> bool:
+    return True
+
+
+def wrap(module: nn.Module, config: EngineConfig, *, delay: bool, device: torch.device) -> Wrapped:
+    """Wrap ``module`` (weights loaded and identical on every rank, parameters marked) as
+    Megatron-LM's ``get_model`` does (training/training.py:1857-1901 ->
+    wrap_model_chunks_with_ddp)."""
+    if config.flavour == "ddp":
+        from . import ddp
+
+        return ddp.wrap(module, config, delay=delay)
+    from . import fsdp
+
+    return fsdp.wrap(module, config, delay=delay, device=device)
+
+
+def transformer_config(calculate_per_token_loss: bool = False):
+    """The TransformerConfig the engines read: DDP its calculate_per_token_loss
+    (distributed_data_parallel.py:179) and cuda_graph_impl (:608), the FSDP adapter
+    gradient_accumulation_fusion, fp8_recipe and friends (mcore_fsdp_adapter.py:147-224),
+    finalize_model_grads whatever get_model_config finds (core/utils.py:647-690). The sizes are
+    placeholders: nothing here builds a transformer."""
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    return TransformerConfig(
+        num_layers=1,
+        hidden_size=8,
+        num_attention_heads=1,
+        calculate_per_token_loss=calculate_per_token_loss,
+    )
