@@ -88,7 +88,7 @@ for s in $STEPS; do
       done ;;
     tests)
       step tests "$PY" -m pytest -m gpu tests -q -p no:cacheprovider -rfEs \
-        --ignore=tests/adapters --junit-xml "$OUT/tests.xml" ;;
+        --ignore=tests/adapters --ignore=tests/lint --junit-xml "$OUT/tests.xml" ;;
     diff)
       diff_json diff-triton --fused triton --megatron emulated
       diff_json diff-torch-grouped-mm --fused torch-grouped-mm --megatron emulated ;;
