@@ -278,7 +278,7 @@ class MegatronTEGroupedMLP(TEAdapter):
         self.bind_grouped("fc2", experts.linear_fc2, single=single_grouped_weight, bias=bias)
         # Megatron DDP registers its hooks on linear_fc1/linear_fc2 and TEGroupedMLP.backward_dw
         # triggers fc2's, then fc1's (experts.py:986-987): fc1's run once both are done.
-        self.hook_owner = experts.linear_fc1
+        self.set_hook_owner(experts.linear_fc1)
 
     def forward(
         self,

@@ -276,8 +276,9 @@ class TEAdapter(nn.Module):
     def hook_owner(self) -> nn.Module | None:
         return self._hook_owners[0] if self._hook_owners else None
 
-    @hook_owner.setter
-    def hook_owner(self, owner: nn.Module) -> None:
+    def set_hook_owner(self, owner: nn.Module) -> None:
+        """(A property setter would not do: nn.Module.__setattr__ registers any module
+        assigned to an attribute as a submodule before a setter sees it.)"""
         self._hook_owners = (owner,)
 
     def bind(self, layer: str, name: str, owner: nn.Module, attr: str | None = None) -> None:

@@ -125,7 +125,7 @@ class TEGroupedLinearMLP(TEAdapter):
         self._te = (fc1, act, fc2)  # a tuple: out of the module tree and the state dict
         self.bind_grouped("fc1", fc1, single=single_grouped_weight, bias=bias)
         self.bind_grouped("fc2", fc2, single=single_grouped_weight, bias=bias)
-        self.hook_owner = fc1
+        self.set_hook_owner(fc1)
 
     def forward(
         self,

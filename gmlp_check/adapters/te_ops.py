@@ -130,7 +130,7 @@ class TEOpsGroupedMLP(TEAdapter):
         self._te = (ops.Sequential(fc1, act, fc2), fc1, fc2)
         self.bind_grouped("fc1", fc1, single=single_grouped_weight, bias=bias)
         self.bind_grouped("fc2", fc2, single=single_grouped_weight, bias=bias)
-        self.hook_owner = fc1
+        self.set_hook_owner(fc1)
 
     def forward(
         self,

@@ -208,7 +208,10 @@ def _deviation(case: Case, ran: Sequence[ConfigOutcome], world: int) -> Deviatio
     and nothing else failed (then it is xpassed: the table is stale). Any other failure is the
     producer's: no deviation, the case fails."""
     expected = {
-        m.config: upstream_deviation(CONFIGS[m.config], world, case.microbatches) for m in ran
+        m.config: upstream_deviation(
+            CONFIGS[m.config], world, case.microbatches, tokens=case.splits != "t0"
+        )
+        for m in ran
     }
     deviating = [m for m in ran if expected[m.config] is not None]
     if not deviating:

@@ -322,3 +322,27 @@ def test_accumulate_mode_writes_main_grad(factory):
         _close(p.main_grad, expected[name].grad, f"{name}.main_grad")
         assert p.grad_added_to_main_grad, name
         assert p.grad is None or p.grad.data_ptr() != p.main_grad.data_ptr(), name
+
+
+def test_the_hook_owner_stays_out_of_the_module_tree_and_the_state_dict():
+    # The TE object that runs the wgrad hooks must not become a submodule: its parameters
+    # and _extra_state would join the state dict, and megatron-core's DDP, which registers a
+    # delayed weight's hook on every module holding it, would register it there twice.
+    from torch import nn
+
+    from gmlp_check.adapters.te_common import TEAdapter
+
+    adapter = TEAdapter(
+        "test", num_experts=2, hidden=4, ffn=3, activation="swiglu",
+        accumulate_into_main_grad=True, delay_wgrad_compute=True,
+    )  # fmt: skip
+    owner = nn.Linear(4, 4)
+    adapter.fc1.register_parameter("weight0", owner.weight)
+    adapter.set_hook_owner(owner)
+    assert adapter.hook_owner is owner
+    assert all(m is not owner for m in adapter.modules())
+    assert set(adapter.state_dict()) == {"fc1.weight0"}
+    seen = []
+    owner.register_wgrad_accumulation_and_reduce_hooks = seen.append
+    adapter.register_wgrad_accumulation_and_reduce_hooks(print)
+    assert seen == [print]

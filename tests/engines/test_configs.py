@@ -82,6 +82,14 @@ def test_upstream_deviations_apply_where_the_notes_say(config, world, microbatch
     assert (found.id if found else None) == expected
 
 
+@pytest.mark.parametrize("config, world", [("fsdp-optim", 2), ("fsdp-optim_grads", 1)])
+def test_upstream_deviations_cannot_show_without_tokens(config, world):
+    # T=0: every gradient is zero, so overwriting and accumulating agree (seen on the H200:
+    # the splits=t0 cases passed where the table had expected them to fail).
+    assert upstream_deviation(CONFIGS[config], world, 2, tokens=True) is not None
+    assert upstream_deviation(CONFIGS[config], world, 2, tokens=False) is None
+
+
 def test_deviations_name_configs_that_exist_and_only_main_grad_synced():
     for d in UPSTREAM_DEVIATIONS:
         assert set(d.configs) <= set(CONFIGS)
