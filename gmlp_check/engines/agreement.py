@@ -18,7 +18,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
 GREEN = ("passed", "skipped", "xfailed")
 
 
