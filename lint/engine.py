@@ -1,6 +1,8 @@
 """Linting and fixing source text, one file or many.
 
-Every file is checked to be valid Python. Files that mention ``main_grad`` are parsed with
+Every file is checked to be valid Python. Files that mention one of the contract's
+identifiers (``TRIGGERS``: ``main_grad`` and the names of the dummy-gradient and delayed-wgrad
+protocol, which a helper module may use without ever spelling main_grad) are parsed with
 libcst and analysed by the rules; the others only go through CPython's parser (a fraction of
 the cost, and libcst is never imported for them). Suppression comments are read from any
 file that has one.
@@ -13,17 +15,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import registry
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
+from .project import overwrite_helpers
 from .source import SourceError, decode, read_bytes, syntax_error
 from .suppressions import MARKER
 from .suppressions import apply as apply_suppressions
 from .suppressions import parse as parse_suppressions
 
-TRIGGER = "main_grad"
+# Substrings that make a file worth parsing (``main_grad`` also covers
+# ``grad_added_to_main_grad``, ``overwrite_main_grad`` and ``get_main_grad``).
+TRIGGERS = ("main_grad", "zero_out_wgrad", "dummy_wgrad", "skip_backward_post_hook")
+_BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 MAX_FIX_PASSES = 10
 # The pool decision weighs each file's bytes: CPython's parser alone costs 1 a byte, libcst
 # and the rules cost ANALYSIS_WEIGHT a byte (measured: about 25 times CPython's parser).
@@ -38,6 +44,9 @@ class Job:
     path: str
     enabled: frozenset[str]
     data: bytes | None = None  # the file's bytes when already read (stdin); else read here
+    # Functions in the other files of the run that return a flag computed from
+    # overwrite_main_grad (``project.overwrite_helpers``).
+    overwrite_helpers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -46,11 +55,14 @@ class Mode:
     unsafe_fixes: bool = False
 
 
-def lint_source(source: str, path: str, enabled: frozenset[str]) -> list[Finding]:
-    """The findings in ``source``, sorted. Raises SourceError when it is not valid Python."""
+def lint_source(
+    source: str, path: str, enabled: frozenset[str], helpers: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """The findings in ``source``, sorted; ``helpers`` are the overwrite helpers defined in
+    the other files of the run. Raises SourceError when it is not valid Python."""
     findings: list[Finding] = []
-    if TRIGGER in source and enabled & registry.codes_in_scope(registry.MODULE):
-        findings = _run_checks(source, path, enabled)  # libcst's parse is the syntax check
+    if mentions_contract(source) and enabled & registry.codes_in_scope(registry.MODULE):
+        findings = _run_checks(source, path, enabled, helpers)  # libcst's parse is the syntax check
     else:
         error = syntax_error(source, path)
         if error is not None:
@@ -61,7 +73,12 @@ def lint_source(source: str, path: str, enabled: frozenset[str]) -> list[Finding
     return sorted(findings, key=lambda f: (f.line, f.column, f.code))
 
 
-def _run_checks(source: str, path: str, enabled: frozenset[str]) -> list[Finding]:
+def mentions_contract(source: str) -> bool:
+    """The text names one of ``TRIGGERS`` (a few substring scans: cheap on any file)."""
+    return any(trigger in source for trigger in TRIGGERS)
+
+
+def _run_checks(source: str, path: str, enabled: frozenset[str], helpers) -> list[Finding]:
     """Parse ``source`` and run every enabled rule's check on it."""
     import libcst
 
@@ -69,7 +86,7 @@ def _run_checks(source: str, path: str, enabled: frozenset[str]) -> list[Finding
     from .analysis.module import ModuleContext
 
     try:
-        context = ModuleContext(source, path)
+        context = ModuleContext(source, path, helpers)
         out = Collector(context, enabled)
         for check in registry.module_checks(enabled):
             check(context, out)
@@ -86,26 +103,32 @@ def _run_checks(source: str, path: str, enabled: frozenset[str]) -> list[Finding
 
 
 def fix_source(
-    source: str, path: str, enabled: frozenset[str], unsafe: bool
+    source: str,
+    path: str,
+    enabled: frozenset[str],
+    unsafe: bool,
+    helpers: frozenset[str] = frozenset(),
 ) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none applies (or MAX_FIX_PASSES). Returns the new text, the number
     of fixes applied and the findings that remain. Raises SourceError if the input is not
     valid Python, or if a fix would make it invalid."""
-    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe)
+    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe, helpers)
     return fixed, applied, remaining
 
 
-def _fix(source, path, enabled, unsafe) -> tuple[str, int, list[Finding], list[Finding]]:
+def _fix(
+    source, path, enabled, unsafe, helpers=frozenset()
+) -> tuple[str, int, list[Finding], list[Finding]]:
     """fix_source's answer and the findings of ``source`` itself."""
     current = source
     applied = 0
-    original = findings = lint_source(current, path, enabled)
+    original = findings = lint_source(current, path, enabled, helpers)
     for _ in range(MAX_FIX_PASSES):
         candidate, count = apply_fixes(current, findings, unsafe)
         if count == 0:
             break
         try:
-            next_findings = lint_source(candidate, path, enabled)
+            next_findings = lint_source(candidate, path, enabled, helpers)
         except SourceError as error:
             raise SourceError(
                 f"a fix produced invalid code, nothing written ({error.message})"
@@ -123,14 +146,14 @@ def process(job: Job, mode: Mode) -> FileResult:
         result.source, result.encoding = source.text, source.encoding
         if mode.fix:
             fixed, count, findings, original = _fix(
-                source.text, job.path, job.enabled, mode.unsafe_fixes
+                source.text, job.path, job.enabled, mode.unsafe_fixes, job.overwrite_helpers
             )
             if fixed != source.text:
                 result.fixed_source = fixed
                 result.fixed_count = count
             result.unfixed_findings = original
         else:
-            findings = lint_source(source.text, job.path, job.enabled)
+            findings = lint_source(source.text, job.path, job.enabled, job.overwrite_helpers)
     except SourceError as error:
         result.error = FileError(job.path, error.message, error.line, error.column)
         return result
@@ -153,7 +176,7 @@ def estimate_work(job: Job) -> int:
         data = job.data if job.data is not None else read_bytes(job.path)
     except SourceError:
         return 0  # ``process`` reports it, at no cost
-    analysed = TRIGGER.encode() in data or MARKER.encode() in data
+    analysed = any(t in data for t in _BYTE_TRIGGERS) or MARKER.encode() in data
     return len(data) * (ANALYSIS_WEIGHT if analysed else 1)
 
 
@@ -166,6 +189,8 @@ def run(
     """Results in the order of ``jobs``; the files go to a process pool when there is
     enough work and ``workers`` allows it."""
     results: list[FileResult | None] = [None] * len(jobs)
+    if len(jobs) > 1:
+        jobs = with_project_facts(jobs)
     workers = workers or available_cpus()
     work = [estimate_work(job) for job in jobs] if workers > 1 and len(jobs) > 1 else []
     if sum(work) >= PARALLEL_MIN_WORK:
@@ -176,6 +201,20 @@ def run(
             if on_result is not None:
                 on_result(results[i])
     return results  # type: ignore[return-value]
+
+
+def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
+    """The jobs, told what the rules need to know about the other files of the run."""
+    contents = []
+    for job in jobs:
+        try:
+            contents.append(job.data if job.data is not None else read_bytes(job.path))
+        except SourceError:
+            continue  # ``process`` reports it
+    helpers = overwrite_helpers(contents)
+    if not helpers:
+        return list(jobs)
+    return [replace(job, overwrite_helpers=job.overwrite_helpers | helpers) for job in jobs]
 
 
 def available_cpus() -> int:

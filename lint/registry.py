@@ -25,7 +25,22 @@ from types import ModuleType
 
 # Every rule, in the order they are listed and run. Adding a rule: write rules/<code>.py
 # and add its code here.
-CODES = ("GMLP001", "GMLP002", "GMLP003", "GMLP004", "GMLP100")
+CODES = (
+    "GMLP001",
+    "GMLP002",
+    "GMLP003",
+    "GMLP004",
+    "GMLP005",
+    "GMLP006",
+    "GMLP007",
+    "GMLP008",
+    "GMLP009",
+    "GMLP010",
+    "GMLP011",
+    "GMLP012",
+    "GMLP013",
+    "GMLP100",
+)
 
 # What a rule's ``check`` looks at:
 MODULE = "module"  # check(context, out): a parsed file that mentions main_grad

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import patterns
+from . import patterns, wgrad
 from .cfg import Node
 from .module import ModuleContext, Unit, iter_statements, suite_body
 
@@ -77,6 +77,9 @@ class _Finder:
     def __init__(self, unit: Unit) -> None:
         self.unit = unit
         self.found: list[Branch] = []
+        # The module's own functions that mark grad_added_to_main_grad or make the dummy:
+        # calling one is bookkeeping, whatever its name.
+        self.helpers = unit.context.shared(wgrad.bookkeeping_helpers)
 
     def branches(self) -> list[Branch]:
         for stmt, suite in self.unit.statements():
@@ -94,6 +97,8 @@ class _Finder:
         if node is None or not self.unit.overwrite.expr(stmt.test, node):
             return
         body_statements = suite_body(stmt.body)
+        if _ends_in(body_statements, cst.Raise):
+            return  # a guard that refuses a configuration: no path goes on past it
         body = self.effects(iter_statements(body_statements))
         if isinstance(stmt.orelse, cst.If):
             orelse = self.effects(iter_statements([stmt.orelse]))
@@ -224,14 +229,13 @@ class _Finder:
             kinds.add(NONE_GRADS)
         return kinds
 
-    @staticmethod
-    def calls_bookkeeping(tree: cst.CSTNode) -> set[str]:
+    def calls_bookkeeping(self, tree: cst.CSTNode) -> set[str]:
         kinds: set[str] = set()
         for sub in patterns.walk(tree):
             name = patterns.callee_name(sub)
             if name is None:
                 continue
-            if "dummy" in name:
+            if "dummy" in name or name in self.helpers:
                 kinds.add(DUMMY)
             elif "grad_added" in name:
                 kinds.add(GRAD_ADDED)
@@ -248,12 +252,16 @@ class _Finder:
 
 
 def _ends_in_jump(statements: Sequence[cst.CSTNode]) -> bool:
+    return _ends_in(statements, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
+def _ends_in(statements: Sequence[cst.CSTNode], kinds) -> bool:
     if not statements:
         return False
     last = statements[-1]
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1]
-    return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+    return isinstance(last, kinds)
 
 
 def _after(stmt: cst.CSTNode, suite: Sequence[cst.CSTNode]) -> Sequence[cst.CSTNode]:

@@ -158,16 +158,23 @@ class ControlDependence:
 
 
 class _DefFacts:
-    """Per-definition inputs of a fixpoint, computed once: which names it reads and whether
-    it names the source itself."""
+    """Per-definition inputs of a fixpoint, computed once: which names it reads (plainly
+    and by key) and whether it names the source itself."""
 
     def __init__(self, expr: cst.CSTNode | None, is_source: Callable[[cst.CSTNode], bool]):
+        self.entries: dict[str, _DefFacts] | None = None
         if expr is None:
             self.direct = False
             self.names: list[str] = []
-        else:
-            self.direct = any(is_source(sub) for sub in patterns.walk(expr))
-            self.names = [n.value for n in patterns.read_names(expr)]
+            self.keyed: list[tuple[str, str]] = []
+            return
+        self.direct = any(is_source(sub) for sub in patterns.walk(expr))
+        plain, keyed = patterns.keyed_reads(expr)
+        self.names = [n.value for n in plain]
+        self.keyed = [(n.value, key) for n, key in keyed]
+        entries = patterns.dict_entries(expr)
+        if entries is not None:
+            self.entries = {key: _DefFacts(value, is_source) for key, value in entries.items()}
 
 
 class Taint:
@@ -178,13 +185,16 @@ class Taint:
         control: ControlDependence,
         is_source: Callable[[cst.CSTNode], bool],
         outer: Taint | None = None,
+        tainted_params: frozenset[str] = frozenset(),
     ) -> None:
         self.graph = graph
         self.reaching = reaching
         self.control = control
         self.is_source = is_source
         self.outer = outer
-        self.value = [False] * len(graph.defs)  # the definition computes from the source
+        # The definition computes from the source; parameters that callers pass a value
+        # computed from the source start tainted.
+        self.value = [d.kind == "param" and d.name in tainted_params for d in graph.defs]
         self.guarded = [False] * len(graph.defs)  # it runs only under a test on the source
         self._def_facts = [_DefFacts(d.value, is_source) for d in graph.defs]
         self._test_facts = {
@@ -210,16 +220,38 @@ class Taint:
 
     def _def_tainted(self, d: Def) -> bool:
         facts = self._def_facts[d.index]
-        if facts.direct or any(self.name(n, d.node) for n in facts.names):
+        if self._facts_tainted(facts, d.node):
             return True
         return d.kind == "aug" and self.name(d.name, d.node)
+
+    def _facts_tainted(self, facts: _DefFacts, node: Node) -> bool:
+        return (
+            facts.direct
+            or any(self.name(n, node) for n in facts.names)
+            or any(self.key(n, k, node) for n, k in facts.keyed)
+        )
 
     def branch(self, branch: Node) -> bool:
         """Whether the test evaluated at ``branch`` depends on the source."""
         facts = self._test_facts.get(branch.index)
         if facts is None:
             return False
-        return facts.direct or any(self.name(n, branch) for n in facts.names)
+        return self._facts_tainted(facts, branch)
+
+    def key(self, name: str, key: str, node: Node) -> bool:
+        """Whether ``name[key]`` where ``node`` runs depends on the source: for a dict
+        literal, only its ``key`` entry counts."""
+        defs = self.reaching.reaching(name, node)
+        if not defs:
+            return self._outer(name)
+        for d in defs:
+            entries = self._def_facts[d.index].entries
+            if entries is None:
+                if self.value[d.index]:
+                    return True
+            elif key in entries and self._facts_tainted(entries[key], d.node):
+                return True
+        return len(defs) >= 2 and any(self.guarded[d.index] for d in defs)
 
     def name(self, name: str, node: Node) -> bool:
         """Whether ``name``'s value where ``node`` runs depends on the source."""
@@ -243,10 +275,13 @@ class Taint:
     def expr(self, expr: cst.CSTNode, node: Node) -> bool:
         if any(self.is_source(sub) for sub in patterns.walk(expr)):
             return True
-        return any(self.name(n.value, node) for n in patterns.read_names(expr))
+        return bool(self.tainted_names(expr, node))
 
     def tainted_names(self, expr: cst.CSTNode, node: Node) -> list[cst.Name]:
-        return [n for n in patterns.read_names(expr) if self.name(n.value, node)]
+        plain, keyed = patterns.keyed_reads(expr)
+        found = [n for n in plain if self.name(n.value, node)]
+        found += [n for n, key in keyed if self.key(n.value, key, node)]
+        return found
 
     def direct(self, expr: cst.CSTNode) -> bool:
         return any(self.is_source(sub) for sub in patterns.walk(expr))

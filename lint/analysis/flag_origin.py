@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..model import UNSAFE, Fix
+from . import carried as carried_flags
 from . import patterns
 from .branches import Branch
 from .cfg import Def, Node
@@ -46,7 +47,7 @@ def gate_of(branch: Branch, out: Collector) -> Gate:
     names = taint.tainted_names(test, node)
     direct = taint.direct(test)
     anchor: cst.CSTNode = names[0] if names and not direct else test
-    cause = _cause(unit, names[0] if names else None, node, direct)
+    cause = _cause(unit, test, names[0] if names else None, node, direct)
     replacement = None if direct else _Origins(unit).op_level_replacement(names, node)
     if replacement is None:
         return Gate(anchor, cause, None, None)
@@ -55,10 +56,20 @@ def gate_of(branch: Branch, out: Collector) -> Gate:
     return Gate(anchor, cause, Fix(f"Gate on `{text}`", edits, UNSAFE), text)
 
 
-def _cause(unit: Unit, name: cst.Name | None, node: Node, direct: bool) -> str:
+def _cause(unit: Unit, test, name: cst.Name | None, node: Node, direct: bool) -> str:
     if direct:
+        carried = unit.context.carried.ctx_attrs
+        for sub in patterns.walk(test):
+            if carried and carried_flags.is_ctx_attr(sub, carried):
+                text = unit.context.text(sub)
+                return f"`{text}`, a flag forward derived from `overwrite_main_grad`"
         return "a test on `overwrite_main_grad`"
     origin = unit.overwrite.origin(name.value, node)
+    if origin is not None and origin.kind == "param":
+        return (
+            f"`{name.value}`, a parameter that a caller in this module passes a flag "
+            "`overwrite_main_grad` can switch off"
+        )
     site = origin and (origin.target or origin.node.owner)
     where = f" (line {unit.context.line_of(site)})" if site is not None else ""
     return f"`{name.value}`, a local flag that `overwrite_main_grad` can switch off{where}"
@@ -109,6 +120,8 @@ class _Origins:
         value = d.value
         if value is None or _is_bool_literal(value):
             return {}
+        if isinstance(value, cst.Dict):
+            return None  # a dict of arguments: no one expression to gate on
         if isinstance(value, cst.Name) and self.unit.reaching.defines(value.value):
             return self.sources(value.value, d.node, seen)
         return {self.context.text(value): patterns.is_atom(value)}

@@ -14,6 +14,7 @@ from typing import TypeVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from . import carried as carried_flags
 from . import patterns
 from .cfg import Graph, Node, build_graph
 from .dataflow import Aliases, ControlDependence, ReachingDefinitions, Taint
@@ -65,8 +66,9 @@ class Unit:
     @cached_property
     def overwrite(self) -> Taint:
         outer = self.parent.overwrite if self.parent is not None else None
+        params = self.context.carried.params.get(self.name, frozenset())
         return Taint(
-            self.graph, self.reaching, self.control, self.context.is_overwrite_source, outer
+            self.graph, self.reaching, self.control, self.context.is_overwrite_source, outer, params
         )
 
     @cached_property
@@ -139,8 +141,10 @@ class Survey:
     def __init__(self) -> None:
         self.spells_overwrite = False  # spells overwrite_main_grad or calls an "overwrite" function
         self.spells_main_grad = False  # spells main_grad (attribute, getattr string, fetch call)
+        self.spells_grad_added = False  # spells grad_added_to_main_grad (attribute or string)
         self.empty_alloc = False  # calls an empty allocator
         self.calls: set[str] = set()
+        self.ctx_attrs: set[str] = set()  # A for every ``ctx.A`` it mentions
 
 
 def _note(found: Survey, node: cst.CSTNode) -> None:
@@ -157,10 +161,14 @@ def _note(found: Survey, node: cst.CSTNode) -> None:
                 found.spells_main_grad = True
     elif kind is cst.Attribute:
         attr = node.attr.value
+        if type(node.value) is cst.Name and node.value.value == "ctx":
+            found.ctx_attrs.add(attr)
         if attr == patterns.OVERWRITE:
             found.spells_overwrite = True
         elif attr == patterns.MAIN_GRAD:
             found.spells_main_grad = True
+        elif attr == patterns.GRAD_ADDED:
+            found.spells_grad_added = True
     elif kind is cst.Name:
         if node.value == patterns.OVERWRITE:
             found.spells_overwrite = True
@@ -169,6 +177,8 @@ def _note(found: Survey, node: cst.CSTNode) -> None:
             found.spells_overwrite = True
         elif patterns.string_is(node, patterns.MAIN_GRAD):
             found.spells_main_grad = True
+        elif patterns.string_is(node, patterns.GRAD_ADDED):
+            found.spells_grad_added = True
 
 
 def suite_body(suite: cst.CSTNode) -> Sequence[cst.CSTNode]:
@@ -237,7 +247,7 @@ def line_starts(source: str) -> list[int]:
 class ModuleContext:
     """A parsed file with positions, offsets and its units."""
 
-    def __init__(self, source: str, path: str) -> None:
+    def __init__(self, source: str, path: str, helpers: frozenset[str] = frozenset()) -> None:
         self.source = source
         self.path = path
         self.module = cst.parse_module(source)
@@ -249,7 +259,10 @@ class ModuleContext:
             for u in self.units
             if isinstance(u.owner, cst.FunctionDef) and u.survey.spells_overwrite
         ]
-        self.overwrite_helpers = patterns.KNOWN_OVERWRITE_HELPERS | _overwrite_helpers(functions)
+        # Helpers known by name, found in the other files of the run, and defined here.
+        self.overwrite_helpers = (
+            patterns.KNOWN_OVERWRITE_HELPERS | helpers | _overwrite_helpers(functions)
+        )
         self._shared: dict[Callable, object] = {}
 
     def shared(self, analysis: Callable[[ModuleContext], T]) -> T:
@@ -258,15 +271,34 @@ class ModuleContext:
             self._shared[analysis] = analysis(self)
         return self._shared[analysis]  # type: ignore[return-value]
 
+    @cached_property
+    def carried(self) -> carried_flags.Carried:
+        """Flags passed into the module's helpers and across forward/backward on ctx."""
+        if not self.units_spelling_overwrite:
+            return carried_flags.Carried()
+        return carried_flags.carried(self, self._plain_overwrite_source)
+
+    @cached_property
+    def units_spelling_overwrite(self) -> list[Unit]:
+        return [
+            u
+            for u in self.units
+            if u.survey.spells_overwrite or u.survey.calls & self.overwrite_helpers
+        ]
+
     def units_touching_overwrite(self) -> list[Unit]:
         """Units whose values can depend on overwrite_main_grad: they spell it, call a helper
-        that reads it, or are nested in such a unit (closures)."""
+        that reads it, receive it from a caller or on ctx, or are nested in such a unit
+        (closures)."""
         relevant: list[Unit] = []
         chosen: set[int] = set()
+        carried = self.carried
         for unit in self.units:  # parents come before their nested units
             if (
                 unit.survey.spells_overwrite
                 or unit.survey.calls & self.overwrite_helpers
+                or unit.name in carried.params
+                or unit.survey.ctx_attrs & carried.ctx_attrs
                 or (unit.parent is not None and id(unit.parent) in chosen)
             ):
                 chosen.add(id(unit))
@@ -296,11 +328,22 @@ class ModuleContext:
         start, end = self.offsets(node)
         return self.source[start:end]
 
+    def code(self, node: cst.CSTNode) -> str:
+        """The source code of ``node`` regenerated from the tree: no positions needed (they
+        cost a pass over the whole file), so analyses may call it on the way to a finding."""
+        return self.module.code_for_node(node)
+
     def line_of(self, node: cst.CSTNode) -> int:
         return self.positions[node].start.line
 
     # -- sources ----------------------------------------------------------------------------
     def is_overwrite_source(self, node: cst.CSTNode) -> bool:
+        if self._plain_overwrite_source(node):
+            return True
+        attrs = self.carried.ctx_attrs
+        return bool(attrs) and carried_flags.is_ctx_attr(node, attrs)
+
+    def _plain_overwrite_source(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Call):
             name = patterns.callee_name(node) or ""
             return "overwrite" in name or name in self.overwrite_helpers

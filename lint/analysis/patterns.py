@@ -325,6 +325,36 @@ def _collect_reads(node: cst.CSTNode, bound: frozenset[str], found: list[cst.Nam
         _collect_reads(child, bound, found)
 
 
+def keyed_reads(expr: cst.CSTNode) -> tuple[list[cst.Name], list[tuple[cst.Name, str]]]:
+    """The names ``expr`` reads, split into plain reads and reads of one string key of a
+    local (``kwargs["accumulate"]``): a dict of GEMM arguments is tracked entry by entry,
+    so that reading its ``"ub"`` entry does not count as reading its ``"accumulate"``."""
+    keyed: list[tuple[cst.Name, str]] = []
+    inside: set[int] = set()
+    for sub in walk(expr):
+        if type(sub) is cst.Subscript and type(sub.value) is cst.Name and len(sub.slice) == 1:
+            index = sub.slice[0].slice
+            key = string_value(index.value) if type(index) is cst.Index else None
+            if key is not None:
+                keyed.append((sub.value, key))
+                inside.add(id(sub.value))
+    plain = [n for n in read_names(expr) if id(n) not in inside]
+    return plain, keyed
+
+
+def dict_entries(expr: cst.CSTNode | None) -> dict[str, cst.BaseExpression] | None:
+    """A dict literal with string keys only, as {key: value}; None for anything else."""
+    if type(expr) is not cst.Dict:
+        return None
+    entries: dict[str, cst.BaseExpression] = {}
+    for element in expr.elements:
+        key = string_value(element.key) if type(element) is cst.DictElement else None
+        if key is None:
+            return None
+        entries[key] = element.value
+    return entries
+
+
 def is_none_like(expr: cst.CSTNode) -> bool:
     """``None``, ``[]``, ``[None]``, ``(None,)``, ``[None] * n`` or ``[None for _ in ...]``:
     no gradient at all."""

@@ -46,7 +46,16 @@ RULE = Rule(
         (or a name holding it, a view of it, a list of its views, a wrapper built on it) the
         output and the other does not, or one side swaps a name that surely holds main_grad
         for a fresh buffer (`dest = torch.empty_like(dest)`). An `if` whose body ends in
-        `return`/`continue`/`raise` has the code after it as its other side.
+        `return`/`continue` has the code after it as its other side; one whose body raises
+        is a guard, not a choice, and is not judged.
+
+        The flag is also followed out of the function that computes it: into a helper of
+        the same module that receives it as an argument, from an autograd Function's
+        forward to its backward on `ctx`, and entry by entry through a dict literal of GEMM
+        arguments (reading its `"ub"` entry is not reading its `"accumulate"` entry). A
+        helper that returns a value computed from `overwrite_main_grad` (Transformer
+        Engine's `get_accumulate_flag_in_param`) is recognised by its body when it is
+        defined in the file or in another file linted in the same run.
     """,
     fix="""
         Gate on the op-level expression the flag was derived from (for example

@@ -37,7 +37,10 @@ RULE = Rule(
         (the other half of Transformer Engine #2936).
 
         Reported when one side of the branch does bookkeeping the other side does not;
-        the flag is followed with the same dataflow analysis as GMLP001.
+        calling a function of the module that marks `grad_added_to_main_grad` or makes the
+        dummy counts as bookkeeping, whatever its name. The flag is followed with the same
+        dataflow analysis as GMLP001 (into helpers, across forward/backward on `ctx`,
+        through dicts of GEMM arguments entry by entry).
     """,
     fix="""
         Gate on the op-level expression the flag was derived from, as Transformer Engine's

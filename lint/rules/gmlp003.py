@@ -9,7 +9,7 @@ from ..model import SAFE, UNSAFE, Fix
 from ..registry import Example, Rule
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
 
     from ..analysis.cfg import Node
     from ..analysis.collector import Collector
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
 
 CODE = "GMLP003"
 RULE = Rule(
@@ -36,7 +37,8 @@ RULE = Rule(
 
         Flagged: Transformer Engine's `get_dummy_wgrad(shape, dtype)` without `zero=` (or with
         a literal False), and an `empty`/`empty_like`/`new_empty` allocation handed back as
-        the dummy (assigned to `.grad`, allocated next to `grad_added_to_main_grad = True`, or
+        the dummy (assigned to the `.grad` of a weight whose main_grad the function touches,
+        allocated next to `grad_added_to_main_grad = True`, or
         returned by a function named for dummies or one that sets `grad_added_to_main_grad`)
         on a path that no test on `zero_out_wgrad` guards. `get_dummy_wgrad` calls are judged
         only where the dummy leaves the function (returned, put in `.grad`, or stored in what
@@ -88,6 +90,15 @@ RULE = Rule(
                 assert weight.grad_added_to_main_grad
                 expected = get_dummy_wgrad(list(weight.size()), weight.dtype)
                 assert weight.grad.data_ptr() == expected.data_ptr()
+            """
+        ),
+        Example(
+            """
+            def copy_to_master_grads(model_params, master_params):
+                for model_param, master_param in zip(model_params, master_params):
+                    if master_param.grad is None:
+                        master_param.grad = torch.empty_like(master_param)
+                    master_param.grad.copy_(model_param.main_grad)
             """
         ),
         Example(
@@ -212,6 +223,7 @@ class _Unit:
         self.out = out
         self.suites_with_grad_added: dict[int, bool] = {}
         self._function_marks: bool | None = None
+        self._owners: set[str] | None = None
 
     def run(self) -> None:
         for stmt, suite in self.unit.statements():
@@ -230,7 +242,7 @@ class _Unit:
             for call in te_calls:
                 self.check_te_dummy(call)
             if dummy_context:
-                for call in _allocations(value, node, self.unit.zero_out):
+                for call in wgrad.empty_allocations(value, node, self.unit.zero_out):
                     if not self.zeroed_later(stmt):
                         self.report_allocation(call)
 
@@ -281,8 +293,14 @@ class _Unit:
     def is_dummy_context(self, stmt: cst.CSTNode, suite: Sequence[cst.CSTNode]) -> bool:
         if isinstance(stmt, (cst.Assign, cst.AnnAssign)):
             targets = patterns.assignment_targets(stmt)
-            if any(patterns.is_attr(t, "grad") for t in targets):
-                return True
+            grads = [t for t in targets if patterns.is_attr(t, "grad")]
+            if grads:
+                # The dummy of a weight whose gradient went into its main_grad; not the
+                # optimizer allocating an fp32 master parameter's .grad to copy into.
+                owners = self.main_grad_owners()
+                return self.function_marks_grad_added() or any(
+                    self.unit.context.code(t.value) in owners for t in grads
+                )
             if self.marks_grad_added(suite):
                 return True
             return "dummy" in self.unit.name and any(
@@ -294,10 +312,22 @@ class _Unit:
             return "dummy" in self.unit.name or self.function_marks_grad_added()
         return False
 
+    def main_grad_owners(self) -> set[str]:
+        """The text of X for every ``X.main_grad`` this function touches."""
+        if self._owners is None:
+            self._owners = {
+                self.unit.context.code(sub.value)
+                for stmt, _ in self.unit.statements()
+                if not isinstance(stmt, cst.BaseCompoundStatement)
+                for sub in patterns.walk(stmt)
+                if patterns.is_attr(sub, patterns.MAIN_GRAD)
+            }
+        return self._owners
+
     def function_marks_grad_added(self) -> bool:
         if self._function_marks is None:
             self._function_marks = any(
-                _marks_grad_added(stmt)
+                wgrad.marks_grad_added(stmt)
                 for stmt, _ in self.unit.statements()
                 if not isinstance(stmt, cst.BaseCompoundStatement)
             )
@@ -324,7 +354,7 @@ class _Unit:
         key = id(suite)
         cached = self.suites_with_grad_added.get(key)
         if cached is None:
-            cached = any(_marks_grad_added(small) for small in _small_statements(suite))
+            cached = any(wgrad.marks_grad_added(small) for small in wgrad.small_statements(suite))
             self.suites_with_grad_added[key] = cached
         return cached
 
@@ -369,38 +399,3 @@ class _Unit:
             'allocate zeros when getattr(param, "zero_out_wgrad", False)',
             fix,
         )
-
-
-def _allocations(value: cst.CSTNode, node: Node, zero_out) -> Iterator[cst.Call]:
-    """Empty allocations that are the value itself (or a side of a conditional expression
-    whose test is not about zero_out_wgrad)."""
-    if isinstance(value, cst.Call):
-        name = patterns.callee_name(value)
-        if name in patterns.EMPTY_ALLOCATORS or name == "empty_strided":
-            yield value
-    elif isinstance(value, (cst.List, cst.Tuple)):
-        for element in value.elements:
-            yield from _allocations(element.value, node, zero_out)
-    elif isinstance(value, cst.ListComp):
-        yield from _allocations(value.elt, node, zero_out)
-    elif isinstance(value, cst.IfExp) and not zero_out.expr(value.test, node):
-        yield from _allocations(value.body, node, zero_out)
-        yield from _allocations(value.orelse, node, zero_out)
-
-
-def _small_statements(suite: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
-    for stmt in suite:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            yield from stmt.body
-        elif not isinstance(stmt, cst.BaseCompoundStatement):
-            yield stmt
-
-
-def _marks_grad_added(small: cst.CSTNode) -> bool:
-    if (
-        isinstance(small, cst.Assign)
-        and not patterns.is_false_literal(small.value)
-        and any(patterns.is_attr(t.target, patterns.GRAD_ADDED) for t in small.targets)
-    ):
-        return True
-    return any("grad_added" in (patterns.callee_name(s) or "") for s in patterns.walk(small))

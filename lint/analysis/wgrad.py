@@ -1,0 +1,269 @@
+"""The dummy-gradient protocol as the rules see it: where a function marks a parameter with
+``grad_added_to_main_grad`` (and the block of code that belongs to the mark), which locals it
+hands back as gradients, which helpers of the module do that bookkeeping, and which weight an
+expression names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import patterns
+from .cfg import Node
+from .module import ModuleContext, Unit, suite_body
+
+# Prefixes and suffixes that name the same weight in another role: the parameter object
+# saved beside a restored tensor (``origin_weight``), the module's parameter bound to a
+# local (``weight_param``), its final or quantized form (``fc1_weight_final``).
+_STEM_PREFIXES = ("origin_", "orig_", "original_")
+_STEM_SUFFIXES = ("_object", "_obj", "_param", "_final", "_fp8", "_quantized")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """``X.grad_added_to_main_grad = True`` (or the ``setattr`` spelling)."""
+
+    unit: Unit
+    stmt: cst.CSTNode  # the small statement
+    subject: cst.BaseExpression  # X
+    node: Node
+    block: Sequence[cst.CSTNode]  # the suite the statement sits in
+    guard: cst.If | None  # the ``if`` whose body is that suite, if any
+
+
+def marks(unit: Unit) -> list[Mark]:
+    """Every grad_added_to_main_grad mark of the unit's own code."""
+    found: list[Mark] = []
+    for stmt, suite in unit.statements():
+        subject = marked_subject(stmt)
+        if subject is None:
+            continue
+        node = unit.node_for(stmt)
+        if node is None:
+            continue
+        guard = None
+        if node.enclosing_ifs:
+            stmt_if, side = node.enclosing_ifs[0]
+            if side == "body" and suite is suite_body(stmt_if.body):
+                guard = stmt_if
+        found.append(Mark(unit, stmt, subject, node, suite, guard))
+    return found
+
+
+def marked_subject(stmt: cst.CSTNode) -> cst.BaseExpression | None:
+    """X for ``X.grad_added_to_main_grad = True`` or
+    ``setattr(X, "grad_added_to_main_grad", True)``; None otherwise (also for ``ctx``, where
+    forward records whether the parameter has the attribute)."""
+    subject = None
+    if isinstance(stmt, cst.Assign) and _is_true(stmt.value):
+        for target in stmt.targets:
+            if patterns.is_attr(target.target, patterns.GRAD_ADDED):
+                subject = target.target.value
+    elif isinstance(stmt, cst.Expr) and patterns.callee_name(stmt.value) == "setattr":
+        args = patterns.positional_args(stmt.value)
+        if (
+            len(args) == 3
+            and patterns.string_is(args[1].value, patterns.GRAD_ADDED)
+            and _is_true(args[2].value)
+        ):
+            subject = args[0].value
+    if isinstance(subject, cst.Name) and subject.value == "ctx":
+        return None
+    return subject
+
+
+def _is_true(expr: cst.CSTNode) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def block_statements(block: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    """Every statement of a block, small and compound, at any depth (not into functions)."""
+    for stmt in block:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from stmt.body
+            continue
+        yield stmt
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        for sub in _sub_suites(stmt):
+            yield from block_statements(sub)
+
+
+def _sub_suites(stmt: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
+    if isinstance(stmt, cst.If):
+        yield suite_body(stmt.body)
+        if isinstance(stmt.orelse, cst.If):
+            yield [stmt.orelse]
+        elif isinstance(stmt.orelse, cst.Else):
+            yield suite_body(stmt.orelse.body)
+        return
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.BaseSuite):
+        yield suite_body(body)
+    for handler in getattr(stmt, "handlers", ()):
+        yield suite_body(handler.body)
+    for attr in ("orelse", "finalbody"):
+        part = getattr(stmt, attr, None)
+        if part is not None and isinstance(getattr(part, "body", None), cst.BaseSuite):
+            yield suite_body(part.body)
+
+
+def handed_back(unit: Unit) -> frozenset[str]:
+    """Locals that leave the function as they are, as one of the gradients it returns: the
+    elements of what ``return`` gives (``return dgrad, wgrad``, ``return x, [wgrad]``) and
+    of what is stored into a returned container (``grads[i] = (grad_weight,)``)."""
+    names: set[str] = set()
+    containers: set[str] = set()
+    for stmt, _ in unit.statements():
+        if isinstance(stmt, cst.Return) and stmt.value is not None:
+            for element in _elements(stmt.value):
+                if isinstance(element, cst.Name):
+                    names.add(element.value)
+    stores: list[tuple[str, cst.BaseExpression]] = []
+    for stmt, _ in unit.statements():
+        if isinstance(stmt, cst.Assign):
+            for target in stmt.targets:
+                root = target.target
+                while isinstance(root, cst.Subscript):
+                    root = root.value
+                if root is not target.target and isinstance(root, cst.Name):
+                    stores.append((root.value, stmt.value))
+    containers = {root for root, _ in stores if root in unit.returned_names}
+    for root, value in stores:
+        if root in containers:
+            names.update(e.value for e in _elements(value) if isinstance(e, cst.Name))
+    return frozenset(names)
+
+
+def _elements(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The expression itself, or the elements of (nested) tuples and lists it displays."""
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        for element in expr.elements:
+            yield from _elements(element.value)
+    elif isinstance(expr, cst.IfExp):
+        yield from _elements(expr.body)
+        yield from _elements(expr.orelse)
+    else:
+        yield expr
+
+
+def assigned_name(stmt: cst.CSTNode) -> str | None:
+    """The one plain name a simple assignment binds (``x = ...``), or None."""
+    if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0].target
+        if isinstance(target, cst.Name):
+            return target.value
+    if isinstance(stmt, cst.AnnAssign) and isinstance(stmt.target, cst.Name):
+        return stmt.target.value
+    return None
+
+
+def stem(expr: cst.CSTNode) -> str | None:
+    """The weight an expression names, as a comparable word: ``origin_fc1_weight``,
+    ``ctx.fc1_weight`` and ``fc1_weight`` all give ``fc1_weight``. None for anything but a
+    name or an attribute chain."""
+    if isinstance(expr, cst.Attribute):
+        word = expr.attr.value
+    elif isinstance(expr, cst.Name):
+        word = expr.value
+    else:
+        return None
+    for prefix in _STEM_PREFIXES:
+        if word.startswith(prefix) and len(word) > len(prefix):
+            word = word[len(prefix) :]
+    for suffix in _STEM_SUFFIXES:
+        if word.endswith(suffix) and len(word) > len(suffix):
+            word = word[: -len(suffix)]
+    return word
+
+
+def main_grad_owners(expr: cst.CSTNode) -> list[cst.BaseExpression]:
+    """X for every ``X.main_grad`` / ``getattr(X, "main_grad", ...)`` inside ``expr``."""
+    found = []
+    for sub in patterns.walk(expr):
+        if patterns.is_attr(sub, patterns.MAIN_GRAD):
+            found.append(sub.value)
+        elif patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
+            found.append(patterns.positional_args(sub)[0].value)
+    return found
+
+
+def looks_like_gemm(call: cst.Call) -> bool:
+    """A call that computes a product into an output: its name has ``gemm`` or ``matmul``
+    or ends in ``mm`` (``addmm``, ``bmm``), or it takes ``out=``."""
+    name = (patterns.callee_name(call) or "").lower()
+    if "gemm" in name or "matmul" in name or name.endswith("mm"):
+        return True
+    return patterns.keyword_arg(call, "out") is not None
+
+
+def bookkeeping_helpers(context: ModuleContext) -> frozenset[str]:
+    """Functions of the module that do the bookkeeping for their caller: they mark
+    ``grad_added_to_main_grad`` or make a dummy wgrad. Use as ``context.shared(...)``."""
+    if "grad_added" not in context.source and "dummy" not in context.source:
+        return frozenset()
+    found: set[str] = set()
+    for unit in context.units:
+        if not isinstance(unit.owner, cst.FunctionDef):
+            continue
+        if "dummy" in unit.name or any("dummy" in call for call in unit.survey.calls):
+            found.add(unit.name)
+            continue
+        if any(marked_subject(stmt) is not None for stmt, _ in unit.statements()):
+            found.add(unit.name)
+    return frozenset(found)
+
+
+def mentions_torch(context: ModuleContext) -> bool:
+    """The module binds ``torch`` at its top level (so a fix may allocate with it)."""
+    for stmt in context.module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        bound = alias.asname.name if alias.asname else alias.name
+                        while isinstance(bound, cst.Attribute):
+                            bound = bound.value
+                        if isinstance(bound, cst.Name) and bound.value == "torch":
+                            return True
+    return False
+
+
+def empty_allocations(value: cst.CSTNode, node: Node, zero_out) -> Iterator[cst.Call]:
+    """Empty allocations (GMLP003's candidate dummies) that are the value itself, or a side
+    of a conditional expression whose test is not about zero_out_wgrad."""
+    if isinstance(value, cst.Call):
+        name = patterns.callee_name(value)
+        if name in patterns.EMPTY_ALLOCATORS or name == "empty_strided":
+            yield value
+    elif isinstance(value, (cst.List, cst.Tuple)):
+        for element in value.elements:
+            yield from empty_allocations(element.value, node, zero_out)
+    elif isinstance(value, cst.ListComp):
+        yield from empty_allocations(value.elt, node, zero_out)
+    elif isinstance(value, cst.IfExp) and not zero_out.expr(value.test, node):
+        yield from empty_allocations(value.body, node, zero_out)
+        yield from empty_allocations(value.orelse, node, zero_out)
+
+
+def small_statements(suite: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    """The small statements directly in a suite (not those of its compound statements)."""
+    for stmt in suite:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from stmt.body
+        elif not isinstance(stmt, cst.BaseCompoundStatement):
+            yield stmt
+
+
+def marks_grad_added(small: cst.CSTNode) -> bool:
+    """``X.grad_added_to_main_grad = <not False>`` or a call of a ``*grad_added*`` helper."""
+    if (
+        isinstance(small, cst.Assign)
+        and not patterns.is_false_literal(small.value)
+        and any(patterns.is_attr(t.target, patterns.GRAD_ADDED) for t in small.targets)
+    ):
+        return True
+    return any("grad_added" in (patterns.callee_name(s) or "") for s in patterns.walk(small))

@@ -1,0 +1,363 @@
+"""GMLP005: main_grad received the weight gradient, but no dummy `.grad` is handed back."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..model import UNSAFE, Edit, Fix
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.cfg import Def
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+    from ..analysis.wgrad import Mark
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
+
+CODE = "GMLP005"
+RULE = Rule(
+    code=CODE,
+    name="main-grad-without-dummy-grad",
+    summary=(
+        "The weight gradient went into main_grad, but what is handed back as the weight's "
+        "`.grad` is main_grad itself or None instead of a dummy tensor."
+    ),
+    flags=(
+        "no dummy `.grad` for a weight whose gradient went into main_grad: main_grad itself "
+        "returned under `grad_added_to_main_grad`, `None` in that branch, or `None` with no "
+        "`grad_added_to_main_grad` at all"
+    ),
+    explanation="""
+        When a fused op writes the weight gradient into `param.main_grad`, autograd must
+        still receive a gradient for the weight: a dummy tensor of the weight's shape and
+        dtype (zero-filled under `zero_out_wgrad`), together with
+        `param.grad_added_to_main_grad = True`. Megatron's DDP hook asserts on a `.grad` that
+        is None when it overlaps the reduction, and a `.grad` that *is* main_grad (fp32, the
+        buffer itself) is added into main_grad again. Three shapes from Transformer Engine's
+        history:
+
+        * the branch that sets `grad_added_to_main_grad` leaves the returned wgrad as the
+          GEMM result written with `out=param.main_grad` (TE #507);
+        * inside that branch one side binds the returned wgrad to None (the `else` of the
+          `zero_out_wgrad` test, TE #1474 and #1625);
+        * a function makes main_grad the GEMM output, then returns None for that weight on
+          the main_grad path and never sets `grad_added_to_main_grad` (TE #2097, the te.ops
+          linear backward).
+
+        None under a test on delayed wgrad is left alone: with `delay_wgrad_compute` the
+        weight carries `skip_backward_post_hook` and `backward_dw()` finishes the job.
+    """,
+    fix="""
+        Hand back a dummy: `torch.zeros_like(param)` (unsafe: it allocates and fills on every
+        step; Transformer Engine's `get_dummy_wgrad(shape, dtype, zero=...)` caches it). For
+        the third shape, set `grad_added_to_main_grad` under `hasattr` and return the dummy;
+        no fix is offered there.
+    """,
+    fix_summary="hand back `torch.zeros_like(param)` (unsafe)",
+    valid=(
+        Example(
+            """
+            def backward_wgrad(ctx, weight, x, dy):
+                wgrad = gemm(x, dy, out=weight.main_grad if ctx.fuse_wgrad_accumulation else None)
+                if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    if getattr(weight, "zero_out_wgrad", False):
+                        wgrad = torch.zeros(weight.main_grad.shape, dtype=weight.dtype)
+                    else:
+                        wgrad = torch.empty(weight.main_grad.shape, dtype=weight.dtype)
+                elif ctx.fuse_wgrad_accumulation:
+                    wgrad = None
+                return wgrad
+            """
+        ),
+        Example(
+            """
+            def backward_wgrad(op, weight, x, dy, delay_wgrad):
+                grad_weight = weight.main_grad
+                gemm(x, dy, out=grad_weight)
+                weight.grad_added_to_main_grad = True
+                if delay_wgrad:
+                    grad_weight = None
+                else:
+                    grad_weight = get_dummy_wgrad(list(weight.size()), weight.dtype, zero=True)
+                return grad_weight
+            """
+        ),
+        Example(
+            """
+            def backward_wgrad(ctx, weight, x, dy):
+                if ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    grad_weight = None
+                else:
+                    grad_weight = dy.t().matmul(x)
+                return grad_weight
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            import torch
+
+
+            def backward_wgrad(ctx, weight, x, dy):
+                wgrad = gemm(x, dy, out=weight.main_grad if ctx.fuse_wgrad_accumulation else None)
+                if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                return wgrad
+            """,
+            line=7,
+            fixed="""
+            import torch
+
+
+            def backward_wgrad(ctx, weight, x, dy):
+                wgrad = gemm(x, dy, out=weight.main_grad if ctx.fuse_wgrad_accumulation else None)
+                if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    wgrad = torch.zeros_like(weight)
+                return wgrad
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            import torch
+
+
+            def finish(ctx, weight, wgrad):
+                if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    if getattr(weight, "zero_out_wgrad", False):
+                        wgrad = torch.zeros(weight.main_grad.shape, dtype=weight.dtype)
+                    else:
+                        wgrad = None
+                return wgrad
+            """,
+            line=10,
+            fixed="""
+            import torch
+
+
+            def finish(ctx, weight, wgrad):
+                if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    if getattr(weight, "zero_out_wgrad", False):
+                        wgrad = torch.zeros(weight.main_grad.shape, dtype=weight.dtype)
+                    else:
+                        wgrad = torch.zeros_like(weight)
+                return wgrad
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def op_backward(self, ctx, x, dy):
+                accumulate_into_main_grad = self._accumulate_into_main_grad
+                grad_weight = None
+                if ctx.weight_requires_grad and accumulate_into_main_grad:
+                    grad_weight = self.weight.main_grad.detach()
+                grad_input, grad_weight = functional_backward(x, dy, grad_weight=grad_weight)
+                if accumulate_into_main_grad:
+                    grad_weight = None
+                return grad_input, [grad_weight]
+            """,
+            line=8,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+RETURNED = (
+    "`{subject}.grad_added_to_main_grad` is set, but `{name}` - handed back as its gradient - "
+    "still holds the GEMM result written into main_grad: main_grad itself (fp32) becomes "
+    "`.grad` and the DDP hook adds it again; hand back a dummy of the weight's dtype"
+)
+NONE_IN_BLOCK = (
+    "`{name} = None` in the branch that sets `{subject}.grad_added_to_main_grad`: the weight "
+    "gets no `.grad` and Megatron's DDP hook, which expects the dummy, asserts or never fires; "
+    "hand back a dummy tensor (zeros when zero_out_wgrad is set)"
+)
+NO_MARK = (
+    "`{name}` held main_grad and is handed back as None on the main_grad path, and this "
+    "function never sets `grad_added_to_main_grad`: the fused op gives the DDP hook no dummy "
+    "`.grad` (Transformer Engine #2097); set the flag under `hasattr` and return a dummy"
+)
+OP_LEVEL_HINTS = ("main_grad", "accumulat", "fuse_wgrad", "gradient_accumulation_fusion")
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "main_grad" not in context.source:
+        return
+    torch_bound = None
+    for unit in context.units:
+        survey = unit.survey
+        if not (survey.spells_main_grad or survey.spells_grad_added):
+            continue
+        found = wgrad.marks(unit) if survey.spells_grad_added else []
+        if found:
+            if torch_bound is None:
+                torch_bound = wgrad.mentions_torch(context)
+            _Marked(unit, out, torch_bound).run(found)
+        elif not _does_bookkeeping(unit, context.shared(wgrad.bookkeeping_helpers)):
+            _check_unmarked(unit, out)
+
+
+def _does_bookkeeping(unit: Unit, helpers: frozenset[str]) -> bool:
+    """Mentions grad_added_to_main_grad, or calls a dummy maker or a bookkeeping helper."""
+    calls = unit.survey.calls
+    return (
+        unit.survey.spells_grad_added
+        or not calls.isdisjoint(helpers)
+        or any("dummy" in name or "grad_added" in name for name in calls)
+    )
+
+
+class _Marked:
+    """A function that sets grad_added_to_main_grad: what does each mark hand back?"""
+
+    def __init__(self, unit: Unit, out: Collector, torch_bound: bool) -> None:
+        self.unit = unit
+        self.out = out
+        self.torch_bound = torch_bound
+        self.back = wgrad.handed_back(unit)
+
+    def run(self, found: list[Mark]) -> None:
+        for mark in found:
+            if not self.none_in_block(mark):
+                self.main_grad_returned(mark)
+
+    def dummy_fix(self, mark: Mark, edit: Edit | None) -> Fix | None:
+        if edit is None:
+            return None
+        return Fix(f"Hand back `{self.dummy(mark)}`", (edit,), UNSAFE)
+
+    def dummy(self, mark: Mark) -> str | None:
+        """A dummy of the marked weight's shape and dtype, when the module can make one."""
+        if not self.torch_bound:
+            return None
+        return f"torch.zeros_like({self.out.text(mark.subject)})"
+
+    def none_in_block(self, mark: Mark) -> bool:
+        statements = list(wgrad.block_statements(mark.block))
+        tensors = {
+            wgrad.assigned_name(s)
+            for s in statements
+            if wgrad.assigned_name(s) and not patterns.is_none_like(s.value)
+        }
+        reported = False
+        for stmt in statements:
+            name = wgrad.assigned_name(stmt)
+            if name is None or name not in self.back or name not in tensors:
+                continue
+            if not _is_none(stmt.value):
+                continue
+            node = self.unit.node_for(stmt)
+            if node is None or self.under_delay(node, mark):
+                continue
+            message = NONE_IN_BLOCK.format(name=name, subject=self.out.text(mark.subject))
+            dummy = self.dummy(mark)
+            edit = self.out.replace(stmt.value, dummy) if dummy else None
+            fix = self.dummy_fix(mark, edit)
+            self.out.report(CODE, stmt, message, fix)
+            reported = True
+        return reported
+
+    def under_delay(self, node, mark: Mark) -> bool:
+        for stmt_if, _ in node.enclosing_ifs:
+            if stmt_if is mark.guard:
+                break
+            if "delay" in self.unit.context.code(stmt_if.test):
+                return True
+        return False
+
+    def main_grad_returned(self, mark: Mark) -> None:
+        subject = wgrad.stem(mark.subject)
+        if subject is None:
+            return
+        rebound = {wgrad.assigned_name(s) for s in wgrad.block_statements(mark.block)}
+        reaching = self.unit.reaching
+        exit_node = self.unit.graph.exit
+        for name in sorted(self.back - rebound):
+            for d in reaching.reaching(name, mark.node):
+                if self.written_into_main_grad(d, subject) and d in reaching.reaching(
+                    name, exit_node
+                ):
+                    message = RETURNED.format(subject=self.out.text(mark.subject), name=name)
+                    dummy = self.dummy(mark)
+                    fix = self.dummy_fix(mark, self.insert(mark, name, dummy) if dummy else None)
+                    self.out.report(CODE, mark.stmt, message, fix)
+                    return
+
+    def written_into_main_grad(self, d: Def, subject: str) -> bool:
+        """``d`` binds the result of a GEMM whose ``out=`` is the subject's main_grad."""
+        value = d.value
+        if d.kind != "assign" or not isinstance(value, cst.Call):
+            return False
+        if not _first_target(d):
+            return False  # ``wgrad, grad_bias, _ = gemm(...)``: only wgrad is the output
+        out_arg = patterns.keyword_arg(value, "out")
+        if out_arg is None:
+            return False
+        return any(wgrad.stem(owner) == subject for owner in wgrad.main_grad_owners(out_arg.value))
+
+    def insert(self, mark: Mark, name: str, text: str):
+        """A new line ``name = text`` right after the mark, at its indentation."""
+        context = self.unit.context
+        line, column, end_line, _ = context.span(mark.stmt)
+        indent = context.source[context.line_starts[line - 1] :][: column - 1]
+        if end_line < len(context.line_starts):
+            at = context.line_starts[end_line]
+            return _edit(at, f"{indent}{name} = {text}\n")
+        return _edit(len(context.source), f"\n{indent}{name} = {text}\n")
+
+
+def _is_none(expr) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _first_target(d: Def) -> bool:
+    """``d`` binds the whole value, or the first element of an unpacking."""
+    owner = d.node.owner
+    if not isinstance(owner, cst.Assign):
+        return True
+    for target in owner.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            elements = target.target.elements
+            return bool(elements) and elements[0].value is d.target
+    return True
+
+
+def _edit(at: int, text: str) -> Edit:
+    return Edit(at, at, text)
+
+
+def _check_unmarked(unit: Unit, out: Collector) -> None:
+    """No grad_added_to_main_grad at all: None handed back for a name that held main_grad."""
+    back = wgrad.handed_back(unit)
+    aliases = unit.aliases
+    held = {
+        d.name
+        for d in unit.graph.defs
+        if d.name in back and d.value is not None and aliases.alias[d.index]
+    }
+    if not held:
+        return
+    for stmt, _ in unit.statements():
+        name = wgrad.assigned_name(stmt)
+        if name not in held or not _is_none(stmt.value):
+            continue
+        node = unit.node_for(stmt)
+        if node is None or not node.enclosing_ifs:
+            continue
+        stmt_if, side = node.enclosing_ifs[0]
+        test = unit.context.code(stmt_if.test)
+        if side == "body" and "delay" not in test and any(h in test for h in OP_LEVEL_HINTS):
+            out.report(CODE, stmt, NO_MARK.format(name=name))

@@ -1,0 +1,252 @@
+"""GMLP006: main_grad bookkeeping or re-attachment nested under an unrelated feature switch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+gates = LazyModule("..analysis.gates", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
+module = LazyModule("..analysis.module", __package__)
+
+CODE = "GMLP006"
+RULE = Rule(
+    code=CODE,
+    name="main-grad-step-on-unrelated-switch",
+    summary=(
+        "`grad_added_to_main_grad = True`, or re-attaching a parameter's main_grad, happens "
+        "only under a test about something else (a feature switch such as CPU offloading)."
+    ),
+    flags=(
+        "`grad_added_to_main_grad = True` or a main_grad re-attachment nested under a test "
+        "that is not about weights or gradients (`if runner.gtp_remat:`, `if ctx.cpu_offloading:`)"
+    ),
+    explanation="""
+        Whether a weight's gradient went into main_grad, and so whether the DDP hook must be
+        told (`grad_added_to_main_grad = True`), is decided by the op-level setting, not by
+        which optional feature is on. The same holds for handing a parameter back the
+        main_grad buffer that forward saved (`weight.main_grad = main_grad`): later code on
+        the fused path reads `weight.main_grad` whether or not the feature is on.
+
+        * Megatron-LM #6373: after a CUDA-graph replay had accumulated every wgrad into
+          main_grad, `grad_added_to_main_grad` was set only inside `if runner.gtp_remat:`;
+          the other parameters kept the flag False and their contributions were dropped.
+        * Transformer Engine #2371: the main_grad fetched in forward (for Megatron-FSDP) was
+          re-attached only inside `if ctx.cpu_offloading:`, so without offloading the
+          backward sized its dummy from, and wrote into, a stale or missing main_grad.
+
+        A test counts as related when it names a gradient, a weight, a parameter,
+        accumulation, fusion, FSDP, delay, overwrite or zero_out in any spelling, or only
+        asks whether something is None; anything else is a feature switch. A re-attachment
+        is checked in modules that fetch main_grad from Megatron-FSDP (they call
+        `get_main_grad` or test `__fsdp_param__`: before that, the parameter kept its own
+        main_grad and the saved buffer was the same tensor), and only when a later read of
+        the same weight's main_grad sits outside the switch and the weight object does not
+        itself exist only under the switch.
+    """,
+    fix="""
+        Move the statement out of the unrelated `if` (keep the op-level and `hasattr`
+        guards). No automatic fix: which guards to keep needs a reader.
+    """,
+    fix_summary="none (move it out of the unrelated `if`)",
+    valid=(
+        Example(
+            """
+            def after_replay(runner):
+                for param in runner.params_to_backprop:
+                    if hasattr(param, "grad_added_to_main_grad"):
+                        param.grad_added_to_main_grad = True
+                if runner.gtp_remat:
+                    for param in runner.params_to_backprop:
+                        param.grad = None
+            """
+        ),
+        Example(
+            """
+            def restore(ctx, weight):
+                main_grad = ctx.main_grad
+                if ctx.cpu_offloading:
+                    weight = ctx.weight_object
+                if ctx.requires_wgrad and ctx.fuse_wgrad_accumulation:
+                    weight.main_grad = main_grad
+                return weight.main_grad.shape
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def after_replay(runner):
+                if runner.gtp_remat:
+                    for param in runner.params_to_backprop:
+                        param.grad = None
+                        if hasattr(param, "grad_added_to_main_grad"):
+                            param.grad_added_to_main_grad = True
+                return (None,) * len(runner.params_to_backprop)
+            """,
+            line=6,
+        ),
+        Example(
+            """
+            def save(ctx, weight):
+                if hasattr(weight, "__fsdp_param__"):
+                    weight.main_grad = weight.get_main_grad()
+                ctx.main_grad = weight.main_grad
+
+
+            def restore(ctx, weight):
+                main_grad = ctx.main_grad
+                if ctx.cpu_offloading:
+                    weight = ctx.weight_object
+                    if ctx.requires_wgrad and ctx.fuse_wgrad_accumulation:
+                        weight.main_grad = main_grad
+                return weight.main_grad.shape
+            """,
+            line=12,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MARK = (
+    "`grad_added_to_main_grad` is set only under `{guard}`, a switch unrelated to where the "
+    "gradient went: without it the DDP hook sees the flag False and drops or re-adds this "
+    "weight's gradient; set it wherever main_grad received the gradient"
+)
+REATTACH = (
+    "main_grad is re-attached to `{subject}` only under `{guard}`, a switch unrelated to the "
+    "fused path, while `{subject}.main_grad` is read later regardless: without it that read "
+    "sees a stale or missing buffer; re-attach on the fused path itself"
+)
+
+
+FSDP_WORDS = ("get_main_grad", "__fsdp_param__")
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    source = context.source
+    if "main_grad" not in source:
+        return
+    # Re-attaching matters where forward fetched the buffer from Megatron-FSDP: before
+    # that, the parameter kept its own main_grad and the saved one was the same tensor.
+    fsdp = any(word in source for word in FSDP_WORDS)
+    for unit in context.units:
+        if unit.survey.spells_main_grad or unit.survey.spells_grad_added:
+            _check_unit(unit, out, fsdp)
+
+
+def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
+    for stmt, _ in unit.statements():
+        if isinstance(stmt, cst.BaseCompoundStatement):
+            continue
+        subject = wgrad.marked_subject(stmt)
+        reattached = _reattached(stmt) if subject is None and fsdp else None
+        if subject is None and reattached is None:
+            continue
+        node = unit.node_for(stmt)
+        if node is None or not node.enclosing_ifs:
+            continue
+        guards = gates.unrelated_guards(unit.context, node)
+        if not guards:
+            continue
+        guard = guards[-1].stmt
+        if subject is not None:
+            if not _writes_main_grad(guard, wgrad.stem(subject)):
+                out.report(CODE, stmt, MARK.format(guard=out.text(guard.test)))
+        elif not _made_under(unit, reattached, node, guards[-1].stmt) and _read_later_outside(
+            unit, reattached, stmt, guards[-1].stmt
+        ):
+            message = REATTACH.format(subject=out.text(reattached), guard=out.text(guard.test))
+            out.report(CODE, stmt, message)
+
+
+def _writes_main_grad(guard: cst.If, word: str | None) -> bool:
+    """The guarded code also writes this weight's main_grad (``w.main_grad.add_(...)``, a
+    GEMM into it): then the flag follows the write, wherever the switch puts it."""
+    for sub in patterns.walk(guard.body):
+        if not isinstance(sub, cst.Call):
+            continue
+        func = sub.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value.endswith("_")
+            and func.attr.value not in patterns.RESET_METHODS
+            and patterns.is_attr(func.value, patterns.MAIN_GRAD)
+            and wgrad.stem(func.value.value) == word
+        ):
+            return True
+        if wgrad.looks_like_gemm(sub) and any(
+            wgrad.stem(owner) == word
+            for arg in sub.args
+            for owner in wgrad.main_grad_owners(arg.value)
+        ):
+            return True
+    return False
+
+
+def _reattached(stmt: cst.CSTNode) -> cst.BaseExpression | None:
+    """X for ``X.main_grad = <a buffer kept elsewhere>``: not None, not a fetch, not a
+    view of X's own main_grad."""
+    if not isinstance(stmt, cst.Assign) or len(stmt.targets) != 1:
+        return None
+    target = stmt.targets[0].target
+    if not patterns.is_attr(target, patterns.MAIN_GRAD):
+        return None
+    value = stmt.value
+    if patterns.is_none_like(value) or wgrad.main_grad_owners(value):
+        return None
+    if any(patterns.is_main_grad_fetch(sub) for sub in patterns.walk(value)):
+        return None
+    return target.value
+
+
+def _made_under(unit: Unit, subject, node, guard: cst.If) -> bool:
+    """Every binding of the subject that reaches here makes a fresh parameter under the
+    switch too (``w = Parameter(...)`` for an offloaded weight): the object exists only when
+    the switch is on, so attaching main_grad to it there is complete."""
+    root = subject
+    while isinstance(root, (cst.Attribute, cst.Subscript)):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return False
+    defs = unit.reaching.reaching(root.value, node)
+    return bool(defs) and all(
+        any(stmt_if is guard for stmt_if, _ in d.node.enclosing_ifs)
+        and patterns.callee_name(d.value) == "Parameter"
+        for d in defs
+    )
+
+
+def _read_later_outside(unit: Unit, subject, stmt, guard: cst.If) -> bool:
+    """Some statement after ``guard`` (in source order, outside it) reads
+    ``subject.main_grad``."""
+    word = wgrad.stem(subject)
+    inside = {id(s) for s, _ in module.iter_statements([guard])}
+    passed = False
+    for other, _ in unit.statements():
+        if other is guard:
+            passed = True
+        if not passed or id(other) in inside:
+            continue
+        if isinstance(other, cst.BaseCompoundStatement):
+            roots = [getattr(other, "test", None)]
+        elif isinstance(other, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            roots = [other.value]
+        else:
+            roots = [other]
+        for root in roots:
+            if root is None:
+                continue
+            if any(wgrad.stem(owner) == word for owner in wgrad.main_grad_owners(root)):
+                return True
+    return False

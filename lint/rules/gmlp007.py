@@ -1,0 +1,235 @@
+"""GMLP007: a weight's main_grad bookkeeping reads a flag from a different weight."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..model import UNSAFE, Fix
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+    from ..analysis.wgrad import Mark
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
+
+CODE = "GMLP007"
+RULE = Rule(
+    code=CODE,
+    name="main-grad-flag-from-other-weight",
+    summary=(
+        "Where one weight's main_grad is written or marked, `zero_out_wgrad`, "
+        "`overwrite_main_grad`, `grad_added_to_main_grad` or main_grad is read from a "
+        "different weight."
+    ),
+    flags=(
+        "`zero_out_wgrad` / `overwrite_main_grad` / main_grad read from another weight in the "
+        "block that marks one weight, or in the GEMM call or kwargs dict whose `out` is one "
+        "weight's main_grad"
+    ),
+    explanation="""
+        The per-parameter attributes belong to one parameter: `zero_out_wgrad` says whether
+        *its* dummy must be zeros, `overwrite_main_grad` whether *its* main_grad is
+        overwritten. Reading them from another weight mixes two parameters' settings:
+
+        * Transformer Engine #548: the FC1 and FC2 bookkeeping blocks of LayerNormMLP marked
+          `fc1_weight` / `fc2_weight` but read `getattr(weight, "zero_out_wgrad")`;
+        * Transformer Engine #2549: FC2's wgrad GEMM arguments had
+          `"out": fc2_weight.main_grad` but `"accumulate"` computed from
+          `getattr(fc1_weight, "overwrite_main_grad")`, and FC1's the reverse.
+
+        Checked: the block that sets `X.grad_added_to_main_grad = True` (with the `hasattr`
+        test guarding it) must read `zero_out_wgrad`, `grad_added_to_main_grad` and main_grad
+        only from X (or another weight it marks too); a call or dict literal whose `out` is
+        `A.main_grad` must read `overwrite_main_grad` only from A. Names are compared by the
+        weight they name: `origin_fc1_weight`, `fc1_weight_param` and `ctx.fc1_weight` all
+        name `fc1_weight`.
+    """,
+    fix="""
+        Read the attribute from the weight being marked or written (unsafe: review that this
+        is the parameter object, not a restored copy).
+    """,
+    fix_summary="read it from the weight being marked or written (unsafe)",
+    valid=(
+        Example(
+            """
+            def finish(ctx, fc1_weight, origin_fc1_weight):
+                if ctx.fuse and hasattr(origin_fc1_weight, "grad_added_to_main_grad"):
+                    origin_fc1_weight.grad_added_to_main_grad = True
+                    zero = getattr(fc1_weight, "zero_out_wgrad", False)
+                    return get_dummy_wgrad(list(fc1_weight.size()), fc1_weight.dtype, zero=zero)
+                return None
+            """
+        ),
+        Example(
+            """
+            def fc2_kwargs(fuse, fc2_weight, accumulate):
+                return {
+                    "accumulate": accumulate and not getattr(fc2_weight, "overwrite_main_grad", 0),
+                    "out": fc2_weight.main_grad if fuse else None,
+                }
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def finish(ctx, weight, fc1_weight):
+                if ctx.fuse and hasattr(fc1_weight, "grad_added_to_main_grad"):
+                    fc1_weight.grad_added_to_main_grad = True
+                    zero = getattr(weight, "zero_out_wgrad", False)
+                    return get_dummy_wgrad(list(fc1_weight.size()), fc1_weight.dtype, zero=zero)
+                return None
+            """,
+            line=4,
+            fixed="""
+            def finish(ctx, weight, fc1_weight):
+                if ctx.fuse and hasattr(fc1_weight, "grad_added_to_main_grad"):
+                    fc1_weight.grad_added_to_main_grad = True
+                    zero = getattr(fc1_weight, "zero_out_wgrad", False)
+                    return get_dummy_wgrad(list(fc1_weight.size()), fc1_weight.dtype, zero=zero)
+                return None
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def fc2_kwargs(fuse, fc1_weight, fc2_weight, accumulate):
+                return {
+                    "accumulate": accumulate and not getattr(fc1_weight, "overwrite_main_grad", 0),
+                    "out": fc2_weight.main_grad if fuse else None,
+                }
+            """,
+            line=3,
+            fixed="""
+            def fc2_kwargs(fuse, fc1_weight, fc2_weight, accumulate):
+                return {
+                    "accumulate": accumulate and not getattr(fc2_weight, "overwrite_main_grad", 0),
+                    "out": fc2_weight.main_grad if fuse else None,
+                }
+            """,
+            applicability="unsafe",
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+IN_BLOCK = (
+    "this block marks `{subject}` with grad_added_to_main_grad but reads {what} from "
+    "`{other}`, another weight: the bookkeeping mixes two parameters' settings; read it from "
+    "`{subject}`"
+)
+IN_CALL = (
+    "`{other}.overwrite_main_grad` decides how `{subject}.main_grad` is written: the GEMM "
+    "accumulates or overwrites by another weight's setting; read it from `{subject}`"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    source = context.source
+    if "main_grad" not in source:
+        return
+    look_at_calls = "overwrite_main_grad" in source and "out" in source
+    for unit in context.units:
+        survey = unit.survey
+        if survey.spells_grad_added:
+            for mark in wgrad.marks(unit):
+                _check_block(mark, out)
+        if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
+            for stmt, _ in unit.statements():
+                if not isinstance(stmt, cst.BaseCompoundStatement):
+                    for sub in patterns.walk(stmt):
+                        if isinstance(sub, (cst.Call, cst.Dict)):
+                            _check_arguments(sub, out)
+
+
+def _check_block(mark: Mark, out: Collector) -> None:
+    marked = {wgrad.stem(mark.subject)}
+    statements = list(wgrad.block_statements(mark.block))
+    for stmt in statements:
+        other = wgrad.marked_subject(stmt)
+        if other is not None:
+            marked.add(wgrad.stem(other))
+    if None in marked:
+        return
+    roots = [s for s in statements if not isinstance(s, cst.BaseCompoundStatement)]
+    roots += [getattr(s, "test", None) for s in statements if isinstance(s, cst.If)]
+    if mark.guard is not None:
+        roots.append(mark.guard.test)
+    for root in roots:
+        if root is None:
+            continue
+        for what, owner in _reads(root):
+            word = wgrad.stem(owner)
+            if word is not None and word not in marked:
+                message = IN_BLOCK.format(
+                    subject=out.text(mark.subject), what=what, other=out.text(owner)
+                )
+                out.report(CODE, owner, message, _fix(out, owner, mark.subject))
+
+
+def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
+    """(what, owner) for each per-parameter attribute read in ``root``."""
+    for sub in patterns.walk(root):
+        if patterns.is_attr(sub, patterns.MAIN_GRAD):
+            yield "main_grad", sub.value
+        elif patterns.is_attr(sub, patterns.ZERO_OUT):
+            yield "zero_out_wgrad", sub.value
+        elif patterns.callee_name(sub) in ("getattr", "hasattr") and isinstance(sub.func, cst.Name):
+            args = patterns.positional_args(sub)
+            if len(args) < 2:
+                continue
+            for word in (patterns.ZERO_OUT, patterns.GRAD_ADDED, patterns.MAIN_GRAD):
+                if patterns.string_is(args[1].value, word):
+                    yield word, args[0].value
+
+
+def _check_arguments(node, out: Collector) -> None:
+    """A call or dict literal whose ``out`` is one weight's main_grad, and whose other
+    arguments read ``overwrite_main_grad`` from another weight."""
+    if isinstance(node, cst.Call):
+        pairs = [(arg.keyword.value if arg.keyword else None, arg.value) for arg in node.args]
+    else:
+        pairs = [
+            (patterns.string_value(e.key), e.value)
+            for e in node.elements
+            if isinstance(e, cst.DictElement)
+        ]
+    targets = [value for key, value in pairs if key == "out"]
+    if len(targets) != 1:
+        return
+    owners = wgrad.main_grad_owners(targets[0])
+    words = {wgrad.stem(owner) for owner in owners}
+    if len(words) != 1 or None in words:
+        return
+    (word,) = words
+    subject = owners[0]
+    for key, value in pairs:
+        if key == "out":
+            continue
+        for sub in patterns.walk(value):
+            other = _overwrite_owner(sub)
+            if other is not None and wgrad.stem(other) not in (word, None):
+                message = IN_CALL.format(subject=out.text(subject), other=out.text(other))
+                out.report(CODE, other, message, _fix(out, other, subject))
+
+
+def _overwrite_owner(node) -> cst.BaseExpression | None:
+    if patterns.is_attr(node, patterns.OVERWRITE):
+        return node.value
+    if patterns.is_getattr_of(node, patterns.OVERWRITE):
+        return patterns.positional_args(node)[0].value
+    return None
+
+
+def _fix(out: Collector, wrong, right) -> Fix:
+    text = out.text(right)
+    return Fix(f"Read it from `{text}`", (out.replace(wrong, text),), UNSAFE)

@@ -1,0 +1,253 @@
+"""GMLP008: main_grad written by a GEMM without Megatron-FSDP's get_main_grad() fetch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..model import UNSAFE, Edit, Fix
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.cfg import Node
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+paths = LazyModule("..analysis.paths", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
+
+CODE = "GMLP008"
+RULE = Rule(
+    code=CODE,
+    name="main-grad-written-before-fsdp-fetch",
+    summary=(
+        "In a module that supports Megatron-FSDP, a GEMM writes into `param.main_grad` on a "
+        "path that does not pass `param.main_grad = param.get_main_grad()`."
+    ),
+    flags=(
+        "a GEMM writing `param.main_grad` on a path without the `get_main_grad()` fetch, in a "
+        "module that fetches it elsewhere"
+    ),
+    explanation="""
+        Megatron-FSDP leaves `param.main_grad` None (or stale) until the producer fetches
+        the buffer with `param.get_main_grad()`; its parameters carry `__fsdp_param__`. A
+        fused wgrad GEMM that writes `param.main_grad` without the fetch dereferences None
+        or writes into the wrong buffer (Megatron-LM !4018 added the fetch to
+        `LinearWithGradAccumulationAndAsyncCommunication` and the deferred embedding wgrad;
+        #5209 to the fused grouped MLP).
+
+        Checked in modules that already know about Megatron-FSDP (they call `get_main_grad`
+        or test `__fsdp_param__` somewhere): a call that looks like a GEMM (its name has
+        `gemm`, `matmul` or ends in `mm`, or it takes `out=`) whose output argument is
+        `X.main_grad` (directly, in a conditional expression, or through a local bound to
+        it) must be dominated by a fetch: an assignment of `get_main_grad()` (or of a fetch
+        helper such as `get_main_grad_from_param`) to a main_grad, a call of an
+        `ensure_*main_grad*` helper, or an `if` on `__fsdp_param__` / main_grad that holds
+        one. The finding sits at the first read of `X.main_grad` on the way to the GEMM.
+        Modules that never mention Megatron-FSDP are not checked: code written for
+        Megatron's DDP alone has no lazy main_grad to fetch.
+    """,
+    fix="""
+        Insert `if hasattr(X, "__fsdp_param__"): X.main_grad = X.get_main_grad()` before the
+        first read (unsafe: inside a loop it fetches on every pass; review where it goes).
+    """,
+    fix_summary="insert the `__fsdp_param__` fetch before the first read (unsafe)",
+    valid=(
+        Example(
+            """
+            def wgrad_into_main_grad(weight, x, dy):
+                if hasattr(weight, "__fsdp_param__"):
+                    weight.main_grad = weight.get_main_grad()
+                wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+            """
+        ),
+        Example(
+            """
+            def wgrad_into_main_grad(weight, x, dy):
+                wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+            """
+        ),
+        Example(
+            """
+            def forward_save(ctx, weight):
+                ctx.main_grad = weight.get_main_grad()
+
+
+            def backward_wgrad(ctx, x, dy):
+                general_gemm(x, dy, out=ctx.main_grad)
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def fetch(param):
+                if hasattr(param, "__fsdp_param__"):
+                    param.main_grad = param.get_main_grad()
+
+
+            def deferred_wgrad(config, weight, x, dy):
+                if config.gradient_accumulation_fusion:
+                    if weight.main_grad.dtype == torch.float32:
+                        wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+            """,
+            line=8,
+            fixed="""
+            def fetch(param):
+                if hasattr(param, "__fsdp_param__"):
+                    param.main_grad = param.get_main_grad()
+
+
+            def deferred_wgrad(config, weight, x, dy):
+                if config.gradient_accumulation_fusion:
+                    if hasattr(weight, "__fsdp_param__"):
+                        weight.main_grad = weight.get_main_grad()
+                    if weight.main_grad.dtype == torch.float32:
+                        wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+            """,
+            applicability="unsafe",
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "`{subject}.main_grad` is written by `{gemm}` on a path without the Megatron-FSDP fetch "
+    "(`{subject}.main_grad = {subject}.get_main_grad()`): with FSDP main_grad is None or stale "
+    "until fetched"
+)
+FSDP_WORDS = ("get_main_grad", "__fsdp_param__")
+FETCH_GUARD_WORDS = ("fsdp", "main_grad")
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    source = context.source
+    if not any(word in source for word in FSDP_WORDS):
+        return
+    for unit in context.units:
+        if unit.survey.spells_main_grad and isinstance(unit.owner, cst.FunctionDef):
+            _Unit(unit, out).run()
+
+
+class _Unit:
+    def __init__(self, unit: Unit, out: Collector) -> None:
+        self.unit = unit
+        self.out = out
+        self._fetches: list[Node] | None = None
+        self._dominators = None
+
+    def run(self) -> None:
+        reported: set[str] = set()
+        for call, node in self.gemm_writes():
+            for subject in self.destinations(call, node):
+                word = wgrad.stem(subject)
+                if word in reported or self.fetched_before(node):
+                    continue
+                reported.add(word)
+                self.report(subject, word, call, node)
+
+    def gemm_writes(self):
+        for root, node in self.unit.expression_roots():
+            for sub in patterns.walk(root):
+                if isinstance(sub, cst.Call) and wgrad.looks_like_gemm(sub):
+                    yield sub, node
+
+    def destinations(self, call, node: Node) -> list:
+        """X for each argument of the call that is X.main_grad itself (or a local bound to
+        it, or a conditional expression choosing it)."""
+        found = []
+        for arg in call.args:
+            for value in _choices(arg.value):
+                if isinstance(value, cst.Name):
+                    for d in self.unit.reaching.reaching(value.value, node):
+                        if d.value is not None and patterns.is_attr(d.value, patterns.MAIN_GRAD):
+                            found.append(d.value.value)
+                elif patterns.is_attr(value, patterns.MAIN_GRAD):
+                    found.append(value.value)
+        return [x for x in found if not (isinstance(x, cst.Name) and x.value in ("ctx", "self"))]
+
+    @property
+    def dominators(self):
+        if self._dominators is None:
+            self._dominators = paths.Dominators(self.unit.graph)
+        return self._dominators
+
+    def fetched_before(self, node: Node) -> bool:
+        if self._fetches is None:
+            self._fetches = list(self.fetch_points())
+        return any(self.dominators.dominates(f, node) for f in self._fetches)
+
+    def fetch_points(self):
+        for stmt, _ in self.unit.statements():
+            if isinstance(stmt, cst.BaseCompoundStatement) or not _is_fetch(stmt):
+                continue
+            node = self.unit.node_for(stmt)
+            if node is None:
+                continue
+            point = node
+            for stmt_if, _ in node.enclosing_ifs:
+                text = self.unit.context.code(stmt_if.test)
+                if not any(word in text for word in FETCH_GUARD_WORDS):
+                    break
+                point = self.unit.node_for(stmt_if) or point
+            yield point
+
+    def report(self, subject, word: str, call, node: Node) -> None:
+        """At the first read of the subject's main_grad on the way to the write."""
+        for stmt, _ in self.unit.statements():
+            stmt_node = self.unit.node_for(stmt)
+            if stmt_node is None or not self.dominators.dominates(stmt_node, node):
+                continue
+            root = stmt.test if isinstance(stmt, (cst.If, cst.While)) else stmt
+            if isinstance(stmt, cst.BaseCompoundStatement) and root is stmt:
+                continue
+            for sub in patterns.walk(root):
+                if patterns.is_attr(sub, patterns.MAIN_GRAD) and wgrad.stem(sub.value) == word:
+                    self.out.report(CODE, sub, self.message(subject, call), self.fix(stmt, sub))
+                    return
+
+    def message(self, subject, call) -> str:
+        gemm = patterns.callee_name(call) or "the GEMM"
+        return MESSAGE.format(subject=self.out.text(subject), gemm=gemm)
+
+    def fix(self, stmt, attribute) -> Fix | None:
+        context = self.unit.context
+        line, column, _, _ = context.span(stmt)
+        start = context.line_starts[line - 1]
+        indent = context.source[start : start + column - 1]
+        if indent.strip() or context.source[start + column - 1 :].startswith("elif"):
+            return None  # not the first statement on its line, or an ``elif``
+        x = self.out.text(attribute.value)
+        text = (
+            f'{indent}if hasattr({x}, "__fsdp_param__"):\n'
+            f"{indent}    {x}.main_grad = {x}.get_main_grad()\n"
+        )
+        return Fix("Fetch main_grad from Megatron-FSDP first", (Edit(start, start, text),), UNSAFE)
+
+
+def _choices(value):
+    if isinstance(value, cst.IfExp):
+        yield from _choices(value.body)
+        yield from _choices(value.orelse)
+    else:
+        yield value
+
+
+def _is_fetch(stmt) -> bool:
+    if isinstance(stmt, cst.Assign):
+        if not any(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in stmt.targets):
+            return False
+        value = stmt.value
+    elif isinstance(stmt, cst.Expr):
+        value = stmt.value
+    else:
+        return False
+    for sub in patterns.walk(value):
+        name = patterns.callee_name(sub) or ""
+        if name == "get_main_grad" or patterns.is_main_grad_fetch(sub):
+            return True
+    return False

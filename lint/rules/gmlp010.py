@@ -1,0 +1,152 @@
+"""GMLP010: main_grad marked for CPU offloading."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..model import UNSAFE, Edit, Fix
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+
+CODE = "GMLP010"
+RULE = Rule(
+    code=CODE,
+    name="main-grad-offloaded",
+    summary="A parameter's main_grad is marked for CPU offloading.",
+    flags=(
+        "an offload marker on main_grad (`p.main_grad.weight_offloading = True`, main_grad "
+        "passed to an `*offload*` call)"
+    ),
+    explanation="""
+        main_grad must be the destination itself: the wgrad GEMM writes into it and
+        Megatron's gradient buffer reads it. Marked for activation offloading, it is copied
+        to the host after forward and a copy comes back for backward, so the GEMM
+        accumulates into the copy and the real buffer never sees the gradient
+        (Transformer Engine #1026 in Linear, LayerNormLinear and LayerNormMLP, #1034 in
+        GroupedLinear: "convergence issues with CPU offloading").
+
+        Reported: an assignment to an attribute of `X.main_grad` whose name contains
+        `offload`, and `X.main_grad` passed to a call whose name contains `offload`.
+    """,
+    fix="""
+        Remove the marking (unsafe: make sure the backward still re-attaches the device
+        main_grad to the parameter).
+    """,
+    fix_summary="remove the marking (unsafe)",
+    valid=(
+        Example(
+            """
+            def mark_for_offload(weight, weight_fp8, fuse_wgrad_accumulation):
+                weight.weight_offloading = True
+                if weight_fp8 is not None:
+                    weight_fp8.weight_offloading = True
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def mark_for_offload(weight, fuse_wgrad_accumulation):
+                weight.weight_offloading = True
+                if fuse_wgrad_accumulation:
+                    weight.main_grad.weight_offloading = True
+            """,
+            line=4,
+            fixed="""
+            def mark_for_offload(weight, fuse_wgrad_accumulation):
+                weight.weight_offloading = True
+                if fuse_wgrad_accumulation:
+                    pass
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def mark_for_offload(weights, fuse_wgrad_accumulation):
+                for w in weights:
+                    mark_activation_offload(w)
+                    mark_activation_offload(w.main_grad)
+            """,
+            line=4,
+            fixed="""
+            def mark_for_offload(weights, fuse_wgrad_accumulation):
+                for w in weights:
+                    mark_activation_offload(w)
+            """,
+            applicability="unsafe",
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "main_grad is marked for CPU offloading: the wgrad GEMM then accumulates into a copy "
+    "that comes back from the host and the real buffer never receives the gradient; "
+    "main_grad must stay the destination itself"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "offload" not in context.source:
+        return
+    for unit in context.units:
+        if not unit.survey.spells_main_grad:
+            continue
+        flagged: list[tuple[cst.CSTNode, tuple]] = []
+        for stmt, suite in unit.statements():
+            if _marks_main_grad(stmt):
+                flagged.append((stmt, suite))
+        for stmt, suite in flagged:
+            out.report(CODE, stmt, MESSAGE, _removal(out, stmt, suite, flagged))
+
+
+def _marks_main_grad(stmt) -> bool:
+    if isinstance(stmt, cst.Assign):
+        return any(
+            isinstance(t.target, cst.Attribute)
+            and "offload" in t.target.attr.value
+            and patterns.is_attr(t.target.value, patterns.MAIN_GRAD)
+            for t in stmt.targets
+        )
+    if isinstance(stmt, cst.Expr):
+        for sub in patterns.walk(stmt.value):
+            if "offload" in (patterns.callee_name(sub) or "") and any(
+                patterns.is_attr(arg.value, patterns.MAIN_GRAD) for arg in sub.args
+            ):
+                return True
+    return False
+
+
+def _removal(out: Collector, stmt, suite, flagged) -> Fix | None:
+    """Delete the statement's line; the first of a suite made only of flagged statements
+    becomes ``pass`` so the suite stays valid."""
+    line_node = next(
+        (s for s in suite if isinstance(s, cst.SimpleStatementLine) and stmt in s.body), None
+    )
+    if line_node is None or len(line_node.body) != 1:
+        return None
+    context = out.context
+    line, column, end_line, _ = context.span(stmt)
+    start = context.line_starts[line - 1]
+    if context.source[start : start + column - 1].strip():
+        return None
+    end = context.line_starts[end_line] if end_line < len(context.line_starts) else None
+    if end is None:
+        return None
+    mine = {id(s) for s, other in flagged if other is suite}
+    lines = [s for s in suite if isinstance(s, cst.SimpleStatementLine)]
+    only_flagged = len(lines) == len(suite) and all(
+        len(s.body) == 1 and id(s.body[0]) in mine for s in lines
+    )
+    if only_flagged and lines[0] is line_node:
+        return Fix("Replace the marking with `pass`", (out.replace(stmt, "pass"),), UNSAFE)
+    return Fix("Remove the marking", (Edit(start, end, ""),), UNSAFE)

@@ -1,0 +1,202 @@
+"""GMLP011: `backward_dw()` leaves without firing the wgrad accumulation-and-reduce hooks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..model import UNSAFE, Edit, Fix
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.cfg import Node
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+paths = LazyModule("..analysis.paths", __package__)
+
+CODE = "GMLP011"
+RULE = Rule(
+    code=CODE,
+    name="backward-dw-without-hooks",
+    summary=(
+        "`backward_dw()` of an op whose weights skip the backward post-hook returns, after "
+        "computing the delayed wgrads, without calling the registered wgrad hooks."
+    ),
+    flags=(
+        "a `backward_dw()` exit, after the wgrad store is popped, that calls no wgrad "
+        "accumulation-and-reduce hook, in a class that sets `skip_backward_post_hook`"
+    ),
+    explanation="""
+        With `delay_wgrad_compute` the weight gradients are computed later, in
+        `backward_dw()`, so the op marks its weights `skip_backward_post_hook = True` and
+        Megatron's DDP does not run its hook in the main backward. Instead Megatron
+        registers a wgrad accumulation-and-reduce hook with the op, and `backward_dw()` must
+        call it once the delayed GEMMs are done - on every way out, including the early
+        return of the main_grad path. Otherwise nothing ever reduces these gradients
+        (Transformer Engine #2886 in the grouped-linear op; Megatron-LM #4311 in its fused
+        grouped MLP).
+
+        Checked: in a class that sets `skip_backward_post_hook`, every path from the
+        `wgrad_store.pop()` of its `backward_dw` method to a way out must pass a call whose
+        name contains `hook` (a `_trigger_*_hooks()` helper, or `hook()` in a loop over the
+        registered hooks).
+    """,
+    fix="""
+        Call the class's `_trigger_*hook*` method before each such exit (unsafe: check that
+        the hooks may run on that path; offered only when the class has one).
+    """,
+    fix_summary="call the class's hook trigger before the exit (unsafe)",
+    valid=(
+        Example(
+            """
+            class GroupedOp:
+                def __init__(self, weights):
+                    for w in weights:
+                        w.skip_backward_post_hook = True
+                    self.hooks = []
+
+                def backward_dw(self):
+                    _, tensors = self.wgrad_store.pop()
+                    run_wgrad(tensors)
+                    for hook in self.hooks:
+                        hook()
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class GroupedOp:
+                def __init__(self, weights):
+                    for w in weights:
+                        w.skip_backward_post_hook = True
+                    self.hooks = []
+
+                def _trigger_wgrad_hooks(self):
+                    for hook in self.hooks:
+                        hook()
+
+                def backward_dw(self):
+                    _, tensors = self.wgrad_store.pop()
+                    run_wgrad(tensors)
+                    if self._accumulate_into_main_grad:
+                        return
+                    self.weight.grad = tensors[2]
+                    self._trigger_wgrad_hooks()
+            """,
+            line=15,
+            fixed="""
+            class GroupedOp:
+                def __init__(self, weights):
+                    for w in weights:
+                        w.skip_backward_post_hook = True
+                    self.hooks = []
+
+                def _trigger_wgrad_hooks(self):
+                    for hook in self.hooks:
+                        hook()
+
+                def backward_dw(self):
+                    _, tensors = self.wgrad_store.pop()
+                    run_wgrad(tensors)
+                    if self._accumulate_into_main_grad:
+                        self._trigger_wgrad_hooks()
+                        return
+                    self.weight.grad = tensors[2]
+                    self._trigger_wgrad_hooks()
+            """,
+            applicability="unsafe",
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "backward_dw() leaves here after computing the delayed wgrads without calling the "
+    "registered wgrad accumulation-and-reduce hooks: the weights skip the backward post-hook, "
+    "so DDP never reduces these gradients"
+)
+SKIP = "skip_backward_post_hook"
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    source = context.source
+    if SKIP not in source or "backward_dw" not in source:
+        return
+    for unit in context.units:
+        if isinstance(unit.owner, cst.ClassDef) and any(
+            isinstance(s, cst.FunctionDef) and s.name.value == "backward_dw" for s in unit.body
+        ):
+            _check_class(unit, out)
+
+
+def _check_class(cls: Unit, out: Collector) -> None:
+    methods = [s for s in cls.body if isinstance(s, cst.FunctionDef)]
+    if not any(_sets_skip(m) for m in methods):
+        return
+    trigger = next(
+        (m.name.value for m in methods if "trigger" in m.name.value and "hook" in m.name.value),
+        None,
+    )
+    mine = {id(m) for m in methods if m.name.value == "backward_dw"}
+    for unit in cls.context.units:
+        if id(unit.owner) in mine:
+            _check_method(unit, out, trigger)
+
+
+def _sets_skip(method) -> bool:
+    return any(
+        isinstance(sub, cst.Assign)
+        and not patterns.is_false_literal(sub.value)
+        and any(patterns.is_attr(t.target, SKIP) for t in sub.targets)
+        for sub in patterns.walk(method.body)
+    )
+
+
+def _check_method(unit: Unit, out: Collector, trigger: str | None) -> None:
+    start: Node | None = None
+    hooks: list[Node] = []
+    for root, node in unit.expression_roots():
+        text = out.context.code(root)
+        if start is None and "wgrad_store" in text and ".pop(" in text:
+            start = node
+        calls_hook = any("hook" in (patterns.callee_name(s) or "") for s in patterns.walk(root))
+        if calls_hook or (node.kind == "for" and "hook" in text):
+            hooks.append(node)
+    if start is None:
+        return
+    falls_off = False
+    for node in paths.exits_avoiding(unit.graph, start, hooks):
+        if isinstance(node.owner, cst.Return):
+            out.report(CODE, node.owner, MESSAGE, _fix(out, node.owner, trigger, before=True))
+        else:
+            falls_off = True
+    if falls_off and unit.body:
+        last = unit.body[-1]
+        if isinstance(last, cst.SimpleStatementLine):
+            last = last.body[-1]
+        out.report(CODE, last, MESSAGE, _fix(out, last, trigger, before=False))
+
+
+def _fix(out: Collector, stmt, trigger: str | None, before: bool) -> Fix | None:
+    if trigger is None:
+        return None
+    context = out.context
+    line, column, end_line, _ = context.span(stmt)
+    start = context.line_starts[line - 1]
+    indent = context.source[start : start + column - 1]
+    if indent.strip():
+        return None
+    text = f"{indent}self.{trigger}()\n"
+    if before:
+        at = start
+    elif end_line < len(context.line_starts):
+        at = context.line_starts[end_line]
+    else:
+        at, text = len(context.source), "\n" + text
+    return Fix(f"Call self.{trigger}()", (Edit(at, at, text),), UNSAFE)

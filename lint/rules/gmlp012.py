@@ -1,0 +1,155 @@
+"""GMLP012: a GEMM writes into main_grad with an output dtype that is not main_grad's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..model import UNSAFE, Fix
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.cfg import Node
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+
+CODE = "GMLP012"
+RULE = Rule(
+    code=CODE,
+    name="main-grad-gemm-out-dtype",
+    summary=(
+        "A GEMM whose `out` is main_grad is given an `out_dtype` that is not main_grad's "
+        "dtype (typically the activation dtype)."
+    ),
+    flags="`out_dtype` of a GEMM whose `out` is (conditionally) main_grad that is not its dtype",
+    explanation="""
+        main_grad is an fp32 buffer; a GEMM told to produce `out_dtype=ctx.activation_dtype`
+        (bf16) while writing into it either fails, or casts and accumulates in the lower
+        precision, depending on the library (Transformer Engine #1618 in LayerNormMLP's
+        wgrad GEMMs). The output dtype must follow the destination: `main_grad.dtype` when
+        the output is main_grad.
+
+        Checked in calls and in dict literals of GEMM arguments: when `out` is main_grad (a
+        `p.main_grad`, a local bound to it, or a conditional expression choosing it),
+        `out_dtype` must mention main_grad or be fp32.
+    """,
+    fix="""
+        `out_dtype=M.dtype` when `out=M`, and `out_dtype=(M.dtype if C else <old>)` when
+        `out=M if C else None` (unsafe: the GEMM must support fp32 output).
+    """,
+    fix_summary="take the dtype from main_grad (unsafe)",
+    valid=(
+        Example(
+            """
+            def fc2_wgrad(ctx, fc2_weight, act_out, grad_output):
+                return general_gemm(
+                    act_out,
+                    grad_output,
+                    out_dtype=(
+                        fc2_weight.main_grad.dtype
+                        if ctx.fuse_wgrad_accumulation
+                        else ctx.activation_dtype
+                    ),
+                    out=fc2_weight.main_grad if ctx.fuse_wgrad_accumulation else None,
+                )
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def fc2_wgrad(ctx, w, fuse, act_out, grad_output):
+                return general_gemm(
+                    act_out,
+                    grad_output,
+                    out_dtype=ctx.dtype,
+                    out=w.main_grad if fuse else None,
+                )
+            """,
+            line=5,
+            fixed="""
+            def fc2_wgrad(ctx, w, fuse, act_out, grad_output):
+                return general_gemm(
+                    act_out,
+                    grad_output,
+                    out_dtype=(w.main_grad.dtype if fuse else ctx.dtype),
+                    out=w.main_grad if fuse else None,
+                )
+            """,
+            applicability="unsafe",
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "this GEMM writes into main_grad (`out={out}`) but is told `out_dtype={dtype}`: main_grad "
+    "is fp32, so the output dtype must be main_grad's dtype when main_grad is the output"
+)
+FP32 = ("float32", "torch.float", "fp32")
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "out_dtype" not in context.source:
+        return
+    for unit in context.units:
+        if not unit.survey.spells_main_grad:
+            continue
+        for root, node in unit.expression_roots():
+            for sub in patterns.walk(root):
+                if isinstance(sub, (cst.Call, cst.Dict)):
+                    _check_arguments(unit, sub, node, out)
+
+
+def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
+    if isinstance(call, cst.Call):
+        pairs = [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+    else:
+        pairs = [
+            (patterns.string_value(e.key), e.value)
+            for e in call.elements
+            if isinstance(e, cst.DictElement)
+        ]
+    found = dict(pairs)
+    target, dtype = found.get("out"), found.get("out_dtype")
+    if target is None or dtype is None:
+        return
+    chosen = _main_grad_choice(unit, target, node)
+    if chosen is None:
+        return
+    dtype_text = out.context.code(dtype)
+    if "main_grad" in dtype_text or any(word in dtype_text for word in FP32):
+        return
+    if patterns.is_none_like(dtype):
+        return
+    buffer, condition = chosen
+    if condition is None:
+        replacement = f"{out.text(buffer)}.dtype"
+    else:
+        replacement = f"({out.text(buffer)}.dtype if {out.text(condition)} else {dtype_text})"
+    fix = Fix(f"Use `{replacement}`", (out.replace(dtype, replacement),), UNSAFE)
+    message = MESSAGE.format(out=out.text(target), dtype=dtype_text)
+    out.report(CODE, dtype, message, fix)
+
+
+def _main_grad_choice(unit: Unit, target, node: Node):
+    """(the main_grad expression, the condition choosing it or None) when ``target`` is
+    main_grad, a local holding it, or ``M if C else None``; None otherwise."""
+    if isinstance(target, cst.IfExp) and patterns.is_none_like(target.orelse):
+        if _holds(unit, target.body, node):
+            return target.body, target.test
+        return None
+    if _holds(unit, target, node):
+        return target, None
+    return None
+
+
+def _holds(unit: Unit, expr, node: Node) -> bool:
+    if patterns.is_main_grad_direct(expr):
+        return True
+    return isinstance(expr, cst.Name) and unit.aliases.surely(expr.value, node)

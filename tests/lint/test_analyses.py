@@ -1,0 +1,108 @@
+"""The analyses the new rules share, on small inputs: which guards are feature switches,
+dominance and ways out of a function, and which functions of other files return a flag
+computed from overwrite_main_grad."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from gmlp_check.lint.analysis import gates, paths
+from gmlp_check.lint.analysis.module import ModuleContext
+from gmlp_check.lint.project import overwrite_helpers
+
+
+def unit_of(source: str, name: str):
+    context = ModuleContext(textwrap.dedent(source).lstrip("\n"), "case.py")
+    (unit,) = [u for u in context.units if u.name == name]
+    return context, unit
+
+
+def node_of_call(unit, callee: str):
+    for root, node in unit.expression_roots():
+        if isinstance(root, cst.Expr) and getattr(root.value.func, "value", None) == callee:
+            return node
+    raise AssertionError(callee)
+
+
+GUARDED = """
+    def f(ctx, w):
+        if {test}:
+            mark(w)
+        else:
+            other(w)
+"""
+
+
+@pytest.mark.parametrize(
+    ("test", "body_unrelated", "orelse_unrelated"),
+    [
+        ("ctx.cpu_offloading", True, True),
+        ("ctx.fuse_wgrad_accumulation", False, False),
+        ("ctx.cpu_offloading and ctx.fuse_wgrad_accumulation", True, False),
+        ('hasattr(w, "grad_added_to_main_grad")', False, False),
+        ("runner.gtp_remat", True, True),
+        ("w is not None", False, False),
+    ],
+)
+def test_a_guard_is_a_feature_switch_when_it_names_no_weight_or_gradient(
+    test, body_unrelated, orelse_unrelated
+):
+    context, unit = unit_of(GUARDED.format(test=test), "f")
+    body = gates.unrelated_guards(context, node_of_call(unit, "mark"))
+    orelse = gates.unrelated_guards(context, node_of_call(unit, "other"))
+    assert bool(body) == body_unrelated
+    assert bool(orelse) == orelse_unrelated
+
+
+PATHS = """
+    def f(self, flag):
+        start()
+        if flag:
+            fire()
+            return
+        if self.other:
+            return
+        work()
+"""
+
+
+def test_dominance_and_the_ways_out_that_avoid_a_node():
+    _, unit = unit_of(PATHS, "f")
+    start, fire, work = (node_of_call(unit, name) for name in ("start", "fire", "work"))
+    dominators = paths.Dominators(unit.graph)
+    assert dominators.dominates(start, work) and dominators.dominates(start, fire)
+    assert not dominators.dominates(fire, work)
+    leaving = paths.exits_avoiding(unit.graph, start, [fire])
+    kinds = sorted(type(node.owner).__name__ for node in leaving)
+    assert kinds == ["Expr", "Return"]  # ``return`` under self.other, and falling off after work()
+    assert paths.exits_avoiding(unit.graph, fire, [fire]) == []
+
+
+def test_overwrite_helpers_are_known_by_their_bodies():
+    source = b'''
+import torch
+
+
+class Flags:
+    def accumulate_into(self, param):
+        """Whether the GEMM accumulates.
+
+        With overwrite_main_grad it overwrites instead.
+        """
+        overwrite = getattr(param, "overwrite_main_grad", False)
+        return not overwrite
+
+    def describe(self, param):
+        print(getattr(param, "overwrite_main_grad", False))
+        return "flags"
+
+
+def mode_of(param):
+    return "overwrite" if param.overwrite_main_grad else "accumulate"
+'''
+    assert overwrite_helpers([source]) == {"accumulate_into", "mode_of"}
+    assert overwrite_helpers([b"def f(p):\n    return p.main_grad\n"]) == frozenset()
+    assert overwrite_helpers([b"def broken(:\n    return p.overwrite_main_grad\n"]) == frozenset()
