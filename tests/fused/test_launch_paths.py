@@ -2,7 +2,7 @@
 
 import torch
 
-from gmlp_check.fused import grouped_ops
+from gmlp_check.fused import grouped_ops, operands
 from gmlp_check.fused.tiles import tiles_for
 
 SPLITS = [5, 0, 18, 3]
@@ -20,9 +20,9 @@ def splits():
 def test_tma_and_pointer_loads_agree():
     a, w = randn(sum(SPLITS), IN, seed=0), randn(G, OUT, IN, seed=1)
     tiles = tiles_for("row_gemm", a.device, a.dtype)
-    ops = grouped_ops._row_operands(
+    ops = operands.row_operands(
         a,
-        grouped_ops.expert_pointers(w, a.device),
+        operands.expert_pointers(w, a.device),
         transpose=True,
         k=IN,
         tiles=tiles,
@@ -42,8 +42,8 @@ def test_tma_and_pointer_loads_agree():
 
 def test_grouped_tensor_and_list_of_experts_give_the_same_pointers():
     w = randn(G, OUT, IN, seed=2)
-    whole = grouped_ops.expert_pointers(w, w.device)
-    views = grouped_ops.expert_pointers(list(w.unbind(0)), w.device)
+    whole = operands.expert_pointers(w, w.device)
+    views = operands.expert_pointers(list(w.unbind(0)), w.device)
     assert torch.equal(whole.pointers, views.pointers)
     assert whole.strides == views.strides and whole.rows == views.rows == OUT
     assert whole.stacked.data_ptr() == views.stacked.data_ptr() == w.data_ptr()

@@ -127,9 +127,10 @@ def test_interpreter_takes_descriptors_whose_rows_are_16_bytes_not_16_elements()
 # Run in a fresh interpreter: triton.jit reads TRITON_INTERPRET when a kernel is defined.
 _INTERPRET_EVERYTHING = """
 from gmlp_check.fused.dual_jit import DualKernel
-from gmlp_check.fused.kernels import grouped_gemm, wgrad
+from gmlp_check.fused.kernels import activation_gemm, grouped_gemm, wgrad
 
-kernels = [v for m in (grouped_gemm, wgrad) for v in vars(m).values() if isinstance(v, DualKernel)]
+modules = (activation_gemm, grouped_gemm, wgrad)
+kernels = [v for m in modules for v in vars(m).values() if isinstance(v, DualKernel)]
 assert kernels and all(k.compiled is None for k in kernels), "triton.jit compiled a kernel"
 """
 

@@ -1,0 +1,92 @@
+"""The tile of a grouped row GEMM a program works on, and its operand tiles: shared by the
+plain grouped GEMM (grouped_gemm.py) and the GEMMs with an activation in their epilogue
+(activation_gemm.py). How operands are laid out and reach a program is described in
+grouped_gemm.py's docstring.
+"""
+
+import triton
+import triton.language as tl
+
+from .expert_rows import expert_row_block, grouped_tile
+
+
+@triton.jit
+def row_tile(
+    SPLITS,
+    num_experts,
+    num_row_slots,
+    num_col_tiles,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EXPERTS_POW2: tl.constexpr,
+):
+    """(expert, the tile's first row, its rows (int64), their mask, first column) of this
+    program; expert == num_experts for a slot past the last row tile."""
+    pid_m, pid_n = grouped_tile(tl.program_id(0), num_row_slots, num_col_tiles, GROUP_M)
+    expert, _, row0, end_row = expert_row_block(SPLITS, num_experts, pid_m, BLOCK_M, EXPERTS_POW2)
+    rows = row0 + tl.arange(0, BLOCK_M)
+    return expert, row0, rows.to(tl.int64), rows < end_row, pid_n * BLOCK_N
+
+
+@triton.jit
+def a_tile(
+    A,
+    A_DESC,
+    row0,
+    rows,
+    row_ok,
+    k0,
+    K,
+    stride_am,
+    stride_ak,
+    BLOCK_K: tl.constexpr,
+    TMA: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    """A[rows, k0 : k0 + BLOCK_K]."""
+    if TMA:
+        tile = A_DESC.load([row0, k0])
+    else:
+        ks = k0 + tl.arange(0, BLOCK_K)
+        mask = row_ok[:, None] if EVEN_K else row_ok[:, None] & (ks < K)[None, :]
+        tile = tl.load(
+            A + rows[:, None] * stride_am + ks[None, :] * stride_ak, mask=mask, other=0.0
+        )
+    return tile
+
+
+@triton.jit
+def b_tile(
+    b_base,
+    B_DESC,
+    desc_row0,
+    k0,
+    n0,
+    K,
+    N,
+    stride_bk,
+    stride_bn,
+    BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    TMA: tl.constexpr,
+    B_TRANSPOSED: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    """B_g[k0 : k0 + BLOCK_K, n0 : n0 + BLOCK_N].
+
+    The TMA descriptor holds the stacked matrices as stored, expert g's rows from desc_row0
+    on: W_g with B_g[k, n] = W_g[n, k] (B_TRANSPOSED), or B_g itself."""
+    if TMA:
+        if B_TRANSPOSED:
+            tile = B_DESC.load([desc_row0 + n0, k0]).T
+        else:
+            tile = B_DESC.load([desc_row0 + k0, n0])
+    else:
+        ks = k0 + tl.arange(0, BLOCK_K)
+        cols = n0 + tl.arange(0, BLOCK_N)
+        mask = (cols < N)[None, :] if EVEN_K else (ks < K)[:, None] & (cols < N)[None, :]
+        tile = tl.load(
+            b_base + ks[:, None] * stride_bk + cols[None, :] * stride_bn, mask=mask, other=0.0
+        )
+    return tile
