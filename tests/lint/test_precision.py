@@ -1,4 +1,4 @@
-"""The precision work of issue 13: flags that leave the function that computes them (into
+"""Precision: flags that leave the function that computes them (into
 a helper, across forward/backward on ctx, from a helper in another file), a dict of GEMM
 arguments tracked entry by entry, guards that raise, bookkeeping helpers known by what they
 do, and files that hold the bug without spelling main_grad. Each case is checked both ways:
