@@ -14,13 +14,14 @@ import torch
 from torch import nn
 
 from gmlp_check.refimpl import GroupedMLP
+from gmlp_check.refimpl.sentinels import uninitialized_memory_as_nan
 
 from .backends import Backend, BackendError, fp32_matmul
 from .faults import Fault, inject
 from .inputs import Sizes, case_seed, make_arena, make_inputs, make_state
 from .kinks import KinkSlack, kink_slack
 from .matrix import Case
-from .observe import Observations, SideError, observe, uninitialized_memory_as_nan
+from .observe import Observations, SideError, observe
 from .tolerance import Precision
 
 

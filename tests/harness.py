@@ -9,9 +9,7 @@ depend on the checker they judge (tests/refimpl/test_isolation.py holds both to 
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
@@ -121,23 +119,3 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     as_int = _SAME_SIZE_INT[a.element_size()]
     return torch.equal(a.contiguous().view(as_int), b.contiguous().view(as_int))
-
-
-@contextlib.contextmanager
-def uninitialized_memory_is_nan() -> Iterator[None]:
-    """torch.empty returns NaN inside (deterministic algorithms with
-    fill_uninitialized_memory), so that a dummy gradient that was not zeroed shows; every
-    setting is restored after. warn_only keeps ops without a deterministic implementation
-    running; their warnings are silenced."""
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
-    was_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    was_fill = torch.utils.deterministic.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*deterministic.*")
-            yield
-    finally:
-        torch.use_deterministic_algorithms(was_deterministic, warn_only=was_warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = was_fill

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 import torch
 
 from gmlp_check.refimpl import GroupedMLP
+from gmlp_check.refimpl.sentinels import uninitialized_memory_as_nan
 
 from ..backends import Backend, BackendError, fp32_matmul, short
 from ..checks import Check
 from ..faults import Fault
 from ..matrix import Case
-from ..observe import uninitialized_memory_as_nan
 from ..pair import build_fused, load_parameters
 from ..results import CaseResult
 from ..tolerance import Precision

@@ -17,6 +17,7 @@ from gmlp_check.fused import grouped_ops
 from gmlp_check.fused.grouped_mm import TorchGroupedMMMLP
 from gmlp_check.fused.main_grad import MainGradPolicy
 from gmlp_check.refimpl import GroupedMLP as ReferenceMLP
+from gmlp_check.refimpl.sentinels import uninitialized_memory_as_nan
 
 from ..fused.harness import (
     GMM_CASE,
@@ -26,7 +27,7 @@ from ..fused.harness import (
     run_pair,
     tolerance,
 )
-from ..harness import MainGrads, nonempty, uninitialized_memory_is_nan
+from ..harness import MainGrads, nonempty
 
 REPO = Path(__file__).resolve().parents[2]
 # The repository's copy (linked from the README) or the shared one beside the checkout.
@@ -295,7 +296,7 @@ def test_delayed_wgrad_dropped(target):
 def test_dummy_not_zeroed_corrupts_main_grad_through_the_ddp_hook(target):
     case = target.case.with_(output_into_main_grad=True)
     how = MainGrads(zero_out=True)
-    with uninitialized_memory_is_nan():
+    with uninitialized_memory_as_nan():
         ref, fused = run_pair(
             case, how, backend=target.backend, fault="dummy-not-zeroed", engine_hooks=True
         )

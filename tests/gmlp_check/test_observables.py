@@ -12,7 +12,6 @@ from gmlp_check.backends import Backend
 from gmlp_check.inputs import case_seed
 from gmlp_check.matrix import Case
 from gmlp_check.observables import NAMES, OBSERVABLES, markdown_table
-from gmlp_check.observe import uninitialized_memory_as_nan
 from gmlp_check.pair import run_pair
 from gmlp_check.refimpl import GroupedMLP
 
@@ -159,16 +158,6 @@ def test_a_case_sees_the_same_data_alone_as_in_the_matrix():
     assert first.reference.outputs
     for a, b in zip(first.reference.outputs, again.reference.outputs):
         assert torch.equal(a, b)
-
-
-def test_uninitialized_memory_is_nan_inside_and_settings_restored_after():
-    torch.use_deterministic_algorithms(False)
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    with uninitialized_memory_as_nan():
-        assert torch.empty(64).isnan().all()
-        assert torch.empty_like(torch.ones(3, 5, dtype=torch.float16)).isnan().all()
-    assert not torch.are_deterministic_algorithms_enabled()
-    assert torch.utils.deterministic.fill_uninitialized_memory == fill
 
 
 def test_a_side_that_cannot_be_built_is_reported_not_raised():

@@ -16,7 +16,6 @@ from ..harness import (
     nonempty,
     same_bits,
     same_memory,
-    uninitialized_memory_is_nan,
 )
 
 
@@ -41,16 +40,6 @@ def test_same_memory_is_the_buffer_or_a_view_of_it_not_a_copy():
     assert not same_memory(buffer.clone(), buffer)
     assert not same_memory(buffer[:3], buffer)
     assert not same_memory(None, buffer)
-
-
-def test_uninitialized_memory_is_nan_inside_and_settings_restored_after():
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    with uninitialized_memory_is_nan():
-        assert torch.empty(16).isnan().all()
-        assert torch.empty_like(torch.ones(2, 3)).isnan().all()
-    assert torch.utils.deterministic.fill_uninitialized_memory == fill
-    assert torch.are_deterministic_algorithms_enabled() == deterministic
 
 
 @pytest.mark.parametrize(
