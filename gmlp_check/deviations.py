@@ -38,9 +38,11 @@ _TE_EARLY_GRAD_ADDED = Deviation(
     "with delay_wgrad_compute and output into main_grad, TE sets grad_added_to_main_grad and "
     "hands autograd the dummy at backward time, when it queues the weight-gradient GEMM, not "
     "when backward_dw() writes main_grad; main_grad itself is right at every check. Harmless "
-    "under megatron-core 0.19.2's DDP, which runs the post-backward hook of a delayed "
-    "(skip_backward_post_hook) weight only from backward_dw(); not verified under "
-    "Megatron-FSDP, whose root post-backward visits every parameter after backward",
+    "where the real engines read the flag: megatron-core 0.19.2's DDP runs a delayed "
+    "(skip_backward_post_hook) weight's hook only from backward_dw(), and under it and "
+    "Megatron-FSDP 0.6.1's no_shard (--megatron real, one H200) the flag is right at each "
+    "engine's hook and the synced main_grad is right; Megatron-FSDP's sharded strategies "
+    "were seen at one rank only, where mfsdp-single-rank-sharded masks them",
     "TE 2.20.2 ops/basic/grouped_linear.py:1640-1678 (op), module/grouped_linear.py:1225-1241 "
     "(module)",
 )

@@ -17,6 +17,7 @@
 #     agree      emulated and real (one GPU) verdicts of triton compared case by case
 #     forced     the planted #6357 fixture (forces overwrite_main_grad=True) under real DDP with
 #                the distributed optimizer, one and two ranks, triton and te-ops: must fail
+#     te-real    te-ops and megatron-te-grouped-mlp under the real engines on one GPU (JSON)
 #     optim      Megatron-FSDP optim (ZeRO-1, not in the default configs), one and two ranks,
 #                triton and megatron-te-grouped-mlp
 #     mutants    gmlp-check mutants --device cuda --stop-early (JSON)
@@ -28,7 +29,7 @@ export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}
 OUT=${OUT:-gpu-validate}
-STEPS=${STEPS:-env te-tests te-diff tests diff real real2 agree forced optim mutants}
+STEPS=${STEPS:-env te-tests te-diff tests diff real real2 agree forced te-real optim mutants}
 STEP_S=${STEP_S:-300}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
@@ -111,6 +112,11 @@ for s in $STEPS; do
             --megatron real --nproc "$n" --engine-configs ddp-distopt \
             --engine-configs ddp-overlap-distopt -k 'mode=accumulate-ddp and mb=2'
         done
+      done ;;
+    te-real)
+      has_te || { note "te-real skipped: no Transformer Engine"; continue; }
+      for b in te-ops megatron-te-grouped-mlp; do
+        diff_json "te-real-$b" --fused "$b" --megatron real
       done ;;
     optim)
       for fused in triton megatron-te-grouped-mlp; do

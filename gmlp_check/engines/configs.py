@@ -162,7 +162,7 @@ UPSTREAM_DEVIATIONS: tuple[UpstreamDeviation, ...] = (
         "for optim (ZeRO-1), whose gradient buffer accumulates over the microbatches and is "
         "reduced once: a producer that honours the flag keeps the last microbatch only",
         "Megatron-LM #6357; megatron-fsdp 0.6.1 megatron_fsdp.py:470-511, :663-672",
-        "seen on an H200 at one rank (docs/gpu-runs/h200x2-megatron/optim-triton-1.json)",
+        "seen on H200s at one and two ranks (docs/gpu-runs/h200x2/optim-triton-1.json, -2.json)",
     ),
     UpstreamDeviation(
         "mfsdp-single-rank-sharded",
@@ -174,7 +174,7 @@ UPSTREAM_DEVIATIONS: tuple[UpstreamDeviation, ...] = (
         "(unsharded hook branch, accumulation over microbatches) but still forces "
         "overwrite_main_grad=True: a producer that honours the flag keeps the last microbatch",
         "megatron-fsdp 0.6.1 param_and_grad_buffer.py:2711 + megatron_fsdp.py:511",
-        "seen on an H200 (docs/gpu-runs/h200x2-megatron/real-triton.json)",
+        "seen on an H200 (docs/gpu-runs/h200x2/real-triton.json)",
     ),
 )
 

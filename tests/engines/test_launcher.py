@@ -93,8 +93,11 @@ def test_a_worker_that_cannot_start_is_one_line_and_exit_2(capfd):
 
 def test_ctrl_c_stops_every_worker_and_exits_2(tmp_path):
     code = f"Path({str(tmp_path)!r}, f'pid{{rank}}').write_text(str(os.getpid())); time.sleep(120)"
+    # Ctrl-C as a terminal delivers it: a parent that ignores SIGINT (a shell's background
+    # job, as CI may run us) hands that on, and Python would then never raise KeyboardInterrupt.
     script = (
-        "import sys; from gmlp_check.engines.launcher import launch\n"
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from gmlp_check.engines.launcher import launch\n"
         f"sys.exit(launch({worker(code)!r}, 2, grace_s=2))"
     )
     launcher = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
