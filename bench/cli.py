@@ -36,37 +36,44 @@ is in the report); 1 an implementation raised while being timed (status "error")
 """
 
 
-def _comma_list(allowed: tuple[str, ...] | None, option: str):
+def _split(value: str | tuple[str, ...] | None) -> list[str]:
+    """The names of comma-separated and/or repeated values, each once, in order."""
+    if value is None:
+        return []
+    raw = value if isinstance(value, tuple) else (value,)
+    names = [n.strip() for chunk in raw for n in chunk.split(",") if n.strip()]
+    return list(dict.fromkeys(names))
+
+
+def _comma_list(allowed: tuple[str, ...], option: str):
     """A click callback: comma-separated and/or repeated values, checked against ``allowed``."""
 
     def parse(ctx, param, value):
-        if value is None:
-            return None
-        raw = value if isinstance(value, tuple) else (value,)
-        names = [n.strip() for chunk in raw for n in chunk.split(",") if n.strip()]
-        if not names:
-            return None
+        names = _split(value)
         for name in names:
-            if allowed is not None and name not in allowed:
+            if name not in allowed:
                 raise click.BadParameter(
                     f"expected a comma-separated list of {', '.join(allowed)}; got {name!r}",
                     param_hint=option,
                 )
-            if allowed is None:
-                try:
-                    impls.check_name(name)
-                except ValueError as error:
-                    raise click.BadParameter(
-                        str(error).split(": ", 1)[1], param_hint=option
-                    ) from None
-        return list(dict.fromkeys(names))
+        return names or None
 
     return parse
 
 
-def _spec(name: str) -> str:
-    backend = impls.check_name(name)
+def _impl_spec(name: str) -> str:
+    """The module:factory spec an implementation name stands for; a usage error naming --impl
+    when it cannot be loaded."""
+    try:
+        backend = impls.check_name(name)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--impl") from None
     return "gmlp_check.refimpl:GroupedMLP" if backend is None else backend.spec
+
+
+def _impl_specs(ctx, param, value) -> dict[str, str] | None:
+    """A click callback: the implementations named by --impl, each with its spec."""
+    return {name: _impl_spec(name) for name in _split(value)} or None
 
 
 def _fail(message: str) -> None:
@@ -105,9 +112,9 @@ def _check_writable(path: Path | None, option: str) -> None:
 )
 @click.option(
     "--impl",
-    "impl_names",
+    "impl_specs",
     multiple=True,
-    callback=_comma_list(None, "--impl"),
+    callback=_impl_specs,
     help="Implementations, comma-separated or repeated: refimpl, torch-grouped-mm, triton, or "
     "a 'package.module:factory' spec. [default: all three]",
 )
@@ -192,7 +199,7 @@ def bench(
     shape: str | None,
     load: str,
     tokens: int | None,
-    impl_names: list[str] | None,
+    impl_specs: dict[str, str] | None,
     phase_names: list[str] | None,
     device: str,
     dtype_name: str | None,
@@ -237,7 +244,8 @@ def bench(
             f"{shape!r} is model-sized and runs on CUDA only; on CPU use --shape tiny",
             param_hint="--shape",
         )
-    impl_names = impl_names or list(impls.DEFAULT_IMPLS)
+    impl_specs = impl_specs or {name: _impl_spec(name) for name in impls.DEFAULT_IMPLS}
+    impl_names = list(impl_specs)
     phase_names = phase_names or list(PHASES)
     dtype_name = dtype_name or ("bf16" if device == "cuda" else "fp32")
     dtype = DTYPES[dtype_name]
@@ -273,7 +281,7 @@ def bench(
         "loads": loads,
         "tokens": tokens,
         "impls": impl_names,
-        "specs": {n: _spec(n) for n in impl_names},
+        "specs": impl_specs,
         "phases": phase_names,
         "warmup": policy.warmup,
         "repeats": policy.repeats,

@@ -28,14 +28,19 @@ def median_ms(results: list[Result], shape: str, load: str, impl: str, phase: st
     return None
 
 
+def _ratio(num: float | None, den: float | None) -> float | None:
+    """num / den; None when either was not measured or den is not positive."""
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
 def speedup(
     results: list[Result], shape: str, load: str, phase: str, impl: str, reference: str
 ) -> float | None:
     mine = median_ms(results, shape, load, impl, phase)
     theirs = median_ms(results, shape, load, reference, phase)
-    if mine is None or theirs is None or mine <= 0:
-        return None
-    return theirs / mine
+    return _ratio(theirs, mine)
 
 
 def time_over_baseline(
@@ -43,9 +48,7 @@ def time_over_baseline(
 ) -> float | None:
     mine = median_ms(results, shape, load, impl, phase)
     baseline = median_ms(results, shape, load, BASELINE_IMPL, BASELINE_PHASE)
-    if mine is None or baseline is None or baseline <= 0:
-        return None
-    return mine / baseline
+    return _ratio(mine, baseline)
 
 
 def ratio_rows(results: list[Result]) -> list[dict]:

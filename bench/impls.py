@@ -25,19 +25,20 @@ class Unavailable(Exception):
 
 
 def check_name(name: str) -> Backend | None:
-    """The backend of an implementation name (None for refimpl); ValueError naming --impl
-    when it cannot be loaded."""
+    """The backend of an implementation name (None for refimpl); ValueError saying why when it
+    cannot be loaded (the caller names the option that gave it)."""
     if name == REFIMPL:
         return None
     if name not in BUILTIN and ":" not in name:
         known = ", ".join([REFIMPL, *BUILTIN])
         raise ValueError(
-            f"--impl: expected one of {known} or a 'package.module:factory' spec, got {name!r}"
+            f"expected one of {known} or a 'package.module:factory' spec, got {name!r}"
         )
     try:
         return load(name)
     except BackendError as error:
-        raise ValueError(f"--impl {name}: {str(error).split(': ', 1)[-1]}") from None
+        # The reason only: BackendError names --fused, the checker's option, not this one.
+        raise ValueError(str(error).split(": ", 1)[-1]) from None
 
 
 def build(name: str, **mlp_kwargs: Any) -> nn.Module:

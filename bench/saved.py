@@ -13,6 +13,18 @@ from rich.console import Console
 
 from . import report
 
+# The top-level fields the table and the plot read; "complete" is optional (absent: complete).
+REQUIRED_FIELDS = (
+    "comparable",
+    "environment",
+    "settings",
+    "shapes",
+    "results",
+    "ratios",
+    "targets",
+    "wall_s",
+)
+
 
 def load(path: Path) -> dict:
     """The document at ``path``; click.UsageError (exit 2) naming --from otherwise."""
@@ -26,6 +38,12 @@ def load(path: Path) -> dict:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise click.UsageError(
             f"--from {str(path)!r}: expected a {report.SCHEMA} document, got {got!r}"
+        )
+    missing = [field for field in REQUIRED_FIELDS if field not in doc]
+    if missing:
+        raise click.UsageError(
+            f"--from {str(path)!r}: not a whole {report.SCHEMA} document, "
+            f"missing {', '.join(map(repr, missing))}"
         )
     return doc
 

@@ -1,4 +1,4 @@
-"""Issue 6's performance targets, checked against one benchmark run (each load separately).
+"""The fused path's performance targets, checked against one benchmark run (each load separately).
 
 A target is only judged on a comparable run (CUDA events, bf16) of the preset shape at its
 preset token count; otherwise ``met`` is None and ``note`` says why.

@@ -4,8 +4,8 @@ Every function takes the split sizes as an int32 tensor on the tensors' device a
 one kernel over all experts; none of them reads a size back to the host or waits for the
 device. How their operands reach the kernels (pointer tables, descriptors) is operands.py.
 
-Each launcher takes an optional ``tiles`` (fused.tiles.Tiles) in place of the tuned default:
-the tuning script (scripts/tune_kernels.py) times variants through it.
+Each launcher but grouped_bias_grad takes an optional ``tiles`` (fused.tiles.Tiles) in place
+of the tuned default: the tuning script (scripts/tune_kernels.py) times variants through it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def grouped_gemm(
     b = expert_pointers(mats, a.device)
     bias = expert_pointers(biases, a.device) if biases else None
     tiles = tiles or tiles_for("row_gemm", a.device, a.dtype)
-    ops = row_operands(a, b, transpose=transpose, k=k, tiles=tiles, b_block_n=tiles.block_n)
+    ops = row_operands(a, b, transpose=transpose, tiles=tiles)
     slots = row_slots(num_tokens, len(mats), tiles)
     grid = (slots * triton.cdiv(n, tiles.block_n),)
     grouped_gemm_kernel[grid](
@@ -103,7 +103,7 @@ def fc1_forward(
     w = expert_pointers(weights, x.device)
     bias = expert_pointers(biases, x.device) if biases else None
     tiles = tiles or tiles_for("activation_gemm", x.device, x.dtype)
-    ops = row_operands(x, w, transpose=True, k=k, tiles=tiles, b_block_n=tiles.block_n)
+    ops = row_operands(x, w, transpose=True, tiles=tiles)
     slots = row_slots(num_tokens, len(weights), tiles)
     grid = (slots * triton.cdiv(ffn, tiles.block_n),)
     fc1_activation_kernel[grid](
@@ -166,7 +166,7 @@ def fc2_dgrad_activation(
     if num_tokens == 0:
         return dh, (partial.sum(0) if probs is not None else None)
     w = expert_pointers(weights, dy.device)
-    ops = row_operands(dy, w, transpose=False, k=k, tiles=tiles, b_block_n=tiles.block_n)
+    ops = row_operands(dy, w, transpose=False, tiles=tiles)
     slots = row_slots(num_tokens, len(weights), tiles)
     fc2_dgrad_activation_kernel[(slots * col_tiles,)](
         dy,

@@ -26,7 +26,12 @@ from types import MappingProxyType
 
 import torch
 
-from gmlp_check.refimpl.validation import check_main_grad_source, main_grad_view
+from gmlp_check.refimpl.main_grad import (
+    dummy_wgrad,
+    fetch_main_grad,
+    mark_grad_added,
+    overwrites_main_grad,
+)
 
 from .grouped_linear import DeferredWgrad, FusedGroupedLinear
 
@@ -39,19 +44,12 @@ class MainGradPolicy:
     kernel_switches: Mapping[str, bool] = MappingProxyType({})
 
     def fetch(self, name: str, param: torch.Tensor) -> torch.Tensor:
-        """The parameter's main_grad viewed as its shape; fetched through get_main_grad() when
-        Megatron-FSDP has not exposed it yet (Megatron #5209)."""
-        check_main_grad_source(name, param)
-        buffer = getattr(param, "main_grad", None)
-        if buffer is None:
-            buffer = param.get_main_grad()
-            # Expose it as Megatron's own wgrad paths do, so later readers see the same buffer.
-            param.main_grad = buffer
-        return main_grad_view(name, param, buffer)
+        """The parameter's main_grad viewed as its shape, fetched as the reference does."""
+        return fetch_main_grad(name, param)
 
     def accumulates(self, param: torch.Tensor) -> bool:
         """The GEMM's flag: ``+=`` unless the parameter asks for overwrite."""
-        return not bool(getattr(param, "overwrite_main_grad", False))
+        return not overwrites_main_grad(param)
 
     def aliases(self, into_main_grad: bool, accumulate: bool) -> bool:
         """Whether the GEMM writes main_grad itself: the op-level setting alone. Without the
@@ -64,25 +62,16 @@ class MainGradPolicy:
         return into_main_grad
 
     def dummy(self, param: torch.Tensor) -> torch.Tensor | None:
-        """The placeholder handed to autograd when the real gradient went into main_grad.
-
-        DDP hooks assert that a gradient arrived (TE #2097) and, under zero_out_wgrad, add it
-        to main_grad anyway (Megatron #6565), so it must exist, must not alias main_grad, and
-        must be zero when zero_out_wgrad is set."""
-        if getattr(param, "zero_out_wgrad", False):
-            return torch.zeros_like(param)
-        return torch.empty_like(param)
+        """The placeholder handed to autograd when the real gradient went into main_grad: the
+        reference's, which must exist, must not alias main_grad and is zero under
+        zero_out_wgrad."""
+        return dummy_wgrad(param)
 
     def drain(self, pending: deque[DeferredWgrad]) -> Iterator[DeferredWgrad]:
         """The weight gradients deferred by delay_wgrad_compute, oldest first, each removed
         as it is handed out: backward_dw() computes every one."""
         while pending:
             yield pending.popleft()
-
-
-def mark_grad_added(param: torch.Tensor) -> None:
-    if hasattr(param, "grad_added_to_main_grad"):
-        param.grad_added_to_main_grad = True
 
 
 @dataclass(frozen=True)

@@ -87,24 +87,27 @@ def expert_pointers(
     )
 
 
-def grouped_tensor_pointers(grouped: torch.Tensor, device: torch.device) -> ExpertPointers:
-    """The pointers of grouped[g], computed rather than read off G views: the host work of a
-    launch stays independent of the number of experts."""
-    num, rows = grouped.shape[0], grouped.shape[1]
+def slice_pointers(grouped: torch.Tensor) -> tuple[tuple[int, ...], bool]:
+    """(the base pointer of grouped[g] for every g, whether all are 16-byte aligned), computed
+    rather than read off G views: the host work of a launch stays independent of the number
+    of experts."""
     step = grouped.stride(0) * grouped.element_size()
     base = grouped.data_ptr()
-    pointers = tuple(base + g * step for g in range(num))
-    dense = grouped.dim() == 3 and grouped.stride() == (
-        rows * grouped.shape[2],
-        grouped.shape[2],
-        1,
-    )
+    pointers = tuple(base + g * step for g in range(grouped.shape[0]))
+    return pointers, base % 16 == 0 and step % 16 == 0
+
+
+def grouped_tensor_pointers(grouped: torch.Tensor, device: torch.device) -> ExpertPointers:
+    """The pointers of the slices grouped[g] of a [G, rows, cols] tensor."""
+    num, rows, cols = grouped.shape
+    pointers, aligned = slice_pointers(grouped)
+    dense = grouped.stride() == (rows * cols, cols, 1)
     return ExpertPointers(
         device_table(pointers, torch.int64, device),
         tuple(grouped.stride()[1:]),
-        base % 16 == 0 and step % 16 == 0,
+        aligned,
         (grouped,),
-        grouped.view(num * rows, grouped.shape[2]) if dense and grouped.numel() else None,
+        grouped.view(num * rows, cols) if dense and grouped.numel() else None,
         rows,
     )
 
@@ -169,15 +172,14 @@ def row_operands(
     mats: ExpertPointers,
     *,
     transpose: bool,
-    k: int,
     tiles: Tiles,
-    b_block_n: int,
 ) -> RowOperands:
     """TMA descriptors when the tiles ask for them and the tensors allow, else pointers.
 
     Along K the stacked matrices' tiles must not cross into the next expert: with B_g = W_g^T
     (transpose) K runs along W's columns, never across experts; otherwise along the stacked
     rows, so K must be a multiple of BLOCK_K (kernels/grouped_gemm.py)."""
+    k = a.shape[1]
     stacked = mats.stacked
     usable = (
         tiles.tma
@@ -188,7 +190,7 @@ def row_operands(
     )
     if not usable:
         return RowOperands(False, a, a, 0, mats.pointers)
-    b_block = (b_block_n, tiles.block_k) if transpose else (tiles.block_k, b_block_n)
+    b_block = (tiles.block_n, tiles.block_k) if transpose else (tiles.block_k, tiles.block_n)
     return RowOperands(
         True,
         descriptor(a, (tiles.block_m, tiles.block_k)),
@@ -252,15 +254,13 @@ def region_layouts(
 
 
 def grouped_regions(destination: torch.Tensor, device: torch.device) -> RegionLaunch:
-    """Every expert's slice of one [G, N, K] destination, pointers computed, not read off G
-    views."""
+    """Every expert's slice of one [G, N, K] destination."""
     num = destination.shape[0]
-    step = destination.stride(0) * destination.element_size()
-    base = destination.data_ptr()
+    pointers, aligned = slice_pointers(destination)
     return RegionLaunch(
         num,
         device_table(tuple(range(num)), torch.int32, device),
-        device_table(tuple(base + g * step for g in range(num)), torch.int64, device),
+        device_table(pointers, torch.int64, device),
         (destination.stride(1), destination.stride(2)),
-        base % 16 == 0 and step % 16 == 0,
+        aligned,
     )

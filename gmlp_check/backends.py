@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .tolerance import MATMUL_PRECISIONS
+
 # name -> (module:factory, what it is). Order is the order of --help and the README table.
 BUILTIN: dict[str, tuple[str, str]] = {
     "triton": (
@@ -153,4 +155,4 @@ def load(spec: str) -> Backend:
 def fp32_matmul(module: torch.nn.Module) -> str:
     """How the module computes fp32 GEMMs: "ieee" unless it says "tf32"."""
     value = getattr(module, "fp32_matmul", "ieee")
-    return value if value in ("ieee", "tf32") else "ieee"
+    return value if value in MATMUL_PRECISIONS else "ieee"

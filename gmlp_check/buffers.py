@@ -70,7 +70,6 @@ class Arena:
         layout: Mapping[str, tuple[int, ...]],
         device: torch.device | str,
         guard: int = GUARD_ELEMENTS,
-        _storage: torch.Tensor | None = None,
     ) -> None:
         if guard < 1:
             raise ValueError(f"guard: expected at least 1 element, got {guard}")
@@ -90,11 +89,8 @@ class Arena:
             end = self.regions[previous].offset + self.regions[previous].numel
             self._gaps.append((end, offset, f"after {previous}"))
         self.numel = offset
-        if _storage is None:
-            self.storage = torch.empty(self.numel, dtype=torch.float32, device=device)
-            self._fill_guards()
-        else:
-            self.storage = _storage
+        self.storage = torch.empty(self.numel, dtype=torch.float32, device=device)
+        self._fill_guards()
 
     def _fill_guards(self) -> None:
         bits = self.storage.view(torch.int32)

@@ -13,10 +13,11 @@ reports, and every rank exits with the same code.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import click
 from rich.console import Console
@@ -25,7 +26,7 @@ from rich.table import Table
 
 from . import faults as fault_registry
 from .files import check_writable, write_atomic
-from .options import DIFF, MATRIX, RunOptions, click_options, to_argv
+from .options import DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
 
 FORMATS = ("text", "json")
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
@@ -50,15 +51,28 @@ def stdout_console() -> Console:
     return console if console.is_terminal else Console(width=200)
 
 
+def usage_errors(command: Callable) -> Callable:
+    """Run a command so that a UsageError of the checker is click's: one line, exit 2. It may
+    come mid-run, too (a factory that breaks the protocol only for some cases)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        from .devices import UsageError
+
+        try:
+            return command(*args, **kwargs)
+        except UsageError as exc:
+            raise click.UsageError(str(exc)) from None
+
+    return run
+
+
 def _checker_and_cases(values: dict, can_launch: bool = False):
-    from .session import Checker, UsageError
+    from .session import Checker
 
     options = RunOptions.from_values(values)
-    try:
-        checker = Checker.from_options(options, can_launch=can_launch)
-        return checker, checker.select(options)
-    except UsageError as exc:
-        raise click.UsageError(str(exc)) from None
+    checker = Checker.from_options(options, can_launch=can_launch)
+    return checker, checker.select(options)
 
 
 def worker_command(values: dict, fmt: str, junit_xml: str | None) -> list[str]:
@@ -87,8 +101,6 @@ def _print_list(cases, fmt: str) -> None:
 
 def _run_with_progress(checker, cases, label: str, show: bool = True):
     """Run every case with a progress bar on stderr (``show``); (results, interrupted)."""
-    from .session import UsageError
-
     results = []
     console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
     with progress_bar(console) as progress:
@@ -102,8 +114,6 @@ def _run_with_progress(checker, cases, label: str, show: bool = True):
             checker.run_all(cases, advance)
         except KeyboardInterrupt:
             return results, True
-        except UsageError as exc:
-            raise click.UsageError(str(exc)) from None
     return results, False
 
 
@@ -136,6 +146,7 @@ def main() -> None:
 @click.option(
     "--junit-xml", type=click.Path(dir_okay=False), help="Also write the results as JUnit XML."
 )
+@usage_errors
 def diff(list_only: bool, fmt: str, junit_xml: str | None, **values) -> None:
     """Run the scenario matrix of the reference against a fused backend and compare everything.
 
@@ -251,9 +262,10 @@ def faults(fmt: str) -> None:
     "of the matrix for every fault (default on CUDA). Each fault starts from the same first "
     "case either way; the un-faulted run always covers the whole matrix.",
 )
-@click_options((DIFF[0], *MATRIX))
+@click_options((FUSED, *MATRIX))
 @list_option
 @format_option
+@usage_errors
 def mutants(
     fault_names: Sequence[str], stop_early: bool | None, list_only: bool, fmt: str, **values
 ) -> None:

@@ -47,6 +47,9 @@ _TE_EARLY_GRAD_ADDED = Deviation(
     "(module)",
 )
 
+# Where TE's BasicLinear gates its bookkeeping on the downgraded flag (the site gmlp-lint flags).
+_BASIC_LINEAR_SITE = "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)"
+
 # backend name -> its known deviations and bugs, from runs against the real stacks on an H200
 # (README: "What gmlp-check finds in Transformer Engine 2.20.2 and megatron-core 0.19.2").
 KNOWN: dict[str, tuple[Deviation, ...]] = {
@@ -62,7 +65,7 @@ KNOWN: dict[str, tuple[Deviation, ...]] = {
             "main_grad right but sets no grad_added_to_main_grad and returns main_grad itself "
             "as the weight's .grad, which in fp32 is the main_grad tensor; a DDP-style hook "
             "would add it again (2W)",
-            "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)",
+            _BASIC_LINEAR_SITE,
             "bug",
         ),
         Deviation(
@@ -70,7 +73,7 @@ KNOWN: dict[str, tuple[Deviation, ...]] = {
             ("grad_added_to_main_grad", "param.grad.zero"),
             "the same bug: the gradient returned as .grad is the real one, not a zeroed dummy, "
             "although zero_out_wgrad is set",
-            "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)",
+            _BASIC_LINEAR_SITE,
             "bug",
         ),
         Deviation(
@@ -78,7 +81,7 @@ KNOWN: dict[str, tuple[Deviation, ...]] = {
             ("grad_added_to_main_grad",),
             "the same bug in 16-bit: grad_added_to_main_grad stays False and .grad is the real "
             "gradient (a copy in the weight dtype) instead of a dummy",
-            "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)",
+            _BASIC_LINEAR_SITE,
             "bug",
         ),
     ),

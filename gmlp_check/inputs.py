@@ -8,12 +8,13 @@ Every host-side tensor is made on the CPU explicitly (a training script may have
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
 from .buffers import Arena
 from .matrix import SPLIT_PATTERNS, Case
+from .refimpl.megatron import is_weight
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,7 @@ class Sizes:
         ]
 
     def to_json(self) -> dict[str, int]:
-        return {
-            "experts": self.experts,
-            "hidden": self.hidden,
-            "ffn": self.ffn,
-            "tokens": self.tokens,
-            "seed": self.seed,
-        }
+        return asdict(self)
 
 
 # Tiny on CPU: Triton's interpreter runs kernels about a thousand times slower than a GPU.
@@ -130,11 +125,6 @@ def input_scale(case: Case) -> float:
     if case.activation == "clamped_qgeglu" and case.dtype == "fp32":
         return 8.0
     return 1.0
-
-
-def is_weight(name: str) -> bool:
-    """Transformer Engine's names: weight, weight0, weight1, ... (biases: bias, bias0, ...)."""
-    return name.rsplit(".", 1)[-1].startswith("weight")
 
 
 def make_state(

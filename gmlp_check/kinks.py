@@ -12,8 +12,8 @@ the fp32 reference. That flips one element of dh = act'(h) * da and moves, legit
 At real sizes a few hundred of a million pre-activations sit that close to 0 in bf16, and
 each moves a whole row of these gradients by tens of tolerances. ``kink_slack`` computes, from
 the reference's own h and da, the largest such move for every element of those gradients;
-compare.py adds it to their tolerance. Forward outputs need no slack: the activations are
-continuous at their kinks. Smooth activations get none at all.
+gmlp_check.checks adds it to their tolerance. Forward outputs need no slack: the activations
+are continuous at their kinks. Smooth activations get none at all.
 
 The rounding window is deliberately generous: two roundings to the working dtype (2 * eps of
 the sum of absolute terms of h) plus the worst-case fp32 accumulation error (K * eps_fp32); and

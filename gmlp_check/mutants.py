@@ -32,12 +32,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from . import faults
 from .matrix import Case
 from .results import CaseResult
-from .session import Checker, UsageError
+from .session import Checker
 
 SCHEMA = "gmlp-check/mutants/v1"
 
@@ -115,11 +115,9 @@ def run_mutants(
     for name in fault_names:
         fault = faults.get(name)
         entry = FaultResult(name, fault.bug_class)
-        faulty = replace(checker, fault=fault, known=())
-        try:
-            faulty.refusal(cases[0].dtype)
-        except UsageError as exc:
-            entry.not_applicable = str(exc).split(": ", 1)[-1]
+        faulty = checker.with_fault(fault)
+        entry.not_applicable = faulty.fault_refusal(cases[0].dtype)
+        if entry.not_applicable is not None:
             results.append(entry)
             continue
         for result in faulty.run_all(cases, progress(name), stop_at_first_failure=stop_early):

@@ -32,8 +32,6 @@ from .buffers import Arena, memory_span
 from .inputs import Inputs
 from .matrix import Case
 
-PHASES = ("construct", "forward", "backward", "backward_dw")
-
 
 @dataclass
 class SideError:

@@ -5,7 +5,7 @@ them as command-line options and the pytest plugin as ``--gmlp-<name>``; both pa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import click
 
@@ -31,6 +31,11 @@ class Option:
     @property
     def dest(self) -> str:
         return self.name.replace("-", "_")
+
+    @property
+    def parsed_default(self) -> object:
+        """The value a run gets when the option is not given (a repeatable one: none)."""
+        return () if self.multiple else self.default
 
 
 FUSED = Option(
@@ -106,34 +111,37 @@ ENGINE: tuple[Option, ...] = (
 DIFF: tuple[Option, ...] = (FUSED, INJECT, *MATRIX, *ENGINE)
 
 
+def _default(dest: str):
+    """The declared default of the option whose value RunOptions holds as ``dest``."""
+    return next(o for o in DIFF if o.dest == dest).parsed_default
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """Parsed values of every option above (sizes None: the device's default)."""
 
-    fused: str = "triton"
-    inject: str | None = None
-    device: str = "auto"
-    mode: tuple[str, ...] = ()
-    dtype: tuple[str, ...] = ()
-    activation: tuple[str, ...] = ()
-    k: str | None = None
-    experts: int | None = None
-    hidden: int | None = None
-    ffn: int | None = None
-    tokens: int | None = None
-    seed: int = 0
-    megatron: str = "auto"
-    nproc: int | None = None
-    engine_configs: tuple[str, ...] = ()
-    extra: dict[str, object] = field(default_factory=dict)
+    fused: str = _default("fused")
+    inject: str | None = _default("inject")
+    device: str = _default("device")
+    mode: tuple[str, ...] = _default("mode")
+    dtype: tuple[str, ...] = _default("dtype")
+    activation: tuple[str, ...] = _default("activation")
+    k: str | None = _default("k")
+    experts: int | None = _default("experts")
+    hidden: int | None = _default("hidden")
+    ffn: int | None = _default("ffn")
+    tokens: int | None = _default("tokens")
+    seed: int = _default("seed")
+    megatron: str = _default("megatron")
+    nproc: int | None = _default("nproc")
+    engine_configs: tuple[str, ...] = _default("engine_configs")
 
     @classmethod
     def from_values(cls, values: dict[str, object]) -> RunOptions:
-        known = {f.name for f in fields(cls)} - {"extra"}
-        given = {k: (tuple(v) if isinstance(v, list) else v) for k, v in values.items()}
+        """From parsed values by dest (lists as tuples); keys that are no option are ignored."""
+        known = {f.name for f in fields(cls)}
         return cls(
-            **{k: v for k, v in given.items() if k in known},
-            extra={k: v for k, v in given.items() if k not in known},
+            **{k: (tuple(v) if isinstance(v, list) else v) for k, v in values.items() if k in known}
         )
 
 
@@ -149,7 +157,7 @@ def click_options(options: Sequence[Option]) -> Callable:
                 o.dest,
                 type=kind,
                 multiple=o.multiple,
-                default=o.default if not o.multiple else (),
+                default=o.parsed_default,
                 show_default=o.default is not None and not o.multiple,
                 metavar=o.metavar,
                 help=o.help,

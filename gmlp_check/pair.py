@@ -82,7 +82,7 @@ def build_fused(
 def run_pair(
     case: Case, sizes: Sizes, device: torch.device, backend: Backend, fault: Fault | None = None
 ) -> CaseRun:
-    """Both sides of ``case`` (inside the NaN-fill context: see observe.py)."""
+    """Both sides of ``case`` (inside the NaN-fill context of gmlp_check.refimpl.sentinels)."""
     with uninitialized_memory_as_nan():
         return _run_pair(case, sizes, device, backend, fault)
 

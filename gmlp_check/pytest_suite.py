@@ -5,9 +5,14 @@ One test per case of the scenario matrix; ``gmlp_case`` is parametrized by the p
 
 import pytest
 
+from gmlp_check.devices import UsageError
+
 
 def test_gmlp_diff(gmlp_case, gmlp_checker):
-    result = gmlp_checker.run(gmlp_case)
+    try:
+        result = gmlp_checker.run(gmlp_case)
+    except UsageError as exc:  # e.g. a factory that breaks the protocol for this case only
+        pytest.fail(f"gmlp-check: {exc}", pytrace=False)
     if result.status == "skipped":
         pytest.skip(f"unsupported by the fused side: {result.skip_reason}")
     if result.status == "xfailed":

@@ -93,10 +93,3 @@ def compile_expression(expression: str) -> Matcher:
     if pos != len(tokens):
         raise fail(f"unexpected {tokens[pos]!r}")
     return matcher
-
-
-def select(ids: list[str], expression: str | None) -> list[bool]:
-    if not expression:
-        return [True] * len(ids)
-    matcher = compile_expression(expression)
-    return [matcher(i) for i in ids]

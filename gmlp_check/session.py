@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -72,11 +72,16 @@ class Checker:
                 "--engine-configs: selects configurations of the real engines, but this run "
                 "uses the emulated one (see --megatron)"
             )
-        # A fault changes what the backend does, so its deviation table no longer applies;
-        # the real engines have their own table of upstream deviations (engines/configs.py).
-        known = () if fault or megatron == "real" else deviations.for_backend(options.fused)
+        # The real engines have their own table of upstream deviations (engines/configs.py).
+        known = () if megatron == "real" else deviations.for_backend(options.fused)
         names = tuple(c.name for c in selected) if options.engine_configs else ()
-        return cls(backend, device, sizes, fault, known, megatron, nproc, names)
+        checker = cls(backend, device, sizes, None, known, megatron, nproc, names)
+        return checker if fault is None else checker.with_fault(fault)
+
+    def with_fault(self, fault: faults.Fault) -> Checker:
+        """This checker with ``fault`` injected. A fault changes what the backend does, so the
+        backend's deviation table no longer applies."""
+        return replace(self, fault=fault, known=())
 
     # -- ranks ----------------------------------------------------------------------------
     @property
@@ -107,17 +112,40 @@ class Checker:
     def refusal(self, dtype: str) -> str | None:
         """Why the fused side refuses ``dtype`` on this device (its factory raised
         NotImplementedError), or None. A factory that fails otherwise, or breaks the
-        protocol, is a UsageError: no case could run."""
+        protocol, or cannot take the injected fault, is a UsageError: no case could run."""
         try:
-            module = self.backend.build(
+            module = self._build(dtype)
+        except NotImplementedError as exc:
+            return str(exc) or "not implemented"
+        if self.fault is not None and (why := faults.refusal(self.fault, module)):
+            raise UsageError(f"--inject {self.fault.name}: {why}")
+        return None
+
+    def fault_refusal(self, dtype: str) -> str | None:
+        """Why the fused side cannot take the injected fault in ``dtype`` (an in-kernel fault
+        on a kernel that does not honour the switches), or None; None too when no fault is
+        injected or the factory refuses ``dtype`` altogether."""
+        if self.fault is None:
+            return None
+        try:
+            module = self._build(dtype)
+        except NotImplementedError:
+            return None
+        return faults.refusal(self.fault, module)
+
+    def _build(self, dtype: str) -> torch.nn.Module:
+        """A module of the fused side in ``dtype``; NotImplementedError passes through, any
+        other failure is a UsageError."""
+        try:
+            return self.backend.build(
                 num_experts=self.sizes.experts,
                 hidden=self.sizes.hidden,
                 ffn=self.sizes.ffn,
                 dtype=DTYPES[dtype],
                 device=self.device,
             )
-        except NotImplementedError as exc:
-            return str(exc) or "not implemented"
+        except NotImplementedError:
+            raise
         except backends.BackendError as exc:
             raise UsageError(str(exc)) from None
         except Exception as exc:
@@ -125,9 +153,6 @@ class Checker:
                 f"--fused {self.backend.spec}: the factory failed to build a {dtype} module on "
                 f"{self.device.type} ({backends.short(exc)})"
             ) from None
-        if self.fault is not None and (why := faults.refusal(self.fault, module)):
-            raise UsageError(f"--inject {self.fault.name}: {why}")
-        return None
 
     def select(self, options: RunOptions) -> list[Case]:
         """The cases a run selects: the default matrix for the device's dtypes the backend
@@ -188,25 +213,14 @@ class Checker:
             pair = run_pair(case, self.sizes, self.device, self.backend, self.fault)
         except backends.BackendError as exc:
             raise UsageError(str(exc)) from None
-        except Exception as exc:  # a harness failure must not hide the other cases
-            detail = f"the checker failed on this case: {backends.short(exc)}"
-            return CaseResult(
-                case, [Check("reference", False, None, None, detail)], time.perf_counter() - start
-            )
+        except Exception as exc:  # a failure of the checker itself must not hide the other cases
+            return CaseResult(case, [_checker_failed(exc)], time.perf_counter() - start)
         if pair.unsupported is not None:
             return CaseResult(case, [], time.perf_counter() - start, pair.unsupported)
         try:
             checks = observables.compare(Context(case, self.sizes, pair))
         except Exception as exc:
-            checks = [
-                Check(
-                    "reference",
-                    False,
-                    None,
-                    None,
-                    f"the checker failed on this case: {backends.short(exc)}",
-                )
-            ]
+            checks = [_checker_failed(exc)]
         return CaseResult(case, checks, time.perf_counter() - start, None, deviation)
 
     def run_all(
@@ -243,6 +257,13 @@ class Checker:
         lines += [f"  {line}" for line in result.explanation()]
         lines.append(f"  rerun: {self.rerun_command(result.case.id)}")
         return "\n".join(lines)
+
+
+def _checker_failed(exc: Exception) -> Check:
+    """The check that reports a failure of the checker itself on a case."""
+    return Check(
+        "reference", False, None, None, f"the checker failed on this case: {backends.short(exc)}"
+    )
 
 
 def _ranks(options: RunOptions, device: torch.device, megatron: str, can_launch: bool) -> int:

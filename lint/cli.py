@@ -126,9 +126,10 @@ def check(
     jobs,
     progress,
 ) -> None:
-    """Lint Python files for main_grad gating bugs (GMLP001-GMLP004).
+    """Lint Python files for breaches of the main_grad contract.
 
-    PATH may be files or directories (default: the current directory); `-` reads stdin."""
+    PATH may be files or directories (default: the current directory); `-` reads stdin.
+    `gmlp-lint rule --all` documents every rule."""
     selection = Selection(select, ignore or frozenset())
     mode = engine.Mode(fix=fix or diff, unsafe_fixes=unsafe_fixes)
     options = _Options(output_format, unsafe_fixes, diff, fix)

@@ -43,7 +43,7 @@ CODES = (
 )
 
 # What a rule's ``check`` looks at:
-MODULE = "module"  # check(context, out): a parsed file that mentions main_grad
+MODULE = "module"  # check(context, out): a parsed file that names one of engine.TRIGGERS
 SUPPRESSIONS = "suppressions"  # check(suppressions, path, enabled): the suppression comments
 
 

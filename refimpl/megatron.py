@@ -132,9 +132,14 @@ def reset_for_step(params: Iterable[torch.Tensor]) -> None:
         p.grad = None
 
 
+def is_weight(name: str) -> bool:
+    """Transformer Engine's names: weight, weight0, weight1, ... (biases: bias, bias0, ...)."""
+    return name.rsplit(".", 1)[-1].startswith("weight")
+
+
 def weight_params(module: torch.nn.Module) -> list[torch.Tensor]:
     """The weight parameters, by Transformer Engine's names (weight, weight0, weight1, ...)."""
-    return [p for n, p in module.named_parameters() if n.rsplit(".", 1)[-1].startswith("weight")]
+    return [p for n, p in module.named_parameters() if is_weight(n)]
 
 
 def install_hooks(

@@ -76,6 +76,7 @@ for s in $STEPS; do
         for code in \
           'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' \
           'import megatron.core as m; print("megatron-core", m.__version__)' \
+          'from importlib.metadata import version as v; print("megatron-fsdp", v("megatron-fsdp"))' \
           'import transformer_engine as te; print("transformer_engine", te.__version__)' \
           'import torch; from gmlp_check.engines.availability import unavailable_reason as u; print("real engines:", u(torch.device("cuda")) or "available")'; do
           "$PY" -W ignore -c "$code" 2>&1 | tail -n 1

@@ -75,6 +75,7 @@ TEST_DIRS = {"tests", "test"}  # the same files as NON_TEST_PATHSPEC, for ls-tre
 LINTER = (sys.executable, "-m", "gmlp_check.lint")
 DEFAULT_JUDGEMENTS = Path(__file__).resolve().parents[1] / "docs" / "lint-history-judgements.toml"
 CHUNK = 400  # files per linter call: keeps the command line short
+REPO_OPTION = ("--repo", "--rep")  # and the abbreviation argparse accepts
 
 
 class BadInput(Exception):
@@ -314,6 +315,22 @@ def parse_pairs(values: list[str], option: str) -> dict[str, str]:
     return pairs
 
 
+def recorded_args(argv: list[str]) -> list[str]:
+    """The arguments as run, each ``--repo NAME=GITDIR`` written ``--repo NAME=PATH``: the
+    report records how it was made, not where the clones sat on the measuring machine."""
+    recorded = []
+    after_repo = False
+    for word in argv:
+        option, equals, value = word.partition("=")
+        if after_repo:
+            word = f"{option}=PATH"
+        elif option in REPO_OPTION and equals:
+            word = f"{option}={value.partition('=')[0]}=PATH"
+        after_repo = word in REPO_OPTION
+        recorded.append(word)
+    return recorded
+
+
 def run(args: argparse.Namespace) -> None:
     repos = parse_pairs(args.repo, "--repo")
     revs = parse_pairs(args.rev, "--rev")
@@ -343,7 +360,7 @@ def run(args: argparse.Namespace) -> None:
     ]
     document = {
         "schema": SCHEMA,
-        "command": " ".join(["python", "scripts/lint_history.py", *sys.argv[1:]]),
+        "command": " ".join(["python", "scripts/lint_history.py", *recorded_args(sys.argv[1:])]),
         "linter": " ".join(["python", *LINTER[1:]]),
         "linter_version": linter_version(),
         "preamble": judged["preamble"],

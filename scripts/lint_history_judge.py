@@ -25,6 +25,22 @@ REQUIRED = {
     "fix": ("repo", "commit", "sites"),
     "judgement": ("repo", "path", "code", "text", "verdict", "reason"),
 }
+# The type each key of an entry must hold, and how an error message names it (other keys
+# are not checked).
+STRING = (str, "a string")
+KEY_TYPES = {
+    "fix": {
+        "repo": STRING,
+        "commit": STRING,
+        "sites": (list, "an array of strings"),
+        "pr": (int, "an integer"),
+        "bug_class": STRING,
+        "pattern": STRING,
+        "what": STRING,
+        "needs": STRING,
+    },
+    "judgement": {key: STRING for key in REQUIRED["judgement"]},
+}
 
 
 class BadJudgements(Exception):
@@ -41,11 +57,15 @@ def load_judgements(path: Path) -> dict:
     except tomllib.TOMLDecodeError as error:
         raise BadJudgements(f"--judgements {path}: not valid TOML ({error})") from None
     for kind, required in REQUIRED.items():
-        for number, entry in enumerate(data.get(kind, []), start=1):
+        entries = data.get(kind, [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise BadJudgements(f"--judgements {path}: {kind} must be [[{kind}]] tables")
+        for number, entry in enumerate(entries, start=1):
             where = f"--judgements {path}: [[{kind}]] #{number}"
             missing = [key for key in required if key not in entry]
             if missing:
                 raise BadJudgements(f"{where} lacks {missing[0]!r}")
+            check_types(entry, KEY_TYPES[kind], where)
             if kind == "judgement" and entry["verdict"] not in ("true", "false"):
                 raise BadJudgements(f"{where}: verdict must be 'true' or 'false'")
             for site in entry.get("sites", []) if kind == "fix" else []:
@@ -59,6 +79,20 @@ def load_judgements(path: Path) -> dict:
         "judgement": data.get("judgement", []),
         "preamble": preamble,
     }
+
+
+def check_types(entry: dict, types: dict[str, tuple[type, str]], where: str) -> None:
+    """Raise BadJudgements naming the first key of ``entry`` whose value has the wrong type."""
+    for key, (wanted, expected) in types.items():
+        value = entry.get(key)
+        if value is None:
+            continue
+        # bool is a subclass of int, but ``pr = true`` is no PR number
+        wrong = not isinstance(value, wanted) or isinstance(value, bool)
+        if wanted is list and not wrong:
+            wrong = not all(isinstance(item, str) for item in value)
+        if wrong:
+            raise BadJudgements(f"{where}: {key} must be {expected}")
 
 
 def judge_all(repos: list[dict], judgements: list[dict]) -> None:

@@ -1,6 +1,6 @@
 """Where one training step of a grouped MLP spends its time: kernels, gaps, host latency.
 
-    PYTHONPATH=. python scripts/profile_step.py --shape qwen3 [--impl triton] [--load uniform]
+    python scripts/profile_step.py --shape qwen3 [--impl triton] [--load uniform]
         [--out profile.json] [--no-trace]
 
 Builds the module as `gmlp-check bench` does (bf16, single grouped weights, fp32 main_grad,

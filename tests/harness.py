@@ -1,7 +1,6 @@
 """What the tests of the reference and of the fused path share: main_grad buffers attached the
 way Megatron's engines attach them (through gmlp_check.refimpl.megatron), those engines'
-post-backward hooks, the NaN-fill context that makes uninitialised memory visible, bit-level
-comparisons, and a guard for tests that assert inside loops.
+post-backward hooks, bit-level comparisons, and a guard for tests that assert inside loops.
 
 It imports nothing of gmlp_check but the reference: the oracle's tests use it and must not
 depend on the checker they judge (tests/refimpl/test_isolation.py holds both to that).

@@ -10,7 +10,8 @@ What Megatron-core 0.19.2 does that the checker will see:
 
 * ``_ensure_main_grad`` fetches ``main_grad`` from ``get_main_grad()`` when it is None and sets
   ``overwrite_main_grad = True`` on every parameter that has the attribute (:608-609), whatever
-  its value was (the seeded PR "keeps overwrite_main_grad enabled for the fused path").
+  its value was (Megatron-LM's "Fix TE grouped MLP fused main-grad setup" keeps
+  overwrite_main_grad enabled for the fused path).
   Megatron-FSDP gives a parameter the attribute, True, at every unshard except under
   ``no_shard`` (megatron_fsdp.py:470-511), so the override only matters for a parameter that
   carries overwrite_main_grad=False.
@@ -43,6 +44,8 @@ from .te_common import (
     environ,
     import_te,
     lookup,
+    refuse_fp32_grouped_tensor,
+    require_grouped_tensor_path,
     single_param_env,
     split_tensor,
 )
@@ -235,20 +238,21 @@ class MegatronTEGroupedMLP(TEAdapter):
                 f"{ADAPTER}: Megatron scales fc2's bias by the probs, p * (fc2(x) + b) "
                 f"(experts.py:545), where refimpl adds it unscaled: fc2(x * p) + b"
             )
-        if single_grouped_weight and dtype == torch.float32:
-            raise NotImplementedError(
-                f"{ADAPTER}: moe_single_grouped_weight needs TE's grouped-tensor GEMM path, "
-                f"which has no fp32"
+        if single_grouped_weight:
+            refuse_fp32_grouped_tensor(
+                ADAPTER,
+                "moe_single_grouped_weight",
+                dtype,
+                "is_op_fuser_grouped_tensor_path_supported, grouped_linear.py:74",
             )
         device = check_target(ADAPTER, device, dtype)
         te = import_te(ADAPTER)
         mc = _import_megatron()
-        if single_grouped_weight and not te.ops.is_op_fuser_grouped_tensor_path_supported(
-            None, dtype
-        ):
-            raise NotImplementedError(
-                f"{ADAPTER}: moe_single_grouped_weight needs TE's grouped-tensor GEMM path "
-                f"(bf16/fp16, sm90+, cuBLASLt >= 13.4 on Hopper), unavailable on this machine"
+        if single_grouped_weight:
+            require_grouped_tensor_path(
+                ADAPTER,
+                "moe_single_grouped_weight",
+                bool(te.ops.is_op_fuser_grouped_tensor_path_supported(None, dtype)),
             )
         ensure_process_group(device)
         kwargs = config_kwargs(

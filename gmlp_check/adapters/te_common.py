@@ -26,6 +26,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from gmlp_check.backends import short
 from gmlp_check.refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT, get_activation
 from gmlp_check.refimpl.validation import check_input, check_probs, normalize_split_sizes
 
@@ -49,30 +50,47 @@ class MissingDependency(ImportError):
     """A library an adapter needs is not installed (or does not import)."""
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-
-
 def import_te(adapter: str) -> ModuleType:
     """``transformer_engine.pytorch``, or MissingDependency with one line saying what to do."""
     try:
         import transformer_engine.pytorch as te
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] in ("transformer_engine", "transformer_engine_torch"):
+    except Exception as exc:
+        missing = (getattr(exc, "name", None) or "").split(".")[0]
+        if isinstance(exc, ModuleNotFoundError) and missing in (
+            "transformer_engine",
+            "transformer_engine_torch",
+        ):
             raise MissingDependency(
                 f"{adapter} needs Transformer Engine {TE_VERSION} for PyTorch: {INSTALL_TE}"
             ) from None
+        # Anything else (a dependency of TE missing, no driver, an ABI mismatch) is a broken
+        # install.
         raise MissingDependency(
-            f"{adapter}: transformer_engine.pytorch does not import ({_first_line(exc)}); "
-            f"reinstall with: {INSTALL_TE}"
-        ) from exc
-    except Exception as exc:  # a broken install (no driver, ABI mismatch) is the same problem
-        raise MissingDependency(
-            f"{adapter}: transformer_engine.pytorch does not import ({_first_line(exc)}); "
+            f"{adapter}: transformer_engine.pytorch does not import ({short(exc)}); "
             f"reinstall with: {INSTALL_TE}"
         ) from exc
     return te
+
+
+GROUPED_TENSOR_PATH = "TE's grouped-tensor GEMM path"
+
+
+def refuse_fp32_grouped_tensor(adapter: str, what: str, dtype: torch.dtype, gate: str) -> None:
+    """``what`` (a single grouped weight, or TE's grouped-tensor module path) runs only on the
+    grouped-tensor GEMMs, which TE gates off for fp32 (``gate``: where)."""
+    if dtype == torch.float32:
+        raise NotImplementedError(
+            f"{adapter}: {what} needs {GROUPED_TENSOR_PATH}, which has no fp32 ({gate})"
+        )
+
+
+def require_grouped_tensor_path(adapter: str, what: str, supported: bool) -> None:
+    """``what`` needs the grouped-tensor GEMMs, which TE says this machine cannot run."""
+    if not supported:
+        raise NotImplementedError(
+            f"{adapter}: {what} needs {GROUPED_TENSOR_PATH} (bf16/fp16, sm90+, cuBLASLt >= "
+            "13.4 on Hopper), unavailable on this machine"
+        )
 
 
 def te_version() -> str:

@@ -36,6 +36,8 @@ from .te_common import (
     import_te,
     lookup,
     make_activation_op,
+    refuse_fp32_grouped_tensor,
+    require_grouped_tensor_path,
     require_kwargs,
     single_param_env,
     split_tensor,
@@ -83,23 +85,23 @@ class TEGroupedLinearMLP(TEAdapter):
         )
         row = lookup(adapter, TE_ACTIVATIONS, activation)
         # A single grouped weight exists only on the native grouped-tensor path.
+        what = "single_grouped_weight" if single_grouped_weight else "use_grouped_tensor"
         use_grouped_tensor = use_grouped_tensor or single_grouped_weight
-        if use_grouped_tensor and dtype == torch.float32:
-            raise NotImplementedError(
-                f"{adapter}: TE's grouped-tensor GEMM path (needed for single_grouped_weight) "
-                f"has no fp32 (is_module_grouped_tensor_path_supported, grouped_linear.py:89)"
+        if use_grouped_tensor:
+            refuse_fp32_grouped_tensor(
+                adapter,
+                what,
+                dtype,
+                "is_module_grouped_tensor_path_supported, grouped_linear.py:89",
             )
         device = check_target(adapter, device, dtype)
         te = import_te(adapter)
         require_kwargs(adapter, te.GroupedLinear, MODULE_KWARGS)
         module = importlib.import_module("transformer_engine.pytorch.module")
-        supported = bool(module.is_module_grouped_tensor_path_supported(None, dtype))
-        if use_grouped_tensor and not supported:
-            raise NotImplementedError(
-                f"{adapter}: TE's grouped-tensor GEMM path (needed for single_grouped_weight) "
-                f"wants bf16/fp16, sm90+ and cuBLASLt >= 13.4 on Hopper; unavailable here"
+        if use_grouped_tensor:
+            require_grouped_tensor_path(
+                adapter, what, bool(module.is_module_grouped_tensor_path_supported(None, dtype))
             )
-        self.te_grouped_tensor_path = use_grouped_tensor
         common = {
             "bias": bias,
             "device": device,

@@ -39,6 +39,8 @@ from .te_common import (
     import_te,
     lookup,
     make_activation_op,
+    refuse_fp32_grouped_tensor,
+    require_grouped_tensor_path,
     require_kwargs,
     single_param_env,
     split_tensor,
@@ -85,10 +87,12 @@ class TEOpsGroupedMLP(TEAdapter):
         )
         self.expose_fsdp_main_grad = expose_fsdp_main_grad
         row = lookup(adapter, TE_ACTIVATIONS, activation)
-        if single_grouped_weight and dtype == torch.float32:
-            raise NotImplementedError(
-                f"{adapter}: single_grouped_weight needs TE's grouped-tensor GEMM path, which "
-                f"has no fp32 (is_op_fuser_grouped_tensor_path_supported, grouped_linear.py:74)"
+        if single_grouped_weight:
+            refuse_fp32_grouped_tensor(
+                adapter,
+                "single_grouped_weight",
+                dtype,
+                "is_op_fuser_grouped_tensor_path_supported, grouped_linear.py:74",
             )
         device = check_target(adapter, device, dtype)
         te = import_te(adapter)
@@ -96,13 +100,11 @@ class TEOpsGroupedMLP(TEAdapter):
         require_kwargs(adapter, ops.GroupedLinear, GROUPED_LINEAR_KWARGS)
         # Which GroupedLinear path runs: the cuBLASLt grouped-tensor GEMM or the legacy
         # split-quantize + multi-stream cuBLAS GEMMs (grouped_linear.py:1060-1100).
-        self.te_grouped_tensor_path = bool(
-            ops.is_op_fuser_grouped_tensor_path_supported(None, dtype)
-        )
-        if single_grouped_weight and not self.te_grouped_tensor_path:
-            raise NotImplementedError(
-                f"{adapter}: single_grouped_weight needs TE's grouped-tensor GEMM path "
-                f"(bf16/fp16, sm90+, cuBLASLt >= 13.4 on Hopper), unavailable on this machine"
+        if single_grouped_weight:
+            require_grouped_tensor_path(
+                adapter,
+                "single_grouped_weight",
+                bool(ops.is_op_fuser_grouped_tensor_path_supported(None, dtype)),
             )
         linear = {
             "bias": bias,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -25,13 +25,7 @@ class Check:
     detail: str
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "observable": self.observable,
-            "passed": self.passed,
-            "max_abs_err": self.max_abs_err,
-            "tolerance": self.tolerance,
-            "detail": self.detail,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -53,7 +47,8 @@ class Context:
 
     @property
     def precision(self) -> Precision:
-        return self.run.precision or Precision(self.case.torch_dtype)
+        assert self.run.precision is not None  # set whenever the fused side ran
+        return self.run.precision
 
     def tolerance(self, reduction_length: int) -> Tolerance:
         return tolerance_for(self.precision, reduction_length)
@@ -110,17 +105,21 @@ def combine(observable: str, parts: list[tuple[str, Comparison]], empty: str = "
     failures = [(label, c) for label, c in parts if not c.passed]
     if failures:
         label, c = failures[0]
-        more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
-        return Check(observable, False, c.max_abs_err, c.tolerance, f"{label}: {c.detail}{more}")
+        detail = f"{label}: {c.detail}{more_suffix(failures)}"
+        return Check(observable, False, c.max_abs_err, c.tolerance, detail)
     label, c = max(parts, key=lambda lc: _ratio(lc[1]))
     return Check(observable, True, c.max_abs_err, c.tolerance, f"{label}: {c.detail}")
 
 
+def more_suffix(items: list) -> str:
+    """What follows the first of ``items`` in a detail line: how many more there are."""
+    return f" (+{len(items) - 1} more)" if len(items) > 1 else ""
+
+
 def flag_check(observable: str, mismatches: list[str], compared: int, what: str) -> Check:
     if mismatches:
-        more = f" (+{len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
-        return Check(observable, False, None, 0.0, mismatches[0] + more)
+        return Check(observable, False, None, 0.0, mismatches[0] + more_suffix(mismatches))
     return Check(observable, True, None, 0.0, f"{what}: {compared} observations agree")
 
 
-__all__ = ["Check", "Context", "combine", "flag_check", "is_weight"]
+__all__ = ["Check", "Context", "combine", "flag_check", "is_weight", "more_suffix"]

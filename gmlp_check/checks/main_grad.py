@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ..tolerance import Comparison, Tolerance, compare_close, compare_exact, same_values
-from . import Check, Context, combine
+from . import Check, Context, combine, more_suffix
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,5 @@ def after_backward_dw(ctx: Context) -> Check:
 def guard_bands(ctx: Context) -> Check:
     violations = ctx.fused.guard_violations
     if violations:
-        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
-        return Check("guard_bands", False, None, 0.0, violations[0] + more)
+        return Check("guard_bands", False, None, 0.0, violations[0] + more_suffix(violations))
     return Check("guard_bands", True, None, 0.0, "every canary intact")

@@ -6,6 +6,7 @@ training steps on one or more ranks, and what the engines hold after ``finish_gr
 compared with the reference's data-parallel result.
 
 Importing this package needs neither megatron-core nor CUDA: the modules that talk to
-Megatron (``ddp``, ``fsdp``, ``real_run``) import it inside their functions, so the
-configuration table, the launcher and the result merging work (and are tested) anywhere.
+Megatron (``availability``, ``ddp``, ``fsdp``, ``process_groups``, ``step``, ``wrapped``)
+import it inside their functions, so the configuration table, the launcher and the result
+merging work (and are tested) anywhere.
 """

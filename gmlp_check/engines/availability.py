@@ -11,8 +11,6 @@ import importlib.metadata
 import torch
 
 MEGATRON_CHOICES = ("auto", "emulated", "real")
-# The versions the engines were written against (file:line references in ddp.py, fsdp.py).
-PINNED = {"megatron-core": "0.19.2", "megatron-fsdp": "0.6.1"}
 INSTALL_HINT = "pip install 'megatron-core==0.19.2' einops  (or: pip install -e '.[megatron]')"
 
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..checks import Check
+from ..checks import Check, more_suffix
 from ..deviations import Deviation
 from ..matrix import Case
+from ..observables import OBSERVABLES, REAL
 from ..results import CaseResult
 from .configs import CONFIGS, upstream_deviation
 
-# The order of a real-engine case's checks (the observables of observables.py).
-ORDER = ("reference", "construct", "run", "output", "grad.input", "grad.probs", "param.grad",
-         "grad_added_to_main_grad", "main_grad.synced")  # fmt: skip
+# The order of a real-engine case's checks: the registry's, as the emulated reports have it.
+ORDER = tuple(o.name for o in OBSERVABLES if REAL in o.engines)
 
 
 @dataclass
@@ -47,30 +47,55 @@ class RankOutcome:
     checks: list[Check] = field(default_factory=list)  # case-level failures (construct, ...)
 
 
-def _merge_ranks(observable: str, per_rank: Sequence[Check | None], world: int) -> Check:
-    def tag(rank: int) -> str:
-        return f"rank {rank}: " if world > 1 else ""
+def _ratio(check: Check) -> float:
+    if check.max_abs_err is None or not check.tolerance:
+        return 0.0
+    return check.max_abs_err / check.tolerance
 
-    present = [(r, c) for r, c in enumerate(per_rank) if c is not None]
-    failing = [(r, c) for r, c in present if not c.passed]
+
+def _worst(observable: str, parts: Sequence[tuple[str, str, Check]], also: str) -> Check:
+    """One check from the parts (prefix of its detail, name, check) of several ranks or
+    configurations: the first failing part, naming the others that fail too ("also fails
+    {also} ..."), else the passing part closest to its tolerance."""
+    failing = [(prefix, name, c) for prefix, name, c in parts if not c.passed]
     if failing:
-        rank, check = failing[0]
-        also = [r for r, _ in failing[1:]]
-        more = f" (also fails on rank {', '.join(map(str, also))})" if also else ""
-        return Check(
+        prefix, _, c = failing[0]
+        others = ", ".join(name for _, name, _ in failing[1:])
+        more = f" (also fails {also} {others})" if others else ""
+        return Check(observable, False, c.max_abs_err, c.tolerance, f"{prefix}{c.detail}{more}")
+    prefix, _, c = max(parts, key=lambda part: _ratio(part[2]))
+    return Check(observable, True, c.max_abs_err, c.tolerance, f"{prefix}{c.detail}")
+
+
+def _merge_ranks(observable: str, per_rank: Sequence[Check | None], world: int) -> Check:
+    parts = [
+        (f"rank {r}: " if world > 1 else "", str(r), c)
+        for r, c in enumerate(per_rank)
+        if c is not None
+    ]
+    return _worst(observable, parts, "on rank")
+
+
+def _merge_checks(per_rank: Sequence[Sequence[Check]], world: int) -> list[Check]:
+    """Each observable any rank checked, merged over the ranks, in ORDER."""
+    present = {c.observable for checks in per_rank for c in checks}
+    return [
+        _merge_ranks(
             observable,
-            False,
-            check.max_abs_err,
-            check.tolerance,
-            f"{tag(rank)}{check.detail}{more}",
+            [next((c for c in checks if c.observable == observable), None) for checks in per_rank],
+            world,
         )
+        for observable in ORDER
+        if observable in present
+    ]
 
-    def ratio(rc: tuple[int, Check]) -> float:
-        c = rc[1]
-        return c.max_abs_err / c.tolerance if c.max_abs_err is not None and c.tolerance else 0.0
 
-    rank, check = max(present, key=ratio)
-    return Check(observable, True, check.max_abs_err, check.tolerance, f"{tag(rank)}{check.detail}")
+def _first_skip(reasons: Sequence[str | None], world: int) -> str | None:
+    """The first rank's skip reason, naming the rank where there are several."""
+    rank, reason = next(((r, x) for r, x in enumerate(reasons) if x is not None), (0, None))
+    if reason is None or world == 1:
+        return reason
+    return f"rank {rank}: {reason}"
 
 
 def coverage_problems(per_rank: Sequence[ConfigOutcome], sharded: bool) -> list[str]:
@@ -112,43 +137,19 @@ def coverage_problems(per_rank: Sequence[ConfigOutcome], sharded: bool) -> list[
 def merge_config(per_rank: Sequence[ConfigOutcome], world: int) -> ConfigOutcome:
     """One configuration's outcome over all ranks."""
     name = per_rank[0].config
-    skipped = [(r, o.skip_reason) for r, o in enumerate(per_rank) if o.skip_reason is not None]
-    if skipped:
-        rank, reason = skipped[0]
-        return ConfigOutcome(name, skip_reason=reason if world == 1 else f"rank {rank}: {reason}")
-    observables = [
-        o for o in ORDER if any(c.observable == o for out in per_rank for c in out.checks)
-    ]
-    checks = []
-    for observable in observables:
-        found = [
-            next((c for c in out.checks if c.observable == observable), None) for out in per_rank
-        ]
-        checks.append(_merge_ranks(observable, found, world))
+    skip = _first_skip([o.skip_reason for o in per_rank], world)
+    if skip is not None:
+        return ConfigOutcome(name, skip_reason=skip)
+    checks = _merge_checks([o.checks for o in per_rank], world)
     problems = coverage_problems(per_rank, CONFIGS[name].sharded_result)
     if problems:
-        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        detail = f"the ranks' regions do not cover the parameter: {problems[0]}{more}"
+        detail = (
+            f"the ranks' regions do not cover the parameter: {problems[0]}{more_suffix(problems)}"
+        )
         checks = [c for c in checks if c.observable != "main_grad.synced"]
         checks.append(Check("main_grad.synced", False, None, None, detail))
     last_only = all(o.last_only for o in per_rank)
     return ConfigOutcome(name, checks, None, per_rank[0].coverage, last_only)
-
-
-def _combine_configs(observable: str, parts: list[tuple[str, Check]]) -> Check:
-    failing = [(label, c) for label, c in parts if not c.passed]
-    if failing:
-        label, c = failing[0]
-        also = ", ".join(lbl for lbl, _ in failing[1:])
-        more = f" (also fails under {also})" if also else ""
-        return Check(observable, False, c.max_abs_err, c.tolerance, f"{label}: {c.detail}{more}")
-
-    def ratio(lc: tuple[str, Check]) -> float:
-        c = lc[1]
-        return c.max_abs_err / c.tolerance if c.max_abs_err is not None and c.tolerance else 0.0
-
-    label, c = max(parts, key=ratio)
-    return Check(observable, True, c.max_abs_err, c.tolerance, f"{label}: {c.detail}")
 
 
 def case_result(
@@ -156,22 +157,11 @@ def case_result(
 ) -> CaseResult:
     """The case's result from every rank's outcome (the same on every rank)."""
     world = len(gathered)
-    skipped = [(r, o.skip_reason) for r, o in enumerate(gathered) if o.skip_reason is not None]
-    if skipped:
-        rank, reason = skipped[0]
-        return CaseResult(case, [], duration_s, reason if world == 1 else f"rank {rank}: {reason}")
-    case_level = [o.checks for o in gathered if o.checks]
-    if case_level:
-        observables = [o for o in ORDER if any(c.observable == o for cs in case_level for c in cs)]
-        checks = [
-            _merge_ranks(
-                o,
-                [next((c for c in out.checks if c.observable == o), None) for out in gathered],
-                world,
-            )
-            for o in observables
-        ]
-        return CaseResult(case, checks, duration_s)
+    skip = _first_skip([o.skip_reason for o in gathered], world)
+    if skip is not None:
+        return CaseResult(case, [], duration_s, skip)
+    if any(o.checks for o in gathered):
+        return CaseResult(case, _merge_checks([o.checks for o in gathered], world), duration_s)
     merged = [
         merge_config([o.configs[i] for o in gathered], world)
         for i in range(len(gathered[0].configs))
@@ -185,13 +175,13 @@ def case_result(
     checks = []
     for observable in ORDER:
         parts = [
-            (CONFIGS[m.config].label, c)
+            (f"{CONFIGS[m.config].label}: ", CONFIGS[m.config].label, c)
             for m in ran
             for c in m.checks
             if c.observable == observable
         ]
         if parts:
-            checks.append(_combine_configs(observable, parts))
+            checks.append(_worst(observable, parts, "under"))
     if not any(c.observable == "run" for c in checks):
         labels = ", ".join(CONFIGS[m.config].label for m in ran)
         ranks = f" on {world} ranks" if world > 1 else ""

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-# The GPU machines this was written for need NVLink multicast (NVLS) off; NCCL and PyTorch's
-# symmetric memory read these when the first communicator is created.
+# NVLink multicast (NVLS) off, for machines where it is unavailable or must not be used; NCCL
+# and PyTorch's symmetric memory read these when the first communicator is created.
 COMMUNICATION_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
 # A producer that raises on some ranks only leaves the others waiting in a collective; the
 # group's timeout ends such a run (the launcher then reports the crashed worker) instead of
@@ -100,7 +100,7 @@ def ensure(device: torch.device) -> Rank:
             )
     if not parallel_state.model_parallel_is_initialized():
         # Gloo groups serve checkpointing only; not needed here (and gloo needs a network
-        # interface the GPU machines may not resolve).
+        # interface that a GPU machine without outside network may not resolve).
         parallel_state.initialize_model_parallel(create_gloo_process_groups=False)
     world = parallel_state.get_data_parallel_world_size()
     if world != dist.get_world_size():

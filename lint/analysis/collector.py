@@ -37,3 +37,18 @@ class Collector:
 
     def text(self, node: cst.CSTNode) -> str:
         return self.context.text(node)
+
+    def line_start(self, node: cst.CSTNode) -> tuple[int, str]:
+        """(offset where ``node``'s first line starts, the text before ``node`` on it)."""
+        line, column, _, _ = self.context.span(node)
+        start = self.context.line_starts[line - 1]
+        return start, self.context.source[start : start + column - 1]
+
+    def insert_line_after(self, node: cst.CSTNode, text: str) -> Edit:
+        """``text`` (a line ending in a newline) inserted after ``node``'s last line."""
+        _, _, end_line, _ = self.context.span(node)
+        starts = self.context.line_starts
+        if end_line < len(starts):
+            return Edit(starts[end_line], starts[end_line], text)
+        end = len(self.context.source)
+        return Edit(end, end, "\n" + text)

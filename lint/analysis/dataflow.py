@@ -20,6 +20,7 @@ import libcst as cst
 
 from . import patterns
 from .cfg import Def, Graph, Node
+from .paths import dominator_sets
 
 
 def _bits(mask: int) -> list[int]:
@@ -104,24 +105,8 @@ class ControlDependence:
                 if p not in live:
                     live.add(p)
                     stack.append(p)
-        everything = (1 << n) - 1
-        pdom = [everything] * n
-        pdom[exit_index] = 1 << exit_index
-        changed = True
-        order = sorted(live, reverse=True)
-        while changed:
-            changed = False
-            for i in order:
-                if i == exit_index:
-                    continue
-                meet = everything
-                for succ, _ in nodes[i].succ:
-                    if succ.index in live:
-                        meet &= pdom[succ.index]
-                value = meet | (1 << i)
-                if value != pdom[i]:
-                    pdom[i] = value
-                    changed = True
+        live_succ = [[s.index for s, _ in node.succ if s.index in live] for node in nodes]
+        pdom = dominator_sets(n, exit_index, sorted(live, reverse=True), live_succ)
         ipdom: dict[int, int] = {}
         for i in live:
             strict = pdom[i] & ~(1 << i)

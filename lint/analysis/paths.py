@@ -4,7 +4,7 @@ some nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .cfg import Graph, Node
 
@@ -19,28 +19,36 @@ class Dominators:
         for node in nodes:
             for succ, _ in node.succ:
                 preds[succ.index].append(node.index)
-        everything = (1 << len(nodes)) - 1
-        dom = [everything] * len(nodes)
-        entry = graph.entry.index
-        dom[entry] = 1 << entry
-        order = _reverse_postorder(graph)
-        changed = True
-        while changed:
-            changed = False
-            for i in order:
-                if i == entry:
-                    continue
-                meet = everything
-                for p in preds[i]:
-                    meet &= dom[p]
-                value = meet | (1 << i)
-                if value != dom[i]:
-                    dom[i] = value
-                    changed = True
+        dom = dominator_sets(len(nodes), graph.entry.index, _reverse_postorder(graph), preds)
         self._dom = dom
 
     def dominates(self, a: Node, b: Node) -> bool:
         return bool((self._dom[b.index] >> a.index) & 1)
+
+
+def dominator_sets(
+    count: int, root: int, order: Sequence[int], incoming: Sequence[Sequence[int]]
+) -> list[int]:
+    """For each node, the bitset of the nodes that lie on every path from ``root`` to it,
+    following the edges ``incoming[i]`` (node indices) into node ``i``. ``order`` lists the
+    nodes to compute; nodes near ``root`` first only make it converge in fewer rounds."""
+    everything = (1 << count) - 1
+    dom = [everything] * count
+    dom[root] = 1 << root
+    changed = True
+    while changed:
+        changed = False
+        for i in order:
+            if i == root:
+                continue
+            meet = everything
+            for p in incoming[i]:
+                meet &= dom[p]
+            value = meet | (1 << i)
+            if value != dom[i]:
+                dom[i] = value
+                changed = True
+    return dom
 
 
 def _reverse_postorder(graph: Graph) -> list[int]:

@@ -250,6 +250,23 @@ def keyword_arg(call: cst.Call, keyword: str) -> cst.Arg | None:
     return None
 
 
+def attribute_set(
+    stmt: cst.CSTNode, attr: str
+) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(X, value) for ``X.attr = value`` (the last such target) or ``setattr(X, "attr", value)``."""
+    if isinstance(stmt, cst.Assign):
+        subject = None
+        for target in stmt.targets:
+            if is_attr(target.target, attr):
+                subject = target.target.value
+        return None if subject is None else (subject, stmt.value)
+    if isinstance(stmt, cst.Expr) and callee_name(stmt.value) == "setattr":
+        args = positional_args(stmt.value)
+        if len(args) == 3 and string_is(args[1].value, attr):
+            return args[0].value, args[2].value
+    return None
+
+
 def is_getattr_of(node: cst.CSTNode, attr: str) -> bool:
     if callee_name(node) != "getattr" or type(node.func) is not cst.Name:
         return False
@@ -340,6 +357,14 @@ def keyed_reads(expr: cst.CSTNode) -> tuple[list[cst.Name], list[tuple[cst.Name,
                 inside.add(id(sub.value))
     plain = [n for n in read_names(expr) if id(n) not in inside]
     return plain, keyed
+
+
+def argument_pairs(node: cst.CSTNode) -> list[tuple[str | None, cst.BaseExpression]]:
+    """The arguments of a call as (keyword or None, value), or the entries of a dict literal
+    of arguments as (string key or None, value)."""
+    if type(node) is cst.Call:
+        return [(a.keyword.value if a.keyword else None, a.value) for a in node.args]
+    return [(string_value(e.key), e.value) for e in node.elements if type(e) is cst.DictElement]
 
 
 def dict_entries(expr: cst.CSTNode | None) -> dict[str, cst.BaseExpression] | None:

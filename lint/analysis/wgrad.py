@@ -26,7 +26,6 @@ _STEM_SUFFIXES = ("_object", "_obj", "_param", "_final", "_fp8", "_quantized")
 class Mark:
     """``X.grad_added_to_main_grad = True`` (or the ``setattr`` spelling)."""
 
-    unit: Unit
     stmt: cst.CSTNode  # the small statement
     subject: cst.BaseExpression  # X
     node: Node
@@ -49,7 +48,7 @@ def marks(unit: Unit) -> list[Mark]:
             stmt_if, side = node.enclosing_ifs[0]
             if side == "body" and suite is suite_body(stmt_if.body):
                 guard = stmt_if
-        found.append(Mark(unit, stmt, subject, node, suite, guard))
+        found.append(Mark(stmt, subject, node, suite, guard))
     return found
 
 
@@ -57,19 +56,10 @@ def marked_subject(stmt: cst.CSTNode) -> cst.BaseExpression | None:
     """X for ``X.grad_added_to_main_grad = True`` or
     ``setattr(X, "grad_added_to_main_grad", True)``; None otherwise (also for ``ctx``, where
     forward records whether the parameter has the attribute)."""
-    subject = None
-    if isinstance(stmt, cst.Assign) and _is_true(stmt.value):
-        for target in stmt.targets:
-            if patterns.is_attr(target.target, patterns.GRAD_ADDED):
-                subject = target.target.value
-    elif isinstance(stmt, cst.Expr) and patterns.callee_name(stmt.value) == "setattr":
-        args = patterns.positional_args(stmt.value)
-        if (
-            len(args) == 3
-            and patterns.string_is(args[1].value, patterns.GRAD_ADDED)
-            and _is_true(args[2].value)
-        ):
-            subject = args[0].value
+    found = patterns.attribute_set(stmt, patterns.GRAD_ADDED)
+    if found is None or not _is_true(found[1]):
+        return None
+    subject = found[0]
     if isinstance(subject, cst.Name) and subject.value == "ctx":
         return None
     return subject

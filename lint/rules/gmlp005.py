@@ -308,15 +308,10 @@ class _Marked:
             return False
         return any(wgrad.stem(owner) == subject for owner in wgrad.main_grad_owners(out_arg.value))
 
-    def insert(self, mark: Mark, name: str, text: str):
+    def insert(self, mark: Mark, name: str, text: str) -> Edit:
         """A new line ``name = text`` right after the mark, at its indentation."""
-        context = self.unit.context
-        line, column, end_line, _ = context.span(mark.stmt)
-        indent = context.source[context.line_starts[line - 1] :][: column - 1]
-        if end_line < len(context.line_starts):
-            at = context.line_starts[end_line]
-            return _edit(at, f"{indent}{name} = {text}\n")
-        return _edit(len(context.source), f"\n{indent}{name} = {text}\n")
+        _, indent = self.out.line_start(mark.stmt)
+        return self.out.insert_line_after(mark.stmt, f"{indent}{name} = {text}\n")
 
 
 def _is_none(expr) -> bool:
@@ -333,10 +328,6 @@ def _first_target(d: Def) -> bool:
             elements = target.target.elements
             return bool(elements) and elements[0].value is d.target
     return True
-
-
-def _edit(at: int, text: str) -> Edit:
-    return Edit(at, at, text)
 
 
 def _check_unmarked(unit: Unit, out: Collector) -> None:

@@ -195,14 +195,7 @@ def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
 def _check_arguments(node, out: Collector) -> None:
     """A call or dict literal whose ``out`` is one weight's main_grad, and whose other
     arguments read ``overwrite_main_grad`` from another weight."""
-    if isinstance(node, cst.Call):
-        pairs = [(arg.keyword.value if arg.keyword else None, arg.value) for arg in node.args]
-    else:
-        pairs = [
-            (patterns.string_value(e.key), e.value)
-            for e in node.elements
-            if isinstance(e, cst.DictElement)
-        ]
+    pairs = patterns.argument_pairs(node)
     targets = [value for key, value in pairs if key == "out"]
     if len(targets) != 1:
         return

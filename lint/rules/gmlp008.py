@@ -215,11 +215,8 @@ class _Unit:
         return MESSAGE.format(subject=self.out.text(subject), gemm=gemm)
 
     def fix(self, stmt, attribute) -> Fix | None:
-        context = self.unit.context
-        line, column, _, _ = context.span(stmt)
-        start = context.line_starts[line - 1]
-        indent = context.source[start : start + column - 1]
-        if indent.strip() or context.source[start + column - 1 :].startswith("elif"):
+        start, indent = self.out.line_start(stmt)
+        if indent.strip() or self.out.context.source[start + len(indent) :].startswith("elif"):
             return None  # not the first statement on its line, or an ``elif``
         x = self.out.text(attribute.value)
         text = (

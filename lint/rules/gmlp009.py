@@ -101,18 +101,8 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _sets_true(stmt) -> bool:
-    if isinstance(stmt, cst.Assign):
-        return _is_true(stmt.value) and any(
-            patterns.is_attr(t.target, patterns.OVERWRITE) for t in stmt.targets
-        )
-    if isinstance(stmt, cst.Expr) and patterns.callee_name(stmt.value) == "setattr":
-        args = patterns.positional_args(stmt.value)
-        return (
-            len(args) == 3
-            and patterns.string_is(args[1].value, patterns.OVERWRITE)
-            and _is_true(args[2].value)
-        )
-    return False
+    found = patterns.attribute_set(stmt, patterns.OVERWRITE)
+    return found is not None and _is_true(found[1])
 
 
 def _is_true(expr) -> bool:

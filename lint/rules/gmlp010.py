@@ -135,10 +135,10 @@ def _removal(out: Collector, stmt, suite, flagged) -> Fix | None:
     if line_node is None or len(line_node.body) != 1:
         return None
     context = out.context
-    line, column, end_line, _ = context.span(stmt)
-    start = context.line_starts[line - 1]
-    if context.source[start : start + column - 1].strip():
+    start, before = out.line_start(stmt)
+    if before.strip():
         return None
+    _, _, end_line, _ = context.span(stmt)
     end = context.line_starts[end_line] if end_line < len(context.line_starts) else None
     if end is None:
         return None

@@ -186,17 +186,9 @@ def _check_method(unit: Unit, out: Collector, trigger: str | None) -> None:
 def _fix(out: Collector, stmt, trigger: str | None, before: bool) -> Fix | None:
     if trigger is None:
         return None
-    context = out.context
-    line, column, end_line, _ = context.span(stmt)
-    start = context.line_starts[line - 1]
-    indent = context.source[start : start + column - 1]
+    start, indent = out.line_start(stmt)
     if indent.strip():
         return None
     text = f"{indent}self.{trigger}()\n"
-    if before:
-        at = start
-    elif end_line < len(context.line_starts):
-        at = context.line_starts[end_line]
-    else:
-        at, text = len(context.source), "\n" + text
-    return Fix(f"Call self.{trigger}()", (Edit(at, at, text),), UNSAFE)
+    edit = Edit(start, start, text) if before else out.insert_line_after(stmt, text)
+    return Fix(f"Call self.{trigger}()", (edit,), UNSAFE)

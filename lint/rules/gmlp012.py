@@ -107,15 +107,7 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
-    if isinstance(call, cst.Call):
-        pairs = [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
-    else:
-        pairs = [
-            (patterns.string_value(e.key), e.value)
-            for e in call.elements
-            if isinstance(e, cst.DictElement)
-        ]
-    found = dict(pairs)
+    found = dict(patterns.argument_pairs(call))
     target, dtype = found.get("out"), found.get("out_dtype")
     if target is None or dtype is None:
         return

@@ -346,3 +346,23 @@ def test_the_hook_owner_stays_out_of_the_module_tree_and_the_state_dict():
     owner.register_wgrad_accumulation_and_reduce_hooks = seen.append
     adapter.register_wgrad_accumulation_and_reduce_hooks(print)
     assert seen == [print]
+
+
+def test_exposing_fetches_lazy_main_grads_that_are_not_set_and_nothing_else():
+    buffer = torch.ones(2)
+
+    def param(**attrs):
+        p = torch.nn.Parameter(torch.zeros(2))
+        for name, value in attrs.items():
+            setattr(p, name, value)
+        return p
+
+    unset = param(get_main_grad=lambda: buffer, main_grad=None)
+    absent = param(get_main_grad=lambda: buffer)  # Megatron-FSDP: no attribute until fetched
+    own = torch.full((2,), 3.0)
+    already = param(get_main_grad=lambda: buffer, main_grad=own)
+    plain = param()
+    te_ops.expose_main_grads([unset, absent, already, plain])
+    assert unset.main_grad is buffer and absent.main_grad is buffer
+    assert already.main_grad is own
+    assert not hasattr(plain, "main_grad")

@@ -127,6 +127,35 @@ def test_from_a_file_that_is_not_a_bench_document_is_a_usage_error(tmp_path, con
     assert bench("--from", str(tmp_path / "missing.json")).exit_code == 2
 
 
+def _from_error_line(tmp_path, doc: dict) -> str:
+    """The one error line of ``bench --from`` on ``doc``, after checking it is a usage error."""
+    path = tmp_path / "partial.json"
+    path.write_text(json.dumps(doc))
+    result = bench("--from", str(path))
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert "--from" in line and "missing" in line
+    return line
+
+
+@pytest.mark.parametrize("dropped", [("results",), ("environment", "wall_s")])
+def test_from_a_bench_document_without_its_fields_names_what_is_missing(
+    refimpl_run, tmp_path, dropped
+):
+    _, out = refimpl_run
+    doc = json.loads((out / "bench.json").read_text())
+    for key in dropped:
+        del doc[key]
+    line = _from_error_line(tmp_path, doc)
+    assert all(repr(key) in line for key in dropped)
+
+
+def test_from_a_document_with_only_the_schema_is_a_usage_error(tmp_path):
+    line = _from_error_line(tmp_path, {"schema": "gmlp-check-bench/1"})
+    assert "'results'" in line
+
+
 def test_written_files_get_the_umask_mode_not_0600(refimpl_run):
     _, out = refimpl_run
     mask = os.umask(0)

@@ -1,4 +1,5 @@
-"""Issue 6's targets and the ratios behind them, judged from a set of measured medians."""
+"""The fused path's performance targets and the ratios behind them, judged from a set of
+measured medians."""
 
 import pytest
 import torch

@@ -23,7 +23,7 @@ def test_every_mode_runs_under_at_least_one_default_config_of_its_flavour():
         assert {c.flavour for c in configs} == {"fsdp" if mode.fsdp else "ddp"}, name
 
 
-def test_the_default_mapping_is_the_one_the_brief_names():
+def test_the_default_mapping_is_the_documented_one():
     defaults = select([])
     ddp = {(c.overlap_grad_reduce, c.use_distributed_optimizer) for c in for_mode(defaults, "off")}
     assert ddp == {(False, False), (True, False), (False, True), (True, True)}
@@ -77,7 +77,7 @@ def test_sharded_results_are_the_distributed_optimizer_and_the_sharding_strategi
         ("ddp-distopt", 1, 2, None),
     ],
 )
-def test_upstream_deviations_apply_where_the_notes_say(config, world, microbatches, expected):
+def test_upstream_deviations_apply_as_declared(config, world, microbatches, expected):
     found = upstream_deviation(CONFIGS[config], world, microbatches)
     assert (found.id if found else None) == expected
 

@@ -1,6 +1,6 @@
-"""The emulated engine follows the real ones where the notes found it did not (megatron-real.md,
-section 5): Megatron-FSDP's main_grad attribute is absent until fetched and None again after
-each sharded reduction, and delayed weights carry Transformer Engine's skip_backward_post_hook."""
+"""Where the emulated engine follows the real ones in detail: Megatron-FSDP's main_grad
+attribute is absent until fetched and None again after each sharded reduction, and delayed
+weights carry Transformer Engine's skip_backward_post_hook."""
 
 import torch
 

@@ -1,6 +1,6 @@
 """The real engines on a GPU (one rank, in this process): the Megatron-LM #6357 demonstration
 and a smoke run of every default engine configuration. Skipped without CUDA or megatron-core;
-scripts/gpu_megatron_check.sh runs these and the 2-GPU command line."""
+scripts/gpu_validate.sh runs these and the 2-GPU command line."""
 
 import pytest
 import torch

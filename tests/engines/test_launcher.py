@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gmlp_check.engines.launcher import describe_exit, launch
 
 
@@ -91,7 +93,8 @@ def test_a_worker_that_cannot_start_is_one_line_and_exit_2(capfd):
     assert capfd.readouterr().err.startswith("gmlp-check: cannot start a worker:")
 
 
-def test_ctrl_c_stops_every_worker_and_exits_2(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_every_worker_and_exits_2(tmp_path, sig):
     code = f"Path({str(tmp_path)!r}, f'pid{{rank}}').write_text(str(os.getpid())); time.sleep(120)"
     # Ctrl-C as a terminal delivers it: a parent that ignores SIGINT (a shell's background
     # job, as CI may run us) hands that on, and Python would then never raise KeyboardInterrupt.
@@ -105,7 +108,7 @@ def test_ctrl_c_stops_every_worker_and_exits_2(tmp_path):
     while not all((tmp_path / f"pid{r}").exists() for r in range(2)):
         assert time.monotonic() < deadline, "the workers never started"
         time.sleep(0.05)
-    launcher.send_signal(signal.SIGINT)
+    launcher.send_signal(sig)
     _, err = launcher.communicate(timeout=60)
     assert launcher.returncode == 2
     assert err.strip() == "gmlp-check: interrupted; stopped 2 workers"

@@ -41,6 +41,17 @@ def test_a_check_failing_on_one_rank_fails_the_case_and_names_the_rank():
     assert detail.startswith("ddp overlap=0 distopt=0: rank 1: 3 of 12")
 
 
+def test_a_failure_names_the_other_ranks_and_configurations_that_fail_too():
+    fails = [ok("output"), bad("main_grad.synced")]
+    ranks = [RankOutcome([outcome("ddp", fails), outcome("ddp-overlap", fails)])] * 3
+    result = case_result(DDP, ranks, 2, 0.1)
+    detail = next(c.detail for c in result.checks if not c.passed)
+    assert detail == (
+        "ddp overlap=0 distopt=0: rank 0: 3 of 12 elements out of tolerance"
+        " (also fails on rank 1, 2) (also fails under ddp overlap=1 distopt=0)"
+    )
+
+
 def test_passing_ranks_report_the_closest_to_tolerance_and_which_configs_ran():
     r0 = RankOutcome([outcome("ddp"), outcome("ddp-overlap")])
     r1 = RankOutcome(

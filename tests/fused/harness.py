@@ -2,7 +2,8 @@
 
 Expectations in tests/fused always come from refimpl run the same way (the oracle), never
 from hard-coded numbers. What is not specific to the fused path (main_grad attachment, the
-engines' hooks, bit comparisons, the NaN-fill context) is in tests/harness.py.
+engines' hooks, bit comparisons) is in tests/harness.py; the NaN-fill context is in
+refimpl/sentinels.py.
 """
 
 from __future__ import annotations

@@ -24,9 +24,7 @@ def test_tma_and_pointer_loads_agree():
         a,
         operands.expert_pointers(w, a.device),
         transpose=True,
-        k=IN,
         tiles=tiles,
-        b_block_n=tiles.block_n,
     )
     assert ops.tma  # 16-bit, aligned, one stacked weight: the descriptor path
     with_tma = grouped_ops.grouped_gemm(a, splits(), w, transpose=True)

@@ -176,7 +176,7 @@ def test_non_cpu_tensors_are_refused_with_triton_interpret_set():
 def test_under_triton_interpret_the_triton_backend_refuses_gpu_devices_with_a_reason():
     # The refusal is asked of the backend (NotImplementedError: a skip, or exit 2 on the
     # CLI), before a kernel ever sees a device tensor. "meta" stands in for a GPU device.
-    code = (
+    out = run_with_triton_interpret(
         "import torch\n"
         "from gmlp_check.fused import GroupedMLP\n"
         "try:\n"
@@ -184,8 +184,5 @@ def test_under_triton_interpret_the_triton_backend_refuses_gpu_devices_with_a_re
         "except NotImplementedError as e:\n"
         "    print('refused:', e)\n"
     )
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "refused: TRITON_INTERPRET=1" in out.stdout and "--device cpu" in out.stdout

@@ -15,16 +15,14 @@ from click.testing import CliRunner
 from gmlp_check.backends import BUILTIN
 from gmlp_check.cli import main
 from gmlp_check.faults import FAULTS
+from gmlp_check.refimpl import GroupedMLP
 
-from .support import MATRIX
+from .support import MATRIX, overwrite_case_id
 
 REPO = Path(__file__).resolve().parents[2]
 # A few triton cases that run in seconds on CPU: overwrite and accumulate, delayed, single.
 FEW = "mode=overwrite-fsdp and delay=1 and zero=1 and dtype=fp32"
-OVERWRITE_CASE = (
-    "mode=overwrite-fsdp,delay=0,zero=0,single=0,bias=0,act=swiglu,dtype=fp32,"
-    "splits=ragged-empty,mb=2"
-)
+OVERWRITE_CASE = overwrite_case_id()
 
 
 def invoke(*args):
@@ -235,6 +233,24 @@ def test_a_broken_factory_is_one_line_exit_2(spec, message):
     error = result.output.strip().splitlines()[-1]
     assert error.startswith("Error: --fused ") and message in error
     assert "Traceback" not in result.output and "1.0 2.0" not in result.output
+
+
+def none_when_single(**kwargs):
+    """Breaks the protocol for a single grouped weight only: selection passes, a case fails."""
+    return None if kwargs.get("single_grouped_weight") else GroupedMLP(**kwargs)
+
+
+@pytest.mark.parametrize("command", [["diff"], ["mutants", "--fault", "empty-expert-skipped"]])
+def test_a_factory_broken_mid_run_is_one_line_exit_2(command):
+    spec = f"{__name__}:none_when_single"
+    case = overwrite_case_id(single="1")
+    result = invoke(*command, "--device", "cpu", "--fused", spec, "-k", case)
+    assert result.exit_code == 2, result.output
+    error = result.output.strip().splitlines()[-1]
+    assert error == (
+        f"Error: --fused {spec}: the factory returned NoneType, expected a torch.nn.Module"
+    )
+    assert "Traceback" not in result.output
 
 
 def test_failure_details_keep_the_type_and_first_line_only():

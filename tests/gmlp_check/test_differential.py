@@ -8,7 +8,8 @@ from gmlp_check.matrix import DEVICE_DTYPES, Selection, default_matrix
 from gmlp_check.options import RunOptions
 from gmlp_check.session import Checker
 
-CPU_CASES = default_matrix(Selection(DEVICE_DTYPES["cpu"]))
+from .support import MATRIX
+
 # torch-grouped-mm is a bf16 backend (torch._grouped_mm on sm90+); triton runs every dtype.
 GPU_DTYPES = {"triton": DEVICE_DTYPES["cuda"], "torch-grouped-mm": ("bf16",)}
 GPU_CASES = [
@@ -23,7 +24,7 @@ def cpu_checker():
     return Checker.from_options(RunOptions(fused="triton", device="cpu"))
 
 
-@pytest.mark.parametrize("case", CPU_CASES, ids=[c.id for c in CPU_CASES])
+@pytest.mark.parametrize("case", MATRIX, ids=[c.id for c in MATRIX])
 def test_triton_matches_the_reference_on_cpu(case, cpu_checker):
     result = cpu_checker.run(case)
     assert result.passed, cpu_checker.failure_message(result)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .support import MATRIX
+from .support import MATRIX, overwrite_case_id
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,6 +35,11 @@ USER_MODULE = textwrap.dedent(
         if kwargs.get("single_grouped_weight"):
             raise NotImplementedError("no single grouped weight")
         return GroupedMLP(**kwargs)
+
+
+    def none_when_single(**kwargs):
+        # Breaks the protocol for a single grouped weight only: found when that case runs.
+        return None if kwargs.get("single_grouped_weight") else GroupedMLP(**kwargs)
 
 
     def make_mlp_dropping_the_flag(**kwargs):
@@ -113,6 +118,17 @@ def test_bad_options_are_usage_errors(tmp_path, args, message):
     out = run_pytest(tmp_path, *args, "--gmlp-device", "cpu")
     assert out.returncode == 4, out.stdout + out.stderr  # pytest's usage-error exit code
     assert message in out.stderr
+
+
+def test_a_factory_broken_mid_run_fails_its_case_without_a_traceback(tmp_path):
+    spec = "mypkg.mlp:none_when_single"
+    case = overwrite_case_id(single="1")
+    out = run_pytest(tmp_path, "--gmlp-fused", spec, "--gmlp-device", "cpu", "--gmlp-k", case)
+    assert out.returncode == 1, out.stdout + out.stderr
+    message = f"gmlp-check: --fused {spec}: the factory returned NoneType"
+    assert "1 failed" in out.stdout and message in out.stdout
+    # No traceback: neither the exception's type nor the checker's frames are shown.
+    assert "UsageError" not in out.stdout and "session.py" not in out.stdout
 
 
 def test_unsupported_cases_are_skipped_with_their_reason(tmp_path):

@@ -17,11 +17,10 @@ from gmlp_check.refimpl import GroupedMLP
 from gmlp_check.session import Checker
 
 from .planted import planted
-from .support import CPU, MATRIX, SIZES, checker_for
+from .support import CPU, MATRIX, SIZES, checker_for, overwrite_case_id
 
 CHECKER = Checker(load("tests.gmlp_check.planted:reference"), CPU, SIZES)
 CASES = [c for c in MATRIX if c.mode == "overwrite-fsdp" and c.single and not c.delay]
-OBSERVABLES = NAMES
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +52,7 @@ def test_json_has_the_documented_schema(results):
         assert entry["checks"]
         for check in entry["checks"]:
             assert set(check) == {"observable", "passed", "max_abs_err", "tolerance", "detail"}
-            assert check["observable"] in OBSERVABLES
+            assert check["observable"] in NAMES
             assert isinstance(check["passed"], bool) and isinstance(check["detail"], str)
             for key in ("max_abs_err", "tolerance"):
                 assert check[key] is None or isinstance(check[key], float)
@@ -114,10 +113,7 @@ def test_text_report_lists_cases_failures_and_rerun_lines(results):
 
 # -- known deviations: strict xfail ---------------------------------------------------------------
 
-OVERWRITE = Case.from_id(
-    "mode=overwrite-fsdp,delay=0,zero=0,single=0,bias=0,act=swiglu,dtype=fp32,"
-    "splits=ragged-empty,mb=2"
-)
+OVERWRITE = Case.from_id(overwrite_case_id())
 
 
 def _with_deviation(factory, observables, kind="deviation"):

@@ -13,41 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from gmlp_check.lint.registry import rule
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lint_history.py"
 
-# The rule's own bad/good shapes: main_grad becomes the output only under the flag that
-# overwrite_main_grad switched off.
-BUGGY = """
-def compute_wgrad(op, weight, x, dy):
-    accumulate = False
-    out = None
-    if op.accumulate_into_main_grad:
-        main_grad = weight.main_grad
-        accumulate = not getattr(weight, "overwrite_main_grad", False)
-        if accumulate:
-            out = main_grad
-    if out is None:
-        out = torch.empty_like(weight)
-    gemm(x, dy, out=out, accumulate=accumulate)
-    return out
-"""
-FIXED = """
-def compute_wgrad(op, weight, x, dy):
-    accumulate = False
-    if op.accumulate_into_main_grad:
-        out = weight.main_grad
-        accumulate = not getattr(weight, "overwrite_main_grad", False)
-    else:
-        out = torch.empty_like(weight)
-    gemm(x, dy, out=out, accumulate=accumulate)
-    return out
-"""
-TRUTHINESS = """
-def fetch(param):
-    if not param.main_grad:
-        param.main_grad = param.get_main_grad()
-    return param.main_grad
-"""
+# The rules' own shapes: main_grad becomes the output only under the flag that
+# overwrite_main_grad switched off, its fix, and a truthiness test of main_grad.
+BUGGY = rule("GMLP001").invalid[0].source
+FIXED = rule("GMLP001").valid[0].source
+TRUTHINESS = rule("GMLP004").invalid[0].source
 
 
 def git(repo: Path, *args: str) -> str:
@@ -146,6 +120,32 @@ def test_joins_a_judgement_to_a_finding_at_head(tmp_path):
     assert "| true | bool() of a tensor |" in report and "Scope: the demo repository." in report
 
 
+def test_records_the_command_without_the_git_directories(tmp_path):
+    repo = make_repo(tmp_path)
+    commit(repo, {"pkg/ops.py": FIXED}, "op")
+    output = tmp_path / "history.json"
+    done = run_script("--repo", f"demo={repo / '.git'}", f"--repo=again={repo / '.git'}",
+                      "--output", str(output), "--markdown", str(tmp_path / "h.md"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    command = json.loads(output.read_text())["command"]
+    assert command.endswith(
+        f"lint_history.py --repo demo=PATH --repo=again=PATH --output {output} "
+        f"--markdown {tmp_path / 'h.md'}"
+    )
+    assert f"Command: `{command}`" in (tmp_path / "h.md").read_text()
+
+
+# Judgements files whose values have the wrong TOML type.
+BADLY_TYPED = {
+    "fix_number": "fix = 3\n",
+    "text_number": (
+        '[[judgement]]\nrepo = "demo"\npath = "pkg/ops.py"\ncode = "GMLP001"\ntext = 5\n'
+        'verdict = "true"\nreason = "r"\n'
+    ),
+    "sites_string": '[[fix]]\nrepo = "demo"\ncommit = "HEAD"\nsites = "pkg/ops.py:1"\n',
+}
+
+
 @pytest.mark.parametrize(
     ("args", "names"),
     [
@@ -157,6 +157,15 @@ def test_joins_a_judgement_to_a_finding_at_head(tmp_path):
         (["--repo", "demo={git}", "--judgements", "{bad_toml}"], "not valid TOML"),
         (["--repo", "demo={git}", "--judgements", "{bad_commit}"], "is not a commit"),
         (["--repo", "demo={git}", "--rev", "other=HEAD"], "--rev other"),
+        (["--repo", "demo={git}", "--judgements", "{fix_number}"], "fix must be [[fix]] tables"),
+        (
+            ["--repo", "demo={git}", "--judgements", "{text_number}"],
+            "[[judgement]] #1: text must be a string",
+        ),
+        (
+            ["--repo", "demo={git}", "--judgements", "{sites_string}"],
+            "[[fix]] #1: sites must be an array of strings",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, names):
@@ -167,9 +176,12 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, names):
     (tmp_path / "commit.toml").write_text(
         '[[fix]]\nrepo = "demo"\ncommit = "0000beef"\nsites = []\n'
     )
+    for name, text in BADLY_TYPED.items():
+        (tmp_path / f"{name}.toml").write_text(text)
     places = {"missing": tmp_path / "nowhere", "plain": tmp_path / "plain",
               "git": repo / ".git", "bad_toml": tmp_path / "bad.toml",
-              "bad_commit": tmp_path / "commit.toml"}  # fmt: skip
+              "bad_commit": tmp_path / "commit.toml",
+              **{name: tmp_path / f"{name}.toml" for name in BADLY_TYPED}}  # fmt: skip
     output = tmp_path / "out.json"
     done = run_script(*[a.format(**places) for a in args], "--output", str(output))
     assert done.returncode == 2

@@ -1,0 +1,23 @@
+"""The tables of known deviations are data the run trusts: each row must name a built-in backend,
+observables the checker has, and cases the matrix holds, or it would silently match nothing."""
+
+import pytest
+
+from gmlp_check.backends import BUILTIN
+from gmlp_check.deviations import KNOWN
+from gmlp_check.matrix import DTYPES, Selection, default_matrix
+from gmlp_check.observables import NAMES
+
+CASE_IDS = [case.id for case in default_matrix(Selection(dtypes=tuple(DTYPES)))]
+ROWS = [(backend, row) for backend, rows in KNOWN.items() for row in rows]
+
+
+def test_every_table_belongs_to_a_built_in_backend():
+    assert KNOWN and set(KNOWN) <= set(BUILTIN)
+
+
+@pytest.mark.parametrize(("backend", "row"), ROWS, ids=[f"{b}:{r.cases}" for b, r in ROWS])
+def test_each_row_names_known_observables_and_matches_some_case(backend, row):
+    assert row.observables and set(row.observables) <= set(NAMES)
+    assert row.kind in ("deviation", "bug")
+    assert any(row.matches(case_id) for case_id in CASE_IDS), row.cases
