@@ -28,10 +28,21 @@ def swiglu(h: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * linear
 
 
+def _clip(x: torch.Tensor, low: float | None, high: float) -> torch.Tensor:
+    """``x`` clipped to [low, high], with the gradient passing up to and including the limits
+    and 0 beyond them. Written with ``torch.where`` rather than ``clamp``: clamp's derivative
+    at exactly the limit changed in torch 2.14 (0 there, 1 before), and the reference must not
+    depend on the torch that runs it."""
+    x = torch.where(x > high, torch.full_like(x, high), x)
+    if low is not None:
+        x = torch.where(x < low, torch.full_like(x, low), x)
+    return x
+
+
 def clamped_qgeglu(h: torch.Tensor) -> torch.Tensor:
     gate, linear = _halves(h)
-    gate = gate.clamp(max=QGEGLU_LIMIT)
-    linear = linear.clamp(min=-QGEGLU_LIMIT, max=QGEGLU_LIMIT)
+    gate = _clip(gate, None, QGEGLU_LIMIT)
+    linear = _clip(linear, -QGEGLU_LIMIT, QGEGLU_LIMIT)
     return gate * torch.sigmoid(QGEGLU_ALPHA * gate) * (linear + 1.0)
 
 
