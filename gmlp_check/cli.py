@@ -72,7 +72,11 @@ def _checker_and_cases(values: dict, can_launch: bool = False):
 
     options = RunOptions.from_values(values)
     checker = Checker.from_options(options, can_launch=can_launch)
-    return checker, checker.select(options)
+    cases = checker.select(options)
+    if checker.reports:
+        for note in checker.notes:
+            click.echo(note, err=True)
+    return checker, cases
 
 
 def worker_command(values: dict, fmt: str, junit_xml: str | None) -> list[str]:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .buffers import Arena
+from .fp8 import ROW_MULTIPLE
 from .matrix import SPLIT_PATTERNS, Case
 from .refimpl.megatron import is_weight
 
@@ -71,6 +72,10 @@ def split_sizes(pattern: str, experts: int, tokens: int, microbatch: int = 0) ->
         sizes = [0] * experts
         sizes[(experts - 1 + microbatch) % experts] = tokens
         return sizes
+    if pattern == "aligned-empty":
+        # ragged-empty in units of ROW_MULTIPLE rows: every expert's rows a multiple of it.
+        units = split_sizes("ragged-empty", experts, tokens // ROW_MULTIPLE, microbatch)
+        return [u * ROW_MULTIPLE for u in units]
     if pattern == "ragged-empty":
         empty = {1, experts - 1} if experts >= 3 else {experts - 1}
     else:

@@ -23,6 +23,8 @@ import torch
 
 from gmlp_check.refimpl import ACTIVATIONS
 
+from . import fp8
+
 
 @dataclass(frozen=True)
 class Mode:
@@ -63,6 +65,7 @@ DEVICE_DTYPES: dict[str, tuple[str, ...]] = {
 
 SPLIT_PATTERNS: dict[str, str] = {
     "ragged-empty": "ragged sizes, two experts (one if G=2) receive no tokens",
+    "aligned-empty": "as ragged-empty, every size a multiple of 16 (what FP8 GEMMs take)",
     "ragged": "ragged sizes, every expert receives tokens",
     "all-to-one": "every token goes to one expert, all others are empty",
     "t0": "T=0: no tokens at all",
@@ -77,6 +80,13 @@ class Axis:
     field: str
     values: tuple[object, ...]
     doc: str
+    # An axis added after ids were first published has a default: an id leaves it out at that
+    # value, so every earlier id still names the same case.
+    default: object = None
+
+    @property
+    def optional(self) -> bool:
+        return self.default is not None
 
 
 AXES: tuple[Axis, ...] = (
@@ -89,6 +99,20 @@ AXES: tuple[Axis, ...] = (
     Axis("dtype", "dtype", tuple(DTYPES), "the fused side's dtype (the reference runs fp32)"),
     Axis("splits", "splits", tuple(SPLIT_PATTERNS), "how tokens are split among experts"),
     Axis("mb", "microbatches", (1, 2), "microbatches run without a reset in between"),
+    Axis(
+        "fp8",
+        "fp8",
+        fp8.AXIS_VALUES,
+        "Transformer Engine FP8 recipe the fused side's forward runs under (`none`: no FP8)",
+        default=fp8.NONE,
+    ),
+    Axis(
+        "fp8w",
+        "fp8_weights",
+        (False, True),
+        "FP8 primary weights (TE's quantized_model_init); with `fp8=none` always 0",
+        default=False,
+    ),
 )
 AXIS_BY_FIELD: dict[str, Axis] = {a.field: a for a in AXES}
 
@@ -104,6 +128,8 @@ class Case:
     dtype: str
     splits: str
     microbatches: int
+    fp8: str = fp8.NONE
+    fp8_weights: bool = False
 
     def __post_init__(self) -> None:
         for axis in AXES:
@@ -116,24 +142,31 @@ class Case:
                 expected = f"one of {', '.join(map(_id_value, axis.values))}"
             if not ok:
                 raise ValueError(f"{axis.key}: expected {expected}, got {value!r}")
+        if self.fp8_weights and self.fp8 == fp8.NONE:
+            raise ValueError("fp8w: expected 0 with fp8=none (FP8 weights need a recipe)")
 
     @property
     def id(self) -> str:
-        return ",".join(f"{a.key}={_id_value(getattr(self, a.field))}" for a in AXES)
+        return ",".join(
+            f"{a.key}={_id_value(getattr(self, a.field))}"
+            for a in AXES
+            if not (a.optional and getattr(self, a.field) == a.default)
+        )
 
     @classmethod
     def from_id(cls, case_id: str) -> Case:
-        """Parse an id written by ``Case.id`` (all keys, any order)."""
-        expected = ",".join(f"{a.key}=..." for a in AXES)
+        """Parse an id written by ``Case.id`` (every key but the optional ones, any order)."""
+        expected = ",".join(f"{a.key}=..." for a in AXES if not a.optional)
         values: dict[str, str] = {}
         for part in case_id.split(","):
             key, sep, value = part.partition("=")
             if not sep or key in values:
                 raise ValueError(f"case id: expected {expected}, got {case_id!r}")
             values[key] = value
-        if set(values) != {a.key for a in AXES}:
+        required = {a.key for a in AXES if not a.optional}
+        if not required <= set(values) <= {a.key for a in AXES}:
             raise ValueError(f"case id: expected {expected}, got {case_id!r}")
-        return cls(**{a.field: _parse_value(a, values[a.key]) for a in AXES})
+        return cls(**{a.field: _parse_value(a, values[a.key]) for a in AXES if a.key in values})
 
     @property
     def mode_spec(self) -> Mode:
@@ -156,6 +189,11 @@ class Case:
             "accumulate_into_main_grad": self.mode_spec.output_into_main_grad,
             "delay_wgrad_compute": self.delay,
         }
+
+    @property
+    def quantized(self) -> bool:
+        """The fused side runs under an FP8 recipe."""
+        return self.fp8 != fp8.NONE
 
 
 def _id_value(value: object) -> str:
@@ -239,6 +277,23 @@ DEFAULT_PARTS: tuple[Part, ...] = (
         ),
         fixed={"zero_out": False, "activation": FIRST, "dtype": FIRST, "microbatches": 2},
     ),
+    Part(
+        "fp8",
+        "every selected FP8 recipe x high-precision or FP8 primary weights x every mode, in "
+        "bf16 with 16-aligned splits (empty experts included); only for backends that declare "
+        "FP8 compute, on CUDA",
+        cross=("fp8", "fp8_weights", "mode"),
+        fixed={
+            "delay": False,
+            "zero_out": False,
+            "single": False,
+            "bias": False,
+            "activation": FIRST,
+            "dtype": "bf16",
+            "splits": "aligned-empty",
+            "microbatches": 2,
+        },
+    ),
 )
 
 DEFAULT_ACTIVATION = "swiglu"
@@ -251,6 +306,7 @@ class Selection:
     dtypes: tuple[str, ...]
     activations: tuple[str, ...] = tuple(ACTIVATIONS)
     modes: tuple[str, ...] = tuple(MODES)
+    fp8: tuple[str, ...] = ()  # FP8 recipes; none selected: the fp8 part has no cases
 
     def __post_init__(self) -> None:
         for option, given, known in (
@@ -265,9 +321,18 @@ class Selection:
                 raise ValueError(
                     f"{option}: expected values from {', '.join(known)}, got {unknown}"
                 )
+        unknown = [v for v in self.fp8 if v not in fp8.RECIPES]
+        if unknown:
+            known = ", ".join(fp8.RECIPES)
+            raise ValueError(f"--fp8: expected values from {known}, got {unknown}")
 
     def values(self, field_name: str) -> tuple[object, ...]:
-        chosen = {"dtype": self.dtypes, "activation": self.activations, "mode": self.modes}
+        chosen = {
+            "dtype": self.dtypes,
+            "activation": self.activations,
+            "mode": self.modes,
+            "fp8": self.fp8,
+        }
         return chosen.get(field_name, AXIS_BY_FIELD[field_name].values)
 
     def first(self, field_name: str) -> object:

@@ -109,6 +109,14 @@ OBSERVABLES: tuple[Observable, ...] = (
         main_grad.after_backward_dw,
     ),
     Observable(
+        "main_grad.own_run",
+        "FP8 cases: main_grad when `backward_dw()` returned equals what the mode asks given the "
+        "backend's own weight gradients from a twin run with the same recipe and inputs that "
+        "does not write main_grad (previous contents + gradient, or the gradient alone when "
+        "overwriting), within 2^-8 relative",
+        main_grad.own_run,
+    ),
+    Observable(
         "guard_bands",
         "no write outside any main_grad region (canaries intact)",
         main_grad.guard_bands,

@@ -19,6 +19,8 @@ marks them, which is what routes their hooks through ``backward_dw()``; DDP runs
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -135,8 +137,15 @@ def engine_hook(case: Case):
     )
 
 
-def observe(module: nn.Module, case: Case, inputs: Inputs, arena: Arena) -> Observations:
-    """Drive one side through the case's microbatches and record what it did."""
+def observe(
+    module: nn.Module,
+    case: Case,
+    inputs: Inputs,
+    arena: Arena,
+    forward_context: Callable[[], AbstractContextManager] = nullcontext,
+) -> Observations:
+    """Drive one side through the case's microbatches and record what it did. Each forward
+    runs inside ``forward_context()`` (the fused side of an FP8 case: TE's autocast)."""
     params = dict(module.named_parameters())
     names = {id(p): n for n, p in params.items()}
     obs = Observations(
@@ -191,7 +200,8 @@ def observe(module: nn.Module, case: Case, inputs: Inputs, arena: Arena) -> Obse
             probs = inputs.probs[mb]
             if probs is not None:
                 probs = probs.detach().clone().requires_grad_(True)
-            y = module(x, inputs.splits[mb], probs)
+            with forward_context():
+                y = module(x, inputs.splits[mb], probs)
             obs.outputs.append(y.detach().clone())
             where["phase"] = "backward"
             y.backward(inputs.dys[mb])

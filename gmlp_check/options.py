@@ -11,6 +11,7 @@ import click
 
 from gmlp_check.refimpl import ACTIVATIONS
 
+from . import fp8
 from .backends import BUILTIN
 from .engines.availability import MEGATRON_CHOICES
 from .engines.configs import CONFIGS, DEFAULT_CONFIGS
@@ -67,6 +68,15 @@ MATRIX: tuple[Option, ...] = (
     ),
     Option(
         "activation", "Activations to run (repeatable).", choices=tuple(ACTIVATIONS), multiple=True
+    ),
+    Option(
+        "fp8",
+        "Transformer Engine FP8 recipes to run (repeatable; none: no FP8 cases). Default: on "
+        "CUDA every recipe, for a fused side that declares FP8 compute (the TE backends); on "
+        "the CPU none.",
+        choices=fp8.AXIS_VALUES,
+        multiple=True,
+        metavar="RECIPE",
     ),
     Option(
         "k",
@@ -126,6 +136,7 @@ class RunOptions:
     mode: tuple[str, ...] = _default("mode")
     dtype: tuple[str, ...] = _default("dtype")
     activation: tuple[str, ...] = _default("activation")
+    fp8: tuple[str, ...] = _default("fp8")
     k: str | None = _default("k")
     experts: int | None = _default("experts")
     hidden: int | None = _default("hidden")

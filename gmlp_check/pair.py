@@ -16,12 +16,14 @@ from torch import nn
 from gmlp_check.refimpl import GroupedMLP
 from gmlp_check.refimpl.sentinels import uninitialized_memory_as_nan
 
+from . import fp8
 from .backends import Backend, BackendError, fp32_matmul
 from .faults import Fault, inject
 from .inputs import Sizes, case_seed, make_arena, make_inputs, make_state
 from .kinks import KinkSlack, kink_slack
 from .matrix import Case
 from .observe import Observations, SideError, observe
+from .own_run import own_gradients
 from .tolerance import Precision
 
 
@@ -33,6 +35,9 @@ class CaseRun:
     unsupported: str | None = None  # the factory's NotImplementedError: the case is skipped
     slack: KinkSlack | None = None  # extra tolerance where a kink of the activation is near
     precision: Precision | None = None
+    # FP8 cases: per microbatch, the backend's own .grad from a twin that does not write
+    # main_grad (gmlp_check.own_run); None otherwise.
+    own_grads: list[dict[str, torch.Tensor]] | None = None
 
 
 class ConstructError(Exception):
@@ -68,14 +73,21 @@ def load_parameters(module: nn.Module, values: dict[str, torch.Tensor]) -> None:
 def build_fused(
     backend: Backend, case: Case, sizes: Sizes, device: torch.device, fault: Fault | None
 ) -> nn.Module:
-    module = backend.build(
-        num_experts=sizes.experts,
-        hidden=sizes.hidden,
-        ffn=sizes.ffn,
-        dtype=case.torch_dtype,
-        device=device,
-        **case.module_kwargs(),
-    )
+    with fp8.weights_init(case.fp8, case.fp8_weights):
+        module = backend.build(
+            num_experts=sizes.experts,
+            hidden=sizes.hidden,
+            ffn=sizes.ffn,
+            dtype=case.torch_dtype,
+            device=device,
+            **case.module_kwargs(),
+        )
+    if case.quantized and not fp8.declares_fp8(module):
+        attr, value = fp8.DECLARATION
+        raise NotImplementedError(
+            f"fp8={case.fp8}: the module declares no FP8 compute ({attr} = {value!r}), so TE's "
+            "autocast would not quantize it"
+        )
     return inject(module, fault) if fault is not None else module
 
 
@@ -95,6 +107,8 @@ def _run_pair(case, sizes, device, backend, fault) -> CaseRun:
     state = make_state(shapes, case, sizes, device, generator)
     inputs = make_inputs(case, sizes, state, device, generator)
     template = make_arena(case, shapes, device, generator)
+    if case.quantized and (why := fp8.unavailable_reason(case.fp8)):
+        return CaseRun(_reference_only(reference, case, inputs, template), None, None, why)
     try:
         fused = build_fused(backend, case, sizes, device, fault)
         load_parameters(fused, state)
@@ -111,12 +125,19 @@ def _run_pair(case, sizes, device, backend, fault) -> CaseRun:
         if isinstance(exc, ConstructError):
             error.message = str(exc)
         return CaseRun(_reference_only(reference, case, inputs, template), None, error)
-    precision = Precision(case.torch_dtype, fp32_matmul(fused))
+    precision = Precision(case.torch_dtype, fp32_matmul(fused), case.fp8)
     upcast = inputs.upcast()
     slack = kink_slack(case.activation, precision, reference, upcast.xs, upcast.dys, upcast.splits)
     ref_obs = observe(reference, case, upcast, template.clone())
-    fused_obs = observe(fused, case, inputs, template)
-    return CaseRun(ref_obs, fused_obs, None, None, slack, precision)
+    own = None
+    if case.quantized:
+        # Before the fused side runs: its state (FP8 scales, amax history) as built.
+        def build(c: Case) -> nn.Module:
+            return build_fused(backend, c, sizes, device, None)  # the twin runs unfaulted
+
+        own = own_gradients(build, case, fused, inputs)
+    fused_obs = observe(fused, case, inputs, template, fp8.Autocast(case.fp8))
+    return CaseRun(ref_obs, fused_obs, None, None, slack, precision, own)
 
 
 def _reference_only(reference, case, inputs, template) -> Observations:

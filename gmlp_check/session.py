@@ -19,7 +19,7 @@ import torch
 
 from gmlp_check.refimpl import ACTIVATIONS
 
-from . import backends, deviations, faults, observables
+from . import backends, deviations, faults, fp8, observables
 from .checks import Check, Context
 from .devices import UsageError, resolve_device
 from .engines import availability, process_groups
@@ -42,6 +42,7 @@ class Checker:
     megatron: str = "emulated"  # "emulated" or "real"
     nproc: int = 1  # data-parallel ranks (real engines)
     engine_configs: tuple[str, ...] = ()  # the --engine-configs selection (empty: default)
+    notes: list[str] = field(default_factory=list)  # one-line remarks on the selection
     _real: object = field(default=None, repr=False)  # engines.real_run.RealEngine, once used
 
     @classmethod
@@ -182,6 +183,7 @@ class Checker:
                 tuple(usable),
                 tuple(options.activation) or tuple(ACTIVATIONS),
                 tuple(options.mode) or tuple(MODES),
+                self._fp8_recipes(options.fp8),
             )
             cases = default_matrix(selection)
             if keyword:
@@ -192,6 +194,27 @@ class Checker:
         if not cases:
             raise UsageError(f"-k {keyword!r}: no case of the matrix matches (see --list)")
         return cases
+
+    def _fp8_recipes(self, given: tuple[str, ...]) -> tuple[str, ...]:
+        """The FP8 recipes a run crosses: those given (none: none), else every recipe on CUDA
+        for a fused side that declares FP8 compute; on the CPU none, said in one line."""
+        if given:
+            return tuple(r for r in given if r != fp8.NONE)
+        if self.device.type != "cuda":
+            self.notes.append("fp8: the FP8 axis runs on CUDA with Transformer Engine; skipped")
+            return ()
+        try:
+            declares = fp8.declares_fp8(self._build("bf16"))
+        except NotImplementedError:
+            declares = False
+        if not declares:
+            attr, value = fp8.DECLARATION
+            self.notes.append(
+                f"fp8: --fused {self.backend.spec} declares no FP8 compute ({attr} = "
+                f"{value!r}); the FP8 axis is skipped"
+            )
+            return ()
+        return tuple(fp8.RECIPES)
 
     # -- running ------------------------------------------------------------------------
     def run(self, case: Case) -> CaseResult:

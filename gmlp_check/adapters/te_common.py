@@ -259,6 +259,8 @@ class TEAdapter(nn.Module):
     checks and the wgrad-hook plumbing every adapter shares."""
 
     fp32_matmul = FP32_MATMUL
+    # TE's ops and modules quantize under TE's autocast: the FP8 axis applies (gmlp_check.fp8).
+    fp8_autocast = "transformer_engine"
 
     def __init__(
         self,

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ..tolerance import Comparison, Tolerance, compare_close, compare_exact, same_values
+from ..tolerance import (
+    ASSERT_CLOSE_DEFAULTS,
+    OWN_RUN_RTOL,
+    Comparison,
+    Tolerance,
+    compare_close,
+    compare_exact,
+    same_values,
+)
 from . import Check, Context, combine, more_suffix
 
 
@@ -125,3 +133,26 @@ def guard_bands(ctx: Context) -> Check:
     if violations:
         return Check("guard_bands", False, None, 0.0, violations[0] + more_suffix(violations))
     return Check("guard_bands", True, None, 0.0, "every canary intact")
+
+
+def own_run(ctx: Context) -> Check | None:
+    """FP8 cases: main_grad when backward_dw() returned, against what the mode asks of it
+    given the backend's own weight gradients of the same recipe (gmlp_check.own_run): the
+    previous contents plus the gradient when accumulating, the gradient alone when
+    overwriting. A tight bound (tolerance.OWN_RUN_RTOL): the numerics are the same."""
+    own = ctx.run.own_grads
+    if own is None:
+        return None
+    fused = ctx.fused
+    atol = ASSERT_CLOSE_DEFAULTS[torch.float32][1]
+    tol = Tolerance(rtol=OWN_RUN_RTOL, atol_floor=atol, scale_factor=0.0)
+    overwrite = ctx.case.mode_spec.overwrite
+    parts = []
+    for m, grads in enumerate(own):
+        prev = fused.state_at_start(m)
+        for name, grad in grads.items():
+            now = fused.after_backward_dw[m].main_grad[name]
+            base = torch.zeros_like(now) if overwrite else torch.nan_to_num(prev[name], nan=0.0)
+            expected = base + grad.reshape(now.shape).to(now.device)
+            parts.append((f"mb {m + 1} {name}", compare_close(now, expected, tol, base=base)))
+    return combine("main_grad.own_run", parts)

@@ -85,6 +85,13 @@ class RealEngine:
         return next((e for e in process_groups.gather(error) if e is not None), None)
 
     def _run_local(self, case: Case, rank: process_groups.Rank) -> RankOutcome:
+        if case.quantized:
+            # Not built yet: TE's autocast around the engines' forward, and Megatron-FSDP's
+            # FP8 parameters (fp8_param_gather, preserve_high_precision_init_val).
+            return RankOutcome(
+                skip_reason="fp8: the FP8 axis runs under the emulated engine only "
+                "(--megatron emulated)"
+            )
         configs = for_mode(self.configs, case.mode)
         if not configs:
             return RankOutcome(skip_reason=f"no selected engine config runs mode {case.mode}")

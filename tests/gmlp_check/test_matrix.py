@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 
+from gmlp_check import fp8
 from gmlp_check.inputs import Sizes, split_sizes
 from gmlp_check.matrix import (
     AXES,
@@ -87,8 +88,18 @@ def test_every_listed_value_appears(device):
     assert set(values["bias"]) == {False, True}
     assert set(values["activation"]) == set(ACTIVATION_NAMES)
     assert set(values["dtype"]) == set(DEVICE_DTYPES[device])
-    assert set(values["splits"]) == set(SPLIT_PATTERNS)
+    # aligned-empty is the FP8 part's pattern: it appears once FP8 recipes are selected.
+    assert set(values["splits"]) == set(SPLIT_PATTERNS) - {"aligned-empty"}
     assert set(values["microbatches"]) == {1, 2}
+    assert set(values["fp8"]) == {"none"} and set(values["fp8_weights"]) == {False}
+
+
+def test_every_fp8_value_appears_once_recipes_are_selected():
+    cases = default_matrix(Selection(DEVICE_DTYPES["cuda"], fp8=tuple(fp8.RECIPES)))
+    values = describe_values(cases)
+    assert set(values["fp8"]) == set(fp8.AXIS_VALUES)
+    assert set(values["fp8_weights"]) == {False, True}
+    assert "aligned-empty" in values["splits"]
 
 
 @pytest.mark.parametrize("device", sorted(MATRICES))
@@ -128,7 +139,10 @@ def test_split_sizes_are_valid_for_every_microbatch(pattern, experts, tokens):
         sizes = split_sizes(pattern, experts, tokens, mb)
         assert len(sizes) == experts
         assert all(s >= 0 for s in sizes)
-        assert sum(sizes) == (0 if pattern == "t0" else tokens)
+        # aligned-empty rounds the total down to whole FP8 row blocks.
+        whole = tokens // fp8.ROW_MULTIPLE * fp8.ROW_MULTIPLE
+        expected = {"t0": 0, "aligned-empty": whole}.get(pattern, tokens)
+        assert sum(sizes) == expected
 
 
 def test_split_patterns_have_the_shapes_they_promise():
@@ -173,7 +187,7 @@ def test_selection_filters_and_selects_full_ids():
 
 
 def test_each_part_contributes_cases_with_its_fixed_values():
-    selection = Selection(DEVICE_DTYPES["cpu"])
+    selection = Selection(DEVICE_DTYPES["cpu"], fp8=tuple(fp8.RECIPES))
     for part in DEFAULT_PARTS:
         cases = default_matrix(selection, [part])
         assert cases, part.name
