@@ -43,7 +43,8 @@ class SideError:
     missing_grad: bool = False  # the DDP hook found .grad None (TE #2097)
 
     def describe(self) -> str:
-        where = self.phase if self.phase == "construct" else f"{self.phase} of mb {self.microbatch}"
+        # microbatch 0: a phase outside the microbatches (construction, FP8's twin run).
+        where = f"{self.phase} of mb {self.microbatch}" if self.microbatch else self.phase
         return f"{self.message} in {where}"
 
     @classmethod
@@ -110,7 +111,15 @@ def _is_region(buffer: object, region: torch.Tensor) -> bool:
 
 
 def attach_main_grads(case: Case, params: dict[str, nn.Parameter], arena: Arena) -> None:
-    """Give every parameter its region of the arena as Megatron DDP or FSDP would."""
+    """Give every parameter its region of the arena as Megatron DDP or FSDP would.
+
+    ``overwrite-fsdp`` stands for Megatron-FSDP's optim_grads / optim_grads_params on two or
+    more ranks, where the gradient buffer is distributed and the hook takes its sharded branch
+    (it copies ``.grad`` over the bucket when the flag is unset). With one rank Megatron-FSDP
+    does not distribute the buffer and its hook adds ``.grad`` instead, although it still sets
+    overwrite_main_grad: ``--megatron real`` on one GPU runs that branch (engines/configs.py,
+    mfsdp-single-rank-sharded), which is why a producer that hands back its gradient under
+    overwrite (TE's BasicLinear) doubles it there and not here."""
     mode = case.mode_spec
     for name, p in params.items():
         if mode.fsdp:

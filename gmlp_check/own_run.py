@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-from torch import nn
 
 from . import fp8
 from .inputs import Inputs
@@ -18,16 +17,16 @@ from .matrix import Case
 
 
 def own_gradients(
-    build, case: Case, fused: nn.Module, inputs: Inputs
+    build, case: Case, state: dict[str, object], inputs: Inputs
 ) -> list[dict[str, torch.Tensor]]:
-    """Per microbatch, each parameter's ``.grad`` from a twin of ``fused`` that does not write
-    main_grad (``build(case)`` makes a module for a case). The twin takes ``fused``'s state
-    (FP8 metadata and quantized weights included) and a recipe object of its own, so a delayed
-    recipe's amax history evolves exactly as the fused side's does."""
+    """Per microbatch, each parameter's ``.grad`` from a twin of the fused side that does not
+    write main_grad (``build(case)`` makes a module for a case). The twin takes the fused
+    side's ``state`` as built (FP8 metadata and quantized weights included) and a recipe object
+    of its own, so a delayed recipe's amax history evolves exactly as the fused side's did."""
     plain_case = replace(case, mode="off")
     with fp8.weights_init(case.fp8, case.fp8_weights):
         twin = build(plain_case)
-    twin.load_state_dict(fused.state_dict())
+    twin.load_state_dict(state)
     autocast = fp8.Autocast(case.fp8)
     params = dict(twin.named_parameters())
     grads = []

@@ -8,6 +8,7 @@ that is recorded as such, not as a failure.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -129,14 +130,19 @@ def _run_pair(case, sizes, device, backend, fault) -> CaseRun:
     upcast = inputs.upcast()
     slack = kink_slack(case.activation, precision, reference, upcast.xs, upcast.dys, upcast.splits)
     ref_obs = observe(reference, case, upcast, template.clone())
+    # FP8: the twin starts from the fused side's state as built (scales, amax history).
+    built_state = copy.deepcopy(fused.state_dict()) if case.quantized else None
+    fused_obs = observe(fused, case, inputs, template, fp8.Autocast(case.fp8))
     own = None
-    if case.quantized:
-        # Before the fused side runs: its state (FP8 scales, amax history) as built.
+    if built_state is not None and fused_obs.error is None:
+
         def build(c: Case) -> nn.Module:
             return build_fused(backend, c, sizes, device, None)  # the twin runs unfaulted
 
-        own = own_gradients(build, case, fused, inputs)
-    fused_obs = observe(fused, case, inputs, template, fp8.Autocast(case.fp8))
+        try:
+            own = own_gradients(build, case, built_state, inputs)
+        except Exception as exc:  # the backend's own failure, not the checker's
+            fused_obs.error = SideError.of(exc, "its own run without main_grad")
     return CaseRun(ref_obs, fused_obs, None, None, slack, precision, own)
 
 

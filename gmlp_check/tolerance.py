@@ -33,21 +33,24 @@ fused side rounds and orders its arithmetic, never from different data:
   independent uniform roundings (variance u^2/3 each) the relative error of a value has the
   standard deviation ``Recipe.rounding_sigma()`` in units of the RMS of that value: 0.125 for
   the HYBRID recipes (four E4M3 and two E5M2 roundings on the way to fc1's weight gradient),
-  0.088 for blockwise E4M3. Measured on an H200 (TE 2.20.2, bf16, 4 experts, hidden 128, ffn
-  256): the weight gradients' relative norm error against the same module run without FP8 is
-  0.092-0.10 (delayed, current) and 0.067-0.069 (block), under the model's sigma. The worst
-  of ~10^5 elements of a Gaussian error lies about 4.5 sigma out; ``FP8_SIGMAS = 6`` bounds it:
+  0.088 for blockwise E4M3. Measured on an H200 (TE 2.20.2, bf16): the weight gradients'
+  relative norm error against the same module run without FP8 is 0.092-0.10 (delayed,
+  current) and 0.067-0.069 (block), under the model's sigma. The tails are heavier than
+  Gaussian (per-tensor scales put small values near E4M3's subnormals; delayed scaling starts
+  from scale 1): the worst of ~10^5 elements reached 11 sigma at the checker's CUDA sizes. So
+  an FP8 value is judged two ways, each from sigma:
 
-      atol = max(atol_default, (FP8_SIGMAS * sigma + sqrt(K) * eps_fp32) * rms(ref - base))
+      per element: atol = max(atol_default, (FP8_SIGMAS * sigma + sqrt(K) * eps_fp32) * rms)
+      per block:   ||fused - ref|| <= FP8_NORM_SIGMAS * sigma * ||ref - base||
 
-  with bf16's rtol. That admits errors of 0.75 (HYBRID) or 0.53 (block) of the RMS: the
-  bookkeeping faults still move main_grad by 100% of a gradient at most elements, but a value
-  check alone cannot see small shifts under FP8. That is why FP8 cases are judged in two parts:
-  this bound against the fp32 reference, and a tight one (``OWN_RUN_RTOL``) of main_grad's
-  increment against the same backend's own weight gradient from a run with the same recipe and
-  inputs that does not write main_grad, whose numerics are the same: the only difference left
-  is the rounding of that gradient to the weight's dtype (bf16: 2^-9 relative), so 2^-8 holds
-  it with a margin of two (measured: 1.7e-3 relative norm, every recipe and backend).
+  with bf16's rtol. The norm bound (0.25 of the gradient's norm for HYBRID, 0.18 for block)
+  is what sees a lost, doubled or misplaced gradient (relative norm 1 or more) under FP8 noise;
+  the elementwise one (16 sigma) only refuses gross local errors. Smaller shifts cannot be
+  seen against the fp32 reference under FP8, which is why FP8 cases are also judged against
+  the same backend's own weight gradients from a twin run with the same recipe and inputs that
+  does not write main_grad (``OWN_RUN_RTOL``): the numerics are the same, and what is left is
+  the rounding of that gradient to the weight's dtype, at most half a bf16 ulp (2^-9 to 2^-8
+  relative across a binade), which 2^-7 holds with a margin of two.
 
 Elements near zero after cancellation carry the absolute error of the whole dot product, so
 the absolute part of the tolerance scales with the RMS of the reference values (per expert,
@@ -89,8 +92,9 @@ EPS_TF32 = 2.0**-10
 MATMUL_PRECISIONS = ("ieee", "tf32")
 # FP8: the worst element's distance from the reference in standard deviations of the recipe's
 # rounding (module docstring), and the tight bound of main_grad against the own run.
-FP8_SIGMAS = 6
-OWN_RUN_RTOL = 2.0**-8
+FP8_SIGMAS = 16
+FP8_NORM_SIGMAS = 2
+OWN_RUN_RTOL = 2.0**-7
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,8 @@ class Tolerance:
     rtol: float
     atol_floor: float
     scale_factor: float  # atol = max(atol_floor, scale_factor * rms(reference))
+    # FP8: each block's error norm must also stay under this fraction of its reference norm.
+    norm_rtol: float | None = None
 
     def atol(self, scale: torch.Tensor) -> torch.Tensor:
         return torch.clamp(self.scale_factor * scale, min=self.atol_floor)
@@ -138,8 +144,10 @@ def tolerance_for(precision: Precision | torch.dtype, reduction_length: int) -> 
         )
     rtol, atol = ASSERT_CLOSE_DEFAULTS[precision.dtype]
     k = max(int(reduction_length), 1)
-    roundings = FP8_SIGMAS if precision.fp8 != NONE else ROUNDINGS
-    factor = roundings * precision.eps + math.sqrt(k) * EPS_FP32
+    if precision.fp8 != NONE:
+        factor = FP8_SIGMAS * precision.eps + math.sqrt(k) * EPS_FP32
+        return Tolerance(rtol, atol, factor, norm_rtol=FP8_NORM_SIGMAS * precision.eps)
+    factor = ROUNDINGS * precision.eps + math.sqrt(k) * EPS_FP32
     return Tolerance(rtol=rtol, atol_floor=atol, scale_factor=factor)
 
 
@@ -220,6 +228,10 @@ def compare_close(
     worst = int(torch.argmax(ratio))
     passed = bool((err <= bound).all())
     worst_err, worst_tol = float(err.flatten()[worst]), float(bound.flatten()[worst])
+    if passed and tol.norm_rtol is not None:
+        norm_failure = _block_norm_failure(a - e, blocks, tol.norm_rtol)
+        if norm_failure is not None:
+            return Comparison(False, worst_err, worst_tol, norm_failure)
     if passed:
         detail = f"worst {worst_err:.3g} <= {worst_tol:.3g} at {_fmt_index(worst, e.shape)}"
     else:
@@ -230,6 +242,20 @@ def compare_close(
             f"{e.flatten()[worst].item():.6g} (|err| {worst_err:.3g} > {worst_tol:.3g})"
         )
     return Comparison(passed, worst_err, worst_tol, detail)
+
+
+def _block_norm_failure(
+    diff: torch.Tensor, increments: torch.Tensor, norm_rtol: float
+) -> str | None:
+    """The first block whose error norm exceeds ``norm_rtol`` of its increment's norm."""
+    errors = torch.nan_to_num(diff, nan=0.0).reshape(increments.shape[0], -1).norm(dim=1)
+    scales = increments.norm(dim=1)
+    for g, (e_norm, r_norm) in enumerate(zip(errors.tolist(), scales.tolist())):
+        if e_norm > norm_rtol * r_norm:
+            rel = e_norm / r_norm if r_norm else float("inf")
+            block = f" (block {g})" if increments.shape[0] > 1 else ""
+            return f"relative error norm {rel:.3g} > {norm_rtol:.3g}{block}"
+    return None
 
 
 def same_values(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

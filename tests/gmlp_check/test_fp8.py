@@ -104,7 +104,7 @@ def _own_run_check(case: Case, factory) -> bool:
 
     fused = factory(**dims, dtype=torch.float32, device=CPU, **case.module_kwargs())
     fused.load_state_dict(state)
-    own = own_gradients(build, case, fused, inputs)
+    own = own_gradients(build, case, fused.state_dict(), inputs)
     run = CaseRun(
         observe(reference, case, inputs, arena.clone()),
         observe(fused, case, inputs, arena),
