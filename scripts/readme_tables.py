@@ -1,10 +1,10 @@
-"""Regenerate the README's tables from the declarations they document, or check them.
+"""Regenerate the documentation's tables from the declarations they document, or check them.
 
-    python scripts/readme_tables.py            # rewrite every generated table in README.md
+    python scripts/readme_tables.py            # rewrite every generated table (README, docs/)
     python scripts/readme_tables.py --check    # exit 1 if one is stale (the tests run this)
 
-A generated table sits between ``<!-- generated: NAME -->`` and ``<!-- end: NAME -->``; NAME
-picks its generator below. Everything else in the README is left alone.
+A generated table sits between ``<!-- generated: NAME -->`` and ``<!-- end: NAME -->`` in
+README.md or a file docs/*.md; NAME picks its generator below. Everything else is left alone.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def _deviations(spec: str) -> Callable[[], str]:
 def _generators() -> dict[str, Callable[[], str]]:
     from gmlp_check.backends import BUILTIN
     from gmlp_check.engines.configs import markdown_configs, markdown_upstream
+    from gmlp_check.fp8 import markdown_table as markdown_fp8
     from gmlp_check.matrix import markdown_axes, markdown_parts
     from gmlp_check.observables import markdown_table
 
@@ -82,6 +83,7 @@ def _generators() -> dict[str, Callable[[], str]]:
         "faults": _faults,
         "backends": _backends,
         "lint-rules": _lint_rules,
+        "fp8-recipes": markdown_fp8,
     }
     for spec in BUILTIN:
         generators[f"deviations-{spec}"] = _deviations(spec)
@@ -103,22 +105,33 @@ def render(text: str) -> tuple[str, list[str]]:
     return _BLOCK.sub(replace, text), unknown
 
 
+def documents() -> list[Path]:
+    """README.md and the docs/*.md files beside it."""
+    return [README, *sorted((README.parent / "docs").glob("*.md"))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
     args = parser.parse_args(argv)
-    text = README.read_text()
-    new, unknown = render(text)
-    if unknown:
-        print(f"README.md: no generator for block(s) {', '.join(unknown)}", file=sys.stderr)
-        return 2
+    rendered = {}
+    for path in documents():
+        text = path.read_text()
+        new, unknown = render(text)
+        if unknown:
+            print(f"{path.name}: no generator for block(s) {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        rendered[path] = (text, new)
+    stale = [p.name for p, (old, new) in rendered.items() if old != new]
     if args.check:
-        if new != text:
-            print("README.md: generated tables are stale; run python scripts/readme_tables.py",
-                  file=sys.stderr)  # fmt: skip
+        if stale:
+            print(f"{', '.join(stale)}: generated tables are stale; run "
+                  "python scripts/readme_tables.py", file=sys.stderr)  # fmt: skip
             return 1
         return 0
-    README.write_text(new)
+    for path, (old, new) in rendered.items():
+        if old != new:
+            path.write_text(new)
     return 0
 
 

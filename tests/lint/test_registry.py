@@ -13,7 +13,7 @@ from gmlp_check.lint import registry
 from gmlp_check.lint.config import expand_codes
 from gmlp_check.lint.lazy import LazyModule
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "lint.md"
 RULES_DIRECTORY = Path(registry.__file__).parent / "rules"
 
 
