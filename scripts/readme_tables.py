@@ -57,6 +57,38 @@ def _lint_rules() -> str:
     return markdown_table()
 
 
+def _recorded_runs() -> str:
+    """Every recorded diff run of a built-in backend under docs/gpu-runs/, one row each, from
+    the run's own JSON: which engine, how many cases (FP8 ones among them), the outcome."""
+    import json
+
+    from gmlp_check.backends import BUILTIN
+
+    root = README.parent / "docs" / "gpu-runs"
+    lines = [
+        "| backend | engine | cases (FP8) | passed | skipped | xfailed | failed | recorded in |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for path in sorted(root.glob("*/*.json")):
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or doc.get("schema") != "gmlp-check/diff/v1":
+            continue
+        if doc.get("fused") not in BUILTIN:
+            continue
+        engine = doc.get("engine") or {}
+        where = engine.get("megatron", "emulated")
+        if where == "real":
+            where = f"real, {engine.get('ranks', 1)} rank(s)"
+        summary = doc["summary"]
+        fp8_cases = sum("fp8=" in case["id"] for case in doc.get("cases", []))
+        lines.append(
+            f"| `{doc['fused']}` | {where} | {summary['cases']} ({fp8_cases}) | "
+            f"{summary['passed']} | {summary['skipped']} | {summary['xfailed']} | "
+            f"{summary['failed']} | `{path.relative_to(README.parent)}` |"
+        )
+    return "\n".join(lines)
+
+
 def _deviations(spec: str) -> Callable[[], str]:
     def table() -> str:
         from gmlp_check.deviations import markdown_table
@@ -84,6 +116,7 @@ def _generators() -> dict[str, Callable[[], str]]:
         "backends": _backends,
         "lint-rules": _lint_rules,
         "fp8-recipes": markdown_fp8,
+        "recorded-runs": _recorded_runs,
     }
     for spec in BUILTIN:
         generators[f"deviations-{spec}"] = _deviations(spec)
