@@ -16,10 +16,12 @@ import click
 from . import engine
 from .config import ConfigError, Resolver, Selection, enabled_codes, expand_codes, is_excluded
 from .discovery import collect
+from .lines import split as split_lines
 from .model import FileError, FileResult
 from .registry import CODES, all_rules, rule
 from .reporters import Summary, render
-from .source import SourceError, describe, write_in_place
+from .source import SourceError, describe
+from .writing import write_in_place
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PROGRESS_MIN_FILES = 200  # below this a progress bar only flickers
@@ -247,8 +249,8 @@ def _diff(result: FileResult) -> str:
     import difflib
 
     lines = difflib.unified_diff(
-        result.source.splitlines(keepends=True),
-        result.fixed_source.splitlines(keepends=True),
+        split_lines(result.source),
+        split_lines(result.fixed_source),
         fromfile=result.path,
         tofile=result.path,
     )

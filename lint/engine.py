@@ -1,11 +1,11 @@
 """Linting and fixing source text, one file or many.
 
-Every file is checked to be valid Python. Files that mention one of the contract's
-identifiers (``TRIGGERS``: ``main_grad`` and the names of the dummy-gradient and delayed-wgrad
-protocol, which a helper module may use without ever spelling main_grad) are parsed with
-libcst and analysed by the rules; the others only go through CPython's parser (a fraction of
-the cost, and libcst is never imported for them). Suppression comments are read from any
-file that has one.
+Every file is compiled by the running Python to check that it is valid (``parsing``).
+Files that mention one of the contract's identifiers (``TRIGGERS``: ``main_grad`` and the
+names of the dummy-gradient and delayed-wgrad protocol, which a helper module may use
+without ever spelling main_grad) are then parsed with libcst and analysed by the rules; the
+others cost only the compile (a fraction, and libcst is never imported for them).
+Suppression comments are read from any file that has one.
 
 This module is the one owner of parallelism: when there is enough work the files go to a
 process pool here, and nowhere else (the pre-commit hooks run with ``require_serial``).
@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 from . import registry
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
+from .parsing import depth_error, run_deep, syntax_error
 from .project import overwrite_helpers
-from .source import SourceError, decode, read_bytes, syntax_error
+from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
 from .suppressions import apply as apply_suppressions
 from .suppressions import parse as parse_suppressions
@@ -60,13 +61,15 @@ def lint_source(
 ) -> list[Finding]:
     """The findings in ``source``, sorted; ``helpers`` are the overwrite helpers defined in
     the other files of the run. Raises SourceError when it is not valid Python."""
+    error = syntax_error(source, path)
+    if error is not None:
+        raise error
     findings: list[Finding] = []
     if mentions_contract(source) and enabled & registry.codes_in_scope(registry.MODULE):
-        findings = _run_checks(source, path, enabled, helpers)  # libcst's parse is the syntax check
-    else:
-        error = syntax_error(source, path)
+        error = depth_error(source, path)
         if error is not None:
             raise error
+        findings = run_deep(lambda: _run_checks(source, path, enabled, helpers))
     suppressions = parse_suppressions(source)
     if suppressions:
         findings = apply_suppressions(findings, suppressions, path, enabled)
@@ -92,14 +95,15 @@ def _run_checks(source: str, path: str, enabled: frozenset[str], helpers) -> lis
             check(context, out)
         return out.findings
     except libcst.ParserSyntaxError as error:
-        # libcst often places the error a line late; CPython's parser says where it is.
-        python = syntax_error(source, path)
-        if python is not None:
-            raise python from error
+        # Python accepted the file (``lint_source`` asked it first): syntax libcst lacks.
         first = str(error).strip().splitlines()[0]
-        raise SourceError(f"cannot parse: {first}", error.raw_line, error.raw_column + 1) from error
+        raise SourceError(
+            f"cannot analyse: libcst cannot parse it: {first}", error.raw_line, error.raw_column + 1
+        ) from error
     except RecursionError as error:
         raise SourceError("cannot analyse: too deeply nested") from error
+    except MemoryError as error:
+        raise SourceError("cannot analyse: out of memory") from error
 
 
 def fix_source(
@@ -135,6 +139,13 @@ def _fix(
             ) from error
         current, findings = candidate, next_findings
         applied += count
+    else:
+        # Still fixable after the last pass: the fixes feed each other, and a text that
+        # keeps changing is not one to write.
+        if apply_fixes(current, findings, unsafe)[1]:
+            raise SourceError(
+                f"fixes did not settle after {MAX_FIX_PASSES} passes, nothing written"
+            )
     return current, applied, findings, original
 
 

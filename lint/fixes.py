@@ -1,10 +1,15 @@
 """Applying fixes to source text: non-overlapping fixes in one pass; a fix that overlaps an
-earlier one waits for the next pass (the engine re-lints between passes)."""
+earlier one waits for the next pass (the engine re-lints between passes).
+
+Rules write their new lines with ``\n``; here, for every rule, each inserted newline becomes
+the ending of the line the edit is on (the file's first ending when that line has none), so
+a CRLF file stays CRLF and a file with lone ``\r`` endings keeps them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from . import lines
 from .model import Edit, Finding
 
 
@@ -28,10 +33,14 @@ def apply_fixes(source: str, findings: Iterable[Finding], unsafe: bool) -> tuple
     cursor = 0
     for edit in sorted(chosen, key=lambda e: (e.start, e.end)):
         pieces.append(source[cursor : edit.start])
-        pieces.append(edit.text)
+        pieces.append(lines.with_newline(edit.text, _newline_at(source, edit.start)))
         cursor = edit.end
     pieces.append(source[cursor:])
     return "".join(pieces), applied
+
+
+def _newline_at(source: str, offset: int) -> str:
+    return lines.ending_at(source, offset) or lines.first_ending(source)
 
 
 def _overlaps(a: Edit, b: Edit) -> bool:

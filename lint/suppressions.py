@@ -7,11 +7,10 @@ A comment on line N covers findings that start on line N or N+1. Comments are re
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass
 
-from . import registry
+from . import lines, registry
 from .model import Finding
 
 MARKER = "gmlp:"
@@ -37,14 +36,14 @@ def parse(source: str) -> list[Suppression]:
         return []
     import tokenize  # only files with a suppression comment pay for it
 
-    line_starts = [0]
-    for i, char in enumerate(source):
-        if char == "\n":
-            line_starts.append(i + 1)
-    lines = source.splitlines(keepends=True)
+    line_starts = lines.line_starts(source)
+    source_lines = lines.split(source)
+    # tokenize splits at ``\n`` only: it reads each line with its ending written as ``\n``, so
+    # its line numbers and columns are Python's (and libcst's) in files with ``\r`` endings.
+    for_tokenize = [lines.ENDING.sub("\n", line) for line in source_lines]
     found = []
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+        tokens = list(tokenize.generate_tokens(iter(for_tokenize).__next__))
     except (tokenize.TokenError, SyntaxError):
         return []
     for token in tokens:
@@ -66,7 +65,7 @@ def parse(source: str) -> list[Suppression]:
                 comment_start=start,
                 comment_end=start + len(token.string),
                 comment_text=token.string,
-                line_text=lines[line - 1] if line - 1 < len(lines) else "",
+                line_text=source_lines[line - 1] if line - 1 < len(source_lines) else "",
                 line_start=line_starts[line - 1],
                 used=set(),
             )

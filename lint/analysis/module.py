@@ -14,6 +14,7 @@ from typing import TypeVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from ..lines import line_starts
 from . import carried as carried_flags
 from . import patterns
 from .cfg import Graph, Node, build_graph
@@ -232,16 +233,6 @@ def is_zero_out_source(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Name) and node.value in ZERO_NAMES:
         return True
     return patterns.spells(node, patterns.ZERO_OUT)
-
-
-def line_starts(source: str) -> list[int]:
-    """Offset of the first character of each line."""
-    starts = [0]
-    position = source.find("\n")
-    while position != -1:
-        starts.append(position + 1)
-        position = source.find("\n", position + 1)
-    return starts
 
 
 class ModuleContext:

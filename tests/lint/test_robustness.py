@@ -10,6 +10,7 @@ import stat
 
 import pytest
 
+from gmlp_check.lint.parsing import PYTHON
 from gmlp_check.lint.registry import rule
 
 from .support import run_cli, run_process, write
@@ -116,7 +117,7 @@ def test_json_lists_errors_with_a_null_code(here):
         ("b.py", "GMLP004", TRUTH.line),
     ]
     assert (entries[0]["column"], entries[0]["end_column"]) == (19, 19)
-    assert entries[0]["message"] == "cannot parse: expected ':'"
+    assert entries[0]["message"] == f"cannot parse: expected ':' ({PYTHON})"
     assert set(entries[0]) == set(entries[1])
 
 
@@ -126,7 +127,7 @@ def test_github_annotates_errors(here):
     assert result.exit_code == 2
     assert result.stdout == (
         "::error title=gmlp-lint,file=a.py,line=2,col=19,endLine=2,endColumn=19::"
-        "a.py:2:19: cannot parse: expected ':'\n"
+        f"a.py:2:19: cannot parse: expected ':' ({PYTHON})\n"
     )
 
 

@@ -1,0 +1,113 @@
+"""Whether a text is valid Python, and running the analysis of one without letting a file
+crash or exhaust the run.
+
+* Valid means what the running Python's compiler accepts (``compile`` with none of
+  gmlp-lint's own ``__future__`` flags): the grammar, and also what only the compiler
+  rejects (``return`` or ``nonlocal`` at module level, a duplicate argument, an unknown
+  ``__future__``). Grammar changes between Python versions (3.12's f-strings), so every
+  parse error names the Python that judged it.
+* Warnings the compiler raises about the linted file (``SyntaxWarning: invalid escape
+  sequence``) are the file's business, not gmlp-lint's output: they are silenced.
+* libcst's parser and the rules recurse on the tree. The analysis runs on a thread of its
+  own with a large stack and a raised recursion limit, so code Python accepts (1,000-long
+  attribute or operator chains) is analysed instead of crashing; code nested deeper than
+  ``MAX_ANALYSIS_DEPTH`` (which would cost gigabytes in libcst) is refused with one line.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from typing import TypeVar
+
+from .source import SourceError
+
+T = TypeVar("T")
+PYTHON = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+# Deepest syntax tree analysed: 2,000 nested lambdas (about as deep as Python 3.11 compiles)
+# cost libcst 0.8 GB and 2 s; deeper costs grow faster than linearly.
+MAX_ANALYSIS_DEPTH = 2_000
+# The analysis thread's stack and recursion limit: libcst's parser (native code) and the
+# rules' visitors use about 100 KB of stack per level of a chain; 512 MiB is address space,
+# only the pages a deep file touches are ever used.
+ANALYSIS_STACK_BYTES = 512 * 2**20
+ANALYSIS_RECURSION_LIMIT = 100_000
+
+
+def syntax_error(text: str, path: str) -> SourceError | None:
+    """Where the running Python rejects ``text``, or None when it compiles."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        if "null bytes" in str(error.msg):
+            return _null_byte(text)
+        return SourceError(f"cannot parse: {error.msg} ({PYTHON})", error.lineno, error.offset)
+    except ValueError:  # Python 3.11 raises this for null bytes
+        return _null_byte(text)
+    except (RecursionError, MemoryError):
+        return SourceError(f"cannot parse: nested too deeply for {PYTHON}'s compiler")
+    return None
+
+
+def _null_byte(text: str) -> SourceError:
+    at = text.find("\0")
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    return SourceError("cannot parse: the source contains a null byte", line, column)
+
+
+def depth_error(text: str, path: str) -> SourceError | None:
+    """A refusal when ``text`` (valid Python) nests deeper than the analysis takes."""
+    depth = nesting_depth(ast.parse(text, path))
+    if depth <= MAX_ANALYSIS_DEPTH:
+        return None
+    return SourceError(
+        f"cannot analyse: nested {depth} levels deep (gmlp-lint analyses code nested up to "
+        f"{MAX_ANALYSIS_DEPTH} levels)"
+    )
+
+
+def nesting_depth(tree: ast.AST) -> int:
+    """The depth of the deepest node (walked without recursion: the tree may be deep)."""
+    deepest = 0
+    pending = [(tree, 1)]
+    while pending:
+        node, depth = pending.pop()
+        deepest = max(deepest, depth)
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def run_deep(function: Callable[[], T]) -> T:
+    """``function()`` on a thread with a large stack and a raised recursion limit; its
+    exception, if any, is raised here. The calling thread only waits (in short steps, so a
+    Ctrl-C is not held up by a long parse)."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # handed to the caller, which decides
+            outcome["error"] = error
+
+    previous_stack = threading.stack_size(ANALYSIS_STACK_BYTES)
+    previous_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous_limit, ANALYSIS_RECURSION_LIMIT))
+    try:
+        thread = threading.Thread(target=target, name="gmlp-lint-analysis", daemon=True)
+        thread.start()
+    finally:
+        threading.stack_size(previous_stack)
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    finally:
+        sys.setrecursionlimit(previous_limit)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
