@@ -3,15 +3,18 @@ fixes back.
 
 * Reading takes regular files only: the file is opened without blocking and checked before
   a byte is read, so a FIFO or a device named on the command line is an error, not a hang.
-* Decoding follows PEP 263 as Python does (``tokenize.detect_encoding``): a UTF-8 BOM or a
-  coding declaration in the first two lines, otherwise UTF-8. Fixes are written back in the
+* Decoding follows PEP 263 as Python does: a UTF-8 BOM or a coding declaration in the first
+  two lines, otherwise UTF-8; a codec that does not turn bytes into text (rot13, hex) is an
+  error. Fixes are written back in the
   same encoding (and with the BOM when there was one).
 * Writing fixes back is ``writing.py``'s job.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
+import re
 import stat
 from dataclasses import dataclass
 
@@ -73,25 +76,61 @@ def kind_name(mode: int) -> str:
 
 def decode(data: bytes) -> Source:
     """``data`` decoded as Python decodes a source file (PEP 263)."""
+    # Only a BOM or the word "coding" in the first lines can change the encoding; the common
+    # file pays for no regular expression.
+    head = data[:_HEAD_BYTES]
     encoding = "utf-8"
-    # Only a BOM or the word "coding" in the first two lines can change the encoding; the
-    # common file pays for neither tokenize nor its regular expressions.
-    second_newline = data.find(b"\n", data.find(b"\n") + 1)
-    head = data if second_newline == -1 else data[:second_newline]
     if data.startswith(BOM) or b"coding" in head:
-        import io
-        import tokenize
-
-        try:
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        except SyntaxError as error:
-            raise SourceError(f"cannot read: {error.msg}") from error
+        encoding = declared_encoding(head)
     try:
         return Source(data.decode(encoding), encoding)
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+    except LookupError as error:  # a codec of bytes to bytes or of text to text (rot13, hex)
+        raise SourceError(f"cannot read: {encoding!r} is not a text encoding") from error
+    except UnicodeError as error:
         expected = "UTF-8" if encoding.startswith("utf-8") else f"{encoding} as declared"
+        start = getattr(error, "start", None)
+        if start is None:  # a codec that does not say where (punycode)
+            raise SourceError(f"cannot read: not {expected}") from error
+        line, column = _place(data, start)
         raise SourceError(
-            f"cannot read: not {expected} ({error.reason}, byte {error.start})", line, column
+            f"cannot read: not {expected} ({error.reason}, byte {start})", line, column
         ) from error
+
+
+# PEP 263: a comment on line 1 or 2 that says ``coding[:=] name``; line 2 counts only when
+# line 1 is blank or a comment. Matched on bytes, so any byte may follow the name.
+_COOKIE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+_BLANK = re.compile(rb"[ \t\f]*(?:[#\r\n]|$)", re.ASCII)
+_ENDING = re.compile(rb"\r\n|\r|\n")
+_HEAD_BYTES = 4096  # two lines longer than this carry no coding line Python would honour
+
+
+def declared_encoding(head: bytes) -> str:
+    """The encoding the first lines of a file declare, as a codec name for ``bytes.decode``
+    ("utf-8-sig" when a UTF-8 byte order mark starts the file)."""
+    bom = head.startswith(BOM)
+    body = head[len(BOM) :] if bom else head
+    for line in _ENDING.split(body, 2)[:2]:
+        match = _COOKIE.match(line)
+        if match is not None:
+            name = match.group(1).decode("ascii")
+            try:
+                canonical = codecs.lookup(name).name
+            except LookupError as error:
+                raise SourceError(f"cannot read: unknown encoding: {name}") from error
+            if bom and canonical != "utf-8":
+                raise SourceError(
+                    f"cannot read: a UTF-8 byte order mark and a coding line for {name}"
+                )
+            return "utf-8-sig" if bom else name
+        if not _BLANK.match(line):
+            break
+    return "utf-8-sig" if bom else "utf-8"
+
+
+def _place(data: bytes, offset: int) -> tuple[int, int]:
+    """(line, column) from 1 of a byte offset, lines ending where Python ends them."""
+    line, start = 1, 0
+    for match in _ENDING.finditer(data, 0, offset):
+        line, start = line + 1, match.end()
+    return line, offset - start + 1

@@ -85,7 +85,7 @@ def test_undeclared_non_utf_8_bytes_are_reported_where_they_are(here):
     ("data", "message"),
     [
         (b"# coding: klingon\nx = 1\n", "unknown encoding"),
-        (b"\xef\xbb\xbf# coding: latin-1\nx = 1\n", "encoding problem: utf-8"),
+        (b"\xef\xbb\xbf# coding: latin-1\nx = 1\n", "a UTF-8 byte order mark and a coding line"),
     ],
     ids=["unknown", "bom-and-latin-1"],
 )

@@ -1,0 +1,146 @@
+"""Odd and hostile sources: every file is judged by the running Python's compiler, a file
+that cannot be read, compiled or analysed is one error line, and the rest of the run is
+still linted (in one process or in a pool)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from gmlp_check.lint.parsing import PYTHON
+from gmlp_check.lint.registry import rule
+
+from .support import run_cli, run_process, write, write_plain_bulk
+
+TRUTH = rule("GMLP004").invalid[0]  # one GMLP004 with a safe fix
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# -- reading ------------------------------------------------------------------------------------
+def test_a_file_with_carriage_return_endings_only_is_linted(here):
+    (here / "a.py").write_bytes(TRUTH.source.replace("\n", "\r").encode())
+    result = run_cli("a.py")
+    assert result.exit_code == 1, result.output
+    assert f"a.py:{TRUTH.line}:" in result.stdout and "GMLP004" in result.stdout
+
+
+NOT_TEXT = [(codec, f"{codec!r} is not a text encoding") for codec in ("rot13", "hex", "base64")]
+NOT_TEXT += [("zlib", "'zlib' is not a text encoding"), ("uu", "'uu' is not a text encoding")]
+# punycode does turn bytes into text, but no Python source is valid punycode.
+NOT_TEXT += [("punycode", "not punycode as declared")]
+
+
+@pytest.mark.parametrize(("codec", "message"), NOT_TEXT, ids=[c for c, _ in NOT_TEXT])
+def test_a_coding_line_naming_a_codec_that_cannot_decode_source_is_one_error(here, codec, message):
+    (here / "a.py").write_bytes(f"# coding: {codec}\nx = 1  # main_grad\n".encode())
+    write(here / "b.py", TRUTH.source)
+    result = run_cli("a.py", "b.py")
+    assert result.exit_code == 2
+    assert result.stderr == f"error: a.py: cannot read: {message}\n"
+    assert "b.py:" in result.stdout
+
+
+def test_a_latin_1_byte_on_the_coding_line_itself_is_read(here):
+    data = b"# -*- coding: latin-1 -*- caf\xe9\n" + TRUTH.source.encode()
+    (here / "a.py").write_bytes(data)
+    result = run_cli("--fix", "a.py")
+    assert result.exit_code == 0, result.output
+    assert (here / "a.py").read_bytes() == data.replace(TRUTH.source.encode(), TRUTH.fixed.encode())
+
+
+# -- the compiler's answer, with or without main_grad ----------------------------------------------
+COMPILER_ONLY = {
+    "duplicate-argument": ("def f(a, a):\n    pass\n", "duplicate argument 'a'"),
+    "nonlocal-at-module-level": ("nonlocal x\n", "nonlocal declaration not allowed"),
+    "walrus-in-comprehension-iterable": (
+        "y = [i for i in (j := [1])]\n",
+        "assignment expression cannot be used in a comprehension iterable",
+    ),
+    "break-outside-loop": ("break\n", "'break' outside loop"),
+    "return-at-module-level": ("return 1\n", "'return' outside function"),
+    "unknown-future": ("from __future__ import braces_please\n", "future feature"),
+}
+
+
+@pytest.mark.parametrize("mentions", ["", "# main_grad\n"], ids=["plain", "main_grad"])
+@pytest.mark.parametrize("case", sorted(COMPILER_ONLY))
+def test_what_only_the_compiler_rejects_is_a_parse_error(here, case, mentions):
+    source, message = COMPILER_ONLY[case]
+    write(here / "a.py", mentions + source)
+    result = run_cli("a.py")
+    assert result.exit_code == 2
+    assert "cannot parse: " in result.stderr and message in result.stderr
+    assert f"({PYTHON})" in result.stderr
+
+
+@pytest.mark.parametrize("mentions", ["", "# main_grad\n"], ids=["plain", "main_grad"])
+def test_a_null_byte_is_a_parse_error_with_or_without_main_grad(here, mentions):
+    (here / "a.py").write_bytes(mentions.encode() + b"x = 1\x00\n")
+    result = run_cli("a.py")
+    assert result.exit_code == 2
+    assert "cannot parse: the source contains a null byte" in result.stderr
+
+
+def test_a_python_3_12_f_string_is_judged_by_the_running_python_and_says_which(here):
+    write(here / "a.py", 'x = {\'a\': 1}\ny = f"{x["a"]}"  # main_grad\n')
+    result = run_cli("a.py")
+    if sys.version_info >= (3, 12):
+        assert result.exit_code == 0, result.output
+    else:
+        assert result.exit_code == 2
+        assert f"cannot parse: f-string: unmatched '[' ({PYTHON})" in result.stderr
+
+
+def test_syntax_warnings_of_linted_files_do_not_reach_stderr(here):
+    write(here / "a.py", 'import re\npattern = re.compile("\\d+")  # main_grad\n')
+    write(here / "b.py", 'pattern = "\\d+"\nassert (pattern, 1)\n')
+    result = run_process("-j", "1", "a.py", "b.py", cwd=here)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+# -- deep nesting: one error line, the rest still linted -------------------------------------------
+HOSTILE = {
+    "parentheses-2000": "x = " + "(" * 2000 + "1" + ")" * 2000 + "  # main_grad\n",
+    "lambdas-5000": "f = " + "lambda: " * 5000 + "1  # main_grad\n",
+    "unary-minus-5000": "x = " + "-" * 5000 + "1  # main_grad\n",
+}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_deeply_nested_files_are_one_error_line_each_and_the_rest_is_linted(here, jobs):
+    for name, source in HOSTILE.items():
+        (here / f"{name}.py").write_text(source)
+    write(here / "z.py", TRUTH.source)
+    if jobs == "2":  # enough work that the files go to a process pool
+        write_plain_bulk(here / "bulk", 3_000_000)
+    result = run_process("-j", jobs, ".", cwd=here, timeout=120)
+    assert result.returncode == 2, result.stderr
+    errors = result.stderr.splitlines()
+    assert sorted(line.split(":")[1].strip() for line in errors) == sorted(
+        f"{name}.py" for name in HOSTILE
+    )
+    assert all("cannot parse" in line or "cannot analyse" in line for line in errors)
+    assert "Traceback" not in result.stderr
+    assert f"z.py:{TRUTH.line}:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "chain", ["x = p.main_grad" + ".b" * 1000, "x = p.main_grad" + " + b" * 1000]
+)
+def test_a_thousand_long_chain_that_python_accepts_is_analysed(here, chain):
+    write(here / "a.py", "def f(p):\n    " + chain + "\n    return x\n")
+    result = run_cli("a.py")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_four_thousand_long_chain_is_judged_quickly(here):
+    write(here / "a.py", "def f(p):\n    x = p.main_grad" + ".b" * 4000 + "\n    return x\n")
+    result = run_process("a.py", cwd=here, timeout=15)
+    assert result.returncode in (0, 2), result.stderr
+    assert "Traceback" not in result.stderr
