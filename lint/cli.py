@@ -14,7 +14,15 @@ from pathlib import Path
 import click
 
 from . import engine
-from .config import ConfigError, Resolver, Selection, enabled_codes, expand_codes, is_excluded
+from .config import (
+    NOTHING_SELECTED,
+    ConfigError,
+    Resolver,
+    Selection,
+    enabled_codes,
+    expand_codes,
+    is_excluded,
+)
 from .discovery import collect
 from .lines import split as split_lines
 from .model import FileError, FileResult
@@ -62,9 +70,12 @@ def _codes(ctx, param, values) -> frozenset[str] | None:
         return None
     selectors = [part for value in values for part in value.split(",")]
     try:
-        return expand_codes(selectors, f"--{param.name}")
+        codes = expand_codes(selectors, f"--{param.name}")
     except ConfigError as error:
         raise click.BadParameter(str(error), ctx=ctx, param=param) from error
+    if not codes and param.name == "select":  # selecting nothing would pass every file
+        raise click.BadParameter(NOTHING_SELECTED, ctx=ctx, param=param)
+    return codes
 
 
 @cli.command("check", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})

@@ -52,6 +52,9 @@ DEFAULT_EXCLUDES = (
 )
 
 
+NOTHING_SELECTED = "no rule selected; expected codes or prefixes such as GMLP001, or ALL"
+
+
 class ConfigError(Exception):
     """A configuration or selection that cannot be used; the message names the culprit."""
 
@@ -96,9 +99,18 @@ def load(pyproject: Path) -> Config | None:
             data = tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{pyproject}: invalid TOML: {error}") from error
+    except UnicodeDecodeError as error:  # TOML is UTF-8 by definition
+        raise ConfigError(
+            f"{pyproject}: invalid TOML: not UTF-8 ({error.reason}, byte {error.start})"
+        ) from error
+    except (RecursionError, MemoryError) as error:  # tomllib recurses on nested arrays
+        raise ConfigError(f"{pyproject}: invalid TOML: nested too deeply to read") from error
     except OSError as error:
         raise ConfigError(f"{pyproject}: cannot read: {error.strerror or error}") from error
-    table = data.get("tool", {}).get(TABLE)
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{pyproject}: `tool` must be a table, got {tool!r}")
+    table = tool.get(TABLE)
     if table is None:
         return None
     where = f"{pyproject} [tool.{TABLE}]"
@@ -110,7 +122,8 @@ def load(pyproject: Path) -> Config | None:
     select = None
     if "select" in table:
         select = _string_list(table["select"], f"{where} select")
-        expand_codes(select, f"{where} select")
+        if not expand_codes(select, f"{where} select"):
+            raise ConfigError(f"{where} select: {NOTHING_SELECTED}")
     ignore = _string_list(table.get("ignore", []), f"{where} ignore")
     expand_codes(ignore, f"{where} ignore")
     per_file = table.get("per-file-ignores", {})
