@@ -8,6 +8,7 @@ json, github and sarif formats, and the other files are still linted.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from .source import SourceError, describe
 from .writing import write_in_place
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 PROGRESS_MIN_FILES = 200  # below this a progress bar only flickers
 
 EPILOG = """\b
@@ -48,7 +50,7 @@ Configuration: [tool.gmlp-lint] in the nearest pyproject.toml
 (select, ignore, per-file-ignores, exclude). Suppress one finding with
 `# gmlp: ignore[GMLP001] reason` on its line or the line above.
 Exit status: 0 clean, 1 findings remain, 2 usage error or a file that
-cannot be read, parsed or written."""
+cannot be read, parsed or written, 130 interrupted."""
 
 
 class _Cli(click.Group):
@@ -162,7 +164,21 @@ def check(
         where = f"{error.filename}: " if error.filename else ""
         click.echo(f"error: {where}{describe(error)}", err=True)
         status = EXIT_ERROR
+    except KeyboardInterrupt:
+        # Fixes are written only after every file is checked, each one atomically: an
+        # interrupted run leaves every file as it was or wholly fixed.
+        click.echo("error: interrupted", err=True)
+        _exit_at_once(EXIT_INTERRUPTED)
     sys.exit(status)
+
+
+def _exit_at_once(status: int) -> None:
+    """End the process now. The analysis of the interrupted file may still be running on its
+    thread, inside libcst's parser, where the interpreter's shutdown would abort (SIGABRT)
+    or wait for it; nothing is left to write, so the shutdown is skipped."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 class _Options:

@@ -13,7 +13,9 @@ process pool here, and nowhere else (the pre-commit hooks run with ``require_ser
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -258,7 +260,8 @@ def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     chunks = chunks_by_work(work, workers * 4)
-    with ProcessPoolExecutor(max_workers=min(workers, len(chunks))) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_ignore_sigint)
+    try:
         futures = {
             pool.submit(_process_chunk, [jobs[i] for i in chunk], mode): chunk for chunk in chunks
         }
@@ -267,3 +270,20 @@ def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
                 results[i] = result
                 if on_result is not None:
                     on_result(result)
+    except BaseException:
+        # Ctrl-C (or any failure here): stop now. Waiting for the workers to finish their
+        # chunks took up to a minute; they are ours, and nothing of theirs is written.
+        pool.shutdown(wait=False, cancel_futures=True)
+        workers = multiprocessing.active_children()
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.join(timeout=1)  # reaped here: no zombie is left to an init that may not
+        raise
+    pool.shutdown()
+
+
+def _ignore_sigint() -> None:
+    """In a worker: a terminal's Ctrl-C goes to the whole process group; the parent alone
+    handles it (and ends the workers), so they print no traceback of their own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

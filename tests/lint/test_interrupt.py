@@ -1,0 +1,61 @@
+"""Ctrl-C stops gmlp-lint at once, in one process or with workers: exit 130, one line, no
+traceback, no worker left running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gmlp_check.lint.registry import rule
+
+from .support import write
+
+TRUTH = rule("GMLP004").invalid[0]
+STOP_WITHIN_S = 5
+
+
+def slow_files(directory, count: int) -> None:
+    """Files whose analysis takes seconds each (libcst and every rule on many functions)."""
+    body = "".join(TRUTH.source.replace("def f", f"def f{i}") for i in range(1500))
+    for n in range(count):
+        write(directory / f"slow{n}.py", body)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_exits_130_promptly_and_ends_the_workers(tmp_path, jobs):
+    slow_files(tmp_path, 4)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gmlp_check.lint", "-j", jobs, "."],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal gives a command
+    )
+    time.sleep(3)  # libcst imported, files being analysed
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    sent = time.monotonic()
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    try:
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert time.monotonic() - sent < STOP_WITHIN_S
+    assert process.returncode == 130
+    assert stderr == "error: interrupted\n"
+    time.sleep(0.5)
+    assert not group_alive(process.pid), "a worker outlived the run"
