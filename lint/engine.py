@@ -258,6 +258,7 @@ def chunks_by_work(work: Sequence[int], count: int) -> list[list[int]]:
 
 def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     chunks = chunks_by_work(work, workers * 4)
     pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_ignore_sigint)
@@ -266,10 +267,19 @@ def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
             pool.submit(_process_chunk, [jobs[i] for i in chunk], mode): chunk for chunk in chunks
         }
         for future in as_completed(futures):
-            for i, result in zip(futures[future], future.result()):
+            try:
+                chunk_results = future.result()
+            except BrokenProcessPool:
+                continue  # a worker died: its files, and all not yet done, are redone below
+            for i, result in zip(futures[future], chunk_results):
                 results[i] = result
                 if on_result is not None:
                     on_result(result)
+        lost = [i for i, result in enumerate(results) if result is None]
+        for i in lost:
+            results[i] = _process_alone(jobs[i], mode)
+            if on_result is not None:
+                on_result(results[i])
     except BaseException:
         # Ctrl-C (or any failure here): stop now. Waiting for the workers to finish their
         # chunks took up to a minute; they are ours, and nothing of theirs is written.
@@ -281,6 +291,21 @@ def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
             worker.join(timeout=1)  # reaped here: no zombie is left to an init that may not
         raise
     pool.shutdown()
+
+
+def _process_alone(job: Job, mode: Mode) -> FileResult:
+    """``process(job)`` in a process of its own: after a worker died (a crash in native
+    code), each file it may have held is redone alone, so the one that kills its process is
+    one error line and the others are linted."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=1, initializer=_ignore_sigint) as pool:
+        try:
+            return pool.submit(_process_chunk, [job], mode).result()[0]
+        except BrokenProcessPool:
+            message = "internal error, please report it: the process checking it crashed"
+            return FileResult(job.path, error=FileError(job.path, message))
 
 
 def _ignore_sigint() -> None:

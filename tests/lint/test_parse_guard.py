@@ -144,3 +144,30 @@ def test_a_four_thousand_long_chain_is_judged_quickly(here):
     result = run_process("a.py", cwd=here, timeout=15)
     assert result.returncode in (0, 2), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_worker_that_dies_costs_one_error_line_and_the_rest_is_linted(here, monkeypatch):
+    # No known input crashes the parser any more; a crash in native code is simulated by a
+    # worker that kills itself on one file (workers are forked, so they inherit the patch).
+    import os
+    import signal
+
+    from gmlp_check.lint import engine
+
+    real = engine.process
+
+    def crash_on_doomed(job, mode):
+        if job.path.endswith("doomed.py"):
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return real(job, mode)
+
+    monkeypatch.setattr(engine, "process", crash_on_doomed)
+    write(here / "doomed.py", TRUTH.source)
+    write(here / "z.py", TRUTH.source)
+    write_plain_bulk(here / "bulk", 3_000_000)  # enough work for the process pool
+    result = run_cli("-j", "2", ".")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: doomed.py: internal error, please report it: the process checking it crashed\n"
+    )
+    assert f"z.py:{TRUTH.line}:" in result.stdout
