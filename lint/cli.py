@@ -27,6 +27,7 @@ from .config import (
 from .discovery import collect
 from .lines import split as split_lines
 from .model import FileError, FileResult
+from .progress import Progress
 from .registry import CODES, all_rules, rule
 from .reporters import Summary, render
 from .source import SourceError, describe
@@ -34,7 +35,6 @@ from .writing import write_in_place
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
-PROGRESS_MIN_FILES = 200  # below this a progress bar only flickers
 
 EPILOG = """\b
 Examples:
@@ -125,7 +125,7 @@ def _codes(ctx, param, values) -> frozenset[str] | None:
 @click.option(
     "--progress/--no-progress",
     default=None,
-    help="Progress bar on stderr (default: on a terminal, for large runs).",
+    help="Progress bar on stderr (default: on a terminal, once a run takes 2 s).",
 )
 @click.version_option(package_name="gmlp-check", prog_name="gmlp-lint")
 def check(
@@ -194,7 +194,7 @@ def _check_paths(paths, selection, mode, options, force_exclude, workers, progre
     jobs = [
         engine.Job(path, enabled_codes(Path(path), config, selection)) for path, config in files
     ]
-    with _Progress(len(jobs), progress) as advance:
+    with Progress(len(jobs), progress) as advance:
         results = engine.run(jobs, mode, workers, on_result=advance)
     errors.extend(r.error for r in results if r.error)
     changed = [r for r in results if r.fixed_source is not None]
@@ -282,32 +282,6 @@ def _diff(result: FileResult) -> str:
         tofile=result.path,
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
-class _Progress:
-    """A rich progress bar on stderr, only when asked for or on a terminal for big runs."""
-
-    def __init__(self, total: int, wanted: bool | None) -> None:
-        if wanted is None:
-            wanted = sys.stderr.isatty() and total >= PROGRESS_MIN_FILES
-        self.total = total
-        self.wanted = wanted and total > 0
-        self.bar = None
-
-    def __enter__(self):
-        if not self.wanted:
-            return None
-        from rich.console import Console
-        from rich.progress import Progress
-
-        self.bar = Progress(console=Console(stderr=True), transient=False)
-        self.bar.start()
-        task = self.bar.add_task("gmlp-lint", total=self.total)
-        return lambda _result: self.bar.advance(task)
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 @cli.command("rule", context_settings={"help_option_names": ["-h", "--help"]})
