@@ -33,7 +33,8 @@ def write(path: Path, source: str) -> Path:
 
 def write_plain_bulk(directory: Path, size: int) -> list[Path]:
     """Files without main_grad (so only CPython's parser reads them) of ``size`` bytes in all."""
-    line = "value = [index * 2 for index in range(100)]  # plain code, no gradients\n"
+    # No comprehensions: CPython 3.11 compiles a module with thousands of them in quadratic time.
+    line = "value = max(index * 2, limit) + len(names)  # plain code, no gradients\n"
     body = line * (100_000 // len(line))
     count = -(-size // len(body))
     return [write(directory / f"bulk{i:02d}.py", body) for i in range(count)]
