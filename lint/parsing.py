@@ -101,6 +101,9 @@ def run_deep(function: Callable[[], T]) -> T:
     try:
         thread = threading.Thread(target=target, name="gmlp-lint-analysis", daemon=True)
         thread.start()
+    except RuntimeError:  # no thread of that size (a tight address-space limit)
+        sys.setrecursionlimit(previous_limit)
+        return function()  # a deep file then ends in RecursionError: "too deeply nested"
     finally:
         threading.stack_size(previous_stack)
     try:

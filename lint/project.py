@@ -49,8 +49,8 @@ def _helpers_in(text: str) -> Iterable[str]:
         block = textwrap.dedent("\n".join(_block(lines, start)))
         try:
             tree = ast.parse(block)
-        except (SyntaxError, ValueError):
-            continue  # the file's own lint reports it
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # the file's own lint reports it (too deep included)
         function = tree.body[0] if tree.body else None
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and _returns_overwrite(
             function

@@ -171,3 +171,38 @@ def test_a_worker_that_dies_costs_one_error_line_and_the_rest_is_linted(here, mo
         "error: doomed.py: internal error, please report it: the process checking it crashed\n"
     )
     assert f"z.py:{TRUTH.line}:" in result.stdout
+
+
+def test_a_deep_helper_that_reads_overwrite_main_grad_is_one_error_line(here):
+    # The run first looks for helpers returning overwrite_main_grad in every file.
+    write(here / "a.py", "def f(p):\n    return p.overwrite_main_grad + " + "-" * 5000 + "1\n")
+    write(here / "b.py", TRUTH.source)
+    result = run_process("a.py", "b.py", cwd=here)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: a.py: cannot parse: nested too deeply")
+    assert len(result.stderr.splitlines()) == 1
+    assert f"b.py:{TRUTH.line}:" in result.stdout
+
+
+def test_under_a_tight_address_space_limit_the_analysis_runs_without_its_big_stack(here):
+    # The analysis thread's 512 MiB stack cannot be mapped under a 300 MB limit (ulimit -v).
+    import resource
+    import subprocess
+
+    write(here / "a.py", TRUTH.source)
+    limit = 300 * 2**20
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "gmlp_check.lint", "a.py"],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        preexec_fn=limited,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (1, "")
+    assert f"a.py:{TRUTH.line}:" in result.stdout
