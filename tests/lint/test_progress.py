@@ -16,9 +16,9 @@ from .support import run_process, write
 TRUTH = rule("GMLP004").invalid[0]
 
 
-def slow_file(path) -> None:
-    """One file whose analysis takes several seconds."""
-    write(path, "".join(TRUTH.source.replace("def f", f"def f{i}") for i in range(1500)))
+def slow_file(path, functions: int = 1500) -> None:
+    """One file whose analysis takes seconds (about 2.5 s of CPU per 1,000 functions)."""
+    write(path, "".join(TRUTH.source.replace("def f", f"def f{i}") for i in range(functions)))
 
 
 def stderr_on_a_terminal(*args: str, cwd) -> tuple[int, str]:
@@ -49,7 +49,7 @@ def stderr_on_a_terminal(*args: str, cwd) -> tuple[int, str]:
 
 
 def test_a_slow_run_on_a_terminal_shows_progress(tmp_path):
-    slow_file(tmp_path / "slow.py")
+    slow_file(tmp_path / "slow.py", 2500)  # well past the 2 s delay on a fast machine too
     status, shown = stderr_on_a_terminal("-j", "1", "slow.py", cwd=tmp_path)
     assert status == 1
     assert "gmlp-lint" in shown and "1/1" in shown
