@@ -161,3 +161,16 @@ def test_a_file_in_a_directory_that_takes_no_new_files_is_fixed_in_place(here):
     assert result.returncode == 0, result.stderr
     assert path.read_text() == TRUTH.fixed
     assert os.listdir(path.parent) == ["a.py"]
+
+
+def test_the_new_file_keeps_the_old_ones_owner_and_group(here):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to hand the file to another user")
+    path = here / "a.py"
+    path.write_text(TRUTH.source)
+    os.chown(path, 65534, 65534)
+    path.chmod(0o664)
+    assert run_cli("--fix", "a.py").exit_code == 0
+    after = os.stat(path)
+    assert (after.st_uid, after.st_gid, stat.S_IMODE(after.st_mode)) == (65534, 65534, 0o664)
+    assert path.read_text() == TRUTH.fixed
