@@ -284,11 +284,11 @@ def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
         # Ctrl-C (or any failure here): stop now. Waiting for the workers to finish their
         # chunks took up to a minute; they are ours, and nothing of theirs is written.
         pool.shutdown(wait=False, cancel_futures=True)
-        workers = multiprocessing.active_children()
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.join(timeout=1)  # reaped here: no zombie is left to an init that may not
+        children = multiprocessing.active_children()  # the pool's workers, nothing else
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.join(timeout=1)  # reaped here: no zombie is left to an init that may not
         raise
     pool.shutdown()
 
