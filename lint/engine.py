@@ -261,6 +261,7 @@ def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
     from concurrent.futures.process import BrokenProcessPool
 
     chunks = chunks_by_work(work, workers * 4)
+    others = set(multiprocessing.active_children())  # a caller's own children are not ours
     pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_ignore_sigint)
     try:
         futures = {
@@ -284,7 +285,7 @@ def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
         # Ctrl-C (or any failure here): stop now. Waiting for the workers to finish their
         # chunks took up to a minute; they are ours, and nothing of theirs is written.
         pool.shutdown(wait=False, cancel_futures=True)
-        children = multiprocessing.active_children()  # the pool's workers, nothing else
+        children = set(multiprocessing.active_children()) - others  # the pool's workers
         for child in children:
             child.terminate()
         for child in children:
