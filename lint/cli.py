@@ -206,7 +206,7 @@ def _check_paths(paths, selection, mode, options, force_exclude, workers, progre
     elif options.fix:
         for result in changed:
             try:
-                write_in_place(result.path, result.fixed_source, result.encoding)
+                write_in_place(result.path, result.fixed_source, result.encoding, result.source)
                 fixed += result.fixed_count
             except SourceError as error:
                 errors.append(FileError(result.path, error.message))

@@ -9,7 +9,8 @@
   would split them), a directory gmlp-lint may not create files in, or an owner it cannot
   give the new file. Space for the new text is reserved first, so a full disk fails before
   a byte is overwritten.
-* A read-only file is refused, not replaced (as ruff and black do).
+* A read-only file is refused, not replaced (as ruff and black do), and so is a file whose
+  text is no longer the one the fixes were computed from (saved by an editor meanwhile).
 """
 
 from __future__ import annotations
@@ -20,19 +21,23 @@ import os
 import stat
 import tempfile
 
-from .source import SourceError, describe
+from .source import SourceError, decode, describe, read_bytes
 
 # Errors that mean "this directory will not take a temporary file": write in place instead.
 _NO_TEMPORARY = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-def write_in_place(path: str, text: str, encoding: str) -> None:
-    """Replace the contents of ``path`` with ``text`` encoded in ``encoding``. Raises
-    SourceError, after which the file holds its old contents."""
+def write_in_place(path: str, text: str, encoding: str, linted: str | None = None) -> None:
+    """Replace the contents of ``path`` with ``text`` encoded in ``encoding``. With
+    ``linted`` (the text the fixes were computed from), a file that no longer holds it (an
+    editor saved it meanwhile) is left alone. Raises SourceError, after which the file holds
+    its old contents."""
     try:
         data = text.encode(encoding)
     except UnicodeEncodeError as error:
         raise SourceError(f"cannot write the fixes: not representable in {encoding}") from error
+    if linted is not None and _current_text(path) != linted:
+        raise SourceError("cannot write the fixes: the file changed while gmlp-lint ran")
     target = os.path.realpath(path)
     try:
         info = os.stat(target)
@@ -46,6 +51,13 @@ def write_in_place(path: str, text: str, encoding: str) -> None:
     if info.st_nlink == 1 and _replace(target, data, info):
         return
     _overwrite(target, data)
+
+
+def _current_text(path: str) -> str | None:
+    try:
+        return decode(read_bytes(path)).text
+    except SourceError:
+        return None  # unreadable or undecodable now: not the text that was linted
 
 
 def _replace(target: str, data: bytes, info: os.stat_result) -> bool:

@@ -174,3 +174,23 @@ def test_the_new_file_keeps_the_old_ones_owner_and_group(here):
     after = os.stat(path)
     assert (after.st_uid, after.st_gid, stat.S_IMODE(after.st_mode)) == (65534, 65534, 0o664)
     assert path.read_text() == TRUTH.fixed
+
+
+def test_a_file_saved_by_someone_else_during_the_run_is_not_overwritten(here, monkeypatch):
+    path = here / "a.py"
+    path.write_text(TRUTH.source)
+    edited = TRUTH.source + "# saved by an editor while gmlp-lint ran\n"
+    real = engine.process
+
+    def process_then_edit(job, mode):
+        result = real(job, mode)
+        path.write_text(edited)  # the editor saves after gmlp-lint read the file
+        return result
+
+    monkeypatch.setattr(engine, "process", process_then_edit)
+    result = run_cli("-j", "1", "--fix", "a.py")
+    assert result.exit_code == 2
+    assert "error: a.py: cannot write the fixes: the file changed while gmlp-lint ran" in (
+        result.stderr
+    )
+    assert path.read_text() == edited
