@@ -1,0 +1,180 @@
+"""Measure gmlp-lint on a dated split of real fixes it was not written from, and judge what
+it reports at repository heads.
+
+    python scripts/lint_history_split.py --data docs/lint-history-split.toml \\
+        --repo TransformerEngine=/path/TE.git --repo Megatron-LM=/path/Megatron-LM.git ...
+
+The data file (described at its top) lists fixes that docs/lint-history-judgements.toml does
+not name, each with its date and the lines where the bug sat, and a cut-off date: fixes
+before it are the development split, the others the held-out split. For each fix the files
+of its sites are read at the buggy revision (``git cat-file``, bare clones are fine) and
+linted; the fix is caught when a finding lands on a site line. Then every non-test Python
+file at each repository's head is linted, and each finding is joined with the data file's
+``[[head]]`` verdicts and those of ``--judgements``: the report counts true, false and
+unjudged findings.
+
+Writes Markdown to stdout (or ``--markdown``). Exit status: 0 done; 2 bad input (an
+unreadable data file or git directory, a revision that does not resolve, a linter that cannot
+run), with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import tomllib
+from lint_history import BadInput, Git, Side, add_side, lint_all, parse_pairs, tree_files
+from lint_history_judge import BadJudgements, load_judgements, parse_site
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+DEFAULT_DATA = DOCS / "lint-history-split.toml"
+DEFAULT_JUDGEMENTS = DOCS / "lint-history-judgements.toml"
+DEVELOPMENT, HELD_OUT = "development", "held-out"
+# A head file is linted when it names one of these: the rest can yield no rule's finding
+# (the linter parses only files naming its triggers; delayed wgrad widens that set).
+HEAD_WORDS = (b"main_grad", b"zero_out_wgrad", b"dummy_wgrad", b"skip_backward_post_hook",
+              b"backward_dw")  # fmt: skip
+
+
+def load_data(path: Path) -> dict:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise BadInput(f"--data {path}: cannot be read as TOML ({error})") from None
+    if not isinstance(data.get("cutoff"), str):
+        raise BadInput(f'--data {path}: expected cutoff = "YYYY-MM-DD" at the top')
+    for index, fix in enumerate(data.get("fix", []), 1):
+        sites = [parse_site(site) for site in fix.get("sites", [])]
+        if not sites or None in sites or not ({"commit", "buggy"} & set(fix)):
+            raise BadInput(f"--data {path}: fix #{index} needs commit or buggy and PATH:LINE sites")
+    return data
+
+
+def split_of(fix: dict, cutoff: str) -> str:
+    return DEVELOPMENT if fix["date"] < cutoff else HELD_OUT
+
+
+def buggy_revision(git: Git, fix: dict) -> str:
+    if "buggy" in fix:
+        return git.commit(fix["buggy"])
+    return git.commit(f"{git.commit(fix['commit'])}^")
+
+
+def measure_fixes(gits: dict[str, Git], fixes: list[dict]) -> list[dict]:
+    """Each fix with ``status`` ("caught" or "missed") and the findings at its sites."""
+    sides: dict[str, Side] = {}
+    plans = []
+    for fix in fixes:
+        git = gits[fix["repo"]]
+        revision = buggy_revision(git, fix)
+        sites = [parse_site(site) for site in fix["sites"]]
+        paths = sorted({path for path, _, _ in sites})
+        keys = {}
+        for path, blob in zip(paths, git.blobs([f"{revision}:{p}" for p in paths])):
+            if blob is None:
+                raise BadInput(f"{fix['ref']}: {path} does not exist at {revision[:12]}")
+            keys[path] = add_side(sides, fix["repo"], blob, path)
+        plans.append((fix, sites, keys))
+    lint_all(sides)
+    measured = []
+    for fix, sites, keys in plans:
+        at_sites = [
+            finding
+            for path, key in keys.items()
+            for finding in sides[key].findings
+            if any(p == path and first <= finding["line"] <= last for p, first, last in sites)
+        ]
+        codes = sorted({finding["code"] for finding in at_sites})
+        measured.append({**fix, "status": "caught" if at_sites else "missed", "codes": codes})
+    return measured
+
+
+def measure_heads(gits: dict[str, Git], verdicts: list[dict]) -> list[dict]:
+    """Every finding at each head, with its verdict ("true", "false" or None)."""
+    sides: dict[str, Side] = {}
+    keyed = []
+    for name, git in gits.items():
+        head = git.commit("HEAD")
+        paths = tree_files(git, head)
+        for path, blob in zip(paths, git.blobs([f"{head}:{p}" for p in paths])):
+            if blob is not None and any(word in blob for word in HEAD_WORDS):
+                keyed.append((name, path, add_side(sides, name, blob, path)))
+    lint_all(sides)
+    judged = {(v["repo"], v["path"], v["code"], v["text"]): v for v in verdicts}
+    findings = []
+    for name, path, key in keyed:
+        lines = sides[key].blob.decode(errors="replace").splitlines()
+        for finding in sides[key].findings:
+            text = lines[finding["line"] - 1].strip() if finding["line"] <= len(lines) else ""
+            verdict = judged.get((name, path, finding["code"], text), {}).get("verdict")
+            place = {"repo": name, "path": path, "line": finding["line"]}
+            findings.append({**place, "code": finding["code"], "text": text, "verdict": verdict})
+    return findings
+
+
+def markdown(fixes: list[dict], heads: list[dict], cutoff: str) -> str:
+    out = [f"Dated split (cut-off {cutoff}): fixes not in docs/lint-history-judgements.toml.", ""]
+    for split in (DEVELOPMENT, HELD_OUT):
+        mine = [fix for fix in fixes if fix["split"] == split]
+        caught = sum(fix["status"] == "caught" for fix in mine)
+        out += [f"## {split}: caught {caught} of {len(mine)}", "",
+                "| fix | date | class | status | codes |", "|---|---|---|---|---|"]  # fmt: skip
+        for fix in mine:
+            codes = ", ".join(fix["codes"]) or "-"
+            out.append(f"| {fix['ref']} | {fix['date']} | {fix['issue_class']} "
+                       f"| {fix['status']} | {codes} |")  # fmt: skip
+        out.append("")
+    count = {v: sum(f["verdict"] == v for f in heads) for v in ("true", "false", None)}
+    out += [f"## Heads: {len(heads)} findings, {count['true']} true, {count['false']} false, "
+            f"{count[None]} unjudged", "", "| repo | path:line | code | verdict | line |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    for f in heads:
+        text = f["text"].replace("|", "\\|")
+        out.append(f"| {f['repo']} | {f['path']}:{f['line']} | {f['code']} "
+                   f"| {f['verdict'] or 'unjudged'} | `{text}` |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> str:
+    data = load_data(Path(args.data))
+    gits = {name: Git(name, git_dir) for name, git_dir in parse_pairs(args.repo, "--repo").items()}
+    fixes = [dict(fix, split=split_of(fix, data["cutoff"])) for fix in data.get("fix", [])]
+    skipped = sorted({fix["repo"] for fix in fixes} - set(gits))
+    if skipped:
+        raise BadInput(f"--repo {skipped[0]}=GITDIR: the data file has fixes in {skipped[0]}")
+    try:  # the verdicts on head findings made for the history corpus count here too
+        verdicts = load_judgements(Path(args.judgements))["judgement"] + data.get("head", [])
+    except BadJudgements as error:
+        raise BadInput(str(error)) from None
+    heads = [] if args.no_heads else measure_heads(gits, verdicts)
+    return markdown(measure_fixes(gits, fixes), heads, data["cutoff"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", action="append", default=[], metavar="NAME=GITDIR")
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="the split (TOML)")
+    parser.add_argument("--judgements", default=str(DEFAULT_JUDGEMENTS),
+                        help="verdicts on findings from the history corpus (TOML)")  # fmt: skip
+    parser.add_argument("--no-heads", action="store_true", help="measure the fixes only")
+    parser.add_argument("--markdown", help="write the Markdown here instead of stdout")
+    args = parser.parse_args(argv)
+    if not args.repo:
+        print("lint-history-split: error: --repo NAME=GITDIR is required", file=sys.stderr)
+        return 2
+    try:
+        text = run(args)
+    except BadInput as error:
+        print(f"lint-history-split: error: {error}", file=sys.stderr)
+        return 2
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
