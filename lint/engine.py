@@ -31,7 +31,14 @@ from .suppressions import parse as parse_suppressions
 
 # Substrings that make a file worth parsing (``main_grad`` also covers
 # ``grad_added_to_main_grad``, ``overwrite_main_grad`` and ``get_main_grad``).
-TRIGGERS = ("main_grad", "zero_out_wgrad", "dummy_wgrad", "skip_backward_post_hook")
+TRIGGERS = (
+    "main_grad",
+    "zero_out_wgrad",
+    "dummy_wgrad",
+    "skip_backward_post_hook",
+    "backward_dw",  # delayed wgrad across classes (GMLP014): such files may never write main_grad
+    "delay_wgrad_compute",
+)
 _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 MAX_FIX_PASSES = 10
 # The pool decision weighs each file's bytes: CPython's parser alone costs 1 a byte, libcst

@@ -39,6 +39,7 @@ CODES = (
     "GMLP011",
     "GMLP012",
     "GMLP013",
+    "GMLP014",
     "GMLP100",
 )
 

@@ -1,0 +1,186 @@
+"""GMLP014: a class whose weight layers delay their wgrad, but whose backward_dw misses one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+classes = LazyModule("..analysis.classes", __package__)
+
+CODE = "GMLP014"
+RULE = Rule(
+    code=CODE,
+    name="delayed-wgrad-layer-not-computed",
+    summary=(
+        "A class builds a weight layer that delayed wgrad computation covers, but the "
+        "class's backward_dw never reaches it (or the class has no backward_dw at all): "
+        "that layer's weight gradient is never computed."
+    ),
+    flags=(
+        "a weight layer built in `__init__` that the class's `backward_dw` (its own or an "
+        "inherited one, following `self.m()` calls) never mentions; a class that takes "
+        "`delay_wgrad_compute` and builds weight layers but has no `backward_dw`"
+    ),
+    explanation="""
+        Issue #19, class 6 (delayed wgrad across classes). With `delay_wgrad_compute`, a
+        layer's backward pass computes only the input gradient and stores the work for the
+        weight gradient; the owner must call the layer's `backward_dw()` later. A container
+        class forwards its own `backward_dw()` to each layer. When a subclass builds a layer
+        its inherited `backward_dw` does not know (a fused projection replacing two), when
+        `__init__` gains a layer `backward_dw` was not taught (latent projections), or when a
+        class built for delayed wgrad has no `backward_dw`, the layer's weight gradient is
+        never computed and main_grad keeps whatever it held.
+
+        Seen: the class model of the file (bases, methods, the layers `__init__` assigns to
+        `self`: calls whose callee names a `Linear`, or `build_module` given a spec named
+        `linear_*` / `*_proj`; PyTorch's `nn.Linear` always computes its wgrad eagerly and is
+        left out), with methods resolved through the bases defined in the same
+        file. A layer counts as reached when `backward_dw` or a method it calls through
+        `self.` mentions the attribute at all.
+
+        Not seen: bases defined in other files (they may define `backward_dw` or reach the
+        layer: such classes are not reported, nor is a `backward_dw` that calls `super()`
+        into such a base), layers kept in containers or built outside `__init__`, layers
+        that legitimately compute their wgrad eagerly, and which layers the configuration
+        actually builds.
+    """,
+    fix="""
+        Call the layer's `backward_dw()` from the class's `backward_dw` (override it in the
+        subclass when the layers differ), or give the class a `backward_dw`. No automatic fix.
+    """,
+    fix_summary="none (call the layer's backward_dw)",
+    valid=(
+        Example(
+            """
+            class Attention(MegatronModule):
+                def __init__(self, config):
+                    self.linear_qkv = TELinear(config.hidden, 3 * config.hidden)
+                    self.linear_proj = TELinear(config.hidden, config.hidden)
+
+                def backward_dw(self):
+                    self.linear_qkv.backward_dw()
+                    self._backward_output()
+
+                def _backward_output(self):
+                    self.linear_proj.backward_dw()
+            """
+        ),
+        Example(
+            """
+            class Attention(MegatronModule):
+                def __init__(self, config):
+                    self.linear_qkv = TELinear(config.hidden, 3 * config.hidden)
+
+                def backward_dw(self):
+                    self.linear_qkv.backward_dw()
+
+
+            class FusedAttention(Attention):
+                def __init__(self, config):
+                    self.linear_qkv_fused = TELinear(config.hidden, 3 * config.hidden)
+
+                def backward_dw(self):
+                    self.linear_qkv_fused.backward_dw()
+            """
+        ),
+        Example(
+            """
+            class Router(MegatronModule):
+                def __init__(self, config):
+                    self.linear_fc1 = TELinear(config.hidden, config.ffn)
+                    self.gate_proj = torch.nn.Linear(config.hidden, config.experts)
+
+                def backward_dw(self):
+                    self.linear_fc1.backward_dw()
+            """
+        ),
+        Example(
+            """
+            class Block(TransformerEngineBaseModule):
+                def __init__(self, config, delay_wgrad_compute=False):
+                    super().__init__()
+                    self.linear_fc1 = TELinear(config.hidden, config.ffn)
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class Attention(MegatronModule):
+                def __init__(self, config):
+                    self.linear_q = TELinear(config.hidden, config.hidden)
+                    self.linear_kv = TELinear(config.hidden, 2 * config.hidden)
+
+                def backward_dw(self):
+                    self.linear_q.backward_dw()
+                    self.linear_kv.backward_dw()
+
+
+            class FusedAttention(Attention):
+                def __init__(self, config):
+                    self.linear_qkv = TELinear(config.hidden, 3 * config.hidden)
+            """,
+            line=13,
+        ),
+        Example(
+            """
+            class Experts(MegatronModule):
+                def __init__(self, config):
+                    self.experts = build_module(submodules.experts, config)
+                    self.fc1_latent_proj = TELinear(config.hidden, config.latent)
+
+                def backward_dw(self):
+                    self.experts.backward_dw()
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            class Mixer(MegatronModule):
+                def __init__(self, config):
+                    self.in_proj = build_module(submodules.in_proj, config)
+                    self.delay = config.delay_wgrad_compute
+            """,
+            line=1,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MISSED = (
+    "`self.{attr}` is a weight layer, but `{owner}.backward_dw` never reaches it: with "
+    "delayed wgrad its weight gradient is never computed"
+)
+NONE = (
+    "`{name}` takes delay_wgrad_compute and builds weight layers ({attrs}) but has no "
+    "backward_dw: with delayed wgrad their weight gradients are never computed"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if classes.BACKWARD_DW not in context.source and classes.DELAY not in context.source:
+        return
+    index = context.shared(classes.class_index)
+    for model in index.classes.values():
+        if not model.layers:
+            continue
+        backward_dw = index.method(model, classes.BACKWARD_DW)
+        if backward_dw is None:
+            if index.spells_delay(model) and not index.may_inherit_unknown(model):
+                attrs = ", ".join(f"`self.{a}`" for a in model.layers)
+                out.report(CODE, model.node.name, NONE.format(name=model.name, attrs=attrs))
+            continue
+        if index.may_inherit_unknown(model) and index.calls_super(model, classes.BACKWARD_DW):
+            continue
+        reached = index.reached_attributes(model, classes.BACKWARD_DW)
+        owner = next(m.name for m in index.lineage(model) if classes.BACKWARD_DW in m.methods)
+        for attr, assignment in model.layers.items():
+            if attr not in reached:
+                out.report(CODE, assignment, MISSED.format(attr=attr, owner=owner))

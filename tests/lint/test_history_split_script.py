@@ -1,0 +1,68 @@
+"""scripts/lint_history_split.py on a tiny synthetic git history: a development fix caught at
+its site, a held-out fix (dated after the cut-off) missed at a wrong site, a head finding
+judged in the data file and one left unjudged, and bad input (exit 2, one line)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gmlp_check.lint.registry import rule
+
+from .test_history_script import commit, line_of, make_repo
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lint_history_split.py"
+BUGGY = rule("GMLP001").invalid[0].source
+FIXED = rule("GMLP001").valid[0].source
+TRUTHINESS = rule("GMLP004").invalid[0].source
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_counts_each_split_and_judges_head_findings(tmp_path):
+    repo = make_repo(tmp_path)
+    commit(repo, {"pkg/ops.py": BUGGY}, "add the op")
+    fix = commit(repo, {"pkg/ops.py": FIXED}, "fix main_grad")
+    commit(repo, {"pkg/a.py": TRUTHINESS, "pkg/b.py": TRUTHINESS}, "later")
+    site = f"pkg/ops.py:{line_of(BUGGY, 'if accumulate:')}-{line_of(BUGGY, 'out = main_grad')}"
+    flagged = rule("GMLP004").invalid[0]
+    text = TRUTHINESS.splitlines()[flagged.line - 1].strip().replace('"', '\\"')
+    data = tmp_path / "split.toml"
+    data.write_text(
+        'cutoff = "2026-01-01"\n'
+        f'[[fix]]\nrepo = "demo"\ncommit = "{fix}"\ndate = "2025-05-01"\nref = "dev#1"\n'
+        f'issue_class = 7\nsites = ["{site}"]\nwhat = ""\n'
+        f'[[fix]]\nrepo = "demo"\ncommit = "{fix}"\ndate = "2026-05-01"\nref = "held#2"\n'
+        'issue_class = 7\nsites = ["pkg/ops.py:1"]\nwhat = ""\n'
+        f'[[head]]\nrepo = "demo"\npath = "pkg/a.py"\ncode = "GMLP004"\ntext = "{text}"\n'
+        'verdict = "false"\nreason = "r"\n'
+    )
+    empty = tmp_path / "judgements.toml"
+    empty.write_text("")
+    done = run_script(
+        "--repo", f"demo={repo / '.git'}", "--data", str(data), "--judgements", str(empty)
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "## development: caught 1 of 1" in out
+    assert "## held-out: caught 0 of 1" in out
+    assert "| dev#1 | 2025-05-01 | 7 | caught | GMLP001 |" in out
+    assert "## Heads: 2 findings, 0 true, 1 false, 1 unjudged" in out
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    repo = make_repo(tmp_path)
+    commit(repo, {"pkg/ops.py": FIXED}, "add")
+    data = tmp_path / "split.toml"
+    data.write_text('[[fix]]\nrepo = "demo"\n')
+    done = run_script("--repo", f"demo={repo / '.git'}", "--data", str(data))
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "cutoff" in done.stderr
+    missing = run_script("--data", str(data))
+    assert missing.returncode == 2 and "--repo" in missing.stderr
