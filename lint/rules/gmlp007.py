@@ -13,11 +13,13 @@ if TYPE_CHECKING:
 
     from ..analysis.collector import Collector
     from ..analysis.module import ModuleContext
+    from ..analysis.provenance import Provenance
     from ..analysis.wgrad import Mark
 
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+provenance = LazyModule("..analysis.provenance", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 
 CODE = "GMLP007"
@@ -51,6 +53,19 @@ RULE = Rule(
         `A.main_grad` must read `overwrite_main_grad` only from A. Names are compared by the
         weight they name: `origin_fc1_weight`, `fc1_weight_param` and `ctx.fc1_weight` all
         name `fc1_weight`.
+
+        Which object (issue #19, class 1): two names of one weight are still two objects
+        when one is the Parameter and the other stands in for it. The provenance analysis
+        (analysis/provenance.py) classifies names as the Parameter (`origin_*`, `*_param`,
+        `Parameter(...)`, a weakref of those), saved (`ctx` attributes, `ctx.saved_tensors`,
+        `restore_from_saved`), quantized (`*_fp8`, results of quantize/cast calls) or
+        materialized (all-gather results, `full_weight`), following assignments; a plain
+        name whose `origin_` twin is in scope is a stand-in. Reading a flag or main_grad
+        from the stand-in of the weight the block marks is reported.
+
+        Not seen: objects passed through helpers in other files, containers of weights,
+        and stand-ins whose names and producers say nothing (a plain `weight` with no
+        `origin_weight` beside it is taken to be the Parameter).
     """,
     fix="""
         Read the attribute from the weight being marked or written (unsafe: review that this
@@ -63,6 +78,16 @@ RULE = Rule(
             def finish(ctx, fc1_weight, origin_fc1_weight):
                 if ctx.fuse and hasattr(origin_fc1_weight, "grad_added_to_main_grad"):
                     origin_fc1_weight.grad_added_to_main_grad = True
+                    zero = getattr(origin_fc1_weight, "zero_out_wgrad", False)
+                    return get_dummy_wgrad(list(fc1_weight.size()), fc1_weight.dtype, zero=zero)
+                return None
+            """
+        ),
+        Example(
+            """
+            def finish(ctx, fc1_weight):
+                if ctx.fuse and hasattr(fc1_weight, "grad_added_to_main_grad"):
+                    fc1_weight.grad_added_to_main_grad = True
                     zero = getattr(fc1_weight, "zero_out_wgrad", False)
                     return get_dummy_wgrad(list(fc1_weight.size()), fc1_weight.dtype, zero=zero)
                 return None
@@ -117,6 +142,46 @@ RULE = Rule(
             """,
             applicability="unsafe",
         ),
+        Example(
+            """
+            def finish(ctx, fc1_weight, origin_fc1_weight):
+                if ctx.fuse and hasattr(origin_fc1_weight, "grad_added_to_main_grad"):
+                    origin_fc1_weight.grad_added_to_main_grad = True
+                    zero = getattr(fc1_weight, "zero_out_wgrad", False)
+                    return get_dummy_wgrad(list(fc1_weight.size()), fc1_weight.dtype, zero=zero)
+                return None
+            """,
+            line=4,
+            fixed="""
+            def finish(ctx, fc1_weight, origin_fc1_weight):
+                if ctx.fuse and hasattr(origin_fc1_weight, "grad_added_to_main_grad"):
+                    origin_fc1_weight.grad_added_to_main_grad = True
+                    zero = getattr(origin_fc1_weight, "zero_out_wgrad", False)
+                    return get_dummy_wgrad(list(fc1_weight.size()), fc1_weight.dtype, zero=zero)
+                return None
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def wgrad_kwargs(ctx, weight, accumulate):
+                weight_fp8 = quantize(weight)
+                return {
+                    "accumulate": accumulate and not getattr(weight_fp8, "overwrite_main_grad", 0),
+                    "out": weight.main_grad,
+                }
+            """,
+            line=4,
+            fixed="""
+            def wgrad_kwargs(ctx, weight, accumulate):
+                weight_fp8 = quantize(weight)
+                return {
+                    "accumulate": accumulate and not getattr(weight, "overwrite_main_grad", 0),
+                    "out": weight.main_grad,
+                }
+            """,
+            applicability="unsafe",
+        ),
     ),
 )
 
@@ -126,6 +191,16 @@ IN_BLOCK = (
     "this block marks `{subject}` with grad_added_to_main_grad but reads {what} from "
     "`{other}`, another weight: the bookkeeping mixes two parameters' settings; read it from "
     "`{subject}`"
+)
+STAND_IN_BLOCK = (
+    "this block marks the Parameter `{subject}` with grad_added_to_main_grad but reads {what} "
+    "from `{other}`, a tensor standing in for it (restored, quantized or gathered): "
+    "per-parameter attributes live on the Parameter only; read it from `{subject}`"
+)
+STAND_IN_CALL = (
+    "`{other}.overwrite_main_grad` is read from a tensor standing in for `{subject}` "
+    "(restored, quantized or gathered), which does not carry the Parameter's flag; read it "
+    "from `{subject}`"
 )
 IN_CALL = (
     "`{other}.overwrite_main_grad` decides how `{subject}.main_grad` is written: the GEMM "
@@ -142,22 +217,24 @@ def check(context: ModuleContext, out: Collector) -> None:
         survey = unit.survey
         if survey.spells_grad_added:
             for mark in wgrad.marks(unit):
-                _check_block(mark, out)
+                _check_block(mark, provenance.Provenance(unit), out)
         if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
             for stmt, _ in unit.statements():
                 if not isinstance(stmt, cst.BaseCompoundStatement):
                     for sub in patterns.walk(stmt):
                         if isinstance(sub, (cst.Call, cst.Dict)):
-                            _check_arguments(sub, out)
+                            _check_arguments(sub, provenance.Provenance(unit), out)
 
 
-def _check_block(mark: Mark, out: Collector) -> None:
+def _check_block(mark: Mark, objects: Provenance, out: Collector) -> None:
     marked = {wgrad.stem(mark.subject)}
+    subjects = {wgrad.stem(mark.subject): mark.subject}
     statements = list(wgrad.block_statements(mark.block))
     for stmt in statements:
         other = wgrad.marked_subject(stmt)
         if other is not None:
             marked.add(wgrad.stem(other))
+            subjects.setdefault(wgrad.stem(other), other)
     if None in marked:
         return
     roots = [s for s in statements if not isinstance(s, cst.BaseCompoundStatement)]
@@ -174,6 +251,12 @@ def _check_block(mark: Mark, out: Collector) -> None:
                     subject=out.text(mark.subject), what=what, other=out.text(owner)
                 )
                 out.report(CODE, owner, message, _fix(out, owner, mark.subject))
+            elif word is not None and objects.differ(subjects[word], owner):
+                subject = subjects[word]
+                message = STAND_IN_BLOCK.format(
+                    subject=out.text(subject), what=what, other=out.text(owner)
+                )
+                out.report(CODE, owner, message, _fix(out, owner, subject))
 
 
 def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
@@ -192,7 +275,7 @@ def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
                     yield word, args[0].value
 
 
-def _check_arguments(node, out: Collector) -> None:
+def _check_arguments(node, objects: Provenance, out: Collector) -> None:
     """A call or dict literal whose ``out`` is one weight's main_grad, and whose other
     arguments read ``overwrite_main_grad`` from another weight."""
     pairs = patterns.argument_pairs(node)
@@ -212,6 +295,9 @@ def _check_arguments(node, out: Collector) -> None:
             other = _overwrite_owner(sub)
             if other is not None and wgrad.stem(other) not in (word, None):
                 message = IN_CALL.format(subject=out.text(subject), other=out.text(other))
+                out.report(CODE, other, message, _fix(out, other, subject))
+            elif other is not None and objects.differ(subject, other):
+                message = STAND_IN_CALL.format(subject=out.text(subject), other=out.text(other))
                 out.report(CODE, other, message, _fix(out, other, subject))
 
 
