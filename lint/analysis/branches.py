@@ -1,7 +1,7 @@
 """Branches on a flag that ``overwrite_main_grad`` can switch off, and what each side does
 with main_grad: what GMLP001 and GMLP002 judge.
 
-A branch (``if`` statement or conditional expression) is suspect when its test depends on
+A branch (``if`` statement, conditional expression, or ``flag and A or B``) is suspect when its test depends on
 ``overwrite_main_grad`` (directly or through a local whose reaching definitions do). Each
 side's effects are recorded:
 
@@ -89,6 +89,8 @@ class _Finder:
             for sub in patterns.walk(root):
                 if isinstance(sub, cst.IfExp):
                     self.check_ifexp(sub, node, root)
+                elif (choice := _and_or_choice(sub)) is not None:
+                    self.check_ifexp(choice, node, root)
         return self.found
 
     # -- the two kinds of branch --------------------------------------------------------
@@ -249,6 +251,17 @@ class _Finder:
         if isinstance(root, (cst.Assign, cst.AnnAssign)):
             return any(map(self.unit.returns, patterns.assignment_targets(root)))
         return False
+
+
+def _and_or_choice(expr: cst.CSTNode) -> cst.IfExp | None:
+    """``flag and A or B``, the conditional expression's older spelling, as ``A if flag else
+    B`` (the test is the original node, so findings point into the file)."""
+    if not (isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or)):
+        return None
+    left = expr.left
+    if not (isinstance(left, cst.BooleanOperation) and isinstance(left.operator, cst.And)):
+        return None
+    return cst.IfExp(test=left.left, body=left.right, orelse=expr.right)
 
 
 def _ends_in_jump(statements: Sequence[cst.CSTNode]) -> bool:

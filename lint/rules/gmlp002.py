@@ -41,6 +41,12 @@ RULE = Rule(
         dummy counts as bookkeeping, whatever its name. The flag is followed with the same
         dataflow analysis as GMLP001 (into helpers, across forward/backward on `ctx`,
         through dicts of GEMM arguments entry by entry).
+
+        Branches in any syntax count (issue #19, class 7, the seed shape in other syntax):
+        `if` statements, conditional expressions (`dummy if accumulate else wgrad`, also
+        inside a `return` or an argument), and the older `accumulate and None or wgrad`.
+        Not seen: the choice made inside a helper of another file, or by indexing
+        (`(wgrad, dummy)[accumulate]`).
     """,
     fix="""
         Gate on the op-level expression the flag was derived from, as Transformer Engine's
@@ -181,6 +187,22 @@ RULE = Rule(
                 if op.accumulate_into_main_grad:
                     return []
                 return [p.grad for p in params]
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def finish(op, weight, wgrad, dgrad):
+                accumulate = op.accumulate_into_main_grad and not weight.overwrite_main_grad
+                gemm(wgrad, out=weight.main_grad, accumulate=accumulate)
+                return dgrad, accumulate and None or wgrad
+            """,
+            line=4,
+            fixed="""
+            def finish(op, weight, wgrad, dgrad):
+                accumulate = op.accumulate_into_main_grad and not weight.overwrite_main_grad
+                gemm(wgrad, out=weight.main_grad, accumulate=accumulate)
+                return dgrad, op.accumulate_into_main_grad and None or wgrad
             """,
             applicability="unsafe",
         ),
