@@ -1,9 +1,9 @@
 """Branches on a flag that ``overwrite_main_grad`` can switch off, and what each side does
 with main_grad: what GMLP001 and GMLP002 judge.
 
-A branch (``if`` statement, conditional expression, or ``flag and A or B``) is suspect when its test depends on
-``overwrite_main_grad`` (directly or through a local whose reaching definitions do). Each
-side's effects are recorded:
+A branch (``if`` statement, conditional expression, or ``flag and A or B``) is suspect
+when its test depends on ``overwrite_main_grad`` (directly or through a local whose
+reaching definitions do). Each side's effects are recorded:
 
 * destination: it makes main_grad (or a name holding it) the weight-gradient output;
 * scratch: it rebinds a name that surely holds main_grad to a fresh buffer;
