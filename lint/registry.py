@@ -40,6 +40,7 @@ CODES = (
     "GMLP012",
     "GMLP013",
     "GMLP014",
+    "GMLP015",
     "GMLP100",
 )
 

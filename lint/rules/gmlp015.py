@@ -1,0 +1,182 @@
+"""GMLP015: a weight rebound to a fresh Parameter or a copy, then asked for main_grad."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+
+CODE = "GMLP015"
+# The per-parameter attributes a fresh object does not carry.
+PER_PARAMETER = ("main_grad", "grad_added_to_main_grad", "overwrite_main_grad", "zero_out_wgrad")
+# Calls that make a new object out of a weight: a Parameter wrapper, or a tensor copy.
+FRESH_CALLS = frozenset({"Parameter", "clone", "detach", "deepcopy", "copy", "contiguous"})
+RULE = Rule(
+    code=CODE,
+    name="weight-rebound-before-main-grad",
+    summary=(
+        "A weight name is rebound to a fresh `Parameter(...)` or a tensor copy, and main_grad "
+        "or its flags are then read from the new object, which carries none of them."
+    ),
+    flags=(
+        "`w = Parameter(w, ...)` / `w = w.clone()` / `w.detach()` followed by a read of "
+        "`w.main_grad`, `grad_added_to_main_grad`, `overwrite_main_grad` or `zero_out_wgrad` "
+        "that this binding reaches"
+    ),
+    explanation="""
+        Issue #19, class 2. main_grad, `grad_added_to_main_grad`, `overwrite_main_grad` and
+        `zero_out_wgrad` are attributes Megatron puts on the Parameter object. Wrapping the
+        weight in a new `Parameter(...)` (Transformer Engine's CPU-offloading path before
+        #1026 did `weight = torch.nn.Parameter(weight, False)` in backward) or replacing it
+        by a copy makes a new object: `hasattr(w, "main_grad")` is then False, a getattr
+        default silently answers, or the wgrad is written into a buffer Megatron never sees.
+
+        Seen: within one function, a binding `w = Parameter(...)` or `w = <...>.clone()` /
+        `.detach()` / `copy.deepcopy(...)` / `.contiguous()` that reaches (reaching
+        definitions over the function's control-flow graph) a read of one of the attributes
+        on `w`, or a `getattr` / `hasattr` of them.
+
+        main_grad put back on the new object after the rebinding (`w.main_grad =
+        main_grad`, as Transformer Engine's offloading path did) answers later reads of
+        main_grad, which are then not reported; the flags are still missing (Transformer
+        Engine #1573 kept the weight object itself for that reason).
+
+        Not seen: a rebinding in a helper of another file, attributes copied over by a
+        helper, whether a put-back runs on every path, and copies kept under another name
+        (that is class 1, GMLP007).
+    """,
+    fix="""
+        Keep the Parameter: save the original object (or a weakref) and read main_grad and
+        its flags from it, or copy the attributes onto the new object before any read. No
+        automatic fix.
+    """,
+    fix_summary="none (read main_grad from the original Parameter)",
+    valid=(
+        Example(
+            """
+            def backward(ctx, grad_output):
+                weight = ctx.weight
+                if ctx.cpu_offloading:
+                    weight_copy = torch.nn.Parameter(weight, False)
+                    use(weight_copy)
+                wgrad_gemm(grad_output, out=weight.main_grad)
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, grad_output, main_grad):
+                weight = ctx.weight
+                if ctx.cpu_offloading:
+                    weight = torch.nn.Parameter(weight.requires_grad)
+                    weight.main_grad = main_grad
+                wgrad_gemm(grad_output, out=weight.main_grad)
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def backward(ctx, grad_output):
+                weight = ctx.weight
+                if ctx.cpu_offloading:
+                    weight = torch.nn.Parameter(weight, False)
+                if ctx.fuse_wgrad_accumulation:
+                    wgrad_gemm(grad_output, out=weight.main_grad)
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            def finish(weight, wgrad):
+                weight = weight.detach()
+                if hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                return wgrad
+            """,
+            line=2,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "`{name}` is rebound here to a new object ({how}), and `{name}.{attr}` is read from it at "
+    "line {line}: the new object carries no main_grad or flags of the Parameter"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    source = context.source
+    if not any(call in source for call in FRESH_CALLS):
+        return
+    for unit in context.units:
+        if unit.survey.spells_main_grad or unit.survey.spells_grad_added:
+            _check_unit(unit, out)
+
+
+def _check_unit(unit: Unit, out: Collector) -> None:
+    fresh = {d for d in unit.graph.defs if d.kind == "assign" and _makes_fresh(d.value)}
+    if not fresh:
+        return
+    # Attributes put back on the new object (``w.main_grad = main_grad``) by a statement
+    # that the rebinding reaches: reads of those are answered by the copy put there.
+    restored: set[tuple[int, str]] = set()
+    for root, node in unit.expression_roots():
+        for owner, attr in _attribute_writes(root):
+            for d in unit.reaching.reaching(owner.value, node):
+                if d in fresh:
+                    restored.add((d.index, attr))
+    for root, node in unit.expression_roots():
+        for owner, attr in _attribute_reads(root):
+            for d in unit.reaching.reaching(owner.value, node):
+                if d in fresh and (d.index, attr) not in restored:
+                    message = MESSAGE.format(
+                        name=owner.value,
+                        how=unit.context.code(d.value.func).strip(),
+                        attr=attr,
+                        line=unit.context.line_of(owner),
+                    )
+                    out.report(CODE, d.node.owner, message)
+
+
+def _makes_fresh(value) -> bool:
+    return isinstance(value, cst.Call) and patterns.callee_name(value) in FRESH_CALLS
+
+
+def _attribute_writes(root):
+    """(owner name, "main_grad") for each ``name.main_grad = ...``: the buffer put back. (A
+    flag set on the new object is no put-back: Megatron's hooks read the Parameter's.)"""
+    if isinstance(root, (cst.Assign, cst.AnnAssign)):
+        for target in patterns.assignment_targets(root):
+            if patterns.is_attr(target, patterns.MAIN_GRAD) and isinstance(target.value, cst.Name):
+                yield target.value, patterns.MAIN_GRAD
+
+
+def _attribute_reads(root):
+    """(owner name, attribute) for each read of a per-parameter attribute on a plain name in
+    ``root``; an assignment's targets are writes, not reads."""
+    targets = set()
+    if isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        for target in patterns.assignment_targets(root):
+            targets.add(id(target))
+    for sub in patterns.walk(root):
+        if id(sub) in targets:
+            continue
+        if isinstance(sub, cst.Attribute) and sub.attr.value in PER_PARAMETER:
+            if isinstance(sub.value, cst.Name):
+                yield sub.value, sub.attr.value
+        elif patterns.callee_name(sub) in ("getattr", "hasattr") and isinstance(sub.func, cst.Name):
+            args = patterns.positional_args(sub)
+            if len(args) >= 2 and isinstance(args[0].value, cst.Name):
+                word = patterns.string_value(args[1].value)
+                if word in PER_PARAMETER:
+                    yield args[0].value, word
