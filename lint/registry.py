@@ -41,6 +41,7 @@ CODES = (
     "GMLP013",
     "GMLP014",
     "GMLP015",
+    "GMLP016",
     "GMLP100",
 )
 

@@ -1,0 +1,193 @@
+"""GMLP016: main_grad's contents replaced by code that never asks whether to overwrite."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+
+CODE = "GMLP016"
+# GEMMs that replace their ``out=`` unless told to accumulate (torch's have no such switch).
+REPLACING_GEMMS = frozenset({"matmul", "mm", "bmm"})
+ACCUMULATE_KEYWORDS = ("accumulate", "beta")
+# Words that show the code asks how main_grad is to be written: the per-parameter flag, or
+# the sharding strategy that decides it (Megatron-FSDP overwrites for ZeRO-2/3 only).
+ASKING_WORDS = ("overwrite", "sharding", "fsdp", "zero_stage", "optim_grads")
+# The producer side: a write counts only in a function (or one it is nested in) whose name
+# says it computes the weight gradient. Consumers (grad buffers, optimizers, examples that
+# consolidate .grad) copy into main_grad on purpose, once per step.
+PRODUCER_WORDS = ("backward", "wgrad", "grad_weight", "weight_grad", "_dw")
+RULE = Rule(
+    code=CODE,
+    name="main-grad-replaced-without-asking",
+    summary=(
+        "A write replaces main_grad's contents (a GEMM with `accumulate=False`, "
+        "`matmul(out=main_grad)`, `main_grad.copy_(...)`) in code that reads neither "
+        "`overwrite_main_grad` nor the sharding strategy."
+    ),
+    flags=(
+        "a GEMM into `p.main_grad` with `accumulate=False` / `beta=0`, `torch.matmul` / `mm` "
+        "with `out=p.main_grad`, or `p.main_grad.copy_(...)`, in a function (and the "
+        "functions around it) that never mentions overwrite or sharding"
+    ),
+    explanation="""
+        Issue #19, class 4. main_grad accumulates the weight gradient over microbatches;
+        only Megatron-FSDP with sharded gradients (ZeRO-2/3) wants it overwritten, and says
+        so with `param.overwrite_main_grad`. A write that replaces the contents in code that
+        never consults that flag (or the sharding strategy) keeps only the last
+        microbatch's gradient in accumulate mode.
+
+        Seen: in one function, a call whose `out=` is `X.main_grad` (or a `getattr` of it)
+        with `accumulate=False` or `beta=0` spelled as literals, a `matmul` / `mm` / `bmm`
+        with such an `out=` and no accumulate switch, and `X.main_grad.copy_(...)`; the
+        function and the functions it is nested in are searched for a mention of
+        overwrite, sharding, FSDP or the ZeRO stage. Only producer code is judged: a
+        function, or one it is nested in, named `backward*`, `*wgrad*`, `*grad_weight*`,
+        `*weight_grad*` or `*_dw`; grad buffers, optimizers and scripts that consolidate
+        `.grad` into main_grad once per step copy on purpose.
+
+        Not seen: the decision made by a caller in another file (such a write is reported
+        although the caller may ask), a replacing write through a name bound to main_grad,
+        GEMMs whose default is to replace but that are given no `accumulate=` (only
+        torch's matmuls are known to replace), and producer functions named otherwise.
+    """,
+    fix="""
+        Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
+        `not getattr(param, "overwrite_main_grad", False)`. No automatic fix.
+    """,
+    fix_summary="none (accumulate, or ask overwrite_main_grad)",
+    valid=(
+        Example(
+            """
+            def finish_step(model):
+                for param in model.parameters():
+                    if param.grad is not None:
+                        param.main_grad.copy_(param.grad)
+            """
+        ),
+        Example(
+            """
+            def wgrad(weight, x, dy):
+                accumulate = not getattr(weight, "overwrite_main_grad", False)
+                general_gemm(x, dy, out=weight.main_grad, accumulate=accumulate)
+            """
+        ),
+        Example(
+            """
+            def wgrad(weight, x, dy):
+                general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def wgrad(weight, x, dy):
+                torch.matmul(dy.t(), x, out=weight.main_grad)
+            """,
+            line=2,
+        ),
+        Example(
+            """
+            def wgrad(weight, x, dy):
+                general_gemm(x, dy, out=weight.main_grad, accumulate=False)
+            """,
+            line=2,
+        ),
+        Example(
+            """
+            def wgrad(weight, x, dy):
+                weight.main_grad.copy_(dy.t() @ x)
+            """,
+            line=2,
+        ),
+        Example(
+            """
+            class _Linear(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    def compute():
+                        torch.mm(dy.t(), ctx.x, out=ctx.weight.main_grad)
+
+                    compute()
+            """,
+            line=5,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "this replaces `{target}`'s contents ({how}) in code that never asks overwrite_main_grad "
+    "or the sharding strategy: in accumulate mode only the last microbatch's gradient survives"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    source = context.source
+    if "main_grad" not in source or not ("out" in source or "copy_" in source):
+        return
+    for unit in context.units:
+        if unit.survey.spells_main_grad and _in_producer(unit) and not _asks(unit):
+            for stmt, _ in unit.statements():
+                if not isinstance(stmt, cst.BaseCompoundStatement):
+                    for sub in patterns.walk(stmt):
+                        _check_call(sub, out)
+
+
+def _in_producer(unit: Unit) -> bool:
+    current: Unit | None = unit
+    while current is not None:
+        if any(word in current.name.lower() for word in PRODUCER_WORDS):
+            return True
+        current = current.parent
+    return False
+
+
+def _asks(unit: Unit) -> bool:
+    current: Unit | None = unit
+    while current is not None:
+        text = unit.context.code(current.owner).lower()
+        if any(word in text for word in ASKING_WORDS):
+            return True
+        current = current.parent
+    return False
+
+
+def _check_call(node, out: Collector) -> None:
+    if not isinstance(node, cst.Call):
+        return
+    name = patterns.callee_name(node)
+    if name == "copy_" and isinstance(node.func, cst.Attribute):
+        if patterns.is_main_grad_direct(node.func.value):
+            how = "copy_"
+            out.report(CODE, node, MESSAGE.format(target=out.text(node.func.value), how=how))
+        return
+    target = patterns.keyword_arg(node, "out")
+    if target is None or not patterns.is_main_grad_direct(target.value):
+        return
+    switches = [patterns.keyword_arg(node, word) for word in ACCUMULATE_KEYWORDS]
+    given = [arg.value for arg in switches if arg is not None]
+    if given:
+        replacing = all(_literal_off(value) for value in given)
+        how = "a literal accumulate=False / beta=0"
+    else:
+        replacing = name in REPLACING_GEMMS
+        how = f"{name}(out=...) overwrites"
+    if replacing:
+        out.report(CODE, node, MESSAGE.format(target=out.text(target.value), how=how))
+
+
+def _literal_off(value) -> bool:
+    if patterns.is_false_literal(value):
+        return True
+    return isinstance(value, (cst.Integer, cst.Float)) and float(value.value) == 0.0
