@@ -9,7 +9,8 @@ main_grad through one, is a bug (issue #19, class 1).
 A name's provenance comes from what is assigned to it in the function and its enclosing
 functions (the last assignment seen wins; a name assigned from another name inherits its
 provenance, so it follows chains of plain assignments), from ``ctx`` attributes (a weakref
-dereference ``ctx.X_ref()`` names the object ``X`` names), and, when nothing is assigned,
+dereference ``ctx.X_ref()`` names the object ``X`` names; a call of a helper of the module
+whose returns all have one provenance gives that provenance), and, when nothing is assigned,
 from how the name is spelled. A plain name whose ``origin_`` twin is in scope is a stand-in:
 the code names the Parameter separately because this one is not it.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import libcst as cst
 
 from . import patterns
-from .module import Unit
+from .module import ModuleContext, Unit
 
 PARAMETER = "parameter"
 SAVED = "saved"
@@ -55,8 +56,11 @@ def by_name(word: str) -> str | None:
     return None
 
 
-def of_value(value: cst.CSTNode, known: dict[str, str]) -> str | None:
-    """The provenance of an assigned value, given the names classified so far."""
+def of_value(
+    value: cst.CSTNode, known: dict[str, str], helpers: dict[str, str] | None = None
+) -> str | None:
+    """The provenance of an assigned value, given the names classified so far and what the
+    module's own helpers return (``helpers``: function name -> provenance)."""
     if isinstance(value, cst.Name):
         return known.get(value.value) or by_name(value.value)
     if isinstance(value, cst.Attribute):
@@ -69,20 +73,43 @@ def of_value(value: cst.CSTNode, known: dict[str, str]) -> str | None:
         name = patterns.callee_name(value) or ""
         if name == "Parameter":
             return PARAMETER
+        if helpers and name in helpers:
+            return helpers[name]
         for provenance, words in CALL_WORDS:
             if any(w in name for w in words):
                 return provenance
         if isinstance(value.func, cst.Attribute) and name.endswith("_ref"):
             return of_value(value.func, known)  # ctx.origin_weight_ref(): a weakref's object
     if isinstance(value, cst.Subscript):
-        return of_value(value.value, known)
+        return of_value(value.value, known, helpers)
     return None
+
+
+def returned_provenance(context: ModuleContext) -> dict[str, str]:
+    """For ``context.shared``: the module's functions whose every ``return`` value has one
+    known provenance (a helper that quantizes or gathers the weight it is given)."""
+    found: dict[str, str] = {}
+    for unit in context.units:
+        if not isinstance(unit.owner, cst.FunctionDef):
+            continue
+        names = Provenance(unit, {})
+        kinds = {
+            names.of(stmt.value)
+            for stmt, _ in unit.statements()
+            if isinstance(stmt, cst.Return) and stmt.value is not None
+        }
+        if len(kinds) == 1 and None not in kinds:
+            found[unit.name] = kinds.pop()
+    return found
 
 
 class Provenance:
     """The provenance of the names of one unit (and the units it is nested in)."""
 
-    def __init__(self, unit: Unit) -> None:
+    def __init__(self, unit: Unit, helpers: dict[str, str] | None = None) -> None:
+        if helpers is None:
+            helpers = unit.context.shared(returned_provenance)
+        self.helpers = helpers
         chain = []
         current: Unit | None = unit
         while current is not None:
@@ -105,13 +132,13 @@ class Provenance:
             names = _target_names(target.target)
             self.names.update(names)
             if len(names) > 1:  # tuple unpacking: of ctx.saved_tensors, or of a helper
-                provenance = of_value(stmt.value, self.known)
+                provenance = of_value(stmt.value, self.known, self.helpers)
                 for name in names:
                     found = by_name(name) or (SAVED if provenance == SAVED else None)
                     if found is not None:
                         self.known[name] = found
             elif names:
-                found = of_value(stmt.value, self.known) or by_name(names[0])
+                found = of_value(stmt.value, self.known, self.helpers) or by_name(names[0])
                 if found is not None:
                     self.known[names[0]] = found
 
@@ -123,7 +150,7 @@ class Provenance:
             if found is None and any(p + word in self.names for p in ORIGIN_PREFIXES):
                 return SAVED  # the Parameter has its own ``origin_`` name here
             return found
-        return of_value(expr, self.known)
+        return of_value(expr, self.known, self.helpers)
 
     def differ(self, one: cst.CSTNode, other: cst.CSTNode) -> bool:
         """``one`` and ``other`` name the same weight (by stem) but are known to be

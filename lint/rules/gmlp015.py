@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+provenance = LazyModule("..analysis.provenance", __package__)
 
 CODE = "GMLP015"
 # The per-parameter attributes a fresh object does not carry.
@@ -40,7 +41,9 @@ RULE = Rule(
         default silently answers, or the wgrad is written into a buffer Megatron never sees.
 
         Seen: within one function, a binding `w = Parameter(...)` or `w = <...>.clone()` /
-        `.detach()` / `copy.deepcopy(...)` / `.contiguous()` that reaches (reaching
+        `.detach()` / `copy.deepcopy(...)` / `.contiguous()`, or `w = <quantized copy of w>`
+        (a quantize / cast call, or a helper of the module whose returns are quantized:
+        analysis/provenance.py), that reaches (reaching
         definitions over the function's control-flow graph) a read of one of the attributes
         on `w`, or a `getattr` / `hasattr` of them.
 
@@ -50,8 +53,9 @@ RULE = Rule(
         Engine #1573 kept the weight object itself for that reason).
 
         Not seen: a rebinding in a helper of another file, attributes copied over by a
-        helper, whether a put-back runs on every path, and copies kept under another name
-        (that is class 1, GMLP007).
+        helper, whether a put-back runs on every path, copies kept under another name (that
+        is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
+        GTP does that for dgrad and turns the fused main_grad path off itself).
     """,
     fix="""
         Keep the Parameter: save the original object (or a weakref) and read main_grad and
@@ -95,6 +99,18 @@ RULE = Rule(
         ),
         Example(
             """
+            def _cast(weight):
+                return quantize(weight, fp8_dtype)
+
+
+            def wgrad(ctx, weight, x, dy):
+                weight = _cast(weight)
+                general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+            """,
+            line=6,
+        ),
+        Example(
+            """
             def finish(weight, wgrad):
                 weight = weight.detach()
                 if hasattr(weight, "grad_added_to_main_grad"):
@@ -115,16 +131,16 @@ MESSAGE = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    source = context.source
-    if not any(call in source for call in FRESH_CALLS):
-        return
     for unit in context.units:
         if unit.survey.spells_main_grad or unit.survey.spells_grad_added:
             _check_unit(unit, out)
 
 
 def _check_unit(unit: Unit, out: Collector) -> None:
-    fresh = {d for d in unit.graph.defs if d.kind == "assign" and _makes_fresh(d.value)}
+    helpers = unit.context.shared(provenance.returned_provenance)
+    fresh = {
+        d for d in unit.graph.defs if d.kind == "assign" and _makes_fresh(d.name, d.value, helpers)
+    }
     if not fresh:
         return
     # Attributes put back on the new object (``w.main_grad = main_grad``) by a statement
@@ -148,8 +164,16 @@ def _check_unit(unit: Unit, out: Collector) -> None:
                     out.report(CODE, d.node.owner, message)
 
 
-def _makes_fresh(value) -> bool:
-    return isinstance(value, cst.Call) and patterns.callee_name(value) in FRESH_CALLS
+def _makes_fresh(name: str, value, helpers: dict[str, str]) -> bool:
+    """A Parameter wrapper or tensor copy, or the weight rebound to its own quantized copy
+    (``w = quantize(w)``, or a helper of the module that returns one). A gathered weight is
+    not counted: code that gathers for dgrad turns the main_grad path off on its own."""
+    if not isinstance(value, cst.Call):
+        return False
+    if patterns.callee_name(value) in FRESH_CALLS:
+        return True
+    rebinds = name in {n.value for n in patterns.read_names(value)}
+    return rebinds and provenance.of_value(value, {}, helpers) == provenance.QUANTIZED
 
 
 def _attribute_writes(root):
