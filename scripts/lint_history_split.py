@@ -91,12 +91,14 @@ def measure_fixes(gits: dict[str, Git], fixes: list[dict]) -> list[dict]:
     return measured
 
 
-def measure_heads(gits: dict[str, Git], verdicts: list[dict]) -> list[dict]:
-    """Every finding at each head, with its verdict ("true", "false" or None)."""
+def measure_heads(gits: dict[str, Git], verdicts: list[dict]) -> tuple[dict, list[dict]]:
+    """The head commit of each repository, and every finding at the heads with its verdict
+    ("true", "false" or None)."""
     sides: dict[str, Side] = {}
     keyed = []
+    heads = {}
     for name, git in gits.items():
-        head = git.commit("HEAD")
+        head = heads[name] = git.commit("HEAD")
         paths = tree_files(git, head)
         for path, blob in zip(paths, git.blobs([f"{head}:{p}" for p in paths])):
             if blob is not None and any(word in blob for word in HEAD_WORDS):
@@ -111,10 +113,10 @@ def measure_heads(gits: dict[str, Git], verdicts: list[dict]) -> list[dict]:
             verdict = judged.get((name, path, finding["code"], text), {}).get("verdict")
             place = {"repo": name, "path": path, "line": finding["line"]}
             findings.append({**place, "code": finding["code"], "text": text, "verdict": verdict})
-    return findings
+    return heads, findings
 
 
-def markdown(fixes: list[dict], heads: list[dict], cutoff: str) -> str:
+def markdown(fixes: list[dict], commits: dict[str, str], heads: list[dict], cutoff: str) -> str:
     out = [f"Dated split (cut-off {cutoff}): fixes not in docs/lint-history-judgements.toml.", ""]
     for split in (DEVELOPMENT, HELD_OUT):
         mine = [fix for fix in fixes if fix["split"] == split]
@@ -126,6 +128,9 @@ def markdown(fixes: list[dict], heads: list[dict], cutoff: str) -> str:
             out.append(f"| {fix['ref']} | {fix['date']} | {fix['issue_class']} "
                        f"| {fix['status']} | {codes} |")  # fmt: skip
         out.append("")
+    if commits:
+        listed = ", ".join(f"{name} `{sha[:12]}`" for name, sha in commits.items())
+        out += [f"Heads linted: {listed}.", ""]
     count = {v: sum(f["verdict"] == v for f in heads) for v in ("true", "false", None)}
     out += [f"## Heads: {len(heads)} findings, {count['true']} true, {count['false']} false, "
             f"{count[None]} unjudged", "", "| repo | path:line | code | verdict | line |",
@@ -148,8 +153,8 @@ def run(args: argparse.Namespace) -> str:
         verdicts = load_judgements(Path(args.judgements))["judgement"] + data.get("head", [])
     except BadJudgements as error:
         raise BadInput(str(error)) from None
-    heads = [] if args.no_heads else measure_heads(gits, verdicts)
-    return markdown(measure_fixes(gits, fixes), heads, data["cutoff"])
+    commits, heads = ({}, []) if args.no_heads else measure_heads(gits, verdicts)
+    return markdown(measure_fixes(gits, fixes), commits, heads, data["cutoff"])
 
 
 def main(argv: list[str] | None = None) -> int:
