@@ -1,7 +1,8 @@
 """The one registry of gmlp-lint's rules: everything that lists, documents or runs rules is
 derived from ``CODES`` and the rule modules it names.
 
-A rule is one module under ``rules/`` named after its code (``rules/gmlp001.py``) that holds
+A rule is one module under ``rules/`` named after the rule (``rules/main_grad_truthiness.py``
+for GMLP004 main-grad-truthiness) that holds
 ``RULE`` (its documentation, its VALID / INVALID examples and the README table's wording)
 and its check. Derived from here: the codes that selectors and configuration accept, which
 checks run for a file, ``gmlp-lint rule``, the SARIF rule metadata, the README's rule table
@@ -23,27 +24,29 @@ from functools import cache
 from importlib import import_module
 from types import ModuleType
 
-# Every rule, in the order they are listed and run. Adding a rule: write rules/<code>.py
-# and add its code here.
-CODES = (
-    "GMLP001",
-    "GMLP002",
-    "GMLP003",
-    "GMLP004",
-    "GMLP005",
-    "GMLP006",
-    "GMLP007",
-    "GMLP008",
-    "GMLP009",
-    "GMLP010",
-    "GMLP011",
-    "GMLP012",
-    "GMLP013",
-    "GMLP014",
-    "GMLP015",
-    "GMLP016",
-    "GMLP100",
-)
+# Every rule, in the order they are listed and run: its code and the module under rules/
+# that holds it, named after the rule (as ruff names its rule files). Adding a rule: write
+# rules/<name>.py and add its code and module name here.
+RULE_MODULES = {
+    "GMLP001": "main_grad_destination_on_downgraded_flag",
+    "GMLP002": "main_grad_bookkeeping_on_downgraded_flag",
+    "GMLP003": "dummy_wgrad_not_zeroed",
+    "GMLP004": "main_grad_truthiness",
+    "GMLP005": "main_grad_without_dummy_grad",
+    "GMLP006": "main_grad_step_on_unrelated_switch",
+    "GMLP007": "main_grad_flag_from_other_weight",
+    "GMLP008": "main_grad_written_before_fsdp_fetch",
+    "GMLP009": "overwrite_main_grad_always_true",
+    "GMLP010": "main_grad_offloaded",
+    "GMLP011": "backward_dw_without_hooks",
+    "GMLP012": "main_grad_gemm_out_dtype",
+    "GMLP013": "main_grad_destination_never_written",
+    "GMLP014": "delayed_wgrad_layer_not_computed",
+    "GMLP015": "weight_rebound_before_main_grad",
+    "GMLP016": "main_grad_replaced_without_asking",
+    "GMLP100": "unused_suppression",
+}
+CODES = tuple(RULE_MODULES)
 
 # What a rule's ``check`` looks at:
 MODULE = "module"  # check(context, out): a parsed file that names one of engine.TRIGGERS
@@ -97,7 +100,7 @@ def _dedent(text: str) -> str:
 def _module(code: str) -> ModuleType:
     if code not in CODES:
         raise KeyError(code)
-    return import_module(f".rules.{code.lower()}", __package__)
+    return import_module(f".rules.{RULE_MODULES[code]}", __package__)
 
 
 def rule(code: str) -> Rule:
