@@ -19,10 +19,10 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from .tolerance import MATMUL_PRECISIONS
+if TYPE_CHECKING:
+    import torch
 
 # name -> (module:factory, what it is). Order is the order of --help and the README table.
 BUILTIN: dict[str, tuple[str, str]] = {
@@ -112,6 +112,10 @@ class Backend:
     def build(self, **mlp_kwargs) -> torch.nn.Module:
         """Call the factory. NotImplementedError (unsupported configuration) passes through;
         a result that is not a module with the protocol's methods is a BackendError."""
+        # torch here, not at the top: the pytest plugin reads the table above in every pytest
+        # run, and must not import torch unless a run asks for it.
+        import torch
+
         module = self.factory(**mlp_kwargs)
         if not isinstance(module, torch.nn.Module):
             raise BackendError(
@@ -150,9 +154,3 @@ def load(spec: str) -> Backend:
             f"expected a callable factory taking the reference's keyword arguments"
         )
     return Backend(spec, factory)
-
-
-def fp32_matmul(module: torch.nn.Module) -> str:
-    """How the module computes fp32 GEMMs: "ieee" unless it says "tf32"."""
-    value = getattr(module, "fp32_matmul", "ieee")
-    return value if value in MATMUL_PRECISIONS else "ieee"

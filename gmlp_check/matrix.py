@@ -18,10 +18,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING
 
-import torch
+from gmlp_check.refimpl.activation_names import ACTIVATION_NAMES
 
-from gmlp_check.refimpl import ACTIVATIONS
+if TYPE_CHECKING:
+    import torch
 
 from . import fp8
 
@@ -49,11 +51,21 @@ MODES: dict[str, Mode] = {
     )
 }
 
-DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
+# dtype name -> the name of its torch.dtype. Names only: the matrix is read by the options and
+# the pytest plugin, which must not import torch before a run asks for it.
+DTYPES: dict[str, str] = {
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
 }
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch.dtype of a dtype name of the matrix."""
+    import torch  # here, not at the top: see DTYPES
+
+    return getattr(torch, DTYPES[name])
+
 
 # The dtypes a run tries on each device when none are named; a backend may refuse some (it
 # raises NotImplementedError). bf16 is not tried on CPU: Triton's interpreter computes bf16
@@ -95,7 +107,7 @@ AXES: tuple[Axis, ...] = (
     Axis("zero", "zero_out", (False, True), "zero_out_wgrad on the parameters"),
     Axis("single", "single", (False, True), "one [G, out, in] weight instead of G weights"),
     Axis("bias", "bias", (False, True), "per-expert biases"),
-    Axis("act", "activation", tuple(ACTIVATIONS), "the activation"),
+    Axis("act", "activation", ACTIVATION_NAMES, "the activation"),
     Axis("dtype", "dtype", tuple(DTYPES), "the fused side's dtype (the reference runs fp32)"),
     Axis("splits", "splits", tuple(SPLIT_PATTERNS), "how tokens are split among experts"),
     Axis("mb", "microbatches", (1, 2), "microbatches run without a reset in between"),
@@ -174,7 +186,7 @@ class Case:
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
+        return torch_dtype(self.dtype)
 
     def config(self) -> dict[str, object]:
         """The case as JSON-ready key/values (field names, not id keys)."""
@@ -304,14 +316,14 @@ class Selection:
     """The values of the axes a run selects (dtype, activation, mode); the rest take all."""
 
     dtypes: tuple[str, ...]
-    activations: tuple[str, ...] = tuple(ACTIVATIONS)
+    activations: tuple[str, ...] = ACTIVATION_NAMES
     modes: tuple[str, ...] = tuple(MODES)
     fp8: tuple[str, ...] = ()  # FP8 recipes; none selected: the fp8 part has no cases
 
     def __post_init__(self) -> None:
         for option, given, known in (
             ("--dtype", self.dtypes, DTYPES),
-            ("--activation", self.activations, ACTIVATIONS),
+            ("--activation", self.activations, ACTIVATION_NAMES),
             ("--mode", self.modes, MODES),
         ):
             if not given:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 
 import click
 
-from gmlp_check.refimpl import ACTIVATIONS
+from gmlp_check.refimpl.activation_names import ACTIVATION_NAMES
 
 from . import fp8
 from .backends import BUILTIN
@@ -67,7 +67,7 @@ MATRIX: tuple[Option, ...] = (
         multiple=True,
     ),
     Option(
-        "activation", "Activations to run (repeatable).", choices=tuple(ACTIVATIONS), multiple=True
+        "activation", "Activations to run (repeatable).", choices=ACTIVATION_NAMES, multiple=True
     ),
     Option(
         "fp8",

@@ -18,14 +18,14 @@ from gmlp_check.refimpl import GroupedMLP
 from gmlp_check.refimpl.sentinels import uninitialized_memory_as_nan
 
 from . import fp8
-from .backends import Backend, BackendError, fp32_matmul
+from .backends import Backend, BackendError
 from .faults import Fault, inject
 from .inputs import Sizes, case_seed, make_arena, make_inputs, make_state
 from .kinks import KinkSlack, kink_slack
 from .matrix import Case
 from .observe import Observations, SideError, observe
 from .own_run import own_gradients
-from .tolerance import Precision
+from .tolerance import Precision, fp32_matmul
 
 
 @dataclass

@@ -25,7 +25,7 @@ from .devices import UsageError, resolve_device
 from .engines import availability, process_groups
 from .engines import configs as engine_configs
 from .inputs import DEVICE_SIZES, Sizes
-from .matrix import DEVICE_DTYPES, DTYPES, MODES, Case, Selection, default_matrix
+from .matrix import DEVICE_DTYPES, DTYPES, MODES, Case, Selection, default_matrix, torch_dtype
 from .options import RunOptions
 from .pair import run_pair
 from .results import CaseResult
@@ -142,7 +142,7 @@ class Checker:
                 num_experts=self.sizes.experts,
                 hidden=self.sizes.hidden,
                 ffn=self.sizes.ffn,
-                dtype=DTYPES[dtype],
+                dtype=torch_dtype(dtype),
                 device=self.device,
             )
         except NotImplementedError:

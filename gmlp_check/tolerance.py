@@ -100,7 +100,7 @@ OWN_RUN_RTOL = 2.0**-7
 @dataclass(frozen=True)
 class Precision:
     """How the fused side computes: its dtype, and for fp32 whether its GEMMs round operands
-    to TF32 (the backend says so: gmlp_check.backends.fp32_matmul)."""
+    to TF32 (the backend says so: fp32_matmul below)."""
 
     dtype: torch.dtype
     matmul: str = "ieee"
@@ -288,3 +288,9 @@ def compare_exact(actual: torch.Tensor, expected: torch.Tensor, what: str) -> Co
         f"{_fmt_index(first, a.shape)}: {a.flatten()[first].item()!r}, expected "
         f"{e.flatten()[first].item()!r}",
     )
+
+
+def fp32_matmul(module: torch.nn.Module) -> str:
+    """How a module under test computes fp32 GEMMs: "ieee" unless it says "tf32"."""
+    value = getattr(module, "fp32_matmul", "ieee")
+    return value if value in MATMUL_PRECISIONS else "ieee"

@@ -88,7 +88,7 @@ def render(
     if output_format == "sarif":
         from .sarif import to_sarif
 
-        return to_sarif(findings, errors)
+        return to_sarif(sort_findings(findings), errors)
     return to_text(findings, summary)
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .activation_names import ACTIVATION_NAMES
+
 # Clamped QGeGLU (the GPT-OSS activation): quick-GELU gate x*sigmoid(alpha*x) with clamping.
 QGEGLU_LIMIT = 7.0
 QGEGLU_ALPHA = 1.702
@@ -92,6 +94,8 @@ ACTIVATIONS: dict[str, Activation] = {
         Activation("srelu", srelu, glu=False, uses_probs=False),
     )
 }
+if tuple(ACTIVATIONS) != ACTIVATION_NAMES:  # the torch-free list offers exactly these
+    raise ImportError(f"ACTIVATION_NAMES {ACTIVATION_NAMES} != ACTIVATIONS {tuple(ACTIVATIONS)}")
 
 
 def get_activation(name: str) -> Activation:

@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 import importlib.metadata
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 MEGATRON_CHOICES = ("auto", "emulated", "real")
 INSTALL_HINT = "pip install 'megatron-core==0.19.2' einops  (or: pip install -e '.[megatron]')"
@@ -30,6 +32,8 @@ def megatron_core_version() -> str | None:
 
 def unavailable_reason(device: torch.device) -> str | None:
     """None when the real engines can run on ``device``, else what is missing (one phrase)."""
+    import torch  # here: the options read MEGATRON_CHOICES before torch is needed
+
     why = "megatron-core allocates its gradient buffers on the current GPU"
     if device.type != "cuda":
         return f"CUDA is needed ({why}); this run is on {device.type} (--device)"

@@ -1,6 +1,8 @@
 """Our launcher for ``gmlp-check diff --nproc N`` outside torchrun: N worker processes, one per
 GPU, each running the same command with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE,
-LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT a free port) plus NVLink multicast off.
+LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT a free port) plus NVLink multicast off
+unless the user's environment sets those switches itself (theirs is kept, as in
+process_groups.ensure).
 
 Workers inherit stdout and stderr, so their output is forwarded as they write it (only rank 0
 prints reports). The launch exits with the worst exit code of its workers when all of them end
@@ -29,8 +31,9 @@ GRACE_S = 5.0
 
 
 def worker_env(rank: int, nproc: int, port: int, base: Mapping[str, str]) -> dict[str, str]:
-    """The environment of worker ``rank``: torchrun's variables on top of ``base``."""
-    env = dict(base)
+    """The environment of worker ``rank``: torchrun's variables on top of ``base``, and the
+    communication defaults where ``base`` does not set them."""
+    env = {**COMMUNICATION_ENV, **base}
     env.update(
         RANK=str(rank),
         LOCAL_RANK=str(rank),
@@ -38,7 +41,6 @@ def worker_env(rank: int, nproc: int, port: int, base: Mapping[str, str]) -> dic
         LOCAL_WORLD_SIZE=str(nproc),
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
-        **COMMUNICATION_ENV,
     )
     return env
 

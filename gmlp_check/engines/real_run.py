@@ -19,20 +19,21 @@ import torch
 from gmlp_check.refimpl import GroupedMLP
 from gmlp_check.refimpl.sentinels import uninitialized_memory_as_nan
 
-from ..backends import Backend, BackendError, fp32_matmul, short
+from ..backends import Backend, BackendError, short
 from ..checks import Check
 from ..faults import Fault
 from ..matrix import Case
 from ..pair import build_fused, load_parameters
 from ..results import CaseResult
-from ..tolerance import Precision
+from ..tolerance import Precision, fp32_matmul
 from . import process_groups
 from .configs import EngineConfig, for_mode
 from .merge import ConfigOutcome, RankOutcome, case_result
 from .real_checks import ConfigRun, Judge
 from .reference import microbatches, promised, rank_data, run_reference
 from .step import EngineError, GradObserver, run_step
-from .wrapped import mark_params, wrap
+from .wrapped import mark_params
+from .wrapping import wrap
 
 # Overlapped reductions are dispatched from the hooks only from the second step on (the first
 # only counts the hooks, param_and_grad_buffer.py:292-296, :809-822), so a producer that writes

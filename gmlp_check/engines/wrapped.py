@@ -1,7 +1,8 @@
 """A module under test wrapped by a real engine, and what the engine holds after a step.
 
 ``mark_params`` marks the parameters the way Megatron's layers do before the engine sees them;
-``wrap`` hands the module to ``ddp.wrap`` or ``fsdp.wrap``. Both return a ``Wrapped``: the engine
+``engines.wrapping.wrap`` hands the module to ``ddp.wrap`` or ``fsdp.wrap``, which import this
+module (never the other way round) and return a ``Wrapped``: the engine
 object the training loop drives (``zero_grad_buffer``, ``no_sync``, ``finish_grad_sync`` via
 ``finalize_model_grads``), the producer itself, its parameters by the reference's names, and
 how to read each parameter's reduced gradient.
@@ -67,19 +68,6 @@ def mark_params(module: nn.Module, *, delay: bool, zero_out: bool) -> None:
 
 def _needs_backward_dw() -> bool:
     return True
-
-
-def wrap(module: nn.Module, config: EngineConfig, *, delay: bool, device: torch.device) -> Wrapped:
-    """Wrap ``module`` (weights loaded and identical on every rank, parameters marked) as
-    Megatron-LM's ``get_model`` does (training/training.py:1857-1901 ->
-    wrap_model_chunks_with_ddp)."""
-    if config.flavour == "ddp":
-        from . import ddp
-
-        return ddp.wrap(module, config, delay=delay)
-    from . import fsdp
-
-    return fsdp.wrap(module, config, delay=delay, device=device)
 
 
 def transformer_config(calculate_per_token_loss: bool = False):

@@ -5,7 +5,7 @@ import sys
 
 MODULES = (
     "agreement", "availability", "configs", "ddp", "fsdp", "launcher", "merge",
-    "process_groups", "real_checks", "real_run", "reference", "step", "wrapped",
+    "process_groups", "real_checks", "real_run", "reference", "step", "wrapped", "wrapping",
 )  # fmt: skip
 
 

@@ -31,14 +31,16 @@ def alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
-def test_workers_get_torchruns_environment_with_multicast_off(tmp_path):
+def test_workers_get_torchruns_environment_with_multicast_off_by_default(tmp_path):
     code = (
         "keys = ['RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', "
         "'MASTER_PORT', 'NCCL_NVLS_ENABLE', 'TORCH_SYMM_MEM_DISABLE_MULTICAST']\n"
         f"Path({str(tmp_path)!r}, f'env{{rank}}.json').write_text("
         "json.dumps({k: os.environ.get(k) for k in keys}))"
     )
-    assert launch(worker(code), 3) == 0
+    switches = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
+    unset = {k: v for k, v in os.environ.items() if k not in switches}
+    assert launch(worker(code), 3, env=unset) == 0
     envs = [json.loads((tmp_path / f"env{r}.json").read_text()) for r in range(3)]
     for rank, env in enumerate(envs):
         assert env["RANK"] == env["LOCAL_RANK"] == str(rank)
@@ -49,10 +51,14 @@ def test_workers_get_torchruns_environment_with_multicast_off(tmp_path):
     assert len(ports) == 1 and ports.pop().isdigit()
 
 
-def test_multicast_stays_off_even_if_the_caller_turned_it_on(tmp_path):
-    code = f"Path({str(tmp_path)!r}, 'nvls').write_text(os.environ['NCCL_NVLS_ENABLE'])"
-    assert launch(worker(code), 1, env={**os.environ, "NCCL_NVLS_ENABLE": "1"}) == 0
-    assert (tmp_path / "nvls").read_text() == "0"
+def test_the_callers_own_communication_settings_are_kept(tmp_path):
+    code = (
+        f"Path({str(tmp_path)!r}, 'env').write_text(os.environ['NCCL_NVLS_ENABLE'] + ' ' + "
+        "os.environ['TORCH_SYMM_MEM_DISABLE_MULTICAST'])"
+    )
+    env = {**os.environ, "NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0"}
+    assert launch(worker(code), 1, env=env) == 0
+    assert (tmp_path / "env").read_text() == "1 0"
 
 
 def test_output_is_forwarded_and_the_worst_normal_exit_code_wins(capfd):

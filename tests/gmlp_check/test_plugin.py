@@ -147,3 +147,17 @@ def test_without_the_option_the_plugin_adds_nothing(tmp_path):
     out = run_pytest(tmp_path, "-q")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 passed" in out.stdout
+
+
+def test_without_gmlp_fused_the_plugin_imports_no_torch(tmp_path):
+    # The plugin is loaded by every pytest run where gmlp-check is installed: a user's unrelated
+    # test session must not pay for importing torch (nor the checker) because of it.
+    (tmp_path / "test_unrelated.py").write_text(
+        "import sys\n\n\n"
+        "def test_torch_is_not_imported():\n"
+        "    assert 'gmlp_check.pytest_plugin' in sys.modules\n"
+        "    assert 'torch' not in sys.modules\n"
+    )
+    out = run_pytest(tmp_path, "test_unrelated.py", "--gmlp-device", "cpu")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 passed" in out.stdout

@@ -1,0 +1,23 @@
+"""Hands a module under test to the real engine of its configuration's flavour.
+
+Apart from ``wrapped`` (the types both engines return) so that ``ddp`` and ``fsdp`` import
+``wrapped`` and this module imports them, with no import cycle between them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import ddp, fsdp
+from .configs import EngineConfig
+from .wrapped import Wrapped
+
+
+def wrap(module: nn.Module, config: EngineConfig, *, delay: bool, device: torch.device) -> Wrapped:
+    """Wrap ``module`` (weights loaded and identical on every rank, parameters marked) as
+    Megatron-LM's ``get_model`` does (training/training.py:1857-1901 ->
+    wrap_model_chunks_with_ddp)."""
+    if config.flavour == "ddp":
+        return ddp.wrap(module, config, delay=delay)
+    return fsdp.wrap(module, config, delay=delay, device=device)
