@@ -12,7 +12,8 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gmlp_check.devices import UsageError, resolve_device
+from gmlp_check.devices import resolve_device
+from gmlp_check.errors import UsageError
 
 from . import impls, report, runner, targets
 from .phases import PHASES, Workload

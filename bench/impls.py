@@ -10,11 +10,10 @@ is an error of that implementation.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
 from gmlp_check.backends import BUILTIN, Backend, BackendError, load
+from gmlp_check.refimpl.config import MLPConfig
 
 REFIMPL = "refimpl"
 DEFAULT_IMPLS = (REFIMPL, "torch-grouped-mm", "triton")
@@ -41,13 +40,13 @@ def check_name(name: str) -> Backend | None:
         raise ValueError(str(error).split(": ", 1)[-1]) from None
 
 
-def build(name: str, **mlp_kwargs: Any) -> nn.Module:
+def build(name: str, config: MLPConfig) -> nn.Module:
     backend = check_name(name)
     if backend is None:
         from gmlp_check.refimpl import GroupedMLP
 
-        return GroupedMLP(**mlp_kwargs)
+        return GroupedMLP(config)
     try:
-        return backend.build(**mlp_kwargs)
+        return backend.build(config)
     except NotImplementedError as error:  # the backend's own words on why not here
         raise Unavailable(str(error) or "not implemented") from None

@@ -27,6 +27,7 @@ from itertools import accumulate
 import torch
 from torch import nn
 
+from gmlp_check.refimpl.config import MLPConfig
 from gmlp_check.refimpl.megatron import reset_for_step, setup_ddp_param, weight_params
 
 from .impls import Unavailable
@@ -49,25 +50,23 @@ class Workload:
     device: torch.device
     single_grouped_weight: bool
 
-    def mlp_kwargs(self, *, delay_wgrad_compute: bool) -> dict:
-        return {
-            "num_experts": self.shape.experts,
-            "hidden": self.shape.hidden,
-            "ffn": self.shape.ffn,
-            "activation": "swiglu",
-            "bias": False,
-            "single_grouped_weight": self.single_grouped_weight,
-            "accumulate_into_main_grad": True,
-            "delay_wgrad_compute": delay_wgrad_compute,
-            "dtype": self.dtype,
-            "device": self.device,
-        }
+    def mlp_config(self, *, delay_wgrad_compute: bool) -> MLPConfig:
+        return MLPConfig(
+            num_experts=self.shape.experts,
+            hidden=self.shape.hidden,
+            ffn=self.shape.ffn,
+            single_grouped_weight=self.single_grouped_weight,
+            accumulate_into_main_grad=True,
+            delay_wgrad_compute=delay_wgrad_compute,
+            dtype=self.dtype,
+            device=self.device,
+        )
 
     def randn(self, rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
         return torch.randn(rows, cols, generator=generator, dtype=self.dtype, device=self.device)
 
 
-Builder = Callable[..., nn.Module]
+Builder = Callable[[MLPConfig], nn.Module]
 
 
 def _attach_main_grads(module: nn.Module, *, overwrite: bool) -> list[torch.Tensor]:
@@ -85,7 +84,7 @@ def run_module_phase(
     phase: str, build: Builder, workload: Workload, clock: Clock, policy: RepeatPolicy
 ) -> Samples:
     """Build the module for ``phase`` (raises Unavailable if it cannot be built) and time it."""
-    module = build(**workload.mlp_kwargs(delay_wgrad_compute=phase in DELAYED_PHASES))
+    module = build(workload.mlp_config(delay_wgrad_compute=phase in DELAYED_PHASES))
     params = _attach_main_grads(module, overwrite=phase == "wgrad-overwrite")
     generator = torch.Generator(device=workload.device).manual_seed(0)
     x = workload.randn(workload.shape.rows, workload.shape.hidden, generator).requires_grad_()

@@ -51,15 +51,15 @@ class MainGradPolicy:
         """The GEMM's flag: ``+=`` unless the parameter asks for overwrite."""
         return not overwrites_main_grad(param)
 
-    def aliases(self, into_main_grad: bool, accumulate: bool) -> bool:
+    def aliases(self, accumulate_into_main_grad: bool, accumulate: bool) -> bool:
         """Whether the GEMM writes main_grad itself: the op-level setting alone. Without the
         alias it writes a scratch buffer nobody reads (TE #2936)."""
-        return into_main_grad
+        return accumulate_into_main_grad
 
-    def bookkeeps(self, into_main_grad: bool, accumulate: bool) -> bool:
+    def bookkeeps(self, accumulate_into_main_grad: bool, accumulate: bool) -> bool:
         """Whether grad_added_to_main_grad is set and a dummy handed to autograd: the op-level
         setting alone."""
-        return into_main_grad
+        return accumulate_into_main_grad
 
     def dummy(self, param: torch.Tensor) -> torch.Tensor | None:
         """The placeholder handed to autograd when the real gradient went into main_grad: the
@@ -90,7 +90,7 @@ class WgradPlan:
     params: list[torch.nn.Parameter]
     destinations: list[torch.Tensor]  # one fp32 tensor of each parameter's shape
     accumulate: list[bool]  # the GEMM's flag per parameter (the "local" flag)
-    into_main_grad: bool  # the op-level setting
+    accumulate_into_main_grad: bool  # the op-level setting
     layer: FusedGroupedLinear
 
     @functools.cached_property
@@ -117,8 +117,8 @@ def _scratch(param: torch.Tensor) -> torch.Tensor:
 
 def plan_wgrads(layer: FusedGroupedLinear, policy: MainGradPolicy) -> WgradPlan:
     params = layer.weight_params()
-    into_main_grad = layer.accumulate_into_main_grad
-    if not into_main_grad:
+    accumulate_into_main_grad = layer.accumulate_into_main_grad
+    if not accumulate_into_main_grad:
         # Plain mode: the kernel overwrites fresh fp32 buffers, every element of them.
         return WgradPlan(params, [_scratch(p) for p in params], [False] * len(params), False, layer)
     names = [f"{layer.name}.{n}" for n in layer.weight_names()]
@@ -126,20 +126,20 @@ def plan_wgrads(layer: FusedGroupedLinear, policy: MainGradPolicy) -> WgradPlan:
     main_grads = [policy.fetch(n, p) for n, p in zip(names, params)]
     accumulate = [policy.accumulates(p) for p in params]
     destinations = [
-        main_grad if policy.aliases(into_main_grad, flag) else _scratch(p)
+        main_grad if policy.aliases(accumulate_into_main_grad, flag) else _scratch(p)
         for p, main_grad, flag in zip(params, main_grads, accumulate)
     ]
-    return WgradPlan(params, destinations, accumulate, into_main_grad, layer)
+    return WgradPlan(params, destinations, accumulate, accumulate_into_main_grad, layer)
 
 
 def finish_wgrads(plan: WgradPlan, policy: MainGradPolicy) -> list[torch.Tensor | None]:
     """What autograd must see as each weight's gradient, once the GEMMs wrote their regions:
     the gradient in the parameter dtype, or a dummy when it went into main_grad."""
-    if not plan.into_main_grad:
+    if not plan.accumulate_into_main_grad:
         return [d.to(p.dtype) for d, p in zip(plan.destinations, plan.params)]
     grads: list[torch.Tensor | None] = []
     for p, destination, flag in zip(plan.params, plan.destinations, plan.accumulate):
-        if policy.bookkeeps(plan.into_main_grad, flag):
+        if policy.bookkeeps(plan.accumulate_into_main_grad, flag):
             mark_grad_added(p)
             grads.append(policy.dummy(p))
         else:

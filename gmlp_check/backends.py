@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
+    from gmlp_check.refimpl.config import MLPConfig
+
 # name -> (module:factory, what it is). Order is the order of --help and the README table.
 BUILTIN: dict[str, tuple[str, str]] = {
     "triton": (
@@ -109,14 +111,15 @@ class Backend:
     spec: str
     factory: Callable[..., torch.nn.Module]
 
-    def build(self, **mlp_kwargs) -> torch.nn.Module:
-        """Call the factory. NotImplementedError (unsupported configuration) passes through;
+    def build(self, config: MLPConfig) -> torch.nn.Module:
+        """Call the factory with the configuration's fields as keyword arguments.
+        NotImplementedError (unsupported configuration) passes through;
         a result that is not a module with the protocol's methods is a BackendError."""
         # torch here, not at the top: the pytest plugin reads the table above in every pytest
         # run, and must not import torch unless a run asks for it.
         import torch
 
-        module = self.factory(**mlp_kwargs)
+        module = self.factory(**config.as_kwargs())
         if not isinstance(module, torch.nn.Module):
             raise BackendError(
                 f"--fused {self.spec}: the factory returned {type(module).__name__}, "

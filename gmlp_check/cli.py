@@ -57,7 +57,7 @@ def usage_errors(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def run(*args, **kwargs):
-        from .devices import UsageError
+        from .errors import UsageError
 
         try:
             return command(*args, **kwargs)

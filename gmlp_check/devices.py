@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import torch
 
-
-class UsageError(Exception):
-    """Bad options or environment: the CLIs exit 2 with this message."""
+from .errors import UsageError
 
 
 def resolve_device(name: str) -> torch.device:

@@ -25,6 +25,10 @@ from gmlp_check.refimpl.activation_names import ACTIVATION_NAMES
 if TYPE_CHECKING:
     import torch
 
+    from gmlp_check.refimpl.config import MLPConfig
+
+    from .inputs import Sizes
+
 from . import fp8
 
 
@@ -33,7 +37,7 @@ class Mode:
     """How weight gradients reach main_grad, and which Megatron flavour owns the parameters."""
 
     name: str
-    output_into_main_grad: bool  # the op-level accumulate_into_main_grad
+    accumulate_into_main_grad: bool  # the op-level setting the modules are built with
     fsdp: bool  # Megatron-FSDP parameters: lazy get_main_grad(), main_grad None until fetched
     overwrite: bool  # param.overwrite_main_grad
     description: str
@@ -192,15 +196,22 @@ class Case:
         """The case as JSON-ready key/values (field names, not id keys)."""
         return asdict(self)
 
-    def module_kwargs(self) -> dict[str, object]:
-        """The reference's keyword arguments that this case fixes (sizes come from Sizes)."""
-        return {
-            "activation": self.activation,
-            "bias": self.bias,
-            "single_grouped_weight": self.single,
-            "accumulate_into_main_grad": self.mode_spec.output_into_main_grad,
-            "delay_wgrad_compute": self.delay,
-        }
+    def mlp_config(self, sizes: Sizes, device: torch.device | str) -> MLPConfig:
+        """The configuration of the fused side's module in this case."""
+        from gmlp_check.refimpl.config import MLPConfig  # torch: see DTYPES
+
+        return MLPConfig(
+            num_experts=sizes.experts,
+            hidden=sizes.hidden,
+            ffn=sizes.ffn,
+            activation=self.activation,
+            bias=self.bias,
+            single_grouped_weight=self.single,
+            accumulate_into_main_grad=self.mode_spec.accumulate_into_main_grad,
+            delay_wgrad_compute=self.delay,
+            dtype=self.torch_dtype,
+            device=device,
+        )
 
     @property
     def quantized(self) -> bool:

@@ -75,14 +75,7 @@ def build_fused(
     backend: Backend, case: Case, sizes: Sizes, device: torch.device, fault: Fault | None
 ) -> nn.Module:
     with fp8.weights_init(case.fp8, case.fp8_weights):
-        module = backend.build(
-            num_experts=sizes.experts,
-            hidden=sizes.hidden,
-            ffn=sizes.ffn,
-            dtype=case.torch_dtype,
-            device=device,
-            **case.module_kwargs(),
-        )
+        module = backend.build(case.mlp_config(sizes, device))
     if case.quantized and not fp8.declares_fp8(module):
         attr, value = fp8.DECLARATION
         raise NotImplementedError(
@@ -102,8 +95,7 @@ def run_pair(
 
 def _run_pair(case, sizes, device, backend, fault) -> CaseRun:
     generator = torch.Generator(device="cpu").manual_seed(case_seed(sizes.seed, case))
-    dims = {"num_experts": sizes.experts, "hidden": sizes.hidden, "ffn": sizes.ffn}
-    reference = GroupedMLP(**dims, dtype=torch.float32, device=device, **case.module_kwargs())
+    reference = GroupedMLP(case.mlp_config(sizes, device).replace(dtype=torch.float32))
     shapes = {n: p.shape for n, p in reference.named_parameters()}
     state = make_state(shapes, case, sizes, device, generator)
     inputs = make_inputs(case, sizes, state, device, generator)

@@ -35,8 +35,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("gmlp_fused", None):
         return
+    from .errors import UsageError
     from .options import RunOptions
-    from .session import Checker, UsageError
+    from .session import Checker
 
     try:
         options = RunOptions.from_values(values_from_pytest(config, DIFF))

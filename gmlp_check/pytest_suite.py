@@ -5,7 +5,7 @@ One test per case of the scenario matrix; ``gmlp_case`` is parametrized by the p
 
 import pytest
 
-from gmlp_check.devices import UsageError
+from gmlp_check.errors import UsageError
 
 
 def test_gmlp_diff(gmlp_case, gmlp_checker):

@@ -100,20 +100,6 @@ def summary(results: Sequence[CaseResult]) -> dict[str, object]:
     }
 
 
-def engine_json(checker: Checker) -> dict[str, object]:
-    """Which Megatron engine ran the cases, on how many ranks, under which configurations."""
-    entry: dict[str, object] = {"megatron": checker.megatron, "ranks": checker.nproc}
-    if checker.megatron == "real":
-        from .engines.availability import megatron_core_version
-        from .engines.configs import select
-
-        entry["configs"] = [c.name for c in select(checker.engine_configs)]
-        entry["megatron_core"] = megatron_core_version()
-    else:
-        entry["configs"] = None
-    return entry
-
-
 def diff_json(results: Sequence[CaseResult], checker: Checker) -> dict[str, object]:
     return {
         "schema": SCHEMA,
@@ -121,7 +107,7 @@ def diff_json(results: Sequence[CaseResult], checker: Checker) -> dict[str, obje
         "inject": checker.fault.name if checker.fault else None,
         "device": checker.device.type,
         "sizes": checker.sizes.to_json(),
-        "engine": engine_json(checker),
+        "engine": checker.engine.to_json(),
         "summary": summary(results),
         "cases": [case_json(r, checker) for r in results],
     }
@@ -136,18 +122,11 @@ def _worst_text(result: CaseResult) -> str:
     return f"{worst.max_abs_err:.2e} / {worst.tolerance:.2e}"
 
 
-def _engine_text(checker: Checker) -> str:
-    if checker.megatron != "real":
-        return "emulated Megatron"
-    ranks = f", {checker.nproc} ranks" if checker.nproc > 1 else ""
-    return f"real Megatron engines{ranks}"
-
-
 def _title(checker: Checker) -> str:
     inject = f" with {checker.fault.name}" if checker.fault else ""
     return (
         f"gmlp-check diff: {checker.backend.spec}{inject} vs the reference on "
-        f"{checker.device.type} ({_engine_text(checker)})"
+        f"{checker.device.type} ({checker.engine.describe()})"
     )
 
 
@@ -195,7 +174,7 @@ def summary_line(results: Sequence[CaseResult], checker: Checker) -> str:
     return (
         f"{_plural(int(s['cases']), 'case')}: {counts} in {s['duration_s']}s "
         f"(fused {checker.backend.spec}{inject} on {checker.device.type}, "
-        f"{_engine_text(checker)}; experts "
+        f"{checker.engine.describe()}; experts "
         f"{sizes.experts}, hidden {sizes.hidden}, ffn {sizes.ffn}, tokens {sizes.tokens}, "
         f"seed {sizes.seed})"
     )

@@ -11,23 +11,23 @@ protocol) raise ``UsageError`` with one line naming the option; the CLIs exit 2 
 from __future__ import annotations
 
 import shlex
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from gmlp_check.refimpl import ACTIVATIONS
+from gmlp_check.refimpl.config import MLPConfig
 
-from . import backends, deviations, faults, fp8, observables
-from .checks import Check, Context
-from .devices import UsageError, resolve_device
+from . import backends, deviations, faults, fp8
+from .devices import resolve_device
+from .engine import Emulated, Engine, Real
 from .engines import availability, process_groups
 from .engines import configs as engine_configs
+from .errors import UsageError
 from .inputs import DEVICE_SIZES, Sizes
 from .matrix import DEVICE_DTYPES, DTYPES, MODES, Case, Selection, default_matrix, torch_dtype
 from .options import RunOptions
-from .pair import run_pair
 from .results import CaseResult
 from .selection import SelectionError, compile_expression
 
@@ -39,11 +39,8 @@ class Checker:
     sizes: Sizes
     fault: faults.Fault | None = None
     known: tuple[deviations.Deviation, ...] = ()
-    megatron: str = "emulated"  # "emulated" or "real"
-    nproc: int = 1  # data-parallel ranks (real engines)
-    engine_configs: tuple[str, ...] = ()  # the --engine-configs selection (empty: default)
+    engine: Engine = field(default_factory=Emulated)
     notes: list[str] = field(default_factory=list)  # one-line remarks on the selection
-    _real: object = field(default=None, repr=False)  # engines.real_run.RealEngine, once used
 
     @classmethod
     def from_options(cls, options: RunOptions, *, can_launch: bool = False) -> Checker:
@@ -73,10 +70,10 @@ class Checker:
                 "--engine-configs: selects configurations of the real engines, but this run "
                 "uses the emulated one (see --megatron)"
             )
-        # The real engines have their own table of upstream deviations (engines/configs.py).
-        known = () if megatron == "real" else deviations.for_backend(options.fused)
         names = tuple(c.name for c in selected) if options.engine_configs else ()
-        checker = cls(backend, device, sizes, None, known, megatron, nproc, names)
+        engine: Engine = Real(nproc, names) if megatron == "real" else Emulated()
+        known = engine.known_deviations(options.fused)
+        checker = cls(backend, device, sizes, None, known, engine)
         return checker if fault is None else checker.with_fault(fault)
 
     def with_fault(self, fault: faults.Fault) -> Checker:
@@ -91,23 +88,18 @@ class Checker:
         return self.nproc > 1 and not process_groups.launched()
 
     @property
+    def nproc(self) -> int:
+        """Data-parallel ranks (more than one only under the real engines)."""
+        return self.engine.nproc
+
+    @property
     def reports(self) -> bool:
         """Whether this process prints and writes reports: rank 0 only."""
-        return self.megatron != "real" or process_groups.current().rank == 0
+        return self.engine.reports
 
     def close(self) -> None:
         """Leave the process group of the real engines (a no-op otherwise)."""
-        if self._real is not None:
-            process_groups.shutdown()
-            self._real = None
-
-    def real_engine(self):
-        if self._real is None:
-            from .engines.real_run import RealEngine
-
-            configs = engine_configs.select(self.engine_configs)
-            self._real = RealEngine(self.backend, self.device, self.sizes, self.fault, configs)
-        return self._real
+        self.engine.close()
 
     # -- what the backend can run -------------------------------------------------------
     def refusal(self, dtype: str) -> str | None:
@@ -138,13 +130,14 @@ class Checker:
         """A module of the fused side in ``dtype``; NotImplementedError passes through, any
         other failure is a UsageError."""
         try:
-            return self.backend.build(
+            config = MLPConfig(
                 num_experts=self.sizes.experts,
                 hidden=self.sizes.hidden,
                 ffn=self.sizes.ffn,
                 dtype=torch_dtype(dtype),
                 device=self.device,
             )
+            return self.backend.build(config)
         except NotImplementedError:
             raise
         except backends.BackendError as exc:
@@ -218,33 +211,7 @@ class Checker:
 
     # -- running ------------------------------------------------------------------------
     def run(self, case: Case) -> CaseResult:
-        if self.megatron == "real":
-            engine = self.real_engine()
-            try:
-                engine.start()
-            except Exception as exc:  # NCCL, the rendezvous, parallel_state: the environment
-                raise UsageError(
-                    f"--megatron real: cannot set up torch.distributed ({backends.short(exc)})"
-                ) from None
-            try:
-                return engine.run(case)
-            except backends.BackendError as exc:
-                raise UsageError(str(exc)) from None
-        start = time.perf_counter()
-        deviation = deviations.expected_for(self.known, case.id)
-        try:
-            pair = run_pair(case, self.sizes, self.device, self.backend, self.fault)
-        except backends.BackendError as exc:
-            raise UsageError(str(exc)) from None
-        except Exception as exc:  # a failure of the checker itself must not hide the other cases
-            return CaseResult(case, [_checker_failed(exc)], time.perf_counter() - start)
-        if pair.unsupported is not None:
-            return CaseResult(case, [], time.perf_counter() - start, pair.unsupported)
-        try:
-            checks = observables.compare(Context(case, self.sizes, pair))
-        except Exception as exc:
-            checks = [_checker_failed(exc)]
-        return CaseResult(case, checks, time.perf_counter() - start, None, deviation)
+        return self.engine.run(self, case)
 
     def run_all(
         self,
@@ -267,10 +234,10 @@ class Checker:
         words = ["gmlp-check", "diff", "--fused", self.backend.spec, "--device", self.device.type]
         if self.fault:
             words += ["--inject", self.fault.name]
-        words += ["--megatron", self.megatron]
+        words += ["--megatron", self.engine.name]
         if self.nproc > 1:
             words += ["--nproc", str(self.nproc)]
-        for name in self.engine_configs:
+        for name in self.engine.config_names:
             words += ["--engine-configs", name]
         # Quoted even where the shell would not need it, so the id reads as one argument.
         return f"{shlex.join([*words, *self.sizes.as_options(), '-k'])} '{case_id}'"
@@ -280,13 +247,6 @@ class Checker:
         lines += [f"  {line}" for line in result.explanation()]
         lines.append(f"  rerun: {self.rerun_command(result.case.id)}")
         return "\n".join(lines)
-
-
-def _checker_failed(exc: Exception) -> Check:
-    """The check that reports a failure of the checker itself on a case."""
-    return Check(
-        "reference", False, None, None, f"the checker failed on this case: {backends.short(exc)}"
-    )
 
 
 def _ranks(options: RunOptions, device: torch.device, megatron: str, can_launch: bool) -> int:

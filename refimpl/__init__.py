@@ -12,6 +12,7 @@ from .activation_names import ACTIVATION_NAMES
 
 if TYPE_CHECKING:
     from .activations import ACTIVATIONS, Activation, get_activation
+    from .config import MLPConfig
     from .grouped_linear import GroupedLinear, row_offsets
     from .mlp import GroupedMLP
 
@@ -21,6 +22,7 @@ __all__ = [
     "Activation",
     "GroupedLinear",
     "GroupedMLP",
+    "MLPConfig",
     "get_activation",
     "row_offsets",
 ]
@@ -31,6 +33,8 @@ def __getattr__(name: str):
         from . import activations as module
     elif name in ("GroupedLinear", "row_offsets"):
         from . import grouped_linear as module
+    elif name == "MLPConfig":
+        from . import config as module
     elif name == "GroupedMLP":
         from . import mlp as module
     else:

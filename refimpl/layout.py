@@ -16,49 +16,55 @@ import torch
 from torch import nn
 
 from .activations import get_activation
+from .config import MLPConfig
 from .validation import check_input, check_main_grad_source, check_probs, normalize_split_sizes
 
 
 class GroupedLinearParams(nn.Module):
     """The parameters of one grouped linear layer (fc1 or fc2) and its per-op settings."""
 
-    def __init__(
-        self,
-        name: str,
-        num_groups: int,
-        in_features: int,
-        out_features: int,
-        *,
-        bias: bool,
-        single_grouped_weight: bool,
-        accumulate_into_main_grad: bool,
-        delay_wgrad_compute: bool,
-        dtype: torch.dtype,
-        device: torch.device | str,
-    ) -> None:
+    def __init__(self, name: str, in_features: int, out_features: int, config: MLPConfig) -> None:
         super().__init__()
         self.name = name
-        self.num_groups = num_groups
         self.in_features = in_features
         self.out_features = out_features
-        self.use_bias = bias
-        self.single_grouped_weight = single_grouped_weight
-        self.accumulate_into_main_grad = accumulate_into_main_grad
-        self.delay_wgrad_compute = delay_wgrad_compute
-        factory = {"dtype": dtype, "device": device}
-        if single_grouped_weight:
-            shape = (num_groups, out_features, in_features)
+        self.config = config
+        groups = config.num_experts
+        factory = {"dtype": config.dtype, "device": config.device}
+        if config.single_grouped_weight:
+            shape = (groups, out_features, in_features)
             self.weight = nn.Parameter(torch.empty(shape, **factory))
-            if bias:
-                self.bias = nn.Parameter(torch.empty(num_groups, out_features, **factory))
+            if config.bias:
+                self.bias = nn.Parameter(torch.empty(groups, out_features, **factory))
         else:
-            for g in range(num_groups):
+            for g in range(groups):
                 weight = nn.Parameter(torch.empty(out_features, in_features, **factory))
                 self.register_parameter(f"weight{g}", weight)
-            for g in range(num_groups if bias else 0):
+            for g in range(groups if config.bias else 0):
                 bias_g = nn.Parameter(torch.empty(out_features, **factory))
                 self.register_parameter(f"bias{g}", bias_g)
         self.reset_parameters()
+
+    # The per-op settings, read from the one configuration.
+    @property
+    def num_groups(self) -> int:
+        return self.config.num_experts
+
+    @property
+    def use_bias(self) -> bool:
+        return self.config.bias
+
+    @property
+    def single_grouped_weight(self) -> bool:
+        return self.config.single_grouped_weight
+
+    @property
+    def accumulate_into_main_grad(self) -> bool:
+        return self.config.accumulate_into_main_grad
+
+    @property
+    def delay_wgrad_compute(self) -> bool:
+        return self.config.delay_wgrad_compute
 
     def reset_parameters(self) -> None:
         bound = 1.0 / math.sqrt(self.in_features)
@@ -99,42 +105,40 @@ class GroupedMLPParams(nn.Module):
 
     linear_class: type[GroupedLinearParams] = GroupedLinearParams
 
-    def __init__(
-        self,
-        num_experts: int,
-        hidden: int,
-        ffn: int,
-        activation: str = "swiglu",
-        bias: bool = False,
-        single_grouped_weight: bool = False,
-        accumulate_into_main_grad: bool = False,
-        delay_wgrad_compute: bool = False,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-    ) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Takes an ``MLPConfig``, or its fields (positional or keyword, as the module:factory
+        protocol passes them)."""
         super().__init__()
-        for arg, value in (("num_experts", num_experts), ("hidden", hidden), ("ffn", ffn)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{arg}: expected a positive int, got {value!r}")
-        self.check_supported(dtype=dtype, device=torch.device(device), hidden=hidden, ffn=ffn)
-        self.num_experts = num_experts
-        self.hidden = hidden
-        self.ffn = ffn
-        self.activation = get_activation(activation)
-        self.accumulate_into_main_grad = accumulate_into_main_grad
-        self.delay_wgrad_compute = delay_wgrad_compute
-        common = {
-            "bias": bias,
-            "single_grouped_weight": single_grouped_weight,
-            "accumulate_into_main_grad": accumulate_into_main_grad,
-            "delay_wgrad_compute": delay_wgrad_compute,
-            "dtype": dtype,
-            "device": device,
-        }
-        fc1_out = self.activation.fc1_out_features(ffn)
-        self.fc1 = self.linear_class("fc1", num_experts, hidden, fc1_out, **common)
-        self.fc2 = self.linear_class("fc2", num_experts, ffn, hidden, **common)
+        config = MLPConfig.of(*args, **kwargs)
+        self.check_supported(
+            dtype=config.dtype, device=config.torch_device, hidden=config.hidden, ffn=config.ffn
+        )
+        self.config = config
+        self.activation = get_activation(config.activation)
+        fc1_out = self.activation.fc1_out_features(config.ffn)
+        self.fc1 = self.linear_class("fc1", config.hidden, fc1_out, config)
+        self.fc2 = self.linear_class("fc2", config.ffn, config.hidden, config)
         self._wgrad_hooks: list[Callable[[], None]] = []
+
+    @property
+    def num_experts(self) -> int:
+        return self.config.num_experts
+
+    @property
+    def hidden(self) -> int:
+        return self.config.hidden
+
+    @property
+    def ffn(self) -> int:
+        return self.config.ffn
+
+    @property
+    def accumulate_into_main_grad(self) -> bool:
+        return self.config.accumulate_into_main_grad
+
+    @property
+    def delay_wgrad_compute(self) -> bool:
+        return self.config.delay_wgrad_compute
 
     @classmethod
     def check_supported(

@@ -23,10 +23,11 @@ import torch
 
 from gmlp_check import backends
 from gmlp_check.bench.shapes import PRESETS, split_sizes
+from gmlp_check.refimpl.config import MLPConfig
 
 
 def build(shape, impl: str):
-    module = backends.load(impl).build(
+    config = MLPConfig(
         num_experts=shape.experts,
         hidden=shape.hidden,
         ffn=shape.ffn,
@@ -36,6 +37,7 @@ def build(shape, impl: str):
         dtype=torch.bfloat16,
         device="cuda",
     )
+    module = backends.load(impl).build(config)
     for p in module.parameters():
         p.main_grad = torch.zeros(p.numel(), dtype=torch.float32, device="cuda")
         p.grad_added_to_main_grad = False

@@ -27,7 +27,7 @@ def _modes() -> str:
     for m in MODES.values():
         owner = "Megatron-FSDP" if m.fsdp else "Megatron DDP"
         lines.append(
-            f"| `{m.name}` | {m.output_into_main_grad} | {owner} | {m.overwrite} | "
+            f"| `{m.name}` | {m.accumulate_into_main_grad} | {owner} | {m.overwrite} | "
             f"{m.description} |"
         )
     return "\n".join(lines)

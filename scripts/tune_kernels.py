@@ -38,6 +38,7 @@ from gmlp_check import backends
 from gmlp_check.bench.shapes import PRESETS, split_sizes
 from gmlp_check.fused import grouped_ops
 from gmlp_check.fused.kernels.activations import ACTIVATION_CODES
+from gmlp_check.refimpl.config import MLPConfig
 
 SWIGLU = ACTIVATION_CODES["swiglu"]
 DEVICE = "cuda"  # --dry-run: "cpu", interpreted kernels, one call instead of timing
@@ -278,7 +279,7 @@ def time_steps(name: str, impls: list[str], results: list, write, old_backends) 
                 if impl == "triton-old":
                     module = old_backends.create(spec, **kwargs)
                 else:
-                    module = backends.load(spec).build(**kwargs)
+                    module = backends.load(spec).build(MLPConfig(**kwargs))
                 for p in module.parameters():
                     p.main_grad = torch.zeros(p.numel(), dtype=torch.float32, device=DEVICE)
                     p.grad_added_to_main_grad = False

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gmlp_check.refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT
+from gmlp_check.refimpl.config import MLPConfig
 
 from .te_common import (
     MissingDependency,
@@ -169,18 +170,7 @@ def ensure_process_group(device: torch.device) -> None:
         )
 
 
-def config_kwargs(
-    row: MegatronActivation,
-    *,
-    num_experts: int,
-    hidden: int,
-    ffn: int,
-    bias: bool,
-    single_grouped_weight: bool,
-    accumulate_into_main_grad: bool,
-    delay_wgrad_compute: bool,
-    dtype: torch.dtype,
-) -> dict[str, object]:
+def config_kwargs(row: MegatronActivation, config: MLPConfig) -> dict[str, object]:
     """The TransformerConfig fields for one grouped MLP (``activation_func`` by name).
 
     One layer and one attention head only because TransformerConfig divides by them; MoE with
@@ -188,98 +178,72 @@ def config_kwargs(
     ``gradient_accumulation_fusion``."""
     return {
         "num_layers": 1,
-        "hidden_size": hidden,
+        "hidden_size": config.hidden,
         "num_attention_heads": 1,
-        "num_moe_experts": num_experts,
-        "moe_ffn_hidden_size": ffn,
+        "num_moe_experts": config.num_experts,
+        "moe_ffn_hidden_size": config.ffn,
         "moe_router_topk": 1,  # the router is never built; topk 1 asks for pre-softmax
         "moe_router_pre_softmax": True,
         "moe_grouped_gemm": True,
         "use_transformer_engine_op_fuser": True,
         "activation_func": row.activation_func,
-        "add_bias_linear": bias,
-        "params_dtype": dtype,
-        "bf16": dtype == torch.bfloat16,
-        "fp16": dtype == torch.float16,
-        "gradient_accumulation_fusion": accumulate_into_main_grad,
-        "overlap_dispatch_backward_with_experts_wgrad": delay_wgrad_compute,
-        "moe_single_grouped_weight": single_grouped_weight,
-        "moe_single_grouped_bias": single_grouped_weight and bias,
+        "add_bias_linear": config.bias,
+        "params_dtype": config.dtype,
+        "bf16": config.dtype == torch.bfloat16,
+        "fp16": config.dtype == torch.float16,
+        "gradient_accumulation_fusion": config.accumulate_into_main_grad,
+        "overlap_dispatch_backward_with_experts_wgrad": config.delay_wgrad_compute,
+        "moe_single_grouped_weight": config.single_grouped_weight,
+        "moe_single_grouped_bias": config.single_grouped_weight and config.bias,
         **row.config,
     }
 
 
 class MegatronTEGroupedMLP(TEAdapter):
-    def __init__(
-        self,
-        num_experts: int,
-        hidden: int,
-        ffn: int,
-        activation: str = "swiglu",
-        bias: bool = False,
-        single_grouped_weight: bool = False,
-        accumulate_into_main_grad: bool = False,
-        delay_wgrad_compute: bool = False,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-    ) -> None:
-        super().__init__(
-            ADAPTER,
-            num_experts=num_experts,
-            hidden=hidden,
-            ffn=ffn,
-            activation=activation,
-            accumulate_into_main_grad=accumulate_into_main_grad,
-            delay_wgrad_compute=delay_wgrad_compute,
-        )
-        row = lookup(ADAPTER, MEGATRON_ACTIVATIONS, activation)
-        if row.scaled and bias:
+    def __init__(self, config: MLPConfig) -> None:
+        super().__init__(ADAPTER, config)
+        row = lookup(ADAPTER, MEGATRON_ACTIVATIONS, config.activation)
+        if row.scaled and config.bias:
             raise NotImplementedError(
                 f"{ADAPTER}: Megatron scales fc2's bias by the probs, p * (fc2(x) + b) "
                 f"(experts.py:545), where refimpl adds it unscaled: fc2(x * p) + b"
             )
-        if single_grouped_weight:
+        if config.single_grouped_weight:
             refuse_fp32_grouped_tensor(
                 ADAPTER,
                 "moe_single_grouped_weight",
-                dtype,
+                config.dtype,
                 "is_op_fuser_grouped_tensor_path_supported, grouped_linear.py:74",
             )
-        device = check_target(ADAPTER, device, dtype)
+        device = check_target(ADAPTER, config.device, config.dtype)
         te = import_te(ADAPTER)
         mc = _import_megatron()
-        if single_grouped_weight:
+        if config.single_grouped_weight:
             require_grouped_tensor_path(
                 ADAPTER,
                 "moe_single_grouped_weight",
-                bool(te.ops.is_op_fuser_grouped_tensor_path_supported(None, dtype)),
+                bool(te.ops.is_op_fuser_grouped_tensor_path_supported(None, config.dtype)),
             )
         ensure_process_group(device)
-        kwargs = config_kwargs(
-            row,
-            num_experts=num_experts,
-            hidden=hidden,
-            ffn=ffn,
-            bias=bias,
-            single_grouped_weight=single_grouped_weight,
-            accumulate_into_main_grad=accumulate_into_main_grad,
-            delay_wgrad_compute=delay_wgrad_compute,
-            dtype=dtype,
-        )
+        kwargs = config_kwargs(row, config)
         kwargs["activation_func"] = mc[str(kwargs["activation_func"])]
-        config = mc["TransformerConfig"](**kwargs)
+        transformer_config = mc["TransformerConfig"](**kwargs)
         submodules = mc["GroupedMLPSubmodules"](linear_fc1=mc["fc1"], linear_fc2=mc["fc2"])
         pg_collection = mc["ProcessGroupCollection"].use_mpu_process_groups()
-        self._single = single_grouped_weight
+        self._single = config.single_grouped_weight
         glu_gate = environ("NVTE_CUTEDSL_FUSED_GROUPED_MLP", "1" if row.glu else None)
-        with glu_gate, single_param_env(single_grouped_weight):
+        with glu_gate, single_param_env(config.single_grouped_weight):
             experts = mc["TEGroupedMLP"](
-                num_experts, config, submodules, pg_collection=pg_collection
+                config.num_experts, transformer_config, submodules, pg_collection=pg_collection
             )
         self._te = (experts,)  # a tuple: out of the module tree and the state dict
         self._scaled = row.scaled
-        self.bind_grouped("fc1", experts.linear_fc1, single=single_grouped_weight, bias=bias)
-        self.bind_grouped("fc2", experts.linear_fc2, single=single_grouped_weight, bias=bias)
+        self.bind_grouped(
+            "fc1", experts.linear_fc1, single=config.single_grouped_weight, bias=config.bias
+        )
+        self.bind_grouped(
+            "fc2", experts.linear_fc2, single=config.single_grouped_weight, bias=config.bias
+        )
         # Megatron DDP registers its hooks on linear_fc1/linear_fc2 and TEGroupedMLP.backward_dw
         # triggers fc2's, then fc1's (experts.py:986-987): fc1's run once both are done.
         self.set_hook_owner(experts.linear_fc1)
@@ -308,4 +272,4 @@ class MegatronTEGroupedMLP(TEAdapter):
 
 def make(**mlp_kwargs) -> MegatronTEGroupedMLP:
     """``module:factory`` entry point: Megatron-core's TEGroupedMLP on TE's op fuser."""
-    return MegatronTEGroupedMLP(**mlp_kwargs)
+    return MegatronTEGroupedMLP(MLPConfig(**mlp_kwargs))

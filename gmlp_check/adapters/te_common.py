@@ -28,6 +28,7 @@ from torch import nn
 
 from gmlp_check.backends import short
 from gmlp_check.refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT, get_activation
+from gmlp_check.refimpl.config import MLPConfig
 from gmlp_check.refimpl.validation import check_input, check_probs, normalize_split_sizes
 
 TE_VERSION = "2.20.2"
@@ -262,28 +263,11 @@ class TEAdapter(nn.Module):
     # TE's ops and modules quantize under TE's autocast: the FP8 axis applies (gmlp_check.fp8).
     fp8_autocast = "transformer_engine"
 
-    def __init__(
-        self,
-        adapter: str,
-        *,
-        num_experts: int,
-        hidden: int,
-        ffn: int,
-        activation: str,
-        accumulate_into_main_grad: bool,
-        delay_wgrad_compute: bool,
-    ) -> None:
+    def __init__(self, adapter: str, config: MLPConfig) -> None:
         super().__init__()
-        for arg, value in (("num_experts", num_experts), ("hidden", hidden), ("ffn", ffn)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{arg}: expected a positive int, got {value!r}")
         self.adapter = adapter
-        self.num_experts = num_experts
-        self.hidden = hidden
-        self.ffn = ffn
-        self.activation = get_activation(activation)
-        self.accumulate_into_main_grad = accumulate_into_main_grad
-        self.delay_wgrad_compute = delay_wgrad_compute
+        self.config = config
+        self.activation = get_activation(config.activation)
         self.fc1 = nn.Module()
         self.fc2 = nn.Module()
         self._bindings: list[Binding] = []
@@ -316,7 +300,7 @@ class TEAdapter(nn.Module):
 
     def bind_grouped(self, layer: str, owner: nn.Module, *, single: bool, bias: bool) -> None:
         """TE's GroupedLinear (op and module) uses refimpl's names: weight0.. or weight."""
-        groups = ["" if single else str(g) for g in range(1 if single else self.num_experts)]
+        groups = ["" if single else str(g) for g in range(1 if single else self.config.num_experts)]
         for suffix in groups:
             self.bind(layer, f"weight{suffix}", owner)
         for suffix in groups if bias else []:
@@ -342,8 +326,8 @@ class TEAdapter(nn.Module):
         """refimpl's argument checks (never its main_grad checks: TE's own behaviour is what
         is under test); returns the split sizes as G ints."""
         weight = next(iter(self.fc1.parameters()))
-        check_input(x, self.hidden, weight.dtype, weight.device)
-        sizes = normalize_split_sizes(split_sizes, self.num_experts, x.shape[0])
+        check_input(x, self.config.hidden, weight.dtype, weight.device)
+        sizes = normalize_split_sizes(split_sizes, self.config.num_experts, x.shape[0])
         check_probs(probs, x.shape[0], self.activation.uses_probs, self.activation.name)
         self.check_bindings()
         return sizes

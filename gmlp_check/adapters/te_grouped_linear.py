@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 import torch
 
+from gmlp_check.refimpl.config import MLPConfig
+
 from .te_common import (
     TE_ACTIVATIONS,
     TEAdapter,
@@ -58,75 +60,55 @@ MODULE_KWARGS = (
 
 
 class TEGroupedLinearMLP(TEAdapter):
-    def __init__(
-        self,
-        num_experts: int,
-        hidden: int,
-        ffn: int,
-        activation: str = "swiglu",
-        bias: bool = False,
-        single_grouped_weight: bool = False,
-        accumulate_into_main_grad: bool = False,
-        delay_wgrad_compute: bool = False,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-        *,
-        use_grouped_tensor: bool = False,
-    ) -> None:
+    def __init__(self, config: MLPConfig, *, use_grouped_tensor: bool = False) -> None:
         adapter = f"{ADAPTER} (grouped tensor)" if use_grouped_tensor else ADAPTER
-        super().__init__(
-            adapter,
-            num_experts=num_experts,
-            hidden=hidden,
-            ffn=ffn,
-            activation=activation,
-            accumulate_into_main_grad=accumulate_into_main_grad,
-            delay_wgrad_compute=delay_wgrad_compute,
-        )
-        row = lookup(adapter, TE_ACTIVATIONS, activation)
+        super().__init__(adapter, config)
+        row = lookup(adapter, TE_ACTIVATIONS, config.activation)
         # A single grouped weight exists only on the native grouped-tensor path.
-        what = "single_grouped_weight" if single_grouped_weight else "use_grouped_tensor"
-        use_grouped_tensor = use_grouped_tensor or single_grouped_weight
+        what = "single_grouped_weight" if config.single_grouped_weight else "use_grouped_tensor"
+        use_grouped_tensor = use_grouped_tensor or config.single_grouped_weight
         if use_grouped_tensor:
             refuse_fp32_grouped_tensor(
                 adapter,
                 what,
-                dtype,
+                config.dtype,
                 "is_module_grouped_tensor_path_supported, grouped_linear.py:89",
             )
-        device = check_target(adapter, device, dtype)
+        device = check_target(adapter, config.device, config.dtype)
         te = import_te(adapter)
         require_kwargs(adapter, te.GroupedLinear, MODULE_KWARGS)
         module = importlib.import_module("transformer_engine.pytorch.module")
         if use_grouped_tensor:
             require_grouped_tensor_path(
-                adapter, what, bool(module.is_module_grouped_tensor_path_supported(None, dtype))
+                adapter,
+                what,
+                bool(module.is_module_grouped_tensor_path_supported(None, config.dtype)),
             )
         common = {
-            "bias": bias,
+            "bias": config.bias,
             "device": device,
-            "params_dtype": dtype,
-            "fuse_wgrad_accumulation": accumulate_into_main_grad,
-            "delay_wgrad_compute": delay_wgrad_compute,
-            "single_grouped_weight": single_grouped_weight,
-            "single_grouped_bias": single_grouped_weight and bias,
+            "params_dtype": config.dtype,
+            "fuse_wgrad_accumulation": config.accumulate_into_main_grad,
+            "delay_wgrad_compute": config.delay_wgrad_compute,
+            "single_grouped_weight": config.single_grouped_weight,
+            "single_grouped_bias": config.single_grouped_weight and config.bias,
             "use_grouped_tensor": use_grouped_tensor,
         }
-        fc1_out = self.activation.fc1_out_features(ffn)
-        with single_param_env(single_grouped_weight):
-            fc1 = te.GroupedLinear(num_experts, hidden, fc1_out, **common)
-            fc2 = te.GroupedLinear(num_experts, ffn, hidden, **common)
+        fc1_out = self.activation.fc1_out_features(config.ffn)
+        with single_param_env(config.single_grouped_weight):
+            fc1 = te.GroupedLinear(config.num_experts, config.hidden, fc1_out, **common)
+            fc2 = te.GroupedLinear(config.num_experts, config.ffn, config.hidden, **common)
         for linear in (fc1, fc2):
-            if linear.single_grouped_weight != single_grouped_weight:
+            if linear.single_grouped_weight != config.single_grouped_weight:
                 raise RuntimeError(
                     f"{adapter}: TE built GroupedLinear with single_grouped_weight="
-                    f"{linear.single_grouped_weight}, asked for {single_grouped_weight}"
+                    f"{linear.single_grouped_weight}, asked for {config.single_grouped_weight}"
                 )
         act = te.ops.Sequential(make_activation_op(adapter, te, row))
         self._scaled = row.scaled
         self._te = (fc1, act, fc2)  # a tuple: out of the module tree and the state dict
-        self.bind_grouped("fc1", fc1, single=single_grouped_weight, bias=bias)
-        self.bind_grouped("fc2", fc2, single=single_grouped_weight, bias=bias)
+        self.bind_grouped("fc1", fc1, single=config.single_grouped_weight, bias=config.bias)
+        self.bind_grouped("fc2", fc2, single=config.single_grouped_weight, bias=config.bias)
         self.set_hook_owner(fc1)
 
     def forward(
@@ -150,9 +132,9 @@ class TEGroupedLinearMLP(TEAdapter):
 
 def make(**mlp_kwargs) -> TEGroupedLinearMLP:
     """``module:factory`` entry point: TE's GroupedLinear module on its default GEMM path."""
-    return TEGroupedLinearMLP(**mlp_kwargs)
+    return TEGroupedLinearMLP(MLPConfig(**mlp_kwargs))
 
 
 def make_grouped_tensor(**mlp_kwargs) -> TEGroupedLinearMLP:
     """``module:factory`` entry point: the same on TE's native cuBLASLt grouped-tensor path."""
-    return TEGroupedLinearMLP(**mlp_kwargs, use_grouped_tensor=True)
+    return TEGroupedLinearMLP(MLPConfig(**mlp_kwargs), use_grouped_tensor=True)

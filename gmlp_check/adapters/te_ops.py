@@ -32,6 +32,8 @@ from collections.abc import Sequence
 
 import torch
 
+from gmlp_check.refimpl.config import MLPConfig
+
 from .te_common import (
     TE_ACTIVATIONS,
     TEAdapter,
@@ -60,78 +62,56 @@ GROUPED_LINEAR_KWARGS = (
 
 
 class TEOpsGroupedMLP(TEAdapter):
-    def __init__(
-        self,
-        num_experts: int,
-        hidden: int,
-        ffn: int,
-        activation: str = "swiglu",
-        bias: bool = False,
-        single_grouped_weight: bool = False,
-        accumulate_into_main_grad: bool = False,
-        delay_wgrad_compute: bool = False,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-        *,
-        expose_fsdp_main_grad: bool = False,
-    ) -> None:
+    def __init__(self, config: MLPConfig, *, expose_fsdp_main_grad: bool = False) -> None:
         adapter = ADAPTER if not expose_fsdp_main_grad else f"{ADAPTER} (main_grad exposed)"
-        super().__init__(
-            adapter,
-            num_experts=num_experts,
-            hidden=hidden,
-            ffn=ffn,
-            activation=activation,
-            accumulate_into_main_grad=accumulate_into_main_grad,
-            delay_wgrad_compute=delay_wgrad_compute,
-        )
+        super().__init__(adapter, config)
         self.expose_fsdp_main_grad = expose_fsdp_main_grad
-        row = lookup(adapter, TE_ACTIVATIONS, activation)
-        if single_grouped_weight:
+        row = lookup(adapter, TE_ACTIVATIONS, config.activation)
+        if config.single_grouped_weight:
             refuse_fp32_grouped_tensor(
                 adapter,
                 "single_grouped_weight",
-                dtype,
+                config.dtype,
                 "is_op_fuser_grouped_tensor_path_supported, grouped_linear.py:74",
             )
-        device = check_target(adapter, device, dtype)
+        device = check_target(adapter, config.device, config.dtype)
         te = import_te(adapter)
         ops = te.ops
         require_kwargs(adapter, ops.GroupedLinear, GROUPED_LINEAR_KWARGS)
         # Which GroupedLinear path runs: the cuBLASLt grouped-tensor GEMM or the legacy
         # split-quantize + multi-stream cuBLAS GEMMs (grouped_linear.py:1060-1100).
-        if single_grouped_weight:
+        if config.single_grouped_weight:
             require_grouped_tensor_path(
                 adapter,
                 "single_grouped_weight",
-                bool(ops.is_op_fuser_grouped_tensor_path_supported(None, dtype)),
+                bool(ops.is_op_fuser_grouped_tensor_path_supported(None, config.dtype)),
             )
         linear = {
-            "bias": bias,
+            "bias": config.bias,
             "device": device,
-            "dtype": dtype,
-            "accumulate_into_main_grad": accumulate_into_main_grad,
-            "single_grouped_weight": single_grouped_weight,
-            "single_grouped_bias": single_grouped_weight and bias,
-            "delay_wgrad_compute": delay_wgrad_compute,
+            "dtype": config.dtype,
+            "accumulate_into_main_grad": config.accumulate_into_main_grad,
+            "single_grouped_weight": config.single_grouped_weight,
+            "single_grouped_bias": config.single_grouped_weight and config.bias,
+            "delay_wgrad_compute": config.delay_wgrad_compute,
         }
-        fc1_out = self.activation.fc1_out_features(ffn)
-        with single_param_env(single_grouped_weight):
-            fc1 = ops.GroupedLinear(num_experts, hidden, fc1_out, **linear)
-            fc2 = ops.GroupedLinear(num_experts, ffn, hidden, **linear)
+        fc1_out = self.activation.fc1_out_features(config.ffn)
+        with single_param_env(config.single_grouped_weight):
+            fc1 = ops.GroupedLinear(config.num_experts, config.hidden, fc1_out, **linear)
+            fc2 = ops.GroupedLinear(config.num_experts, config.ffn, config.hidden, **linear)
         for op in (fc1, fc2):
-            if op.single_grouped_weight != single_grouped_weight:
+            if op.single_grouped_weight != config.single_grouped_weight:
                 raise RuntimeError(
                     f"{adapter}: TE built GroupedLinear with single_grouped_weight="
-                    f"{op.single_grouped_weight}, asked for {single_grouped_weight}"
+                    f"{op.single_grouped_weight}, asked for {config.single_grouped_weight}"
                 )
         act = make_activation_op(adapter, te, row)
         self._scaled = row.scaled
         # A tuple keeps TE's objects out of the module tree (and their _extra_state out of the
         # state dict); their Parameters are bound under refimpl's names below.
         self._te = (ops.Sequential(fc1, act, fc2), fc1, fc2)
-        self.bind_grouped("fc1", fc1, single=single_grouped_weight, bias=bias)
-        self.bind_grouped("fc2", fc2, single=single_grouped_weight, bias=bias)
+        self.bind_grouped("fc1", fc1, single=config.single_grouped_weight, bias=config.bias)
+        self.bind_grouped("fc2", fc2, single=config.single_grouped_weight, bias=config.bias)
         self.set_hook_owner(fc1)
 
     def forward(
@@ -165,9 +145,9 @@ def expose_main_grads(params: list[torch.nn.Parameter]) -> None:
 
 def make(**mlp_kwargs) -> TEOpsGroupedMLP:
     """``module:factory`` entry point: TE's op fuser alone."""
-    return TEOpsGroupedMLP(**mlp_kwargs)
+    return TEOpsGroupedMLP(MLPConfig(**mlp_kwargs))
 
 
 def make_exposed(**mlp_kwargs) -> TEOpsGroupedMLP:
     """``module:factory`` entry point: TE's op fuser with Megatron-FSDP's main_grad exposed."""
-    return TEOpsGroupedMLP(**mlp_kwargs, expose_fsdp_main_grad=True)
+    return TEOpsGroupedMLP(MLPConfig(**mlp_kwargs), expose_fsdp_main_grad=True)

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 
 import torch
 
+from gmlp_check.refimpl.config import MLPConfig
+
 from .te_common import (
     TE_ACTIVATIONS,
     TE_VERSION,
@@ -38,65 +40,48 @@ ADAPTER = "te-sequential"
 
 
 class TESequentialMLP(TEAdapter):
-    def __init__(
-        self,
-        num_experts: int,
-        hidden: int,
-        ffn: int,
-        activation: str = "swiglu",
-        bias: bool = False,
-        single_grouped_weight: bool = False,
-        accumulate_into_main_grad: bool = False,
-        delay_wgrad_compute: bool = False,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-    ) -> None:
-        super().__init__(
-            ADAPTER,
-            num_experts=num_experts,
-            hidden=hidden,
-            ffn=ffn,
-            activation=activation,
-            accumulate_into_main_grad=accumulate_into_main_grad,
-            delay_wgrad_compute=delay_wgrad_compute,
-        )
-        row = lookup(ADAPTER, TE_ACTIVATIONS, activation)
-        if delay_wgrad_compute:
+    def __init__(self, config: MLPConfig) -> None:
+        super().__init__(ADAPTER, config)
+        row = lookup(ADAPTER, TE_ACTIVATIONS, config.activation)
+        if config.delay_wgrad_compute:
             raise NotImplementedError(
                 f"{ADAPTER}: TE {TE_VERSION}'s BasicLinear has no delay_wgrad_compute "
                 f"(ops/basic/basic_linear.py:98)"
             )
-        if single_grouped_weight:
+        if config.single_grouped_weight:
             raise NotImplementedError(
                 f"{ADAPTER}: TE's BasicLinear owns one [out, in] weight Parameter per op; a "
                 f"single [G, out, in] Parameter cannot be shared with G ops as their leaves"
             )
-        device = check_target(ADAPTER, device, dtype)
+        device = check_target(ADAPTER, config.device, config.dtype)
         te = import_te(ADAPTER)
         ops = te.ops
         require_kwargs(ADAPTER, ops.BasicLinear, ("device", "dtype", "accumulate_into_main_grad"))
         require_kwargs(ADAPTER, ops.Bias, ("device", "dtype"))
         self._scaled = row.scaled
-        shapes = {"fc1": (hidden, self.activation.fc1_out_features(ffn)), "fc2": (ffn, hidden)}
+        shapes = {
+            "fc1": (config.hidden, self.activation.fc1_out_features(config.ffn)),
+            "fc2": (config.ffn, config.hidden),
+        }
         linears: dict[str, list] = {"fc1": [], "fc2": []}
         biases: dict[str, list] = {"fc1": [], "fc2": []}
         experts = []
-        for _ in range(num_experts):
+        for _ in range(config.num_experts):
             for layer, (n_in, n_out) in shapes.items():
                 linears[layer].append(
                     ops.BasicLinear(
                         n_in,
                         n_out,
                         device=device,
-                        dtype=dtype,
-                        accumulate_into_main_grad=accumulate_into_main_grad,
+                        dtype=config.dtype,
+                        accumulate_into_main_grad=config.accumulate_into_main_grad,
                     )
                 )
-                if bias:
-                    biases[layer].append(ops.Bias(n_out, device=device, dtype=dtype))
+                if config.bias:
+                    biases[layer].append(ops.Bias(n_out, device=device, dtype=config.dtype))
             fc1, fc2 = ([linears[k][-1], *biases[k][-1:]] for k in ("fc1", "fc2"))
             experts.append(ops.Sequential(*fc1, make_activation_op(ADAPTER, te, row), *fc2))
-        # refimpl's registration order: every weight of a layer, then every bias.
+        # refimpl's registration order: every weight of a layer, then every config.bias.
         for layer in shapes:
             for g, op in enumerate(linears[layer]):
                 self.bind(layer, f"weight{g}", op, "weight")
@@ -125,4 +110,4 @@ class TESequentialMLP(TEAdapter):
 
 def make(**mlp_kwargs) -> TESequentialMLP:
     """``module:factory`` entry point: one TE op-fuser MLP per expert."""
-    return TESequentialMLP(**mlp_kwargs)
+    return TESequentialMLP(MLPConfig(**mlp_kwargs))

@@ -32,7 +32,7 @@ def param_grad(ctx: Context) -> Check:
                 f"{list(shape)} {dtype}"
             )
             parts.append((label, Comparison(False, None, None, why)))
-        elif case.mode_spec.output_into_main_grad:
+        elif case.mode_spec.accumulate_into_main_grad:
             parts.append((label, Comparison(True, None, None, "dummy of the right shape/dtype")))
         else:
             extra = ctx.param_slack(r.param, r.microbatch)
@@ -54,7 +54,7 @@ def param_grad_alias(ctx: Context) -> Check:
 
 def param_grad_zero(ctx: Context) -> Check | None:
     case = ctx.case
-    if not (case.mode_spec.output_into_main_grad and case.zero_out):
+    if not (case.mode_spec.accumulate_into_main_grad and case.zero_out):
         return None
     problems, seen = [], 0
     for r, f in ctx.pairs:

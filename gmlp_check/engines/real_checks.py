@@ -107,7 +107,7 @@ class Judge:
         dummy of the weight's shape and dtype when the gradient went into main_grad (the DDP
         hook adds it under zero_out_wgrad, and asserts it exists under overlap_grad_reduce),
         the exact gradient in plain mode."""
-        into_main_grad = self.case.mode_spec.output_into_main_grad
+        accumulate_into_main_grad = self.case.mode_spec.accumulate_into_main_grad
         tol = self.tolerance(max(self.sizes.tokens, 1))
         seen = Counter((g.step, g.microbatch, g.param) for g in run.grads_at_hook)
         parts: list[tuple[str, Comparison]] = []
@@ -132,7 +132,7 @@ class Judge:
                     f"{list(shape)} {dtype}"
                 )
                 parts.append((label, Comparison(False, None, None, why)))
-            elif into_main_grad or g.value is None:
+            elif accumulate_into_main_grad or g.value is None:
                 parts.append(
                     (label, Comparison(True, None, None, "dummy of the right shape/dtype"))
                 )
@@ -151,7 +151,7 @@ class Judge:
         sharded Megatron-FSDP a producer that leaves it False but returns the real gradient
         as ``.grad`` gets the right main_grad anyway (the hook copies ``.grad``), so only the
         flag shows that bug class (TE #2936) there."""
-        want = self.case.mode_spec.output_into_main_grad
+        want = self.case.mode_spec.accumulate_into_main_grad
         problems = [
             f"step {g.step + 1} mb {g.microbatch + 1} {g.param}: grad_added_to_main_grad is "
             f"{g.grad_added} at the engine's hook, expected {want}"

@@ -96,16 +96,11 @@ class RealEngine:
         configs = for_mode(self.configs, case.mode)
         if not configs:
             return RankOutcome(skip_reason=f"no selected engine config runs mode {case.mode}")
-        dims = {
-            "num_experts": self.sizes.experts,
-            "hidden": self.sizes.hidden,
-            "ffn": self.sizes.ffn,
-        }
         # The reference: plain autograd, outputs into .grad, exact fp32 weight gradients.
-        plain = dict(
-            case.module_kwargs(), accumulate_into_main_grad=False, delay_wgrad_compute=False
+        plain = case.mlp_config(self.sizes, self.device).replace(
+            accumulate_into_main_grad=False, delay_wgrad_compute=False, dtype=torch.float32
         )
-        reference = GroupedMLP(**dims, dtype=torch.float32, device=self.device, **plain)
+        reference = GroupedMLP(plain)
         shapes = {n: p.shape for n, p in reference.named_parameters()}
         state, inputs = rank_data(case, self.sizes, shapes, self.device, rank.rank, STEPS)
         failure: RankOutcome | None = None
@@ -148,7 +143,7 @@ class RealEngine:
             load_parameters(module, state)
             mark_params(module, delay=case.delay, zero_out=case.zero_out)
             observer = GradObserver(
-                module, keep_weight_values=not case.mode_spec.output_into_main_grad
+                module, keep_weight_values=not case.mode_spec.accumulate_into_main_grad
             )
             try:
                 wrapped = wrap(module, config, delay=case.delay, device=self.device)

@@ -234,14 +234,15 @@ def test_megatron_config_validates(name, delay):
     row = megatron_te.MEGATRON_ACTIVATIONS[name]
     kwargs = megatron_te.config_kwargs(
         row,
-        num_experts=4,
-        hidden=64,
-        ffn=64,
-        bias=not row.scaled,
-        single_grouped_weight=False,
-        accumulate_into_main_grad=True,
-        delay_wgrad_compute=delay,
-        dtype=torch.bfloat16,
+        refimpl.MLPConfig(
+            num_experts=4,
+            hidden=64,
+            ffn=64,
+            bias=not row.scaled,
+            accumulate_into_main_grad=True,
+            delay_wgrad_compute=delay,
+            dtype=torch.bfloat16,
+        ),
     )
     kwargs["activation_func"] = megatron_te._import_megatron()[kwargs["activation_func"]]
     config = transformer_config.TransformerConfig(**kwargs)
@@ -332,10 +333,10 @@ def test_the_hook_owner_stays_out_of_the_module_tree_and_the_state_dict():
 
     from gmlp_check.adapters.te_common import TEAdapter
 
-    adapter = TEAdapter(
-        "test", num_experts=2, hidden=4, ffn=3, activation="swiglu",
-        accumulate_into_main_grad=True, delay_wgrad_compute=True,
-    )  # fmt: skip
+    config = refimpl.MLPConfig(
+        num_experts=2, hidden=4, ffn=3, accumulate_into_main_grad=True, delay_wgrad_compute=True
+    )
+    adapter = TEAdapter("test", config)
     owner = nn.Linear(4, 4)
     adapter.fc1.register_parameter("weight0", owner.weight)
     adapter.set_hook_owner(owner)

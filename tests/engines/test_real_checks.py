@@ -21,9 +21,8 @@ CASE = Case.from_id(
 
 
 def judge_and_promises(case=CASE):
-    dims = {"num_experts": SIZES.experts, "hidden": SIZES.hidden, "ffn": SIZES.ffn}
-    kwargs = dict(case.module_kwargs(), accumulate_into_main_grad=False)
-    reference = GroupedMLP(**dims, **kwargs)
+    config = case.mlp_config(SIZES, CPU).replace(accumulate_into_main_grad=False)
+    reference = GroupedMLP(config.replace(dtype=torch.float32))
     shapes = {n: p.shape for n, p in reference.named_parameters()}
     state, inputs = rank_data(case, SIZES, shapes, CPU, 0, 2)
     with torch.no_grad():

@@ -17,6 +17,7 @@ from torch import nn
 
 from gmlp_check import backends, faults, refimpl
 from gmlp_check.fused import grouped_mm
+from gmlp_check.refimpl.config import MLPConfig
 from gmlp_check.refimpl.megatron import install_hooks, weight_params
 
 from ..harness import (
@@ -39,7 +40,7 @@ class Case:
     activation: str = "swiglu"
     bias: bool = True
     single: bool = False
-    output_into_main_grad: bool = False
+    accumulate_into_main_grad: bool = False
     delay: bool = False
     dtype: torch.dtype = torch.float32
     device: str = "cpu"
@@ -47,19 +48,23 @@ class Case:
     hidden: int = HIDDEN
     ffn: int = FFN
 
+    def config(self) -> MLPConfig:
+        return MLPConfig(
+            num_experts=len(self.splits),
+            hidden=self.hidden,
+            ffn=self.ffn,
+            activation=self.activation,
+            bias=self.bias,
+            single_grouped_weight=self.single,
+            accumulate_into_main_grad=self.accumulate_into_main_grad,
+            delay_wgrad_compute=self.delay,
+            dtype=self.dtype,
+            device=self.device,
+        )
+
     def kwargs(self) -> dict:
-        return {
-            "num_experts": len(self.splits),
-            "hidden": self.hidden,
-            "ffn": self.ffn,
-            "activation": self.activation,
-            "bias": self.bias,
-            "single_grouped_weight": self.single,
-            "accumulate_into_main_grad": self.output_into_main_grad,
-            "delay_wgrad_compute": self.delay,
-            "dtype": self.dtype,
-            "device": self.device,
-        }
+        """The configuration as a module:factory receives it."""
+        return self.config().as_kwargs()
 
     def with_(self, **changes) -> Case:
         return replace(self, **changes)
@@ -68,7 +73,7 @@ class Case:
 def build_fused(case: Case, backend: str = "triton", fault: str | None = None) -> nn.Module:
     """The backend's module for ``case`` (loaded as the checker loads it), with ``fault``
     injected if given."""
-    module = backends.load(backend).build(**case.kwargs())
+    module = backends.load(backend).build(case.config())
     return faults.inject(module, faults.get(fault)) if fault is not None else module
 
 

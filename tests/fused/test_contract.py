@@ -53,7 +53,7 @@ def test_fp16_matches_reference():
 @pytest.mark.parametrize("zero_out", [False, True], ids=["dummy", "zero-dummy"])
 @SINGLE
 def test_accumulate_adds_into_every_element(single, zero_out):
-    case = Case(single=single, output_into_main_grad=True)
+    case = Case(single=single, accumulate_into_main_grad=True)
     how = MainGrads(zero_out=zero_out)
     ref, fused = run_pair(case, how)
     assert_outputs_match(ref, fused, case.dtype)
@@ -71,7 +71,7 @@ def test_accumulate_adds_into_every_element(single, zero_out):
 
 
 def test_dummy_is_fresh_storage_and_zero_under_zero_out_wgrad():
-    case = Case(output_into_main_grad=True)
+    case = Case(accumulate_into_main_grad=True)
     _, fused = build_pair(case)
     batch = make_inputs(case)[0]
     buffers = {}
@@ -91,7 +91,7 @@ def test_dummy_is_fresh_storage_and_zero_under_zero_out_wgrad():
 @pytest.mark.parametrize("fsdp", [False, True], ids=["ddp", "fsdp"])
 @SINGLE
 def test_overwrite_writes_every_element_including_empty_experts(single, fsdp):
-    case = Case(single=single, output_into_main_grad=True)
+    case = Case(single=single, accumulate_into_main_grad=True)
     ref, fused = run_pair(case, MainGrads(fsdp=fsdp, overwrite=True, fill="nan"))
     assert_outputs_match(ref, fused, case.dtype)
     for name in weight_names(ref):
@@ -107,7 +107,7 @@ def test_overwrite_writes_every_element_including_empty_experts(single, fsdp):
 
 @SINGLE
 def test_fsdp_fetches_main_grad_lazily(single):
-    case = Case(single=single, output_into_main_grad=True)
+    case = Case(single=single, accumulate_into_main_grad=True)
     ref, fused = run_pair(case, MainGrads(fsdp=True, overwrite=False, fill="random"))
     for name in weight_names(ref):
         # get_main_grad() was called and its buffer exposed as param.main_grad ...
@@ -117,7 +117,7 @@ def test_fsdp_fetches_main_grad_lazily(single):
 
 
 def test_missing_main_grad_source_is_a_clear_error_before_anything_runs():
-    case = Case(output_into_main_grad=True)
+    case = Case(accumulate_into_main_grad=True)
     ref, fused = build_pair(case)
     batch = make_inputs(case)[0]
     messages = []
@@ -130,7 +130,7 @@ def test_missing_main_grad_source_is_a_clear_error_before_anything_runs():
 
 
 def test_invalid_main_grad_fails_before_any_write():
-    case = Case(output_into_main_grad=True)
+    case = Case(accumulate_into_main_grad=True)
     ref, fused = build_pair(case)
     batch = make_inputs(case)[0]
     messages = []
@@ -157,7 +157,7 @@ def test_invalid_main_grad_fails_before_any_write():
 )
 @SINGLE
 def test_delayed_wgrad_lands_in_backward_dw_and_fires_hooks_once(single, how):
-    case = Case(single=single, output_into_main_grad=how is not None, delay=True)
+    case = Case(single=single, accumulate_into_main_grad=how is not None, delay=True)
     ref, fused = run_pair(case, how)
     assert_outputs_match(ref, fused, case.dtype)
     assert_bias_grads_match(ref, fused, case.dtype)
@@ -174,7 +174,7 @@ def test_delayed_wgrad_lands_in_backward_dw_and_fires_hooks_once(single, how):
 
 
 def test_delay_leaves_main_grad_unchanged_until_backward_dw():
-    case = Case(output_into_main_grad=True, delay=True)
+    case = Case(accumulate_into_main_grad=True, delay=True)
     _, fused = build_pair(case)
     batch = make_inputs(case)[0]
     buffers = {n: torch.randn(p.numel()) for n, p in named_weights(fused)}
@@ -194,7 +194,7 @@ def test_delay_leaves_main_grad_unchanged_until_backward_dw():
 
 
 def test_output_and_dgrad_identical_with_and_without_delay():
-    base = Case(activation="scaled_swiglu", output_into_main_grad=True)
+    base = Case(activation="scaled_swiglu", accumulate_into_main_grad=True)
     observed = []
     for delay in (False, True):
         _, fused = build_pair(base.with_(delay=delay))
@@ -208,7 +208,7 @@ def test_output_and_dgrad_identical_with_and_without_delay():
 @pytest.mark.parametrize("delay", [False, True], ids=["immediate", "delayed"])
 def test_two_microbatches(overwrite, delay):
     """Accumulate: before + W1 + W2. Overwrite: W2 (the last)."""
-    case = Case(output_into_main_grad=True, delay=delay, single=overwrite)
+    case = Case(accumulate_into_main_grad=True, delay=delay, single=overwrite)
     ref, fused = run_pair(
         case, MainGrads(overwrite=overwrite, fill="nan" if overwrite else "random"), microbatches=2
     )
@@ -219,7 +219,7 @@ def test_two_microbatches(overwrite, delay):
 
 
 def test_grad_added_to_main_grad_is_set_only_if_the_attribute_exists():
-    case = Case(output_into_main_grad=True)
+    case = Case(accumulate_into_main_grad=True)
     _, fused = build_pair(case)
     batch = make_inputs(case)[0]
     for _, p in named_weights(fused):
@@ -231,7 +231,7 @@ def test_grad_added_to_main_grad_is_set_only_if_the_attribute_exists():
 
 def test_ddp_hook_sees_dummy_and_does_not_add_it_again():
     """Through the emulated Megatron DDP hook: main_grad = before + W, exactly once."""
-    case = Case(output_into_main_grad=True)
+    case = Case(accumulate_into_main_grad=True)
     ref, fused = run_pair(case, MainGrads(zero_out=False), engine_hooks=True)
     for name in weight_names(ref):
         torch.testing.assert_close(fused.main_grads[name], ref.main_grads[name], msg=name)
@@ -240,7 +240,7 @@ def test_ddp_hook_sees_dummy_and_does_not_add_it_again():
 
 def test_mixed_overwrite_settings_across_discrete_experts():
     """overwrite_main_grad is per parameter: each expert follows its own weight's flag."""
-    case = Case(output_into_main_grad=True)
+    case = Case(accumulate_into_main_grad=True)
     ref, fused = build_pair(case)
     batch = make_inputs(case)[0]
     observed = []
@@ -258,7 +258,7 @@ def test_mixed_overwrite_settings_across_discrete_experts():
 
 
 def test_zero_tokens():
-    case = Case(output_into_main_grad=True, splits=(0, 0, 0))
+    case = Case(accumulate_into_main_grad=True, splits=(0, 0, 0))
     ref, fused = run_pair(case, MainGrads(overwrite=True, fill="nan"))
     assert fused.y[0].shape == (0, case.hidden)
     assert fused.dx[0].shape == (0, case.hidden)

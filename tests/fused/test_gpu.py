@@ -110,8 +110,8 @@ def test_plain_mode(dtype, activation, bias, single):
     ],
     ids=["accumulate-2mb", "overwrite-zero-out", "fsdp-delayed-2mb"],
 )
-def test_output_into_main_grad(dtype, how, delay, single, microbatches):
-    case = REAL.with_(dtype=dtype, output_into_main_grad=True, delay=delay, single=single)
+def test_accumulate_into_main_grad(dtype, how, delay, single, microbatches):
+    case = REAL.with_(dtype=dtype, accumulate_into_main_grad=True, delay=delay, single=single)
     ref, fused = run_against_fp32_reference(case, how, mb=microbatches)
     check_outputs(ref, fused, dtype)
     assert fused.wgrad_hook_calls == ref.wgrad_hook_calls
@@ -152,7 +152,7 @@ def test_sizes_off_every_block_multiple(dtype):
         device="cuda",
         dtype=dtype,
         activation="clamped_qgeglu",
-        output_into_main_grad=True,
+        accumulate_into_main_grad=True,
     )
     ref, fused = run_against_fp32_reference(case, MainGrads(overwrite=True, fill="nan"))
     check_outputs(ref, fused, dtype)
@@ -162,7 +162,7 @@ def test_sizes_off_every_block_multiple(dtype):
 
 
 def test_zero_tokens():
-    case = REAL.with_(dtype=torch.bfloat16, splits=(0,) * 8, output_into_main_grad=True)
+    case = REAL.with_(dtype=torch.bfloat16, splits=(0,) * 8, accumulate_into_main_grad=True)
     ref, fused = run_against_fp32_reference(case, MainGrads(overwrite=True, fill="nan"))
     assert fused.y[0].shape == (0, case.hidden)
     for name in nonempty(ref.main_grads, "main_grads"):
@@ -190,7 +190,7 @@ def test_cpu_interpreter_and_cuda_in_one_process():
 
 
 def test_kernel_faults_compiled():
-    case = REAL.with_(dtype=torch.bfloat16, output_into_main_grad=True)
+    case = REAL.with_(dtype=torch.bfloat16, accumulate_into_main_grad=True)
     how = MainGrads(overwrite=True, fill="nan")
     _, skipped = run_against_fp32_reference(case, how, fault="empty-expert-skipped")
     assert skipped.main_grads["fc1.weight1"].isnan().all()
@@ -228,7 +228,7 @@ def test_torch_grouped_mm(how, delay, single):
         activation="scaled_swiglu",
         bias=True,
         single=single,
-        output_into_main_grad=how is not None,
+        accumulate_into_main_grad=how is not None,
         delay=delay,
     )
     ref, fused = run_against_fp32_reference(case, how, backend="torch-grouped-mm")

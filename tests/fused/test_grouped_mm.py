@@ -50,7 +50,7 @@ def test_torch_grouped_mm_needs_aligned_sizes(grouped_mm_on_cpu):
 def test_torch_grouped_mm_contract(grouped_mm_on_cpu, how, delay, single):
     case = GMM_CASE.with_(
         activation="scaled_swiglu",
-        output_into_main_grad=how is not None,
+        accumulate_into_main_grad=how is not None,
         delay=delay,
         single=single,
     )
@@ -80,7 +80,7 @@ def test_torch_grouped_mm_contract(grouped_mm_on_cpu, how, delay, single):
 
 
 def test_torch_grouped_mm_zero_tokens(grouped_mm_on_cpu):
-    case = GMM_CASE.with_(output_into_main_grad=True, splits=(0, 0, 0))
+    case = GMM_CASE.with_(accumulate_into_main_grad=True, splits=(0, 0, 0))
     ref, fused = run_pair(case, MainGrads(overwrite=True, fill="nan"), backend="torch-grouped-mm")
     assert fused.y[0].shape == (0, case.hidden)
     for name in nonempty(ref.main_grads, "main_grads"):

@@ -77,7 +77,7 @@ def test_a_builtin_name_loads_through_the_spec_path(monkeypatch):
 
 def test_module_factory_spec_builds_and_matches_reference():
     spec = f"{EXAMPLE}.factories:wrapped_triton"
-    assert isinstance(load(spec).build(**Case().kwargs()), GroupedMLP)
+    assert isinstance(load(spec).build(Case().config()), GroupedMLP)
     ref, fused = run_pair(Case(), backend=spec)
     assert_outputs_match(ref, fused, torch.float32)
 
@@ -112,7 +112,7 @@ def test_a_spec_that_does_not_load_names_fused_the_spec_and_why(monkeypatch, spe
 def test_a_factory_must_return_a_module():
     spec = f"{EXAMPLE}.factories:not_a_module"
     with pytest.raises(BackendError) as err:
-        load(spec).build(**Case().kwargs())
+        load(spec).build(Case().config())
     assert str(err.value) == (
         f"--fused {spec}: the factory returned str, expected a torch.nn.Module"
     )
@@ -140,7 +140,7 @@ def test_a_module_lacking_a_protocol_method_is_refused_naming_it(missing, not_ca
     module = module_lacking(*missing, not_callable=not_callable)
     backend = Backend("thirdparty.mlp:make", lambda **kwargs: module)
     with pytest.raises(BackendError) as err:
-        backend.build(**Case().kwargs())
+        backend.build(Case().config())
     message = str(err.value)
     assert message.startswith("--fused thirdparty.mlp:make: the module (ThirdPartyMLP) has no ")
     for method in PROTOCOL_METHODS:
@@ -149,14 +149,14 @@ def test_a_module_lacking_a_protocol_method_is_refused_naming_it(missing, not_ca
 
 def test_a_module_with_the_protocol_is_returned_as_built():
     module = module_lacking()
-    assert Backend("thirdparty.mlp:make", lambda **kwargs: module).build() is module
+    assert Backend("thirdparty.mlp:make", lambda **kwargs: module).build(Case().config()) is module
 
 
 def test_an_unsupported_configuration_passes_through_as_not_implemented():
     """The checker reports NotImplementedError as a skip; a BackendError would be a usage
     error."""
     with pytest.raises(NotImplementedError) as err:
-        load("torch-grouped-mm").build(**Case(dtype=torch.float32, device="cpu").kwargs())
+        load("torch-grouped-mm").build(Case(dtype=torch.float32, device="cpu").config())
     assert not isinstance(err.value, BackendError)
 
 
@@ -178,5 +178,5 @@ def test_a_package_in_the_working_directory_loads_without_being_on_sys_path(
     assert importlib.util.find_spec(package_only_in_cwd) is None  # a plain import fails
     backend = load(f"{package_only_in_cwd}.factories:wrapped_triton")
     assert backend.factory.__module__ == f"{package_only_in_cwd}.factories"
-    assert isinstance(backend.build(**Case().kwargs()), GroupedMLP)
+    assert isinstance(backend.build(Case().config()), GroupedMLP)
     assert sys.path[-1] == os.getcwd()  # appended last: it shadows nothing installed

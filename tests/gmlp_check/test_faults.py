@@ -233,7 +233,7 @@ OVERWRITE_NAN = MainGrads(overwrite=True, fill="nan")
 
 
 def test_alias_gated_on_local_flag_leaves_sentinels_in_overwrite_mode(target):
-    case = target.case.with_(output_into_main_grad=True)
+    case = target.case.with_(accumulate_into_main_grad=True)
     ref, fused = run_pair(
         case, OVERWRITE_NAN, backend=target.backend, fault="alias-gated-on-local-flag"
     )
@@ -244,7 +244,7 @@ def test_alias_gated_on_local_flag_leaves_sentinels_in_overwrite_mode(target):
 
 
 def test_alias_gated_on_local_flag_is_harmless_in_accumulate_mode(target):
-    case = target.case.with_(output_into_main_grad=True)
+    case = target.case.with_(accumulate_into_main_grad=True)
     ref, fused = run_pair(
         case, MainGrads(), backend=target.backend, fault="alias-gated-on-local-flag"
     )
@@ -255,7 +255,7 @@ def test_alias_gated_on_local_flag_is_harmless_in_accumulate_mode(target):
 
 
 def test_bookkeeping_gated_on_local_flag_doubles_the_gradient_through_ddp(target):
-    case = target.case.with_(output_into_main_grad=True)
+    case = target.case.with_(accumulate_into_main_grad=True)
     how = MainGrads(overwrite=True, fill="nan")
     ref, fused = run_pair(
         case,
@@ -277,7 +277,7 @@ def test_bookkeeping_gated_on_local_flag_doubles_the_gradient_through_ddp(target
 
 
 def test_delayed_wgrad_dropped(target):
-    case = target.case.with_(output_into_main_grad=True, delay=True)
+    case = target.case.with_(accumulate_into_main_grad=True, delay=True)
     ref, fused = run_pair(case, MainGrads(), backend=target.backend, fault="delayed-wgrad-dropped")
     before = fused.main_grads_before
     assert ref.wgrad_hook_calls == 1 and fused.wgrad_hook_calls == 0
@@ -290,7 +290,7 @@ def test_delayed_wgrad_dropped(target):
 
 
 def test_dummy_not_zeroed_corrupts_main_grad_through_the_ddp_hook(target):
-    case = target.case.with_(output_into_main_grad=True)
+    case = target.case.with_(accumulate_into_main_grad=True)
     how = MainGrads(zero_out=True)
     with uninitialized_memory_as_nan():
         ref, fused = run_pair(
@@ -304,7 +304,7 @@ def test_dummy_not_zeroed_corrupts_main_grad_through_the_ddp_hook(target):
 
 
 def test_overwrite_accumulate_swapped(target):
-    case = target.case.with_(output_into_main_grad=True)
+    case = target.case.with_(accumulate_into_main_grad=True)
     fault = "overwrite-accumulate-swapped"
     # Accumulate mode, random main_grad: the swapped GEMM overwrites (only W survives).
     ref, fused = run_pair(case, MainGrads(), backend=target.backend, fault=fault)
@@ -323,7 +323,7 @@ def test_overwrite_accumulate_swapped(target):
 
 
 def test_fsdp_main_grad_not_fetched(target):
-    case = target.case.with_(output_into_main_grad=True)
+    case = target.case.with_(accumulate_into_main_grad=True)
     how = MainGrads(fsdp=True, overwrite=True, fill="nan")
     ref, fused = run_pair(case, how, backend=target.backend, fault="fsdp-main-grad-not-fetched")
     for name in weight_names(ref):
@@ -337,7 +337,7 @@ def test_fsdp_main_grad_not_fetched(target):
 
 
 def test_no_dummy_grad(target):
-    case = target.case.with_(output_into_main_grad=True)
+    case = target.case.with_(accumulate_into_main_grad=True)
     ref, fused = run_pair(case, MainGrads(), backend=target.backend, fault="no-dummy-grad")
     for name in weight_names(ref):
         assert ref.grads[name] is not None
@@ -351,7 +351,7 @@ def test_no_dummy_grad(target):
 
 
 def test_empty_expert_skipped_in_overwrite_mode():
-    case = Case(output_into_main_grad=True)
+    case = Case(accumulate_into_main_grad=True)
     ref, fused = run_pair(case, OVERWRITE_NAN, fault="empty-expert-skipped")
     for name in weight_names(ref):
         if name.endswith("1"):  # the expert without tokens

@@ -90,19 +90,18 @@ def _own_run_check(case: Case, factory) -> bool:
 
     case = replace(case, fp8="none", dtype="fp32")
     gen = torch.Generator().manual_seed(case_seed(SIZES.seed, case))
-    dims = {"num_experts": SIZES.experts, "hidden": SIZES.hidden, "ffn": SIZES.ffn}
-    reference = GroupedMLP(**dims, dtype=torch.float32, device=CPU, **case.module_kwargs())
+    reference = GroupedMLP(case.mlp_config(SIZES, CPU))
     shapes = {n: p.shape for n, p in reference.named_parameters()}
     state = make_state(shapes, case, SIZES, CPU, gen)
     inputs = make_inputs(case, SIZES, state, CPU, gen)
     arena = make_arena(case, shapes, CPU, gen)
 
     def build(c: Case):
-        module = GroupedMLP(**dims, dtype=torch.float32, device=CPU, **c.module_kwargs())
+        module = GroupedMLP(c.mlp_config(SIZES, CPU))
         module.load_state_dict(state)
         return module
 
-    fused = factory(**dims, dtype=torch.float32, device=CPU, **case.module_kwargs())
+    fused = factory(**case.mlp_config(SIZES, CPU).as_kwargs())
     fused.load_state_dict(state)
     own = own_gradients(build, case, fused.state_dict(), inputs)
     run = CaseRun(

@@ -5,6 +5,7 @@ import itertools
 import pytest
 
 from gmlp_check import fp8
+from gmlp_check.errors import UsageError
 from gmlp_check.inputs import Sizes, split_sizes
 from gmlp_check.matrix import (
     AXES,
@@ -23,7 +24,6 @@ from gmlp_check.matrix import (
 from gmlp_check.options import RunOptions
 from gmlp_check.refimpl import ACTIVATIONS
 from gmlp_check.selection import SelectionError, compile_expression
-from gmlp_check.session import UsageError
 
 from .support import checker_for
 

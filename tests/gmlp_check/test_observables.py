@@ -59,19 +59,19 @@ EXPECTED = {
     "delayed-wgrad-dropped": ("ddp_hook", lambda c: c.delay),
     "dummy-not-zeroed": (
         "param.grad.zero",
-        lambda c: c.zero_out and c.mode_spec.output_into_main_grad,
+        lambda c: c.zero_out and c.mode_spec.accumulate_into_main_grad,
     ),
     "overwrite-accumulate-swapped": (
         "main_grad.at_hook",
-        lambda c: c.mode_spec.output_into_main_grad,
+        lambda c: c.mode_spec.accumulate_into_main_grad,
     ),
     "fsdp-main-grad-not-fetched": ("run", lambda c: c.mode_spec.fsdp),
     "empty-expert-skipped": (
         "main_grad.at_hook",
         lambda c: c.mode == "overwrite-fsdp" and c.splits != "ragged",  # T=0: all empty
     ),
-    "group-offsets-shifted": ("main_grad.at_hook", lambda c: c.mode_spec.output_into_main_grad),
-    "no-dummy-grad": ("ddp_hook", lambda c: c.mode_spec.output_into_main_grad),
+    "group-offsets-shifted": ("main_grad.at_hook", lambda c: c.mode_spec.accumulate_into_main_grad),
+    "no-dummy-grad": ("ddp_hook", lambda c: c.mode_spec.accumulate_into_main_grad),
 }
 
 
@@ -220,7 +220,7 @@ def test_a_module_without_the_delay_attribute_still_gets_its_hooks_from_backward
         del mlp.delay_wgrad_compute
         return mlp
 
-    delayed = [c for c in MATRIX if c.delay and c.mode_spec.output_into_main_grad][:3]
+    delayed = [c for c in MATRIX if c.delay and c.mode_spec.accumulate_into_main_grad][:3]
     assert delayed
     checker = checker_for(without_attribute)
     for case in delayed:

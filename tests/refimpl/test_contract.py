@@ -17,7 +17,7 @@ from .dense import dense_gradients
 SPLITS = [3, 0, 4, 2]  # expert 1 receives no tokens
 
 
-def build(single=False, delay=False, output_into_main_grad=True, activation="swiglu", seed=0):
+def build(single=False, delay=False, accumulate_into_main_grad=True, activation="swiglu", seed=0):
     torch.manual_seed(seed)
     mlp = GroupedMLP(
         4,
@@ -26,7 +26,7 @@ def build(single=False, delay=False, output_into_main_grad=True, activation="swi
         activation=activation,
         bias=True,
         single_grouped_weight=single,
-        accumulate_into_main_grad=output_into_main_grad,
+        accumulate_into_main_grad=accumulate_into_main_grad,
         delay_wgrad_compute=delay,
         dtype=torch.float64,
     )
@@ -54,7 +54,7 @@ def run(mlp, x, dy, microbatches=1):
 
 @pytest.mark.parametrize("single", [False, True], ids=["discrete", "single"])
 def test_plain_mode_leaves_main_grad_alone_and_returns_wgrad(single):
-    mlp, x, dy = build(single=single, output_into_main_grad=False)
+    mlp, x, dy = build(single=single, accumulate_into_main_grad=False)
     buffers = attach(mlp, MainGrads(fill="nan"))
     before = {n: b.clone() for n, b in buffers.items()}
     run(mlp, x, dy)
@@ -153,7 +153,7 @@ def test_delayed_wgrad_lands_only_in_backward_dw(single, overwrite):
 def test_delay_does_not_change_output_or_dgrad():
     results = []
     for delay in (False, True):
-        mlp, x, dy = build(delay=delay, output_into_main_grad=False)
+        mlp, x, dy = build(delay=delay, accumulate_into_main_grad=False)
         y = mlp(x, SPLITS)
         y.backward(dy)
         results.append((y.detach(), x.grad))
@@ -162,7 +162,7 @@ def test_delay_does_not_change_output_or_dgrad():
 
 
 def test_delayed_plain_mode_sets_grad_in_backward_dw():
-    mlp, x, dy = build(delay=True, output_into_main_grad=False)
+    mlp, x, dy = build(delay=True, accumulate_into_main_grad=False)
     run(mlp, x, dy)
     weights = nonempty(weight_params(mlp), "weights")
     assert all(p.grad is None for p in weights)
@@ -189,10 +189,10 @@ def test_microbatches_accumulate_or_keep_the_last(overwrite):
         torch.testing.assert_close(buffers[name], start + total[name])
 
 
-@pytest.mark.parametrize("output_into_main_grad", [False, True], ids=["plain", "main-grad"])
+@pytest.mark.parametrize("accumulate_into_main_grad", [False, True], ids=["plain", "main-grad"])
 @pytest.mark.parametrize("delay", [False, True], ids=["now", "delayed"])
-def test_ddp_hook_sees_each_gradient_once(output_into_main_grad, delay):
-    mlp, x, dy = build(delay=delay, output_into_main_grad=output_into_main_grad)
+def test_ddp_hook_sees_each_gradient_once(accumulate_into_main_grad, delay):
+    mlp, x, dy = build(delay=delay, accumulate_into_main_grad=accumulate_into_main_grad)
     buffers = attach(mlp, MainGrads())
     for name, p in mlp.named_parameters():
         if name not in buffers:
