@@ -21,39 +21,88 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .deviations import (
+    BASIC_LINEAR_DELAYED_SCALING,
+    BASIC_LINEAR_OVERWRITE_BUGS,
+    TE_EARLY_GRAD_ADDED,
+    TE_OPS_BLOCK_SCALING,
+    Deviation,
+)
+
 if TYPE_CHECKING:
     import torch
 
     from gmlp_check.refimpl.config import MLPConfig
 
-# name -> (module:factory, what it is). Order is the order of --help and the README table.
-BUILTIN: dict[str, tuple[str, str]] = {
-    "triton": (
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """A built-in backend, with what is known about it (as an OpInfo entry carries its skips
+    and xfails): where it runs, and its known deviations and bugs, from runs against the real
+    stacks on an H200 (README: "What gmlp-check finds in Transformer Engine 2.20.2 and
+    megatron-core 0.19.2"). Its factory refuses what it cannot run (NotImplementedError);
+    ``devices`` and ``dtypes`` say the same for readers and the README's table."""
+
+    target: str  # module:factory
+    doc: str
+    devices: tuple[str, ...]
+    dtypes: tuple[str, ...]  # on CUDA; the CPU runs those of DEVICE_DTYPES it supports
+    known: tuple[Deviation, ...] = ()
+
+
+_TE = ("fp32", "fp16", "bf16")
+
+# name -> entry. Order is the order of --help and the README table.
+BUILTIN: dict[str, BackendEntry] = {
+    "triton": BackendEntry(
         "gmlp_check.fused.mlp:GroupedMLP",
         "our Triton fused path (CUDA compiled, CPU interpreted)",
+        ("cpu", "cuda"),
+        ("fp32", "fp16", "bf16"),
     ),
-    "torch-grouped-mm": (
+    "torch-grouped-mm": BackendEntry(
         "gmlp_check.fused.grouped_mm:TorchGroupedMMMLP",
         "the same contract on torch._grouped_mm (bf16, sm90+)",
+        ("cuda",),
+        ("bf16",),
     ),
-    "te-ops": (
+    "te-ops": BackendEntry(
         "gmlp_check.adapters.te_ops:make_exposed",
         "Transformer Engine's op fuser, ops.Sequential(GroupedLinear, activation, "
         "GroupedLinear), with Megatron's pre-forward fetch of lazy FSDP main_grads",
+        ("cuda",),
+        _TE,
+        (TE_EARLY_GRAD_ADDED, TE_OPS_BLOCK_SCALING),
     ),
-    "te-grouped-linear": (
+    "te-grouped-linear": BackendEntry(
         "gmlp_check.adapters.te_grouped_linear:make",
         "Transformer Engine's GroupedLinear module with fuse_wgrad_accumulation",
+        ("cuda",),
+        _TE,
+        (TE_EARLY_GRAD_ADDED,),
     ),
-    "te-sequential": (
+    "te-sequential": BackendEntry(
         "gmlp_check.adapters.te_sequential:make",
         "one Transformer Engine ops.Sequential(BasicLinear, activation, BasicLinear) per expert",
+        ("cuda",),
+        _TE,
+        (BASIC_LINEAR_DELAYED_SCALING, *BASIC_LINEAR_OVERWRITE_BUGS),
     ),
-    "megatron-te-grouped-mlp": (
+    "megatron-te-grouped-mlp": BackendEntry(
         "gmlp_check.adapters.megatron_te:make",
         "megatron-core's TEGroupedMLP (op-fuser path) with its main_grad layer",
+        ("cuda",),
+        _TE,
+        (TE_EARLY_GRAD_ADDED, TE_OPS_BLOCK_SCALING),
     ),
 }
+
+
+def known_deviations(spec: str) -> tuple[Deviation, ...]:
+    """The known deviations and bugs of a built-in backend (none for anyone's factory)."""
+    entry = BUILTIN.get(spec)
+    return entry.known if entry is not None else ()
+
 
 # The methods the checker calls besides forward (README: the module:factory protocol).
 PROTOCOL_METHODS = ("backward_dw", "register_wgrad_accumulation_and_reduce_hooks")
@@ -95,7 +144,7 @@ def _import(module_name: str):
 def resolve(spec: str) -> str:
     """The module:factory target of a spec (a built-in name or the spec itself)."""
     if isinstance(spec, str) and spec in BUILTIN:
-        return BUILTIN[spec][0]
+        return BUILTIN[spec].target
     if not isinstance(spec, str) or spec.count(":") != 1:
         raise BackendError(f"--fused: expected {_EXPECTED}, got {spec!r}")
     module_name, attribute = spec.split(":")

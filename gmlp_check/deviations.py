@@ -1,12 +1,13 @@
 """Known deviations: differences between a real stack and the contract that are deliberate or
-harmless, and upstream bugs already written up. Each backend has a table of expected failures
-(a case selection, the observables that fail there, why, and the upstream reference). A
+harmless, and upstream bugs already written up. Each is an expected failure (a case
+selection, the observables that fail there, why, and the upstream reference); the built-in
+backend entries (``backends.BUILTIN``) list the ones that apply to them. A
 deviation has the semantics of pytest's strict xfail: a matching case is *xfailed* when exactly
 those observables fail, and fails as usual when another observable fails too or when it
 passes (*xpassed*: the deviation is gone, so the table is stale). A bug keeps failing, with its
 write-up in the report, and xpasses once upstream has fixed it.
 
-The tables are data (``KNOWN``) from which the README's per-backend tables are generated.
+The README's per-backend tables are generated from the entries.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Deviation:
 
 
 # Transformer Engine 2.20.2 marks a delayed weight gradient as delivered when it queues it.
-_TE_EARLY_GRAD_ADDED = Deviation(
+TE_EARLY_GRAD_ADDED = Deviation(
     "delay=1 and not mode=off",
     ("grad_added_to_main_grad",),
     "with delay_wgrad_compute and output into main_grad, TE sets grad_added_to_main_grad and "
@@ -50,10 +51,8 @@ _TE_EARLY_GRAD_ADDED = Deviation(
 # Where TE's BasicLinear gates its bookkeeping on the downgraded flag (the site gmlp-lint flags).
 _BASIC_LINEAR_SITE = "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)"
 
-# backend name -> its known deviations and bugs, from runs against the real stacks on an H200
-# (README: "What gmlp-check finds in Transformer Engine 2.20.2 and megatron-core 0.19.2").
 # Transformer Engine 2.20.2's op-fuser GroupedLinear cannot run Float8BlockScaling here.
-_TE_OPS_BLOCK_SCALING = Deviation(
+TE_OPS_BLOCK_SCALING = Deviation(
     "fp8=block",
     ("run",),
     "FP8 with Float8BlockScaling: the op fuser's GroupedLinear fails inside cuBLAS "
@@ -65,54 +64,48 @@ _TE_OPS_BLOCK_SCALING = Deviation(
     "bug",
 )
 
-KNOWN: dict[str, tuple[Deviation, ...]] = {
-    "te-ops": (_TE_EARLY_GRAD_ADDED, _TE_OPS_BLOCK_SCALING),
-    "te-grouped-linear": (_TE_EARLY_GRAD_ADDED,),
-    "megatron-te-grouped-mlp": (_TE_EARLY_GRAD_ADDED, _TE_OPS_BLOCK_SCALING),
-    "te-sequential": (
-        Deviation(
-            "fp8=delayed",
-            ("run",),
-            "FP8 with DelayedScaling: BasicLinear fails on an expert that received no rows "
-            "(transformer_engine/common/transpose/transpose.cu: 'input.data.dptr != nullptr' in "
-            "transpose, while quantizing the empty input); Float8CurrentScaling and "
-            "Float8BlockScaling run the same split (seen on an H200, not narrowed further)",
-            "TE 2.20.2 ops/basic/basic_linear.py, BasicLinear._functional_forward",
-            "bug",
-        ),
-        Deviation(
-            "mode=overwrite-fsdp and zero=0 and dtype=fp32",
-            ("grad_added_to_main_grad", "param.grad.alias"),
-            "BasicLinear gates its bookkeeping on the local accumulate flag that "
-            "overwrite_main_grad switched off (TE #2936's class): in overwrite mode it writes "
-            "main_grad right but sets no grad_added_to_main_grad and returns main_grad itself "
-            "as the weight's .grad, which in fp32 is the main_grad tensor; a DDP-style hook "
-            "would add it again (2W)",
-            _BASIC_LINEAR_SITE,
-            "bug",
-        ),
-        Deviation(
-            "mode=overwrite-fsdp and zero=1",
-            ("grad_added_to_main_grad", "param.grad.zero"),
-            "the same bug: the gradient returned as .grad is the real one, not a zeroed dummy, "
-            "although zero_out_wgrad is set",
-            _BASIC_LINEAR_SITE,
-            "bug",
-        ),
-        Deviation(
-            "mode=overwrite-fsdp",
-            ("grad_added_to_main_grad",),
-            "the same bug in 16-bit: grad_added_to_main_grad stays False and .grad is the real "
-            "gradient (a copy in the weight dtype) instead of a dummy",
-            _BASIC_LINEAR_SITE,
-            "bug",
-        ),
+# Transformer Engine 2.20.2's BasicLinear cannot quantize an empty expert's input.
+BASIC_LINEAR_DELAYED_SCALING = Deviation(
+    "fp8=delayed",
+    ("run",),
+    "FP8 with DelayedScaling: BasicLinear fails on an expert that received no rows "
+    "(transformer_engine/common/transpose/transpose.cu: 'input.data.dptr != nullptr' in "
+    "transpose, while quantizing the empty input); Float8CurrentScaling and "
+    "Float8BlockScaling run the same split (seen on an H200, not narrowed further)",
+    "TE 2.20.2 ops/basic/basic_linear.py, BasicLinear._functional_forward",
+    "bug",
+)
+
+# Transformer Engine's BasicLinear in overwrite mode, by dtype and zero_out_wgrad.
+BASIC_LINEAR_OVERWRITE_BUGS: tuple[Deviation, ...] = (
+    Deviation(
+        "mode=overwrite-fsdp and zero=0 and dtype=fp32",
+        ("grad_added_to_main_grad", "param.grad.alias"),
+        "BasicLinear gates its bookkeeping on the local accumulate flag that "
+        "overwrite_main_grad switched off (TE #2936's class): in overwrite mode it writes "
+        "main_grad right but sets no grad_added_to_main_grad and returns main_grad itself "
+        "as the weight's .grad, which in fp32 is the main_grad tensor; a DDP-style hook "
+        "would add it again (2W)",
+        _BASIC_LINEAR_SITE,
+        "bug",
     ),
-}
-
-
-def for_backend(spec: str) -> tuple[Deviation, ...]:
-    return KNOWN.get(spec, ())
+    Deviation(
+        "mode=overwrite-fsdp and zero=1",
+        ("grad_added_to_main_grad", "param.grad.zero"),
+        "the same bug: the gradient returned as .grad is the real one, not a zeroed dummy, "
+        "although zero_out_wgrad is set",
+        _BASIC_LINEAR_SITE,
+        "bug",
+    ),
+    Deviation(
+        "mode=overwrite-fsdp",
+        ("grad_added_to_main_grad",),
+        "the same bug in 16-bit: grad_added_to_main_grad stays False and .grad is the real "
+        "gradient (a copy in the weight dtype) instead of a dummy",
+        _BASIC_LINEAR_SITE,
+        "bug",
+    ),
+)
 
 
 def expected_for(deviations: Sequence[Deviation], case_id: str) -> Deviation | None:
@@ -120,8 +113,7 @@ def expected_for(deviations: Sequence[Deviation], case_id: str) -> Deviation | N
     return next((d for d in deviations if d.matches(case_id)), None)
 
 
-def markdown_table(spec: str) -> str:
-    rows = for_backend(spec)
+def markdown_table(spec: str, rows: Sequence[Deviation]) -> str:
     if not rows:
         return f"No known deviations for `{spec}`."
     lines = [

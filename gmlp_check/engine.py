@@ -34,7 +34,7 @@ class Emulated:
 
     def known_deviations(self, spec: str) -> tuple[deviations.Deviation, ...]:
         """The fused side's known deviations, as its backend entry lists them."""
-        return deviations.for_backend(spec)
+        return backends.known_deviations(spec)
 
     @property
     def reports(self) -> bool:

@@ -47,7 +47,7 @@ def _backends() -> str:
     from gmlp_check.backends import BUILTIN
 
     lines = ["| spec | module:factory | what it builds |", "|---|---|---|"]
-    lines += [f"| `{name}` | `{target}` | {doc} |" for name, (target, doc) in BUILTIN.items()]
+    lines += [f"| `{name}` | `{e.target}` | {e.doc} |" for name, e in BUILTIN.items()]
     return "\n".join(lines)
 
 
@@ -91,9 +91,10 @@ def _recorded_runs() -> str:
 
 def _deviations(spec: str) -> Callable[[], str]:
     def table() -> str:
+        from gmlp_check.backends import known_deviations
         from gmlp_check.deviations import markdown_table
 
-        return markdown_table(spec)
+        return markdown_table(spec, known_deviations(spec))
 
     return table
 

@@ -25,6 +25,64 @@ DDP_MODES = ("off", "accumulate-ddp")
 FSDP_MODES = ("overwrite-fsdp", "accumulate-fsdp")
 
 
+# Known deviations of the pinned upstream versions, listed by the configurations they apply to.
+LAST_MICROBATCH_ONLY = "holds the last microbatch's gradient only (Megatron-LM #6357 class)"
+
+
+@dataclass(frozen=True)
+class UpstreamDeviation:
+    """A behaviour of megatron-core 0.19.2 / megatron-fsdp 0.6.1 that makes *correct* producers
+    fail under some engine configurations. A config it applies to is expected to fail exactly
+    ``observables``, with the last-microbatch-only diagnosis; the case is then xfailed
+    (strict: if it passes, the case is xpassed and the run fails: the table is stale)."""
+
+    id: str
+    max_world: int | None  # applies only up to this many data-parallel ranks (None: any)
+    min_microbatches: int  # overwrite and accumulate agree on one microbatch
+    observables: tuple[str, ...]
+    reason: str
+    upstream: str
+    verified: str  # where it was seen; "" while it is only read from the source
+    # deviations.Deviation's kind. "deviation" xfails: the failure is the engine's, and every
+    # correct producer shows it, so it must not be blamed on the producer under test; "bug"
+    # would keep such cases failing (with the write-up) until upstream fixes it.
+    kind: str = "deviation"
+
+    def applies(self, world: int, microbatches: int, tokens: bool = True) -> bool:
+        """Whether the deviation can show under a configuration that lists it: never without
+        tokens, whose gradients are zero, so that overwriting and accumulating give the same
+        main_grad."""
+        return (
+            (self.max_world is None or world <= self.max_world)
+            and microbatches >= self.min_microbatches
+            and tokens
+        )
+
+
+OPTIM_FORCES_OVERWRITE = UpstreamDeviation(
+    "mfsdp-optim-forces-overwrite",
+    None,
+    2,
+    ("main_grad.synced",),
+    "Megatron-FSDP sets overwrite_main_grad=True for every strategy but no_shard, also "
+    "for optim (ZeRO-1), whose gradient buffer accumulates over the microbatches and is "
+    "reduced once: a producer that honours the flag keeps the last microbatch only",
+    "Megatron-LM #6357; megatron-fsdp 0.6.1 megatron_fsdp.py:470-511, :663-672",
+    "seen on H200s at one and two ranks (--engine-configs fsdp-optim)",
+)
+SINGLE_RANK_SHARDED = UpstreamDeviation(
+    "mfsdp-single-rank-sharded",
+    1,
+    2,
+    ("main_grad.synced",),
+    "with one data-parallel rank Megatron-FSDP does not shard the gradient buffer "
+    "(unsharded hook branch, accumulation over microbatches) but still forces "
+    "overwrite_main_grad=True: a producer that honours the flag keeps the last microbatch",
+    "megatron-fsdp 0.6.1 param_and_grad_buffer.py:2711 + megatron_fsdp.py:511",
+    "seen on an H200 (--megatron real, one rank)",
+)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     name: str  # what --engine-configs takes
@@ -35,6 +93,7 @@ class EngineConfig:
     use_distributed_optimizer: bool = False  # DDP; Megatron-LM forces it on for Megatron-FSDP
     sharding: str = "no_shard"  # Megatron-FSDP data_parallel_sharding_strategy
     doc: str = ""
+    known: tuple[UpstreamDeviation, ...] = ()  # what correct producers show under it
 
     @property
     def label(self) -> str:
@@ -78,16 +137,19 @@ CONFIGS: dict[str, EngineConfig] = {
         EngineConfig(
             "fsdp-optim_grads", "fsdp", FSDP_MODES[:1], True, True, sharding="optim_grads",
             doc="Megatron-FSDP ZeRO-2: per-microbatch buckets, the hook copies, reduce-scatter",
+            known=(SINGLE_RANK_SHARDED,),
         ),
         EngineConfig(
             "fsdp-optim_grads_params", "fsdp", FSDP_MODES[:1], True, True,
             sharding="optim_grads_params",
             doc="Megatron-FSDP ZeRO-3: ZeRO-2 plus sharded weights gathered per unit",
+            known=(SINGLE_RANK_SHARDED,),
         ),
         EngineConfig(
             "fsdp-optim", "fsdp", FSDP_MODES, False, True, sharding="optim",
             doc="Megatron-FSDP ZeRO-1: unsharded gradient buffer (not default: see "
             "mfsdp-optim-forces-overwrite)",
+            known=(OPTIM_FORCES_OVERWRITE,),
         ),
         EngineConfig(
             "fsdp-no_shard-sync", "fsdp", FSDP_MODES[1:], False, False, sharding="no_shard",
@@ -114,75 +176,20 @@ def for_mode(configs: Sequence[EngineConfig], mode: str) -> tuple[EngineConfig, 
     return tuple(c for c in configs if mode in c.modes)
 
 
-# Known deviations of the pinned upstream versions ------------------------------------------
-LAST_MICROBATCH_ONLY = "holds the last microbatch's gradient only (Megatron-LM #6357 class)"
-
-
-@dataclass(frozen=True)
-class UpstreamDeviation:
-    """A behaviour of megatron-core 0.19.2 / megatron-fsdp 0.6.1 that makes *correct* producers
-    fail under some engine configurations. A config it applies to is expected to fail exactly
-    ``observables``, with the last-microbatch-only diagnosis; the case is then xfailed
-    (strict: if it passes, the case is xpassed and the run fails: the table is stale)."""
-
-    id: str
-    configs: tuple[str, ...]
-    max_world: int | None  # applies only up to this many data-parallel ranks (None: any)
-    min_microbatches: int  # overwrite and accumulate agree on one microbatch
-    observables: tuple[str, ...]
-    reason: str
-    upstream: str
-    verified: str  # where it was seen; "" while it is only read from the source
-    # deviations.Deviation's kind. "deviation" xfails: the failure is the engine's, and every
-    # correct producer shows it, so it must not be blamed on the producer under test; "bug"
-    # would keep such cases failing (with the write-up) until upstream fixes it.
-    kind: str = "deviation"
-
-    def applies(
-        self, config: EngineConfig, world: int, microbatches: int, tokens: bool = True
-    ) -> bool:
-        """Whether the deviation can show: never without tokens, whose gradients are zero,
-        so that overwriting and accumulating give the same main_grad."""
-        return (
-            config.name in self.configs
-            and (self.max_world is None or world <= self.max_world)
-            and microbatches >= self.min_microbatches
-            and tokens
-        )
-
-
-UPSTREAM_DEVIATIONS: tuple[UpstreamDeviation, ...] = (
-    UpstreamDeviation(
-        "mfsdp-optim-forces-overwrite",
-        ("fsdp-optim",),
-        None,
-        2,
-        ("main_grad.synced",),
-        "Megatron-FSDP sets overwrite_main_grad=True for every strategy but no_shard, also "
-        "for optim (ZeRO-1), whose gradient buffer accumulates over the microbatches and is "
-        "reduced once: a producer that honours the flag keeps the last microbatch only",
-        "Megatron-LM #6357; megatron-fsdp 0.6.1 megatron_fsdp.py:470-511, :663-672",
-        "seen on H200s at one and two ranks (docs/gpu-runs/h200x2/optim-triton-1.json, -2.json)",
-    ),
-    UpstreamDeviation(
-        "mfsdp-single-rank-sharded",
-        ("fsdp-optim_grads", "fsdp-optim_grads_params"),
-        1,
-        2,
-        ("main_grad.synced",),
-        "with one data-parallel rank Megatron-FSDP does not shard the gradient buffer "
-        "(unsharded hook branch, accumulation over microbatches) but still forces "
-        "overwrite_main_grad=True: a producer that honours the flag keeps the last microbatch",
-        "megatron-fsdp 0.6.1 param_and_grad_buffer.py:2711 + megatron_fsdp.py:511",
-        "seen on an H200 (docs/gpu-runs/h200x2/real-triton.json)",
-    ),
+# Every deviation some configuration lists, once, in table order.
+UPSTREAM_DEVIATIONS: tuple[UpstreamDeviation, ...] = tuple(
+    dict.fromkeys(d for c in CONFIGS.values() for d in c.known)
 )
 
 
+def configs_of(deviation: UpstreamDeviation) -> tuple[str, ...]:
+    """The configurations that list ``deviation``."""
+    return tuple(c.name for c in CONFIGS.values() if deviation in c.known)
+
+
 def upstream_deviation(config: EngineConfig, world: int, microbatches: int, tokens: bool = True):
-    return next(
-        (d for d in UPSTREAM_DEVIATIONS if d.applies(config, world, microbatches, tokens)), None
-    )
+    """The deviation of ``config`` that can show in a run of ``world`` ranks, if any."""
+    return next((d for d in config.known if d.applies(world, microbatches, tokens)), None)
 
 
 def markdown_configs() -> str:
@@ -203,7 +210,7 @@ def markdown_upstream() -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for d in UPSTREAM_DEVIATIONS:
-        configs = ", ".join(f"`{c}`" for c in d.configs)
+        configs = ", ".join(f"`{c}`" for c in configs_of(d))
         ranks = "any" if d.max_world is None else f"<= {d.max_world}"
         observables = ", ".join(f"`{o}`" for o in d.observables)
         lines.append(

@@ -9,7 +9,15 @@ import textwrap
 import pytest
 import torch
 
-from gmlp_check.backends import BUILTIN, PROTOCOL_METHODS, Backend, BackendError, load, resolve
+from gmlp_check.backends import (
+    BUILTIN,
+    PROTOCOL_METHODS,
+    Backend,
+    BackendEntry,
+    BackendError,
+    load,
+    resolve,
+)
 from gmlp_check.fused.grouped_mm import TorchGroupedMMMLP
 from gmlp_check.fused.mlp import GroupedMLP
 
@@ -63,13 +71,14 @@ def test_builtin_names_are_aliases_of_module_factory_specs():
     assert issubclass(BackendError, ValueError)
     assert load("triton").factory is GroupedMLP
     assert load("torch-grouped-mm").factory is TorchGroupedMMMLP
-    for name, (target, description) in BUILTIN.items():
-        assert resolve(name) == target and description, name
-        assert resolve(target) == target, name  # the target is itself a valid spec
+    for name, entry in BUILTIN.items():
+        assert resolve(name) == entry.target and entry.doc, name
+        assert resolve(entry.target) == entry.target, name  # the target is itself a valid spec
 
 
 def test_a_builtin_name_loads_through_the_spec_path(monkeypatch):
-    monkeypatch.setitem(BUILTIN, "example", (f"{EXAMPLE}.factories:wrapped_triton", "an example"))
+    entry = BackendEntry(f"{EXAMPLE}.factories:wrapped_triton", "an example", ("cpu",), ("fp32",))
+    monkeypatch.setitem(BUILTIN, "example", entry)
     backend = load("example")
     assert backend.spec == "example"  # errors name what the user typed
     assert backend.factory is load(f"{EXAMPLE}.factories:wrapped_triton").factory
@@ -180,3 +189,15 @@ def test_a_package_in_the_working_directory_loads_without_being_on_sys_path(
     assert backend.factory.__module__ == f"{package_only_in_cwd}.factories"
     assert isinstance(backend.build(Case().config()), GroupedMLP)
     assert sys.path[-1] == os.getcwd()  # appended last: it shadows nothing installed
+
+
+@pytest.mark.parametrize("name", list(BUILTIN))
+def test_an_entry_says_whether_its_backend_runs_on_the_cpu(name):
+    """The entry's devices agree with the factory: it builds a CPU module, or refuses the CPU
+    as an unsupported configuration (before needing anything the CPU lacks)."""
+    config = Case(dtype=torch.float32, device="cpu").config()
+    if "cpu" in BUILTIN[name].devices:
+        assert isinstance(load(name).build(config), torch.nn.Module)
+    else:
+        with pytest.raises(NotImplementedError):
+            load(name).build(config)
