@@ -1,7 +1,7 @@
-"""The fused grouped MLP: Triton kernels and their autograd glue (``GroupedMLP``), and the same
-contract on ``torch._grouped_mm`` (``grouped_mm.TorchGroupedMMMLP``).
+"""The fused grouped MLP: Triton kernels and their autograd glue (``TritonGroupedMLP``), and
+the same contract on ``torch._grouped_mm`` (``grouped_mm.TorchGroupedMMMLP``).
 
-GroupedMLP is imported on first use, so that importing the package compiles nothing.
+TritonGroupedMLP is imported on first use, so that importing the package compiles nothing.
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .mlp import GroupedMLP
+    from .mlp import TritonGroupedMLP
 
-__all__ = ["GroupedMLP"]
+__all__ = ["TritonGroupedMLP"]
 
 
 def __getattr__(name: str):
-    if name == "GroupedMLP":
-        from .mlp import GroupedMLP
+    if name == "TritonGroupedMLP":
+        from .mlp import TritonGroupedMLP
 
-        return GroupedMLP
+        return TritonGroupedMLP
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ of the tuned default: the tuning script (scripts/tune_kernels.py) times variants
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -34,6 +35,47 @@ from .operands import (
 from .tiles import LONG_REDUCTION_ROWS, Tiles, dot_precision, tiles_for
 
 
+@dataclass(frozen=True)
+class RowLaunch:
+    """What the three row-tiled kernels (grouped_gemm, fc1_activation, fc2_dgrad_activation)
+    take alike: the row operand and the expert matrices (their first arguments, in kernel
+    order), the number of row-tile slots and the compile-time options."""
+
+    operands: tuple
+    slots: int
+    options: dict[str, object]
+
+
+def row_launch(
+    a: torch.Tensor, mats: Sequence[torch.Tensor], *, transpose: bool, tiles: Tiles
+) -> RowLaunch:
+    """The shared setup of a row-tiled launch over ``a`` [T, K] and the experts' ``mats``."""
+    b = expert_pointers(mats, a.device)
+    ops = row_operands(a, b, transpose=transpose, tiles=tiles)
+    operands = (
+        a,
+        ops.a_desc,
+        a.stride(0),
+        a.stride(1),
+        ops.b_pointers,
+        ops.b_desc,
+        ops.b_desc_rows,
+        *b_strides(b, transpose),
+    )
+    slots = row_slots(a.shape[0], len(mats), tiles)
+    return RowLaunch(
+        operands, slots, row_gemm_options(ops, b, tiles, a.shape[1], a.dtype, len(mats))
+    )
+
+
+def bias_operands(biases: Sequence[torch.Tensor] | None, device: torch.device) -> tuple:
+    """The kernels' (bias pointer table, bias stride) arguments; a placeholder without biases."""
+    if not biases:
+        return no_pointers(device), 0
+    bias = expert_pointers(biases, device)
+    return bias.pointers, bias.strides[0]
+
+
 def grouped_gemm(
     a: torch.Tensor,
     splits: torch.Tensor,
@@ -49,34 +91,23 @@ def grouped_gemm(
     out = a.new_empty((num_tokens, n))
     if num_tokens == 0:
         return out
-    b = expert_pointers(mats, a.device)
-    bias = expert_pointers(biases, a.device) if biases else None
     tiles = tiles or tiles_for("row_gemm", a.device, a.dtype)
-    ops = row_operands(a, b, transpose=transpose, tiles=tiles)
-    slots = row_slots(num_tokens, len(mats), tiles)
-    grid = (slots * triton.cdiv(n, tiles.block_n),)
+    launch = row_launch(a, mats, transpose=transpose, tiles=tiles)
+    grid = (launch.slots * triton.cdiv(n, tiles.block_n),)
     grouped_gemm_kernel[grid](
-        a,
-        ops.a_desc,
-        a.stride(0),
-        a.stride(1),
-        ops.b_pointers,
-        ops.b_desc,
-        ops.b_desc_rows,
-        *b_strides(b, transpose),
-        bias.pointers if bias else no_pointers(a.device),
-        bias.strides[0] if bias else 0,
+        *launch.operands,
+        *bias_operands(biases, a.device),
         out,
         out.stride(0),
         out.stride(1),
         splits,
         len(mats),
-        slots,
+        launch.slots,
         n,
         k,
-        HAS_BIAS=bias is not None,
+        HAS_BIAS=bool(biases),
         B_TRANSPOSED=transpose,
-        **row_gemm_options(ops, b, tiles, k, a.dtype, len(mats)),
+        **launch.options,
     )
     return out
 
@@ -100,23 +131,12 @@ def fc1_forward(
     out = x.new_empty((num_tokens, ffn))
     if num_tokens == 0:
         return h, out
-    w = expert_pointers(weights, x.device)
-    bias = expert_pointers(biases, x.device) if biases else None
     tiles = tiles or tiles_for("activation_gemm", x.device, x.dtype)
-    ops = row_operands(x, w, transpose=True, tiles=tiles)
-    slots = row_slots(num_tokens, len(weights), tiles)
-    grid = (slots * triton.cdiv(ffn, tiles.block_n),)
+    launch = row_launch(x, weights, transpose=True, tiles=tiles)
+    grid = (launch.slots * triton.cdiv(ffn, tiles.block_n),)
     fc1_activation_kernel[grid](
-        x,
-        ops.a_desc,
-        x.stride(0),
-        x.stride(1),
-        ops.b_pointers,
-        ops.b_desc,
-        ops.b_desc_rows,
-        *b_strides(w, transpose=True),
-        bias.pointers if bias else no_pointers(x.device),
-        bias.strides[0] if bias else 0,
+        *launch.operands,
+        *bias_operands(biases, x.device),
         probs if probs is not None else x,
         probs.stride(0) if probs is not None else 0,
         h,
@@ -127,14 +147,14 @@ def fc1_forward(
         out.stride(1),
         splits,
         len(weights),
-        slots,
+        launch.slots,
         ffn,
         k,
         ACT=activation,
         GLU=glu,
-        HAS_BIAS=bias is not None,
+        HAS_BIAS=bool(biases),
         HAS_PROBS=probs is not None,
-        **row_gemm_options(ops, w, tiles, k, x.dtype, len(weights)),
+        **launch.options,
     )
     return h, out
 
@@ -165,18 +185,9 @@ def fc2_dgrad_activation(
     )
     if num_tokens == 0:
         return dh, (partial.sum(0) if probs is not None else None)
-    w = expert_pointers(weights, dy.device)
-    ops = row_operands(dy, w, transpose=False, tiles=tiles)
-    slots = row_slots(num_tokens, len(weights), tiles)
-    fc2_dgrad_activation_kernel[(slots * col_tiles,)](
-        dy,
-        ops.a_desc,
-        dy.stride(0),
-        dy.stride(1),
-        ops.b_pointers,
-        ops.b_desc,
-        ops.b_desc_rows,
-        *b_strides(w, transpose=False),
+    launch = row_launch(dy, weights, transpose=False, tiles=tiles)
+    fc2_dgrad_activation_kernel[(launch.slots * col_tiles,)](
+        *launch.operands,
         h,
         h.stride(0),
         h.stride(1),
@@ -190,13 +201,13 @@ def fc2_dgrad_activation(
         partial.stride(1),
         splits,
         len(weights),
-        slots,
+        launch.slots,
         ffn,
         k,
         ACT=activation,
         GLU=glu,
         HAS_PROBS=probs is not None,
-        **row_gemm_options(ops, w, tiles, k, dy.dtype, len(weights)),
+        **launch.options,
     )
     return dh, (partial.sum(0) if probs is not None else None)
 

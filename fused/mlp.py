@@ -20,7 +20,7 @@ from .main_grad import WgradPlan
 from .mlp_base import FusedGroupedMLPBase
 
 
-class GroupedMLP(FusedGroupedMLPBase):
+class TritonGroupedMLP(FusedGroupedMLPBase):
     """Same constructor, forward(x, split_sizes, probs=None), backward_dw() and parameters as
     refimpl.GroupedMLP; runs on CUDA tensors compiled and on CPU tensors interpreted."""
 
@@ -70,7 +70,7 @@ class GroupedMLP(FusedGroupedMLPBase):
 
 class _FusedGroupedMLPFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, probs, mlp: GroupedMLP, splits, *params):
+    def forward(ctx, x, probs, mlp: TritonGroupedMLP, splits, *params):
         activation = mlp.activation
         h, a = grouped_ops.fc1_forward(
             x,
@@ -91,7 +91,7 @@ class _FusedGroupedMLPFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        mlp: GroupedMLP = ctx.mlp
+        mlp: TritonGroupedMLP = ctx.mlp
         splits = ctx.splits
         x, probs, h, a = ctx.saved_tensors
         dy = dy.contiguous()

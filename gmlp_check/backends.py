@@ -55,7 +55,7 @@ _TE = ("fp32", "fp16", "bf16")
 # name -> entry. Order is the order of --help and the README table.
 BUILTIN: dict[str, BackendEntry] = {
     "triton": BackendEntry(
-        "gmlp_check.fused.mlp:GroupedMLP",
+        "gmlp_check.fused.mlp:TritonGroupedMLP",
         "our Triton fused path (CUDA compiled, CPU interpreted)",
         ("cpu", "cuda"),
         ("fp32", "fp16", "bf16"),

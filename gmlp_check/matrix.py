@@ -323,7 +323,7 @@ DEFAULT_ACTIVATION = "swiglu"
 
 
 @dataclass(frozen=True)
-class Selection:
+class MatrixSelection:
     """The values of the axes a run selects (dtype, activation, mode); the rest take all."""
 
     dtypes: tuple[str, ...]
@@ -365,7 +365,7 @@ class Selection:
         return values[0]
 
 
-def _part_cases(part: Part, selection: Selection) -> Iterator[Case]:
+def _part_cases(part: Part, selection: MatrixSelection) -> Iterator[Case]:
     dims: list[tuple[tuple[str, ...], tuple[tuple[object, ...], ...]]] = []
     for entry in part.cross:
         if isinstance(entry, str):
@@ -386,7 +386,7 @@ def _part_cases(part: Part, selection: Selection) -> Iterator[Case]:
         yield Case(**values)
 
 
-def default_matrix(selection: Selection, parts: Sequence[Part] = DEFAULT_PARTS) -> list[Case]:
+def default_matrix(selection: MatrixSelection, parts: Sequence[Part] = DEFAULT_PARTS) -> list[Case]:
     """The cases of the default matrix for a selection, in declaration order, no duplicates."""
     cases = [case for part in parts for case in _part_cases(part, selection)]
     return list(dict.fromkeys(cases))

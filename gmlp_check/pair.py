@@ -23,8 +23,8 @@ from .faults import Fault, inject
 from .inputs import Sizes, case_seed, make_arena, make_inputs, make_state
 from .kinks import KinkSlack, kink_slack
 from .matrix import Case
-from .observe import Observations, SideError, observe
 from .own_run import own_gradients
+from .side_observations import Observations, SideError, observe
 from .tolerance import Precision, fp32_matmul
 
 

@@ -26,7 +26,7 @@ from .engines import availability, process_groups
 from .engines import configs as engine_configs
 from .errors import UsageError
 from .inputs import DEVICE_SIZES, Sizes
-from .matrix import DEVICE_DTYPES, DTYPES, MODES, Case, Selection, default_matrix, torch_dtype
+from .matrix import DEVICE_DTYPES, DTYPES, MODES, Case, MatrixSelection, default_matrix, torch_dtype
 from .options import RunOptions
 from .results import CaseResult
 from .selection import SelectionError, compile_expression
@@ -172,7 +172,7 @@ class Checker:
         if full_id is not None:
             return [full_id]
         try:
-            selection = Selection(
+            selection = MatrixSelection(
                 tuple(usable),
                 tuple(options.activation) or tuple(ACTIVATIONS),
                 tuple(options.mode) or tuple(MODES),

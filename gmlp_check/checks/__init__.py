@@ -11,8 +11,8 @@ import torch
 
 from ..inputs import Sizes, is_weight
 from ..matrix import Case
-from ..observe import HookRecord, Observations
 from ..pair import CaseRun
+from ..side_observations import HookRecord, Observations
 from ..tolerance import Comparison, Precision, Tolerance, tolerance_for
 
 

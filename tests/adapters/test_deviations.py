@@ -4,10 +4,10 @@ observables the checker has, and cases the matrix holds, or it would silently ma
 import pytest
 
 from gmlp_check.backends import BUILTIN
-from gmlp_check.matrix import DTYPES, Selection, default_matrix
+from gmlp_check.matrix import DTYPES, MatrixSelection, default_matrix
 from gmlp_check.observables import NAMES
 
-CASE_IDS = [case.id for case in default_matrix(Selection(dtypes=tuple(DTYPES)))]
+CASE_IDS = [case.id for case in default_matrix(MatrixSelection(dtypes=tuple(DTYPES)))]
 ROWS = [(backend, row) for backend, entry in BUILTIN.items() for row in entry.known]
 
 

@@ -1,10 +1,11 @@
-"""fused.GroupedMLP has refimpl.GroupedMLP's constructor, parameters, state dict and errors."""
+"""fused.TritonGroupedMLP has refimpl.GroupedMLP's constructor, parameters, state dict and
+errors."""
 
 import pytest
 import torch
 
 from gmlp_check import refimpl
-from gmlp_check.fused import GroupedMLP
+from gmlp_check.fused import TritonGroupedMLP
 
 from ..harness import nonempty
 from .harness import Case, build_pair, make_inputs, run
@@ -17,7 +18,7 @@ def test_same_parameters_and_initialisation_for_one_seed(single, bias):
     torch.manual_seed(7)
     ref = refimpl.GroupedMLP(**kwargs)
     torch.manual_seed(7)
-    fused = GroupedMLP(**kwargs)
+    fused = TritonGroupedMLP(**kwargs)
     ref_state, fused_state = ref.state_dict(), fused.state_dict()
     assert list(ref_state) == list(fused_state)
     for name, value in nonempty(ref_state.items(), "state entries"):
@@ -31,14 +32,14 @@ def test_state_dict_round_trip_both_ways(single):
     torch.manual_seed(1)
     ref = refimpl.GroupedMLP(**kwargs)
     torch.manual_seed(2)
-    fused = GroupedMLP(**kwargs)
+    fused = TritonGroupedMLP(**kwargs)
     fused.load_state_dict(ref.state_dict())  # refimpl -> fused
     batch = make_inputs(case)
     torch.testing.assert_close(
         run(fused, batch, list(case.splits)).y[0], run(ref, batch, list(case.splits)).y[0]
     )
     torch.manual_seed(3)
-    other = GroupedMLP(**kwargs)
+    other = TritonGroupedMLP(**kwargs)
     ref2 = refimpl.GroupedMLP(**kwargs)
     ref2.load_state_dict(other.state_dict())  # fused -> refimpl
     for name, value in nonempty(other.state_dict().items(), "state entries"):
@@ -60,7 +61,7 @@ def test_constructor_errors_match_reference(kwargs):
     with pytest.raises(ValueError) as ref_err:
         refimpl.GroupedMLP(**full)
     with pytest.raises(ValueError) as fused_err:
-        GroupedMLP(**full)
+        TritonGroupedMLP(**full)
     assert str(fused_err.value) == str(ref_err.value)
 
 
@@ -112,8 +113,8 @@ def test_bf16_on_cpu_is_not_implemented():
     """Triton's interpreter computes bf16 dot products wrongly: the constructor refuses
     (NotImplementedError, which the checker reports as unsupported), and only that dtype."""
     with pytest.raises(NotImplementedError, match=r"bf16 dot products are wrong"):
-        GroupedMLP(**Case(device="cpu", dtype=torch.bfloat16).kwargs())
-    GroupedMLP(**Case(device="cpu", dtype=torch.float16).kwargs())
+        TritonGroupedMLP(**Case(device="cpu", dtype=torch.bfloat16).kwargs())
+    TritonGroupedMLP(**Case(device="cpu", dtype=torch.float16).kwargs())
 
 
 def test_backward_dw_without_delay_is_a_no_op():

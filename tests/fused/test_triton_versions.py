@@ -178,9 +178,9 @@ def test_under_triton_interpret_the_triton_backend_refuses_gpu_devices_with_a_re
     # CLI), before a kernel ever sees a device tensor. "meta" stands in for a GPU device.
     out = run_with_triton_interpret(
         "import torch\n"
-        "from gmlp_check.fused import GroupedMLP\n"
+        "from gmlp_check.fused import TritonGroupedMLP\n"
         "try:\n"
-        "    GroupedMLP(2, 8, 4, device='meta')\n"
+        "    TritonGroupedMLP(2, 8, 4, device='meta')\n"
         "except NotImplementedError as e:\n"
         "    print('refused:', e)\n"
     )

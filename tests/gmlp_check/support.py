@@ -6,12 +6,12 @@ import torch
 
 from gmlp_check.backends import Backend
 from gmlp_check.inputs import DEVICE_SIZES
-from gmlp_check.matrix import DEVICE_DTYPES, Selection, default_matrix
+from gmlp_check.matrix import DEVICE_DTYPES, MatrixSelection, default_matrix
 from gmlp_check.session import Checker
 
 CPU = torch.device("cpu")
 SIZES = DEVICE_SIZES["cpu"]
-MATRIX = default_matrix(Selection(DEVICE_DTYPES["cpu"]))
+MATRIX = default_matrix(MatrixSelection(DEVICE_DTYPES["cpu"]))
 
 
 def checker_for(factory, name: str = "test-factory") -> Checker:

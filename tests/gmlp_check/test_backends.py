@@ -19,18 +19,18 @@ from gmlp_check.backends import (
     resolve,
 )
 from gmlp_check.fused.grouped_mm import TorchGroupedMMMLP
-from gmlp_check.fused.mlp import GroupedMLP
+from gmlp_check.fused.mlp import TritonGroupedMLP
 
 from ..fused.harness import Case, assert_outputs_match, run_pair
 
 # Modules a third party might write, created for these tests in a temporary directory.
 FACTORIES = '''
-from gmlp_check.fused import GroupedMLP
+from gmlp_check.fused import TritonGroupedMLP
 
 
 def wrapped_triton(**mlp_kwargs):
     """Takes refimpl.GroupedMLP's keyword arguments, returns a module."""
-    return GroupedMLP(**mlp_kwargs)
+    return TritonGroupedMLP(**mlp_kwargs)
 
 
 def not_a_module(**mlp_kwargs):
@@ -69,7 +69,7 @@ def example_package(tmp_path_factory):
 
 def test_builtin_names_are_aliases_of_module_factory_specs():
     assert issubclass(BackendError, ValueError)
-    assert load("triton").factory is GroupedMLP
+    assert load("triton").factory is TritonGroupedMLP
     assert load("torch-grouped-mm").factory is TorchGroupedMMMLP
     for name, entry in BUILTIN.items():
         assert resolve(name) == entry.target and entry.doc, name
@@ -86,7 +86,7 @@ def test_a_builtin_name_loads_through_the_spec_path(monkeypatch):
 
 def test_module_factory_spec_builds_and_matches_reference():
     spec = f"{EXAMPLE}.factories:wrapped_triton"
-    assert isinstance(load(spec).build(Case().config()), GroupedMLP)
+    assert isinstance(load(spec).build(Case().config()), TritonGroupedMLP)
     ref, fused = run_pair(Case(), backend=spec)
     assert_outputs_match(ref, fused, torch.float32)
 
@@ -187,7 +187,7 @@ def test_a_package_in_the_working_directory_loads_without_being_on_sys_path(
     assert importlib.util.find_spec(package_only_in_cwd) is None  # a plain import fails
     backend = load(f"{package_only_in_cwd}.factories:wrapped_triton")
     assert backend.factory.__module__ == f"{package_only_in_cwd}.factories"
-    assert isinstance(backend.build(Case().config()), GroupedMLP)
+    assert isinstance(backend.build(Case().config()), TritonGroupedMLP)
     assert sys.path[-1] == os.getcwd()  # appended last: it shadows nothing installed
 
 

@@ -4,7 +4,7 @@ gpu-marked tests run the CUDA matrix at real sizes."""
 
 import pytest
 
-from gmlp_check.matrix import DEVICE_DTYPES, Selection, default_matrix
+from gmlp_check.matrix import DEVICE_DTYPES, MatrixSelection, default_matrix
 from gmlp_check.options import RunOptions
 from gmlp_check.session import Checker
 
@@ -15,7 +15,7 @@ GPU_DTYPES = {"triton": DEVICE_DTYPES["cuda"], "torch-grouped-mm": ("bf16",)}
 GPU_CASES = [
     (backend, case)
     for backend, dtypes in GPU_DTYPES.items()
-    for case in default_matrix(Selection(dtypes))
+    for case in default_matrix(MatrixSelection(dtypes))
 ]
 
 
@@ -52,4 +52,6 @@ def test_backend_matches_the_reference_on_gpu(backend, case, gpu_checkers):
 def test_gpu_matrix_is_what_the_cli_runs(backend, gpu_checkers):
     # The CLI picks the dtypes a backend does not refuse; the parametrization above must match.
     options = RunOptions(fused=backend, device="cuda", megatron="emulated")
-    assert gpu_checkers[backend].select(options) == default_matrix(Selection(GPU_DTYPES[backend]))
+    assert gpu_checkers[backend].select(options) == default_matrix(
+        MatrixSelection(GPU_DTYPES[backend])
+    )

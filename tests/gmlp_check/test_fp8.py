@@ -15,11 +15,11 @@ import torch
 from gmlp_check import fp8
 from gmlp_check.checks import Context, main_grad
 from gmlp_check.inputs import case_seed, make_arena, make_inputs, make_state, split_sizes
-from gmlp_check.matrix import Case, Selection, default_matrix
-from gmlp_check.observe import observe
+from gmlp_check.matrix import Case, MatrixSelection, default_matrix
 from gmlp_check.options import RunOptions
 from gmlp_check.pair import CaseRun
 from gmlp_check.refimpl import GroupedMLP
+from gmlp_check.side_observations import observe
 from gmlp_check.tolerance import Precision, compare_close, tolerance_for
 
 from .planted import planted
@@ -33,7 +33,7 @@ FP8_CASE = Case.from_id(
 
 def test_ids_without_fp8_are_unchanged_and_fp8_ids_round_trip():
     assert all("fp8" not in c.id for c in MATRIX)
-    fp8_cases = default_matrix(Selection(("fp32",), fp8=tuple(fp8.RECIPES)))
+    fp8_cases = default_matrix(MatrixSelection(("fp32",), fp8=tuple(fp8.RECIPES)))
     quantized = [c for c in fp8_cases if c.quantized]
     assert {c.fp8 for c in quantized} == set(fp8.RECIPES)
     assert {c.fp8_weights for c in quantized} == {False, True}

@@ -14,8 +14,8 @@ from gmlp_check.matrix import (
     MODES,
     SPLIT_PATTERNS,
     Case,
+    MatrixSelection,
     Part,
-    Selection,
     default_matrix,
     describe_values,
     markdown_axes,
@@ -28,7 +28,9 @@ from gmlp_check.selection import SelectionError, compile_expression
 from .support import checker_for
 
 ACTIVATION_NAMES = tuple(ACTIVATIONS)
-MATRICES = {device: default_matrix(Selection(dtypes)) for device, dtypes in DEVICE_DTYPES.items()}
+MATRICES = {
+    device: default_matrix(MatrixSelection(dtypes)) for device, dtypes in DEVICE_DTYPES.items()
+}
 
 
 def make_case(**overrides):
@@ -95,7 +97,7 @@ def test_every_listed_value_appears(device):
 
 
 def test_every_fp8_value_appears_once_recipes_are_selected():
-    cases = default_matrix(Selection(DEVICE_DTYPES["cuda"], fp8=tuple(fp8.RECIPES)))
+    cases = default_matrix(MatrixSelection(DEVICE_DTYPES["cuda"], fp8=tuple(fp8.RECIPES)))
     values = describe_values(cases)
     assert set(values["fp8"]) == set(fp8.AXIS_VALUES)
     assert set(values["fp8_weights"]) == {False, True}
@@ -187,7 +189,7 @@ def test_selection_filters_and_selects_full_ids():
 
 
 def test_each_part_contributes_cases_with_its_fixed_values():
-    selection = Selection(DEVICE_DTYPES["cpu"], fp8=tuple(fp8.RECIPES))
+    selection = MatrixSelection(DEVICE_DTYPES["cpu"], fp8=tuple(fp8.RECIPES))
     for part in DEFAULT_PARTS:
         cases = default_matrix(selection, [part])
         assert cases, part.name
@@ -200,7 +202,7 @@ def test_rotation_walks_through_every_value_of_the_rotated_axis():
     part = Part("p", "doc", cross=("activation", "dtype"), rotate={"mode": {"activation": 1}},
                 fixed={"delay": False, "zero_out": False, "single": False, "bias": False,
                        "splits": "ragged", "microbatches": 1})  # fmt: skip
-    cases = default_matrix(Selection(("fp32",)), [part])
+    cases = default_matrix(MatrixSelection(("fp32",)), [part])
     assert len(cases) == len(ACTIVATION_NAMES)
     modes = [c.mode for c in cases]
     assert modes == [list(MODES)[i % len(MODES)] for i in range(len(cases))]

@@ -55,13 +55,13 @@ def test_a_fault_caught_only_because_the_clean_run_fails_does_not_count():
     def broken_triton(**kwargs):  # the un-faulted side itself is wrong
         from gmlp_check.faults import FAULTS, inject
 
-        return inject(fused.GroupedMLP(**kwargs), FAULTS["alias-gated-on-local-flag"])
+        return inject(fused.TritonGroupedMLP(**kwargs), FAULTS["alias-gated-on-local-flag"])
 
     run = run_mutants(checker_for(broken_triton), ["empty-expert-skipped"], cases, stop_early=True)
     assert not run.clean_passed and not run.passed
 
     run = run_mutants(
-        checker_for(fused.GroupedMLP), ["empty-expert-skipped"], cases, stop_early=True
+        checker_for(fused.TritonGroupedMLP), ["empty-expert-skipped"], cases, stop_early=True
     )
     assert run.clean_passed and run.passed
     (fault,) = run.faults

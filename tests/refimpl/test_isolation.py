@@ -74,13 +74,16 @@ def test_oracle_tests_import_only_the_reference_and_the_shared_harness():
         ("from .. import harness", False),
         ("from .dense import dense_gradients", False),
         ("import torch", False),
-        ("from gmlp_check.fused import GroupedMLP", True),
+        ("from gmlp_check.fused import TritonGroupedMLP", True),
         ("import gmlp_check.backends", True),
         ("import gmlp_check", True),
         ("from gmlp_check import refimpl, faults", True),
         ("from ..fused.harness import run_pair", True),
         ("from tests.fused import harness", True),
-        ("def f():\n    from gmlp_check.observe import uninitialized_memory_as_nan", True),
+        (
+            "def f():\n    from gmlp_check.side_observations import uninitialized_memory_as_nan",
+            True,
+        ),
     ],
 )
 def test_the_scan_tells_forbidden_imports(line, forbidden):
