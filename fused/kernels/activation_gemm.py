@@ -8,7 +8,7 @@ import triton.language as tl
 from ..dual_jit import dual_jit
 from .activations import glu_backward, glu_forward, pointwise_backward, pointwise_forward
 from .expert_rows import expert_pointer
-from .row_tiles import a_tile, b_tile, row_tile
+from .row_tiles import a_tile, b_tile, expert_matrix, row_tile, row_tile_product
 
 
 @dual_jit
@@ -70,8 +70,7 @@ def fc1_activation_kernel(
     )
     if expert >= num_experts:
         return
-    w_base = W_PTRS if TMA else expert_pointer(W_PTRS, expert, X.dtype.element_ty, ALIGNED)
-    desc_row0 = expert * w_desc_rows
+    w_base, desc_row0 = expert_matrix(W_PTRS, expert, w_desc_rows, X.dtype.element_ty, ALIGNED, TMA)
     # B_g[k, n] = W1_g[n, k]: the linear half's columns are W1_g's rows F.. (F + n0 on).
     linear_base = w_base + F * stride_wn
 
@@ -201,31 +200,33 @@ def fc2_dgrad_activation_kernel(
     )
     if expert >= num_experts:
         return
-    w_base = W_PTRS if TMA else expert_pointer(W_PTRS, expert, DY.dtype.element_ty, ALIGNED)
-    desc_row0 = expert * w_desc_rows
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        dy = a_tile(
-            DY, DY_DESC, row0, rows, row_ok, k0, K, stride_dym, stride_dyk, BLOCK_K, TMA, EVEN_K
-        )
-        w = b_tile(
-            w_base,
-            W_DESC,
-            desc_row0,
-            k0,
-            n0,
-            K,
-            F,
-            stride_wk,
-            stride_wn,
-            BLOCK_K,
-            BLOCK_N,
-            TMA,
-            False,
-            EVEN_K,
-        )
-        acc = tl.dot(dy, w, acc, input_precision=DOT_PRECISION)
+    w_base, desc_row0 = expert_matrix(
+        W_PTRS, expert, w_desc_rows, DY.dtype.element_ty, ALIGNED, TMA
+    )
+    acc = row_tile_product(
+        DY,
+        DY_DESC,
+        row0,
+        rows,
+        row_ok,
+        stride_dym,
+        stride_dyk,
+        w_base,
+        W_DESC,
+        desc_row0,
+        n0,
+        K,
+        F,
+        stride_wk,
+        stride_wn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+        TMA,
+        False,
+        EVEN_K,
+        DOT_PRECISION,
+    )
 
     cols = n0 + tl.arange(0, BLOCK_N)
     mask = row_ok[:, None] & (cols < F)[None, :]

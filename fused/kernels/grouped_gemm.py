@@ -28,7 +28,7 @@ import triton.language as tl
 
 from ..dual_jit import dual_jit
 from .expert_rows import expert_pointer
-from .row_tiles import a_tile, b_tile, row_tile
+from .row_tiles import expert_matrix, row_tile, row_tile_product
 
 
 @dual_jit
@@ -79,30 +79,31 @@ def grouped_gemm_kernel(
     )
     if expert >= num_experts:
         return
-    # TMA launches pass no pointer table: B_PTRS is a placeholder there, never dereferenced.
-    b_base = B_PTRS if TMA else expert_pointer(B_PTRS, expert, A.dtype.element_ty, ALIGNED)
-    desc_row0 = expert * b_desc_rows
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        a = a_tile(A, A_DESC, row0, rows, row_ok, k0, K, stride_am, stride_ak, BLOCK_K, TMA, EVEN_K)
-        b = b_tile(
-            b_base,
-            B_DESC,
-            desc_row0,
-            k0,
-            n0,
-            K,
-            N,
-            stride_bk,
-            stride_bn,
-            BLOCK_K,
-            BLOCK_N,
-            TMA,
-            B_TRANSPOSED,
-            EVEN_K,
-        )
-        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+    b_base, desc_row0 = expert_matrix(B_PTRS, expert, b_desc_rows, A.dtype.element_ty, ALIGNED, TMA)
+    acc = row_tile_product(
+        A,
+        A_DESC,
+        row0,
+        rows,
+        row_ok,
+        stride_am,
+        stride_ak,
+        b_base,
+        B_DESC,
+        desc_row0,
+        n0,
+        K,
+        N,
+        stride_bk,
+        stride_bn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+        TMA,
+        B_TRANSPOSED,
+        EVEN_K,
+        DOT_PRECISION,
+    )
 
     cols = n0 + tl.arange(0, BLOCK_N)
     col_ok = cols < N

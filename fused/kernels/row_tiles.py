@@ -7,7 +7,7 @@ grouped_gemm.py's docstring.
 import triton
 import triton.language as tl
 
-from .expert_rows import expert_row_block, grouped_tile
+from .expert_rows import expert_pointer, expert_row_block, grouped_tile
 
 
 @triton.jit
@@ -27,6 +27,16 @@ def row_tile(
     expert, _, row0, end_row = expert_row_block(SPLITS, num_experts, pid_m, BLOCK_M, EXPERTS_POW2)
     rows = row0 + tl.arange(0, BLOCK_M)
     return expert, row0, rows.to(tl.int64), rows < end_row, pid_n * BLOCK_N
+
+
+@triton.jit
+def expert_matrix(
+    PTRS, expert, desc_rows, dtype: tl.constexpr, ALIGNED: tl.constexpr, TMA: tl.constexpr
+):
+    """(base pointer, first row in the stacked-matrix descriptor) of ``expert``'s matrix. TMA
+    launches pass no pointer table: PTRS is a placeholder there, never dereferenced."""
+    base = PTRS if TMA else expert_pointer(PTRS, expert, dtype, ALIGNED)
+    return base, expert * desc_rows
 
 
 @triton.jit
@@ -90,3 +100,53 @@ def b_tile(
             b_base + ks[:, None] * stride_bk + cols[None, :] * stride_bn, mask=mask, other=0.0
         )
     return tile
+
+
+@triton.jit
+def row_tile_product(
+    A,
+    A_DESC,
+    row0,
+    rows,
+    row_ok,
+    stride_am,
+    stride_ak,
+    b_base,
+    B_DESC,
+    desc_row0,
+    n0,
+    K,
+    N,
+    stride_bk,
+    stride_bn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    TMA: tl.constexpr,
+    B_TRANSPOSED: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    """A[rows] @ B_g[:, n0 : n0 + BLOCK_N] accumulated in fp32: the K loop of the kernels with
+    one product per tile (fc1's GLU kernel shares each A tile between two products)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        a = a_tile(A, A_DESC, row0, rows, row_ok, k0, K, stride_am, stride_ak, BLOCK_K, TMA, EVEN_K)
+        b = b_tile(
+            b_base,
+            B_DESC,
+            desc_row0,
+            k0,
+            n0,
+            K,
+            N,
+            stride_bk,
+            stride_bn,
+            BLOCK_K,
+            BLOCK_N,
+            TMA,
+            B_TRANSPOSED,
+            EVEN_K,
+        )
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+    return acc
