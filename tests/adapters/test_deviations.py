@@ -3,11 +3,14 @@ observables the checker has, and cases the matrix holds, or it would silently ma
 
 import pytest
 
+from gmlp_check import fp8
 from gmlp_check.backends import BUILTIN
 from gmlp_check.matrix import DTYPES, MatrixSelection, default_matrix
 from gmlp_check.observables import NAMES
 
-CASE_IDS = [case.id for case in default_matrix(MatrixSelection(dtypes=tuple(DTYPES)))]
+# Every dtype and every FP8 recipe: rows may name either.
+SELECTION = MatrixSelection(dtypes=tuple(DTYPES), fp8=tuple(fp8.RECIPES))
+CASE_IDS = [case.id for case in default_matrix(SELECTION)]
 ROWS = [(backend, row) for backend, entry in BUILTIN.items() for row in entry.known]
 
 
