@@ -215,9 +215,14 @@ def test_state_entries_that_are_not_parameters_play_no_part():
 def test_a_module_without_the_delay_attribute_still_gets_its_hooks_from_backward_dw():
     # Third-party modules need not expose TE's delay_wgrad_compute attribute; the harness
     # tells the hooks from the case instead.
+    class WithoutAttribute(GroupedMLP):
+        @property
+        def delay_wgrad_compute(self):  # reads as absent: getattr falls back, hasattr is False
+            raise AttributeError("delay_wgrad_compute")
+
     def without_attribute(**kwargs):
-        mlp = GroupedMLP(**kwargs)
-        del mlp.delay_wgrad_compute
+        mlp = WithoutAttribute(**kwargs)
+        assert not hasattr(mlp, "delay_wgrad_compute")
         return mlp
 
     delayed = [c for c in MATRIX if c.delay and c.mode_spec.accumulate_into_main_grad][:3]
