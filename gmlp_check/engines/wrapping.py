@@ -16,8 +16,8 @@ from .wrapped import Wrapped
 
 def wrap(module: nn.Module, config: EngineConfig, *, delay: bool, device: torch.device) -> Wrapped:
     """Wrap ``module`` (weights loaded and identical on every rank, parameters marked) as
-    Megatron-LM's ``get_model`` does (training/training.py:1857-1901 ->
-    wrap_model_chunks_with_ddp)."""
+    Megatron-LM's ``training.get_model`` does through ``wrap_model_chunks_with_ddp`` (the
+    Megatron-LM release of megatron-core 0.19.2)."""
     if config.flavour == "ddp":
         return ddp.wrap(module, config, delay=delay)
     return fsdp.wrap(module, config, delay=delay, device=device)
