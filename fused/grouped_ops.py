@@ -219,17 +219,13 @@ def grouped_wgrad(
     destinations: Sequence[tuple[int, torch.Tensor]] | torch.Tensor,
     *,
     accumulate: bool,
-    skip_empty_experts: bool = False,
-    inclusive_offsets: bool = False,
     tiles: Tiles | None = None,
 ) -> None:
     """For each (expert g, fp32 region [N, K]): region (+)= dy_g^T @ x_g; or, for one fp32
     [G, N, K] tensor, its slice g for every expert g.
 
     One launch per distinct region layout (strides, alignment): normally one. The regions are
-    written in place, so unlike read-only operands they are never copied to unify strides.
-    skip_empty_experts and inclusive_offsets are the kernel's SKIP_EMPTY_EXPERTS and
-    INCLUSIVE_OFFSETS switches (kernels/wgrad.py), off in the contract's behaviour."""
+    written in place, so unlike read-only operands they are never copied to unify strides."""
     if isinstance(destinations, torch.Tensor):
         launches = [grouped_regions(destinations, dy.device)]
     else:
@@ -266,8 +262,6 @@ def grouped_wgrad(
             n,
             k,
             ACCUMULATE=accumulate,
-            SKIP_EMPTY_EXPERTS=skip_empty_experts,
-            INCLUSIVE_OFFSETS=inclusive_offsets,
             ALIGNED=launch.aligned,
             TMA=tma,
             START_FROM_DEST=tiles.start_from_dest,

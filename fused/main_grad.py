@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import torch
 
@@ -38,10 +37,6 @@ from .grouped_linear import DeferredWgrad, FusedGroupedLinear
 
 class MainGradPolicy:
     """The decisions CONTRACT.md prescribes for one fused grouped MLP, one method each."""
-
-    # Compile-time switches of the weight-gradient kernel (fused.kernels.wgrad), for backends
-    # that run it; the contract's behaviour is the kernel's default, so there are none here.
-    kernel_switches: Mapping[str, bool] = MappingProxyType({})
 
     def fetch(self, name: str, param: torch.Tensor) -> torch.Tensor:
         """The parameter's main_grad viewed as its shape, fetched as the reference does."""

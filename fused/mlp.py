@@ -25,8 +25,6 @@ class TritonGroupedMLP(FusedGroupedMLPBase):
     refimpl.GroupedMLP; runs on CUDA tensors compiled and on CPU tensors interpreted."""
 
     backend = "triton"
-    # Its weight-gradient GEMM is fused.kernels.wgrad, which honours the policy's switches.
-    honours_kernel_switches = True
 
     @classmethod
     def check_supported(
@@ -57,15 +55,14 @@ class TritonGroupedMLP(FusedGroupedMLPBase):
     def _compute_wgrads(
         self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
     ) -> None:
-        switches = self.main_grad_policy.kernel_switches
         grouped = plan.grouped_destination()
         if grouped is not None:
             destination, accumulate = grouped
-            grouped_ops.grouped_wgrad(dy, x, splits, destination, accumulate=accumulate, **switches)
+            grouped_ops.grouped_wgrad(dy, x, splits, destination, accumulate=accumulate)
             return
         for accumulate in (False, True):
             regions = [(e.expert, e.region) for e in plan.experts if e.accumulate == accumulate]
-            grouped_ops.grouped_wgrad(dy, x, splits, regions, accumulate=accumulate, **switches)
+            grouped_ops.grouped_wgrad(dy, x, splits, regions, accumulate=accumulate)
 
 
 class _FusedGroupedMLPFunction(torch.autograd.Function):

@@ -36,8 +36,6 @@ def device_split_sizes(
 
 class FusedGroupedMLPBase(GroupedMLPParams):
     linear_class = FusedGroupedLinear
-    # Whether _compute_wgrads passes main_grad_policy.kernel_switches to its kernel.
-    honours_kernel_switches = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -234,7 +234,9 @@ def faults(fmt: str) -> None:
                 "name": f.name,
                 "bug_class": f.bug_class,
                 "description": f.description,
-                "in_kernel": f.in_kernel,
+                "kind": f.kind,
+                "upstream": f.upstream,
+                "applies_to": f.applies_doc,
             }
             for f in table_data.values()
         ]

@@ -82,7 +82,7 @@ def build_fused(
             f"fp8={case.fp8}: the module declares no FP8 compute ({attr} = {value!r}), so TE's "
             "autocast would not quantize it"
         )
-    return inject(module, fault) if fault is not None else module
+    return inject(module, fault, case) if fault is not None else module
 
 
 def run_pair(

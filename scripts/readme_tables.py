@@ -36,10 +36,9 @@ def _modes() -> str:
 def _faults() -> str:
     from gmlp_check.faults import FAULTS
 
-    lines = ["| fault | bug class (CONTRACT.md) | acts in |", "|---|---|---|"]
+    lines = ["| fault | bug class | kind |", "|---|---|---|"]
     for f in FAULTS.values():
-        where = "the weight-gradient kernel" if f.in_kernel else "the main_grad policy"
-        lines.append(f"| `{f.name}` | {f.bug_class} | {where} |")
+        lines.append(f"| `{f.name}` | {f.bug_class} | {f.kind} |")
     return "\n".join(lines)
 
 

@@ -51,18 +51,13 @@ def expert_row_block(SPLITS, num_experts, tile, BLOCK_M: tl.constexpr, EXPERTS_P
 
 
 @triton.jit
-def expert_row_range(
-    SPLITS, num_experts, expert, INCLUSIVE_OFFSETS: tl.constexpr, EXPERTS_POW2: tl.constexpr
-):
-    """First row and row count of ``expert``.
-
-    The first row is the exclusive scan of the split sizes at ``expert``.
-    INCLUSIVE_OFFSETS takes the inclusive scan instead, which hands expert g the rows of
-    expert g+1 (off in the contract's behaviour)."""
+def expert_row_range(SPLITS, num_experts, expert, EXPERTS_POW2: tl.constexpr):
+    """First row and row count of ``expert``: the first row is the exclusive scan of the
+    split sizes at ``expert``."""
     idx = tl.arange(0, EXPERTS_POW2)
     sizes = tl.load(SPLITS + idx, mask=idx < num_experts, other=0)
     scan = tl.cumsum(sizes, 0)
-    offsets = scan if INCLUSIVE_OFFSETS else scan - sizes
+    offsets = scan - sizes
     mine = idx == expert
     return tl.sum(tl.where(mine, offsets, 0), 0), tl.sum(tl.where(mine, sizes, 0), 0)
 

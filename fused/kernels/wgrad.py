@@ -35,8 +35,6 @@ def grouped_wgrad_kernel(
     N,
     K,
     ACCUMULATE: tl.constexpr,
-    SKIP_EMPTY_EXPERTS: tl.constexpr,
-    INCLUSIVE_OFFSETS: tl.constexpr,
     ALIGNED: tl.constexpr,
     TMA: tl.constexpr,
     START_FROM_DEST: tl.constexpr,
@@ -52,10 +50,7 @@ def grouped_wgrad_kernel(
     Grid: (listed experts * cdiv(N, BLOCK_N) * cdiv(K, BLOCK_K),), expert-major: an
     expert's output tiles run together, in groups of GROUP_N row tiles (expert_rows.py).
     An expert without tokens is left untouched when accumulating (its region stays bit for
-    bit) and zero-filled when overwriting, as the contract requires. SKIP_EMPTY_EXPERTS leaves
-    it untouched in overwrite mode too, and INCLUSIVE_OFFSETS takes each expert's first row
-    from the inclusive scan of the split sizes (see expert_row_range): both are off in the
-    contract's behaviour (fused.main_grad.MainGradPolicy.kernel_switches).
+    bit) and zero-filled when overwriting, as the contract requires.
 
     With TMA, whole BLOCK_T row blocks of the expert come through the descriptors over dy
     [T, N] and x [T, K]; the last partial block, whose rows past the expert's end belong to
@@ -73,11 +68,9 @@ def grouped_wgrad_kernel(
     entry = pid // per_expert
     pid_n, pid_k = grouped_tile(pid % per_expert, num_n, num_k, GROUP_N)
     expert = tl.load(DEST_EXPERTS + entry)
-    first_row, count = expert_row_range(
-        SPLITS, num_experts, expert, INCLUSIVE_OFFSETS, EXPERTS_POW2
-    )
+    first_row, count = expert_row_range(SPLITS, num_experts, expert, EXPERTS_POW2)
     # Compile-time condition outside, runtime condition inside: not one `and`.
-    if ACCUMULATE or SKIP_EMPTY_EXPERTS:  # noqa: SIM102
+    if ACCUMULATE:  # noqa: SIM102
         if count == 0:
             return
     # Never read past the token tensor, whatever the offsets say.
@@ -200,7 +193,7 @@ def grouped_bias_grad_kernel(
 
     Grid: (G, cdiv(N, BLOCK_N))."""
     expert = tl.program_id(0)
-    first_row, count = expert_row_range(SPLITS, num_experts, expert, False, EXPERTS_POW2)
+    first_row, count = expert_row_range(SPLITS, num_experts, expert, EXPERTS_POW2)
     ns = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = ns < N
     acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
