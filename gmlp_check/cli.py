@@ -279,7 +279,7 @@ def mutants(
     and report which observables caught each fault.
 
     Exit 0 only if the un-faulted run is clean and every applicable fault is caught, 1
-    otherwise, 2 on a usage or environment error.
+    otherwise, 2 on a usage or environment error or when no fault applies (nothing proven).
 
     \b
     Examples:
@@ -322,6 +322,13 @@ def mutants(
         click.echo(json.dumps(mutants_json(run, checker), indent=2))
     else:
         print_mutants(stdout_console(), run, checker)
+    if not run.proven:
+        click.echo(
+            f"--fused {checker.backend.spec}: no fault applies to the selected cases, so "
+            "nothing was proven (see `gmlp-check faults` for what each fault needs)",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if run.passed else EXIT_MISMATCH)
 
 

@@ -1,11 +1,13 @@
 """The checker proves itself: run the matrix once without a fault and once per injected fault.
 
 A fault is caught when at least one case fails. The un-faulted run must be clean, otherwise
-a "caught" fault might only be the backend's own mismatch. ``stop_early`` stops a fault's run
-at its first failing case (each fault still starts from the first case of the same matrix),
-which is what makes this affordable on CPU; the report says so. A fault the backend cannot
-take (an in-kernel fault on a backend whose kernel does not honour the switches) is reported
-as not applicable, with the reason, and does not fail the run.
+a "caught" fault might only be the backend's own mismatch. A fault runs only the cases it
+applies to (a surface fault's predicate on the case); ``stop_early`` stops its run at its
+first failing case, which is what makes this affordable on CPU; the report says so. A fault
+the backend cannot take (a policy fault on a backend without a main_grad policy), or whose
+cases are all outside the selection or skipped by the backend, is reported as not
+applicable, with the reason, and does not fail the run; but a run where no fault applies has
+proven nothing (``proven`` is False, the command exits 2).
 
 JSON schema ``gmlp-check/mutants/v1``::
 
@@ -17,14 +19,15 @@ JSON schema ``gmlp-check/mutants/v1``::
       "stop_early": true,             # a fault's run stopped at its first failing case
       "clean": {"cases": 76, "passed": 76, "failed": 0, "failures": []},
       "faults": [
-        {"name": "empty-expert-skipped", "bug_class": "...", "caught": true,
-         "applicable": true, "reason": null,
+        {"name": "empty-expert-skipped", "kind": "surface", "bug_class": "...",
+         "caught": true, "applicable": true, "reason": null,
          "cases_run": 17, "cases_failed": 1,
          "first_case": "mode=overwrite-fsdp,...",
          "observables": {"main_grad.at_hook": 1, "main_grad.after_backward": 1}}
       ],
-      "summary": {"faults": 9, "caught": 9, "clean": true},
-      "passed": true                  # every applicable fault caught and the clean run clean
+      "summary": {"faults": 9, "applicable": 9, "caught": 9, "clean": true},
+      "proven": true,                 # at least one fault applied
+      "passed": true                  # proven, every applicable fault caught, the clean run clean
     }
 """
 
@@ -45,9 +48,11 @@ SCHEMA = "gmlp-check/mutants/v1"
 @dataclass
 class FaultResult:
     name: str
+    kind: str
     bug_class: str
     not_applicable: str | None = None  # why the backend cannot take this fault
     cases_run: int = 0
+    cases_skipped: int = 0
     cases_failed: int = 0
     first_case: str | None = None
     observables: Counter = field(default_factory=Counter)
@@ -60,6 +65,8 @@ class FaultResult:
     def add(self, result: CaseResult) -> None:
         self.cases_run += 1
         self.duration_s += result.duration_s
+        if result.status == "skipped":
+            self.cases_skipped += 1
         if result.status == "failed":
             self.cases_failed += 1
             self.first_case = self.first_case or result.case.id
@@ -68,6 +75,7 @@ class FaultResult:
     def to_json(self) -> dict[str, object]:
         return {
             "name": self.name,
+            "kind": self.kind,
             "bug_class": self.bug_class,
             "caught": self.caught,
             "applicable": self.not_applicable is None,
@@ -91,9 +99,17 @@ class MutantsRun:
         return all(r.ok for r in self.clean)
 
     @property
+    def applicable(self) -> list[FaultResult]:
+        return [f for f in self.faults if f.not_applicable is None]
+
+    @property
+    def proven(self) -> bool:
+        """Whether any fault applied: with none, a pass would mean nothing."""
+        return bool(self.applicable)
+
+    @property
     def passed(self) -> bool:
-        applicable = [f for f in self.faults if f.not_applicable is None]
-        return self.clean_passed and all(f.caught for f in applicable)
+        return self.proven and self.clean_passed and all(f.caught for f in self.applicable)
 
 
 def run_mutants(
@@ -114,15 +130,24 @@ def run_mutants(
     results = []
     for name in fault_names:
         fault = faults.get(name)
-        entry = FaultResult(name, fault.bug_class)
+        entry = FaultResult(name, fault.kind, fault.bug_class)
+        results.append(entry)
         faulty = checker.with_fault(fault)
         entry.not_applicable = faulty.fault_refusal(cases[0].dtype)
         if entry.not_applicable is not None:
-            results.append(entry)
             continue
-        for result in faulty.run_all(cases, progress(name), stop_at_first_failure=stop_early):
+        applicable = [c for c in cases if fault.applies(c)]
+        if not applicable:
+            entry.not_applicable = f"no selected case applies (it needs: {fault.applies_doc})"
+            continue
+        run = faulty.run_all(applicable, progress(name), stop_at_first_failure=stop_early)
+        for result in run:
             entry.add(result)
-        results.append(entry)
+        if entry.cases_skipped == entry.cases_run:
+            entry.not_applicable = (
+                f"the backend skips all {entry.cases_run} selected cases it applies to "
+                f"({fault.applies_doc})"
+            )
     return MutantsRun(clean, results, len(cases), stop_early)
 
 
@@ -144,8 +169,10 @@ def mutants_json(run: MutantsRun, checker: Checker) -> dict[str, object]:
         "faults": [f.to_json() for f in run.faults],
         "summary": {
             "faults": len(run.faults),
+            "applicable": len(run.applicable),
             "caught": sum(f.caught for f in run.faults),
             "clean": run.clean_passed,
         },
+        "proven": run.proven,
         "passed": run.passed,
     }

@@ -52,7 +52,10 @@ def print_mutants(out: Console, run: MutantsRun, checker: Checker) -> None:
             )
     else:
         out.print(f"un-faulted run: {len(run.clean)} of {len(run.clean)} cases pass")
-    applicable = [f for f in run.faults if f.not_applicable is None]
+    applicable = run.applicable
     caught = sum(f.caught for f in applicable)
+    if not run.proven:
+        out.print("[bold red]NOTHING PROVEN[/bold red]: 0 applicable faults")
+        return
     verdict = "[green]PASS[/green]" if run.passed else "[bold red]FAIL[/bold red]"
     out.print(f"{verdict}: {caught} of {len(applicable)} applicable faults caught")

@@ -115,8 +115,8 @@ class Checker:
         return None
 
     def fault_refusal(self, dtype: str) -> str | None:
-        """Why the fused side cannot take the injected fault in ``dtype`` (an in-kernel fault
-        on a kernel that does not honour the switches), or None; None too when no fault is
+        """Why the fused side cannot take the injected fault in ``dtype`` (a policy fault on a
+        backend without a main_grad policy), or None; None too when no fault is
         injected or the factory refuses ``dtype`` altogether."""
         if self.fault is None:
             return None
