@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import backends, deviations, observables
 from .checks import Check, Context
+from .diagnosis import diagnose
 from .engines import configs as engine_configs
 from .engines import process_groups
 from .errors import UsageError
@@ -60,11 +61,16 @@ class Emulated:
             return CaseResult(case, [checker_failed(exc)], time.perf_counter() - start)
         if pair.unsupported is not None:
             return CaseResult(case, [], time.perf_counter() - start, pair.unsupported)
+        context = Context(case, checker.sizes, pair)
         try:
-            checks = observables.compare(Context(case, checker.sizes, pair))
+            checks = observables.compare(context)
         except Exception as exc:
             checks = [checker_failed(exc)]
-        return CaseResult(case, checks, time.perf_counter() - start, None, deviation)
+        try:
+            found = diagnose(context, checks)
+        except Exception:  # an explanation that fails must not change the verdict
+            found = None
+        return CaseResult(case, checks, time.perf_counter() - start, None, deviation, found)
 
 
 @dataclass

@@ -23,7 +23,9 @@ JSON schema ``gmlp-check/mutants/v1``::
          "caught": true, "applicable": true, "reason": null,
          "cases_run": 17, "cases_failed": 1,
          "first_case": "mode=overwrite-fsdp,...",
-         "observables": {"main_grad.at_hook": 1, "main_grad.after_backward": 1}}
+         "observables": {"main_grad.at_hook": 1, "main_grad.after_backward": 1},
+         "diagnoses": {"empty-expert-skipped": 1},  # likely class -> failing cases
+         "diagnosed": true, "misdiagnosed": []}      # every failure diagnosed as its class
       ],
       "summary": {"faults": 9, "applicable": 9, "caught": 9, "clean": true},
       "proven": true,                 # at least one fault applied
@@ -56,11 +58,18 @@ class FaultResult:
     cases_failed: int = 0
     first_case: str | None = None
     observables: Counter = field(default_factory=Counter)
+    diagnoses: Counter = field(default_factory=Counter)  # likely class -> failing cases
+    misdiagnosed: list[str] = field(default_factory=list)  # failing cases not of its class
     duration_s: float = 0.0
 
     @property
     def caught(self) -> bool:
         return self.cases_failed > 0
+
+    @property
+    def diagnosed(self) -> bool:
+        """Every failing case's diagnosis names this fault's class."""
+        return self.caught and not self.misdiagnosed
 
     def add(self, result: CaseResult) -> None:
         self.cases_run += 1
@@ -71,6 +80,10 @@ class FaultResult:
             self.cases_failed += 1
             self.first_case = self.first_case or result.case.id
             self.observables.update(result.failed_observables)
+            found = result.diagnosis
+            self.diagnoses[found.likely if found else None] += 1
+            if found is None or self.bug_class not in found.classes:
+                self.misdiagnosed.append(result.case.id)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -84,6 +97,9 @@ class FaultResult:
             "cases_failed": self.cases_failed,
             "first_case": self.first_case,
             "observables": dict(self.observables.most_common()),
+            "diagnoses": {str(k): n for k, n in self.diagnoses.most_common()},
+            "diagnosed": self.diagnosed,
+            "misdiagnosed": self.misdiagnosed,
         }
 
 

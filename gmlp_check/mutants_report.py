@@ -24,16 +24,18 @@ def print_mutants(out: Console, run: MutantsRun, checker: Checker) -> None:
     table.add_column("caught")
     table.add_column("cases failed / run", justify="right")
     table.add_column("caught by (observable: failing cases)")
+    table.add_column("diagnosed as")
     table.add_column("first failing case", overflow="fold")
     for f in run.faults:
         if f.not_applicable is not None:
-            table.add_row(f.name, "[yellow]n/a[/yellow]", "-", f.not_applicable, "-")
+            table.add_row(f.name, "[yellow]n/a[/yellow]", "-", f.not_applicable, "-", "-")
             continue
         table.add_row(
             f.name,
             "[green]yes[/green]" if f.caught else "[bold red]NO[/bold red]",
             f"{f.cases_failed} / {f.cases_run}",
             ", ".join(f"{o}: {n}" for o, n in f.observables.most_common()) or "-",
+            ", ".join(f"{c}: {n}" for c, n in f.diagnoses.most_common()) or "-",
             f.first_case or "-",
         )
     out.print(table)

@@ -24,6 +24,8 @@ JSON schema ``gmlp-check/diff/v1`` (``gmlp-check diff --format json``)::
           "reason": null,                 # why skipped, or the known deviation's reason
           "duration_s": 0.41,
           "rerun": "gmlp-check diff --fused triton --device cpu ... -k '<id>'",
+          "diagnosis": null,              # a failing case: {"classes": [likely, ...],
+                                          #   "symptoms": [...], "why": null}
           "checks": [
             {"observable": "output", "passed": true, "max_abs_err": 1.2e-07,
              "tolerance": 1.1e-05, "detail": "mb 2: worst 1.2e-07 <= 1.1e-05 at [3, 7]"}
@@ -88,6 +90,7 @@ def case_json(result: CaseResult, checker: Checker) -> dict[str, object]:
         "duration_s": round(result.duration_s, 4),
         "rerun": checker.rerun_command(result.case.id),
         "checks": checks,
+        "diagnosis": None if result.diagnosis is None else result.diagnosis.to_json(),
     }
 
 
@@ -223,6 +226,9 @@ def junit_xml(results: Sequence[CaseResult], checker: Checker) -> bytes:
                 type="mismatch" if r.status == "failed" else "xpass",
             )
             failure.text = "\n".join([*lines, f"rerun: {checker.rerun_command(r.case.id)}"])
+            if r.diagnosis is not None and r.diagnosis.likely is not None:
+                properties = ET.SubElement(case, "properties")
+                ET.SubElement(properties, "property", name="diagnosis", value=r.diagnosis.likely)
         elif r.status in ("skipped", "xfailed"):
             ET.SubElement(
                 case,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from .checks import Check
 from .deviations import Deviation
+from .diagnosis import Diagnosis
 from .matrix import Case
 
 STATUSES = ("passed", "failed", "skipped", "xfailed", "xpassed")
@@ -26,6 +27,7 @@ class CaseResult:
     duration_s: float
     skip_reason: str | None = None
     deviation: Deviation | None = None
+    diagnosis: Diagnosis | None = None  # the likely bug class of a failing case
 
     @property
     def failed_observables(self) -> list[str]:
@@ -64,6 +66,8 @@ class CaseResult:
     def explanation(self) -> list[str]:
         """Lines saying why the status is what it is (for failures and deviations)."""
         lines = [f"{c.observable}: {c.detail}" for c in self.checks if not c.passed]
+        if self.diagnosis is not None:
+            lines.append(f"diagnosis: {self.diagnosis.describe()}")
         d = self.deviation
         if d is not None:
             listed = ", ".join(d.observables)
