@@ -1,9 +1,8 @@
-"""gmlp_check.faults: each injectable fault changes exactly the behaviour it names, on every
+"""gmlp_check.faults' policy faults: each changes exactly the behaviour it names, on every
 backend that takes its main_grad decisions from a policy; refimpl, run the same way, gives the
 expectation the fault breaks. Which fault may go where is decided here, in one place, and the
-fused path knows nothing of faults."""
+fused path knows nothing of faults (surface faults: test_surface_faults.py)."""
 
-import inspect
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +11,7 @@ import pytest
 import torch
 
 import gmlp_check.fused
-from gmlp_check.faults import FAULTS, FaultError, get, inject, refusal
-from gmlp_check.fused import grouped_ops
+from gmlp_check.faults import BUG_CLASSES, FAULTS, POLICY_FAULTS, FaultError, get, inject, refusal
 from gmlp_check.fused.grouped_mm import TorchGroupedMMMLP
 from gmlp_check.fused.main_grad import MainGradPolicy
 from gmlp_check.refimpl import GroupedMLP as ReferenceMLP
@@ -33,8 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "CONTRACT.md"
 FUSED_SOURCES = Path(gmlp_check.fused.__file__).resolve().parent
 
-IN_KERNEL = sorted(name for name, fault in FAULTS.items() if fault.in_kernel)
-POLICY_ONLY = sorted(name for name, fault in FAULTS.items() if not fault.in_kernel)
+POLICY = [f.name for f in POLICY_FAULTS]
 # The main_grad decisions of the contract: what a fault may get wrong.
 DECISIONS = sorted(name for name in vars(MainGradPolicy) if not name.startswith("_"))
 
@@ -46,49 +43,35 @@ def weight_names(obs):
 # -- the catalogue ------------------------------------------------------------------------------
 
 
-def test_fault_names_and_bug_classes():
-    assert set(FAULTS) == {
+def test_policy_fault_names_and_bug_classes():
+    assert set(POLICY) == {
         "alias-gated-on-local-flag",
         "bookkeeping-gated-on-local-flag",
         "delayed-wgrad-dropped",
         "dummy-not-zeroed",
         "overwrite-accumulate-swapped",
         "fsdp-main-grad-not-fetched",
-        "empty-expert-skipped",
-        "group-offsets-shifted",
         "no-dummy-grad",
     }
     for name, fault in FAULTS.items():
         assert fault.name == name and fault.description and fault.bug_class
 
 
-def test_bug_classes_are_cells_of_the_contract_table():
+def test_bug_classes_are_declared_and_name_cells_of_the_contract_table():
     table = CONTRACT.read_text().split("## Known bug classes", 1)[1]
     cells = {m.group(1).strip() for m in re.finditer(r"^\|([^|]+)\|", table, re.MULTILINE)}
     for fault in FAULTS.values():
-        assert fault.bug_class in cells, fault.name
+        assert fault.bug_class in BUG_CLASSES, fault.name
+    for bug in BUG_CLASSES.values():
+        assert bug.contract == "" or bug.contract in cells, bug.name
 
 
-@pytest.mark.parametrize("name", FAULTS)
+@pytest.mark.parametrize("name", POLICY)
 def test_each_fault_gets_exactly_one_decision_wrong(name):
     policy = FAULTS[name].policy
     assert issubclass(policy, MainGradPolicy)
     overridden = [d for d in DECISIONS if d in vars(policy)]
     assert len(overridden) == 1, overridden
-    assert (overridden == ["kernel_switches"]) is FAULTS[name].in_kernel
-
-
-def test_which_faults_act_in_the_kernel():
-    assert IN_KERNEL == ["empty-expert-skipped", "group-offsets-shifted"]
-    assert "kernel_switches" in DECISIONS and not MainGradPolicy.kernel_switches
-
-
-@pytest.mark.parametrize("name", IN_KERNEL)
-def test_an_in_kernel_fault_sets_one_switch_of_the_wgrad_launcher(name):
-    switches = FAULTS[name].policy.kernel_switches
-    launcher = inspect.signature(grouped_ops.grouped_wgrad).parameters
-    assert len(switches) == 1
-    assert all(value is True and switch in launcher for switch, value in switches.items())
 
 
 # -- validation, in one place -------------------------------------------------------------------
@@ -125,12 +108,12 @@ class _NotAPolicy(ReferenceMLP):
 
 
 @pytest.mark.parametrize("module_class", [ReferenceMLP, _NotAPolicy], ids=["none", "not-a-policy"])
-@pytest.mark.parametrize("name", FAULTS)
+@pytest.mark.parametrize("name", POLICY)
 def test_inject_refuses_a_module_without_a_main_grad_policy(module_class, name):
     module = module_class(**Case().kwargs())
     expected = (
         f"--inject {name}: {module_class.__qualname__} takes no main_grad_policy "
-        f"(gmlp_check.fused.main_grad.MainGradPolicy), so faults cannot reach its decisions"
+        f"(gmlp_check.fused.main_grad.MainGradPolicy), so policy faults cannot reach its decisions"
     )
     with pytest.raises(FaultError, match=f"^{re.escape(expected)}$"):
         inject(module, FAULTS[name])
@@ -144,34 +127,17 @@ def grouped_mm_module(monkeypatch):
     return TorchGroupedMMMLP(**GMM_CASE.kwargs())
 
 
-@pytest.mark.parametrize("name", IN_KERNEL)
-def test_in_kernel_faults_are_refused_where_kernel_switches_are_not_honoured(
-    grouped_mm_module, name
-):
-    assert TorchGroupedMMMLP.honours_kernel_switches is False
-    expected = (
-        f"--inject {name}: {name} acts in the weight-gradient kernel, whose switches "
-        f"TorchGroupedMMMLP does not honour"
-    )
-    with pytest.raises(FaultError, match=f"^{re.escape(expected)}$"):
-        inject(grouped_mm_module, FAULTS[name])
-    assert type(grouped_mm_module.main_grad_policy) is MainGradPolicy  # left as it was
-
-
-@pytest.mark.parametrize("name", POLICY_ONLY)
+@pytest.mark.parametrize("name", POLICY)
 def test_policy_faults_go_into_torch_grouped_mm(grouped_mm_module, name):
     inject(grouped_mm_module, FAULTS[name])
     assert type(grouped_mm_module.main_grad_policy) is FAULTS[name].policy
 
 
-@pytest.mark.parametrize("name", IN_KERNEL)
-def test_in_kernel_faults_go_into_triton(name):
-    _, fused = build_pair(Case())
-    inject(fused, FAULTS[name])
-    assert fused.main_grad_policy.kernel_switches == FAULTS[name].policy.kernel_switches
-
-
 # -- the fused path knows no fault --------------------------------------------------------------
+
+
+def _policy_name(fault) -> list[str]:
+    return [fault.policy.__name__] if fault.kind == "policy" else []
 
 
 def fault_mentions(text: str) -> list[str]:
@@ -180,7 +146,7 @@ def fault_mentions(text: str) -> list[str]:
     words = {
         spelled
         for fault in FAULTS.values()
-        for spelled in (fault.name, fault.name.replace("-", "_"), fault.policy.__name__)
+        for spelled in (fault.name, fault.name.replace("-", "_"), *_policy_name(fault))
     }
     found = sorted(word for word in words if word in text)
     return found + re.findall(r"#\s*gmlp:\s*ignore\b", text)
@@ -193,7 +159,7 @@ def fault_mentions(text: str) -> list[str]:
         ("skip = policy.empty_expert_skipped", ["empty_expert_skipped"]),
         ("class DummyNotZeroed(MainGradPolicy):", ["DummyNotZeroed"]),
         ("return x  # gmlp: ignore[GMLP003] on purpose", ["# gmlp: ignore"]),
-        ("skip_empty_experts: bool = False  # a kernel switch", []),
+        ("skip_empty_tiles: bool = False  # a kernel switch", []),
     ],
 )
 def test_the_scan_finds_fault_names_and_suppressions(text, found):
@@ -345,31 +311,3 @@ def test_no_dummy_grad(target):
         torch.testing.assert_close(
             fused.main_grads[name], ref.main_grads[name], **tolerance(case.dtype)
         )
-
-
-# In-kernel faults: the triton backend (its wgrad kernel honours the switches).
-
-
-def test_empty_expert_skipped_in_overwrite_mode():
-    case = Case(accumulate_into_main_grad=True)
-    ref, fused = run_pair(case, OVERWRITE_NAN, fault="empty-expert-skipped")
-    for name in weight_names(ref):
-        if name.endswith("1"):  # the expert without tokens
-            assert torch.count_nonzero(ref.main_grads[name]) == 0
-            assert fused.main_grads[name].isnan().all()
-        else:
-            torch.testing.assert_close(fused.main_grads[name], ref.main_grads[name])
-
-
-def test_group_offsets_shifted_hands_expert_g_the_rows_of_expert_g_plus_1():
-    # Equal split sizes: with the inclusive scan expert g reads exactly expert g+1's rows.
-    case = Case(splits=(6, 6, 6), single=True)
-    ref, fused = run_pair(case, fault="group-offsets-shifted")
-    for layer in ("fc1", "fc2"):
-        r = ref.grads[f"{layer}.weight"]
-        f = fused.grads[f"{layer}.weight"]
-        torch.testing.assert_close(f[:-1], r[1:])
-        assert torch.count_nonzero(f[-1]) == 0  # the last expert's rows lie past the tokens
-        assert not torch.allclose(f, r)
-    # Dgrad and forward do not use the wgrad kernel: unaffected.
-    torch.testing.assert_close(fused.dx[0], ref.dx[0])
