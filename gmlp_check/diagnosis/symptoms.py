@@ -145,7 +145,7 @@ def _flag(ev: Evidence, fused_value: bool) -> bool:
 def _dummy_is_wgrad(ev: Evidence) -> bool:
     found = False
     weight_pairs = [(r, f) for r, f in ev.ctx.pairs if f is not None and is_weight(r.param)]
-    for (r, f), call in zip(weight_pairs, ev.calls):
+    for (_r, f), call in zip(weight_pairs, ev.calls):
         if not f.grad.present or f.grad.value is None:
             continue
         wgrad = torch.stack([b.wgrad for b in call]).reshape(f.grad.value.shape)
