@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -150,8 +151,16 @@ def main() -> None:
 @click.option(
     "--junit-xml", type=click.Path(dir_okay=False), help="Also write the results as JUnit XML."
 )
+@click.option(
+    "--write-repro",
+    type=click.Path(file_okay=False),
+    help="Write each failing case into this directory as a standalone Python reproduction "
+    "(needs only torch and the backend).",
+)
 @usage_errors
-def diff(list_only: bool, fmt: str, junit_xml: str | None, **values) -> None:
+def diff(
+    list_only: bool, fmt: str, junit_xml: str | None, write_repro: str | None, **values
+) -> None:
     """Run the scenario matrix of the reference against a fused backend and compare everything.
 
     Both sides get identical weights, inputs, output gradients and main_grad contents (NaN
@@ -183,6 +192,11 @@ def diff(list_only: bool, fmt: str, junit_xml: str | None, **values) -> None:
             check_writable("--junit-xml", junit_xml)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
+    if write_repro and values.get("inject"):
+        raise click.UsageError(
+            "--write-repro: reproduces the backend's own behaviour; an injected fault (--inject) "
+            "lives in gmlp_check and cannot be written out"
+        )
     checker, cases = _checker_and_cases(values, can_launch=True)
     if list_only:
         if checker.reports:
@@ -201,6 +215,8 @@ def diff(list_only: bool, fmt: str, junit_xml: str | None, **values) -> None:
     if checker.reports:
         if junit_xml:
             write_atomic(junit_xml, report.junit_xml(results, checker))
+        if write_repro:
+            _write_repros(Path(write_repro), results, checker)
         if fmt == "json":
             document = report.diff_json(results, checker)
             document["interrupted"] = interrupted
@@ -215,6 +231,17 @@ def diff(list_only: bool, fmt: str, junit_xml: str | None, **values) -> None:
             click.echo(f"interrupted after {len(results)} of {len(cases)} cases", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_MISMATCH)
+
+
+def _write_repros(directory: Path, results, checker) -> None:
+    from . import repro
+
+    for result in results:
+        if result.status == "failed":
+            path = repro.write(
+                directory, result, checker.backend.spec, checker.sizes, checker.device
+            )
+            click.echo(f"reproduction of {result.case.id}: {path}", err=True)
 
 
 @main.command()

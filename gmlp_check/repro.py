@@ -1,0 +1,123 @@
+"""Write a failing case out as one standalone Python file, to attach to an upstream bug report.
+
+The file needs torch and the backend under test only (its module:factory is imported by name;
+no gmlp_check import): it builds the module, loads the case's weights, inputs and output
+gradients (embedded, exactly as gmlp-check drew them), attaches main_grad the way Megatron's
+engines do and runs the case's microbatches, asserting the producer's side of CONTRACT.md
+against the weight gradients the fp32 reference computed from the same data (embedded too).
+It exits with an AssertionError listing the violations, or prints that the contract holds.
+
+It reproduces the backend's own behaviour: a fault injected by gmlp-check lives in gmlp_check,
+so a run with --inject cannot be written out.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from pathlib import Path
+
+import torch
+
+from . import backends
+from .inputs import Sizes, case_seed, make_arena, make_inputs, make_state
+from .matrix import Case
+from .observe import observe
+from .refimpl import GroupedMLP
+from .refimpl.megatron import is_weight
+from .refimpl.sentinels import uninitialized_memory_as_nan
+from .repro_template import BODY, IMPORTS
+from .results import CaseResult
+from .tolerance import tolerance_for
+
+
+def _reference_data(case: Case, sizes: Sizes, device: torch.device) -> dict[str, object]:
+    """The case's data as gmlp-check drew it, and the reference's weight gradient of every
+    weight in every microbatch (from its main_grad snapshots)."""
+    generator = torch.Generator(device="cpu").manual_seed(case_seed(sizes.seed, case))
+    dims = {"num_experts": sizes.experts, "hidden": sizes.hidden, "ffn": sizes.ffn}
+    reference = GroupedMLP(**dims, dtype=torch.float32, device=device, **case.module_kwargs())
+    shapes = {n: p.shape for n, p in reference.named_parameters()}
+    state = make_state(shapes, case, sizes, device, generator)
+    inputs = make_inputs(case, sizes, state, device, generator)
+    arena = make_arena(case, shapes, device, generator)
+    # Each side holds the values of the fused side's dtype, as the checker's run does.
+    rounded = {n: v.to(case.torch_dtype).float() for n, v in state.items()}
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            p.copy_(rounded[name])
+    before = {n: arena.region(n).clone() for n in shapes if is_weight(n)}
+    with uninitialized_memory_as_nan():
+        obs = observe(reference, case, inputs.upcast(), arena.clone())
+    wgrads = []
+    for m in range(case.microbatches):
+        start = obs.state_at_start(m)
+        after = obs.after_backward_dw[m].main_grad
+        wgrads.append(
+            {n: after[n] if case.mode_spec.overwrite else after[n] - start[n] for n in before}
+        )
+    return {
+        "params": {n: v.cpu() for n, v in state.items()},
+        "xs": [x.cpu() for x in inputs.xs],
+        "probs": [None if p is None else p.cpu() for p in inputs.probs],
+        "dys": [d.cpu() for d in inputs.dys],
+        "splits": [list(s) for s in inputs.splits],
+        "before": {n: v.cpu() for n, v in before.items()},
+        "wgrads": [{n: w.cpu() for n, w in step.items()} for step in wgrads],
+    }
+
+
+def render(result: CaseResult, spec: str, sizes: Sizes, device: torch.device) -> str:
+    """The source of the reproduction of ``result``'s case."""
+    case = result.case
+    mode = case.mode_spec
+    buffer = io.BytesIO()
+    torch.save(_reference_data(case, sizes, device), buffer)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    lines = [data[i : i + 100] for i in range(0, len(data), 100)]
+    tol = tolerance_for(case.torch_dtype, sizes.tokens * case.microbatches)
+    kwargs = {"num_experts": sizes.experts, "hidden": sizes.hidden, "ffn": sizes.ffn}
+    kwargs.update(case.module_kwargs())
+    seen = "\n".join(f"  {line}" for line in result.explanation())
+    header = [
+        f'"""Reproduction of {case.id}',
+        f"on --fused {spec} ({device.type}), written by gmlp-check. Run: python this_file.py",
+        "It needs torch and the backend only; an AssertionError lists what breaks CONTRACT.md.",
+        "gmlp-check saw:",
+        seen.replace('"""', "'''"),
+        '"""',
+        "",
+        IMPORTS,
+        f"BACKEND = {backends.resolve(spec)!r}  # module:factory",
+        f"MODULE_KWARGS = {kwargs!r}",
+        f"DTYPE = torch.{str(case.torch_dtype).removeprefix('torch.')}",
+        f"DEVICE = {str(device)!r}",
+        f"INTO_MAIN_GRAD = {mode.output_into_main_grad}",
+        f"FSDP = {mode.fsdp}",
+        f"OVERWRITE = {mode.overwrite}",
+        f"ZERO_OUT = {case.zero_out}",
+        f"DELAY = {case.delay}",
+        f"RTOL, ATOL_FLOOR, ATOL_SCALE = {tol.rtol!r}, {tol.atol_floor!r}, {tol.scale_factor!r}",
+        "DATA = (",
+        *(f'    "{line}"' for line in lines),
+        ")",
+    ]
+    return "\n".join(header) + "\n" + BODY
+
+
+def file_name(case_id: str) -> str:
+    return "repro_" + re.sub(r"[^A-Za-z0-9]+", "_", case_id).strip("_") + ".py"
+
+
+def write(
+    directory: Path, result: CaseResult, spec: str, sizes: Sizes, device: torch.device
+) -> Path:
+    """Write the reproduction of ``result`` into ``directory``; its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / file_name(result.case.id)
+    text = render(result, spec, sizes, device)
+    partial = path.with_suffix(".partial")
+    partial.write_text(text)
+    partial.replace(path)
+    return path
