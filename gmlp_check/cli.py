@@ -157,9 +157,20 @@ def main() -> None:
     help="Write each failing case into this directory as a standalone Python reproduction "
     "(needs only torch and the backend).",
 )
+@click.option(
+    "--point-source",
+    is_flag=True,
+    help="For each diagnosed failing case, run gmlp-lint on the Python files the backend ran "
+    "and list the findings of the diagnosed class (file:line).",
+)
 @usage_errors
 def diff(
-    list_only: bool, fmt: str, junit_xml: str | None, write_repro: str | None, **values
+    list_only: bool,
+    fmt: str,
+    junit_xml: str | None,
+    write_repro: str | None,
+    point_source: bool,
+    **values,
 ) -> None:
     """Run the scenario matrix of the reference against a fused backend and compare everything.
 
@@ -213,6 +224,8 @@ def diff(
     finally:
         checker.close()
     if checker.reports:
+        if point_source:
+            _point_sources(results, checker)
         if junit_xml:
             write_atomic(junit_xml, report.junit_xml(results, checker))
         if write_repro:
@@ -231,6 +244,17 @@ def diff(
             click.echo(f"interrupted after {len(results)} of {len(cases)} cases", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_MISMATCH)
+
+
+def _point_sources(results, checker) -> None:
+    from .source_pointing import point_case
+
+    for result in results:
+        found = result.diagnosis
+        if result.status == "failed" and found is not None and found.classes:
+            result.source = point_case(
+                checker.backend, result.case, checker.sizes, checker.device, found.classes
+            )
 
 
 def _write_repros(directory: Path, results, checker) -> None:

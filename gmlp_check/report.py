@@ -91,6 +91,7 @@ def case_json(result: CaseResult, checker: Checker) -> dict[str, object]:
         "rerun": checker.rerun_command(result.case.id),
         "checks": checks,
         "diagnosis": None if result.diagnosis is None else result.diagnosis.to_json(),
+        "source": result.source,
     }
 
 

@@ -9,7 +9,7 @@ with the write-up in its explanation, until upstream fixes it (then it xpasses).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .checks import Check
 from .deviations import Deviation
@@ -28,6 +28,7 @@ class CaseResult:
     skip_reason: str | None = None
     deviation: Deviation | None = None
     diagnosis: Diagnosis | None = None  # the likely bug class of a failing case
+    source: list[str] = field(default_factory=list)  # where it shows in the backend's source
 
     @property
     def failed_observables(self) -> list[str]:
@@ -68,6 +69,7 @@ class CaseResult:
         lines = [f"{c.observable}: {c.detail}" for c in self.checks if not c.passed]
         if self.diagnosis is not None:
             lines.append(f"diagnosis: {self.diagnosis.describe()}")
+        lines += self.source
         d = self.deviation
         if d is not None:
             listed = ", ".join(d.observables)

@@ -25,3 +25,33 @@ def make_skipping_empty_experts(**kwargs):
     module.fc1.__class__ = SkipsEmptyExperts
     module.fc2.__class__ = SkipsEmptyExperts
     return module
+
+
+class GatesBookkeepingOnLocalFlag(ExpertLinears):
+    """TE #2936's other half, in this module's own code: the flag and the dummy follow a
+    local accumulate flag that overwrite_main_grad switched off."""
+
+    def deliver(self, g, x, dy):
+        weight = self.weight(g)
+        wgrad = dy.float().t() @ x.float()
+        if not self.into_main_grad:
+            return wgrad.to(weight.dtype)
+        accumulate = False
+        if self.into_main_grad:
+            accumulate = not getattr(weight, "overwrite_main_grad", False)
+        destination = _destination(weight)
+        if accumulate:
+            destination.add_(wgrad)
+        else:
+            destination.copy_(wgrad)
+        if accumulate and hasattr(weight, "grad_added_to_main_grad"):
+            weight.grad_added_to_main_grad = True
+            return torch.zeros_like(weight)
+        return wgrad.to(weight.dtype)
+
+
+def make_gating_bookkeeping_on_local_flag(**kwargs):
+    module = make(**kwargs)
+    module.fc1.__class__ = GatesBookkeepingOnLocalFlag
+    module.fc2.__class__ = GatesBookkeepingOnLocalFlag
+    return module

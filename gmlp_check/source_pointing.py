@@ -1,0 +1,152 @@
+"""Point a diagnosis at source: the Python files a backend actually ran, linted with
+gmlp-lint, and the findings whose rule matches the diagnosed bug class, with file and line.
+
+The files are those defining the classes of the objects the factory built (every submodule,
+and their base classes outside torch) and the autograd functions found in the graph of one
+forward pass of the case: the code that ran, not everything the package holds. gmlp-lint
+needs libcst; without it the pointing says so and lists nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .faults.classes import BUG_CLASSES
+from .inputs import Sizes, split_sizes
+from .matrix import Case
+
+# Code of torch itself is not the backend's.
+_TORCH_ROOT = Path(torch.__file__).resolve().parent
+
+
+def _source_file(obj: object) -> Path | None:
+    try:
+        name = inspect.getsourcefile(obj)
+    except TypeError:  # a builtin or a C extension class
+        return None
+    if name is None:
+        return None
+    path = Path(name).resolve()
+    return None if path.is_relative_to(_TORCH_ROOT) else path
+
+
+def _classes_of(module: nn.Module) -> list[type]:
+    classes = []
+    for sub in module.modules():
+        for cls in type(sub).__mro__:
+            if cls not in classes and cls is not object:
+                classes.append(cls)
+    return classes
+
+
+def _graph_functions(output: torch.Tensor) -> list[type]:
+    """The custom autograd Function classes in the graph behind ``output``."""
+    seen, found, stack = set(), [], [output.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        forward_cls = getattr(node, "_forward_cls", None)  # set for custom Functions' nodes
+        if forward_cls is not None and forward_cls not in found:
+            found.append(forward_cls)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return found
+
+
+def _lines_of(obj: object) -> range:
+    """The lines of a class's definition (the whole file where they cannot be found)."""
+    try:
+        lines, start = inspect.getsourcelines(obj)
+    except (OSError, TypeError):
+        return range(1, 10**9)
+    return range(start, start + len(lines))
+
+
+def executed_sources(module: nn.Module, case: Case, sizes: Sizes) -> dict[Path, list[range]]:
+    """The files defining what ``module`` runs for ``case`` (its classes and the autograd
+    functions of one forward pass), each with the line ranges of those definitions."""
+    weight = next(module.parameters())
+    splits = split_sizes(case.splits, sizes.experts, sizes.tokens)
+    x = torch.randn(sum(splits), sizes.hidden, dtype=weight.dtype, device=weight.device)
+    x.requires_grad_(True)
+    probs = torch.rand(sum(splits), dtype=weight.dtype, device=weight.device)
+    functions: list[type] = []
+    try:
+        functions = _graph_functions(module(x, splits, probs))
+    except Exception:  # a forward that fails here: the classes alone still point somewhere
+        functions = []
+    ran: dict[Path, list[range]] = {}
+    for obj in (*_classes_of(module), *functions):
+        path = _source_file(obj)
+        if path is not None:
+            ran.setdefault(path, []).append(_lines_of(obj))
+    return ran
+
+
+@dataclass(frozen=True)
+class Pointer:
+    code: str
+    path: Path
+    line: int
+    message: str
+
+    def describe(self) -> str:
+        return f"{self.path}:{self.line} ({self.code}) {self.message}"
+
+
+def lint_unavailable() -> str | None:
+    """Why gmlp-lint cannot run here, or None."""
+    try:
+        import libcst  # noqa: F401
+    except ImportError:
+        return "gmlp-lint needs libcst, which is not installed (pip install libcst)"
+    return None
+
+
+def point_case(backend, case: Case, sizes: Sizes, device, bug_classes) -> list[str]:
+    """Lines for a report: where in the backend's executed source the diagnosed classes show
+    (or why nothing can be pointed at)."""
+    from .pair import build_fused
+
+    why = lint_unavailable()
+    if why is not None:
+        return [f"source: not pointed ({why})"]
+    try:
+        module = build_fused(backend, case, sizes, device, None)
+        files = executed_sources(module, case, sizes)
+    except Exception as exc:
+        return [f"source: not pointed (the module could not be built again: {exc})"]
+    pointers = point(files, tuple(bug_classes))
+    if not pointers:
+        return [f"source: no gmlp-lint finding of this class in the {len(files)} files it ran"]
+    return [f"source: {p.describe()}" for p in pointers]
+
+
+def point(files: dict[Path, list[range]], bug_classes: tuple[str, ...]) -> list[Pointer]:
+    """gmlp-lint's findings inside the executed definitions of ``files`` whose rule belongs
+    to one of ``bug_classes``."""
+    from .lint import registry
+    from .lint.engine import lint_source
+
+    codes = frozenset(c for name in bug_classes for c in BUG_CLASSES[name].lint_rules)
+    if not codes:
+        return []
+    enabled = frozenset(registry.CODES)
+    pointers: list[Pointer] = []
+    for path, ranges in files.items():
+        try:
+            findings = lint_source(path.read_text(encoding="utf-8"), str(path), enabled)
+        except Exception:  # a file gmlp-lint cannot read points nowhere
+            continue
+        pointers += [
+            Pointer(f.code, path, f.line, f.message)
+            for f in findings
+            if f.code in codes and any(f.line in lines for lines in ranges)
+        ]
+    return pointers

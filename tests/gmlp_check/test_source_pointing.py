@@ -1,0 +1,50 @@
+"""Source pointing: a diagnosed failure of a Python backend names the line of the backend's
+own source where gmlp-lint finds the diagnosed class, among the files the backend ran."""
+
+import json
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from gmlp_check import source_pointing
+from gmlp_check.backends import load
+from gmlp_check.cli import main
+from gmlp_check.pair import build_fused
+
+from .support import CPU, SIZES
+from .test_repro import CASE
+
+GATING = "tests.thirdparty.buggy_mlp:make_gating_bookkeeping_on_local_flag"
+BUGGY_SOURCE = Path(__file__).resolve().parents[1] / "thirdparty" / "buggy_mlp.py"
+GATED_LINE = 'if accumulate and hasattr(weight, "grad_added_to_main_grad"):'
+
+
+def test_a_diagnosed_failure_points_at_the_gated_bookkeeping_line():
+    result = CliRunner().invoke(
+        main, ["diff", "--fused", GATING, "--device", "cpu", "-k", CASE.id, "--point-source",
+               "--format", "json"],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    (case,) = json.loads(result.stdout)["cases"]
+    assert case["diagnosis"]["classes"][0] == "bookkeeping-not-set"
+    stripped = [text.strip() for text in BUGGY_SOURCE.read_text().splitlines()]
+    line = stripped.index(GATED_LINE) + 1
+    (pointer,) = case["source"]
+    assert pointer.startswith(f"source: {BUGGY_SOURCE}:{line} (GMLP002) ")
+
+
+def test_the_files_are_those_the_backend_ran():
+    module = build_fused(load(GATING), CASE, SIZES, CPU, None)
+    ran = source_pointing.executed_sources(module, CASE, SIZES)
+    names = {p.name for p in ran}
+    assert names == {"buggy_mlp.py", "per_expert_mlp.py"}  # its classes and its Function
+    assert all(not str(p).startswith(str(Path(sys.modules["torch"].__file__).parent)) for p in ran)
+
+
+def test_without_libcst_pointing_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "libcst", None)
+    why = source_pointing.lint_unavailable()
+    assert why is not None and "libcst" in why
+    lines = source_pointing.point_case(load(GATING), CASE, SIZES, CPU, ("bookkeeping-not-set",))
+    assert lines == [f"source: not pointed ({why})"]
