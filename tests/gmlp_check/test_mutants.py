@@ -22,6 +22,7 @@ def assert_every_fault_caught(code, doc):
     assert [f["name"] for f in doc["faults"]] == list(FAULTS)
     for fault in doc["faults"]:
         assert fault["observables"], fault["name"]  # caught by at least one named observable
+        assert fault["diagnosed"], (fault["name"], fault["diagnoses"])  # as its own class
     assert doc["passed"] is True and code == 0
 
 
@@ -77,4 +78,6 @@ def test_a_fault_the_backend_cannot_take_is_not_applicable_not_a_failure():
     run = run_mutants(checker_for(GroupedMLP), ["no-dummy-grad"], MATRIX[:1], stop_early=True)
     (fault,) = run.faults
     assert fault.not_applicable and "main_grad_policy" in fault.not_applicable
-    assert fault.cases_run == 0 and run.passed
+    assert fault.cases_run == 0
+    # Nothing applied, so nothing is proven: not a pass (the command exits 2).
+    assert not run.proven and not run.passed
