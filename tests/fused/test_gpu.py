@@ -189,19 +189,6 @@ def test_cpu_interpreter_and_cuda_in_one_process():
             torch.testing.assert_close(f, r)
 
 
-def test_kernel_faults_compiled():
-    case = REAL.with_(dtype=torch.bfloat16, accumulate_into_main_grad=True)
-    how = MainGrads(overwrite=True, fill="nan")
-    _, skipped = run_against_fp32_reference(case, how, fault="empty-expert-skipped")
-    assert skipped.main_grads["fc1.weight1"].isnan().all()
-    assert not skipped.main_grads["fc1.weight0"].isnan().any()
-    ref, shifted = run_against_fp32_reference(
-        case.with_(splits=(375,) * 8), how, fault="group-offsets-shifted"
-    )
-    close(shifted.main_grads["fc2.weight0"], ref.main_grads["fc2.weight1"], torch.bfloat16, "g0")
-    assert torch.count_nonzero(shifted.main_grads["fc2.weight7"]) == 0
-
-
 # -- torch-grouped-mm (bf16, sm90+) -------------------------------------------------------------
 
 needs_sm90 = pytest.mark.skipif(

@@ -44,7 +44,12 @@ def test_json_has_the_documented_schema(results):
     for entry, result in zip(doc["cases"], results):
         assert set(entry) == {
             "id", "config", "passed", "status", "reason", "duration_s", "rerun", "checks",
+            "diagnosis", "source",
         }  # fmt: skip
+        if result.status == "failed":  # the planted bug, diagnosed as its class
+            assert entry["diagnosis"]["classes"][0] == "empty-expert-skipped"
+        else:
+            assert entry["diagnosis"] is None
         assert entry["status"] == result.status and entry["reason"] is None
         assert entry["id"] == result.case.id
         assert Case(**entry["config"]) == result.case
@@ -96,6 +101,11 @@ def test_junit_xml_has_one_testcase_per_case_and_failures_with_rerun(results):
         if failure is not None:
             assert "main_grad" in failure.get("message")
             assert CHECKER.rerun_command(r.case.id) in failure.text
+            assert "diagnosis: likely empty-expert-skipped" in failure.text
+            (prop,) = t.find("properties").findall("property")
+            assert (prop.get("name"), prop.get("value")) == ("diagnosis", "empty-expert-skipped")
+        else:
+            assert t.find("properties") is None
 
 
 def test_text_report_lists_cases_failures_and_rerun_lines(results):
