@@ -271,7 +271,8 @@ def _write_repros(directory: Path, results, checker) -> None:
 @main.command()
 @format_option
 def faults(fmt: str) -> None:
-    """List the faults that can be injected (one per bug class of CONTRACT.md).
+    """List the faults that can be injected: surface faults (any backend) and policy faults
+    (backends with a main_grad policy); docs/faults.md has the full table.
 
     \b
     Example:
@@ -297,10 +298,12 @@ def faults(fmt: str) -> None:
         title="faults injectable with gmlp-check diff --inject NAME", title_justify="left"
     )
     table.add_column("name", no_wrap=True)
-    table.add_column("bug class (CONTRACT.md)")
+    table.add_column("kind")
+    table.add_column("bug class (docs/faults.md)")
+    table.add_column("applies to")
     table.add_column("what the fused path does instead")
     for f in table_data.values():
-        table.add_row(f.name, f.bug_class, f.description)
+        table.add_row(f.name, f.kind, f.bug_class, f.applies_doc, f.description)
     stdout_console().print(table)
 
 
