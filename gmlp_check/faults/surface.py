@@ -165,8 +165,10 @@ SURFACE_FAULTS: tuple[SurfaceFault, ...] = (
         "weight gradients",
         "",
         ("main_grad.at_hook", "grad_added_to_main_grad", "ddp_hook"),
-        "delayed weight gradients into main_grad",
-        lambda c: c.delay and _into(c),
+        # Without tokens there is no gradient to be early for: the hook's only trace would
+        # be an unfetched buffer or a missing .grad, the symptoms of other classes.
+        "delayed weight gradients into main_grad, some expert with tokens",
+        lambda c: c.delay and _into(c) and _tokens(c),
         reduce_hooks="early",
     ),
     SurfaceFault(
