@@ -35,9 +35,26 @@ def _source_file(obj: object) -> Path | None:
     return None if path.is_relative_to(_TORCH_ROOT) else path
 
 
+def _held_modules(module: nn.Module) -> list[nn.Module]:
+    """Every module in the tree, and the modules an adapter keeps out of it in a tuple or list
+    attribute (ours keep Transformer Engine's that way), with theirs."""
+    found: list[nn.Module] = []
+    stack = [module]
+    while stack:
+        current = stack.pop()
+        for sub in current.modules():
+            if any(sub is seen for seen in found):
+                continue
+            found.append(sub)
+            for value in vars(sub).values():
+                if isinstance(value, (tuple, list)):
+                    stack.extend(v for v in value if isinstance(v, nn.Module))
+    return found
+
+
 def _classes_of(module: nn.Module) -> list[type]:
     classes = []
-    for sub in module.modules():
+    for sub in _held_modules(module):
         for cls in type(sub).__mro__:
             if cls not in classes and cls is not object:
                 classes.append(cls)
@@ -71,15 +88,17 @@ def _lines_of(obj: object) -> range:
 def executed_sources(module: nn.Module, case: Case, sizes: Sizes) -> dict[Path, list[range]]:
     """The files defining what ``module`` runs for ``case`` (its classes and the autograd
     functions of one forward pass), each with the line ranges of those definitions."""
-    weight = next(module.parameters())
-    splits = split_sizes(case.splits, sizes.experts, sizes.tokens)
-    x = torch.randn(sum(splits), sizes.hidden, dtype=weight.dtype, device=weight.device)
-    x.requires_grad_(True)
-    probs = torch.rand(sum(splits), dtype=weight.dtype, device=weight.device)
     functions: list[type] = []
+    # A forward that fails here (or a module without parameters of its own): the classes
+    # alone still point somewhere.
     try:
+        weight = next(p for m in _held_modules(module) for p in m.parameters())
+        splits = split_sizes(case.splits, sizes.experts, sizes.tokens)
+        x = torch.randn(sum(splits), sizes.hidden, dtype=weight.dtype, device=weight.device)
+        x.requires_grad_(True)
+        probs = torch.rand(sum(splits), dtype=weight.dtype, device=weight.device)
         functions = _graph_functions(module(x, splits, probs))
-    except Exception:  # a forward that fails here: the classes alone still point somewhere
+    except Exception:
         functions = []
     ran: dict[Path, list[range]] = {}
     for obj in (*_classes_of(module), *functions):

@@ -48,3 +48,12 @@ def test_without_libcst_pointing_says_so(monkeypatch):
     assert why is not None and "libcst" in why
     lines = source_pointing.point_case(load(GATING), CASE, SIZES, CPU, ("bookkeeping-not-set",))
     assert lines == [f"source: not pointed ({why})"]
+
+
+def test_modules_an_adapter_keeps_out_of_the_tree_are_followed():
+    module = build_fused(load(GATING), CASE, SIZES, CPU, None)
+    held = (module.fc1, module.fc2)  # the layers whose class buggy_mlp.py defines
+    del module.fc1, module.fc2
+    module._held = held  # a tuple, as our Transformer Engine adapters hold TE's modules
+    ran = source_pointing.executed_sources(module, CASE, SIZES)
+    assert BUGGY_SOURCE in ran
