@@ -35,8 +35,23 @@ RULES: tuple[Rule, ...] = (
     _rule("hook.extra", "reduce-hook-fired-twice"),
     _rule("hook.missing grad.left_set", "reduce-hook-not-fired"),
     _rule("hook.missing", "delayed-wgrad-dropped"),
-    _rule("hook.grad_none at_hook.unwritten.all", "reduce-hook-fired-early"),
+    _rule(
+        "hook.grad_none hook.in_backward_dw at_hook.unwritten.all",
+        "reduce-hook-fired-early",
+        "delayed-wgrad-dropped",
+        why="DDP's hook stopped the run at a .grad backward_dw() had not delivered and a "
+        "main_grad it had not written: fired before the delivery, or no delivery at all",
+    ),
+    _rule(
+        "hook.grad_none hook.in_backward_dw at_hook.no_write_expected",
+        "delayed-wgrad-dropped",
+        "reduce-hook-fired-early",
+        "no-dummy-grad",
+        why="nothing is written into main_grad before the hook here, so a gradient never "
+        "delivered, delivered after the hook, or delivered without a dummy look alike",
+    ),
     _rule("hook.grad_none", "no-dummy-grad"),
+    _rule("error.main_grad", "fsdp-main-grad-not-fetched"),
     _rule("grad.alias", "grad-aliases-main-grad"),
     _rule("at_hook.unwritten.all final.ok", "reduce-hook-fired-early"),
     _rule("fetch.missing", "fsdp-main-grad-not-fetched"),

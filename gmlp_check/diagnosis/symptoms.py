@@ -43,6 +43,7 @@ class Block:
 
     expert: int
     tokens: int
+    step: tuple[int, str]  # (microbatch, phase) of the hook call
     fused: torch.Tensor
     fused_before: torch.Tensor
     ref: torch.Tensor
@@ -88,6 +89,7 @@ def _blocks(ctx: Context) -> list[list[Block]]:
                 Block(
                     g,
                     splits[g],
+                    (r.microbatch, r.phase),
                     *(p if match else p[i] for p in parts),
                     overwrite=case.mode_spec.overwrite,
                 )
@@ -177,15 +179,22 @@ def _stale_kept(ev: Evidence) -> bool:
 
 
 def _neighbour(ev: Evidence) -> bool:
-    for call in ev.calls:
-        for b in call:
-            if not b.wrong:
-                continue
-            base = torch.zeros_like(b.fused) if b.overwrite else b.fused_before
-            others = [o for o in call if o.expert != b.expert and o.ref_wrote]
-            if any(_close(b.fused - base, o.wgrad) for o in others):
-                return True
+    """A wrong block holds another expert's gradient of the same step (of the same weight
+    or, for discrete weights, of a same-shaped weight)."""
+    blocks = [b for call in ev.calls for b in call]
+    for b in blocks:
+        if not b.wrong:
+            continue
+        base = torch.zeros_like(b.fused) if b.overwrite else b.fused_before
+        others = [o for o in blocks if o.step == b.step and o.expert != b.expert and o.ref_wrote]
+        if any(_close(b.fused - base, o.wgrad) for o in others):
+            return True
     return False
+
+
+def _no_write_expected(ev: Evidence) -> bool:
+    """The reference wrote no main_grad before its hooks (plain mode, or no tokens)."""
+    return not any(b.ref_wrote for call in ev.calls for b in call)
 
 
 def _final_ok(ev: Evidence) -> bool:
@@ -211,6 +220,21 @@ SYMPTOMS: tuple[Symptom, ...] = (
         "hook.grad_none",
         "DDP's hook found `.grad` None",
         lambda ev: ev.error is not None and ev.error.missing_grad,
+    ),
+    Symptom(
+        "hook.in_backward_dw",
+        "the run stopped in backward_dw()",
+        lambda ev: ev.error is not None and ev.error.phase == "backward_dw",
+    ),
+    Symptom(
+        "error.main_grad",
+        "the fused side raised on a missing or None main_grad",
+        lambda ev: ev.error is not None and "main_grad" in ev.error.message,
+    ),
+    Symptom(
+        "at_hook.no_write_expected",
+        "the reference wrote no main_grad before its hooks",
+        _no_write_expected,
     ),
     Symptom(
         "grad.left_set", "`.grad` still set after backward_dw (no hook consumed it)", _grad_left_set
