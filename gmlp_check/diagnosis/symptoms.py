@@ -187,7 +187,8 @@ def _neighbour(ev: Evidence) -> bool:
             continue
         base = torch.zeros_like(b.fused) if b.overwrite else b.fused_before
         others = [o for o in blocks if o.step == b.step and o.expert != b.expert and o.ref_wrote]
-        if any(_close(b.fused - base, o.wgrad) for o in others):
+        # A zero gradient (an expert without tokens) tells no neighbour apart.
+        if any(o.wgrad.any() and _close(b.fused - base, o.wgrad) for o in others):
             return True
     return False
 
