@@ -23,12 +23,12 @@ import torch
 from . import backends
 from .inputs import Sizes, case_seed, make_arena, make_inputs, make_state
 from .matrix import Case
-from .observe import observe
 from .refimpl import GroupedMLP
 from .refimpl.megatron import is_weight
 from .refimpl.sentinels import uninitialized_memory_as_nan
 from .repro_template import BODY, IMPORTS
 from .results import CaseResult
+from .side_observations import observe
 from .tolerance import tolerance_for
 
 
@@ -36,8 +36,7 @@ def _reference_data(case: Case, sizes: Sizes, device: torch.device) -> dict[str,
     """The case's data as gmlp-check drew it, and the reference's weight gradient of every
     weight in every microbatch (from its main_grad snapshots)."""
     generator = torch.Generator(device="cpu").manual_seed(case_seed(sizes.seed, case))
-    dims = {"num_experts": sizes.experts, "hidden": sizes.hidden, "ffn": sizes.ffn}
-    reference = GroupedMLP(**dims, dtype=torch.float32, device=device, **case.module_kwargs())
+    reference = GroupedMLP(case.mlp_config(sizes, device).replace(dtype=torch.float32))
     shapes = {n: p.shape for n, p in reference.named_parameters()}
     state = make_state(shapes, case, sizes, device, generator)
     inputs = make_inputs(case, sizes, state, device, generator)
@@ -77,8 +76,11 @@ def render(result: CaseResult, spec: str, sizes: Sizes, device: torch.device) ->
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
     lines = [data[i : i + 100] for i in range(0, len(data), 100)]
     tol = tolerance_for(case.torch_dtype, sizes.tokens * case.microbatches)
-    kwargs = {"num_experts": sizes.experts, "hidden": sizes.hidden, "ffn": sizes.ffn}
-    kwargs.update(case.module_kwargs())
+    kwargs = {
+        k: v
+        for k, v in case.mlp_config(sizes, device).as_kwargs().items()
+        if k not in ("dtype", "device")  # written out on their own below
+    }
     seen = "\n".join(f"  {line}" for line in result.explanation())
     header = [
         f'"""Reproduction of {case.id}',
@@ -93,7 +95,7 @@ def render(result: CaseResult, spec: str, sizes: Sizes, device: torch.device) ->
         f"MODULE_KWARGS = {kwargs!r}",
         f"DTYPE = torch.{str(case.torch_dtype).removeprefix('torch.')}",
         f"DEVICE = {str(device)!r}",
-        f"INTO_MAIN_GRAD = {mode.output_into_main_grad}",
+        f"INTO_MAIN_GRAD = {mode.accumulate_into_main_grad}",
         f"FSDP = {mode.fsdp}",
         f"OVERWRITE = {mode.overwrite}",
         f"ZERO_OUT = {case.zero_out}",

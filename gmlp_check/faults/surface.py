@@ -39,7 +39,7 @@ class SurfaceFault:
 
 
 def _into(case: Case) -> bool:
-    return case.mode_spec.output_into_main_grad
+    return case.mode_spec.accumulate_into_main_grad
 
 
 def _tokens(case: Case) -> bool:
