@@ -37,7 +37,7 @@ BUG_CLASSES: dict[str, BugClass] = {
             "overwrite-accumulate-swapped",
             "overwrite where accumulation was required, or the reverse",
             "overwrite where accumulate was required (or the reverse)",
-            ("GMLP009", "GMLP007"),
+            ("GMLP009", "GMLP007", "GMLP016"),
         ),
         BugClass(
             "bookkeeping-not-set",
@@ -74,7 +74,7 @@ BUG_CLASSES: dict[str, BugClass] = {
             "delayed-wgrad-dropped",
             "backward_dw() neither writes main_grad nor fires the hooks",
             "delayed wgrad dropped",
-            ("GMLP011",),
+            ("GMLP011", "GMLP014"),
         ),
         BugClass(
             "reduce-hook-not-fired",
@@ -117,7 +117,7 @@ BUG_CLASSES: dict[str, BugClass] = {
             "stand-in-copy",
             "main_grad and its flag handled on a stand-in copy of the weight, not the Parameter",
             "",
-            ("GMLP010", "GMLP007"),
+            ("GMLP015", "GMLP010", "GMLP007"),
         ),
     )
 }
