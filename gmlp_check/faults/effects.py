@@ -125,3 +125,25 @@ def write_through_stand_in(d: Delivery) -> None:
     the weight carrying its own main_grad): the Parameter sees neither."""
     _restore(d, d.experts)
     unset_grad_added(d)
+
+
+def _through_quantized_copy(d: Delivery) -> bool:
+    """The forward ran under an FP8 recipe with high-precision weights: TE's GEMMs read a
+    quantized copy of each weight, an object apart from the Parameter. Without FP8 (or with
+    FP8 primary weights, where the Parameter is the quantized tensor) there is no copy, and
+    code that reads or writes "the weight the GEMM used" reaches the Parameter itself."""
+    return d.case.quantized and not d.case.fp8_weights
+
+
+def flag_from_quantized_copy(d: Delivery) -> None:
+    """overwrite_main_grad read from the quantized copy, which does not carry it: the write
+    accumulates where overwrite is asked. Invisible wherever there is no copy."""
+    if _through_quantized_copy(d):
+        accumulate_instead_of_overwrite(d)
+
+
+def write_through_quantized_copy(d: Delivery) -> None:
+    """main_grad and the flag written on the quantized copy instead of the Parameter.
+    Invisible wherever there is no copy."""
+    if _through_quantized_copy(d):
+        write_through_stand_in(d)

@@ -46,6 +46,11 @@ def _tokens(case: Case) -> bool:
     return case.splits != "t0"
 
 
+def _quantized_copy(case: Case) -> bool:
+    """FP8 compute with high-precision weights: the GEMMs read a quantized copy."""
+    return case.quantized and not case.fp8_weights
+
+
 SURFACE_FAULTS: tuple[SurfaceFault, ...] = (
     SurfaceFault(
         "expert-write-lost",
@@ -228,6 +233,30 @@ SURFACE_FAULTS: tuple[SurfaceFault, ...] = (
         "output into main_grad, and some expert has tokens",
         lambda c: _into(c) and _tokens(c),
         effects.write_through_stand_in,
+    ),
+    SurfaceFault(
+        "flag-from-quantized-copy",
+        "overwrite-accumulate-swapped",
+        "under FP8 compute with high-precision weights, overwrite_main_grad is read from the "
+        "quantized copy of the weight the GEMM used, which does not carry it: main_grad += "
+        "wgrad where overwrite is asked (no copy exists without FP8, so bf16 cannot show it)",
+        "TE #2549 (the overwrite flag read from the FP8 weight copy, fixed in TE 2.15)",
+        ("main_grad.own_run", "main_grad.at_hook", "main_grad.after_backward"),
+        "FP8 compute with high-precision weights, overwrite mode",
+        lambda c: _quantized_copy(c) and c.mode_spec.overwrite,
+        effects.flag_from_quantized_copy,
+    ),
+    SurfaceFault(
+        "write-through-quantized-copy",
+        "stand-in-copy",
+        "under FP8 compute with high-precision weights, main_grad is written and "
+        "grad_added_to_main_grad set on the quantized copy the GEMM used: the Parameter sees "
+        "neither (no copy exists without FP8, so bf16 cannot show it)",
+        "TE #2549's class (bookkeeping on the FP8 weight copy instead of the Parameter)",
+        ("main_grad.own_run", "main_grad.at_hook", "grad_added_to_main_grad"),
+        "FP8 compute with high-precision weights, output into main_grad, some expert with tokens",
+        lambda c: _quantized_copy(c) and _into(c) and _tokens(c),
+        effects.write_through_quantized_copy,
     ),
     SurfaceFault(
         "dummy-dropped",

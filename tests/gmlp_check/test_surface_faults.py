@@ -5,6 +5,7 @@ every applicable fault, each diagnosed as its own class; no applicable fault pro
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from gmlp_check.backends import Backend
@@ -121,8 +122,43 @@ def test_a_hook_fired_twice_is_seen_twice_and_a_dropped_one_not_at_all():
 
 
 def test_surface_faults_apply_only_where_their_predicate_says():
-    from .support import MATRIX
+    from gmlp_check import fp8
+    from gmlp_check.matrix import DEVICE_DTYPES, MatrixSelection, default_matrix
 
+    # The CPU matrix plus the FP8 part, where the quantized-copy faults apply.
+    matrix = default_matrix(MatrixSelection(DEVICE_DTYPES["cpu"], fp8=tuple(fp8.RECIPES)))
     for fault in SURFACE_FAULTS:
-        applies = [c for c in MATRIX if fault.applies(c)]
-        assert 0 < len(applies) < len(MATRIX), fault.name
+        applies = [c for c in matrix if fault.applies(c)]
+        assert 0 < len(applies) < len(matrix), fault.name
+
+
+@pytest.mark.parametrize("name", ["flag-from-quantized-copy", "write-through-quantized-copy"])
+def test_the_quantized_copy_faults_act_only_where_a_quantized_copy_exists(name):
+    """FP8 with high-precision weights has a quantized copy apart from the Parameter; bf16 and
+    FP8 primary weights have none, so there the fault changes nothing: only FP8 cases can
+    catch it (issue #20's teeth)."""
+    from dataclasses import replace
+
+    import torch
+
+    from gmlp_check.faults.intercept import Delivery
+    from gmlp_check.matrix import Case
+
+    fp8_case = Case.from_id(
+        "mode=overwrite-fsdp,delay=0,zero=0,single=0,bias=0,act=swiglu,dtype=bf16,"
+        "splits=aligned-empty,mb=2,fp8=current"
+    )
+    for case, acts in (
+        (fp8_case, True),
+        (replace(fp8_case, fp8="none"), False),
+        (replace(fp8_case, fp8_weights=True), False),
+    ):
+        param = torch.nn.Parameter(torch.zeros(3, 2))
+        param.overwrite_main_grad = True
+        param.grad_added_to_main_grad = True
+        written = torch.randn(3, 2)
+        region = written.clone()
+        delivery = Delivery("fc1.weight0", param, case, [16, 0], torch.randn(3, 2), region)
+        FAULTS[name].on_delivery(delivery)
+        untouched = torch.equal(region, written) and param.grad_added_to_main_grad is True
+        assert untouched is not acts, (case.id, acts)
