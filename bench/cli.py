@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 import time
@@ -12,8 +13,11 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from gmlp_check.capacity import gib
 from gmlp_check.devices import resolve_device
 from gmlp_check.errors import UsageError
+from gmlp_check.files import OutputError, check_output, write_output
+from gmlp_check.streams import stdout_to_stderr
 
 from . import impls, report, runner, targets
 from .phases import PHASES, Workload
@@ -32,8 +36,10 @@ Examples:
 \b
 Exit status: 0 every measurement ran or was skipped as unavailable on this device (the reason
 is in the report); 1 an implementation raised while being timed (status "error");
-2 usage or environment error (unknown shape, --tokens <= 0, --device cuda without a GPU, an
---impl spec that cannot be loaded, a --from file that is not a bench document).
+2 usage or environment error (unknown shape, --tokens <= 0 or too many to fit in memory,
+--device cuda without a GPU, an --impl spec that cannot be loaded, a --from file that is not a
+bench document, an --output or --plot path that cannot be written); 130 on Ctrl-C and 143 on
+SIGTERM (--output keeps the workloads that finished, "complete": false).
 """
 
 
@@ -82,12 +88,50 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _check_writable(path: Path | None, option: str) -> None:
-    if path is None:
-        return
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise click.BadParameter(f"directory {str(parent)!r} does not exist", param_hint=option)
+def _check_outputs(paths: dict[str, str | None]) -> None:
+    """Every output path (option -> path) writable, before anything is measured."""
+    for option, path in paths.items():
+        if path is not None:
+            try:
+                check_output(option, path)
+            except OutputError as error:
+                raise click.UsageError(str(error)) from None
+
+
+def _write_outputs(files: dict[str, tuple[str | None, bytes]]) -> None:
+    """Write each output after the report was printed: a failure now is one line, exit 2."""
+    for option, (path, data) in files.items():
+        if path is not None:
+            try:
+                write_output(option, path, data)
+            except OutputError as error:
+                _fail(str(error))
+            click.echo(f"wrote {path}", err=True)
+
+
+def _check_fits(workloads: list[Workload], device: str) -> None:
+    """Refuse --tokens that can never fit on the device, before anything is allocated."""
+    from gmlp_check.capacity import device_bytes, needed_bytes
+
+    need = max(
+        needed_bytes(
+            w.shape.experts,
+            w.shape.hidden,
+            w.shape.ffn,
+            w.shape.rows,
+            w.dtype.itemsize,
+            sides=1,  # one implementation at a time
+            snapshots=0,
+        )
+        for w in workloads
+    )
+    have = device_bytes(torch.device(device))
+    if need > have:
+        raise click.BadParameter(
+            f"a workload of these sizes needs at least {gib(need)} and the {device} device "
+            f"has {gib(have)}; give fewer tokens",
+            param_hint="--tokens",
+        )
 
 
 @click.command("bench", epilog=EXAMPLES)
@@ -172,13 +216,14 @@ def _check_writable(path: Path | None, option: str) -> None:
 )
 @click.option(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    # A str, not a Path: Path("out/") drops the slash that says "a directory".
+    type=click.Path(dir_okay=False),
     default=None,
     help="Write the JSON document to this file.",
 )
 @click.option(
     "--plot",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False),
     default=None,
     help="Write a PNG comparison plot (needs matplotlib).",
 )
@@ -208,8 +253,8 @@ def bench(
     warmup: int | None,
     repeats: int | None,
     output_format: str,
-    output: Path | None,
-    plot: Path | None,
+    output: str | None,
+    plot: str | None,
     from_file: Path | None,
     progress: bool,
 ) -> None:
@@ -221,8 +266,7 @@ def bench(
     GB/s for the weight-gradient phases and the ratios between implementations. On CPU the
     figures are wall-clock at the tiny shape and labelled not comparable.
     """
-    _check_writable(output, "--output")
-    _check_writable(plot, "--plot")
+    _check_outputs({"--output": output, "--plot": plot})
     if plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -268,6 +312,7 @@ def bench(
                     single_grouped_weight=weights == "single",
                 )
             )
+    _check_fits(workloads, device)
     policy = RepeatPolicy(warmup=warmup or (2 if device == "cuda" else 1), repeats=repeats)
     clock = clock_for(torch_device)
 
@@ -316,19 +361,16 @@ def bench(
 
     def checkpoint(results: list[runner.Result]) -> None:
         # A run stopped part-way (a time limit, a crash) still leaves the workloads it finished.
+        # A failed write here is not fatal: the final write reports it, after the table.
         if output is not None:
-            report.write_json(build_document(results, complete=False), output)
+            with contextlib.suppress(OutputError):
+                write_output("--output", output, report.json_bytes(build_document(results, False)))
 
-    results = _run_with_progress(
-        workloads, impl_names, phase_names, clock, policy, progress, checkpoint
-    )
+    with stdout_to_stderr():  # an --impl factory that prints must not break --format json
+        results = _run_with_progress(
+            workloads, impl_names, phase_names, clock, policy, progress, checkpoint
+        )
     doc = build_document(results, complete=True)
-    if output is not None:
-        report.write_json(doc, output)
-    if plot is not None:
-        from .plot import write_png
-
-        write_png(doc, plot)
     if output_format == "json" and output is None:
         report.print_json(doc)
     else:  # the table; also when --output took the JSON document off stdout
@@ -336,9 +378,12 @@ def bench(
         if not console.is_terminal:
             console = Console(width=max(console.width, 180))
         report.print_tables(doc, console)
-    for path in (output, plot):
-        if path is not None:
-            click.echo(f"wrote {path}", err=True)
+    files = {"--output": (output, report.json_bytes(doc) if output is not None else b"")}
+    if plot is not None:
+        from .plot import render_png
+
+        files["--plot"] = (plot, render_png(doc))
+    _write_outputs(files)
     sys.exit(1 if any(r.status == "error" for r in results) else 0)
 
 

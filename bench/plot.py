@@ -9,15 +9,13 @@ orders of magnitude apart on the many-expert shapes. Measurements that did not h
 from __future__ import annotations
 
 import io
-from pathlib import Path
-
-from gmlp_check.files import write_atomic
 
 from .phases import BASELINE_IMPL, PHASES
 from .report import NOT_COMPARABLE
 
 
-def write_png(doc: dict, path: Path) -> None:
+def render_png(doc: dict) -> bytes:
+    """The plot as PNG bytes, written by the caller (gmlp_check.files.write_output)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never a window
@@ -83,11 +81,10 @@ def write_png(doc: dict, path: Path) -> None:
         title += f" ({NOT_COMPARABLE})"
     fig.suptitle(title, fontsize=11, x=0.02, ha="left")
     fig.tight_layout(rect=(0, 0, 1, 0.96))
-    # Rendered in memory and written through a temporary file, so a failed write leaves no
-    # half-written PNG behind.
+    # Rendered in memory, so a failed write leaves no half-written PNG behind.
     image = io.BytesIO()
     try:
         fig.savefig(image, format="png", dpi=110)
     finally:
         plt.close(fig)
-    write_atomic(path, image.getvalue())
+    return image.getvalue()

@@ -6,13 +6,10 @@ import json
 import platform
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.table import Table
-
-from gmlp_check.files import write_atomic
 
 from . import compare
 from .flops import phase_bytes, phase_flops
@@ -160,13 +157,13 @@ def document(
     }
 
 
-def write_json(doc: dict, path: Path) -> None:
-    """Write atomically: a reader never sees half a document."""
-    write_atomic(path, (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())
+def json_bytes(doc: dict) -> bytes:
+    """The document as --output writes it (gmlp_check.files.write_output)."""
+    return (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
 
 
 def print_json(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    sys.stdout.write(json_bytes(doc).decode())
 
 
 # -- the table ------------------------------------------------------------------------------

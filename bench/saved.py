@@ -48,12 +48,17 @@ def load(path: Path) -> dict:
     return doc
 
 
-def show(path: Path, plot: Path | None, output_format: str) -> None:
+def show(path: Path, plot: str | None, output_format: str) -> None:
     doc = load(path)
     if plot is not None:
-        from .plot import write_png
+        from gmlp_check.files import OutputError, write_output
 
-        write_png(doc, plot)
+        from .plot import render_png
+
+        try:
+            write_output("--plot", plot, render_png(doc))
+        except OutputError as error:
+            raise click.UsageError(str(error)) from None
         click.echo(f"wrote {plot}", err=True)
     if output_format == "json":
         report.print_json(doc)

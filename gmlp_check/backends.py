@@ -119,8 +119,12 @@ class BackendError(ValueError):
 
 def short(exc: BaseException) -> str:
     """``Type: first line`` of an exception, cut to a readable length: details of a failure
-    must not dump whole arrays into a report line."""
-    lines = str(exc).strip().splitlines()
+    must not dump whole arrays into a report line. An exception whose ``__str__`` itself
+    raises (user code) is still reported, as its type."""
+    try:
+        lines = str(exc).strip().splitlines()
+    except Exception:
+        lines = ["<exception str() failed>"]
     text = lines[0] if lines else ""
     if len(text) > _DETAIL_CHARS:
         text = text[: _DETAIL_CHARS - 3] + "..."
@@ -190,7 +194,8 @@ def load(spec: str) -> Backend:
     module_name, attribute = target.split(":")
     try:
         module = _import(module_name)
-    except Exception as exc:  # any failure to import is the same user-facing problem
+    # Any failure to import is the same user-facing problem, a module calling sys.exit too.
+    except (Exception, SystemExit) as exc:
         raise BackendError(
             f"--fused {spec}: cannot import module {module_name!r} ({short(exc)})"
         ) from None

@@ -2,8 +2,12 @@
 
 Exit codes follow ruff and pytest: 0 clean, 1 mismatches (or a fault not caught), 2 usage or
 environment error (bad option, no GPU for --device cuda, an unloadable --fused spec, a factory
-that breaks the protocol, --megatron real without megatron-core or CUDA, a crashed rank) and an
-interrupted run (Ctrl-C; what finished is still reported).
+that breaks the protocol or calls sys.exit, sizes that cannot fit in memory, --megatron real
+without megatron-core or CUDA, a crashed rank, a report file that cannot be written); an
+interrupted run exits 128 + the signal's number, 130 on Ctrl-C and 143 on SIGTERM, after
+reporting what finished (gmlp_check.interrupts). Stdout holds the report alone: what a
+factory or a forward prints goes to stderr (gmlp_check.streams). Report files are checked
+before the run and written after the report is printed (gmlp_check.files).
 
 ``diff --nproc N`` outside torchrun starts N workers running the same command
 (gmlp_check.engines.launcher); inside a launch (RANK and WORLD_SIZE set, by our launcher or by
@@ -26,8 +30,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import faults as fault_registry
-from .files import check_writable, write_atomic
+from .files import OutputError, check_output, write_output
+from .interrupts import exit_code, sigterm_interrupts
 from .options import DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
+from .streams import stdout_to_stderr
 
 FORMATS = ("text", "json")
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
@@ -54,7 +60,8 @@ def stdout_console() -> Console:
 
 def usage_errors(command: Callable) -> Callable:
     """Run a command so that a UsageError of the checker is click's: one line, exit 2. It may
-    come mid-run, too (a factory that breaks the protocol only for some cases)."""
+    come mid-run, too (a factory that breaks the protocol only for some cases). A report path
+    that cannot be written is one, too, when it is checked before the run."""
 
     @functools.wraps(command)
     def run(*args, **kwargs):
@@ -62,18 +69,44 @@ def usage_errors(command: Callable) -> Callable:
 
         try:
             return command(*args, **kwargs)
-        except UsageError as exc:
+        except (UsageError, OutputError) as exc:
             raise click.UsageError(str(exc)) from None
 
     return run
+
+
+def write_reports(files: dict[str, tuple[str, bytes]]) -> None:
+    """Write each report file (option -> (path, content)), after the report itself was
+    printed: a failure now loses nothing else and is one line and exit 2."""
+    for option, (path, data) in files.items():
+        try:
+            write_output(option, path, data)
+        except OutputError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+
+
+class Commands(click.Group):
+    """gmlp-check's commands: Ctrl-C or SIGTERM anywhere in a command (loading a factory,
+    selecting cases) ends it with one "interrupted" line and 128 + the signal's number
+    (gmlp_check.interrupts); a command that handles the interrupt itself reports first."""
+
+    def invoke(self, ctx: click.Context):
+        with sigterm_interrupts():
+            try:
+                return super().invoke(ctx)
+            except KeyboardInterrupt as exc:
+                click.echo("gmlp-check: interrupted", err=True)
+                sys.exit(exit_code(exc))
 
 
 def _checker_and_cases(values: dict, can_launch: bool = False):
     from .session import Checker
 
     options = RunOptions.from_values(values)
-    checker = Checker.from_options(options, can_launch=can_launch)
-    cases = checker.select(options)
+    with stdout_to_stderr():  # a factory that prints while it is loaded or tried
+        checker = Checker.from_options(options, can_launch=can_launch)
+        cases = checker.select(options)
     if checker.reports:
         for note in checker.notes:
             click.echo(note, err=True)
@@ -105,10 +138,11 @@ def _print_list(cases, fmt: str) -> None:
 
 
 def _run_with_progress(checker, cases, label: str, show: bool = True):
-    """Run every case with a progress bar on stderr (``show``); (results, interrupted)."""
+    """Run every case with a progress bar on stderr (``show``), stdout kept for the report;
+    (results, the interrupt that stopped the run or None)."""
     results = []
     console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
-    with progress_bar(console) as progress:
+    with progress_bar(console) as progress, stdout_to_stderr():
         task = progress.add_task(label, total=len(cases), case="")
 
         def advance(result) -> None:
@@ -117,9 +151,9 @@ def _run_with_progress(checker, cases, label: str, show: bool = True):
 
         try:
             checker.run_all(cases, advance)
-        except KeyboardInterrupt:
-            return results, True
-    return results, False
+        except KeyboardInterrupt as exc:
+            return results, exc
+    return results, None
 
 
 format_option = click.option(
@@ -130,7 +164,7 @@ list_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gmlp-check")
 def main() -> None:
     """Check a fused grouped MLP against the main_grad contract (CONTRACT.md).
@@ -179,7 +213,8 @@ def diff(
     guard bands around every buffer); outputs, gradients, main_grad at every stage, the
     bookkeeping flags, the dummy gradients and the post-backward hook are compared. Exit 0
     when every case passes (or is unsupported, or a known deviation), 1 on any mismatch, 2 on
-    a usage or environment error or when interrupted.
+    a usage or environment error (a report file that cannot be written included), 130 on
+    Ctrl-C and 143 on SIGTERM (the cases that finished are still reported).
 
     \b
     Under --megatron real each case runs under the real megatron-core DDP / Megatron-FSDP
@@ -199,10 +234,7 @@ def diff(
     from . import report
 
     if junit_xml:
-        try:
-            check_writable("--junit-xml", junit_xml)
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
+        check_output("--junit-xml", junit_xml)
     if write_repro and values.get("inject"):
         raise click.UsageError(
             "--write-repro: reproduces the backend's own behaviour; an injected fault (--inject) "
@@ -226,23 +258,23 @@ def diff(
     if checker.reports:
         if point_source:
             _point_sources(results, checker)
-        if junit_xml:
-            write_atomic(junit_xml, report.junit_xml(results, checker))
-        if write_repro:
-            _write_repros(Path(write_repro), results, checker)
         if fmt == "json":
             document = report.diff_json(results, checker)
-            document["interrupted"] = interrupted
+            document["interrupted"] = interrupted is not None
             click.echo(json.dumps(document, indent=2))
         else:
             out = stdout_console()
             report.print_table(out, results, checker)
             report.print_failures(out, results, checker)
             out.print(report.summary_line(results, checker), highlight=False)
-    if interrupted:
+        if junit_xml:
+            write_reports({"--junit-xml": (junit_xml, report.junit_xml(results, checker))})
+        if write_repro:
+            _write_repros(Path(write_repro), results, checker)
+    if interrupted is not None:
         if checker.reports:
             click.echo(f"interrupted after {len(results)} of {len(cases)} cases", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(exit_code(interrupted))
     sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_MISMATCH)
 
 
@@ -333,7 +365,8 @@ def mutants(
     and report which observables caught each fault.
 
     Exit 0 only if the un-faulted run is clean and every applicable fault is caught, 1
-    otherwise, 2 on a usage or environment error or when no fault applies (nothing proven).
+    otherwise, 2 on a usage or environment error or when no fault applies (nothing proven),
+    130 on Ctrl-C and 143 on SIGTERM.
 
     \b
     Examples:
@@ -367,11 +400,8 @@ def mutants(
             if fault is not None and stop_early and not result.ok:
                 progress.update(tasks[fault], completed=len(cases))
 
-        try:
+        with stdout_to_stderr():
             run = run_mutants(checker, names, cases, stop_early=stop_early, on_result=advance)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(EXIT_USAGE)
     if fmt == "json":
         click.echo(json.dumps(mutants_json(run, checker), indent=2))
     else:

@@ -1,10 +1,30 @@
-"""Writing report files whole or not at all, with the permissions the user's umask gives."""
+"""Report files (``--junit-xml``, ``bench --output``, ``bench --plot``): every path checked
+before a run, written whole or not at all after it.
+
+What is at the path decides how it is written, as a shell's ``>`` would:
+
+* a symbolic link is written through (its target changes, the link stays);
+* a character device or a FIFO (``/dev/null``, ``/dev/stdout``, a named pipe a reader
+  waits on) is opened for writing, never replaced by a regular file;
+* anything else is a regular file, written to a temporary file in the same directory and
+  renamed into place, so a reader or an interrupted run never sees half of it. A file that
+  existed keeps its mode (and, where we may set it, its owner); a new one gets the mode an
+  ordinary ``open(path, "w")`` would give (0666 minus the umask).
+
+Both functions raise ``OutputError`` with one line naming the option: the CLIs exit 2 on it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+
+class OutputError(ValueError):
+    """A report path that cannot be written; the message names the option and the path."""
 
 
 def _umask() -> int:
@@ -13,27 +33,93 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory, renamed into
-    place: a reader (or an interrupted run) never sees half a file. The file gets the mode an
-    ordinary ``open(path, "w")`` would give (0666 minus the umask), not mkstemp's 0600."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def _target(path: str | os.PathLike) -> str:
+    """The file a write to ``path`` lands in: symbolic links followed, even a dangling one."""
+    return os.path.realpath(os.fspath(path))
+
+
+def _is_stream(mode: int) -> bool:
+    """Written by opening, never by replacing: a character device or a FIFO."""
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def check_output(option: str, path: str | os.PathLike) -> None:
+    """Raise OutputError unless a report can be written to ``path``: before a long run, so
+    that nothing is lost after it. A trial file is created (and removed) in the directory,
+    because as root permission bits say nothing about /sys, /proc, a read-only mount or an
+    immutable directory."""
+    text = os.fspath(path)
+    where = f"{option} {text!r}"
+    if not text:
+        raise OutputError(f"{option}: expected a file name, got ''")
+    if text.endswith(os.sep) or os.path.isdir(text):
+        raise OutputError(f"{where}: is a directory, expected a file name")
+    target = _target(text)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise OutputError(f"{where}: cannot be written ({_reason(exc)})") from None
+    if mode is not None and _is_stream(mode):
+        if not os.access(target, os.W_OK):
+            raise OutputError(f"{where}: cannot be written (permission denied)")
+        return
+    if mode is not None and not stat.S_ISREG(mode):
+        raise OutputError(
+            f"{where}: is neither a regular file, a character device nor a FIFO; "
+            "expected a file name"
+        )
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise OutputError(f"{where}: the directory {parent!r} does not exist")
+    if mode is not None and not os.access(target, os.W_OK):
+        raise OutputError(f"{where}: cannot be written (permission denied)")
+    try:
+        fd, trial = tempfile.mkstemp(prefix=".gmlp-check-", dir=parent)
+    except OSError as exc:
+        raise OutputError(f"{where}: cannot create a file in {parent!r} ({_reason(exc)})") from None
+    os.close(fd)
+    os.unlink(trial)
+
+
+def write_output(option: str, path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` as the module docstring says; OutputError on failure, with
+    nothing half-written left behind (a temporary file is removed)."""
+    where = f"{option} {os.fspath(path)!r}"
+    target = _target(path)
+    try:
+        existing = os.stat(target)
+    except FileNotFoundError:
+        existing = None
+    except OSError as exc:
+        raise OutputError(f"{where}: cannot be written ({_reason(exc)})") from None
+    try:
+        if existing is not None and _is_stream(existing.st_mode):
+            with open(target, "wb") as handle:
+                handle.write(data)
+        else:
+            _replace(target, data, existing)
+    except OSError as exc:
+        raise OutputError(f"{where}: cannot be written ({_reason(exc)})") from None
+
+
+def _replace(target: str, data: bytes, existing: os.stat_result | None) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        if existing is None:
+            os.chmod(tmp, 0o666 & ~_umask())
+        else:
+            os.chmod(tmp, stat.S_IMODE(existing.st_mode))
+            with contextlib.suppress(PermissionError):  # only root may give files away
+                os.chown(tmp, existing.st_uid, existing.st_gid)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def check_writable(option: str, path: str | os.PathLike) -> None:
-    """Raise ValueError naming the option when ``path``'s directory does not exist, before a
-    long run rather than after it."""
-    parent = Path(os.path.abspath(path)).parent
-    if not parent.is_dir():
-        raise ValueError(f"{option} {str(path)!r}: the directory {str(parent)!r} does not exist")
-    if Path(path).is_dir():
-        raise ValueError(f"{option} {str(path)!r}: is a directory, expected a file name")

@@ -13,6 +13,10 @@ from collections.abc import Callable
 
 _TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
 _KEYWORDS = {"and", "or", "not"}
+# Parentheses and ``not`` nest by recursion: far deeper than any selection needs, far below
+# Python's recursion limit.
+MAX_DEPTH = 100
+_SHOWN_CHARS = 80  # of an expression quoted in an error line
 
 Matcher = Callable[[str], bool]
 
@@ -39,9 +43,17 @@ def compile_expression(expression: str) -> Matcher:
     if not tokens:
         raise SelectionError(f"-k: expected an expression, got {expression!r}")
     pos = 0
+    depth = 0
+    shown = expression if len(expression) <= _SHOWN_CHARS else expression[:_SHOWN_CHARS] + "..."
 
     def fail(why: str) -> SelectionError:
-        return SelectionError(f"-k {expression!r}: {why}")
+        return SelectionError(f"-k {shown!r}: {why}")
+
+    def nest() -> None:
+        nonlocal depth
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise fail(f"parentheses and 'not' nest deeper than {MAX_DEPTH} levels")
 
     def peek() -> str | None:
         return tokens[pos] if pos < len(tokens) else None
@@ -51,39 +63,45 @@ def compile_expression(expression: str) -> Matcher:
         pos += 1
         return tokens[pos - 1]
 
+    # Chains of ``or`` and ``and`` are flat lists, not nested closures: a long one must not
+    # recurse when it is evaluated.
     def parse_or() -> Matcher:
-        left = parse_and()
+        terms = [parse_and()]
         while peek() == "or":
             take()
-            right = parse_and()
-            left = (lambda a, b: lambda s: a(s) or b(s))(left, right)
-        return left
+            terms.append(parse_and())
+        return terms[0] if len(terms) == 1 else lambda s: any(t(s) for t in terms)
 
     def parse_and() -> Matcher:
-        left = parse_not()
+        terms = [parse_not()]
         while peek() == "and":
             take()
-            right = parse_not()
-            left = (lambda a, b: lambda s: a(s) and b(s))(left, right)
-        return left
+            terms.append(parse_not())
+        return terms[0] if len(terms) == 1 else lambda s: all(t(s) for t in terms)
 
     def parse_not() -> Matcher:
+        nonlocal depth
         if peek() == "not":
             take()
+            nest()
             inner = parse_not()
+            depth -= 1
             return lambda s: not inner(s)
         return parse_atom()
 
     def parse_atom() -> Matcher:
+        nonlocal depth
         token = peek()
         if token is None:
             raise fail("expression ends early")
         take()
         if token == "(":
+            nest()
             inner = parse_or()
             if peek() != ")":
                 raise fail("missing ')'")
             take()
+            depth -= 1
             return inner
         if token == ")" or token in _KEYWORDS:
             raise fail(f"unexpected {token!r}")

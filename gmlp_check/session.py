@@ -19,7 +19,7 @@ import torch
 from gmlp_check.refimpl import ACTIVATIONS
 from gmlp_check.refimpl.config import MLPConfig
 
-from . import backends, deviations, faults, fp8
+from . import backends, capacity, deviations, faults, fp8
 from .devices import resolve_device
 from .engine import Emulated, Engine, Real
 from .engines import availability, process_groups
@@ -142,6 +142,12 @@ class Checker:
             raise
         except backends.BackendError as exc:
             raise UsageError(str(exc)) from None
+        except SystemExit as exc:  # not an Exception, and no way for a factory to refuse
+            raise UsageError(
+                f"--fused {self.backend.spec}: the factory called sys.exit({exc.code!r}) while "
+                f"building a {dtype} module on {self.device.type}; a factory must return a "
+                "module or raise"
+            ) from None
         except Exception as exc:
             raise UsageError(
                 f"--fused {self.backend.spec}: the factory failed to build a {dtype} module on "
@@ -159,6 +165,7 @@ class Checker:
         full_id = _parse_id(keyword)
         wanted = [full_id.dtype] if full_id else list(options.dtype)
         candidates = wanted or list(DEVICE_DTYPES[self.device.type])
+        self._check_capacity(candidates)
         refused = {d: why for d in candidates if (why := self.refusal(d)) is not None}
         if wanted and refused:
             name, why = next(iter(refused.items()))
@@ -209,9 +216,22 @@ class Checker:
             return ()
         return tuple(fp8.RECIPES)
 
+    def _check_capacity(self, dtypes: list[str]) -> None:
+        """UsageError before any module is built when the sizes can never fit."""
+        sizes = {name: getattr(self.sizes, name) for name in ("experts", "hidden", "ffn", "tokens")}
+        element_size = max(DTYPES[d].itemsize for d in dtypes if d in DTYPES)
+        if why := capacity.refusal(sizes, element_size, self.device):
+            raise UsageError(why)
+
     # -- running ------------------------------------------------------------------------
     def run(self, case: Case) -> CaseResult:
-        return self.engine.run(self, case)
+        try:
+            return self.engine.run(self, case)
+        except SystemExit as exc:  # the fused side's factory or forward called sys.exit
+            raise UsageError(
+                f"--fused {self.backend.spec}: called sys.exit({exc.code!r}) in case {case.id}; "
+                "a factory or a forward must raise, never exit"
+            ) from None
 
     def run_all(
         self,

@@ -291,12 +291,12 @@ def interrupted_at_relu(**kwargs):
     return GroupedMLP(**kwargs)
 
 
-def test_ctrl_c_reports_what_finished_writes_the_junit_xml_and_exits_2(tmp_path):
+def test_ctrl_c_reports_what_finished_writes_the_junit_xml_and_exits_130(tmp_path):
     path = tmp_path / "diff.xml"
     spec = f"{__name__}:interrupted_at_relu"
     result = invoke("diff", "--device", "cpu", "--fused", spec, "--dtype", "fp32",
                     "--mode", "off", "--junit-xml", str(path))  # fmt: skip
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 130, result.output
     assert "interrupted after" in result.output
     cases = ET.parse(path).getroot().findall("testsuite/testcase")
     assert cases and all("act=relu" not in c.get("name") for c in cases)

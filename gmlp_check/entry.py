@@ -1,0 +1,16 @@
+"""The ``gmlp-check`` console script. It imports nothing heavy itself, so that Ctrl-C while
+torch and the checker load (several seconds on a cold cache) is one "interrupted" line and
+exit 130, not a traceback."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    try:
+        from .cli import main as commands
+    except KeyboardInterrupt:
+        sys.stderr.write("gmlp-check: interrupted\n")
+        sys.exit(130)
+    commands()
