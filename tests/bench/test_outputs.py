@@ -3,7 +3,12 @@ safely after (gmlp_check.files); sizes that cannot fit and printing implementati
 
 import json
 import os
+import signal
 import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -11,6 +16,7 @@ from click.testing import CliRunner
 from gmlp_check.cli import main
 from gmlp_check.refimpl import GroupedMLP
 
+REPO = Path(__file__).resolve().parents[2]
 QUICK = ["--device", "cpu", "--shape", "tiny", "--warmup", "1", "--repeats", "1", "--no-progress",
          "--impl", "refimpl", "--phases", "forward", "--load", "uniform"]  # fmt: skip
 
@@ -81,3 +87,35 @@ def test_an_implementation_that_prints_leaves_stdout_to_the_json_document():
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["complete"] is True
     assert "factory says hello" in result.stderr
+
+
+def slow_on_the_skewed_load(**kwargs):
+    """Builds for the uniform load's workload, then waits to be stopped on the skewed one
+    (the second workload): --output then holds the first alone."""
+    marker = Path(os.environ["GMLP_TEST_DIR"], "built")
+    if marker.exists():
+        Path(os.environ["GMLP_TEST_DIR"], "waiting").touch()
+        time.sleep(300)
+    marker.touch()
+    return GroupedMLP(**kwargs)
+
+
+def test_sigterm_keeps_the_finished_workloads_in_output_and_exits_143(tmp_path):
+    output = tmp_path / "bench.json"
+    args = [a if a != "refimpl" else f"{__name__}:slow_on_the_skewed_load" for a in QUICK]
+    args[args.index("uniform")] = "both"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GMLP_TEST_DIR": str(tmp_path)}
+    command = [sys.executable, "-m", "gmlp_check.cli", "bench", *args, "--output", str(output)]
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "waiting").exists() and process.poll() is None:
+        assert time.monotonic() < deadline, "the run never reached the second workload"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 143, out + err
+    assert err.strip().splitlines()[-1] == "gmlp-check: interrupted"
+    document = json.loads(output.read_text())
+    assert document["complete"] is False
+    assert {r["load"] for r in document["results"]} == {"uniform"}
