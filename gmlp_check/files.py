@@ -4,8 +4,11 @@ before a run, written whole or not at all after it.
 What is at the path decides how it is written, as a shell's ``>`` would:
 
 * a symbolic link is written through (its target changes, the link stays);
-* a character device or a FIFO (``/dev/null``, ``/dev/stdout``, a named pipe a reader
-  waits on) is opened for writing, never replaced by a regular file;
+* a character device or a FIFO (``/dev/null``, a named pipe a reader waits on) is opened for
+  writing, never replaced by a regular file;
+* ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/fd/N`` are written to that
+  descriptor of this process, after what it already holds (the report on stdout, say), even
+  when it is a regular file;
 * anything else is a regular file, written to a temporary file in the same directory and
   renamed into place, so a reader or an interrupted run never sees half of it. A file that
   existed keeps its mode (and, where we may set it, its owner); a new one gets the mode an
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -43,6 +48,19 @@ def _is_stream(mode: int) -> bool:
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
+_STANDARD = {"/dev/stdout": 1, "/dev/stderr": 2}
+_DESCRIPTOR = re.compile(r"/(?:dev|proc/self)/fd/(\d+)")
+
+
+def _descriptor(path: str | os.PathLike) -> int | None:
+    """The descriptor of this process a path names (/dev/stdout, /dev/fd/N, ...), or None."""
+    text = os.path.abspath(os.fspath(path))
+    if text in _STANDARD:
+        return _STANDARD[text]
+    match = _DESCRIPTOR.fullmatch(text)
+    return int(match.group(1)) if match else None
+
+
 def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
@@ -58,6 +76,13 @@ def check_output(option: str, path: str | os.PathLike) -> None:
         raise OutputError(f"{option}: expected a file name, got ''")
     if text.endswith(os.sep) or os.path.isdir(text):
         raise OutputError(f"{where}: is a directory, expected a file name")
+    descriptor = _descriptor(text)
+    if descriptor is not None:
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            raise OutputError(f"{where}: descriptor {descriptor} is not open") from None
+        return
     target = _target(text)
     try:
         mode = os.stat(target).st_mode
@@ -98,8 +123,15 @@ def write_output(option: str, path: str | os.PathLike, data: bytes) -> None:
         existing = None
     except OSError as exc:
         raise OutputError(f"{where}: cannot be written ({_reason(exc)})") from None
+    descriptor = _descriptor(path)
     try:
-        if existing is not None and _is_stream(existing.st_mode):
+        if descriptor is not None:
+            # Whatever this process wrote there first (the report on stdout) goes first.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            with os.fdopen(os.dup(descriptor), "wb") as handle:
+                handle.write(data)
+        elif existing is not None and _is_stream(existing.st_mode):
             with open(target, "wb") as handle:
                 handle.write(data)
         else:

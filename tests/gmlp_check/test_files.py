@@ -4,6 +4,7 @@ and in place (gmlp_check.files)."""
 import os
 import stat
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -145,3 +146,32 @@ def test_a_read_only_existing_file_is_refused(tmp_path):
     finally:
         subprocess.run(["chattr", "-i", str(path)], capture_output=True)
     assert path.read_text() == "keep"
+
+
+SCRIPT = (
+    "import sys; from gmlp_check.files import check_output, write_output\n"
+    "print('report', flush=True)\n"
+    "check_output('--junit-xml', '/dev/stdout')\n"
+    "write_output('--junit-xml', '/dev/stdout', b'<xml/>\\n')\n"
+    "print('after', flush=True)\n"
+)
+
+
+def test_dev_stdout_into_a_pipe_is_written_after_the_report():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [b"report", b"<xml/>", b"after"]
+
+
+def test_dev_stdout_redirected_to_a_file_writes_into_that_open_file(tmp_path):
+    out = tmp_path / "out.txt"
+    script = (
+        "import sys; from gmlp_check.files import check_output, write_output\n"
+        "print('report', flush=True)\n"
+        "check_output('--junit-xml', '/dev/stdout')\n"
+        "write_output('--junit-xml', '/dev/stdout', b'<xml/>\\n')\n"
+        "print('after', flush=True)\n"
+    )
+    with open(out, "w") as handle:
+        subprocess.run([sys.executable, "-c", script], stdout=handle, check=True, timeout=60)
+    assert out.read_text().split() == ["report", "<xml/>", "after"]
