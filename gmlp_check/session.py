@@ -219,7 +219,7 @@ class Checker:
     def _check_capacity(self, dtypes: list[str]) -> None:
         """UsageError before any module is built when the sizes can never fit."""
         sizes = {name: getattr(self.sizes, name) for name in ("experts", "hidden", "ffn", "tokens")}
-        element_size = max(DTYPES[d].itemsize for d in dtypes if d in DTYPES)
+        element_size = max(torch_dtype(d).itemsize for d in dtypes if d in DTYPES)
         if why := capacity.refusal(sizes, element_size, self.device):
             raise UsageError(why)
 
