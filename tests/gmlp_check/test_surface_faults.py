@@ -68,7 +68,9 @@ def test_mutants_on_torch_grouped_mm_catches_every_applicable_fault(monkeypatch)
     assert run.clean_passed
     missed = [f.name for f in run.applicable if not f.caught]
     assert missed == []
-    assert {f.name for f in run.applicable} == set(FAULTS)  # policy faults go in too
+    # Policy faults go in too; the quantized-copy faults need FP8 cases, which need TE and CUDA.
+    fp8_only = {"flag-from-quantized-copy", "write-through-quantized-copy"}
+    assert {f.name for f in run.applicable} == set(FAULTS) - fp8_only
     wrong = [(f.name, dict(f.diagnoses)) for f in run.applicable if not f.diagnosed]
     assert wrong == []
 
