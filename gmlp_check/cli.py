@@ -295,7 +295,12 @@ def _write_repros(directory: Path, results, checker) -> None:
     for result in results:
         if result.status == "failed":
             path = repro.write(
-                directory, result, checker.backend.spec, checker.sizes, checker.device
+                directory,
+                result,
+                checker.backend.spec,
+                checker.sizes,
+                checker.device,
+                checker.precision(result.case),
             )
             click.echo(f"reproduction of {result.case.id}: {path}", err=True)
 

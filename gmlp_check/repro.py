@@ -29,7 +29,7 @@ from .refimpl.sentinels import uninitialized_memory_as_nan
 from .repro_template import BODY, IMPORTS
 from .results import CaseResult
 from .side_observations import observe
-from .tolerance import tolerance_for
+from .tolerance import Precision, tolerance_for
 
 
 def _reference_data(case: Case, sizes: Sizes, device: torch.device) -> dict[str, object]:
@@ -67,15 +67,18 @@ def _reference_data(case: Case, sizes: Sizes, device: torch.device) -> dict[str,
     }
 
 
-def render(result: CaseResult, spec: str, sizes: Sizes, device: torch.device) -> str:
-    """The source of the reproduction of ``result``'s case."""
+def render(
+    result: CaseResult, spec: str, sizes: Sizes, device: torch.device, precision: Precision
+) -> str:
+    """The source of the reproduction of ``result``'s case; its values are judged by the bound
+    gmlp-check used for the fused side's ``precision`` (TF32, FP8 included)."""
     case = result.case
     mode = case.mode_spec
     buffer = io.BytesIO()
     torch.save(_reference_data(case, sizes, device), buffer)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
     lines = [data[i : i + 100] for i in range(0, len(data), 100)]
-    tol = tolerance_for(case.torch_dtype, sizes.tokens * case.microbatches)
+    tol = tolerance_for(precision, sizes.tokens * case.microbatches)
     kwargs = {
         k: v
         for k, v in case.mlp_config(sizes, device).as_kwargs().items()
@@ -113,12 +116,17 @@ def file_name(case_id: str) -> str:
 
 
 def write(
-    directory: Path, result: CaseResult, spec: str, sizes: Sizes, device: torch.device
+    directory: Path,
+    result: CaseResult,
+    spec: str,
+    sizes: Sizes,
+    device: torch.device,
+    precision: Precision,
 ) -> Path:
     """Write the reproduction of ``result`` into ``directory``; its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(result.case.id)
-    text = render(result, spec, sizes, device)
+    text = render(result, spec, sizes, device, precision)
     partial = path.with_suffix(".partial")
     partial.write_text(text)
     partial.replace(path)

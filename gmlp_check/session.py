@@ -30,6 +30,7 @@ from .matrix import DEVICE_DTYPES, DTYPES, MODES, Case, MatrixSelection, default
 from .options import RunOptions
 from .results import CaseResult
 from .selection import SelectionError, compile_expression
+from .tolerance import Precision, fp32_matmul
 
 
 @dataclass
@@ -125,6 +126,11 @@ class Checker:
         except NotImplementedError:
             return None
         return faults.refusal(self.fault, module)
+
+    def precision(self, case: Case) -> Precision:
+        """How the fused side computes ``case``: its dtype, whether its fp32 GEMMs run in TF32
+        (the module says so), and the case's FP8 recipe. What its values are judged by."""
+        return Precision(torch_dtype(case.dtype), fp32_matmul(self._build(case.dtype)), case.fp8)
 
     def _build(self, dtype: str) -> torch.nn.Module:
         """A module of the fused side in ``dtype``; NotImplementedError passes through, any

@@ -69,10 +69,27 @@ def test_the_same_reproduction_passes_for_the_clean_factory(tmp_path):
     checker = Checker(load(CLEAN), CPU, SIZES)
     result = checker.run(CASE)
     assert result.status == "passed"
-    path = repro.write(tmp_path, result, CLEAN, SIZES, CPU)
+    path = repro.write(tmp_path, result, CLEAN, SIZES, CPU, checker.precision(CASE))
     ran = run_standalone(path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "the main_grad contract holds" in ran.stdout
+
+
+def test_a_reproduction_judges_values_by_the_backends_precision():
+    """A backend whose fp32 GEMMs run in TF32 (Transformer Engine's) gets TF32's bound in its
+    reproduction, as in gmlp-check's own check; otherwise its rounding reads as a wrong W."""
+    from gmlp_check.tolerance import Precision
+
+    checker = Checker(load(CLEAN), CPU, SIZES)
+    result = checker.run(CASE)
+    fp32 = CASE.torch_dtype
+
+    def scale(precision) -> float:
+        text = repro.render(result, CLEAN, SIZES, CPU, precision)
+        line = next(ln for ln in text.splitlines() if ln.startswith("RTOL, ATOL_FLOOR, ATOL_SCALE"))
+        return float(line.rsplit(",", 1)[1])
+
+    assert scale(Precision(fp32, "tf32")) > scale(Precision(fp32, "ieee"))
 
 
 def test_write_repro_refuses_an_injected_fault(tmp_path):
