@@ -17,6 +17,7 @@ from gmlp_check.capacity import gib
 from gmlp_check.devices import resolve_device
 from gmlp_check.errors import UsageError
 from gmlp_check.files import OutputError, check_output, write_output
+from gmlp_check.matrix import DTYPES, torch_dtype
 from gmlp_check.streams import stdout_to_stderr
 
 from . import impls, report, runner, targets
@@ -24,7 +25,6 @@ from .phases import PHASES, Workload
 from .shapes import LOADS, MODEL_SHAPES, PRESETS, split_sizes
 from .timing import RepeatPolicy, clock_for
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EXAMPLES = """\b
 Examples:
   gmlp-check bench                      # CPU: the tiny shape, figures not comparable
@@ -293,7 +293,7 @@ def bench(
     impl_names = list(impl_specs)
     phase_names = phase_names or list(PHASES)
     dtype_name = dtype_name or ("bf16" if device == "cuda" else "fp32")
-    dtype = DTYPES[dtype_name]
+    dtype = torch_dtype(dtype_name)
     loads = list(LOADS) if load == "both" else [load]
     torch_device = torch.device(device)
 
