@@ -15,12 +15,19 @@ def run_mutants(*args):
     return result.exit_code, json.loads(result.stdout)
 
 
+# They act only through a quantized copy of the weight: TE's FP8 cases, which our Triton path
+# does not run (it declares no FP8 compute), so they apply to none of its cases.
+FP8_ONLY = {"flag-from-quantized-copy", "write-through-quantized-copy"}
+
+
 def assert_every_fault_caught(code, doc):
-    escaped = [f["name"] for f in doc["faults"] if not f["caught"]]
+    assert {f["name"] for f in doc["faults"] if not f["applicable"]} == FP8_ONLY
+    applicable = [f for f in doc["faults"] if f["applicable"]]
+    escaped = [f["name"] for f in applicable if not f["caught"]]
     assert escaped == [], f"faults not caught: {escaped}"
     assert doc["clean"]["failed"] == 0, doc["clean"]["failures"]
     assert [f["name"] for f in doc["faults"]] == list(FAULTS)
-    for fault in doc["faults"]:
+    for fault in applicable:
         assert fault["observables"], fault["name"]  # caught by at least one named observable
         assert fault["diagnosed"], (fault["name"], fault["diagnoses"])  # as its own class
     assert doc["passed"] is True and code == 0
