@@ -98,7 +98,10 @@ BUG_CLASSES: dict[str, BugClass] = {
             "grad-aliases-main-grad",
             "the .grad handed back shares memory with main_grad",
             "",
-            ("GMLP005",),
+            # main_grad itself returned as the gradient (GMLP005), or the dummy gated on a
+            # downgraded flag so that the GEMM's output, main_grad, goes back instead
+            # (GMLP002: TE's BasicLinear in fp32).
+            ("GMLP005", "GMLP002"),
         ),
         BugClass(
             "fsdp-main-grad-not-fetched",
