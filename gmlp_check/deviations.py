@@ -44,12 +44,15 @@ TE_EARLY_GRAD_ADDED = Deviation(
     "Megatron-FSDP 0.6.1's no_shard (--megatron real, one H200) the flag is right at each "
     "engine's hook and the synced main_grad is right; Megatron-FSDP's sharded strategies "
     "were seen at one rank only, where mfsdp-single-rank-sharded masks them",
-    "TE 2.20.2 ops/basic/grouped_linear.py:1640-1678 (op), module/grouped_linear.py:1225-1241 "
-    "(module)",
+    "TE 2.20.2: GroupedLinear._fuser_backward_split_quantize (ops/basic/grouped_linear.py, "
+    "the op); _GroupedLinear._backward_grouped_tensor (module/grouped_linear.py, the module)",
 )
 
 # Where TE's BasicLinear gates its bookkeeping on the downgraded flag (the site gmlp-lint flags).
-_BASIC_LINEAR_SITE = "TE 2.20.2 ops/basic/basic_linear.py:1083, :1113-1114 (gmlp-lint GMLP002)"
+_BASIC_LINEAR_SITE = (
+    "TE 2.20.2: BasicLinear.op_backward (ops/basic/basic_linear.py), the local flag re-assigned "
+    "from get_accumulate_flag_in_param and the dummy gated on it (gmlp-lint GMLP002)"
+)
 
 # Transformer Engine 2.20.2's op-fuser GroupedLinear cannot run Float8BlockScaling here.
 TE_OPS_BLOCK_SCALING = Deviation(

@@ -67,7 +67,8 @@ OPTIM_FORCES_OVERWRITE = UpstreamDeviation(
     "Megatron-FSDP sets overwrite_main_grad=True for every strategy but no_shard, also "
     "for optim (ZeRO-1), whose gradient buffer accumulates over the microbatches and is "
     "reduced once: a producer that honours the flag keeps the last microbatch only",
-    "Megatron-LM #6357; megatron-fsdp 0.6.1 megatron_fsdp.py:470-511, :663-672",
+    "Megatron-LM #6357; megatron-fsdp 0.6.1 MegatronFSDP.all_gather_and_wait_parameters_ready "
+    "(sets overwrite_main_grad) and the _grad_acc hook (megatron_fsdp.py)",
     "seen on H200s at one and two ranks (--engine-configs fsdp-optim)",
 )
 SINGLE_RANK_SHARDED = UpstreamDeviation(
@@ -78,7 +79,8 @@ SINGLE_RANK_SHARDED = UpstreamDeviation(
     "with one data-parallel rank Megatron-FSDP does not shard the gradient buffer "
     "(unsharded hook branch, accumulation over microbatches) but still forces "
     "overwrite_main_grad=True: a producer that honours the flag keeps the last microbatch",
-    "megatron-fsdp 0.6.1 param_and_grad_buffer.py:2711 + megatron_fsdp.py:511",
+    "megatron-fsdp 0.6.1 ParamAndGradBuffer._init_each_parameter_group_buffers (no sharding "
+    "for one rank) + MegatronFSDP.all_gather_and_wait_parameters_ready (forced overwrite)",
     "seen on an H200 (--megatron real, one rank)",
 )
 

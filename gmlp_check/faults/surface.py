@@ -125,7 +125,7 @@ SURFACE_FAULTS: tuple[SurfaceFault, ...] = (
         "bookkeeping-not-set",
         "grad_added_to_main_grad is left False after main_grad was written",
         "TE #2923 (ops/basic/grouped_linear.py, fixed by 3ded6168); TE BasicLinear "
-        "(ops/basic/basic_linear.py:1113, unfixed in 2.20.2)",
+        "(BasicLinear.op_backward in ops/basic/basic_linear.py, unfixed in 2.20.2)",
         ("grad_added_to_main_grad",),
         "output into main_grad",
         _into,
