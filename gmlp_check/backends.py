@@ -48,6 +48,9 @@ class BackendEntry:
     devices: tuple[str, ...]
     dtypes: tuple[str, ...]  # on CUDA; the CPU runs those of DEVICE_DTYPES it supports
     known: tuple[Deviation, ...] = ()
+    # Compiles kernels on first use (Triton JIT): a cold run warms the compile cache in
+    # parallel first (gmlp_check.warmup).
+    compiles_on_first_use: bool = False
 
 
 _TE = ("fp32", "fp16", "bf16")
@@ -59,6 +62,7 @@ BUILTIN: dict[str, BackendEntry] = {
         "our Triton fused path (CUDA compiled, CPU interpreted)",
         ("cpu", "cuda"),
         ("fp32", "fp16", "bf16"),
+        compiles_on_first_use=True,
     ),
     "torch-grouped-mm": BackendEntry(
         "gmlp_check.fused.grouped_mm:TorchGroupedMMMLP",

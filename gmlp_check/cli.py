@@ -32,7 +32,7 @@ from rich.table import Table
 from . import faults as fault_registry
 from .files import OutputError, check_output, write_output
 from .interrupts import exit_code, sigterm_interrupts
-from .options import DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
+from .options import COMPILE_WORKERS, DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
 from .streams import stdout_to_stderr
 
 FORMATS = ("text", "json")
@@ -137,6 +137,21 @@ def _print_list(cases, fmt: str) -> None:
             click.echo(c.id)
 
 
+def _warm_up(checker, cases, workers: int | None, show: bool = True) -> None:
+    """Compile the cases' kernels in parallel first, when the backend compiles on first use
+    and this machine has not (gmlp_check.warmup), with its own progress bar."""
+    from . import warmup
+
+    plan = checker.warm_up_plan(cases, workers)
+    if plan is None:
+        return
+    console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
+    with progress_bar(console) as progress:
+        label = f"compiling on {len(plan.shares)} workers"
+        task = progress.add_task(label, total=plan.cases, case="")
+        warmup.run(plan, lambda n: progress.update(task, advance=n))
+
+
 def _run_with_progress(checker, cases, label: str, show: bool = True):
     """Run every case with a progress bar on stderr (``show``), stdout kept for the report;
     (results, the interrupt that stopped the run or None)."""
@@ -179,7 +194,7 @@ def main() -> None:
 
 
 @main.command()
-@click_options(DIFF)
+@click_options((*DIFF, COMPILE_WORKERS))
 @list_option
 @format_option
 @click.option(
@@ -251,6 +266,7 @@ def diff(
         sys.exit(launch(worker_command(values, fmt, junit_xml), checker.nproc))
     if not checker.reports:
         _quiet_stdout()
+    _warm_up(checker, cases, values.get("compile_workers"), checker.reports)
     try:
         results, interrupted = _run_with_progress(checker, cases, "diff", checker.reports)
     finally:
@@ -359,7 +375,7 @@ def faults(fmt: str) -> None:
     "of the matrix for every fault (default on CUDA). Each fault starts from the same first "
     "case either way; the un-faulted run always covers the whole matrix.",
 )
-@click_options((FUSED, *MATRIX))
+@click_options((FUSED, *MATRIX, COMPILE_WORKERS))
 @list_option
 @format_option
 @usage_errors
@@ -393,6 +409,7 @@ def mutants(
         return
     if stop_early is None:
         stop_early = checker.device.type == "cpu"
+    _warm_up(checker, cases, values.get("compile_workers"))
     # In the registry's order, whatever the order on the command line.
     names = [name for name in fault_registry.FAULTS if not fault_names or name in fault_names]
     with progress_bar(Console(stderr=True)) as progress:

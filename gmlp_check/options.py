@@ -118,12 +118,21 @@ ENGINE: tuple[Option, ...] = (
         metavar="NAME",
     ),
 )
+# Not a pytest plugin option: a test session compiles as it goes.
+COMPILE_WORKERS = Option(
+    "compile-workers",
+    "Processes that compile the fused side's kernels for the selected cases before the run "
+    "(0: none). Default: on CUDA, for a backend that compiles on first use (triton), up to 8, "
+    "once per machine and source version (Triton's cache keeps the kernels).",
+    kind=int,
+    metavar="N",
+)
 DIFF: tuple[Option, ...] = (FUSED, INJECT, *MATRIX, *ENGINE)
 
 
 def _default(dest: str):
     """The declared default of the option whose value RunOptions holds as ``dest``."""
-    return next(o for o in DIFF if o.dest == dest).parsed_default
+    return next(o for o in (*DIFF, COMPILE_WORKERS) if o.dest == dest).parsed_default
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,7 @@ class RunOptions:
     megatron: str = _default("megatron")
     nproc: int | None = _default("nproc")
     engine_configs: tuple[str, ...] = _default("engine_configs")
+    compile_workers: int | None = _default("compile_workers")
 
     @classmethod
     def from_values(cls, values: dict[str, object]) -> RunOptions:

@@ -11,15 +11,17 @@ protocol) raise ``UsageError`` with one line naming the option; the CLIs exit 2 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 
 from gmlp_check.refimpl import ACTIVATIONS
 from gmlp_check.refimpl.config import MLPConfig
 
-from . import backends, capacity, deviations, faults, fp8
+from . import backends, capacity, deviations, faults, fp8, warmup
 from .devices import resolve_device
 from .engine import Emulated, Engine, Real
 from .engines import availability, process_groups
@@ -101,6 +103,31 @@ class Checker:
     def close(self) -> None:
         """Leave the process group of the real engines (a no-op otherwise)."""
         self.engine.close()
+
+    def warm_up_plan(self, cases: Sequence[Case], workers: int | None) -> warmup.Plan | None:
+        """The parallel compile before running ``cases`` (gmlp_check.warmup); None when there
+        is nothing to warm: ``workers`` 0, a backend that does not compile on first use (unless
+        ``workers`` is given), the CPU, ranks of a multi-process run, or an already warm
+        machine."""
+        if workers is not None and workers < 0:
+            raise UsageError(f"--compile-workers: expected a count >= 0, got {workers}")
+        if self.nproc > 1 or self.device.type != "cuda":
+            return None
+        entry = backends.BUILTIN.get(self.backend.spec)
+        compiles = entry is not None and entry.compiles_on_first_use
+        groups = len(warmup.representatives(cases))
+        if workers is None:
+            workers = warmup.default_workers(compiles, self.device, groups)
+        # The built-in sources key the "already warm" marker; anyone's factory warms each run.
+        source = Path(sys.modules[self.backend.factory.__module__].__file__).parent
+        return warmup.plan(
+            self.backend.spec,
+            source if compiles else None,
+            self.device,
+            self.sizes,
+            cases,
+            workers,
+        )
 
     # -- what the backend can run -------------------------------------------------------
     def refusal(self, dtype: str) -> str | None:
