@@ -147,7 +147,7 @@ def _warm_up(checker, cases, workers: int | None, show: bool = True) -> None:
         return
     console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
     with progress_bar(console) as progress:
-        label = f"compiling on {len(plan.shares)} workers"
+        label = f"compiling on {plan.workers} workers"
         task = progress.add_task(label, total=plan.cases, case="")
         warmup.run(plan, lambda n: progress.update(task, advance=n))
 

@@ -9,8 +9,9 @@ pairs (the same code paths and shapes as the run itself, so exactly the speciali
 run will ask for) and discard the results; the run then loads every kernel from the disk
 cache.
 
-Cases that would compile the same kernels go to the same worker (``compile_key``), so two
-workers rarely compile one kernel twice. When a warm-up of the same cases, sizes, backend
+One case per set of kernels (``compile_key``) runs; a first stage compiles the kernels that
+many sets share (``shared_key``), so that the second stage's workers do not all compile them
+at once. When a warm-up of the same cases, sizes, backend
 sources and library versions has finished before, a marker file in Triton's cache directory
 says so and nothing is started: a warm run pays nothing. Workers' output goes nowhere and
 their failures are ignored: the run itself meets the same failure and reports it.
@@ -33,7 +34,7 @@ from .inputs import Sizes
 from .matrix import Case
 
 # More workers than this gain little: each one pays a CUDA context and torch's import.
-MAX_WORKERS = 8
+MAX_WORKERS = 16
 
 
 def compile_key(case: Case) -> tuple[object, ...]:
@@ -73,12 +74,21 @@ class Plan:
     spec: str
     device: str
     sizes: Sizes
-    shares: tuple[tuple[Case, ...], ...]  # one per worker
-    marker: Path | None  # written when every share finished
+    workers: int
+    # Cases run one after another stage; within a stage, by whichever worker is free.
+    stages: tuple[tuple[Case, ...], ...]
+    marker: Path | None  # written when every stage finished
 
     @property
     def cases(self) -> int:
-        return sum(len(s) for s in self.shares)
+        return sum(len(s) for s in self.stages)
+
+
+def shared_key(case: Case) -> tuple[object, ...]:
+    """What decides the kernels without an activation (the row GEMMs, the bias gradient): the
+    first stage compiles those once per key, so that the second stage's workers, one case
+    per activation, do not all compile them at the same time."""
+    return (case.dtype, case.single, case.bias)
 
 
 def plan(
@@ -98,19 +108,24 @@ def plan(
     marker = _marker(spec, source, device, sizes, chosen)
     if marker is not None and marker.exists():
         return None
-    shares = tuple(tuple(chosen[i::workers]) for i in range(workers))
-    return Plan(spec, str(device), sizes, shares, marker)
+    first: dict[tuple[object, ...], Case] = {}
+    for case in chosen:
+        first.setdefault(shared_key(case), case)
+    rest = tuple(c for c in chosen if c not in first.values())
+    stages = tuple(s for s in (tuple(first.values()), rest) if s)
+    return Plan(spec, str(device), sizes, workers, stages, marker)
 
 
 def run(plan: Plan, on_done: Callable[[int], None]) -> None:
-    """Run the plan's shares in worker processes; ``on_done(n)`` after each share of n cases.
+    """Run the plan's stages in worker processes; ``on_done(1)`` after each case.
     A KeyboardInterrupt (or SIGTERM turned into one) stops the workers and passes through."""
     context = multiprocessing.get_context("spawn")
-    pool = context.Pool(len(plan.shares), initializer=_silence)
+    pool = context.Pool(plan.workers, initializer=_silence)
     try:
-        jobs = [(plan.spec, plan.device, plan.sizes, share) for share in plan.shares]
-        for done in pool.imap_unordered(_warm, jobs):
-            on_done(done)
+        for stage in plan.stages:
+            jobs = [(plan.spec, plan.device, plan.sizes, case) for case in stage]
+            for _ in pool.imap_unordered(_warm, jobs):
+                on_done(1)
         pool.close()
     finally:
         pool.terminate()
@@ -130,22 +145,16 @@ def _silence() -> None:
     os.dup2(devnull, 2)
 
 
-def _warm(job: tuple[str, str, Sizes, tuple[Case, ...]]) -> int:
+def _warm(job: tuple[str, str, Sizes, Case]) -> None:
     from . import backends
     from .pair import run_pair
 
-    spec, device, sizes, cases = job
-    try:
-        backend = backends.load(spec)
-    except Exception:
-        return len(cases)
-    for case in cases:
-        # A failure here is met again by the run itself, which reports it.
-        with contextlib.suppress(Exception):
-            run_pair(case, sizes, torch.device(device), backend)
+    spec, device, sizes, case = job
+    # A failure here is met again by the run itself, which reports it.
+    with contextlib.suppress(Exception):
+        run_pair(case, sizes, torch.device(device), backends.load(spec))
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    return len(cases)
 
 
 def _marker(

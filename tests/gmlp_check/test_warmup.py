@@ -39,13 +39,16 @@ def test_no_workers_on_cpu_or_for_a_backend_that_does_not_compile():
     assert 0 <= warmup.default_workers(True, cuda, 10) <= warmup.MAX_WORKERS
 
 
-def test_shares_cover_each_key_once(monkeypatch, tmp_path):
+def test_stages_cover_each_key_once(monkeypatch, tmp_path):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     cases = _cases()
     plan = warmup.plan("triton", FUSED_SOURCES, torch.device("cpu"), DEVICE_SIZES["cpu"], cases, 3)
-    assert plan is not None and len(plan.shares) == 3
-    spread = [c for share in plan.shares for c in share]
+    assert plan is not None and plan.workers == 3
+    spread = [c for stage in plan.stages for c in stage]
     assert sorted(map(repr, spread)) == sorted(map(repr, warmup.representatives(cases)))
+    # The first stage holds one case per set of shared kernels, the second none of those.
+    first = [warmup.shared_key(c) for c in plan.stages[0]]
+    assert len(first) == len(set(first)) == len({warmup.shared_key(c) for c in cases})
     assert plan.marker is not None and plan.marker.is_relative_to(tmp_path)
 
 
