@@ -28,6 +28,7 @@ from .deviations import (
     TE_OPS_BLOCK_SCALING,
     Deviation,
 )
+from .errors import short
 
 if TYPE_CHECKING:
     import torch
@@ -114,25 +115,10 @@ PROTOCOL_METHODS = ("backward_dw", "register_wgrad_accumulation_and_reduce_hooks
 _EXPECTED = f"one of {', '.join(BUILTIN)} or a 'package.module:factory' string"
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_DETAIL_CHARS = 300
 
 
 class BackendError(ValueError):
     """A backend spec that cannot be loaded, or a factory that breaks the protocol."""
-
-
-def short(exc: BaseException) -> str:
-    """``Type: first line`` of an exception, cut to a readable length: details of a failure
-    must not dump whole arrays into a report line. An exception whose ``__str__`` itself
-    raises (user code) is still reported, as its type."""
-    try:
-        lines = str(exc).strip().splitlines()
-    except Exception:
-        lines = ["<exception str() failed>"]
-    text = lines[0] if lines else ""
-    if len(text) > _DETAIL_CHARS:
-        text = text[: _DETAIL_CHARS - 3] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _import(module_name: str):

@@ -207,6 +207,13 @@ def main() -> None:
     "(needs only torch and the backend).",
 )
 @click.option(
+    "--repro-embed",
+    metavar="PACKAGE",
+    help="With --write-repro: embed the modules of PACKAGE that the factory imports (your "
+    "adapter around the library under test) into each reproduction, so that it needs only "
+    "torch and that library. gmlp-check's own adapters are always embedded.",
+)
+@click.option(
     "--point-source",
     is_flag=True,
     help="For each diagnosed failing case, run gmlp-lint on the Python files the backend ran "
@@ -218,6 +225,7 @@ def diff(
     fmt: str,
     junit_xml: str | None,
     write_repro: str | None,
+    repro_embed: str | None,
     point_source: bool,
     **values,
 ) -> None:
@@ -255,6 +263,8 @@ def diff(
             "--write-repro: reproduces the backend's own behaviour; an injected fault (--inject) "
             "lives in gmlp_check and cannot be written out"
         )
+    if repro_embed is not None:
+        _check_repro_embed(repro_embed, write_repro, values.get("fused"))
     checker, cases = _checker_and_cases(values, can_launch=True)
     if list_only:
         if checker.reports:
@@ -286,7 +296,7 @@ def diff(
         if junit_xml:
             write_reports({"--junit-xml": (junit_xml, report.junit_xml(results, checker))})
         if write_repro:
-            _write_repros(Path(write_repro), results, checker)
+            _write_repros(Path(write_repro), results, checker, repro_embed)
     if interrupted is not None:
         if checker.reports:
             click.echo(f"interrupted after {len(results)} of {len(cases)} cases", err=True)
@@ -305,7 +315,20 @@ def _point_sources(results, checker) -> None:
             )
 
 
-def _write_repros(directory: Path, results, checker) -> None:
+def _check_repro_embed(package: str, write_repro: str | None, spec: str | None) -> None:
+    """Before any case runs: --repro-embed needs --write-repro and a package holding the
+    factory whose modules can be embedded."""
+    from . import backends, repro, repro_embed
+
+    if not write_repro:
+        raise click.UsageError("--repro-embed: needs --write-repro DIR")
+    try:
+        repro.factory_source(backends.resolve(spec or "triton"), package)
+    except (repro_embed.EmbedError, backends.BackendError) as exc:
+        raise click.UsageError(f"--repro-embed {package}: {exc}") from None
+
+
+def _write_repros(directory: Path, results, checker, embed: str | None) -> None:
     from . import repro
 
     for result in results:
@@ -317,6 +340,7 @@ def _write_repros(directory: Path, results, checker) -> None:
                 checker.sizes,
                 checker.device,
                 checker.precision(result.case),
+                embed,
             )
             click.echo(f"reproduction of {result.case.id}: {path}", err=True)
 

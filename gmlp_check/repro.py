@@ -1,11 +1,19 @@
 """Write a failing case out as one standalone Python file, to attach to an upstream bug report.
 
-The file needs torch and the backend under test only (its module:factory is imported by name;
-no gmlp_check import): it builds the module, loads the case's weights, inputs and output
-gradients (embedded, exactly as gmlp-check drew them), attaches main_grad the way Megatron's
-engines do and runs the case's microbatches, asserting the producer's side of CONTRACT.md
-against the weight gradients the fp32 reference computed from the same data (embedded too).
-It exits with an AssertionError listing the violations, or prints that the contract holds.
+The file needs torch and the backend under test only, no gmlp_check: it builds the module,
+loads the case's weights, inputs and output gradients (embedded, exactly as gmlp-check drew
+them), attaches main_grad the way Megatron's engines do and runs the case's microbatches,
+asserting the producer's side of CONTRACT.md against the weight gradients the fp32 reference
+computed from the same data (embedded too). It exits with an AssertionError listing the
+violations, or prints that the contract holds.
+
+How it gets the backend's factory depends on where that lives (``factory_source``):
+- anyone's ``module:factory``: imported by name;
+- gmlp-check's fused package (``triton``, ``torch-grouped-mm``): imported by name, since that
+  package is the backend under test there;
+- gmlp-check's Transformer Engine adapters: the adapter and the gmlp_check modules it imports
+  are embedded verbatim (repro_embed.py), so the file needs only torch and TE; likewise the
+  modules of any package named with ``embed`` (a user's own adapter around a library).
 
 It reproduces the backend's own behaviour: a fault injected by gmlp-check lives in gmlp_check,
 so a run with --inject cannot be written out.
@@ -20,13 +28,13 @@ from pathlib import Path
 
 import torch
 
-from . import backends
+from . import backends, repro_embed
 from .inputs import Sizes, case_seed, make_arena, make_inputs, make_state
 from .matrix import Case
 from .refimpl import GroupedMLP
 from .refimpl.megatron import is_weight
 from .refimpl.sentinels import uninitialized_memory_as_nan
-from .repro_template import BODY, IMPORTS
+from .repro_template import BODY, EMBED_LOADER, IMPORTS
 from .results import CaseResult
 from .side_observations import observe
 from .tolerance import Precision, tolerance_for
@@ -67,12 +75,67 @@ def _reference_data(case: Case, sizes: Sizes, device: torch.device) -> dict[str,
     }
 
 
+# gmlp-check's own fused kernels: the backend under test when they run, imported by name.
+FUSED_PACKAGE = "gmlp_check.fused"
+
+
+def embed_root(target: str, embed: str | None) -> str | None:
+    """The package whose modules the reproduction of ``target`` embeds, or None (imported by
+    name): ``embed`` when given, gmlp_check for a factory of gmlp_check outside its fused
+    package."""
+    if embed is not None:
+        return embed
+    module = target.split(":")[0]
+    inside = module.startswith("gmlp_check.")
+    return "gmlp_check" if inside and not module.startswith(FUSED_PACKAGE + ".") else None
+
+
+def factory_source(target: str, embed: str | None) -> tuple[str, list[str], list[str]]:
+    """How the reproduction gets ``target``'s factory: the target it imports, what its header
+    says about that, and the code that makes the target importable (none when imported by
+    name)."""
+    root = embed_root(target, embed)
+    module, factory = target.split(":")
+    if root is None:
+        if module.startswith(FUSED_PACKAGE + "."):
+            return (
+                target,
+                [
+                    f"The backend under test is gmlp-check's own fused package ({FUSED_PACKAGE}):",
+                    "it is imported by name; nothing else of gmlp_check is used.",
+                ],
+                [],
+            )
+        return target, ["The backend's factory is imported by name."], []
+    if not (module == root or module.startswith(root + ".")):
+        raise repro_embed.EmbedError(f"the factory {target} is not in the package {root}")
+    modules = repro_embed.closure(target, root)
+    note = [
+        f"The factory, {target}, is {root}'s adapter around the library under test. So that",
+        f"this file does not need {root}, that module and the modules of {root} it imports are",
+        "embedded below verbatim (EMBEDDED, one string per source line) and installed at run",
+        f"time under the private package name {repro_embed.PRIVATE!r}; they import each other",
+        "relatively, so not a byte of them is changed:",
+        *(f"  {m.original} -> {m.private}" for m in modules),
+    ]
+    private = f"{repro_embed.private_name(module, root)}:{factory}"
+    return private, note, [*repro_embed.render(modules), EMBED_LOADER]
+
+
 def render(
-    result: CaseResult, spec: str, sizes: Sizes, device: torch.device, precision: Precision
+    result: CaseResult,
+    spec: str,
+    sizes: Sizes,
+    device: torch.device,
+    precision: Precision,
+    embed: str | None = None,
 ) -> str:
     """The source of the reproduction of ``result``'s case; its values are judged by the bound
-    gmlp-check used for the fused side's ``precision`` (TF32, FP8 included)."""
+    gmlp-check used for the fused side's ``precision`` (TF32, FP8 included). ``embed`` names a
+    package whose modules the factory imports are embedded (by default gmlp_check's, for its
+    adapters)."""
     case = result.case
+    target, note, embedded = factory_source(backends.resolve(spec), embed)
     mode = case.mode_spec
     buffer = io.BytesIO()
     torch.save(_reference_data(case, sizes, device), buffer)
@@ -89,12 +152,13 @@ def render(
         f'"""Reproduction of {case.id}',
         f"on --fused {spec} ({device.type}), written by gmlp-check. Run: python this_file.py",
         "It needs torch and the backend only; an AssertionError lists what breaks CONTRACT.md.",
+        *note,
         "gmlp-check saw:",
         seen.replace('"""', "'''"),
         '"""',
         "",
         IMPORTS,
-        f"BACKEND = {backends.resolve(spec)!r}  # module:factory",
+        f"BACKEND = {target!r}  # module:factory",
         f"MODULE_KWARGS = {kwargs!r}",
         f"DTYPE = torch.{str(case.torch_dtype).removeprefix('torch.')}",
         f"DEVICE = {str(device)!r}",
@@ -107,6 +171,7 @@ def render(
         "DATA = (",
         *(f'    "{line}"' for line in lines),
         ")",
+        *embedded,
     ]
     return "\n".join(header) + "\n" + BODY
 
@@ -122,11 +187,12 @@ def write(
     sizes: Sizes,
     device: torch.device,
     precision: Precision,
+    embed: str | None = None,
 ) -> Path:
     """Write the reproduction of ``result`` into ``directory``; its path."""
+    text = render(result, spec, sizes, device, precision, embed)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(result.case.id)
-    text = render(result, spec, sizes, device, precision)
     partial = path.with_suffix(".partial")
     partial.write_text(text)
     partial.replace(path)

@@ -17,6 +17,42 @@ import sys
 import torch
 """
 
+# Installed only when the file embeds modules (repro_embed.py): serves EMBEDDED's sources, and
+# the packages in PACKAGES, under their private names, as if they were files on sys.path.
+EMBED_LOADER = r'''
+
+import importlib.abc
+import importlib.machinery
+import linecache
+
+
+class _Embedded(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports the modules embedded in this file (EMBEDDED, name -> source) and their packages
+    (PACKAGES; one that is not in EMBEDDED is empty)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in EMBEDDED and name not in PACKAGES:
+            return None
+        spec = importlib.machinery.ModuleSpec(name, self, is_package=name in PACKAGES)
+        spec.origin = ORIGINS.get(name)
+        return spec
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        source = EMBEDDED.get(module.__name__)
+        if source is None:
+            return
+        filename = ORIGINS[module.__name__]
+        # Tracebacks through embedded code show its lines.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), module.__dict__)
+
+
+sys.meta_path.insert(0, _Embedded())
+'''
+
 BODY = r'''
 
 def _load():

@@ -34,9 +34,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gmlp_check.refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT
-from gmlp_check.refimpl.config import MLPConfig
-
+from ..refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT
+from ..refimpl.config import MLPConfig
 from .te_common import (
     MissingDependency,
     TEAdapter,

@@ -26,10 +26,10 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from gmlp_check.backends import short
-from gmlp_check.refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT, get_activation
-from gmlp_check.refimpl.config import MLPConfig
-from gmlp_check.refimpl.validation import check_input, check_probs, normalize_split_sizes
+from ..errors import short
+from ..refimpl.activations import QGEGLU_ALPHA, QGEGLU_LIMIT, get_activation
+from ..refimpl.config import MLPConfig
+from ..refimpl.validation import check_input, check_probs, normalize_split_sizes
 
 TE_VERSION = "2.20.2"
 INSTALL_TE = "pip install --no-build-isolation 'transformer_engine[pytorch]==2.20.2'"

@@ -29,8 +29,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gmlp_check.refimpl.config import MLPConfig
-
+from ..refimpl.config import MLPConfig
 from .te_common import (
     TE_ACTIVATIONS,
     TEAdapter,
