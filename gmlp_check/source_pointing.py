@@ -110,13 +110,19 @@ def executed_sources(module: nn.Module, case: Case, sizes: Sizes) -> dict[Path, 
 
 @dataclass(frozen=True)
 class Pointer:
+    bug_class: str  # the diagnosed class the finding's rule belongs to
     code: str
     path: Path
     line: int
     message: str
 
     def describe(self) -> str:
-        return f"{self.path}:{self.line} ({self.code}) {self.message}"
+        """``<what the class is>: file:line (rule) message``; the class is named by its row
+        of CONTRACT.md's bug table where it has one (``bookkeeping gated on the downgraded
+        local flag``), otherwise by its title."""
+        known = BUG_CLASSES[self.bug_class]
+        label = known.contract or known.title
+        return f"{label}: {self.path}:{self.line} ({self.code}) {self.message}"
 
 
 def lint_unavailable() -> str | None:
@@ -153,8 +159,12 @@ def point(files: dict[Path, list[range]], bug_classes: tuple[str, ...]) -> list[
     from .lint import registry
     from .lint.engine import lint_source
 
-    codes = frozenset(c for name in bug_classes for c in BUG_CLASSES[name].lint_rules)
-    if not codes:
+    # A rule listed by several diagnosed classes belongs to the likeliest of them.
+    class_of: dict[str, str] = {}
+    for name in bug_classes:
+        for code in BUG_CLASSES[name].lint_rules:
+            class_of.setdefault(code, name)
+    if not class_of:
         return []
     enabled = frozenset(registry.CODES)
     pointers: list[Pointer] = []
@@ -164,8 +174,8 @@ def point(files: dict[Path, list[range]], bug_classes: tuple[str, ...]) -> list[
         except Exception:  # a file gmlp-lint cannot read points nowhere
             continue
         pointers += [
-            Pointer(f.code, path, f.line, f.message)
+            Pointer(class_of[f.code], f.code, path, f.line, f.message)
             for f in findings
-            if f.code in codes and any(f.line in lines for lines in ranges)
+            if f.code in class_of and any(f.line in lines for lines in ranges)
         ]
     return pointers

@@ -52,6 +52,17 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule("hook.grad_none", "no-dummy-grad"),
     _rule("error.main_grad", "fsdp-main-grad-not-fetched"),
+    # Before aliasing alone: main_grad handed back as .grad *and* the flag left unset is what a
+    # dummy and a flag gated on a downgraded local flag leave (TE 2.20.2's BasicLinear in
+    # overwrite mode: its GEMM's output, main_grad itself, goes back as the gradient). A path
+    # that merely aliases keeps its flag set (the grad-aliases-main-grad fault does).
+    _rule(
+        "grad.alias flag.unset",
+        "bookkeeping-not-set",
+        "grad-aliases-main-grad",
+        why="main_grad itself came back as .grad, which is what a dummy skipped with the flag "
+        "leaves when the wgrad GEMM wrote into main_grad",
+    ),
     _rule("grad.alias", "grad-aliases-main-grad"),
     _rule("at_hook.unwritten.all final.ok", "reduce-hook-fired-early"),
     _rule("fetch.missing", "fsdp-main-grad-not-fetched"),
