@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import io
 import re
+import textwrap
 from pathlib import Path
 
 import torch
@@ -110,12 +111,16 @@ def factory_source(target: str, embed: str | None) -> tuple[str, list[str], list
     if not (module == root or module.startswith(root + ".")):
         raise repro_embed.EmbedError(f"the factory {target} is not in the package {root}")
     modules = repro_embed.closure(target, root)
+    prose = (
+        f"The factory, {target}, is {root}'s adapter around the library under test. So that "
+        f"this file does not need {root}, that module and the modules of {root} it imports "
+        "are embedded below verbatim (EMBEDDED, one string per source line) and installed at "
+        f"run time under the private package name {repro_embed.PRIVATE!r}; they import each "
+        "other relatively, so not a byte of them is changed. A traceback's "
+        "'<embedded M>, line N' is line N of M:"
+    )
     note = [
-        f"The factory, {target}, is {root}'s adapter around the library under test. So that",
-        f"this file does not need {root}, that module and the modules of {root} it imports are",
-        "embedded below verbatim (EMBEDDED, one string per source line) and installed at run",
-        f"time under the private package name {repro_embed.PRIVATE!r}; they import each other",
-        "relatively, so not a byte of them is changed:",
+        *textwrap.wrap(prose, 96),
         *(f"  {m.original} -> {m.private}" for m in modules),
     ]
     private = f"{repro_embed.private_name(module, root)}:{factory}"
