@@ -132,7 +132,8 @@ def attach_main_grads(case: Case, params: dict[str, nn.Parameter], arena: Arena)
 
 
 # Megatron-LM's usual DDP setting, and the one under which DDP's hook asserts that a gradient
-# arrived (distributed_data_parallel.py:482-489): the emulation is the stricter of the two.
+# arrived (megatron-core 0.19.2 ``DistributedDataParallel._make_backward_post_hook``): the
+# emulation is the stricter of the two.
 EMULATED_OVERLAP_GRAD_REDUCE = True
 
 

@@ -36,7 +36,7 @@ class MissingGradError(AssertionError):
 def ddp_post_backward_hook(param: torch.Tensor, *, overlap_grad_reduce: bool = True) -> None:
     """megatron-core 0.19.2 DDP: add .grad into main_grad unless the producer already did.
     The assertion on a missing ``.grad`` exists only with ``overlap_grad_reduce``
-    (distributed_data_parallel.py:482-489)."""
+    (``DistributedDataParallel._make_backward_post_hook``)."""
     if overlap_grad_reduce and param.grad is None:
         raise MissingGradError(
             "param.grad being None is not safe when overlap_grad_reduce is True "
@@ -100,8 +100,9 @@ def setup_fsdp_param(
 
 def hide_main_grad(param: torch.Tensor) -> None:
     """Megatron-FSDP never sets ``main_grad`` when it wraps a module: the attribute is absent
-    until its post-backward hook or a producer sets it (megatron_fsdp.py:339-347 sets only the
-    flags; ``_grad_acc``, :633-678, assigns it), so a producer testing ``hasattr(p,
+    until its post-backward hook or a producer sets it (megatron-fsdp 0.6.1:
+    ``MegatronFSDP.__init__`` sets only the flags; the ``_grad_acc`` hook of
+    ``MegatronFSDP._register_fsdp_hooks`` assigns it), so a producer testing ``hasattr(p,
     "main_grad")`` meets the absent state in the first microbatch."""
     if "main_grad" in vars(param):
         del param.main_grad
@@ -109,7 +110,7 @@ def hide_main_grad(param: torch.Tensor) -> None:
 
 def release_main_grad(param: torch.Tensor) -> None:
     """Megatron-FSDP after reducing a bucket: ``param.main_grad = None`` where the attribute
-    exists (``reset_param_main_grad``, param_and_grad_buffer.py:1419-1426). With sharded
+    exists (megatron-fsdp 0.6.1 ``DataParallelBuffer.reset_param_main_grad``). With sharded
     gradients that happens every microbatch, so each microbatch fetches its bucket anew."""
     if hasattr(param, "main_grad"):
         param.main_grad = None
@@ -117,9 +118,10 @@ def release_main_grad(param: torch.Tensor) -> None:
 
 def mark_delayed_weights(module: torch.nn.Module) -> None:
     """What Transformer Engine does for the weights whose gradients it delays
-    (transformer_engine/pytorch/ops/basic/grouped_linear.py:304-319): mark them
+    (TE 2.20.2 ``GroupedLinear._apply_delay_wgrad_param_hooks``): mark them
     ``skip_backward_post_hook``, which is what megatron-core DDP routes through
-    ``register_wgrad_accumulation_and_reduce_hooks`` (distributed_data_parallel.py:365-375)."""
+    ``register_wgrad_accumulation_and_reduce_hooks`` (megatron-core 0.19.2
+    ``DistributedDataParallel.__init__``)."""
     for p in weight_params(module):
         p.skip_backward_post_hook = True
 
@@ -155,7 +157,7 @@ def install_hooks(
     gradients, from ``backward_dw()`` through the module's
     ``register_wgrad_accumulation_and_reduce_hooks``: megatron-core 0.19.2 routes there every
     parameter marked ``skip_backward_post_hook`` when ``ddp_config.delay_wgrad_compute`` is on
-    (distributed_data_parallel.py:365-375; Transformer Engine marks its delayed weights, and
+    (``DistributedDataParallel.__init__``; Transformer Engine marks its delayed weights, and
     its GroupedLinear module its biases too, and the checker marks the weights of every
     delayed case the same way: ``mark_delayed_weights``). A module that delays but carries no
     mark at all has its weights routed there (biases still go through autograd).

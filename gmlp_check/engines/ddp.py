@@ -13,20 +13,23 @@ from .configs import EngineConfig
 from .wrapped import Reading, Wrapped, transformer_config
 
 # With overlap_grad_reduce a bucket closes once it holds this many elements. Megatron's default
-# (max(4e7, 1e6 * dp), distributed_data_parallel.py:68-72) puts each real expert weight, tens of
-# millions of elements, in a bucket of its own; at the checker's sizes one element does the
-# same, so each parameter's reduction is dispatched from its own last hook, as in training.
+# (max(4e7, 1e6 * dp), megatron-core 0.19.2 ``DistributedDataParallel.__init__``) puts each real
+# expert weight, tens of millions of elements, in a bucket of its own; at the checker's sizes one
+# element does the same, so each parameter's reduction is dispatched from its own last hook, as
+# in training.
 BUCKET_SIZE = 1
 
 
 def wrap(module: nn.Module, config: EngineConfig, *, delay: bool) -> Wrapped:
-    """DDP as Megatron-LM sets it up: fp32 main grads (--accumulate-allreduce-grads-in-fp32,
-    training.py:1988; without it main_grad has the parameter dtype, param_and_grad_buffer.py:917),
-    mean over the data-parallel ranks by pre-scaling 1/dp and a SUM collective
-    (average_in_collective False, distributed_data_parallel.py:206-213), one bucket when
-    overlap is off (training.py:1552-1567), the distributed optimizer's parameter layout
-    computed up front (training.py:1643-1681), delayed weight gradients reduced from
-    backward_dw (ddp_config.delay_wgrad_compute, :365-375)."""
+    """DDP as Megatron-LM sets it up (megatron-core 0.19.2): fp32 main grads
+    (--accumulate-allreduce-grads-in-fp32, ``get_megatron_ddp_config``; without it main_grad has
+    the parameter dtype, ``group_params_for_buffers``), mean over the data-parallel ranks by
+    pre-scaling 1/dp and a SUM collective (average_in_collective False,
+    ``DistributedDataParallel.__init__``), one bucket when overlap is off
+    (``resolve_ddp_bucket_size``), the distributed optimizer's parameter layout computed up front
+    (``wrap_model_chunks_with_ddp``), delayed weight gradients reduced from backward_dw
+    (ddp_config.delay_wgrad_compute, ``DistributedDataParallel.__init__`` registers the hook
+    with the module's ``register_wgrad_accumulation_and_reduce_hooks``)."""
     from megatron.core import parallel_state
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
@@ -51,9 +54,9 @@ def wrap(module: nn.Module, config: EngineConfig, *, delay: bool) -> Wrapped:
             expert_data_parallel_world_size=parallel_state.get_expert_data_parallel_world_size(),
         )
     params = dict(module.named_parameters())
-    # DDP allocates its buffers on torch.cuda.current_device() (param_and_grad_buffer.py:
-    # 1177-1188) and, with the distributed optimizer, points param.data into its parameter
-    # buffer after copying the values (:1255-1303): the weights are loaded before this.
+    # DDP allocates its buffers on torch.cuda.current_device() and, with the distributed
+    # optimizer, points param.data into its parameter buffer after copying the values
+    # (megatron-core 0.19.2 ``_ParamAndGradBuffer.__init__``): the weights are loaded before this.
     model = DistributedDataParallel(
         transformer_config(), ddp_config, module, full_param_layout=layout
     )
@@ -70,13 +73,15 @@ def wrap(module: nn.Module, config: EngineConfig, *, delay: bool) -> Wrapped:
 def read(model, params: dict[str, nn.Parameter], distributed_optimizer: bool) -> dict[str, Reading]:
     """Each parameter's reduced main_grad on this rank.
 
-    main_grad is a view of the fp32 gradient buffer shaped like the parameter
-    (param_and_grad_buffer.py:1360-1362, :1524-1541). After an all-reduce the whole view is the
-    reduced gradient. With the distributed optimizer only this rank's shard of each bucket is
-    (reduce-scatter into shard_buffer(bucket.grad_data)[rank], :700-726); the optimizer's own
-    map of it is DistributedOptimizer._build_gbuf_range_map (distrib_optimizer.py:200-278),
-    whose "param" range is exactly what its step() copies into the fp32 main parameter's grad
-    (:2764-2782). Reading that range is reading the optimizer's shard."""
+    main_grad is a view of the fp32 gradient buffer shaped like the parameter (megatron-core
+    0.19.2 ``_ParamAndGradBuffer.__init__`` through ``_ParamAndGradBuffer._get``). After an
+    all-reduce the whole view is the reduced gradient. With the distributed optimizer only this
+    rank's shard of each bucket is (reduce-scatter into shard_buffer(bucket.grad_data)[rank],
+    ``_ParamAndGradBucketGroup.start_grad_sync``); the optimizer's own map of it is
+    ``DistributedOptimizer._build_gbuf_range_map``, whose "param" range is exactly what its
+    step() copies into the fp32 main parameter's grad
+    (``DistributedOptimizer._copy_model_grads_to_main_grads``). Reading that range is reading the
+    optimizer's shard."""
     ranges: dict[int, tuple[int, int]] = {}
     if distributed_optimizer:
         from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer

@@ -21,10 +21,11 @@ UNIT_PREFIX = "mlp."
 class DelayedWgradBoundary(torch.autograd.Function):
     """Runs the producer's ``backward_dw()`` inside the backward pass, once its data gradient
     is done, then fires Megatron-FSDP's ``post_wgrad_grad_acc_hook`` of each delayed weight:
-    what Megatron's MoE layer does at its dispatch boundary (core/transformer/moe/moe_layer.py
-    :769-818). It must happen during backward: Megatron-FSDP's root post-backward callback
-    reduces every parameter not handled by then (megatron_fsdp.py:853-894), so a backward_dw()
-    after backward() returned would find its gradients already reduced as zeros."""
+    what Megatron's MoE layer does at its dispatch boundary (megatron-core 0.19.2
+    ``_RegisterDelayedWgradForExperts`` in moe_layer). It must happen during backward:
+    Megatron-FSDP's root post-backward callback reduces every parameter not handled by then
+    (megatron-fsdp 0.6.1 ``_root_post_backward`` in ``MegatronFSDP._register_fsdp_hooks``), so a
+    backward_dw() after backward() returned would find its gradients already reduced as zeros."""
 
     @staticmethod
     def forward(ctx, module, x):
@@ -46,7 +47,8 @@ class Unit(nn.Module):
     """The FSDP unit: the whole producer, behind the delayed-wgrad boundary. As one unit its
     parameters are gathered together before forward and backward under ZeRO-3, so a fused
     forward that never calls its submodules still sees whole weights (with no units, Megatron-
-    FSDP gathers per module whose forward runs, megatron_fsdp.py:593-598)."""
+    FSDP gathers per module whose forward runs, megatron-fsdp 0.6.1
+    ``_param_list_for_submodule_unshard`` in ``MegatronFSDP._register_fsdp_hooks``)."""
 
     def __init__(self, mlp: nn.Module, delay: bool) -> None:
         super().__init__()
@@ -61,24 +63,25 @@ class Unit(nn.Module):
 
 def wrap(module: nn.Module, config: EngineConfig, *, delay: bool, device: torch.device) -> Wrapped:
     """Megatron-FSDP through megatron-core's adapter, as Megatron-LM's get_model does with
-    --use-megatron-fsdp: the distributed optimizer on (training/arguments.py:1100-1112), fp32
-    main grads (--megatron-fsdp-main-grads-dtype; the default None would give the parameter
-    dtype, param_and_grad_buffer.py:2306-2315), mean over the data-parallel ranks (pre-scale and
-    SUM; NCCL's premul-sum where the backend has it, param_and_grad_buffer.py:4732-4754),
-    the producer as the one FSDP unit (the adapter's default units name Megatron's
-    TransformerLayer classes, mcore_fsdp_adapter.py:158-164)."""
+    --use-megatron-fsdp: the distributed optimizer on (megatron-core 0.19.2 ``validate_args``),
+    fp32 main grads (--megatron-fsdp-main-grads-dtype; the default None would give the parameter
+    dtype, megatron-fsdp 0.6.1 ``ParamAndGradBuffer._resolve_group_grad_dtype``), mean over the
+    data-parallel ranks (pre-scale and SUM; NCCL's premul-sum where the backend has it,
+    ``gradient_reduce_preprocessing``), the producer as the one FSDP unit (the adapter's default
+    units name Megatron's TransformerLayer classes, ``FullyShardedDataParallel.__init__`` in
+    mcore_fsdp_adapter)."""
     from megatron.core.distributed import DistributedDataParallelConfig, FullyShardedDataParallel
 
     if device.type == "cuda" and device.index is None:
-        # Megatron-FSDP compares its device with cuda:{current_device()} (megatron_fsdp.py:
-        # 231-245) and allocates its buffers on it: name the rank's GPU explicitly.
+        # Megatron-FSDP compares its device with cuda:{current_device()} (``MegatronFSDP.__init__``)
+        # and allocates its buffers on it: name the rank's GPU explicitly.
         device = torch.device("cuda", torch.cuda.current_device())
     unit = Unit(module, delay)
     ddp_config = DistributedDataParallelConfig(
         use_megatron_fsdp=True,
         use_distributed_optimizer=True,
         data_parallel_sharding_strategy=config.sharding,
-        # Megatron-FSDP forces it on for optim_grads(_params) (megatron_fsdp.py:326-337).
+        # Megatron-FSDP forces it on for optim_grads(_params) (``MegatronFSDP.__init__``).
         overlap_grad_reduce=config.overlap_grad_reduce,
         overlap_param_gather=config.sharding == "optim_grads_params",
         average_in_collective=False,
@@ -91,8 +94,9 @@ def wrap(module: nn.Module, config: EngineConfig, *, delay: bool, device: torch.
     )
     fsdp = model.module  # the MegatronFSDP object
     # Megatron-FSDP replaces the module's parameters by DTensor optimizer parameters after
-    # construction and after finish_grad_sync (megatron_fsdp.py:353, :1370-1391) and swaps the
-    # compute parameters back in forward (:1483-1491): raw_param holds those, by name.
+    # construction and after finish_grad_sync (megatron-fsdp 0.6.1
+    # ``MegatronFSDP._replace_param_with_distributed_if_needed``) and swaps the compute
+    # parameters back in forward (``MegatronFSDP.forward``): raw_param holds those, by name.
     params = {
         name[len(UNIT_PREFIX) :]: p
         for name, p in fsdp.raw_param.items()
@@ -111,10 +115,10 @@ def wrap(module: nn.Module, config: EngineConfig, *, delay: bool, device: torch.
 
 def read(fsdp, params: dict[str, nn.Parameter], only_shard: bool) -> dict[str, Reading]:
     """The reduced gradient lives in each parameter group's main_grad_buffer
-    (param_and_grad_buffer.py:1181-1656): the whole item for no_shard; for the other strategies
-    this rank's (virtual) shard, exactly what update_main_grads attaches to the optimizer
-    parameters (:3343-3402, only_shard = strategy != no_shard). param.main_grad itself is None
-    by then (reset_param_main_grad, :1419-1426) and is not read."""
+    (megatron-fsdp 0.6.1 ``DataParallelBuffer``): the whole item for no_shard; for the other
+    strategies this rank's (virtual) shard, exactly what ``ParamAndGradBuffer.update_main_grads``
+    attaches to the optimizer parameters (only_shard = strategy != no_shard). param.main_grad
+    itself is None by then (``DataParallelBuffer.reset_param_main_grad``) and is not read."""
     buffers = fsdp.param_and_grad_buffer
     out = {}
     for name, p in params.items():
@@ -122,7 +126,8 @@ def read(fsdp, params: dict[str, nn.Parameter], only_shard: bool) -> dict[str, R
         item = gbuf.param_idx[p]
         values = gbuf.get_item(item, only_shard=only_shard)
         if only_shard:
-            # The item's intersection with this rank's shard, in item coordinates (:1428-1474);
+            # The item's intersection with this rank's shard, in item coordinates
+            # (``DataParallelBuffer._get_item_slice_in_shard``);
             # an item that only touches the shard's boundary comes back empty.
             lo, hi = gbuf._get_item_slice_in_shard(item)
             hi = max(lo, hi)

@@ -36,8 +36,9 @@ from .wrapped import mark_params
 from .wrapping import wrap
 
 # Overlapped reductions are dispatched from the hooks only from the second step on (the first
-# only counts the hooks, param_and_grad_buffer.py:292-296, :809-822), so a producer that writes
-# main_grad after its hook fired shows from step 2.
+# only counts the hooks: megatron-core 0.19.2 ``_ParamAndGradBucketGroup.reset`` and
+# ``.finish_grad_sync``), so a producer that writes main_grad after its hook fired shows from
+# step 2.
 STEPS = 2
 
 

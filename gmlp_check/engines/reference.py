@@ -9,10 +9,11 @@ exactly the emulated run's data). Each step draws new tokens, as training does.
 Let N be the data-parallel ranks, k the microbatches and W_{r,i} the exact fp32 gradient of a
 parameter on rank r, microbatch i. Megatron's default loss scaling (calculate_per_token_loss
 off) makes every engine deliver the mean over ranks: after finish_grad_sync each parameter's
-reduced gradient is (1/N) * sum_r sum_i W_{r,i} (DDP: pre-scale 1/dp and SUM,
-distributed_data_parallel.py:206-213; Megatron-FSDP likewise, param_and_grad_buffer.py:
-4732-4754). The same value from the last microbatch alone, (1/N) * sum_r W_{r,k}, is what an
-engine holds when a producer overwrote where it had to accumulate (Megatron-LM #6357).
+reduced gradient is (1/N) * sum_r sum_i W_{r,i} (DDP: pre-scale 1/dp and SUM, megatron-core
+0.19.2 ``DistributedDataParallel.__init__``'s gradient_scaling_factor; Megatron-FSDP likewise,
+megatron-fsdp 0.6.1 ``gradient_reduce_preprocessing``). The same value from the last
+microbatch alone, (1/N) * sum_r W_{r,k}, is what an engine holds when a producer overwrote where
+it had to accumulate (Megatron-LM #6357).
 """
 
 from __future__ import annotations

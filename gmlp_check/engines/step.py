@@ -1,20 +1,20 @@
 """One training step through a real engine, in the order Megatron-LM's training loop calls it,
 and what the producer hands the engine's post-backward hooks on the way.
 
-train_step (training/training.py:2359-2399) with forward_backward_no_pipelining
-(core/pipeline_parallel/schedules.py:741-844):
+megatron-core 0.19.2's ``train_step`` (megatron/training/training.py) with
+``forward_backward_no_pipelining`` (megatron/core/pipeline_parallel/schedules.py):
 
     model.zero_grad_buffer()
     with no_sync():                     # model.no_sync with overlap_grad_reduce, else a
-        for microbatch in all but last: #   nullcontext (training.py:3532-3539)
+        for microbatch in all but last: #   nullcontext (config.no_sync_func, set in ``train``)
             y = model(x); torch.autograd.backward(y, dy); [backward_dw()]
     y = model(x_last); torch.autograd.backward(y, dy_last); [backward_dw()]
-    finalize_model_grads([model], None) # -> model.finish_grad_sync() (finalize :625-626)
+    finalize_model_grads([model], None) # -> model.finish_grad_sync()
 
 Delayed weight gradients: under DDP the schedule calls ``backward_dw()`` right after each
-backward, in the same no_sync scope (the 1F1B plan, model_chunk_schedule_plan.py:265); under
+backward, in the same no_sync scope (the 1F1B plan, ``TransformerLayerSchedulePlan.run``); under
 Megatron-FSDP it runs inside backward (fsdp.DelayedWgradBoundary). Megatron's forward_step
-divides each microbatch's loss by k (schedules.py:335-341); the checker feeds the same output
+divides each microbatch's loss by k (``forward_step_calc_loss``); the checker feeds the same output
 gradients to the reference instead, which leaves every verdict unchanged (all of it is linear).
 """
 
@@ -64,8 +64,9 @@ class EngineError(Exception):
 class GradObserver:
     """Records ``.grad`` where the engine's hooks look at it. Installed before the engine wraps
     the producer, so it runs first: a post-accumulate-grad hook (DDP's hook sits on the
-    AccumulateGrad node and runs after it, distributed_data_parallel.py:383-389; Megatron-
-    FSDP's is a later post-accumulate-grad hook, megatron_fsdp.py:1106-1118), and for delayed
+    AccumulateGrad node and runs after it, megatron-core 0.19.2
+    ``DistributedDataParallel.__init__``; Megatron-FSDP's is a later post-accumulate-grad hook,
+    megatron-fsdp 0.6.1 ``MegatronFSDP._register_fsdp_hooks``), and for delayed
     weights a hook the producer's backward_dw() runs before the engine's."""
 
     def __init__(self, module: nn.Module, keep_weight_values: bool) -> None:

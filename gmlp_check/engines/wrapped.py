@@ -47,15 +47,17 @@ def mark_params(module: nn.Module, *, delay: bool, zero_out: bool) -> None:
     """What Megatron's layers put on parameters before the engine wraps them.
 
     * ``skip_backward_post_hook`` on delayed weights, which Transformer Engine sets itself
-      (transformer_engine/pytorch/ops/basic/grouped_linear.py:304-319). Megatron-core DDP then
-      hooks them through ``register_wgrad_accumulation_and_reduce_hooks``
-      (core/distributed/distributed_data_parallel.py:365-375) and Megatron-FSDP leaves them to
-      ``post_wgrad_grad_acc_hook`` (megatron_fsdp.py:97-103, :1110-1117). A producer that marks
-      its own parameters keeps its marks.
+      (TE 2.20.2 ``GroupedLinear._apply_delay_wgrad_param_hooks``). Megatron-core DDP then
+      hooks them through ``register_wgrad_accumulation_and_reduce_hooks`` (megatron-core 0.19.2
+      ``DistributedDataParallel.__init__``) and Megatron-FSDP leaves them to
+      ``post_wgrad_grad_acc_hook`` (megatron-fsdp 0.6.1 ``setup_delayed_wgrad_acc_hook``; its
+      ``MegatronFSDP._register_fsdp_hooks`` skips them). A producer that marks its own
+      parameters keeps its marks.
     * ``zero_out_wgrad``: Megatron's shared weights (DDP adds ``.grad`` anyway under it,
-      distributed_data_parallel.py:490-493).
+      ``DistributedDataParallel._make_backward_post_hook``).
     * ``need_backward_dw()`` on the module, which TE modules have: Megatron-FSDP wires
-      ``post_wgrad_grad_acc_hook`` only for modules that say they need it (megatron_fsdp.py:97).
+      ``post_wgrad_grad_acc_hook`` only for modules that say they need it
+      (``setup_delayed_wgrad_acc_hook``).
     """
     for name, p in module.named_parameters():
         if delay and is_weight(name):
@@ -72,10 +74,11 @@ def _needs_backward_dw() -> bool:
 
 def transformer_config(calculate_per_token_loss: bool = False):
     """The TransformerConfig the engines read: DDP its calculate_per_token_loss
-    (distributed_data_parallel.py:179) and cuda_graph_impl (:608), the FSDP adapter
-    gradient_accumulation_fusion, fp8_recipe and friends (mcore_fsdp_adapter.py:147-224),
-    finalize_model_grads whatever get_model_config finds (core/utils.py:647-690). The sizes are
-    placeholders: nothing here builds a transformer."""
+    (megatron-core 0.19.2 ``DistributedDataParallel.__init__``) and cuda_graph_impl
+    (``DistributedDataParallel.zero_grad_buffer``), the FSDP adapter
+    gradient_accumulation_fusion, fp8_recipe and friends
+    (``FullyShardedDataParallel.__init__`` in mcore_fsdp_adapter), finalize_model_grads whatever
+    ``get_model_config`` finds. The sizes are placeholders: nothing here builds a transformer."""
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     return TransformerConfig(
