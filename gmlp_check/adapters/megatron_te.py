@@ -3,27 +3,32 @@ experts.py) with its TE op-fuser path, built the way Megatron builds it: a Trans
 the GroupedMLPSubmodules spec of transformer_engine_spec_provider.py (TEColumnParallel- and
 TERowParallelGroupedLinear), and a ProcessGroupCollection from parallel_state. The integration
 code is what gets checked: the pre-forward hook that exposes Megatron-FSDP main_grads
-(``_ensure_main_grad``, experts.py:600-609), the op-fuser pipeline built on the first forward
-(``_make_fused_ops``, :402-571) and ``backward_dw`` with its explicit hook trigger (:956-990).
+(``TEGroupedMLP._ensure_main_grad``), the op-fuser pipeline built on the first forward
+(``TEGroupedMLP._make_fused_ops``) and ``TEGroupedMLP.backward_dw`` with its explicit hook
+trigger.
 
 What Megatron-core 0.19.2 does that the checker will see:
 
 * ``_ensure_main_grad`` fetches ``main_grad`` from ``get_main_grad()`` when it is None and sets
-  ``overwrite_main_grad = True`` on every parameter that has the attribute (:608-609), whatever
+  ``overwrite_main_grad = True`` on every parameter that has the attribute, whatever
   its value was (Megatron-LM's "Fix TE grouped MLP fused main-grad setup" keeps
   overwrite_main_grad enabled for the fused path).
   Megatron-FSDP gives a parameter the attribute, True, at every unshard except under
-  ``no_shard`` (megatron_fsdp.py:470-511), so the override only matters for a parameter that
+  ``no_shard`` (megatron-fsdp 0.6.1 ``MegatronFSDP.all_gather_and_wait_parameters_ready``), so
+  the override only matters for a parameter that
   carries overwrite_main_grad=False.
 * the op-fuser path is taken only for SwiGLU and quick-GeGLU GLUs (and then only with
-  NVTE_CUTEDSL_FUSED_GROUPED_MLP > 0 in the environment, :398; the adapter sets it while it
+  NVTE_CUTEDSL_FUSED_GROUPED_MLP > 0 in the environment, ``TEGroupedMLP._is_fused_impl_supported``;
+  the adapter sets it while it
   constructs) and for weighted squared ReLU (``use_fused_weighted_squared_relu``). The probs
   always go through the scaled TE op; unscaled activations get probs of ones.
 * with a bias, fc2 is built with ``scale_bias=True``: the expert output is p * (fc2(x) + b)
-  (experts.py:545-558), where refimpl computes fc2(x * p) + b; only scaled_swiglu tells them apart.
+  (``TEGroupedMLP._make_fused_ops``), where refimpl computes fc2(x * p) + b; only scaled_swiglu
+  tells them apart.
 * delayed weight gradients come from ``overlap_dispatch_backward_with_experts_wgrad`` (the
-  TEGroupedLinear wrapper ORs it with ``delay_wgrad_compute``, extensions/transformer_engine.py
-  :2148-2151); ``delay_wgrad_compute`` itself would require overlap_moe_expert_parallel_comm.
+  TEGroupedLinear wrapper ORs it with ``delay_wgrad_compute`` in ``TEGroupedLinear.__init__``,
+  extensions/transformer_engine.py); ``delay_wgrad_compute`` itself would require
+  overlap_moe_expert_parallel_comm.
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ ADAPTER = "megatron-te-grouped-mlp"
 MCORE_VERSION = "0.19.2"
 INSTALL_MCORE = f"pip install megatron-core=={MCORE_VERSION}"
 
-# Megatron's quick_gelu hard-codes sigmoid(1.702 x) (fusions/fused_bias_geglu.py:185-187) and
-# ScaledClampedQGeGLU keeps TE's default alpha and +1 linear offset (swiglu.py:744-751).
+# Megatron's quick_gelu hard-codes sigmoid(1.702 x) (megatron-core 0.19.2 ``quick_gelu`` in
+# fusions/fused_bias_geglu.py) and ScaledClampedQGeGLU keeps TE's default alpha and +1 linear
+# offset (TE 2.20.2 ``ScaledClampedQGeGLU.__init__``).
 MEGATRON_QUICK_GELU_ALPHA = 1.702
 
 
@@ -63,7 +69,7 @@ MEGATRON_QUICK_GELU_ALPHA = 1.702
 class MegatronActivation:
     """TransformerConfig fields selecting an activation, and the TE op Megatron then builds."""
 
-    op: str  # the TE op Megatron builds (experts.py:482-541)
+    op: str  # the TE op Megatron builds (``TEGroupedMLP._make_fused_ops``)
     activation_func: str  # "silu" | "quick_gelu" | "squared_relu", resolved after import
     scaled: bool  # the case's probs go to the op; otherwise probs of ones
     config: dict[str, object] = field(default_factory=dict)
@@ -205,14 +211,14 @@ class MegatronTEGroupedMLP(TEAdapter):
         if row.scaled and config.bias:
             raise NotImplementedError(
                 f"{ADAPTER}: Megatron scales fc2's bias by the probs, p * (fc2(x) + b) "
-                f"(experts.py:545), where refimpl adds it unscaled: fc2(x * p) + b"
+                f"(TEGroupedMLP._make_fused_ops), where refimpl adds it unscaled: fc2(x * p) + b"
             )
         if config.single_grouped_weight:
             refuse_fp32_grouped_tensor(
                 ADAPTER,
                 "moe_single_grouped_weight",
                 config.dtype,
-                "is_op_fuser_grouped_tensor_path_supported, grouped_linear.py:74",
+                "is_op_fuser_grouped_tensor_path_supported in ops/basic/grouped_linear.py",
             )
         device = check_target(ADAPTER, config.device, config.dtype)
         te = import_te(ADAPTER)
@@ -244,7 +250,7 @@ class MegatronTEGroupedMLP(TEAdapter):
             "fc2", experts.linear_fc2, single=config.single_grouped_weight, bias=config.bias
         )
         # Megatron DDP registers its hooks on linear_fc1/linear_fc2 and TEGroupedMLP.backward_dw
-        # triggers fc2's, then fc1's (experts.py:986-987): fc1's run once both are done.
+        # triggers fc2's, then fc1's: fc1's run once both are done.
         self.set_hook_owner(experts.linear_fc1)
 
     def forward(

@@ -35,15 +35,16 @@ TE_VERSION = "2.20.2"
 INSTALL_TE = "pip install --no-build-isolation 'transformer_engine[pytorch]==2.20.2'"
 
 # TE asks cuBLASLt for CUBLAS_COMPUTE_32F_FAST_TF32 whenever A, B and D are all fp32
-# (common/gemm/cublaslt_gemm.cu:445-449, "Use TF32 only for pure FP32 GEMM"); no TE option
-# and not torch.backends.cuda.matmul.allow_tf32 changes that. bf16/fp16 GEMMs accumulate in
+# (``cublas_gemm`` in common/gemm/cublaslt_gemm.cu, "Use TF32 only for pure FP32 GEMM"); no TE
+# option and not torch.backends.cuda.matmul.allow_tf32 changes that. bf16/fp16 GEMMs accumulate in
 # fp32 (CUBLAS_COMPUTE_32F), so the value only matters for fp32 modules.
 FP32_MATMUL = "tf32"
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 # TE 2.20.2 gates single grouped parameters on this variable and silently falls back to
-# per-expert parameters (with a warning) when it is unset (utils.py:261-288).
+# per-expert parameters (with a warning) when it is unset
+# (``resolve_grouped_linear_single_param_flags`` in pytorch/utils.py).
 SINGLE_PARAM_ENV = "NVTE_GROUPED_LINEAR_SINGLE_PARAM"
 
 
@@ -168,7 +169,8 @@ class Unsupported:
     reason: str
 
 
-# One row per refimpl activation. Formulas checked against common/util/math.h (and the gated
+# One row per refimpl activation, each naming TE 2.20.2's op class (ops/basic) and the device
+# function in common/util/math.h. Formulas checked against common/util/math.h (and the gated
 # launchers in common/activation/*.cu); tests/adapters re-derive each formula from that source
 # and compare it with refimpl on CPU.
 TE_ACTIVATIONS: dict[str, TEActivation | Unsupported] = {
@@ -176,20 +178,20 @@ TE_ACTIVATIONS: dict[str, TEActivation | Unsupported] = {
         "SwiGLU",
         glu=True,
         scaled=False,
-        source="ops/basic/swiglu.py:32 -> tex.swiglu; math.h:80 silu(x) = x*sigmoid(x)",
+        source="SwiGLU -> tex.swiglu; math.h silu(x) = x*sigmoid(x)",
     ),
     "scaled_swiglu": TEActivation(
         "ScaledSwiGLU",
         glu=True,
         scaled=True,
-        source="ops/basic/swiglu.py:598 -> tex.scaled_swiglu = SwiGLU(x) * scales[:, None]",
+        source="ScaledSwiGLU -> tex.scaled_swiglu = SwiGLU(x) * scales[:, None]",
     ),
     "clamped_qgeglu": TEActivation(
         "ClampedSwiGLU",
         glu=True,
         scaled=False,
         source=(
-            "ops/basic/swiglu.py:276 -> tex.clamped_swiglu; math.h:86 min(gate, limit) * "
+            "ClampedSwiGLU -> tex.clamped_swiglu; math.h clamped_silu min(gate, limit) * "
             "sigmoid(alpha*min(gate, limit)), times clamp(linear, -limit, limit) + offset"
         ),
         kwargs={"limit": QGEGLU_LIMIT, "alpha": QGEGLU_ALPHA, "glu_linear_offset": 1.0},
@@ -198,22 +200,20 @@ TE_ACTIVATIONS: dict[str, TEActivation | Unsupported] = {
         "GEGLU",
         glu=True,
         scaled=False,
-        source="ops/basic/activation.py:203 -> tex.geglu; math.h:26 tanh-approximated gelu",
+        source="GEGLU -> tex.geglu; math.h gelu, tanh-approximated",
     ),
     "gelu": TEActivation(
         "GELU",
         glu=False,
         scaled=False,
-        source="ops/basic/activation.py:151 -> tex.gelu; math.h:26 tanh-approximated gelu",
+        source="GELU -> tex.gelu; math.h gelu, tanh-approximated",
     ),
-    "relu": TEActivation(
-        "ReLU", glu=False, scaled=False, source="ops/basic/activation.py:290; math.h:135"
-    ),
+    "relu": TEActivation("ReLU", glu=False, scaled=False, source="ReLU -> tex.relu; math.h relu"),
     "srelu": TEActivation(
         "SReLU",
         glu=False,
         scaled=False,
-        source="ops/basic/activation.py:335; math.h:145 x > 0 ? x*x : 0 (the docstring's "
+        source="SReLU -> tex.srelu; math.h srelu x > 0 ? x*x : 0 (the docstring's "
         "max(x^2, 0) is a typo)",
     ),
 }

@@ -6,19 +6,23 @@ them is TE's own kernel: the same op as te-ops, run standalone in a one-op ``ops
 What TE 2.20.2's module does (module/grouped_linear.py):
 
 * ``forward(inp, m_splits)``: split sizes as an int64 tensor (a list is converted to a CPU
-  tensor, :2199-2201); ``is_first_microbatch`` is left None, so fused wgrad accumulates into
-  main_grad on every microbatch (Megatron passes True on the first microbatch of a step, which
-  makes that one overwrite: :1337-1343, :1156-1162).
+  tensor in ``GroupedLinear.forward``); ``is_first_microbatch`` is left None, so fused wgrad
+  accumulates into main_grad on every microbatch (Megatron passes True on the first microbatch
+  of a step, which makes that one overwrite: ``_GroupedLinear.backward`` and
+  ``_GroupedLinear._backward_grouped_tensor``).
 * two GEMM paths, chosen by ``use_grouped_tensor`` (constructor; None reads the deprecated
   NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM, default off, which is what Megatron gets): the
   legacy split-quantize + multi-stream cuBLAS path, or the native cuBLASLt grouped-tensor path
-  (bf16/fp16, sm90+, cuBLASLt >= 13.4 on Hopper, :89-152). ``make`` takes TE's and Megatron's
+  (bf16/fp16, sm90+, cuBLASLt >= 13.4 on Hopper: ``is_module_grouped_tensor_path_supported``).
+  ``make`` takes TE's and Megatron's
   default; ``make_grouped_tensor`` asks for the native path.
-* single grouped weight: supported, but only on the native path (forward raises otherwise,
-  :2193-2198) and with NVTE_GROUPED_LINEAR_SINGLE_PARAM=1 at construction; Megatron itself
-  refuses it without the op fuser (transformer_config.py:1579-1585).
+* single grouped weight: supported, but only on the native path (``GroupedLinear.forward``
+  raises otherwise) and with NVTE_GROUPED_LINEAR_SINGLE_PARAM=1 at construction; Megatron
+  itself refuses it without the op fuser (megatron-core 0.19.2
+  ``TransformerConfig.__post_init__``).
 * ``backward_dw()`` pops one deferred GEMM per call and runs the module's
-  ``register_wgrad_accumulation_and_reduce_hooks`` hooks (:2330-2370); the hooks are registered
+  ``register_wgrad_accumulation_and_reduce_hooks`` hooks (``GroupedLinear.backward_dw``); the
+  hooks are registered
   on fc1, whose backward_dw runs last.
 """
 
@@ -71,7 +75,7 @@ class TEGroupedLinearMLP(TEAdapter):
                 adapter,
                 what,
                 config.dtype,
-                "is_module_grouped_tensor_path_supported, grouped_linear.py:89",
+                "is_module_grouped_tensor_path_supported in module/grouped_linear.py",
             )
         device = check_target(adapter, config.device, config.dtype)
         te = import_te(adapter)

@@ -19,10 +19,11 @@ How TE 2.20.2 takes its inputs (ops/basic/grouped_linear.py):
 Two factories:
 
 * ``make``: TE alone. Under Megatron-FSDP ``main_grad`` is None until fetched, and
-  GroupedLinear.fuser_forward raises "MAIN GRAD IS NONE" (grouped_linear.py:1011-1015); TE
-  fetches through ``get_main_grad()`` only in backward (ops/_common.py:132-152).
+  ``GroupedLinear.fuser_forward`` raises "MAIN GRAD IS NONE"; TE fetches through
+  ``get_main_grad()`` only in backward (``get_main_grad_from_param`` in ops/_common.py).
 * ``make_exposed``: the same, with main_grad exposed from ``get_main_grad()`` before forward,
-  as Megatron's pre-forward hook does (experts.py:604-607), but without Megatron forcing
+  as Megatron's pre-forward hook does (megatron-core 0.19.2
+  ``TEGroupedMLP._ensure_main_grad``), but without Megatron forcing
   ``overwrite_main_grad=True``: it checks TE's op in both FSDP modes as TE sees them.
 """
 
@@ -71,14 +72,14 @@ class TEOpsGroupedMLP(TEAdapter):
                 adapter,
                 "single_grouped_weight",
                 config.dtype,
-                "is_op_fuser_grouped_tensor_path_supported, grouped_linear.py:74",
+                "is_op_fuser_grouped_tensor_path_supported in ops/basic/grouped_linear.py",
             )
         device = check_target(adapter, config.device, config.dtype)
         te = import_te(adapter)
         ops = te.ops
         require_kwargs(adapter, ops.GroupedLinear, GROUPED_LINEAR_KWARGS)
         # Which GroupedLinear path runs: the cuBLASLt grouped-tensor GEMM or the legacy
-        # split-quantize + multi-stream cuBLAS GEMMs (grouped_linear.py:1060-1100).
+        # split-quantize + multi-stream cuBLAS GEMMs (``GroupedLinear.fuser_forward``).
         if config.single_grouped_weight:
             require_grouped_tensor_path(
                 adapter,
@@ -134,8 +135,9 @@ class TEOpsGroupedMLP(TEAdapter):
 
 
 def expose_main_grads(params: list[torch.nn.Parameter]) -> None:
-    """What Megatron's pre-forward hook does for Megatron-FSDP parameters (experts.py:604-607),
-    minus its ``overwrite_main_grad = True``: fetch the lazy buffer so TE finds it at forward."""
+    """What Megatron's pre-forward hook does for Megatron-FSDP parameters (megatron-core 0.19.2
+    ``TEGroupedMLP._ensure_main_grad``), minus its ``overwrite_main_grad = True``: fetch the lazy
+    buffer so TE finds it at forward."""
     for p in params:
         get_main_grad = getattr(p, "get_main_grad", None)
         if get_main_grad is not None and getattr(p, "main_grad", None) is None:

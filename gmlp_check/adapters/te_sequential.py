@@ -6,11 +6,12 @@ TE 2.20.2's BasicLinear (ops/basic/basic_linear.py) owns one [out, in] weight Pa
 op and has no ``delay_wgrad_compute``, so neither a single [G, out, in] weight nor delayed
 weight gradients can be expressed with it: both raise NotImplementedError.
 
-Its main_grad handling (``op_backward``, :1066-1116) is the class of bug behind TE #2936:
-``accumulate_into_main_grad`` is read from the op (:1078), the wgrad GEMM output is aliased to
-``main_grad`` whenever the op-level flag is on (:1082-1084, correct), and then the local flag is
-downgraded by ``get_accumulate_flag_in_param`` (:1083: False under overwrite_main_grad) and the
-*bookkeeping* is gated on the downgraded local (:1113-1114). Under overwrite_main_grad=True the
+Its main_grad handling (``BasicLinear.op_backward``) is the class of bug behind TE #2936:
+``accumulate_into_main_grad`` is read from the op, the wgrad GEMM output is aliased to
+``main_grad`` whenever the op-level flag is on (correct), and then the local flag is
+downgraded by ``get_accumulate_flag_in_param`` (False under overwrite_main_grad) and the
+*bookkeeping* (the dummy returned to autograd) is gated on the downgraded local. Under
+overwrite_main_grad=True the
 GEMM overwrites main_grad with W (correct), but no dummy is returned and
 grad_added_to_main_grad is not set: the op hands autograd the fp32 main_grad tensor itself as
 the weight's gradient, so a DDP hook adds it into main_grad again (2W), and for an fp32 weight
@@ -45,7 +46,7 @@ class TESequentialMLP(TEAdapter):
         if config.delay_wgrad_compute:
             raise NotImplementedError(
                 f"{ADAPTER}: TE {TE_VERSION}'s BasicLinear has no delay_wgrad_compute "
-                f"(ops/basic/basic_linear.py:98)"
+                f"(BasicLinear.__init__, ops/basic/basic_linear.py)"
             )
         if config.single_grouped_weight:
             raise NotImplementedError(
