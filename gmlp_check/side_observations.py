@@ -118,7 +118,7 @@ def attach_main_grads(case: Case, params: dict[str, nn.Parameter], arena: Arena)
     (it copies ``.grad`` over the bucket when the flag is unset). With one rank Megatron-FSDP
     does not distribute the buffer and its hook adds ``.grad`` instead, although it still sets
     overwrite_main_grad: ``--megatron real`` on one GPU runs that branch (engines/configs.py,
-    mfsdp-single-rank-sharded), which is why a producer that hands back its gradient under
+    mfsdp-single-rank-sharded), which is why a fused side that hands back its gradient under
     overwrite (TE's BasicLinear) doubles it there and not here."""
     mode = case.mode_spec
     for name, p in params.items():

@@ -15,10 +15,10 @@ data-parallel engines do it. An emulation, written after these upstream files:
 The emulation models DDP with ``overlap_grad_reduce`` on, the setting Megatron-LM runs with and
 the one under which DDP's hook asserts that a gradient arrived; ``--megatron real`` runs both.
 
-The two post-backward hooks differ, and whether a producer's bug shows depends on it: DDP adds
-``param.grad`` into main_grad unless the producer set ``grad_added_to_main_grad`` (and adds it
+The two post-backward hooks differ, and whether a fused side's bug shows depends on it: DDP adds
+``param.grad`` into main_grad unless the fused side set ``grad_added_to_main_grad`` (and adds it
 anyway under ``zero_out_wgrad``); Megatron-FSDP with sharded gradients *copies* ``.grad`` into
-a fresh main_grad bucket (or zeroes the bucket when no gradient came) unless the producer set
+a fresh main_grad bucket (or zeroes the bucket when no gradient came) unless the fused side set
 the flag, ignores ``zero_out_wgrad``, and resets the flag after every call.
 """
 
@@ -34,7 +34,7 @@ class MissingGradError(AssertionError):
 
 
 def ddp_post_backward_hook(param: torch.Tensor, *, overlap_grad_reduce: bool = True) -> None:
-    """megatron-core 0.19.2 DDP: add .grad into main_grad unless the producer already did.
+    """megatron-core 0.19.2 DDP: add .grad into main_grad unless the fused side already did.
     The assertion on a missing ``.grad`` exists only with ``overlap_grad_reduce``
     (``DistributedDataParallel._make_backward_post_hook``)."""
     if overlap_grad_reduce and param.grad is None:
@@ -86,7 +86,7 @@ def setup_fsdp_param(
     zero_out_wgrad: bool = False,
 ) -> None:
     """Megatron-FSDP: main_grad is None until fetched through get_main_grad(); the sharded
-    strategies (optim_grads, optim_grads_params) ask producers to overwrite it. (Before the
+    strategies (optim_grads, optim_grads_params) ask the fused side to overwrite it. (Before the
     first fetch the real engine has no ``main_grad`` attribute at all: ``hide_main_grad``.)"""
     param.main_grad = None
     param.get_main_grad = lambda: main_grad.view(param.shape)
@@ -100,9 +100,9 @@ def setup_fsdp_param(
 
 def hide_main_grad(param: torch.Tensor) -> None:
     """Megatron-FSDP never sets ``main_grad`` when it wraps a module: the attribute is absent
-    until its post-backward hook or a producer sets it (megatron-fsdp 0.6.1:
+    until its post-backward hook or a fused side sets it (megatron-fsdp 0.6.1:
     ``MegatronFSDP.__init__`` sets only the flags; the ``_grad_acc`` hook of
-    ``MegatronFSDP._register_fsdp_hooks`` assigns it), so a producer testing ``hasattr(p,
+    ``MegatronFSDP._register_fsdp_hooks`` assigns it), so a fused side testing ``hasattr(p,
     "main_grad")`` meets the absent state in the first microbatch."""
     if "main_grad" in vars(param):
         del param.main_grad

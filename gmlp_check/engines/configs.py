@@ -8,12 +8,12 @@ of the case's checks. The default selection is every configuration marked ``defa
   overlap_grad_reduce off/on x use_distributed_optimizer off/on;
 * ``overwrite-fsdp``: Megatron-FSDP ``optim_grads`` (ZeRO-2) and ``optim_grads_params``
   (ZeRO-3), the strategies whose gradient buckets are sharded, so its hook copies and the
-  producer must overwrite;
+  fused side must overwrite;
 * ``accumulate-fsdp``: Megatron-FSDP ``no_shard``.
 
 ``fsdp-optim`` (ZeRO-1) is declared but not in the default selection: megatron-fsdp 0.6.1
 forces overwrite_main_grad there although its gradient buffer accumulates (Megatron-LM #6357),
-so correct producers fail. ``--engine-configs fsdp-optim`` runs it to show that.
+so correct backends fail. ``--engine-configs fsdp-optim`` runs it to show that.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ LAST_MICROBATCH_ONLY = "holds the last microbatch's gradient only (Megatron-LM #
 
 @dataclass(frozen=True)
 class UpstreamDeviation:
-    """A behaviour of megatron-core 0.19.2 / megatron-fsdp 0.6.1 that makes *correct* producers
+    """A behaviour of megatron-core 0.19.2 / megatron-fsdp 0.6.1 that makes *correct* backends
     fail under some engine configurations. A config it applies to is expected to fail exactly
     ``observables``, with the last-microbatch-only diagnosis; the case is then xfailed
     (strict: if it passes, the case is xpassed and the run fails: the table is stale)."""
@@ -44,7 +44,7 @@ class UpstreamDeviation:
     upstream: str
     verified: str  # where it was seen; "" while it is only read from the source
     # deviations.Deviation's kind. "deviation" xfails: the failure is the engine's, and every
-    # correct producer shows it, so it must not be blamed on the producer under test; "bug"
+    # correct backend shows it, so it must not be blamed on the backend under test; "bug"
     # would keep such cases failing (with the write-up) until upstream fixes it.
     kind: str = "deviation"
 
@@ -66,7 +66,7 @@ OPTIM_FORCES_OVERWRITE = UpstreamDeviation(
     ("main_grad.synced",),
     "Megatron-FSDP sets overwrite_main_grad=True for every strategy but no_shard, also "
     "for optim (ZeRO-1), whose gradient buffer accumulates over the microbatches and is "
-    "reduced once: a producer that honours the flag keeps the last microbatch only",
+    "reduced once: a fused side that honours the flag keeps the last microbatch only",
     "Megatron-LM #6357; megatron-fsdp 0.6.1 MegatronFSDP.all_gather_and_wait_parameters_ready "
     "(sets overwrite_main_grad) and the _grad_acc hook (megatron_fsdp.py)",
     "seen on H200s at one and two ranks (--engine-configs fsdp-optim)",
@@ -78,7 +78,7 @@ SINGLE_RANK_SHARDED = UpstreamDeviation(
     ("main_grad.synced",),
     "with one data-parallel rank Megatron-FSDP does not shard the gradient buffer "
     "(unsharded hook branch, accumulation over microbatches) but still forces "
-    "overwrite_main_grad=True: a producer that honours the flag keeps the last microbatch",
+    "overwrite_main_grad=True: a fused side that honours the flag keeps the last microbatch",
     "megatron-fsdp 0.6.1 ParamAndGradBuffer._init_each_parameter_group_buffers (no sharding "
     "for one rank) + MegatronFSDP.all_gather_and_wait_parameters_ready (forced overwrite)",
     "seen on an H200 (--megatron real, one rank)",
@@ -95,7 +95,7 @@ class EngineConfig:
     use_distributed_optimizer: bool = False  # DDP; Megatron-LM forces it on for Megatron-FSDP
     sharding: str = "no_shard"  # Megatron-FSDP data_parallel_sharding_strategy
     doc: str = ""
-    known: tuple[UpstreamDeviation, ...] = ()  # what correct producers show under it
+    known: tuple[UpstreamDeviation, ...] = ()  # what correct backends show under it
 
     @property
     def label(self) -> str:

@@ -1,4 +1,4 @@
-"""megatron-core 0.19.2 DistributedDataParallel around a producer, and its reduced gradients.
+"""megatron-core 0.19.2 DistributedDataParallel around a fused side, and its reduced gradients.
 
 Written after (read, not copied) core/distributed/distributed_data_parallel.py,
 core/distributed/param_and_grad_buffer.py and core/optimizer/distrib_optimizer.py, and the way

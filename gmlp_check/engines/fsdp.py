@@ -1,4 +1,4 @@
-"""Megatron-FSDP (megatron-fsdp 0.6.1, vendored in megatron-core 0.19.2) around a producer, and
+"""Megatron-FSDP (megatron-fsdp 0.6.1, vendored in megatron-core 0.19.2) around a fused side, and
 its reduced gradients.
 
 Written after (read, not copied) megatron-core's core/distributed/fsdp/mcore_fsdp_adapter.py
@@ -19,7 +19,7 @@ UNIT_PREFIX = "mlp."
 
 
 class DelayedWgradBoundary(torch.autograd.Function):
-    """Runs the producer's ``backward_dw()`` inside the backward pass, once its data gradient
+    """Runs the fused side's ``backward_dw()`` inside the backward pass, once its data gradient
     is done, then fires Megatron-FSDP's ``post_wgrad_grad_acc_hook`` of each delayed weight:
     what Megatron's MoE layer does at its dispatch boundary (megatron-core 0.19.2
     ``_RegisterDelayedWgradForExperts`` in moe_layer). It must happen during backward:
@@ -44,7 +44,7 @@ class DelayedWgradBoundary(torch.autograd.Function):
 
 
 class Unit(nn.Module):
-    """The FSDP unit: the whole producer, behind the delayed-wgrad boundary. As one unit its
+    """The FSDP unit: the whole fused side, behind the delayed-wgrad boundary. As one unit its
     parameters are gathered together before forward and backward under ZeRO-3, so a fused
     forward that never calls its submodules still sees whole weights (with no units, Megatron-
     FSDP gathers per module whose forward runs, megatron-fsdp 0.6.1
@@ -67,7 +67,7 @@ def wrap(module: nn.Module, config: EngineConfig, *, delay: bool, device: torch.
     fp32 main grads (--megatron-fsdp-main-grads-dtype; the default None would give the parameter
     dtype, megatron-fsdp 0.6.1 ``ParamAndGradBuffer._resolve_group_grad_dtype``), mean over the
     data-parallel ranks (pre-scale and SUM; NCCL's premul-sum where the backend has it,
-    ``gradient_reduce_preprocessing``), the producer as the one FSDP unit (the adapter's default
+    ``gradient_reduce_preprocessing``), the fused side as the one FSDP unit (the adapter's default
     units name Megatron's TransformerLayer classes, ``FullyShardedDataParallel.__init__`` in
     mcore_fsdp_adapter)."""
     from megatron.core.distributed import DistributedDataParallelConfig, FullyShardedDataParallel

@@ -196,7 +196,7 @@ def _deviation(case: Case, ran: Sequence[ConfigOutcome], world: int) -> Deviatio
     attached when every failure belongs to configurations an upstream deviation applies to and
     is exactly its signature (then the case is xfailed), or when those configurations passed
     and nothing else failed (then it is xpassed: the table is stale). Any other failure is the
-    producer's: no deviation, the case fails."""
+    fused side's: no deviation, the case fails."""
     expected = {
         m.config: upstream_deviation(
             CONFIGS[m.config], world, case.microbatches, tokens=case.splits != "t0"

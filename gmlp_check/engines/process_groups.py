@@ -21,7 +21,7 @@ import torch.distributed as dist
 # NVLink multicast (NVLS) off, for machines where it is unavailable or must not be used; NCCL
 # and PyTorch's symmetric memory read these when the first communicator is created.
 COMMUNICATION_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
-# A producer that raises on some ranks only leaves the others waiting in a collective; the
+# A fused side that raises on some ranks only leaves the others waiting in a collective; the
 # group's timeout ends such a run (the launcher then reports the crashed worker) instead of
 # letting it hang. Long enough for the first Triton compilations of a case.
 TIMEOUT = datetime.timedelta(seconds=300)

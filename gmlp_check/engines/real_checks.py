@@ -1,4 +1,4 @@
-"""The checks of one engine configuration on one rank: what the producer computed and what the
+"""The checks of one engine configuration on one rank: what the fused side computed and what the
 real engine holds after each step, against the reference's data-parallel result.
 
 Values are compared under ``tolerance.py``'s model, as in the emulated run; the reduced
@@ -63,7 +63,7 @@ class Judge:
         checks += [self.param_grad(run), self.grad_added(run), synced]
         return checks, last_only
 
-    # -- what the producer computed ----------------------------------------------------------
+    # -- what the fused side computed ----------------------------------------------------------
     def _per_microbatch(self, observable, fused, reference, tol, slack=None) -> Check:
         parts = []
         for s, (f_step, r_step) in enumerate(zip(fused, reference)):
@@ -146,9 +146,9 @@ class Judge:
 
     def grad_added(self, run: ConfigRun) -> Check:
         """``grad_added_to_main_grad`` of each weight where the engine's hook reads it: True
-        where the producer wrote main_grad (output into main_grad), so that DDP does not add
+        where the fused side wrote main_grad (output into main_grad), so that DDP does not add
         the dummy and Megatron-FSDP does not copy it over the gradient; False otherwise. Under
-        sharded Megatron-FSDP a producer that leaves it False but returns the real gradient
+        sharded Megatron-FSDP a fused side that leaves it False but returns the real gradient
         as ``.grad`` gets the right main_grad anyway (the hook copies ``.grad``), so only the
         flag shows that bug class (TE #2936) there."""
         want = self.case.mode_spec.accumulate_into_main_grad

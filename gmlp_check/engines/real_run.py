@@ -1,5 +1,5 @@
 """One case under the real engines, on every rank: the reference's data-parallel result, then
-the producer under each selected engine configuration of the case's flavour for ``STEPS``
+the fused side under each selected engine configuration of the case's flavour for ``STEPS``
 training steps, judged on each rank and merged over the ranks (merge.py).
 
 All ranks run every case together (the engines' collectives need it). Before anything that
@@ -37,7 +37,7 @@ from .wrapping import wrap
 
 # Overlapped reductions are dispatched from the hooks only from the second step on (the first
 # only counts the hooks: megatron-core 0.19.2 ``_ParamAndGradBucketGroup.reset`` and
-# ``.finish_grad_sync``), so a producer that writes main_grad after its hook fired shows from
+# ``.finish_grad_sync``), so a fused side that writes main_grad after its hook fired shows from
 # step 2.
 STEPS = 2
 
@@ -151,7 +151,7 @@ class RealEngine:
             except Exception as exc:  # the engine refuses this configuration
                 refusal = f"the engine refused it: {short(exc)}"
         except Exception as exc:
-            refusal = f"the producer could not be rebuilt for it: {short(exc)}"
+            refusal = f"the fused side could not be rebuilt for it: {short(exc)}"
         agreed = self._agree(refusal)
         if agreed is not None:
             outcome.skip_reason = str(agreed)

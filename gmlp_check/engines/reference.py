@@ -12,7 +12,7 @@ off) makes every engine deliver the mean over ranks: after finish_grad_sync each
 reduced gradient is (1/N) * sum_r sum_i W_{r,i} (DDP: pre-scale 1/dp and SUM, megatron-core
 0.19.2 ``DistributedDataParallel.__init__``'s gradient_scaling_factor; Megatron-FSDP likewise,
 megatron-fsdp 0.6.1 ``gradient_reduce_preprocessing``). The same value from the last
-microbatch alone, (1/N) * sum_r W_{r,k}, is what an engine holds when a producer overwrote where
+microbatch alone, (1/N) * sum_r W_{r,k}, is what an engine holds when a fused side overwrote where
 it had to accumulate (Megatron-LM #6357).
 """
 

@@ -1,5 +1,5 @@
 """One training step through a real engine, in the order Megatron-LM's training loop calls it,
-and what the producer hands the engine's post-backward hooks on the way.
+and what the fused side hands the engine's post-backward hooks on the way.
 
 megatron-core 0.19.2's ``train_step`` (megatron/training/training.py) with
 ``forward_backward_no_pipelining`` (megatron/core/pipeline_parallel/schedules.py):
@@ -53,7 +53,7 @@ class StepRecord:
 
 
 class EngineError(Exception):
-    """An exception of the producer or the engine, with where it happened."""
+    """An exception of the fused side or the engine, with where it happened."""
 
     def __init__(self, where: str, exc: BaseException) -> None:
         super().__init__(f"{where}: {type(exc).__name__}: {exc}")
@@ -63,11 +63,11 @@ class EngineError(Exception):
 
 class GradObserver:
     """Records ``.grad`` where the engine's hooks look at it. Installed before the engine wraps
-    the producer, so it runs first: a post-accumulate-grad hook (DDP's hook sits on the
+    the fused side, so it runs first: a post-accumulate-grad hook (DDP's hook sits on the
     AccumulateGrad node and runs after it, megatron-core 0.19.2
     ``DistributedDataParallel.__init__``; Megatron-FSDP's is a later post-accumulate-grad hook,
     megatron-fsdp 0.6.1 ``MegatronFSDP._register_fsdp_hooks``), and for delayed
-    weights a hook the producer's backward_dw() runs before the engine's."""
+    weights a hook the fused side's backward_dw() runs before the engine's."""
 
     def __init__(self, module: nn.Module, keep_weight_values: bool) -> None:
         self.records: list[GradAtHook] = []

@@ -4,7 +4,7 @@
 ``engines.wrapping.wrap`` hands the module to ``ddp.wrap`` or ``fsdp.wrap``, which import this
 module (never the other way round) and return a ``Wrapped``: the engine
 object the training loop drives (``zero_grad_buffer``, ``no_sync``, ``finish_grad_sync`` via
-``finalize_model_grads``), the producer itself, its parameters by the reference's names, and
+``finalize_model_grads``), the fused side itself, its parameters by the reference's names, and
 how to read each parameter's reduced gradient.
 """
 
@@ -34,8 +34,8 @@ class Reading:
 class Wrapped:
     config: EngineConfig
     model: nn.Module  # DistributedDataParallel / FullyShardedDataParallel
-    module: nn.Module  # the producer under test
-    params: dict[str, nn.Parameter]  # the parameters the producer sees, by its names
+    module: nn.Module  # the fused side under test
+    params: dict[str, nn.Parameter]  # the parameters the fused side sees, by its names
     read: Callable[[], dict[str, Reading]]
     backward_dw_after_backward: bool  # DDP: the schedule calls backward_dw() itself
 
@@ -51,7 +51,7 @@ def mark_params(module: nn.Module, *, delay: bool, zero_out: bool) -> None:
       hooks them through ``register_wgrad_accumulation_and_reduce_hooks`` (megatron-core 0.19.2
       ``DistributedDataParallel.__init__``) and Megatron-FSDP leaves them to
       ``post_wgrad_grad_acc_hook`` (megatron-fsdp 0.6.1 ``setup_delayed_wgrad_acc_hook``; its
-      ``MegatronFSDP._register_fsdp_hooks`` skips them). A producer that marks its own
+      ``MegatronFSDP._register_fsdp_hooks`` skips them). A fused side that marks its own
       parameters keeps its marks.
     * ``zero_out_wgrad``: Megatron's shared weights (DDP adds ``.grad`` anyway under it,
       ``DistributedDataParallel._make_backward_post_hook``).
