@@ -20,7 +20,7 @@ from gmlp_check.files import OutputError, check_output, write_output
 from gmlp_check.matrix import DTYPES, torch_dtype
 from gmlp_check.streams import stdout_to_stderr
 
-from . import impls, report, runner, targets
+from . import report, runner, targets, timed_backends
 from .phases import PHASES, Workload
 from .shapes import LOADS, MODEL_SHAPES, PRESETS, split_sizes
 from .timing import RepeatPolicy, clock_for
@@ -35,7 +35,7 @@ Examples:
 
 \b
 Exit status: 0 every measurement ran or was skipped as unavailable on this device (the reason
-is in the report); 1 an implementation raised while being timed (status "error");
+is in the report); 1 a backend raised while being timed (status "error");
 2 usage or environment error (unknown shape, --tokens <= 0 or too many to fit in memory,
 --device cuda without a GPU, an --impl spec that cannot be loaded, a --from file that is not a
 bench document, an --output or --plot path that cannot be written); 130 on Ctrl-C and 143 on
@@ -68,19 +68,19 @@ def _comma_list(allowed: tuple[str, ...], option: str):
     return parse
 
 
-def _impl_spec(name: str) -> str:
-    """The module:factory spec an implementation name stands for; a usage error naming --impl
+def _backend_spec(name: str) -> str:
+    """The module:factory spec a backend name stands for; a usage error naming --impl
     when it cannot be loaded."""
     try:
-        backend = impls.check_name(name)
+        backend = timed_backends.check_name(name)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--impl") from None
     return "gmlp_check.refimpl:GroupedMLP" if backend is None else backend.spec
 
 
-def _impl_specs(ctx, param, value) -> dict[str, str] | None:
-    """A click callback: the implementations named by --impl, each with its spec."""
-    return {name: _impl_spec(name) for name in _split(value)} or None
+def _backend_specs(ctx, param, value) -> dict[str, str] | None:
+    """A click callback: the backends named by --impl, each with its spec."""
+    return {name: _backend_spec(name) for name in _split(value)} or None
 
 
 def _fail(message: str) -> None:
@@ -120,7 +120,7 @@ def _check_fits(workloads: list[Workload], device: str) -> None:
             w.shape.ffn,
             w.shape.rows,
             w.dtype.itemsize,
-            sides=1,  # one implementation at a time
+            sides=1,  # one backend at a time
             snapshots=0,
         )
         for w in workloads
@@ -157,10 +157,10 @@ def _check_fits(workloads: list[Workload], device: str) -> None:
 )
 @click.option(
     "--impl",
-    "impl_specs",
+    "backend_specs",
     multiple=True,
-    callback=_impl_specs,
-    help="Implementations, comma-separated or repeated: refimpl, torch-grouped-mm, triton, or "
+    callback=_backend_specs,
+    help="Backends, comma-separated or repeated: refimpl, torch-grouped-mm, triton, or "
     "a 'package.module:factory' spec. [default: all three]",
 )
 @click.option(
@@ -245,7 +245,7 @@ def bench(
     shape: str | None,
     load: str,
     tokens: int | None,
-    impl_specs: dict[str, str] | None,
+    backend_specs: dict[str, str] | None,
     phase_names: list[str] | None,
     device: str,
     dtype_name: str | None,
@@ -263,7 +263,7 @@ def bench(
     Phases: forward, dgrad, wgrad-accumulate, wgrad-overwrite (fp32 main_grad), step
     (forward + backward, accumulating) and wgrad-baseline (a bf16 torch._grouped_mm
     weight-gradient GEMM that writes no main_grad). Reports median ms, TFLOP/s (model FLOPs),
-    GB/s for the weight-gradient phases and the ratios between implementations. On CPU the
+    GB/s for the weight-gradient phases and the ratios between backends. On CPU the
     figures are wall-clock at the tiny shape and labelled not comparable.
     """
     _check_outputs({"--output": output, "--plot": plot})
@@ -289,8 +289,10 @@ def bench(
             f"{shape!r} is model-sized and runs on CUDA only; on CPU use --shape tiny",
             param_hint="--shape",
         )
-    impl_specs = impl_specs or {name: _impl_spec(name) for name in impls.DEFAULT_IMPLS}
-    impl_names = list(impl_specs)
+    backend_specs = backend_specs or {
+        name: _backend_spec(name) for name in timed_backends.DEFAULT_BACKENDS
+    }
+    backend_names = list(backend_specs)
     phase_names = phase_names or list(PHASES)
     dtype_name = dtype_name or ("bf16" if device == "cuda" else "fp32")
     dtype = torch_dtype(dtype_name)
@@ -326,8 +328,8 @@ def bench(
         "shapes": shape_names,
         "loads": loads,
         "tokens": tokens,
-        "impls": impl_names,
-        "specs": impl_specs,
+        "impls": backend_names,
+        "specs": backend_specs,
         "phases": phase_names,
         "warmup": policy.warmup,
         "repeats": policy.repeats,
@@ -339,7 +341,8 @@ def bench(
         "synchronised before each timed repeat",
     }
     command = _canonical_command(
-        device, shape, load, tokens, impl_names, phase_names, dtype_name, weights, warmup, repeats
+        device, shape, load, tokens, backend_names, phase_names, dtype_name, weights, warmup,
+        repeats,
     )  # fmt: skip
     env = report.environment(torch_device, clock.name)
     started = time.perf_counter()
@@ -368,7 +371,7 @@ def bench(
 
     with stdout_to_stderr():  # an --impl factory that prints must not break --format json
         results = _run_with_progress(
-            workloads, impl_names, phase_names, clock, policy, progress, checkpoint
+            workloads, backend_names, phase_names, clock, policy, progress, checkpoint
         )
     doc = build_document(results, complete=True)
     if output_format == "json" and output is None:
@@ -387,8 +390,8 @@ def bench(
     sys.exit(1 if any(r.status == "error" for r in results) else 0)
 
 
-def _run_with_progress(workloads, impl_names, phase_names, clock, policy, show, checkpoint):
-    total = runner.planned_steps(workloads, impl_names, phase_names)
+def _run_with_progress(workloads, backend_names, phase_names, clock, policy, show, checkpoint):
+    total = runner.planned_steps(workloads, backend_names, phase_names)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -408,18 +411,20 @@ def _run_with_progress(workloads, impl_names, phase_names, clock, policy, show, 
             started[0] = True
             bar.update(task, description=description)
 
-        results = runner.run(workloads, impl_names, phase_names, clock, policy, on_step, checkpoint)
+        results = runner.run(
+            workloads, backend_names, phase_names, clock, policy, on_step, checkpoint
+        )
         bar.update(task, completed=total)
     return results
 
 
 def _canonical_command(
-    device, shape, load, tokens, impl_names, phase_names, dtype_name, weights, warmup, repeats
+    device, shape, load, tokens, backend_names, phase_names, dtype_name, weights, warmup, repeats
 ) -> str:
     """The command that reproduces this run, with every choice spelled out."""
     args = [
         "gmlp-check", "bench", "--device", device, "--shape", shape, "--load", load,
-        "--impl", ",".join(impl_names), "--phases", ",".join(phase_names),
+        "--impl", ",".join(backend_names), "--phases", ",".join(phase_names),
         "--dtype", dtype_name, "--weights", weights,
     ]  # fmt: skip
     if tokens is not None:

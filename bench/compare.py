@@ -1,16 +1,16 @@
-"""Ratios between implementations measured on the same workload and phase.
+"""Ratios between backends measured on the same workload and phase.
 
-speedup             median_ms(reference) / median_ms(impl): how many times faster ``impl`` is
+speedup             median_ms(reference) / median_ms(backend): how many times faster ``backend`` is
                     (above 1: faster). Pairs: triton over torch-grouped-mm and over refimpl,
                     torch-grouped-mm over refimpl.
-time_over_baseline  median_ms(impl, wgrad-*) / median_ms(torch._grouped_mm, wgrad-baseline):
+time_over_baseline  median_ms(backend, wgrad-*) / median_ms(torch._grouped_mm, wgrad-baseline):
                     what writing into main_grad costs over a bare bf16 weight-gradient GEMM
                     (1.0: nothing; the target is at most 1.25 on the Qwen3-like shape).
 """
 
 from __future__ import annotations
 
-from .phases import BASELINE_IMPL, BASELINE_PHASE
+from .phases import BASELINE_BACKEND, BASELINE_PHASE
 from .runner import Result
 
 SPEEDUP_PAIRS = (
@@ -21,9 +21,12 @@ SPEEDUP_PAIRS = (
 MAIN_GRAD_WGRAD_PHASES = ("wgrad-accumulate", "wgrad-overwrite")
 
 
-def median_ms(results: list[Result], shape: str, load: str, impl: str, phase: str) -> float | None:
+def median_ms(
+    results: list[Result], shape: str, load: str, backend: str, phase: str
+) -> float | None:
+    cell = (shape, load, backend, phase)
     for r in results:
-        if (r.shape, r.load, r.impl, r.phase) == (shape, load, impl, phase) and r.status == "ok":
+        if (r.shape, r.load, r.backend, r.phase) == cell and r.status == "ok":
             return r.samples.median_ms
     return None
 
@@ -36,46 +39,46 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 def speedup(
-    results: list[Result], shape: str, load: str, phase: str, impl: str, reference: str
+    results: list[Result], shape: str, load: str, phase: str, backend: str, reference: str
 ) -> float | None:
-    mine = median_ms(results, shape, load, impl, phase)
+    mine = median_ms(results, shape, load, backend, phase)
     theirs = median_ms(results, shape, load, reference, phase)
     return _ratio(theirs, mine)
 
 
 def time_over_baseline(
-    results: list[Result], shape: str, load: str, phase: str, impl: str
+    results: list[Result], shape: str, load: str, phase: str, backend: str
 ) -> float | None:
-    mine = median_ms(results, shape, load, impl, phase)
-    baseline = median_ms(results, shape, load, BASELINE_IMPL, BASELINE_PHASE)
+    mine = median_ms(results, shape, load, backend, phase)
+    baseline = median_ms(results, shape, load, BASELINE_BACKEND, BASELINE_PHASE)
     return _ratio(mine, baseline)
 
 
 def ratio_rows(results: list[Result]) -> list[dict]:
     rows = []
     cells = dict.fromkeys((r.shape, r.load, r.phase) for r in results if r.phase != BASELINE_PHASE)
-    impls = list(dict.fromkeys(r.impl for r in results if r.phase != BASELINE_PHASE))
+    backends = list(dict.fromkeys(r.backend for r in results if r.phase != BASELINE_PHASE))
     for shape, load, phase in cells:
-        for impl, reference in SPEEDUP_PAIRS:
-            value = speedup(results, shape, load, phase, impl, reference)
+        for backend, reference in SPEEDUP_PAIRS:
+            value = speedup(results, shape, load, phase, backend, reference)
             if value is not None:
-                rows.append(_row(shape, load, phase, impl, reference, "speedup", value))
+                rows.append(_row(shape, load, phase, backend, reference, "speedup", value))
         if phase in MAIN_GRAD_WGRAD_PHASES:
-            for impl in impls:
-                value = time_over_baseline(results, shape, load, phase, impl)
+            for backend in backends:
+                value = time_over_baseline(results, shape, load, phase, backend)
                 if value is not None:
-                    rows.append(
-                        _row(shape, load, phase, impl, BASELINE_IMPL, "time_over_baseline", value)
-                    )
+                    baseline = BASELINE_BACKEND
+                    kind = "time_over_baseline"
+                    rows.append(_row(shape, load, phase, backend, baseline, kind, value))
     return rows
 
 
-def _row(shape, load, phase, impl, reference, kind, value) -> dict:
+def _row(shape, load, phase, backend, reference, kind, value) -> dict:
     return {
         "shape": shape,
         "load": load,
         "phase": phase,
-        "impl": impl,
+        "impl": backend,
         "reference": reference,
         "kind": kind,
         "value": float(f"{value:.6g}"),

@@ -10,7 +10,7 @@ With fc1: hidden -> fc1_out and fc2: ffn -> hidden:
     wgrad    dW1 = dh^T x, dW2 = dy^T a    the same two products again
     step     forward + dgrad + wgrad       (non-delayed forward and backward)
 
-Bytes are the traffic no implementation can avoid, counted only for the weight-gradient
+Bytes are the traffic no backend can avoid, counted only for the weight-gradient
 phases, where the fp32 main_grad epilogue makes them memory-relevant: each operand
 (x [T, hidden], dh [T, fc1_out], a [T, ffn], dy [T, hidden]) read once in the module dtype,
 and each weight-gradient element written once: fp32 read + write (8 B) when accumulating into

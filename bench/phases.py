@@ -30,14 +30,14 @@ from torch import nn
 from gmlp_check.refimpl.config import MLPConfig
 from gmlp_check.refimpl.megatron import reset_for_step, setup_ddp_param, weight_params
 
-from .impls import Unavailable
 from .shapes import Shape
+from .timed_backends import Unavailable
 from .timing import Clock, RepeatPolicy, Samples, measure
 
 MODULE_PHASES = ("forward", "dgrad", "wgrad-accumulate", "wgrad-overwrite", "step")
 BASELINE_PHASE = "wgrad-baseline"
 PHASES = (*MODULE_PHASES, BASELINE_PHASE)
-BASELINE_IMPL = "torch._grouped_mm"
+BASELINE_BACKEND = "torch._grouped_mm"
 DELAYED_PHASES = ("dgrad", "wgrad-accumulate", "wgrad-overwrite")
 
 

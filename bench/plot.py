@@ -1,4 +1,4 @@
-"""The comparison plot: one panel per shape and load, TFLOP/s per phase, one bar per implementation.
+"""The comparison plot: one panel per shape and load, TFLOP/s per phase, one bar per backend.
 
 TFLOP/s (model FLOPs, flops.py) rather than milliseconds, so that phases of different sizes
 share an axis; the axis is logarithmic because the per-expert loop and the fused kernels are
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 
-from .phases import BASELINE_IMPL, PHASES
+from .phases import BASELINE_BACKEND, PHASES
 from .report import NOT_COMPARABLE
 
 
@@ -27,12 +27,12 @@ def render_png(doc: dict) -> bytes:
     workloads = list(dict.fromkeys((r["shape"], r["load"]) for r in results))
     shapes = list(dict.fromkeys(shape for shape, _ in workloads))
     loads = list(dict.fromkeys(load for _, load in workloads))
-    impls = list(dict.fromkeys(r["impl"] for r in results))
+    backends = list(dict.fromkeys(r["impl"] for r in results))
     phases = [p for p in PHASES if any(r["phase"] == p for r in results)]
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    color = {impl: palette[i % len(palette)] for i, impl in enumerate(impls)}
-    # One slot per implementation that has a row in that phase, centred on the phase's tick.
-    slots = {p: [i for i in impls if any(r["impl"] == i and r["phase"] == p for r in results)]
+    color = {backend: palette[i % len(palette)] for i, backend in enumerate(backends)}
+    # One slot per backend that has a row in that phase, centred on the phase's tick.
+    slots = {p: [i for i in backends if any(r["impl"] == i and r["phase"] == p for r in results)]
              for p in phases}  # fmt: skip
     width = 0.8 / max(len(s) for s in slots.values())
 
@@ -47,8 +47,8 @@ def render_png(doc: dict) -> bytes:
             ax = axes[row][col]
             ax.set_title(f"{shape}, {load} load", fontsize=10)
             for x, phase in enumerate(phases):
-                for i, impl in enumerate(slots[phase]):
-                    cell = cells.get((shape, load, impl, phase))
+                for i, backend in enumerate(slots[phase]):
+                    cell = cells.get((shape, load, backend, phase))
                     if cell is None:
                         continue
                     position = x + width * (i - (len(slots[phase]) - 1) / 2)
@@ -65,15 +65,15 @@ def render_png(doc: dict) -> bytes:
                             transform=ax.get_xaxis_transform(),
                         )
                         continue
-                    ax.bar(position, value, width, color=color[impl])
+                    ax.bar(position, value, width, color=color[backend])
             ax.set_yscale("log")
             ax.set_xticks(range(len(phases)))
             ax.set_xticklabels(phases, rotation=20, fontsize=8)
             ax.set_ylabel("TFLOP/s (model FLOPs)", fontsize=8)
             ax.grid(axis="y", which="both", alpha=0.3)
-    labels = [f"{i} (bf16 wgrad, no main_grad)" if i == BASELINE_IMPL else i for i in impls]
+    labels = [f"{i} (bf16 wgrad, no main_grad)" if i == BASELINE_BACKEND else i for i in backends]
     fig.legend(
-        [Patch(color=color[i]) for i in impls], labels, loc="upper right", fontsize=8, ncol=2
+        [Patch(color=color[i]) for i in backends], labels, loc="upper right", fontsize=8, ncol=2
     )
     env = doc["environment"]
     title = f"gmlp-check bench: {env['device_name']}, {doc['settings']['dtype']}"

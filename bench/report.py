@@ -13,7 +13,7 @@ from rich.table import Table
 
 from . import compare
 from .flops import phase_bytes, phase_flops
-from .phases import BASELINE_IMPL, Workload
+from .phases import BASELINE_BACKEND, Workload
 from .runner import Result
 
 SCHEMA = "gmlp-check-bench/1"
@@ -55,7 +55,7 @@ def result_row(result: Result, shapes: dict, element_bytes: int) -> dict:
         "shape": result.shape,
         "load": result.load,
         "phase": result.phase,
-        "impl": result.impl,
+        "impl": result.backend,
         "status": result.status,
         "reason": result.reason,
         "median_ms": None,
@@ -235,7 +235,7 @@ def print_tables(doc: dict, console: Console) -> None:
                 _fmt(r["gbps"], 0),
                 _fmt(speedups.get((*key, "torch-grouped-mm")), 2),
                 _fmt(speedups.get((*key, "refimpl")), 2),
-                _fmt(speedups.get((*key, BASELINE_IMPL)), 2),
+                _fmt(speedups.get((*key, BASELINE_BACKEND)), 2),
                 str(r["repeats"]) if r["repeats"] else "",
                 status,
             )
@@ -254,8 +254,9 @@ def print_tables(doc: dict, console: Console) -> None:
     for r in doc["results"]:
         total, warm = spent.get(r["impl"], (0.0, 0.0))
         spent[r["impl"]] = (total + r["wall_s"], warm + (r["warmup_s"] or 0.0))
-    per_impl = ", ".join(
-        f"{impl} {total:.1f} s (warm-up {warm:.1f} s)" for impl, (total, warm) in spent.items()
+    per_backend = ", ".join(
+        f"{backend} {total:.1f} s (warm-up {warm:.1f} s)"
+        for backend, (total, warm) in spent.items()
     )
     state = "" if doc.get("complete", True) else " [bold red](incomplete run)[/]"
-    console.print(f"total {doc['wall_s']:.1f} s: {per_impl}{state}")
+    console.print(f"total {doc['wall_s']:.1f} s: {per_backend}{state}")

@@ -1,6 +1,6 @@
-"""The benchmark loop: for each shape and load, the baseline, then each implementation's phases.
+"""The benchmark loop: for each shape and load, the baseline, then each backend's phases.
 
-An implementation that cannot be built here is recorded as "unavailable" (with the reason) for
+A backend that cannot be built here is recorded as "unavailable" (with the reason) for
 the rest of that workload; an exception while timing is recorded as "error"; neither stops the
 run. Everything a phase allocated is released before the next one starts (its module, inputs
 and main_grad buffers go out of scope, then gc and ``torch.cuda.empty_cache()``), so only one
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import impls
+from . import timed_backends
 from .phases import (
-    BASELINE_IMPL,
+    BASELINE_BACKEND,
     BASELINE_PHASE,
     MODULE_PHASES,
     Workload,
@@ -34,7 +34,7 @@ from .timing import Clock, RepeatPolicy, Samples
 class Result:
     shape: str
     load: str
-    impl: str
+    backend: str
     phase: str
     status: str  # "ok", "unavailable" or "error"
     samples: Samples | None = None
@@ -43,15 +43,15 @@ class Result:
     wall_s: float = 0.0
 
 
-def planned_steps(workloads: list[Workload], impl_names: list[str], phases: list[str]) -> int:
+def planned_steps(workloads: list[Workload], backend_names: list[str], phases: list[str]) -> int:
     module_phases = [p for p in phases if p in MODULE_PHASES]
-    per_workload = len(impl_names) * len(module_phases) + (BASELINE_PHASE in phases)
+    per_workload = len(backend_names) * len(module_phases) + (BASELINE_PHASE in phases)
     return len(workloads) * per_workload
 
 
 def run(
     workloads: list[Workload],
-    impl_names: list[str],
+    backend_names: list[str],
     phases: list[str],
     clock: Clock,
     policy: RepeatPolicy,
@@ -64,16 +64,16 @@ def run(
     for workload in workloads:
         label = f"{workload.shape.name}/{workload.load}"
         if BASELINE_PHASE in phases:
-            on_step(f"{label} {BASELINE_IMPL} {BASELINE_PHASE}")
+            on_step(f"{label} {BASELINE_BACKEND} {BASELINE_PHASE}")
             results.append(
                 _timed(
                     workload,
-                    BASELINE_IMPL,
+                    BASELINE_BACKEND,
                     BASELINE_PHASE,
                     lambda w=workload: run_baseline(w, clock, policy),
                 )
             )
-        for name in impl_names:
+        for name in backend_names:
             unavailable: str | None = None
             for phase in module_phases:
                 on_step(f"{label} {name} {phase}")
@@ -92,7 +92,7 @@ def run(
                 job = functools.partial(
                     run_module_phase,
                     phase,
-                    functools.partial(impls.build, name),
+                    functools.partial(timed_backends.build, name),
                     workload,
                     clock,
                     policy,
@@ -105,15 +105,15 @@ def run(
     return results
 
 
-def _timed(workload: Workload, impl: str, phase: str, job: Callable[[], Samples]) -> Result:
-    result = Result(workload.shape.name, workload.load, impl, phase, "ok")
+def _timed(workload: Workload, backend: str, phase: str, job: Callable[[], Samples]) -> Result:
+    result = Result(workload.shape.name, workload.load, backend, phase, "ok")
     on_cuda = workload.device.type == "cuda"
     if on_cuda:
         torch.cuda.reset_peak_memory_stats(workload.device)
     started = time.perf_counter()
     try:
         result.samples = job()
-    except impls.Unavailable as error:
+    except timed_backends.Unavailable as error:
         result.status, result.reason = "unavailable", str(error)
     except torch.cuda.OutOfMemoryError as error:
         result.status = "error"

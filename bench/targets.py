@@ -25,7 +25,7 @@ class Target:
     kind: str  # "speedup" (at least), "tflops" (at least), "time_over_baseline" (at most)
     threshold: float
     reference: str | None = None
-    impl: str = "triton"
+    backend: str = "triton"
 
 
 TARGETS = (
@@ -92,7 +92,7 @@ def evaluate(
             value = _value(target, results, shape, load)
             note = _not_judged_because(shape, presets[target.shape], comparable, dtype)
             if note is None and value is None:
-                note = "not measured (an implementation was skipped, failed or not selected)"
+                note = "not measured (a backend was skipped, failed or not selected)"
             met = None if note is not None else _met(target, value)
             rows.append(
                 {
@@ -113,11 +113,11 @@ def evaluate(
 def _value(target: Target, results: list[Result], shape: Shape, load: str) -> float | None:
     if target.kind == "speedup":
         return compare.speedup(
-            results, shape.name, load, target.phase, target.impl, target.reference
+            results, shape.name, load, target.phase, target.backend, target.reference
         )
     if target.kind == "time_over_baseline":
-        return compare.time_over_baseline(results, shape.name, load, target.phase, target.impl)
-    ms = compare.median_ms(results, shape.name, load, target.impl, target.phase)
+        return compare.time_over_baseline(results, shape.name, load, target.phase, target.backend)
+    ms = compare.median_ms(results, shape.name, load, target.backend, target.phase)
     return None if ms is None else phase_flops(shape, target.phase) / (ms * 1e-3) / 1e12
 
 

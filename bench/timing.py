@@ -3,7 +3,7 @@
 On CUDA the timed region is bracketed by CUDA events. Before each repeat the L2 cache is
 flushed (a 256 MiB buffer is zeroed, five times the H200's 50 MB of L2) and the device is
 synchronised, so every repeat starts from a cold cache and an idle GPU: the measured time then
-includes any CPU launch overhead the implementation cannot hide behind GPU work (a per-expert
+includes any CPU launch overhead the backend cannot hide behind GPU work (a per-expert
 Python loop over 128 or 256 experts is launch-bound), as it would in a training step.
 On CPU the timed region is measured with the wall clock; those figures are not comparable
 with GPU figures or across machines, and every report says so.
@@ -11,7 +11,7 @@ with GPU figures or across machines, and every report says so.
 Warm-up runs the whole repeat (setup and timed region) ``warmup`` times untimed: the first one
 compiles and autotunes Triton kernels and warms cuBLAS. The number of timed repeats is either
 fixed, or chosen from the last warm-up's wall-clock duration so that the repeats of one phase
-take about ``target_s`` seconds, within [min_repeats, max_repeats]; a slow implementation
+take about ``target_s`` seconds, within [min_repeats, max_repeats]; a slow backend
 (refimpl on the big shapes) thus gets fewer repeats, and the report records how many it got.
 """
 

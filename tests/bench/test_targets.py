@@ -6,15 +6,15 @@ import torch
 
 from gmlp_check.bench import compare, targets
 from gmlp_check.bench.flops import phase_flops
-from gmlp_check.bench.phases import BASELINE_IMPL, BASELINE_PHASE
+from gmlp_check.bench.phases import BASELINE_BACKEND, BASELINE_PHASE
 from gmlp_check.bench.runner import Result
 from gmlp_check.bench.shapes import PRESETS
 from gmlp_check.bench.timing import Samples
 
 
-def result(shape, impl, phase, ms, load="uniform"):
+def result(shape, backend, phase, ms, load="uniform"):
     samples = Samples(times_ms=[ms * 0.9, ms, ms * 1.5], warmup=1, warmup_s=0.0)
-    return Result(shape, load, impl, phase, "ok", samples=samples)
+    return Result(shape, load, backend, phase, "ok", samples=samples)
 
 
 def mixtral_ms_for(tflops: float) -> float:
@@ -34,7 +34,7 @@ def test_targets_met_and_missed_in_the_right_direction():
         result("qwen3", "torch-grouped-mm", "step", 12.0),  # 1.2x: below 1.3
         result("qwen3", "refimpl", "step", 60.0),  # 6x: above 5
         result("mixtral", "triton", "step", mixtral_ms_for(560.0)),
-        result("qwen3", BASELINE_IMPL, BASELINE_PHASE, 4.0),
+        result("qwen3", BASELINE_BACKEND, BASELINE_PHASE, 4.0),
         result("qwen3", "triton", "wgrad-accumulate", 4.8),  # 1.2x the baseline: within 1.25
         result("qwen3", "triton", "wgrad-overwrite", 5.2),  # 1.3x: not within
     ]

@@ -1,11 +1,11 @@
-"""The implementations the benchmark compares, and how each one is built.
+"""The backends the benchmark compares (``--impl``, the public spelling), and how each is built.
 
 ``refimpl`` is the oracle itself (a per-expert loop), built directly. Every other name is a
 gmlp-check backend (``gmlp_check.backends``): a built-in name or any ``package.module:factory``
 spec, so users can time their own fused grouped MLP. A spec that cannot be loaded is a usage
 error; a backend whose factory raises NotImplementedError for this device or dtype is recorded
 as "unavailable" with its own words and the run goes on; any other exception from the factory
-is an error of that implementation.
+is an error of that backend.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from gmlp_check.backends import BUILTIN, Backend, BackendError, load
 from gmlp_check.refimpl.config import MLPConfig
 
 REFIMPL = "refimpl"
-DEFAULT_IMPLS = (REFIMPL, "torch-grouped-mm", "triton")
+DEFAULT_BACKENDS = (REFIMPL, "torch-grouped-mm", "triton")
 
 
 class Unavailable(Exception):
-    """The implementation cannot be built on this device (the message says why)."""
+    """The backend cannot be built on this device (the message says why)."""
 
 
 def check_name(name: str) -> Backend | None:
-    """The backend of an implementation name (None for refimpl); ValueError saying why when it
+    """The gmlp-check backend a name selects (None for refimpl); ValueError saying why when it
     cannot be loaded (the caller names the option that gave it)."""
     if name == REFIMPL:
         return None
