@@ -7,8 +7,14 @@ import triton.language as tl
 
 from ..dual_jit import dual_jit
 from .activations import glu_backward, glu_forward, pointwise_backward, pointwise_forward
-from .expert_rows import expert_pointer
-from .row_tiles import a_tile, b_tile, expert_matrix, row_tile, row_tile_product
+from .row_tiles import (
+    a_tile,
+    add_expert_bias,
+    b_tile,
+    expert_matrix,
+    row_tile,
+    row_tile_product,
+)
 
 
 @dual_jit
@@ -118,12 +124,12 @@ def fc1_activation_kernel(
     cols = n0 + tl.arange(0, BLOCK_N)
     col_ok = cols < F
     if HAS_BIAS:
-        bias_base = expert_pointer(BIAS_PTRS, expert, H.dtype.element_ty, False)
-        bias = tl.load(bias_base + cols * stride_bias, mask=col_ok, other=0.0)
-        acc += bias.to(tl.float32)[None, :]
+        bias_ty = H.dtype.element_ty
+        acc = add_expert_bias(acc, BIAS_PTRS, expert, cols, col_ok, stride_bias, bias_ty)
         if GLU:
-            bias_linear = tl.load(bias_base + (cols + F) * stride_bias, mask=col_ok, other=0.0)
-            acc_linear += bias_linear.to(tl.float32)[None, :]
+            acc_linear = add_expert_bias(
+                acc_linear, BIAS_PTRS, expert, cols + F, col_ok, stride_bias, bias_ty
+            )
 
     mask = row_ok[:, None] & col_ok[None, :]
     h_ptrs = H + rows[:, None] * stride_hm + cols[None, :] * stride_hn

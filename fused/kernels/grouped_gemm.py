@@ -27,8 +27,7 @@ Grid: one program per (row-tile slot, column tile), in the grouped order of expe
 import triton.language as tl
 
 from ..dual_jit import dual_jit
-from .expert_rows import expert_pointer
-from .row_tiles import expert_matrix, row_tile, row_tile_product
+from .row_tiles import add_expert_bias, expert_matrix, row_tile, row_tile_product
 
 
 @dual_jit
@@ -108,9 +107,7 @@ def grouped_gemm_kernel(
     cols = n0 + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     if HAS_BIAS:
-        bias_base = expert_pointer(BIAS_PTRS, expert, C.dtype.element_ty, False)
-        bias = tl.load(bias_base + cols * stride_bias, mask=col_ok, other=0.0)
-        acc += bias.to(tl.float32)[None, :]
+        acc = add_expert_bias(acc, BIAS_PTRS, expert, cols, col_ok, stride_bias, C.dtype.element_ty)
     tl.store(
         C + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
         acc.to(C.dtype.element_ty),

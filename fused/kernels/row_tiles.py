@@ -1,6 +1,6 @@
-"""The tile of a grouped row GEMM a program works on, and its operand tiles: shared by the
-plain grouped GEMM (grouped_gemm.py) and the GEMMs with an activation in their epilogue
-(activation_gemm.py). How operands are laid out and reach a program is described in
+"""The tile of a grouped row GEMM a program works on, its operand tiles, its K loop and its bias
+epilogue: shared by the plain grouped GEMM (grouped_gemm.py) and the GEMMs with an activation in
+their epilogue (activation_gemm.py). How operands are laid out and reach a program is described in
 grouped_gemm.py's docstring.
 """
 
@@ -150,3 +150,12 @@ def row_tile_product(
         )
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
     return acc
+
+
+@triton.jit
+def add_expert_bias(acc, BIAS_PTRS, expert, cols, col_ok, stride_bias, element_ty: tl.constexpr):
+    """acc + bias_g[cols], the bias row broadcast over the tile's rows and added in fp32: the
+    bias epilogue of the row GEMMs. A GLU's linear half passes its columns, cols + F."""
+    bias_base = expert_pointer(BIAS_PTRS, expert, element_ty, False)
+    bias = tl.load(bias_base + cols * stride_bias, mask=col_ok, other=0.0)
+    return acc + bias.to(tl.float32)[None, :]
