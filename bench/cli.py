@@ -11,14 +11,14 @@ from pathlib import Path
 import click
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gmlp_check.capacity import gib
 from gmlp_check.devices import resolve_device
 from gmlp_check.errors import UsageError
 from gmlp_check.files import OutputError, check_output, write_output
 from gmlp_check.matrix import DTYPES, torch_dtype
-from gmlp_check.streams import stdout_to_stderr
+from gmlp_check.options import flags_argv
+from gmlp_check.streams import progress_bar, stdout_to_stderr
 
 from . import report, runner, targets, timed_backends
 from .phases import PHASES, Workload
@@ -392,17 +392,9 @@ def bench(
 
 def _run_with_progress(workloads, backend_names, phase_names, clock, policy, show, checkpoint):
     total = runner.planned_steps(workloads, backend_names, phase_names)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    console = Console(stderr=True)
-    with Progress(
-        *columns, console=console, transient=True, disable=not (show and console.is_terminal)
-    ) as bar:
-        task = bar.add_task("starting", total=total)
+    console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
+    with progress_bar(console) as bar:
+        task = bar.add_task("starting", total=total, case="")
         started = [False]
 
         def on_step(description: str) -> None:
@@ -422,15 +414,10 @@ def _canonical_command(
     device, shape, load, tokens, backend_names, phase_names, dtype_name, weights, warmup, repeats
 ) -> str:
     """The command that reproduces this run, with every choice spelled out."""
-    args = [
-        "gmlp-check", "bench", "--device", device, "--shape", shape, "--load", load,
-        "--impl", ",".join(backend_names), "--phases", ",".join(phase_names),
-        "--dtype", dtype_name, "--weights", weights,
+    flags = [
+        ("--device", device), ("--shape", shape), ("--load", load),
+        ("--impl", ",".join(backend_names)), ("--phases", ",".join(phase_names)),
+        ("--dtype", dtype_name), ("--weights", weights),
+        ("--tokens", tokens), ("--warmup", warmup), ("--repeats", repeats),
     ]  # fmt: skip
-    if tokens is not None:
-        args += ["--tokens", str(tokens)]
-    if warmup is not None:
-        args += ["--warmup", str(warmup)]
-    if repeats is not None:
-        args += ["--repeats", str(repeats)]
-    return shlex.join(args)
+    return shlex.join(["gmlp-check", "bench", *flags_argv(flags)])

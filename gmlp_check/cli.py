@@ -26,30 +26,16 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import faults as fault_registry
 from .files import OutputError, check_output, write_output
 from .interrupts import exit_code, sigterm_interrupts
 from .options import COMPILE_WORKERS, DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
-from .streams import stdout_to_stderr
+from .streams import progress_bar, stdout_to_stderr
 
 FORMATS = ("text", "json")
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
-
-
-def progress_bar(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[case]}", style="dim"),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
 
 
 def stdout_console() -> Console:

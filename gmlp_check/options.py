@@ -4,7 +4,7 @@ them as command-line options and the pytest plugin as ``--gmlp-<name>``; both pa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 
 import click
@@ -213,13 +213,23 @@ def values_from_pytest(config, options: Sequence[Option]) -> dict[str, object]:
 def to_argv(options: Sequence[Option], values: dict[str, object]) -> list[str]:
     """The command-line arguments that give ``values`` (click's parsed values, by dest) back:
     what a launcher hands its workers so that they parse exactly what the user gave."""
+    return flags_argv(
+        (
+            o.short or f"--{o.name}",
+            tuple(values.get(o.dest) or ()) if o.multiple else values.get(o.dest),
+        )
+        for o in options
+    )
+
+
+def flags_argv(flags: Iterable[tuple[str, object]]) -> list[str]:
+    """``flag value`` for each (flag, value): none for a value of None, one per item of a tuple
+    (a repeatable option). What ``to_argv`` gives a launcher's workers and what the benchmark
+    writes as the command that reproduces its run."""
     argv: list[str] = []
-    for o in options:
-        flag = o.short or f"--{o.name}"
-        value = values.get(o.dest)
-        if o.multiple:
-            for v in value or ():
-                argv += [flag, str(v)]
-        elif value is not None:
-            argv += [flag, str(value)]
+    for flag, value in flags:
+        if value is None:
+            continue
+        for item in value if isinstance(value, tuple) else (value,):
+            argv += [flag, str(item)]
     return argv

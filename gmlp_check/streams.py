@@ -1,5 +1,6 @@
 """Keeping stdout for the report alone: with ``--format json`` it holds one JSON document,
-and a factory, a forward or a library that prints must not break it."""
+and a factory, a forward or a library that prints must not break it. Progress goes to stderr,
+through the one progress bar the checker and the benchmark share."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
 @contextlib.contextmanager
@@ -23,3 +27,19 @@ def stdout_to_stderr() -> Iterator[None]:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def progress_bar(console: Console) -> Progress:
+    """Description, bar, done/total, elapsed time and the task's ``case`` field (the case or
+    step last finished), on ``console`` while it is a terminal; gone when the run ends. A quiet
+    console shows nothing."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[case]}", style="dim"),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )

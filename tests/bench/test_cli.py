@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import statistics
 
 import pytest
@@ -72,6 +73,18 @@ def test_tiny_run_writes_a_complete_document(refimpl_run):
             assert r["gbps"] > 0
         else:
             assert r["bytes"] is None and r["gbps"] is None
+
+
+def test_the_recorded_command_reruns_the_same_settings(refimpl_run, tmp_path):
+    _, out = refimpl_run
+    doc = json.loads((out / "bench.json").read_text())
+    program, subcommand, *args = shlex.split(doc["command"])
+    assert (program, subcommand) == ("gmlp-check", "bench")
+    again = bench(*args, "--no-progress", "--output", str(tmp_path / "again.json"))
+    assert again.exit_code == 0, again.output
+    rerun = json.loads((tmp_path / "again.json").read_text())
+    assert rerun["settings"] == doc["settings"]
+    assert rerun["command"] == doc["command"]
 
 
 def test_time_over_baseline_is_the_ratio_of_the_medians(refimpl_run):
