@@ -119,8 +119,7 @@ def plan(
 def run(plan: Plan, on_done: Callable[[int], None]) -> None:
     """Run the plan's stages in worker processes; ``on_done(1)`` after each case.
     A KeyboardInterrupt (or SIGTERM turned into one) stops the workers and passes through."""
-    context = multiprocessing.get_context("spawn")
-    pool = context.Pool(plan.workers, initializer=_silence)
+    pool = _context().Pool(plan.workers, initializer=_silence)
     try:
         for stage in plan.stages:
             jobs = [(plan.spec, plan.device, plan.sizes, case) for case in stage]
@@ -136,6 +135,21 @@ def run(plan: Plan, on_done: Callable[[int], None]) -> None:
             plan.marker.touch()
         except OSError:
             pass  # an unwritable cache only costs the next run another warm-up
+
+
+# Imported once by the fork server, so that each worker starts without importing torch, Triton
+# and the checker again (seconds each, times the workers, on a cold run's critical path).
+_PRELOAD = ["torch", "gmlp_check.pair", "gmlp_check.backends", "gmlp_check.fused.mlp"]
+
+
+def _context():
+    """A fork server (Linux) holding the heavy imports, without CUDA: each worker is forked
+    from it and initializes its own CUDA context. Elsewhere fresh interpreters (spawn)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
 
 
 def _silence() -> None:
