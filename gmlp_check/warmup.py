@@ -34,7 +34,7 @@ from .inputs import Sizes
 from .matrix import Case
 
 # More workers than this gain little: each one pays a CUDA context and torch's import.
-MAX_WORKERS = 16
+MAX_WORKERS = 8
 
 
 def compile_key(case: Case) -> tuple[object, ...]:
