@@ -44,6 +44,7 @@ RULE_MODULES = {
     "GMLP014": "delayed_wgrad_layer_not_computed",
     "GMLP015": "weight_rebound_before_main_grad",
     "GMLP016": "main_grad_replaced_without_asking",
+    "GMLP017": "hook_fired_without_bookkeeping",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

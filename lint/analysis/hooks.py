@@ -1,0 +1,157 @@
+"""Where a parameter's grad-accumulation hook is fired by hand, and what was done to that
+parameter on the way there (issue #19, class 5).
+
+Megatron's DDP registers its grad-ready hook on each parameter's AccumulateGrad node. Code
+that bypasses autograd (a CUDA-graph replay, a delayed-wgrad or tensor-parallel finalizer)
+stores the hook on the parameter (``param._grad_accum_hook``, ``post_wgrad_grad_acc_hook``)
+and fires it itself. The hook then does what it does after AccumulateGrad: it adds
+``param.grad`` into main_grad unless ``grad_added_to_main_grad`` says the wgrad is there
+already. AccumulateGrad always sets ``.grad`` first; a hand-fired hook has nobody doing it,
+so the code that fires it must set one of the two itself.
+
+A *firing* is a call of a hook read off a plain name: ``p.<attr>(...)`` or ``h()`` where
+``h = getattr(p, "<attr>", ...)`` / ``h = p.<attr>`` reaches the call, with ``<attr>`` a
+single stored hook about gradients (it names a hook and a gradient, is not plural, and is
+not a maker, registrar or trigger of hooks).
+
+*Bookkeeping* for ``p`` is a statement that assigns ``p.grad`` or
+``p.grad_added_to_main_grad`` (directly or by ``setattr``), a test
+``hasattr(p, "grad_added_to_main_grad")`` (where it is False the parameter has no such
+bookkeeping to do), a call that is handed ``p``
+itself (a helper may do it; the firing call is not counted), or a ``backward_dw`` call
+(the delayed-wgrad protocol sets the flags of the weights it computes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import patterns
+from .cfg import Graph, Node
+from .module import Unit
+
+# Calls that are handed a parameter only to look at it.
+INSPECTING_CALLS = frozenset(
+    {"getattr", "hasattr", "isinstance", "id", "len", "print", "type", "str", "repr", "iter"}
+)
+# Attribute names that make, register, remove or trigger hooks rather than hold one.
+NOT_A_STORED_HOOK = ("make", "register", "remove", "setup", "create", "trigger", "apply")
+BOOKKEEPING_ATTRS = ("grad", patterns.GRAD_ADDED)
+PROTOCOL_CALLS = frozenset({"backward_dw"})
+
+
+@dataclass(frozen=True)
+class Firing:
+    subject: str  # the parameter's local name
+    call: cst.Call
+    node: Node  # the graph node evaluating the call
+
+
+def is_stored_hook(attr: str) -> bool:
+    lowered = attr.lower()
+    return (
+        lowered.endswith("hook")
+        and ("grad" in lowered or "accum" in lowered)
+        and not any(word in lowered for word in NOT_A_STORED_HOOK)
+    )
+
+
+def firings(unit: Unit) -> Iterator[Firing]:
+    for root, node in unit.expression_roots():
+        for sub in patterns.walk(root):
+            if type(sub) is not cst.Call:
+                continue
+            subject = _fired_subject(unit, sub, node)
+            if subject is not None:
+                yield Firing(subject, sub, node)
+
+
+def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
+    func = call.func
+    if type(func) is cst.Attribute and type(func.value) is cst.Name:
+        return func.value.value if is_stored_hook(func.attr.value) else None
+    if type(func) is not cst.Name:
+        return None
+    subjects = {_hook_owner(d.value) for d in unit.reaching.reaching(func.value, node)}
+    if len(subjects) == 1 and None not in subjects:
+        return subjects.pop()
+    return None
+
+
+def _hook_owner(value: cst.CSTNode | None) -> str | None:
+    """``p`` for ``getattr(p, "<stored hook>", ...)`` or ``p.<stored hook>``."""
+    if type(value) is cst.Attribute and type(value.value) is cst.Name:
+        return value.value.value if is_stored_hook(value.attr.value) else None
+    if patterns.callee_name(value) == "getattr" and type(value.func) is cst.Name:
+        args = patterns.positional_args(value)
+        word = patterns.string_value(args[1].value) if len(args) >= 2 else None
+        if word is not None and type(args[0].value) is cst.Name and is_stored_hook(word):
+            return args[0].value.value
+    return None
+
+
+def bookkeeping_nodes(unit: Unit, subject: str, firing: Firing) -> list[Node]:
+    """The graph nodes that do (or may do, through a helper) the bookkeeping for
+    ``subject`` before its hook is fired."""
+    found = []
+    for root, node in unit.expression_roots():
+        if node is not firing.node and _keeps_books(root, subject):
+            found.append(node)
+    return found
+
+
+def _keeps_books(root: cst.CSTNode, subject: str) -> bool:
+    if isinstance(root, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        for target in patterns.assignment_targets(root):
+            if _is_attr_of(target, subject, BOOKKEEPING_ATTRS):
+                return True
+    for sub in patterns.walk(root):
+        if type(sub) is not cst.Call:
+            continue
+        name = patterns.callee_name(sub)
+        if name in PROTOCOL_CALLS:
+            return True
+        if name in ("setattr", "hasattr"):
+            # setattr(p, "grad", ...); and the test of ``if hasattr(p, "grad_added_..."):``,
+            # whose other way out is a parameter without Megatron's bookkeeping at all.
+            args = patterns.positional_args(sub)
+            if len(args) >= 2 and _is_name(args[0].value, subject):
+                word = patterns.string_value(args[1].value)
+                wanted = BOOKKEEPING_ATTRS if name == "setattr" else (patterns.GRAD_ADDED,)
+                if word in wanted:
+                    return True
+            continue
+        if name in INSPECTING_CALLS:
+            continue
+        if any(_is_name(arg.value, subject) for arg in sub.args):
+            return True
+    return False
+
+
+def reachable_avoiding(graph: Graph, target: Node, blocked: list[Node]) -> bool:
+    """Some path from the entry reaches ``target`` without passing a node of ``blocked``."""
+    stop = {node.index for node in blocked}
+    seen = {graph.entry.index}
+    stack = [graph.entry]
+    while stack:
+        node = stack.pop()
+        if node is target:
+            return True
+        for succ, _ in node.succ:
+            if succ.index not in seen and succ.index not in stop:
+                seen.add(succ.index)
+                stack.append(succ)
+    return False
+
+
+def _is_name(expr: cst.CSTNode, word: str) -> bool:
+    return type(expr) is cst.Name and expr.value == word
+
+
+def _is_attr_of(expr: cst.CSTNode, subject: str, attrs: tuple[str, ...]) -> bool:
+    return (
+        type(expr) is cst.Attribute and expr.attr.value in attrs and _is_name(expr.value, subject)
+    )

@@ -1,0 +1,149 @@
+"""GMLP017: a parameter's grad-accumulation hook fired by hand with no bookkeeping."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+# The parser and the analyses load on the first check, not with the documentation.
+hooks = LazyModule("..analysis.hooks", __package__)
+
+CODE = "GMLP017"
+RULE = Rule(
+    code=CODE,
+    name="hook-fired-without-bookkeeping",
+    summary=(
+        "A parameter's grad-accumulation hook is fired by hand on a path that neither sets "
+        "its `grad_added_to_main_grad` nor gives its `.grad` a value."
+    ),
+    flags=(
+        "`p._grad_accum_hook(...)` / `h()` with `h = getattr(p, '<grad hook>')` reached on a "
+        "path with no `p.grad = ...`, no `p.grad_added_to_main_grad = ...`, no call handed "
+        "`p` and no `backward_dw()`"
+    ),
+    explanation="""
+        Issue #19, class 5 (hooks without bookkeeping). Megatron's DDP hook runs after
+        AccumulateGrad has set `param.grad`: it adds `.grad` into main_grad unless
+        `grad_added_to_main_grad` says the wgrad is there already, then clears `.grad` and
+        marks the parameter ready for the reduce. Code that bypasses autograd (a CUDA-graph
+        replay, a tensor-parallel or delayed-wgrad finalizer) keeps that hook on the
+        parameter and fires it itself. If the path to that call neither sets the flag nor
+        `.grad`, the hook sees whatever `.grad` was left from before (a stale dummy or an
+        earlier microbatch's gradient) and adds it into main_grad, or, with `.grad` None,
+        reduces a main_grad that does not say whether it holds this microbatch.
+
+        Seen: within one function, the call of a stored hook of a plain name `p`
+        (`p._grad_accum_hook()`, `p.post_wgrad_grad_acc_hook()`, or `hook()` where `hook =
+        getattr(p, "_grad_accum_hook", None)` reaches the call): an attribute that names a
+        hook and a gradient, not plural, not a maker, registrar or trigger of hooks. The
+        finding is reported when some path of the function's control-flow graph reaches
+        that call without passing a statement that assigns `p.grad` or
+        `p.grad_added_to_main_grad` (or `setattr`s them), a test `hasattr(p,
+        "grad_added_to_main_grad")` (a parameter without it has no such bookkeeping), a call
+        handed `p` itself (a
+        helper may keep the books) or a `backward_dw()` call (the delayed-wgrad protocol
+        keeps the books of the weights it computes).
+
+        Not seen: bookkeeping done before the function is called (by its caller), hooks
+        stored under other names or in containers, and whether the hooked parameter's
+        wgrad went to main_grad at all (a path that hands a real `.grad` through
+        AccumulateGrad does not fire the hook by hand).
+    """,
+    fix="""
+        Before firing the hook, do what AccumulateGrad and the fused wgrad path do: when the
+        wgrad is in main_grad set `p.grad_added_to_main_grad = True` and `p.grad` to a
+        dummy (or None, where DDP allows it); otherwise set `p.grad` to the wgrad. No
+        automatic fix.
+    """,
+    fix_summary="none (set the flag or .grad before firing the hook)",
+    valid=(
+        Example(
+            """
+            def finish_replay(runner):
+                runner.bwd_graph.replay()
+                for param in runner.params:
+                    param.grad = None
+                    if hasattr(param, "grad_added_to_main_grad"):
+                        param.grad_added_to_main_grad = True
+                    hook = getattr(param, "_grad_accum_hook", None)
+                    if hook is not None:
+                        hook()
+            """
+        ),
+        Example(
+            """
+            def delayed_backward(module):
+                module.backward_dw()
+                for param in module.parameters():
+                    if getattr(param, "post_wgrad_grad_acc_hook", None) is not None:
+                        param.post_wgrad_grad_acc_hook()
+            """
+        ),
+        Example(
+            """
+            def finalize(param, wgrad):
+                param.main_grad.add_(wgrad)
+                if hasattr(param, "grad_added_to_main_grad"):
+                    param.grad_added_to_main_grad = True
+                if getattr(param, "_grad_accum_hook", None) is not None:
+                    param._grad_accum_hook()
+            """
+        ),
+        Example(
+            """
+            def finalize(param, wgrad):
+                accumulate_into_main_grad(param, wgrad)
+                param._grad_accum_hook(param)
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def finish_replay(runner):
+                runner.bwd_graph.replay()  # adds each wgrad into its param's main_grad
+                for param in runner.params:
+                    hook = getattr(param, "_grad_accum_hook", None)
+                    if hook is not None:
+                        hook()
+            """,
+            line=6,
+        ),
+        Example(
+            """
+            def finalize(param, wgrad, fused):
+                if fused:
+                    param.main_grad.add_(wgrad)
+                    param.grad_added_to_main_grad = True
+                param._grad_accum_hook(param)
+            """,
+            line=5,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "`{name}`'s grad-accumulation hook is fired here on a path that sets neither "
+    "`{name}.grad_added_to_main_grad` nor `{name}.grad`: the hook adds whatever `.grad` "
+    "holds into main_grad (a stale one, or nothing for a wgrad that is already there)"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "hook" not in context.source:
+        return
+    for unit in context.units:
+        if not any("hook" in name or name == "getattr" for name in unit.survey.calls):
+            continue
+        for firing in hooks.firings(unit):
+            blocked = hooks.bookkeeping_nodes(unit, firing.subject, firing)
+            if hooks.reachable_avoiding(unit.graph, firing.node, blocked):
+                out.report(CODE, firing.call, MESSAGE.format(name=firing.subject))
