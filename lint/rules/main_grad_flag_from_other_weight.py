@@ -34,7 +34,8 @@ RULE = Rule(
     flags=(
         "`zero_out_wgrad` / `overwrite_main_grad` / main_grad read from another weight in the "
         "block that marks one weight, or in the GEMM call or kwargs dict whose `out` is one "
-        "weight's main_grad"
+        "weight's main_grad; `overwrite_main_grad` read from `w` where the Parameter is "
+        "`origin_w`"
     ),
     explanation="""
         The per-parameter attributes belong to one parameter: `zero_out_wgrad` says whether
@@ -61,7 +62,12 @@ RULE = Rule(
         `restore_from_saved`), quantized (`*_fp8`, results of quantize/cast calls) or
         materialized (all-gather results, `full_weight`), following assignments; a plain
         name whose `origin_` twin is in scope is a stand-in. Reading a flag or main_grad
-        from the stand-in of the weight the block marks is reported.
+        from the stand-in of the weight the block marks is reported. So is any read of
+        `overwrite_main_grad` from `w` (or `w[i]`) in a function that also names the
+        Parameter `origin_w`, unless the function copies `origin_w = w` (then `w` is the
+        Parameter until rebound): the FP8 or FP4 copy of the weight does not carry the flag,
+        so `getattr(w, "overwrite_main_grad", False)` answers False and the GEMM accumulates
+        where it should overwrite.
 
         Not seen: objects passed through helpers in other files, containers of weights,
         and stand-ins whose names and producers say nothing (a plain `weight` with no
@@ -73,6 +79,15 @@ RULE = Rule(
     """,
     fix_summary="read it from the weight being marked or written (unsafe)",
     valid=(
+        Example(
+            """
+            def forward(ctx, weight, fp8):
+                origin_weight = weight
+                if fp8:
+                    weightmat = quantize(weight)
+                ctx.overwrites = getattr(weight, "overwrite_main_grad", False)
+            """
+        ),
         Example(
             """
             def finish(ctx, fc1_weight, origin_fc1_weight):
@@ -104,6 +119,30 @@ RULE = Rule(
         ),
     ),
     invalid=(
+        Example(
+            """
+            def backward(ctx, grad_output, main_grad):
+                weight, inputmat = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+                origin_weight = ctx.origin_weight_ref()
+                kwargs = {
+                    "accumulate": not getattr(weight, "overwrite_main_grad", False),
+                    "out": main_grad,
+                }
+                return general_gemm(inputmat, grad_output, **kwargs)
+            """,
+            line=5,
+            fixed="""
+            def backward(ctx, grad_output, main_grad):
+                weight, inputmat = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+                origin_weight = ctx.origin_weight_ref()
+                kwargs = {
+                    "accumulate": not getattr(origin_weight, "overwrite_main_grad", False),
+                    "out": main_grad,
+                }
+                return general_gemm(inputmat, grad_output, **kwargs)
+            """,
+            applicability="unsafe",
+        ),
         Example(
             """
             def finish(ctx, weight, fc1_weight):
@@ -224,6 +263,8 @@ def check(context: ModuleContext, out: Collector) -> None:
                     for sub in patterns.walk(stmt):
                         if isinstance(sub, (cst.Call, cst.Dict)):
                             _check_arguments(sub, provenance.Provenance(unit), out)
+        if survey.spells_overwrite and "origin" in source:
+            _check_twins(unit, provenance.Provenance(unit), out)
 
 
 def _check_block(mark: Mark, objects: Provenance, out: Collector) -> None:
@@ -299,6 +340,40 @@ def _check_arguments(node, objects: Provenance, out: Collector) -> None:
             elif other is not None and objects.differ(subject, other):
                 message = STAND_IN_CALL.format(subject=out.text(subject), other=out.text(other))
                 out.report(CODE, other, message, _fix(out, other, subject))
+
+
+def _check_twins(unit, objects: Provenance, out: Collector) -> None:
+    """``overwrite_main_grad`` read from ``w`` (or ``w[i]``) where the function also names
+    the Parameter as ``origin_w``: the code keeps the two apart because ``w`` is the
+    restored or quantized stand-in, which does not carry the Parameter's flag."""
+    for root, _ in unit.expression_roots():
+        for sub in patterns.walk(root):
+            owner = _overwrite_owner(sub)
+            base = owner.value if isinstance(owner, cst.Subscript) else owner
+            if not isinstance(base, cst.Name) or provenance.is_origin_name(base.value):
+                continue
+            twin = next(
+                (
+                    p + base.value
+                    for p in provenance.ORIGIN_PREFIXES
+                    if p + base.value in objects.names
+                ),
+                None,
+            )
+            if twin is not None and not _copied_from(unit, twin, base.value):
+                message = STAND_IN_CALL.format(subject=twin, other=out.text(owner))
+                fix = Fix(f"Read it from `{twin}`", (out.replace(base, twin),), UNSAFE)
+                out.report(CODE, owner, message, fix)
+
+
+def _copied_from(unit, twin: str, name: str) -> bool:
+    """``twin = name`` somewhere in the function: ``name`` is the Parameter itself until it
+    is rebound (Transformer Engine's forward keeps ``origin_weight = weight`` before it
+    quantizes), so reading from ``name`` may be reading from the Parameter."""
+    return any(
+        d.name == twin and isinstance(d.value, cst.Name) and d.value.value == name
+        for d in unit.graph.defs
+    )
 
 
 def _overwrite_owner(node) -> cst.BaseExpression | None:
