@@ -45,6 +45,7 @@ RULE_MODULES = {
     "GMLP015": "weight_rebound_before_main_grad",
     "GMLP016": "main_grad_replaced_without_asking",
     "GMLP017": "hook_fired_without_bookkeeping",
+    "GMLP018": "dummy_wgrad_discarded",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)
