@@ -6,9 +6,14 @@ sees it), the median wall time of several runs:
 * single_file: one file with main_grad code (parsed and analysed), one without (skipped
   unparsed), and ``python -c pass`` for the interpreter alone;
 * tree: a generated tree of many files, a fraction of them holding real-world-shaped
-  main_grad code (tests/lint/fixtures), with the default worker count and with one worker.
+  main_grad code (tests/lint/fixtures), with the default worker count and with one worker;
+* real_trees (``--tree NAME=PATH``, repeatable): a checkout as it is (Transformer Engine's
+  or Megatron-LM's whole repository), with the default worker count, and its CPU time
+  (user + system of the whole process tree, which other load on the machine does not
+  inflate the way it inflates wall time).
 
     python scripts/bench_lint.py --output bench_lint.json
+    python scripts/bench_lint.py --tree TE=/path/TransformerEngine --tree MLM=/path/Megatron-LM
 """
 
 from __future__ import annotations
@@ -85,6 +90,26 @@ def median_seconds(command: list[str], runs: int, cwd: Path | None = None) -> di
     }
 
 
+def timed_tree(command: list[str], runs: int, root: Path) -> dict:
+    """Wall times (as ``median_seconds``) and CPU seconds (children's user + system) of
+    linting ``root`` as it is."""
+    before = os.times()
+    figures = median_seconds([*command, "--no-progress", "."], runs, root)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    files = sum(1 for _ in root.rglob("*.py"))
+    return {"files": files, "default_jobs": figures, "cpu_s_per_run": round(cpu / runs, 3)}
+
+
+def tree_pair(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not Path(path).is_dir():
+        raise argparse.ArgumentTypeError(f"expected NAME=DIRECTORY, got {text}")
+    return name, Path(path)
+
+
 def make_tree(root: Path, files: int, every: int) -> dict:
     """``files`` modules in directories of 50; every ``every``-th one is a fixture copy."""
     samples = sorted(FIXTURES.glob("*.py"))
@@ -120,6 +145,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--main-grad-every", type=positive, default=20, help="every N-th file holds main_grad code"
     )
+    parser.add_argument(
+        "--tree", type=tree_pair, action="append", default=[], metavar="NAME=PATH",
+        help="also time linting this checkout as it is (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     command = lint_command()
     with tempfile.TemporaryDirectory(prefix="gmlp-lint-bench-") as scratch:
@@ -155,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         },
         "single_file": single,
         "tree": tree,
+        "real_trees": {name: timed_tree(command, args.tree_runs, path) for name, path in args.tree},
     }
     text = json.dumps(report, indent=2) + "\n"
     if args.output is None:

@@ -33,3 +33,30 @@ def test_bench_script_rejects_bad_sizes():
     )
     assert completed.returncode == 2
     assert "--files" in completed.stderr and "positive integer" in completed.stderr
+
+
+def test_bench_script_times_a_real_tree(tmp_path):
+    checkout = tmp_path / "checkout"
+    (checkout / "pkg").mkdir(parents=True)
+    (checkout / "pkg" / "a.py").write_text("x = 1\n")
+    (checkout / "pkg" / "b.py").write_text("def f(p):\n    return p.main_grad\n")
+    output = tmp_path / "bench.json"
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--runs", "1", "--tree-runs", "1", "--files", "4",
+         "--tree", f"mine={checkout}", "--output", str(output)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    mine = json.loads(output.read_text())["real_trees"]["mine"]
+    assert mine["files"] == 2
+    assert mine["default_jobs"]["runs"] == 1 and mine["default_jobs"]["median_s"] > 0
+    assert mine["cpu_s_per_run"] > 0
+
+
+def test_bench_script_rejects_a_tree_that_is_not_a_directory(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--tree", f"gone={tmp_path / 'gone'}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 2
+    assert "--tree" in completed.stderr and "NAME=DIRECTORY" in completed.stderr
