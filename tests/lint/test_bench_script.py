@@ -60,3 +60,18 @@ def test_bench_script_rejects_a_tree_that_is_not_a_directory(tmp_path):
     )  # fmt: skip
     assert completed.returncode == 2
     assert "--tree" in completed.stderr and "NAME=DIRECTORY" in completed.stderr
+
+
+def test_bench_script_times_the_linter_itself(tmp_path):
+    """The command it times runs gmlp-lint from any directory (a broken command exits 1 at
+    once, which would be timed as a clean lint)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from bench_lint import lint_command
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    completed = subprocess.run(
+        [*lint_command(), "--version"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "gmlp-lint" in completed.stdout
