@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
         help="also time linting this checkout as it is (repeatable)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()  # other work on the machine stretches wall times
     command = lint_command()
     with tempfile.TemporaryDirectory(prefix="gmlp-lint-bench-") as scratch:
         scratch = Path(scratch)
@@ -186,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
         },
         "single_file": single,
         "tree": tree,

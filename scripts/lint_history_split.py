@@ -13,6 +13,9 @@ file at each repository's head is linted, and each finding is joined with the da
 ``[[head]]`` verdicts and those of ``--judgements``: the report counts true, false and
 unjudged findings.
 
+``--bench FILE`` (repeatable) adds the real-tree timings of scripts/bench_lint.py's JSON
+(``--tree NAME=PATH``), with the command that made them, as a "Speed" section.
+
 Writes Markdown to stdout (or ``--markdown``). Exit status: 0 done; 2 bad input (an
 unreadable data file or git directory, a revision that does not resolve, a linter that cannot
 run), with one line on stderr.
@@ -21,6 +24,7 @@ run), with one line on stderr.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -116,6 +120,34 @@ def measure_heads(gits: dict[str, Git], verdicts: list[dict]) -> tuple[dict, lis
     return heads, findings
 
 
+def load_bench(path: Path) -> dict:
+    try:
+        report = json.loads(path.read_text())
+        if not isinstance(report["real_trees"], dict) or not report["benchmark"]:
+            raise KeyError("real_trees")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise BadInput(f"--bench {path}: not a bench_lint.py JSON with --tree ({error})") from None
+    return report
+
+
+def speed_markdown(reports: list[dict]) -> list[str]:
+    out = ["## Speed (scripts/bench_lint.py)", "",
+           "| run | tree | .py files | wall median (min-max) | CPU s per run | load before/after |",
+           "|---|---|---:|---|---:|---|"]  # fmt: skip
+    for number, report in enumerate(reports, 1):
+        load = report.get("machine", {}).get("load_average_1min", {})
+        loads = f"{load.get('before', '?')} / {load.get('after', '?')}"
+        for name, tree in report["real_trees"].items():
+            wall = tree["default_jobs"]
+            spread = f"{wall['median_s']} s ({wall['min_s']}-{wall['max_s']})"
+            out.append(f"| {number} | {name} | {tree['files']} | {spread} "
+                       f"| {tree['cpu_s_per_run']} | {loads} |")  # fmt: skip
+    commands = sorted({f"python scripts/{report['benchmark']}" for report in reports})
+    cpus = sorted({str(report.get("machine", {}).get("cpus")) for report in reports})
+    out += ["", f"Command: `{'`, `'.join(commands)}` on {', '.join(cpus)} CPUs.", ""]
+    return out
+
+
 def markdown(fixes: list[dict], commits: dict[str, str], heads: list[dict], cutoff: str) -> str:
     out = [f"Dated split (cut-off {cutoff}): fixes not in docs/lint-history-judgements.toml.", ""]
     for split in (DEVELOPMENT, HELD_OUT):
@@ -153,8 +185,10 @@ def run(args: argparse.Namespace) -> str:
         verdicts = load_judgements(Path(args.judgements))["judgement"] + data.get("head", [])
     except BadJudgements as error:
         raise BadInput(str(error)) from None
+    benches = [load_bench(Path(path)) for path in args.bench]
     commits, heads = ({}, []) if args.no_heads else measure_heads(gits, verdicts)
-    return markdown(measure_fixes(gits, fixes), commits, heads, data["cutoff"])
+    text = markdown(measure_fixes(gits, fixes), commits, heads, data["cutoff"])
+    return text + ("\n" + "\n".join(speed_markdown(benches)) if benches else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judgements", default=str(DEFAULT_JUDGEMENTS),
                         help="verdicts on findings from the history corpus (TOML)")  # fmt: skip
     parser.add_argument("--no-heads", action="store_true", help="measure the fixes only")
+    parser.add_argument("--bench", action="append", default=[], metavar="FILE",
+                        help="a bench_lint.py JSON with --tree timings (repeatable)")  # fmt: skip
     parser.add_argument("--markdown", help="write the Markdown here instead of stdout")
     args = parser.parse_args(argv)
     if not args.repo:

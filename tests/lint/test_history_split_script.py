@@ -4,6 +4,7 @@ judged in the data file and one left unjudged, and bad input (exit 2, one line).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,27 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
     assert "cutoff" in done.stderr
     missing = run_script("--data", str(data))
     assert missing.returncode == 2 and "--repo" in missing.stderr
+
+
+def test_bench_timings_become_a_speed_section(tmp_path):
+    repo = make_repo(tmp_path)
+    commit(repo, {"pkg/ops.py": FIXED}, "add")
+    data = tmp_path / "split.toml"
+    data.write_text('cutoff = "2026-01-01"\n')
+    tree = {"files": 3, "default_jobs": {"median_s": 1.5, "min_s": 1.25, "max_s": 2.0, "runs": 3},
+            "cpu_s_per_run": 2.75}  # fmt: skip
+    bench = tmp_path / "bench.json"
+    report = {"benchmark": "bench_lint.py --tree T=/t", "real_trees": {"T": tree},
+              "machine": {"cpus": 2}}  # fmt: skip
+    bench.write_text(json.dumps(report))
+    done = run_script("--repo", f"demo={repo / '.git'}", "--data", str(data), "--no-heads",
+                      "--bench", str(bench))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "## Speed (scripts/bench_lint.py)" in done.stdout
+    assert "| 1 | T | 3 | 1.5 s (1.25-2.0) | 2.75 |" in done.stdout
+    assert "`python scripts/bench_lint.py --tree T=/t` on 2 CPUs" in done.stdout
+    broken = tmp_path / "broken.json"
+    broken.write_text("{}")
+    bad = run_script("--repo", f"demo={repo / '.git'}", "--data", str(data), "--no-heads",
+                     "--bench", str(broken))  # fmt: skip
+    assert bad.returncode == 2 and "--bench" in bad.stderr and len(bad.stderr.splitlines()) == 1
