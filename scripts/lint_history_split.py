@@ -136,7 +136,9 @@ def speed_markdown(reports: list[dict]) -> list[str]:
            "|---|---|---:|---|---:|---|"]  # fmt: skip
     for number, report in enumerate(reports, 1):
         load = report.get("machine", {}).get("load_average_1min", {})
-        loads = f"{load.get('before', '?')} / {load.get('after', '?')}"
+        loads = " / ".join(
+            f"{load[key]:.2f}" if key in load else "?" for key in ("before", "after")
+        )
         for name, tree in report["real_trees"].items():
             wall = tree["default_jobs"]
             spread = f"{wall['median_s']} s ({wall['min_s']}-{wall['max_s']})"
