@@ -290,7 +290,7 @@ def bench(
             param_hint="--shape",
         )
     backend_specs = backend_specs or {
-        name: _backend_spec(name) for name in timed_backends.DEFAULT_BACKENDS
+        name: _backend_spec(name) for name in timed_backends.default_backends()
     }
     backend_names = list(backend_specs)
     phase_names = phase_names or list(PHASES)

@@ -1,8 +1,8 @@
 """Ratios between backends measured on the same workload and phase.
 
 speedup             median_ms(reference) / median_ms(backend): how many times faster ``backend`` is
-                    (above 1: faster). Pairs: triton over torch-grouped-mm and over refimpl,
-                    torch-grouped-mm over refimpl.
+                    (above 1: faster). Pairs: triton over torch-grouped-mm, te-ops and
+                    refimpl, torch-grouped-mm over refimpl.
 time_over_baseline  median_ms(backend, wgrad-*) / median_ms(torch._grouped_mm, wgrad-baseline):
                     what writing into main_grad costs over a bare bf16 weight-gradient GEMM
                     (1.0: nothing; the target is at most 1.25 on the Qwen3-like shape).
@@ -15,6 +15,7 @@ from .runner import Result
 
 SPEEDUP_PAIRS = (
     ("triton", "torch-grouped-mm"),
+    ("triton", "te-ops"),
     ("triton", "refimpl"),
     ("torch-grouped-mm", "refimpl"),
 )

@@ -12,8 +12,9 @@ import torch
 
 from . import compare
 from .flops import phase_flops
+from .phases import MODULE_PHASES
 from .runner import Result
-from .shapes import Shape
+from .shapes import PRESETS, Shape
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,23 @@ TARGETS = (
         kind="time_over_baseline",
         threshold=1.25,
     ),
+)
+
+
+# The fused path at least as fast as Transformer Engine's op fuser on every phase of every
+# preset shape (judged where te-ops ran; "not measured" elsewhere).
+TARGETS += tuple(
+    Target(
+        f"{phase}-{shape}-vs-te-ops",
+        f"{phase} on {shape}: triton at least as fast as te-ops",
+        shape=shape,
+        phase=phase,
+        kind="speedup",
+        threshold=1.0,
+        reference="te-ops",
+    )
+    for shape in PRESETS
+    for phase in MODULE_PHASES
 )
 
 

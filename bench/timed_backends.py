@@ -10,6 +10,8 @@ is an error of that backend.
 
 from __future__ import annotations
 
+import importlib.util
+
 from torch import nn
 
 from gmlp_check.backends import BUILTIN, Backend, BackendError, load
@@ -17,6 +19,16 @@ from gmlp_check.refimpl.config import MLPConfig
 
 REFIMPL = "refimpl"
 DEFAULT_BACKENDS = (REFIMPL, "torch-grouped-mm", "triton")
+# Transformer Engine's op fuser, the peer the fused path is held against where TE is installed.
+TE_PEER = "te-ops"
+
+
+def default_backends() -> tuple[str, ...]:
+    """The backends a run without --impl times: te-ops too whenever Transformer Engine is
+    installed (found, not imported: importing TE takes seconds)."""
+    if importlib.util.find_spec("transformer_engine") is None:
+        return DEFAULT_BACKENDS
+    return (*DEFAULT_BACKENDS, TE_PEER)
 
 
 class Unavailable(Exception):
