@@ -3,7 +3,7 @@
 The file needs torch and the backend under test only, no gmlp_check: it builds the module,
 loads the case's weights, inputs and output gradients (embedded, exactly as gmlp-check drew
 them), attaches main_grad the way Megatron's engines do and runs the case's microbatches,
-asserting the producer's side of CONTRACT.md against the weight gradients the fp32 reference
+asserting what CONTRACT.md asks of the fused side against the weight gradients the fp32 reference
 computed from the same data (embedded too). It exits with an AssertionError listing the
 violations, or prints that the contract holds.
 

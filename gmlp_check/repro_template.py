@@ -1,12 +1,12 @@
 """The body of a standalone reproduction (``repro.py`` fills the header and the data in).
 
 It is Python source kept as a string: the written file must import nothing but torch and the
-backend under test, so nothing here may import gmlp_check either. It checks the producer's
-side of CONTRACT.md after every step, before any engine's hook would run: main_grad (before +
-W, or W), grad_added_to_main_grad, the dummy .grad (present, the weight's shape and dtype, no
-alias of main_grad, zero under zero_out_wgrad), main_grad untouched without output into
-main_grad, and, with delayed weight gradients, main_grad unchanged by backward and the reduce
-hooks fired once by backward_dw().
+backend under test, so nothing here may import gmlp_check either. It checks what
+CONTRACT.md asks of the fused side after every step, before any engine's hook would run:
+main_grad (before + W, or W), grad_added_to_main_grad, the dummy .grad (present, the
+weight's shape and dtype, no alias of main_grad, zero under zero_out_wgrad), main_grad
+untouched without output into main_grad, and, with delayed weight gradients, main_grad
+unchanged by backward and the reduce hooks fired once by backward_dw().
 """
 
 IMPORTS = """import base64

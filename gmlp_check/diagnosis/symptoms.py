@@ -2,7 +2,7 @@
 and hooks went wrong, read from both sides' observations. A diagnosis (``rules.py``) maps a
 set of symptoms to a bug class.
 
-main_grad symptoms are read where the engine's hook found it (what the producer delivered),
+main_grad symptoms are read where the engine's hook found it (what the fused side delivered),
 per expert block of each weight: a block is *unwritten* when the fused side left it bit for
 bit as it was while the reference wrote it, *delta only* when it holds just this step's
 gradient where it had to accumulate, *stale kept* when it holds the old value plus the

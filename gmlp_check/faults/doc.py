@@ -39,7 +39,7 @@ the text, JSON (`diagnosis`) and JUnit (`diagnosis` property) reports carry the 
 the autograd functions of one forward pass) with gmlp-lint and lists the findings of the
 diagnosed class with file and line. `gmlp-check diff --write-repro DIR` writes each failing case
 as one Python file that needs only torch and the backend, embeds the case's data and the fp32
-reference's weight gradients, and asserts the producer's side of the contract.
+reference's weight gradients, and asserts what the contract asks of the fused side.
 """
 
 

@@ -123,7 +123,7 @@ class Interceptor:
 
         def register(hook: Callable[[], None]) -> None:
             self.engine_hooks.append(hook)
-            inner_register(lambda: self._producer_fired(hook))
+            inner_register(lambda: self._fused_side_fired(hook))
 
         # Instance attributes shadow the class's methods; nn.Module.__call__ finds forward.
         module.forward = forward
@@ -158,7 +158,7 @@ class Interceptor:
                 hook()
         return self._inner_dw()
 
-    def _producer_fired(self, hook: Callable[[], None]) -> None:
+    def _fused_side_fired(self, hook: Callable[[], None]) -> None:
         """The module fires the engine's hook: its weight gradients are delivered now (once
         per step, however many hooks the engine registered)."""
         if not self.delivered:

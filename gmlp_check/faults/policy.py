@@ -22,12 +22,12 @@ from gmlp_check.fused.main_grad import MainGradPolicy
 
 
 class AliasGatedOnLocalFlag(MainGradPolicy):
-    def aliases(self, into_main_grad: bool, accumulate: bool) -> bool:
+    def aliases(self, accumulate_into_main_grad: bool, accumulate: bool) -> bool:
         return accumulate
 
 
 class BookkeepingGatedOnLocalFlag(MainGradPolicy):
-    def bookkeeps(self, into_main_grad: bool, accumulate: bool) -> bool:
+    def bookkeeps(self, accumulate_into_main_grad: bool, accumulate: bool) -> bool:
         return accumulate
 
 
