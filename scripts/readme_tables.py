@@ -88,6 +88,41 @@ def _recorded_runs() -> str:
     return "\n".join(lines)
 
 
+# The recorded H200 run with Transformer Engine (discrete weights: TE's grouped-tensor path
+# for single weights needs a newer cuBLASLt than that machine's).
+BENCH_WITH_TE = "docs/gpu-runs/h200-session-2026-12-02/bench-discrete.json"
+
+
+def _bench_vs_te() -> str:
+    """Per shape and phase (uniform load), the median ms of triton, te-ops and
+    torch-grouped-mm in the recorded run, and triton's speed-up over te-ops."""
+    import json
+
+    doc = json.loads((README.parent / BENCH_WITH_TE).read_text())
+    ms = {
+        (r["shape"], r["phase"], r["impl"]): r["median_ms"]
+        for r in doc["results"]
+        if r["load"] == "uniform" and r["status"] == "ok"
+    }
+    lines = [
+        "| shape | phase | triton ms | te-ops ms | torch-grouped-mm ms "
+        "| triton speed-up vs te-ops |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    cells = dict.fromkeys((shape, phase) for shape, phase, impl in ms if impl == "triton")
+    for shape, phase in cells:
+        mine, te, torch_mm = (ms.get((shape, phase, b)) for b in BENCH_BACKENDS)
+        speedup = f"{te / mine:.2f}x" if te and mine else "n/a"
+        row = [f"{v:.2f}" if v else "n/a" for v in (mine, te, torch_mm)]
+        lines.append(f"| {shape} | {phase} | {' | '.join(row)} | {speedup} |")
+    lines.append("")
+    lines.append(f"Recorded in `{BENCH_WITH_TE}`.")
+    return "\n".join(lines)
+
+
+BENCH_BACKENDS = ("triton", "te-ops", "torch-grouped-mm")
+
+
 def _deviations(spec: str) -> Callable[[], str]:
     def table() -> str:
         from gmlp_check.backends import known_deviations
@@ -117,6 +152,7 @@ def _generators() -> dict[str, Callable[[], str]]:
         "lint-rules": _lint_rules,
         "fp8-recipes": markdown_fp8,
         "recorded-runs": _recorded_runs,
+        "bench-vs-te": _bench_vs_te,
     }
     for spec in BUILTIN:
         generators[f"deviations-{spec}"] = _deviations(spec)
