@@ -329,6 +329,8 @@ def _write_repros(directory: Path, results, checker, embed: str | None) -> None:
                 embed,
             )
             click.echo(f"reproduction of {result.case.id}: {path}", err=True)
+            if hint := repro.size_hint(path):
+                click.echo(f"  {hint}", err=True)
 
 
 @main.command()

@@ -181,6 +181,22 @@ def render(
     return "\n".join(header) + "\n" + BODY
 
 
+# A written file above this size gets a hint: its data is embedded at the run's sizes (at
+# gmlp-check's CUDA defaults an fp32 case is about 36 MB), which makes it awkward to attach.
+LARGE_BYTES = 8 * 2**20
+
+
+def size_hint(path: Path) -> str | None:
+    """How to get a smaller reproduction, when ``path`` is a large one."""
+    size = path.stat().st_size
+    if size <= LARGE_BYTES:
+        return None
+    return (
+        f"{size / 2**20:.0f} MiB: the case's data is embedded at this run's sizes; rerun with "
+        "smaller --experts/--hidden/--ffn/--tokens for a smaller file"
+    )
+
+
 def file_name(case_id: str) -> str:
     return "repro_" + re.sub(r"[^A-Za-z0-9]+", "_", case_id).strip("_") + ".py"
 

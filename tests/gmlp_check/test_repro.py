@@ -74,6 +74,36 @@ def test_diff_writes_a_reproduction_that_fails_without_gmlp_check(tmp_path):
     assert "AssertionError" in ran.stderr and "fc1.weight1: main_grad is not W" in ran.stdout
 
 
+def test_a_large_reproduction_says_how_to_get_a_smaller_one(tmp_path):
+    def write(sizes: list[str], into: Path) -> str:
+        result = CliRunner().invoke(
+            main,
+            [
+                "diff",
+                "--fused",
+                BUGGY,
+                "--device",
+                "cpu",
+                "-k",
+                CASE.id,
+                *sizes,
+                "--write-repro",
+                str(into),
+            ],
+        )
+        assert result.exit_code == 1, result.output
+        return result.output
+
+    small = write([], tmp_path / "small")
+    large = write(
+        ["--experts", "4", "--hidden", "256", "--ffn", "256", "--tokens", "64"], tmp_path / "large"
+    )
+    (path,) = (tmp_path / "large").glob("*.py")
+    assert path.stat().st_size > repro.LARGE_BYTES
+    assert "rerun with smaller --experts/--hidden/--ffn/--tokens" in large
+    assert "rerun with smaller" not in small
+
+
 def test_the_same_reproduction_passes_for_the_clean_factory(tmp_path):
     checker = Checker(load(CLEAN), CPU, SIZES)
     result = checker.run(CASE)
