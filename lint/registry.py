@@ -46,6 +46,7 @@ RULE_MODULES = {
     "GMLP016": "main_grad_replaced_without_asking",
     "GMLP017": "hook_fired_without_bookkeeping",
     "GMLP018": "dummy_wgrad_discarded",
+    "GMLP019": "delayed_wgrad_without_hook",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

@@ -155,3 +155,73 @@ def _is_attr_of(expr: cst.CSTNode, subject: str, attrs: tuple[str, ...]) -> bool
     return (
         type(expr) is cst.Attribute and expr.attr.value in attrs and _is_name(expr.value, subject)
     )
+
+
+# -- the converse: delayed weight-gradient work that notifies nobody ---------------------
+# Words of a callee that registers or builds hooks rather than firing them.
+NOT_A_FIRING = ("register", "remove", "make", "setup", "create")
+# Receivers whose ``.pop()`` hands out the deferred weight-gradient work (TE's wgrad_store).
+WGRAD_WORDS = ("wgrad",)
+REPLAY = "replay"
+# Set on a weight whose delayed wgrad is announced by backward_dw, not by autograd.
+SKIP_POST_HOOK = "skip_backward_post_hook"
+
+
+def skips_backward_post_hook(methods: list[cst.FunctionDef]) -> bool:
+    """Some method of a class marks weights ``skip_backward_post_hook`` (not to False)."""
+    return any(
+        isinstance(sub, cst.Assign)
+        and not patterns.is_false_literal(sub.value)
+        and any(patterns.is_attr(t.target, SKIP_POST_HOOK) for t in sub.targets)
+        for method in methods
+        for sub in patterns.walk(method.body)
+    )
+
+
+def fires_hooks(expr: cst.CSTNode) -> bool:
+    """``expr`` calls a hook, or a method that fires hooks (``hook()``,
+    ``self._trigger_wgrad_accumulation_and_reduce_hooks()``), not one that registers one."""
+    for sub in patterns.walk(expr):
+        name = (patterns.callee_name(sub) or "").lower()
+        if "hook" in name and not any(word in name for word in NOT_A_FIRING):
+            return True
+    return False
+
+
+def runs_delayed_wgrad(expr: cst.CSTNode) -> cst.Call | None:
+    """The call in ``expr`` that runs deferred weight-gradient work itself: ``<store>.pop()``
+    on a receiver whose name says wgrad, or ``<graph>.replay()`` of a captured graph."""
+    for sub in patterns.walk(expr):
+        if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute:
+            continue
+        method, receiver = sub.func.attr.value, sub.func.value
+        if method == REPLAY and not sub.args:
+            return sub
+        if method == "pop" and any(word in _last_word(receiver) for word in WGRAD_WORDS):
+            return sub
+    return None
+
+
+def notifying_nodes(unit: Unit) -> list[Node]:
+    """Nodes after which the weights' hooks count as fired: a statement that fires one, and
+    the head of a loop whose body fires one (a loop over the modules or the registered
+    hooks: an empty one has nobody to notify)."""
+    found = []
+    for stmt, _ in unit.statements():
+        node = unit.node_for(stmt)
+        if node is None:
+            continue
+        if isinstance(stmt, (cst.For, cst.While)):
+            if fires_hooks(stmt.body):
+                found.append(node)
+        elif not isinstance(stmt, cst.BaseCompoundStatement) and fires_hooks(stmt):
+            found.append(node)
+    return found
+
+
+def _last_word(expr: cst.CSTNode) -> str:
+    if type(expr) is cst.Name:
+        return expr.value.lower()
+    if type(expr) is cst.Attribute:
+        return expr.attr.value.lower()
+    return ""

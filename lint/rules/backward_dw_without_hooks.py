@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 paths = LazyModule("..analysis.paths", __package__)
+hook_model = LazyModule("..analysis.hooks", __package__)
 
 CODE = "GMLP011"
 RULE = Rule(
@@ -137,7 +138,7 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 def _check_class(cls: Unit, out: Collector) -> None:
     methods = [s for s in cls.body if isinstance(s, cst.FunctionDef)]
-    if not any(_sets_skip(m) for m in methods):
+    if not hook_model.skips_backward_post_hook(methods):
         return
     trigger = next(
         (m.name.value for m in methods if "trigger" in m.name.value and "hook" in m.name.value),
@@ -147,15 +148,6 @@ def _check_class(cls: Unit, out: Collector) -> None:
     for unit in cls.context.units:
         if id(unit.owner) in mine:
             _check_method(unit, out, trigger)
-
-
-def _sets_skip(method) -> bool:
-    return any(
-        isinstance(sub, cst.Assign)
-        and not patterns.is_false_literal(sub.value)
-        and any(patterns.is_attr(t.target, SKIP) for t in sub.targets)
-        for sub in patterns.walk(method.body)
-    )
 
 
 def _check_method(unit: Unit, out: Collector, trigger: str | None) -> None:
