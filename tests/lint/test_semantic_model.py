@@ -103,3 +103,35 @@ def test_the_class_model_resolves_methods_through_bases_of_the_same_file():
     assert index.method(child, "backward_dw") is base.methods["backward_dw"]
     assert not index.may_inherit_unknown(child)
     assert index.may_inherit_unknown(elsewhere) and index.spells_delay(elsewhere)
+
+
+@pytest.mark.parametrize(
+    ("code", "fires"),
+    [
+        ("hook()", True),
+        ("self._trigger_wgrad_accumulation_and_reduce_hooks()", True),
+        ("module.register_wgrad_accumulation_and_reduce_hooks(hook)", False),
+        ("self.hooks.append(hook)", False),
+        ("handle.remove_hook()", False),
+    ],
+)
+def test_a_hook_is_fired_by_calling_it_not_by_registering_it(code, fires):
+    from gmlp_check.lint.analysis import hooks
+
+    assert hooks.fires_hooks(cst.parse_expression(code)) is fires
+
+
+@pytest.mark.parametrize(
+    ("code", "runs"),
+    [
+        ("self.wgrad_store.pop()", True),
+        ("bwd_dw_graphs[i].replay()", True),
+        ("self.queue.pop()", False),
+        ("cache.pop(key)", False),
+        ("graph.replay(stream)", False),
+    ],
+)
+def test_delayed_wgrad_work_is_a_wgrad_store_pop_or_a_graph_replay(code, runs):
+    from gmlp_check.lint.analysis import hooks
+
+    assert (hooks.runs_delayed_wgrad(cst.parse_expression(code)) is not None) is runs
