@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from . import registry
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
-from .parsing import depth_error, run_deep, syntax_error
+from .parsing import analysis_error, run_deep, syntax_error
 from .project import overwrite_helpers
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
@@ -70,14 +70,12 @@ def lint_source(
 ) -> list[Finding]:
     """The findings in ``source``, sorted; ``helpers`` are the overwrite helpers defined in
     the other files of the run. Raises SourceError when it is not valid Python."""
-    error = syntax_error(source, path)
+    analysed = mentions_contract(source) and enabled & registry.codes_in_scope(registry.MODULE)
+    error = analysis_error(source, path) if analysed else syntax_error(source, path)
     if error is not None:
         raise error
     findings: list[Finding] = []
-    if mentions_contract(source) and enabled & registry.codes_in_scope(registry.MODULE):
-        error = depth_error(source, path)
-        if error is not None:
-            raise error
+    if analysed:
         findings = run_deep(lambda: _run_checks(source, path, enabled, helpers))
     suppressions = parse_suppressions(source)
     if suppressions:

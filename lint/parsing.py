@@ -61,9 +61,27 @@ def _null_byte(text: str) -> SourceError:
     return SourceError("cannot parse: the source contains a null byte", line, column)
 
 
+def analysis_error(text: str, path: str) -> SourceError | None:
+    """``syntax_error`` and then ``depth_error`` for a file the rules will analyse, with one
+    parse instead of two: the syntax tree CPython's compiler builds is compiled (the checks
+    only the compiler makes) and measured. Any failure is judged again by ``syntax_error``
+    on the text, so every message is the one the two-step check gives."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            compile(tree, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return syntax_error(text, path) or depth_error(text, path)
+    return _too_deep(nesting_depth(tree))
+
+
 def depth_error(text: str, path: str) -> SourceError | None:
     """A refusal when ``text`` (valid Python) nests deeper than the analysis takes."""
-    depth = nesting_depth(ast.parse(text, path))
+    return _too_deep(nesting_depth(ast.parse(text, path)))
+
+
+def _too_deep(depth: int) -> SourceError | None:
     if depth <= MAX_ANALYSIS_DEPTH:
         return None
     return SourceError(
@@ -73,14 +91,23 @@ def depth_error(text: str, path: str) -> SourceError | None:
 
 
 def nesting_depth(tree: ast.AST) -> int:
-    """The depth of the deepest node (walked without recursion: the tree may be deep)."""
-    deepest = 0
-    pending = [(tree, 1)]
-    while pending:
-        node, depth = pending.pop()
-        deepest = max(deepest, depth)
-        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
+    """The depth of the deepest node, counted level by level (no recursion: the tree may be
+    deep; no per-node tuple or generator: this runs over every node of every analysed
+    file)."""
+    depth = 0
+    level = [tree]
+    while level:
+        depth += 1
+        below = []
+        for node in level:
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, ast.AST):
+                    below.append(value)
+                elif isinstance(value, list):
+                    below.extend(item for item in value if isinstance(item, ast.AST))
+        level = below
+    return depth
 
 
 def run_deep(function: Callable[[], T]) -> T:

@@ -322,6 +322,8 @@ class ModuleContext:
     def code(self, node: cst.CSTNode) -> str:
         """The source code of ``node`` regenerated from the tree: no positions needed (they
         cost a pass over the whole file), so analyses may call it on the way to a finding."""
+        if node is self.module:  # libcst gives a module's text back exactly: no need to redo it
+            return self.source
         return self.module.code_for_node(node)
 
     def line_of(self, node: cst.CSTNode) -> int:
