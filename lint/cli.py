@@ -15,6 +15,8 @@ from pathlib import Path
 import click
 
 from . import engine
+from .cache import ENV_DIR as ENV_CACHE_DIR
+from .cache import Cache, default_directory
 from .config import (
     NOTHING_SELECTED,
     ConfigError,
@@ -127,6 +129,15 @@ def _codes(ctx, param, values) -> frozenset[str] | None:
     default=None,
     help="Progress bar on stderr (default: on a terminal, once a run takes 2 s).",
 )
+@click.option(
+    "--no-cache", is_flag=True, help="Lint every file, neither reading nor writing the cache."
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help=f"Where results are cached (default: ${ENV_CACHE_DIR}, else ~/.cache/gmlp-lint).",
+)
 @click.version_option(package_name="gmlp-check", prog_name="gmlp-lint")
 def check(
     paths,
@@ -140,6 +151,8 @@ def check(
     force_exclude,
     jobs,
     progress,
+    no_cache,
+    cache_dir,
 ) -> None:
     """Lint Python files for breaches of the main_grad contract.
 
@@ -148,6 +161,7 @@ def check(
     selection = Selection(select, ignore or frozenset())
     mode = engine.Mode(fix=fix or diff, unsafe_fixes=unsafe_fixes)
     options = _Options(output_format, unsafe_fixes, diff, fix)
+    options.cache_dir = None if no_cache or mode.fix else (cache_dir or default_directory())
     if "-" in paths and len(paths) > 1:
         raise click.UsageError("`-` (stdin) cannot be combined with other paths")
     try:
@@ -187,6 +201,7 @@ class _Options:
         self.unsafe_fixes = unsafe_fixes
         self.diff = diff
         self.fix = fix and not diff
+        self.cache_dir: Path | None = None  # None: no cache (asked for, or a fixing run)
 
 
 def _check_paths(paths, selection, mode, options, force_exclude, workers, progress) -> int:
@@ -194,8 +209,9 @@ def _check_paths(paths, selection, mode, options, force_exclude, workers, progre
     jobs = [
         engine.Job(path, enabled_codes(Path(path), config, selection)) for path, config in files
     ]
+    cache = Cache(options.cache_dir) if options.cache_dir is not None else None
     with Progress(len(jobs), progress) as advance:
-        results = engine.run(jobs, mode, workers, on_result=advance)
+        results = engine.run(jobs, mode, workers, on_result=advance, cache=cache)
     errors.extend(r.error for r in results if r.error)
     changed = [r for r in results if r.fixed_source is not None]
     fixed = unwritten = 0

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from . import registry
+from .cache import Cache
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
 from .parsing import analysis_error, run_deep, syntax_error
@@ -53,7 +54,7 @@ PARALLEL_MIN_WORK = 3_000_000
 class Job:
     path: str
     enabled: frozenset[str]
-    data: bytes | None = None  # the file's bytes when already read (stdin); else read here
+    data: bytes | None = None  # the file's bytes (stdin's, or read by ``run``); else read here
     # Functions in the other files of the run that return a flag computed from
     # overwrite_main_grad (``project.overwrite_helpers``).
     overwrite_helpers: frozenset[str] = frozenset()
@@ -190,10 +191,9 @@ def _process_chunk(jobs: list[Job], mode: Mode) -> list[FileResult]:
 
 def estimate_work(job: Job) -> int:
     """How much work the file is, in bytes weighted by what will parse them."""
-    try:
-        data = job.data if job.data is not None else read_bytes(job.path)
-    except SourceError:
-        return 0  # ``process`` reports it, at no cost
+    data = job.data
+    if data is None:
+        return 0  # unreadable: ``process`` reports it, at no cost
     analysed = any(t in data for t in _BYTE_TRIGGERS) or MARKER.encode() in data
     return len(data) * (ANALYSIS_WEIGHT if analysed else 1)
 
@@ -203,12 +203,48 @@ def run(
     mode: Mode,
     workers: int | None = None,
     on_result: Callable[[FileResult], None] | None = None,
+    cache: Cache | None = None,
 ) -> list[FileResult]:
-    """Results in the order of ``jobs``; the files go to a process pool when there is
-    enough work and ``workers`` allows it."""
-    results: list[FileResult | None] = [None] * len(jobs)
+    """Results in the order of ``jobs``. Each file is read once, here: the project facts,
+    the cache key and the lint all see the same bytes (a file edited during the run cannot
+    be stored under the key of its old text). Files the cache knows (plain lint runs only)
+    are not linted again; the others go to a process pool when there is enough work and
+    ``workers`` allows it."""
+    jobs = [_with_data(job) for job in jobs]
     if len(jobs) > 1:
         jobs = with_project_facts(jobs)
+    results: list[FileResult | None] = [None] * len(jobs)
+    keys: dict[int, str] = {}
+    if cache is not None and not mode.fix:
+        for i, job in enumerate(jobs):
+            if job.data is None:
+                continue
+            keys[i] = cache.key(job.path, job.data, job.enabled, job.overwrite_helpers)
+            findings = cache.load(keys[i], job.path)
+            if findings is not None:
+                results[i] = FileResult(job.path, findings)
+                if on_result is not None:
+                    on_result(results[i])
+    todo = [i for i, result in enumerate(results) if result is None]
+    done = _lint([jobs[i] for i in todo], mode, workers, on_result)
+    for i, result in zip(todo, done):
+        results[i] = result
+        if i in keys and result.error is None:
+            cache.store(keys[i], result.findings)  # type: ignore[union-attr]
+    return results  # type: ignore[return-value]
+
+
+def _with_data(job: Job) -> Job:
+    if job.data is not None:
+        return job
+    try:
+        return replace(job, data=read_bytes(job.path))
+    except SourceError:
+        return job  # ``process`` reads it again and reports why it cannot
+
+
+def _lint(jobs: Sequence[Job], mode: Mode, workers: int | None, on_result) -> list[FileResult]:
+    results: list[FileResult | None] = [None] * len(jobs)
     workers = workers or available_cpus()
     work = [estimate_work(job) for job in jobs] if workers > 1 and len(jobs) > 1 else []
     if sum(work) >= PARALLEL_MIN_WORK:
@@ -222,14 +258,9 @@ def run(
 
 
 def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
-    """The jobs, told what the rules need to know about the other files of the run."""
-    contents = []
-    for job in jobs:
-        try:
-            contents.append(job.data if job.data is not None else read_bytes(job.path))
-        except SourceError:
-            continue  # ``process`` reports it
-    helpers = overwrite_helpers(contents)
+    """The jobs (their bytes already read), told what the rules need to know about the
+    other files of the run."""
+    helpers = overwrite_helpers(job.data for job in jobs if job.data is not None)
     if not helpers:
         return list(jobs)
     return [replace(job, overwrite_helpers=job.overwrite_helpers | helpers) for job in jobs]

@@ -1,0 +1,146 @@
+"""Results of earlier runs, reused when nothing they were computed from has changed.
+
+What one file's findings depend on, and so what its cache key (a SHA-256) is made of: the
+file's bytes, the path it is reported under, the rules enabled for it (``--select`` and
+``--ignore`` with the configuration's select, ignore and per-file-ignores already applied),
+the overwrite helpers found in the other files of the run (``project.py``), and the linter
+itself: its own source files, libcst's version and the Python that compiles the file. A
+change to any of them is a different key, so a stale result is never read; entries of other
+keys simply stay unused.
+
+* Location: ``--cache-dir``, else ``$GMLP_LINT_CACHE_DIR``, else ``$XDG_CACHE_HOME/gmlp-lint``
+  (``~/.cache/gmlp-lint``); ``--no-cache`` turns it off. Outside the linted tree, so a
+  checkout, its ``git status`` and its fixes never see it.
+* One small JSON file per key, in a folder per version of the linter; written to a temporary
+  name and renamed into place, so a concurrent run reads a whole entry or none. Folders of
+  other versions untouched for ``STALE_DAYS`` are removed when a new version's is made.
+* A cache that cannot be made, read or written is no cache: the files are linted, and no
+  word of it is printed. Only clean results and findings are stored, never a file that could
+  not be linted (its error may be passing: memory, a crash).
+* Plain lint runs only: ``--fix`` and ``--diff`` need the file's text and the fixes applied,
+  which are not stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from importlib.util import find_spec
+from pathlib import Path
+
+from .model import Edit, Finding, Fix
+
+ENV_DIR = "GMLP_LINT_CACHE_DIR"
+STALE_DAYS = 7
+_FORMAT = 1  # the layout of an entry; part of the linter's fingerprint
+
+
+def default_directory() -> Path:
+    """Where the cache lives when neither ``--cache-dir`` nor ``--no-cache`` is given."""
+    if os.environ.get(ENV_DIR):
+        return Path(os.environ[ENV_DIR])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base, "gmlp-lint")
+
+
+def linter_fingerprint(package: Path = Path(__file__).parent) -> str:
+    """A digest of everything in the linter that decides a file's findings: the source of
+    ``package`` (so an edited checkout is a new version, not only a released one), libcst's
+    version and the running Python."""
+    digest = hashlib.sha256(f"{_FORMAT}\0{sys.version}\0{sys.implementation.cache_tag}".encode())
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    digest.update(_libcst_version().encode())
+    return digest.hexdigest()
+
+
+def _libcst_version() -> str:
+    """libcst's version file, read without importing libcst (a warm run never needs it)."""
+    spec = find_spec("libcst")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            return Path(folder, "_version.py").read_text()
+        except OSError:
+            continue
+    return "libcst: unknown"
+
+
+class Cache:
+    def __init__(self, directory: Path, fingerprint: str | None = None) -> None:
+        self.fingerprint = fingerprint or linter_fingerprint()
+        self.folder = Path(directory, self.fingerprint[:16])
+        self.usable = True  # False after a write failed: the rest of the run skips writing
+
+    def key(self, path: str, data: bytes, enabled: frozenset[str], helpers: frozenset[str]):
+        digest = hashlib.sha256(self.fingerprint.encode())
+        for part in (path, ",".join(sorted(enabled)), ",".join(sorted(helpers))):
+            digest.update(b"\0" + part.encode("utf-8", "surrogateescape"))
+        digest.update(b"\0" + data)
+        return digest.hexdigest()
+
+    def load(self, key: str, path: str) -> list[Finding] | None:
+        """The findings stored under ``key`` (reported under ``path``); None when there are
+        none or the entry cannot be read."""
+        try:
+            entry = json.loads((self.folder / key).read_bytes())
+            return [_finding(path, item) for item in entry["findings"]]
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return None
+
+    def store(self, key: str, findings: list[Finding]) -> None:
+        if not self.usable:
+            return
+        entry = {"findings": [_record(finding) for finding in findings]}
+        try:
+            if not self.folder.is_dir():
+                self._make_folder()
+            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".entry-")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    json.dump(entry, out, separators=(",", ":"))
+                os.replace(temporary, self.folder / key)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+        except OSError:
+            self.usable = False
+
+    def _make_folder(self) -> None:
+        parent = self.folder.parent
+        fresh = not parent.is_dir()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if fresh:  # tools that back up or index a tree pass over a tagged cache folder
+            (parent / "CACHEDIR.TAG").write_text(
+                "Signature: 8a477f597d28d172789f06886806bc55\n# gmlp-lint's cache\n"
+            )
+        cutoff = time.time() - STALE_DAYS * 86400
+        for other in parent.iterdir():
+            if other != self.folder and other.is_dir() and other.stat().st_mtime < cutoff:
+                shutil.rmtree(other, ignore_errors=True)
+
+
+def _record(finding: Finding) -> list:
+    fix = finding.fix
+    stored_fix = None
+    if fix is not None:
+        edits = [[edit.start, edit.end, edit.text] for edit in fix.edits]
+        stored_fix = [fix.message, edits, fix.applicability]
+    return [finding.code, finding.line, finding.column, finding.end_line, finding.end_column,
+            finding.message, stored_fix]  # fmt: skip
+
+
+def _finding(path: str, item: list) -> Finding:
+    code, line, column, end_line, end_column, message, stored_fix = item
+    fix = None
+    if stored_fix is not None:
+        text, edits, applicability = stored_fix
+        fix = Fix(text, tuple(Edit(*edit) for edit in edits), applicability)
+    return Finding(code, path, line, column, end_line, end_column, message, fix)
