@@ -134,7 +134,7 @@ def _codes(ctx, param, values) -> frozenset[str] | None:
 )
 @click.option(
     "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),  # not checked here: an unusable cache is no cache
     metavar="DIR",
     help=f"Where results are cached (default: ${ENV_CACHE_DIR}, else ~/.cache/gmlp-lint).",
 )

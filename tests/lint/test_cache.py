@@ -1,0 +1,191 @@
+"""The result cache: a second run takes its findings from it, and whatever a file's findings
+depend on (its bytes, the configuration, the rule selection, the other files' overwrite
+helpers, the linter's version) changes its key; a cache that cannot be used is no cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gmlp_check.lint import cache as cache_module
+from gmlp_check.lint import engine
+from gmlp_check.lint.registry import rule
+
+from .support import run_cli, run_process, write
+from .test_precision import OVERWRITE_HELPER, USES_HELPER
+
+TRUTH = rule("GMLP004").invalid[0]  # one GMLP004 finding, with a safe fix
+CLEAN = rule("GMLP004").valid[0]
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    return tmp_path / "cache"
+
+
+def lint(cache_dir: Path, *args: str):
+    return run_cli("--no-progress", "--format", "json", "--cache-dir", str(cache_dir), *args)
+
+
+def codes(result) -> list[tuple[str, str, int]]:
+    return [(f["path"], f["code"], f["line"]) for f in json.loads(result.stdout)]
+
+
+def entries(cache_dir: Path) -> list[Path]:
+    return sorted(p for p in cache_dir.rglob("*") if p.is_file() and p.name != "CACHEDIR.TAG")
+
+
+@pytest.fixture
+def linted_again(monkeypatch):
+    """The files the next in-process run lints itself (not from the cache)."""
+    seen: list[str] = []
+    real = engine.process
+
+    def recording(job, mode):
+        seen.append(Path(job.path).name)
+        return real(job, mode)
+
+    monkeypatch.setattr(engine, "process", recording)
+    return seen
+
+
+def test_a_second_run_takes_the_findings_from_the_cache(here, cache_dir, linted_again):
+    write(here / "a.py", TRUTH.source)
+    write(here / "b.py", CLEAN.source)
+    first = lint(cache_dir, ".")
+    assert sorted(linted_again) == ["a.py", "b.py"]
+    assert len(entries(cache_dir)) == 2
+    linted_again.clear()
+    second = lint(cache_dir, ".")
+    assert linted_again == []
+    assert (second.exit_code, second.stdout) == (first.exit_code, first.stdout)
+    assert codes(second) == [("a.py", "GMLP004", TRUTH.line)]
+
+
+def test_a_changed_file_is_linted_again(here, cache_dir, linted_again):
+    write(here / "a.py", TRUTH.source)
+    write(here / "b.py", CLEAN.source)
+    lint(cache_dir, ".")
+    write(here / "a.py", CLEAN.source)
+    write(here / "b.py", TRUTH.source)
+    linted_again.clear()
+    result = lint(cache_dir, ".")
+    assert sorted(linted_again) == ["a.py", "b.py"]
+    assert codes(result) == [("b.py", "GMLP004", TRUTH.line)]
+
+
+def test_a_changed_configuration_is_a_new_key(here, cache_dir):
+    write(here / "a.py", TRUTH.source)
+    assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
+    write(here / "pyproject.toml", '[tool.gmlp-lint]\nper-file-ignores = {"a.py" = ["GMLP004"]}\n')
+    assert codes(lint(cache_dir, ".")) == []
+
+
+def test_a_changed_rule_selection_is_a_new_key(here, cache_dir):
+    write(here / "a.py", TRUTH.source)
+    assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
+    assert codes(lint(cache_dir, "--ignore", "GMLP004", ".")) == []
+    assert codes(lint(cache_dir, "--select", "GMLP004", ".")) == [("a.py", "GMLP004", TRUTH.line)]
+
+
+def test_a_changed_helper_in_another_file_is_a_new_key(here, cache_dir):
+    write(here / "flags.py", OVERWRITE_HELPER)
+    write(here / "user.py", USES_HELPER)
+    assert [c for _, c, _ in codes(lint(cache_dir, "."))] == ["GMLP002"]
+    # user.py is unchanged; what its helper returns is not.
+    write(here / "flags.py", OVERWRITE_HELPER.replace('"overwrite_main_grad"', '"frozen"'))
+    assert codes(lint(cache_dir, ".")) == []
+
+
+def test_a_changed_linter_version_is_a_new_key(here, cache_dir, linted_again, monkeypatch):
+    write(here / "a.py", TRUTH.source)
+    lint(cache_dir, ".")
+    linted_again.clear()
+    version = cache_module.linter_fingerprint()
+    monkeypatch.setattr(cache_module, "linter_fingerprint", lambda: "another" + version)
+    assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
+    assert linted_again == ["a.py"]
+
+
+def test_the_linter_fingerprint_follows_its_source_files(tmp_path):
+    package = Path(cache_module.__file__).parent
+    copy = tmp_path / "lint"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert cache_module.linter_fingerprint(copy) == cache_module.linter_fingerprint(package)
+    rules = copy / "rules" / "main_grad_truthiness.py"
+    rules.write_text(rules.read_text() + "\n# edited\n")
+    assert cache_module.linter_fingerprint(copy) != cache_module.linter_fingerprint(package)
+
+
+def test_a_cache_entry_that_cannot_be_read_is_a_miss(here, cache_dir, linted_again):
+    write(here / "a.py", TRUTH.source)
+    lint(cache_dir, ".")
+    (entry,) = entries(cache_dir)
+    entry.write_text('{"findings": [["GMLP004"]]}')
+    linted_again.clear()
+    assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
+    assert linted_again == ["a.py"]
+
+
+def test_a_cache_directory_that_is_a_file_is_no_cache(here, tmp_path):
+    write(here / "a.py", TRUTH.source)
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder")
+    for _ in range(2):
+        result = run_process("--format", "json", "--cache-dir", str(blocked), "a.py", cwd=here)
+        assert (result.returncode, result.stderr) == (1, "")
+        assert [f["code"] for f in json.loads(result.stdout)] == ["GMLP004"]
+    assert blocked.read_text() == "not a folder"
+
+
+def test_an_unwritable_cache_directory_is_no_cache(here, tmp_path):
+    write(here / "a.py", TRUTH.source)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        result = run_process(
+            "--format", "json", "--cache-dir", str(locked), "a.py", cwd=here, unprivileged=True
+        )
+    finally:
+        locked.chmod(0o700)
+    assert (result.returncode, result.stderr) == (1, "")
+    assert [f["code"] for f in json.loads(result.stdout)] == ["GMLP004"]
+    assert list(locked.iterdir()) == []
+
+
+def test_no_cache_neither_reads_nor_writes(here, cache_dir, linted_again):
+    write(here / "a.py", TRUTH.source)
+    run_cli("--no-progress", "--no-cache", "--cache-dir", str(cache_dir), ".")
+    assert not cache_dir.exists()
+    lint(cache_dir, ".")
+    linted_again.clear()
+    run_cli("--no-progress", "--no-cache", "--cache-dir", str(cache_dir), ".")
+    assert linted_again == ["a.py"]
+
+
+def test_fixing_lints_the_file_itself_whatever_the_cache_holds(here, cache_dir):
+    target = write(here / "a.py", TRUTH.source)
+    lint(cache_dir, ".")
+    result = run_cli("--no-progress", "--cache-dir", str(cache_dir), "--fix", ".")
+    assert result.exit_code == 0, result.output
+    assert target.read_text() == TRUTH.fixed
+
+
+def test_the_default_directory_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache_module.ENV_DIR, str(tmp_path / "chosen"))
+    assert cache_module.default_directory() == tmp_path / "chosen"
+    monkeypatch.delenv(cache_module.ENV_DIR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_module.default_directory() == tmp_path / "xdg" / "gmlp-lint"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_module.default_directory() == tmp_path / "home" / ".cache" / "gmlp-lint"
