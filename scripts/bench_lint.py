@@ -10,7 +10,9 @@ sees it), the median wall time of several runs:
 * real_trees (``--tree NAME=PATH``, repeatable): a checkout as it is (Transformer Engine's
   or Megatron-LM's whole repository), with the default worker count, and its CPU time
   (user + system of the whole process tree, which other load on the machine does not
-  inflate the way it inflates wall time).
+  inflate the way it inflates wall time); with no cache, and with a filled cache.
+
+Every figure but the last lints with ``--no-cache``: each file is linted, every run.
 
     python scripts/bench_lint.py --output bench_lint.json
     python scripts/bench_lint.py --tree TE=/path/TransformerEngine --tree MLM=/path/Megatron-LM
@@ -97,15 +99,26 @@ def median_seconds(command: list[str], runs: int, cwd: Path | None = None) -> di
 
 def timed_tree(command: list[str], runs: int, root: Path) -> dict:
     """Wall times (as ``median_seconds``) and CPU seconds (children's user + system) of
-    linting ``root`` as it is."""
+    linting ``root`` as it is: with no cache (every file linted: the figure a first run, CI
+    without a kept cache, or a new gmlp-lint version sees), and again with a cache that one
+    earlier run filled (the figure of a run after editing a few files, or none)."""
+    figures = cpu_timed([*command, "--no-cache", "--no-progress", "."], runs, root)
+    with tempfile.TemporaryDirectory(prefix="gmlp-lint-bench-cache-") as cache:
+        cached = [*command, "--cache-dir", cache, "--no-progress", "."]
+        median_seconds(cached, 1, root)  # fills the cache
+        warm = cpu_timed(cached, runs, root)
+    files = sum(1 for _ in root.rglob("*.py"))
+    return {"files": files, **figures, "cached": warm}
+
+
+def cpu_timed(command: list[str], runs: int, root: Path) -> dict:
     before = os.times()
-    figures = median_seconds([*command, "--no-progress", "."], runs, root)
+    figures = median_seconds(command, runs, root)
     after = os.times()
     cpu = (after.children_user - before.children_user) + (
         after.children_system - before.children_system
     )
-    files = sum(1 for _ in root.rglob("*.py"))
-    return {"files": files, "default_jobs": figures, "cpu_s_per_run": round(cpu / runs, 3)}
+    return {"default_jobs": figures, "cpu_s_per_run": round(cpu / runs, 3)}
 
 
 def tree_pair(text: str) -> tuple[str, Path]:
@@ -156,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     args = parser.parse_args(argv)
     load_before = os.getloadavg()  # other work on the machine stretches wall times
-    command = lint_command()
+    command = [*lint_command(), "--no-cache"]  # every figure but "cached" lints every file
     with tempfile.TemporaryDirectory(prefix="gmlp-lint-bench-") as scratch:
         scratch = Path(scratch)
         heavy = scratch / "fused_mlp.py"
@@ -191,7 +204,9 @@ def main(argv: list[str] | None = None) -> None:
         },
         "single_file": single,
         "tree": tree,
-        "real_trees": {name: timed_tree(command, args.tree_runs, path) for name, path in args.tree},
+        "real_trees": {
+            name: timed_tree(lint_command(), args.tree_runs, path) for name, path in args.tree
+        },
     }
     text = json.dumps(report, indent=2) + "\n"
     if args.output is None:

@@ -51,6 +51,9 @@ def test_bench_script_times_a_real_tree(tmp_path):
     assert mine["files"] == 2
     assert mine["default_jobs"]["runs"] == 1 and mine["default_jobs"]["median_s"] > 0
     assert mine["cpu_s_per_run"] > 0
+    # Timed with a cache too, one the script made and removed: nothing is left in the tree.
+    assert mine["cached"]["default_jobs"]["runs"] == 1 and mine["cached"]["cpu_s_per_run"] > 0
+    assert sorted(p.name for p in checkout.rglob("*")) == ["a.py", "b.py", "pkg"]
 
 
 def test_bench_script_rejects_a_tree_that_is_not_a_directory(tmp_path):

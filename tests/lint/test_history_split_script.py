@@ -76,15 +76,20 @@ def test_bench_timings_become_a_speed_section(tmp_path):
     data.write_text('cutoff = "2026-01-01"\n')
     tree = {"files": 3, "default_jobs": {"median_s": 1.5, "min_s": 1.25, "max_s": 2.0, "runs": 3},
             "cpu_s_per_run": 2.75}  # fmt: skip
+    warm = {"default_jobs": {"median_s": 0.25, "min_s": 0.2, "max_s": 0.5, "runs": 3},
+            "cpu_s_per_run": 0.125}  # fmt: skip
     bench = tmp_path / "bench.json"
-    report = {"benchmark": "bench_lint.py --tree T=/t", "real_trees": {"T": tree},
+    report = {"benchmark": "bench_lint.py --tree T=/t",
+              "real_trees": {"T": tree, "W": {**tree, "cached": warm}},
               "machine": {"cpus": 2}}  # fmt: skip
     bench.write_text(json.dumps(report))
     done = run_script("--repo", f"demo={repo / '.git'}", "--data", str(data), "--no-heads",
                       "--bench", str(bench))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "## Speed (scripts/bench_lint.py)" in done.stdout
-    assert "| 1 | T | 3 | 1.5 s (1.25-2.0) | 2.75 |" in done.stdout
+    # T was timed before the cache existed.
+    assert "| 1 | T | 3 | 1.5 s (1.25-2.0) | 2.75 | - | - |" in done.stdout
+    assert "| 1 | W | 3 | 1.5 s (1.25-2.0) | 2.75 | 0.25 s (0.2-0.5) | 0.125 |" in done.stdout
     assert "`python scripts/bench_lint.py --tree T=/t` on 2 CPUs" in done.stdout
     broken = tmp_path / "broken.json"
     broken.write_text("{}")
