@@ -238,6 +238,8 @@ def run(
         results[i] = result
         if i in keys and result.error is None:
             cache.store(keys[i], result.findings)  # type: ignore[union-attr]
+    if cache is not None:
+        cache.save()
     return results  # type: ignore[return-value]
 
 

@@ -40,8 +40,12 @@ def codes(result) -> list[tuple[str, str, int]]:
     return [(f["path"], f["code"], f["line"]) for f in json.loads(result.stdout)]
 
 
-def entries(cache_dir: Path) -> list[Path]:
-    return sorted(p for p in cache_dir.rglob("*") if p.is_file() and p.name != "CACHEDIR.TAG")
+def packs(cache_dir: Path) -> list[Path]:
+    return sorted(cache_dir.glob("*/pack-*.json"))
+
+
+def entries(cache_dir: Path) -> int:
+    return sum(len(json.loads(pack.read_text())) for pack in packs(cache_dir))
 
 
 @pytest.fixture
@@ -63,10 +67,11 @@ def test_a_second_run_takes_the_findings_from_the_cache(here, cache_dir, linted_
     write(here / "b.py", CLEAN.source)
     first = lint(cache_dir, ".")
     assert sorted(linted_again) == ["a.py", "b.py"]
-    assert len(entries(cache_dir)) == 2
+    assert (len(packs(cache_dir)), entries(cache_dir)) == (1, 2)
     linted_again.clear()
     second = lint(cache_dir, ".")
     assert linted_again == []
+    assert len(packs(cache_dir)) == 1  # a run that linted nothing writes nothing
     assert (second.exit_code, second.stdout) == (first.exit_code, first.stdout)
     assert codes(second) == [("a.py", "GMLP004", TRUTH.line)]
 
@@ -129,11 +134,38 @@ def test_the_linter_fingerprint_follows_its_source_files(tmp_path):
 def test_a_cache_entry_that_cannot_be_read_is_a_miss(here, cache_dir, linted_again):
     write(here / "a.py", TRUTH.source)
     lint(cache_dir, ".")
-    (entry,) = entries(cache_dir)
-    entry.write_text('{"findings": [["GMLP004"]]}')
+    (pack,) = packs(cache_dir)
+    (key,) = json.loads(pack.read_text())
+    pack.write_text(json.dumps({key: [["GMLP004"]]}))
     linted_again.clear()
     assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
     assert linted_again == ["a.py"]
+
+
+def test_a_pack_that_is_not_json_is_passed_over(here, cache_dir, linted_again):
+    write(here / "a.py", TRUTH.source)
+    lint(cache_dir, ".")
+    (pack,) = packs(cache_dir)
+    pack.write_bytes(b"\x00 not json")
+    linted_again.clear()
+    assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
+    assert linted_again == ["a.py"]
+
+
+def test_packs_are_merged_when_they_pile_up(here, cache_dir, linted_again):
+    versions = [TRUTH.source + f"\nedit = {n}\n" for n in range(cache_module.MAX_PACKS + 3)]
+    for n, source in enumerate(versions):
+        write(here / "a.py", source)
+        lint(cache_dir, ".")
+        # One pack per run that linted a file, until the run that would make one too many.
+        limit = cache_module.MAX_PACKS
+        assert len(packs(cache_dir)) == (n + 1 if n < limit else n + 1 - limit)
+    assert entries(cache_dir) == len(versions)  # every version of the file is still known
+    linted_again.clear()
+    for source in versions:
+        write(here / "a.py", source)
+        assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
+    assert linted_again == []
 
 
 def test_a_cache_directory_that_is_a_file_is_no_cache(here, tmp_path):
