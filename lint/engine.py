@@ -197,12 +197,8 @@ def estimate_work(job: Job) -> int:
     data = job.data
     if data is None:
         return 0  # unreadable: ``process`` reports it, at no cost
-    return len(data) * (ANALYSIS_WEIGHT if _parsed(data) else 1)
-
-
-def _parsed(data: bytes) -> bool:
-    """The file may be parsed with libcst (it names a trigger or holds a suppression)."""
-    return any(t in data for t in _BYTE_TRIGGERS) or MARKER.encode() in data
+    analysed = any(t in data for t in _BYTE_TRIGGERS) or MARKER.encode() in data
+    return len(data) * (ANALYSIS_WEIGHT if analysed else 1)
 
 
 def run(
@@ -305,14 +301,6 @@ def _run_pool(jobs, work, mode, workers, results, on_result) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    if any(job.data is not None and _parsed(job.data) for job in jobs):
-        # Imported once here rather than once in each worker: the workers are forked from
-        # this process (Linux) and share what it imported.
-        import libcst  # noqa: F401
-
-        from .analysis import collector, module  # noqa: F401
-
-        registry.module_checks(frozenset(registry.CODES))  # the rule modules
     chunks = chunks_by_work(work, workers * CHUNKS_PER_WORKER)
     others = set(multiprocessing.active_children())  # a caller's own children are not ours
     pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_ignore_sigint)
