@@ -40,7 +40,8 @@ from .model import Edit, Finding, Fix
 ENV_DIR = "GMLP_LINT_CACHE_DIR"
 STALE_DAYS = 7
 MAX_PACKS = 8  # more packs than this are merged into one
-MAX_ENTRIES = 200_000  # a merged pack past this keeps only the entries of the run merging
+# A merged pack past this many entries (about 7 MB) keeps only those of the run merging.
+MAX_ENTRIES = 100_000
 _FORMAT = 1  # the layout of an entry; part of the linter's fingerprint
 
 

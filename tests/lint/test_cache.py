@@ -168,6 +168,18 @@ def test_packs_are_merged_when_they_pile_up(here, cache_dir, linted_again):
     assert linted_again == []
 
 
+def test_a_merge_past_the_entry_limit_keeps_the_entries_of_the_run(here, cache_dir, monkeypatch):
+    monkeypatch.setattr(cache_module, "MAX_PACKS", 2)
+    monkeypatch.setattr(cache_module, "MAX_ENTRIES", 3)
+    write(here / "b.py", CLEAN.source)
+    for n in range(3):  # a.py in three versions: packs of 2, 1 and 1 entries
+        write(here / "a.py", TRUTH.source + f"\nedit = {n}\n")
+        lint(cache_dir, ".")
+    # The third run merged: 4 entries known, over the limit, so only b.py and this a.py stay.
+    assert (len(packs(cache_dir)), entries(cache_dir)) == (1, 2)
+    assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
+
+
 def test_a_cache_directory_that_is_a_file_is_no_cache(here, tmp_path):
     write(here / "a.py", TRUTH.source)
     blocked = tmp_path / "blocked"
