@@ -23,7 +23,7 @@ from . import registry
 from .cache import Cache
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
-from .parsing import analysis_error, run_deep, syntax_error
+from .parsing import analysis_error, fewer_collections, run_deep, syntax_error
 from .project import overwrite_helpers
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
@@ -75,12 +75,17 @@ def lint_source(
     """The findings in ``source``, sorted; ``helpers`` are the overwrite helpers defined in
     the other files of the run. Raises SourceError when it is not valid Python."""
     analysed = mentions_contract(source) and enabled & registry.codes_in_scope(registry.MODULE)
-    error = analysis_error(source, path) if analysed else syntax_error(source, path)
-    if error is not None:
-        raise error
     findings: list[Finding] = []
     if analysed:
-        findings = run_deep(lambda: _run_checks(source, path, enabled, helpers))
+        with fewer_collections():
+            error = analysis_error(source, path)
+            if error is not None:
+                raise error
+            findings = run_deep(lambda: _run_checks(source, path, enabled, helpers))
+    else:
+        error = syntax_error(source, path)
+        if error is not None:
+            raise error
     suppressions = parse_suppressions(source)
     if suppressions:
         findings = apply_suppressions(findings, suppressions, path, enabled)

@@ -12,15 +12,18 @@ crash or exhaust the run.
   own with a large stack and a raised recursion limit, so code Python accepts (1,000-long
   attribute or operator chains) is analysed instead of crashing; code nested deeper than
   ``MAX_ANALYSIS_DEPTH`` (which would cost gigabytes in libcst) is refused with one line.
+* The garbage collector runs less often while a file is analysed (``fewer_collections``).
 """
 
 from __future__ import annotations
 
 import ast
+import gc
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from .source import SourceError
@@ -35,6 +38,9 @@ MAX_ANALYSIS_DEPTH = 2_000
 # only the pages a deep file touches are ever used.
 ANALYSIS_STACK_BYTES = 512 * 2**20
 ANALYSIS_RECURSION_LIMIT = 100_000
+# Allocations between two collections of the youngest generation while a file is analysed
+# (Python's default is 700).
+COLLECTION_THRESHOLD = 100_000
 
 
 def syntax_error(text: str, path: str) -> SourceError | None:
@@ -108,6 +114,21 @@ def nesting_depth(tree: ast.AST) -> int:
                     below.extend(item for item in value if isinstance(item, ast.AST))
         level = below
     return depth
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Python's cyclic garbage collector run less often while a file is parsed and analysed,
+    then as before. Building a syntax tree allocates hundreds of thousands of objects that
+    all stay alive, and each collection they set off scans the whole growing tree: at the
+    default threshold (700 allocations) that cost about a tenth of a run over Megatron-LM
+    (15.7 against 17.5 CPU s, interleaved runs). Cycles are still collected, a little later."""
+    previous = gc.get_threshold()
+    gc.set_threshold(COLLECTION_THRESHOLD, *previous[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 def run_deep(function: Callable[[], T]) -> T:

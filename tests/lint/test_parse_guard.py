@@ -206,3 +206,19 @@ def test_under_a_tight_address_space_limit_the_analysis_runs_without_its_big_sta
     )
     assert (result.returncode, result.stderr) == (1, "")
     assert f"a.py:{TRUTH.line}:" in result.stdout
+
+
+def test_the_analysis_runs_with_fewer_collections_and_restores_the_threshold(monkeypatch):
+    # Seen from inside a rule's check: the threshold in force while the file is analysed.
+    import gc
+
+    from gmlp_check.lint import engine, parsing, registry
+
+    seen = []
+    monkeypatch.setattr(
+        registry, "module_checks", lambda enabled: [lambda *_: seen.append(gc.get_threshold())]
+    )
+    before = gc.get_threshold()
+    engine.lint_source(TRUTH.source, "a.py", frozenset({"GMLP004"}))
+    assert seen == [(parsing.COLLECTION_THRESHOLD, *before[1:])]
+    assert gc.get_threshold() == before
