@@ -180,6 +180,27 @@ def test_a_merge_past_the_entry_limit_keeps_the_entries_of_the_run(here, cache_d
     assert codes(lint(cache_dir, ".")) == [("a.py", "GMLP004", TRUTH.line)]
 
 
+def test_folders_of_versions_unused_for_a_week_go_when_a_new_version_makes_its_own(here, cache_dir):
+    import os
+    import time
+
+    write(here / "a.py", TRUTH.source)
+    lint(cache_dir, ".")  # makes the cache: tagged for backup tools
+    assert (cache_dir / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172")
+    (current,) = [p for p in cache_dir.iterdir() if p.is_dir()]
+    stale, recent = cache_dir / ("0" * 16), cache_dir / ("1" * 16)
+    for folder, days in ((stale, cache_module.STALE_DAYS + 1), (recent, 1)):
+        folder.mkdir()
+        (folder / "pack-0.json").write_text("{}")
+        then = time.time() - days * 86400
+        os.utime(folder, (then, then))
+    shutil.rmtree(current)  # the next run makes its version's folder again
+    lint(cache_dir, ".")
+    assert sorted(p.name for p in cache_dir.iterdir()) == sorted(
+        ["CACHEDIR.TAG", current.name, recent.name]
+    )
+
+
 def test_a_cache_directory_that_is_a_file_is_no_cache(here, tmp_path):
     write(here / "a.py", TRUTH.source)
     blocked = tmp_path / "blocked"
