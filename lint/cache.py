@@ -1,12 +1,12 @@
 """Results of earlier runs, reused when nothing they were computed from has changed.
 
 What one file's findings depend on, and so what its cache key (a SHA-256) is made of: the
-file's bytes, the path it is reported under, the rules enabled for it (``--select`` and
-``--ignore`` with the configuration's select, ignore and per-file-ignores already applied),
-the overwrite helpers found in the other files of the run (``project.py``), and the linter
-itself: its own source files, libcst's version and the Python that compiles the file. A
-change to any of them is a different key, so a stale result is never read; entries of other
-keys simply stay unused.
+engine's job for it (the file's bytes, the path it is reported under, the rules enabled for
+it - ``--select`` and ``--ignore`` with the configuration's select, ignore and
+per-file-ignores applied - and the overwrite helpers found in the other files of the run,
+``project.py``), and the linter itself: its own source files, libcst's version and the
+Python that compiles the file. A change to any of them is a different key, so a stale
+result is never read; entries of other keys simply stay unused.
 
 * Location: ``--cache-dir``, else ``$GMLP_LINT_CACHE_DIR``, else ``$XDG_CACHE_HOME/gmlp-lint``
   (``~/.cache/gmlp-lint``); ``--no-cache`` turns it off. Outside the linted tree, so a
@@ -26,6 +26,7 @@ keys simply stay unused.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -89,11 +90,17 @@ class Cache:
         self._new: dict[str, list] = {}
         self._used: set[str] = set()
 
-    def key(self, path: str, data: bytes, enabled: frozenset[str], helpers: frozenset[str]):
+    def key(self, job) -> str:
+        """The key of an ``engine.Job``: every field of it (the file's bytes and path, the
+        rules enabled for it, what the run found in the other files), so a fact the engine
+        adds to a job for the rules is part of the key without a change here."""
         digest = hashlib.sha256(self.fingerprint.encode())
-        for part in (path, ",".join(sorted(enabled)), ",".join(sorted(helpers))):
-            digest.update(b"\0" + part.encode("utf-8", "surrogateescape"))
-        digest.update(b"\0" + data)
+        for field in dataclasses.fields(job):
+            value = getattr(job, field.name)
+            if isinstance(value, (set, frozenset)):
+                value = sorted(value)
+            text = value if isinstance(value, bytes) else repr(value).encode()
+            digest.update(b"\0%s\0%d\0" % (field.name.encode(), len(text)) + text)
         return digest.hexdigest()
 
     def load(self, key: str, path: str) -> list[Finding] | None:

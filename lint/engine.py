@@ -55,6 +55,9 @@ CHUNKS_PER_WORKER = 8
 
 @dataclass(frozen=True)
 class Job:
+    """One file to lint and all its findings depend on besides the linter itself: every
+    field is part of its cache key (``cache.Cache.key``)."""
+
     path: str
     enabled: frozenset[str]
     data: bytes | None = None  # the file's bytes (stdin's, or read by ``run``); else read here
@@ -227,7 +230,7 @@ def run(
         for i, job in enumerate(jobs):
             if job.data is None:
                 continue
-            keys[i] = cache.key(job.path, job.data, job.enabled, job.overwrite_helpers)
+            keys[i] = cache.key(job)
             findings = cache.load(keys[i], job.path)
             if findings is not None:
                 results[i] = FileResult(job.path, findings)
