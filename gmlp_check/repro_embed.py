@@ -48,8 +48,8 @@ def _is_module(name: str) -> bool:
     return _spec(name) is not None
 
 
-def _type_checking_only(tree: ast.Module) -> set[int]:
-    """ids of the import statements under ``if TYPE_CHECKING:``."""
+def type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import statements under ``if TYPE_CHECKING:``, which never run."""
     hidden: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -60,7 +60,7 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
 def _imported(name: str, is_package: bool, source: str, root: str) -> list[str]:
     """The modules of ``root`` that the module ``name`` imports (relatively)."""
     tree = ast.parse(source)
-    hidden = _type_checking_only(tree)
+    hidden = type_checking_only(tree)
     package = name if is_package else name.rpartition(".")[0]
     found: list[str] = []
     for node in ast.walk(tree):

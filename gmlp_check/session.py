@@ -119,10 +119,12 @@ class Checker:
         if workers is None:
             workers = warmup.default_workers(compiles, self.device, groups)
         # The built-in sources key the "already warm" marker; anyone's factory warms each run.
-        source = Path(sys.modules[self.backend.factory.__module__].__file__).parent
+        source = None
+        if compiles:
+            source = Path(sys.modules[self.backend.factory.__module__].__file__).parent
         return warmup.plan(
             self.backend.spec,
-            source if compiles else None,
+            source,
             self.device,
             self.sizes,
             cases,

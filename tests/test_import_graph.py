@@ -4,6 +4,8 @@ through a lazy import still breaks whoever first imports the wrong end of it at 
 import ast
 from pathlib import Path
 
+from gmlp_check.repro_embed import type_checking_only
+
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "gmlp_check"
 # folder -> the package it installs as (setup.py)
@@ -52,15 +54,6 @@ def imported(name: str, path: Path, node: ast.AST, modules: set[str]) -> set[str
             if candidate:
                 targets.add(candidate)
     return targets
-
-
-def type_checking_only(tree: ast.AST) -> set[int]:
-    """The import statements under ``if TYPE_CHECKING:``, which never run."""
-    hidden: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            hidden |= {id(child) for stmt in node.body for child in ast.walk(stmt)}
-    return hidden
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -3,7 +3,6 @@ safely after (gmlp_check.files); sizes that cannot fit and printing implementati
 
 import json
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from click.testing import CliRunner
 
 from gmlp_check.cli import main
 from gmlp_check.refimpl import GroupedMLP
+
+from ..gmlp_check.support import interrupt_when_waiting
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = ["--device", "cpu", "--shape", "tiny", "--warmup", "1", "--repeats", "1", "--no-progress",
@@ -108,12 +109,7 @@ def test_sigterm_keeps_the_finished_workloads_in_output_and_exits_143(tmp_path):
     command = [sys.executable, "-m", "gmlp_check.cli", "bench", *args, "--output", str(output)]
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 240
-    while not (tmp_path / "waiting").exists() and process.poll() is None:
-        assert time.monotonic() < deadline, "the run never reached the second workload"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=120)
+    out, err = interrupt_when_waiting(process, tmp_path, "the second workload")
     assert process.returncode == 143, out + err
     assert err.strip().splitlines()[-1] == "gmlp-check: interrupted"
     document = json.loads(output.read_text())

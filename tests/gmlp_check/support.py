@@ -1,6 +1,12 @@
-"""Shared pieces of the checker's tests: a Checker around any factory, and the CPU matrix."""
+"""Shared pieces of the checker's tests: a Checker around any factory, the CPU matrix, and
+interrupting a command-line run at a chosen point."""
 
 from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 import torch
 
@@ -26,3 +32,16 @@ def overwrite_case_id(**changes: str) -> str:
     }  # fmt: skip
     fields.update(changes)
     return ",".join(f"{k}={v}" for k, v in fields.items())
+
+
+def interrupt_when_waiting(
+    process: subprocess.Popen, folder: Path, what: str, signum: int = signal.SIGTERM
+) -> tuple[str, str]:
+    """Send ``signum`` to ``process`` once its factory touched ``folder``/waiting (the run
+    reached ``what``); its (stdout, stderr)."""
+    deadline = time.monotonic() + 240
+    while not (folder / "waiting").exists() and process.poll() is None:
+        assert time.monotonic() < deadline, f"the run never reached {what}"
+        time.sleep(0.05)
+    process.send_signal(signum)
+    return process.communicate(timeout=120)

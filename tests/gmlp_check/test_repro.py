@@ -49,22 +49,16 @@ def run_standalone(path: Path, runner: str = RUN_WITHOUT_GMLP_CHECK) -> subproce
     )
 
 
-def test_diff_writes_a_reproduction_that_fails_without_gmlp_check(tmp_path):
-    result = CliRunner().invoke(
-        main,
-        [
-            "diff",
-            "--fused",
-            BUGGY,
-            "--device",
-            "cpu",
-            "-k",
-            CASE.id,
-            "--write-repro",
-            str(tmp_path),
-        ],
-    )
+def write_buggy_repro(into: Path, *sizes: str) -> str:
+    """``diff --write-repro`` of the planted bug's CASE into ``into`` (exit 1); its output."""
+    args = ["diff", "--fused", BUGGY, "--device", "cpu", "-k", CASE.id, *sizes]
+    result = CliRunner().invoke(main, [*args, "--write-repro", str(into)])
     assert result.exit_code == 1, result.output
+    return result.output
+
+
+def test_diff_writes_a_reproduction_that_fails_without_gmlp_check(tmp_path):
+    write_buggy_repro(tmp_path)
     (path,) = tmp_path.glob("*.py")
     assert path.name == repro.file_name(CASE.id)
     source = path.read_text()
@@ -75,29 +69,9 @@ def test_diff_writes_a_reproduction_that_fails_without_gmlp_check(tmp_path):
 
 
 def test_a_large_reproduction_says_how_to_get_a_smaller_one(tmp_path):
-    def write(sizes: list[str], into: Path) -> str:
-        result = CliRunner().invoke(
-            main,
-            [
-                "diff",
-                "--fused",
-                BUGGY,
-                "--device",
-                "cpu",
-                "-k",
-                CASE.id,
-                *sizes,
-                "--write-repro",
-                str(into),
-            ],
-        )
-        assert result.exit_code == 1, result.output
-        return result.output
-
-    small = write([], tmp_path / "small")
-    large = write(
-        ["--experts", "4", "--hidden", "256", "--ffn", "256", "--tokens", "64"], tmp_path / "large"
-    )
+    small = write_buggy_repro(tmp_path / "small")
+    sizes = ("--experts", "4", "--hidden", "256", "--ffn", "256", "--tokens", "64")
+    large = write_buggy_repro(tmp_path / "large", *sizes)
     (path,) = (tmp_path / "large").glob("*.py")
     assert path.stat().st_size > repro.LARGE_BYTES
     assert "rerun with smaller --experts/--hidden/--ffn/--tokens" in large

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from gmlp_check.cli import main
 from gmlp_check.refimpl import GroupedMLP
 
-from .support import overwrite_case_id
+from .support import interrupt_when_waiting, overwrite_case_id
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_CASE = overwrite_case_id()
@@ -198,12 +198,7 @@ def test_sigterm_reports_and_writes_what_finished_and_exits_143(tmp_path):
     process = run_cli("diff", "--device", "cpu", "--fused", f"{__name__}:slow_at_relu",
                       "--dtype", "fp32", "--mode", "off", "--format", "json",
                       "--junit-xml", str(junit), cwd=tmp_path)  # fmt: skip
-    deadline = time.monotonic() + 240
-    while not (tmp_path / "waiting").exists() and process.poll() is None:
-        assert time.monotonic() < deadline, "the run never reached a relu case"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=120)
+    out, err = interrupt_when_waiting(process, tmp_path, "a relu case")
     assert process.returncode == 143, out + err
     document = json.loads(out)
     finished = [case["id"] for case in document["cases"]]
