@@ -125,17 +125,21 @@ def _print_list(cases, fmt: str) -> None:
 
 def _warm_up(checker, cases, workers: int | None, show: bool = True) -> None:
     """Compile the cases' kernels in parallel first, when the backend compiles on first use
-    and this machine has not (gmlp_check.warmup), with its own progress bar."""
+    and this machine has not (gmlp_check.warmup), with its own progress bars."""
     from . import warmup
 
     plan = checker.warm_up_plan(cases, workers)
     if plan is None:
         return
     console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
-    with progress_bar(console) as progress:
-        label = f"compiling on {plan.workers} workers"
-        task = progress.add_task(label, total=plan.cases, case="")
-        warmup.run(plan, lambda n: progress.update(task, advance=n))
+    with progress_bar(console) as progress, stdout_to_stderr():
+        finding = progress.add_task("finding kernels", total=len(plan.cases), case="")
+        jobs = warmup.find_kernels(
+            plan, checker.backend, lambda n: progress.update(finding, advance=n)
+        )
+        label = f"compiling on {min(plan.workers, len(jobs))} workers"
+        compiling = progress.add_task(label, total=len(jobs), case="")
+        warmup.compile_kernels(plan, jobs, lambda n: progress.update(compiling, advance=n))
 
 
 def _run_with_progress(checker, cases, label: str, show: bool = True):

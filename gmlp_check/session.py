@@ -115,21 +115,14 @@ class Checker:
             return None
         entry = backends.BUILTIN.get(self.backend.spec)
         compiles = entry is not None and entry.compiles_on_first_use
-        groups = len(warmup.representatives(cases))
         if workers is None:
+            groups = len(warmup.representatives(cases))
             workers = warmup.default_workers(compiles, self.device, groups)
         # The built-in sources key the "already warm" marker; anyone's factory warms each run.
         source = None
         if compiles:
             source = Path(sys.modules[self.backend.factory.__module__].__file__).parent
-        return warmup.plan(
-            self.backend.spec,
-            source,
-            self.device,
-            self.sizes,
-            cases,
-            workers,
-        )
+        return warmup.plan(self.backend.spec, source, self.device, self.sizes, cases, workers)
 
     # -- what the backend can run -------------------------------------------------------
     def refusal(self, dtype: str) -> str | None:

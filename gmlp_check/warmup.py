@@ -4,37 +4,50 @@ A backend that compiles its kernels on first use (Triton JIT) spends most of a c
 the compiler, one kernel specialization after another, on one core: every activation, dtype,
 bias and mode of the matrix is its own set of kernels. Triton keeps what it compiled on disk
 (its cache directory), so compiling is needed once per machine and source version; what a
-cold run lacks is parallelism. Here worker processes each run a share of the selected cases'
-pairs (the same code paths and shapes as the run itself, so exactly the specializations the
-run will ask for) and discard the results; the run then loads every kernel from the disk
-cache.
+cold run lacks is parallelism, and at the level of kernels, not cases: one case launches ten
+or so kernels in sequence, so handing whole cases to workers leaves each worker compiling
+them one after another.
 
-One case per set of kernels (``compile_key``) runs; a first stage compiles the kernels that
-many sets share (``shared_key``), so that the second stage's workers do not all compile them
-at once. When a warm-up of the same cases, sizes, backend
-sources and library versions has finished before, a marker file in Triton's cache directory
-says so and nothing is started: a warm run pays nothing. Workers' output goes nowhere and
-their failures are ignored: the run itself meets the same failure and reports it.
+So the warm-up first finds the kernels: it runs one case per set of kernels (``compile_key``)
+in this process with Triton's ``jit_cache_hook`` answering "skip" for every launch, which
+records the launch's exact specialization (Triton's own serialized form) and neither compiles
+nor runs it. The fused side's results are garbage then and are discarded; the reference side
+runs for real, which is cheap. Then worker processes compile the distinct specializations,
+one per job, with ``JITFunction.preload`` (Triton's way of compiling a recorded
+specialization ahead of its launch), into the disk cache the run then loads from. Kernels are
+found by their module and name, so any Triton kernel defined at module level is warmed,
+anyone's factory included; others are left to the run.
+
+When a warm-up of the same cases, sizes, backend sources and library versions has finished
+before, a marker file in Triton's cache directory says so and nothing is started: a warm run
+pays nothing. Failures while finding or compiling are ignored: the run itself meets the same
+failure and reports it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .inputs import Sizes
 from .matrix import Case
 
-# More workers than this gain little: each one pays a CUDA context and torch's import.
-MAX_WORKERS = 8
+if TYPE_CHECKING:
+    from .backends import Backend
+
+# Compiling is one core's work per job; past this, CUDA contexts and memory cost more than
+# the parallelism gains.
+MAX_WORKERS = 16
 
 
 def compile_key(case: Case) -> tuple[object, ...]:
@@ -66,29 +79,27 @@ def default_workers(compiles_on_first_use: bool, device: torch.device, groups: i
     if not compiles_on_first_use or device.type != "cuda" or groups < 2:
         return 0
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(0, min(groups, (cpus or 1) - 1, MAX_WORKERS))
+    return max(0, min((cpus or 1) - 1, MAX_WORKERS))
 
 
 @dataclass(frozen=True)
 class Plan:
-    spec: str
-    device: str
+    device: torch.device
     sizes: Sizes
-    workers: int
-    # Cases run one after another stage; within a stage, by whichever worker is free.
-    stages: tuple[tuple[Case, ...], ...]
-    marker: Path | None  # written when every stage finished
-
-    @property
-    def cases(self) -> int:
-        return sum(len(s) for s in self.stages)
+    workers: int  # at most; no more than there are kernels to compile
+    cases: tuple[Case, ...]  # one per compile key: run to find the kernels
+    marker: Path | None  # written when every kernel was compiled
 
 
-def shared_key(case: Case) -> tuple[object, ...]:
-    """What decides the kernels without an activation (the row GEMMs, the bias gradient): the
-    first stage compiles those once per key, so that the second stage's workers, one case
-    per activation, do not all compile them at the same time."""
-    return (case.dtype, case.single, case.bias)
+@dataclass(frozen=True)
+class KernelJob:
+    """One kernel specialization to compile: the kernel by module and name, the device, and
+    Triton's serialized specialization of the launch (JSON)."""
+
+    module: str
+    name: str
+    device: int
+    specialization: str
 
 
 def plan(
@@ -100,35 +111,52 @@ def plan(
     workers: int,
 ) -> Plan | None:
     """The warm-up of ``cases`` on ``workers`` processes; None when there is nothing to do
-    (no workers, or this warm-up already ran on this machine)."""
+    (no workers, not CUDA, or this warm-up already ran on this machine)."""
     chosen = representatives(cases)
-    workers = min(workers, len(chosen))
-    if workers < 1:
+    if workers < 1 or device.type != "cuda":
         return None
-    marker = _marker(spec, source, device, sizes, chosen)
+    name = torch.cuda.get_device_name(device)
+    marker = warm_marker(spec, source, name, sizes, chosen)
     if marker is not None and marker.exists():
         return None
-    first: dict[tuple[object, ...], Case] = {}
-    for case in chosen:
-        first.setdefault(shared_key(case), case)
-    rest = tuple(c for c in chosen if c not in first.values())
-    stages = tuple(s for s in (tuple(first.values()), rest) if s)
-    return Plan(spec, str(device), sizes, workers, stages, marker)
+    return Plan(device, sizes, workers, tuple(chosen), marker)
 
 
-def run(plan: Plan, on_done: Callable[[int], None]) -> None:
-    """Run the plan's stages in worker processes; ``on_done(1)`` after each case.
-    A KeyboardInterrupt (or SIGTERM turned into one) stops the workers and passes through."""
-    pool = _context().Pool(plan.workers, initializer=_silence)
-    try:
-        for stage in plan.stages:
-            jobs = [(plan.spec, plan.device, plan.sizes, case) for case in stage]
-            for _ in pool.imap_unordered(_warm, jobs):
+def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -> list[KernelJob]:
+    """Run the plan's cases with every Triton launch skipped, and return the distinct
+    kernel specializations they launched; ``on_case(1)`` after each case."""
+    from .pair import run_pair
+
+    jobs: dict[tuple[str, str, str], KernelJob] = {}
+
+    def record(*, key: Any, fn: Any, compile: dict, **_: Any) -> bool:
+        module = getattr(fn.module, "__name__", fn.module)
+        job = KernelJob(module, fn.name, compile["device"], compile["specialization_data"])
+        jobs.setdefault((module, fn.name, str(key)), job)
+        return True  # Triton then neither compiles nor launches
+
+    with _jit_cache_hook(record):
+        for case in plan.cases:
+            # The fused side computes nothing now: whatever it fails on is discarded.
+            with contextlib.suppress(Exception):
+                run_pair(case, plan.sizes, plan.device, backend)
+            on_case(1)
+    return list(jobs.values())
+
+
+def compile_kernels(plan: Plan, jobs: Sequence[KernelJob], on_done: Callable[[int], None]) -> None:
+    """Compile ``jobs`` on the plan's workers into Triton's disk cache; ``on_done(1)`` after
+    each, then the marker. A KeyboardInterrupt (or SIGTERM turned into one) stops the
+    workers and passes through."""
+    if jobs:
+        pool = _context().Pool(min(plan.workers, len(jobs)), initializer=_silence)
+        try:
+            for _ in pool.imap_unordered(_compile, jobs):
                 on_done(1)
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
+            pool.close()
+        finally:
+            pool.terminate()
+            pool.join()
     if plan.marker is not None:
         try:
             plan.marker.parent.mkdir(parents=True, exist_ok=True)
@@ -137,14 +165,27 @@ def run(plan: Plan, on_done: Callable[[int], None]) -> None:
             pass  # an unwritable cache only costs the next run another warm-up
 
 
+@contextlib.contextmanager
+def _jit_cache_hook(hook: Callable[..., bool]) -> Iterator[None]:
+    import triton
+
+    runtime = triton.knobs.runtime
+    before = runtime.jit_cache_hook
+    runtime.jit_cache_hook = hook
+    try:
+        yield
+    finally:
+        runtime.jit_cache_hook = before
+
+
 # Imported once by the fork server, so that each worker starts without importing torch, Triton
-# and the checker again (seconds each, times the workers, on a cold run's critical path).
-_PRELOAD = ["torch", "gmlp_check.pair", "gmlp_check.backends", "gmlp_check.fused.mlp"]
+# and the fused kernels again (seconds each, times the workers, on a cold run's critical path).
+_PRELOAD = ["torch", "triton", "gmlp_check.fused.mlp"]
 
 
 def _context():
     """A fork server (Linux) holding the heavy imports, without CUDA: each worker is forked
-    from it and initializes its own CUDA context. Elsewhere fresh interpreters (spawn)."""
+    from it and initializes its own CUDA. Elsewhere fresh interpreters (spawn)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
@@ -159,20 +200,32 @@ def _silence() -> None:
     os.dup2(devnull, 2)
 
 
-def _warm(job: tuple[str, str, Sizes, Case]) -> None:
-    from . import backends
-    from .pair import run_pair
-
-    spec, device, sizes, case = job
+def _compile(job: KernelJob) -> None:
     # A failure here is met again by the run itself, which reports it.
     with contextlib.suppress(Exception):
-        run_pair(case, sizes, torch.device(device), backends.load(spec))
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+        kernel = jit_function(job.module, job.name)
+        if kernel is not None:
+            with torch.cuda.device(job.device):
+                kernel.preload(job.specialization)
 
 
-def _marker(
-    spec: str, source: Path | None, device: torch.device, sizes: Sizes, cases: Sequence[Case]
+def jit_function(module: str, name: str) -> Any:
+    """The JITFunction named ``name`` in ``module``, through the wrappers that hold one
+    (our DualKernel's ``compiled``, an autotuner's ``fn``); None when there is none."""
+    from triton.runtime.jit import JITFunction
+
+    found: Any = importlib.import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    for _ in range(4):
+        if found is None or isinstance(found, JITFunction):
+            return found
+        found = getattr(found, "compiled", None) or getattr(found, "fn", None)
+    return None
+
+
+def warm_marker(
+    spec: str, source: Path | None, device_name: str, sizes: Sizes, cases: Sequence[Case]
 ) -> Path | None:
     """The file that says this warm-up ran: keyed by the backend's sources, the library
     versions, the GPU, the sizes and the cases, in Triton's cache directory (cleared with it).
@@ -186,8 +239,7 @@ def _marker(
         digest.update(path.read_bytes())
     import triton
 
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
-    facts = [spec, triton.__version__, torch.__version__, name, sys.version, repr(sizes)]
+    facts = [spec, triton.__version__, torch.__version__, device_name, sys.version, repr(sizes)]
     facts += [repr(compile_key(c)) for c in cases]
     digest.update("\n".join(facts).encode())
     return cache / "gmlp-check-warm" / digest.hexdigest()[:32]

@@ -39,39 +39,62 @@ def test_no_workers_on_cpu_or_for_a_backend_that_does_not_compile():
     assert 0 <= warmup.default_workers(True, cuda, 10) <= warmup.MAX_WORKERS
 
 
-def test_stages_cover_each_key_once(monkeypatch, tmp_path):
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+def test_nothing_to_warm_on_the_cpu_or_without_workers():
     cases = _cases()
-    plan = warmup.plan("triton", FUSED_SOURCES, torch.device("cpu"), DEVICE_SIZES["cpu"], cases, 3)
-    assert plan is not None and plan.workers == 3
-    spread = [c for stage in plan.stages for c in stage]
-    assert sorted(map(repr, spread)) == sorted(map(repr, warmup.representatives(cases)))
-    # The first stage holds one case per set of shared kernels, the second none of those.
-    first = [warmup.shared_key(c) for c in plan.stages[0]]
-    assert len(first) == len(set(first)) == len({warmup.shared_key(c) for c in cases})
-    assert plan.marker is not None and plan.marker.is_relative_to(tmp_path)
-
-
-def test_a_finished_warm_up_is_not_repeated(monkeypatch, tmp_path):
-    """Real worker processes run two cases' pairs (CPU, the interpreter); the marker they
-    leave makes the same plan empty, and a change of the backend's sources does not."""
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    cases = [c for c in _cases() if c.mode == "accumulate-ddp"][:2]
     sizes = DEVICE_SIZES["cpu"]
-    cpu = torch.device("cpu")
-    plan = warmup.plan("triton", FUSED_SOURCES, cpu, sizes, cases, 2)
-    assert plan is not None
-    done: list[int] = []
-    warmup.run(plan, done.append)
-    assert sum(done) == plan.cases == 2
-    assert plan.marker is not None and plan.marker.exists()
-    assert warmup.plan("triton", FUSED_SOURCES, cpu, sizes, cases, 2) is None
+    assert warmup.plan("triton", FUSED_SOURCES, torch.device("cpu"), sizes, cases, 4) is None
+    assert warmup.plan("triton", FUSED_SOURCES, torch.device("cuda"), sizes, cases, 0) is None
+
+
+def test_the_marker_is_keyed_by_sources_device_and_cases(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    cases = _cases()
+    sizes = DEVICE_SIZES["cuda"]
+    marker = warmup.warm_marker("triton", FUSED_SOURCES, "GPU A", sizes, cases)
+    assert marker is not None and marker.parent == tmp_path / "cache" / "gmlp-check-warm"
+    assert warmup.warm_marker("triton", FUSED_SOURCES, "GPU A", sizes, cases) == marker
     changed = tmp_path / "sources"
     changed.mkdir()
     (changed / "kernel.py").write_text("# another version\n")
-    assert warmup.plan("triton", changed, cpu, sizes, cases, 2) is not None
+    others = [
+        warmup.warm_marker("triton", changed, "GPU A", sizes, cases),
+        warmup.warm_marker("triton", FUSED_SOURCES, "GPU B", sizes, cases),
+        warmup.warm_marker("triton", FUSED_SOURCES, "GPU A", sizes, cases[:1]),
+    ]
+    assert marker not in others and len(set(others)) == 3
     # Anyone's factory has no known sources: it warms every time it is asked to.
-    assert warmup.plan("triton", None, cpu, sizes, cases, 2) is not None
+    assert warmup.warm_marker("triton", None, "GPU A", sizes, cases) is None
+
+
+def test_a_finished_warm_up_leaves_its_marker(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    cases = tuple(_cases()[:2])
+    marker = warmup.warm_marker("triton", FUSED_SOURCES, "GPU A", DEVICE_SIZES["cuda"], cases)
+    assert marker is not None and not marker.exists()
+    plan = warmup.Plan(torch.device("cuda"), DEVICE_SIZES["cuda"], 2, cases, marker)
+    warmup.compile_kernels(plan, [], lambda n: None)
+    assert marker.exists()
+
+
+def test_every_fused_kernel_is_found_by_module_and_name():
+    """What the workers look up from Triton's record of a launch (its kernel's module and
+    qualified name) is the compiled kernel the fused path launches."""
+    import importlib
+    import pkgutil
+
+    from gmlp_check.fused import kernels
+    from gmlp_check.fused.dual_jit import DualKernel
+
+    found = 0
+    for info in pkgutil.iter_modules(kernels.__path__, kernels.__name__ + "."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, DualKernel) and value.fn.__module__ == info.name:
+                assert value.compiled is not None
+                assert warmup.jit_function(info.name, value.fn.__qualname__) is value.compiled
+                found += 1
+    assert found >= 5
+    assert warmup.jit_function(kernels.__name__ + ".wgrad", "no_such_kernel") is None
 
 
 def test_negative_workers_is_a_usage_error():
@@ -95,6 +118,47 @@ def test_negative_workers_is_a_usage_error():
     assert proc.returncode == 2, proc.stderr
     assert "--compile-workers" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.gpu
+def test_the_warm_up_compiles_every_kernel_the_run_launches(tmp_path):
+    """In a fresh process with an empty cache: find the kernels of two cases, compile them
+    in workers, then run the cases: the run adds nothing to the cache."""
+    script = f"""
+import torch
+from pathlib import Path
+from gmlp_check import backends, warmup
+from gmlp_check.inputs import DEVICE_SIZES
+from gmlp_check.matrix import Case
+from gmlp_check.pair import run_pair
+
+cases = tuple(Case.from_id(i) for i in {[c.id for c in _gpu_cases()]!r})
+cache = Path({str(tmp_path / "cache")!r})
+plan = warmup.Plan(torch.device("cuda"), DEVICE_SIZES["cuda"], 4, cases, None)
+backend = backends.load("triton")
+jobs = warmup.find_kernels(plan, backend, lambda n: None)
+assert not list(cache.rglob("*.cubin")), "finding kernels compiled one"
+warmup.compile_kernels(plan, jobs, lambda n: None)
+compiled = set(cache.rglob("*.cubin"))
+assert 0 < len(compiled) <= len(jobs), (len(compiled), len(jobs))
+for case in cases:
+    run = run_pair(case, DEVICE_SIZES["cuda"], torch.device("cuda"), backend)
+    assert run.fused is not None and run.fused.error is None
+assert set(cache.rglob("*.cubin")) == compiled, "the run compiled kernels the warm-up missed"
+print("jobs", len(jobs))
+"""
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _gpu_cases():
+    cases = default_matrix(MatrixSelection(dtypes=("bf16", "fp32")))
+    wanted = [c for c in cases if c.mb == 1 and c.mode == "accumulate-ddp"][:2]
+    assert len(wanted) == 2
+    return wanted
 
 
 @pytest.mark.gpu
