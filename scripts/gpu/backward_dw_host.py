@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from bench.phases import Workload, _attach_main_grads
-from bench.shapes import PRESETS, split_sizes
+from gmlp_check.bench.phases import Workload, _attach_main_grads
+from gmlp_check.bench.shapes import PRESETS, split_sizes
 from gmlp_check.fused.mlp import TritonGroupedMLP
 from gmlp_check.refimpl.megatron import reset_for_step
 

@@ -156,7 +156,7 @@ print("jobs", len(jobs))
 
 def _gpu_cases():
     cases = default_matrix(MatrixSelection(dtypes=("bf16", "fp32")))
-    wanted = [c for c in cases if c.mb == 1 and c.mode == "accumulate-ddp"][:2]
+    wanted = [c for c in cases if c.microbatches == 1 and c.mode == "accumulate-ddp"][:2]
     assert len(wanted) == 2
     return wanted
 
