@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import torch
 
 from gmlp_check.refimpl.main_grad import (
-    dummy_wgrad,
     fetch_main_grad,
     mark_grad_added,
     overwrites_main_grad,
@@ -56,11 +55,23 @@ class MainGradPolicy:
         setting alone."""
         return accumulate_into_main_grad
 
-    def dummy(self, param: torch.Tensor) -> torch.Tensor | None:
-        """The placeholder handed to autograd when the real gradient went into main_grad: the
-        reference's, which must exist, must not alias main_grad and is zero under
-        zero_out_wgrad."""
-        return dummy_wgrad(param)
+    def dummies(self, params: list[torch.nn.Parameter]) -> list[torch.Tensor | None]:
+        """The placeholders handed to autograd when the real gradients went into main_grad:
+        the reference's (one per weight, which must exist, must not alias main_grad and is
+        zero under zero_out_wgrad), allocated together: one block per shape, dtype and
+        zero_out_wgrad setting, each weight one slice of it. One allocation per expert would
+        cost more host time than a whole weight-gradient launch with a hundred experts."""
+        blocks: dict[tuple, list[int]] = {}
+        for i, p in enumerate(params):
+            key = (p.shape, p.dtype, p.device, bool(getattr(p, "zero_out_wgrad", False)))
+            blocks.setdefault(key, []).append(i)
+        out: list[torch.Tensor | None] = [None] * len(params)
+        for (shape, dtype, device, zero), members in blocks.items():
+            allocate = torch.zeros if zero else torch.empty
+            block = allocate((len(members), *shape), dtype=dtype, device=device)
+            for i, dummy in zip(members, block.unbind(0)):
+                out[i] = dummy
+        return out
 
     def drain(self, pending: deque[DeferredWgrad]) -> Iterator[DeferredWgrad]:
         """The weight gradients deferred by delay_wgrad_compute, oldest first, each removed
@@ -132,11 +143,13 @@ def finish_wgrads(plan: WgradPlan, policy: MainGradPolicy) -> list[torch.Tensor 
     the gradient in the parameter dtype, or a dummy when it went into main_grad."""
     if not plan.accumulate_into_main_grad:
         return [d.to(p.dtype) for d, p in zip(plan.destinations, plan.params)]
+    bookkept = [policy.bookkeeps(plan.accumulate_into_main_grad, f) for f in plan.accumulate]
+    dummies = iter(policy.dummies([p for p, b in zip(plan.params, bookkept) if b]))
     grads: list[torch.Tensor | None] = []
-    for p, destination, flag in zip(plan.params, plan.destinations, plan.accumulate):
-        if policy.bookkeeps(plan.accumulate_into_main_grad, flag):
+    for p, destination, bookkeeps in zip(plan.params, plan.destinations, bookkept):
+        if bookkeeps:
             mark_grad_added(p)
-            grads.append(policy.dummy(p))
+            grads.append(next(dummies))
         else:
             grads.append(destination.to(p.dtype, copy=True))
     return grads

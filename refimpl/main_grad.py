@@ -16,9 +16,9 @@ from .validation import check_main_grad_source, main_grad_view
 def fetch_main_grad(name: str, param: torch.Tensor) -> torch.Tensor:
     """The parameter's main_grad viewed as its shape; fetched through get_main_grad() when
     Megatron-FSDP has not exposed it yet (Megatron #5209)."""
-    check_main_grad_source(name, param)
     buffer = getattr(param, "main_grad", None)
     if buffer is None:
+        check_main_grad_source(name, param)  # raises without a get_main_grad() either
         buffer = param.get_main_grad()
         # Expose it as Megatron's own wgrad paths do, so later readers see the same buffer.
         param.main_grad = buffer

@@ -97,6 +97,8 @@ def main_grad_view(name: str, param: torch.Tensor, main_grad: object) -> torch.T
         raise ValueError(
             f"{name}.main_grad: expected a buffer on {param.device}, got one on {main_grad.device}"
         )
+    if main_grad.shape == param.shape:
+        return main_grad  # already the parameter's shape, as Megatron's buffers are
     try:
         return main_grad.view(param.shape)
     except RuntimeError:

@@ -38,8 +38,8 @@ class DelayedWgradDropped(MainGradPolicy):
 
 
 class DummyNotZeroed(MainGradPolicy):
-    def dummy(self, param: torch.Tensor) -> torch.Tensor | None:
-        return torch.empty_like(param)
+    def dummies(self, params: list[torch.nn.Parameter]) -> list[torch.Tensor | None]:
+        return [torch.empty_like(p) for p in params]
 
 
 class OverwriteAccumulateSwapped(MainGradPolicy):
@@ -55,8 +55,8 @@ class FsdpMainGradNotFetched(MainGradPolicy):
 
 
 class NoDummyGrad(MainGradPolicy):
-    def dummy(self, param: torch.Tensor) -> torch.Tensor | None:
-        return None
+    def dummies(self, params: list[torch.nn.Parameter]) -> list[torch.Tensor | None]:
+        return [None] * len(params)
 
 
 @dataclass(frozen=True)
