@@ -10,13 +10,15 @@ them one after another.
 
 So the warm-up first finds the kernels: it runs one case per set of kernels (``compile_key``)
 in this process with Triton's ``jit_cache_hook`` answering "skip" for every launch, which
-records the launch's exact specialization (Triton's own serialized form) and neither compiles
-nor runs it. The fused side's results are garbage then and are discarded; the reference side
-runs for real, which is cheap. Then worker processes compile the distinct specializations,
-one per job, with ``JITFunction.preload`` (Triton's way of compiling a recorded
-specialization ahead of its launch), into the disk cache the run then loads from. Kernels are
-found by their module and name, so any Triton kernel defined at module level is warmed,
-anyone's factory included; others are left to the run.
+neither compiles nor runs it and tells the launch's kernel and specialization key. The fused
+side's results are garbage then and are discarded; the reference side runs for real, which is
+cheap. Then worker processes compile the distinct specializations, one per job: a worker runs
+the case that launched it with every other launch skipped, so that this one kernel compiles
+through Triton's ordinary path (and runs, on that case's real tensors) into the disk cache the
+run then loads from. The ordinary path matters: compiling from Triton's serialized
+specialization (``JITFunction.preload``) gave some kernels a different cache key than their
+launch does (21 of 92 activation kernels on Triton 3.6), so the run compiled them again. Any
+Triton kernel is warmed this way, anyone's factory included.
 
 When a warm-up of the same cases, sizes, backend sources and library versions has finished
 before, a marker file in Triton's cache directory says so and nothing is started: a warm run
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import multiprocessing
 import os
 import sys
@@ -84,6 +85,7 @@ def default_workers(compiles_on_first_use: bool, device: torch.device, groups: i
 
 @dataclass(frozen=True)
 class Plan:
+    spec: str  # the backend, as --fused names it: workers load it again
     device: torch.device
     sizes: Sizes
     workers: int  # at most; no more than there are kernels to compile
@@ -93,13 +95,11 @@ class Plan:
 
 @dataclass(frozen=True)
 class KernelJob:
-    """One kernel specialization to compile: the kernel by module and name, the device, and
-    Triton's serialized specialization of the launch (JSON)."""
+    """One kernel specialization to compile: the first case that launches it, and its key
+    (kernel module, name and Triton's specialization key)."""
 
-    module: str
-    name: str
-    device: int
-    specialization: str
+    case: Case
+    key: tuple[str, str, str]
 
 
 def plan(
@@ -119,29 +119,38 @@ def plan(
     marker = warm_marker(spec, source, name, sizes, chosen)
     if marker is not None and marker.exists():
         return None
-    return Plan(device, sizes, workers, tuple(chosen), marker)
+    return Plan(spec, device, sizes, workers, tuple(chosen), marker)
 
 
 def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -> list[KernelJob]:
     """Run the plan's cases with every Triton launch skipped, and return the distinct
     kernel specializations they launched; ``on_case(1)`` after each case."""
+    jobs: dict[tuple[str, str, str], KernelJob] = {}
+    for case in plan.cases:
+        for key in _launches(case, plan, backend, wanted=None):
+            jobs.setdefault(key, KernelJob(case, key))
+        on_case(1)
+    return list(jobs.values())
+
+
+def _launches(
+    case: Case, plan: Plan, backend: Backend, wanted: tuple[str, str, str] | None
+) -> list[tuple[str, str, str]]:
+    """The launch keys of ``case``, in order, with every launch skipped but ``wanted``'s,
+    which Triton compiles and runs."""
     from .pair import run_pair
 
-    jobs: dict[tuple[str, str, str], KernelJob] = {}
+    keys: list[tuple[str, str, str]] = []
 
-    def record(*, key: Any, fn: Any, compile: dict, **_: Any) -> bool:
-        module = getattr(fn.module, "__name__", fn.module)
-        job = KernelJob(module, fn.name, compile["device"], compile["specialization_data"])
-        jobs.setdefault((module, fn.name, str(key)), job)
-        return True  # Triton then neither compiles nor launches
+    def skip(*, key: Any, fn: Any, **_: Any) -> bool:
+        launch = (getattr(fn.module, "__name__", fn.module), fn.name, str(key))
+        keys.append(launch)
+        return launch != wanted  # True: Triton neither compiles nor launches it
 
-    with _jit_cache_hook(record):
-        for case in plan.cases:
-            # The fused side computes nothing now: whatever it fails on is discarded.
-            with contextlib.suppress(Exception):
-                run_pair(case, plan.sizes, plan.device, backend)
-            on_case(1)
-    return list(jobs.values())
+    # The fused side computes nothing now: whatever it fails on is discarded.
+    with _jit_cache_hook(skip), contextlib.suppress(Exception):
+        run_pair(case, plan.sizes, plan.device, backend)
+    return keys
 
 
 def compile_kernels(plan: Plan, jobs: Sequence[KernelJob], on_done: Callable[[int], None]) -> None:
@@ -151,7 +160,8 @@ def compile_kernels(plan: Plan, jobs: Sequence[KernelJob], on_done: Callable[[in
     if jobs:
         pool = _context().Pool(min(plan.workers, len(jobs)), initializer=_silence)
         try:
-            for _ in pool.imap_unordered(_compile, jobs):
+            work = [(plan, job) for job in jobs]
+            for _ in pool.imap_unordered(_compile, work):
                 on_done(1)
             pool.close()
         finally:
@@ -180,7 +190,7 @@ def _jit_cache_hook(hook: Callable[..., bool]) -> Iterator[None]:
 
 # Imported once by the fork server, so that each worker starts without importing torch, Triton
 # and the fused kernels again (seconds each, times the workers, on a cold run's critical path).
-_PRELOAD = ["torch", "triton", "gmlp_check.fused.mlp"]
+_PRELOAD = ["torch", "triton", "gmlp_check.pair", "gmlp_check.backends", "gmlp_check.fused.mlp"]
 
 
 def _context():
@@ -200,28 +210,19 @@ def _silence() -> None:
     os.dup2(devnull, 2)
 
 
-def _compile(job: KernelJob) -> None:
+_loaded: dict[str, Backend] = {}  # per worker process: each loads its backend once
+
+
+def _compile(work: tuple[Plan, KernelJob]) -> None:
+    from . import backends
+
+    plan, job = work
     # A failure here is met again by the run itself, which reports it.
     with contextlib.suppress(Exception):
-        kernel = jit_function(job.module, job.name)
-        if kernel is not None:
-            with torch.cuda.device(job.device):
-                kernel.preload(job.specialization)
-
-
-def jit_function(module: str, name: str) -> Any:
-    """The JITFunction named ``name`` in ``module``, through the wrappers that hold one
-    (our DualKernel's ``compiled``, an autotuner's ``fn``); None when there is none."""
-    from triton.runtime.jit import JITFunction
-
-    found: Any = importlib.import_module(module)
-    for part in name.split("."):
-        found = getattr(found, part, None)
-    for _ in range(4):
-        if found is None or isinstance(found, JITFunction):
-            return found
-        found = getattr(found, "compiled", None) or getattr(found, "fn", None)
-    return None
+        if plan.spec not in _loaded:
+            _loaded[plan.spec] = backends.load(plan.spec)
+        _launches(job.case, plan, _loaded[plan.spec], wanted=job.key)
+        torch.cuda.synchronize()
 
 
 def warm_marker(

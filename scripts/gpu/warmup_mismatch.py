@@ -7,7 +7,6 @@ cache entries differ from the warm-up's (Triton's metadata JSON of each entry). 
 from __future__ import annotations
 
 import collections
-import inspect
 import json
 import os
 from pathlib import Path
@@ -29,12 +28,12 @@ def entries(cache: Path) -> dict[str, dict]:
 
 
 def main() -> None:
-    from triton.runtime.jit import JITFunction
-
     cache = Path(os.environ["TRITON_CACHE_DIR"])
     cases = default_matrix(MatrixSelection(dtypes=DEVICE_DTYPES["cuda"]))
     device = torch.device("cuda")
-    plan = warmup.Plan(device, DEVICE_SIZES["cuda"], 15, tuple(warmup.representatives(cases)), None)
+    plan = warmup.Plan(
+        "triton", device, DEVICE_SIZES["cuda"], 15, tuple(warmup.representatives(cases)), None
+    )
     backend = backends.load("triton")
     jobs = warmup.find_kernels(plan, backend, lambda n: None)
     warmup.compile_kernels(plan, jobs, lambda n: None)
@@ -59,7 +58,6 @@ def main() -> None:
         "new_in_run": len(new),
         "new_by_kernel": dict(collections.Counter(m.get("name") for m in new.values())),
         "diffs": diffs,
-        "preload_source": inspect.getsource(JITFunction.preload),
     }
     print(json.dumps(doc, indent=1, default=str))
 
