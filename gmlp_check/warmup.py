@@ -10,15 +10,21 @@ them one after another.
 
 So the warm-up first finds the kernels: it runs one case per set of kernels (``compile_key``)
 in this process with Triton's ``jit_cache_hook`` answering "skip" for every launch, which
-neither compiles nor runs it and tells the launch's kernel and specialization key. The fused
-side's results are garbage then and are discarded; the reference side runs for real, which is
-cheap. Then worker processes compile the distinct specializations, one per job: a worker runs
-the case that launched it with every other launch skipped, so that this one kernel compiles
-through Triton's ordinary path (and runs, on that case's real tensors) into the disk cache the
-run then loads from. The ordinary path matters: compiling from Triton's serialized
-specialization (``JITFunction.preload``) gave some kernels a different cache key than their
-launch does (21 of 92 activation kernels on Triton 3.6), so the run compiled them again. Any
-Triton kernel is warmed this way, anyone's factory included.
+records the launch's exact specialization (Triton's own serialized form) and neither compiles
+nor runs it. The fused side's results are garbage then and are discarded; the reference side
+runs for real, which is cheap. Then worker processes compile the distinct specializations,
+one per job, with ``JITFunction.preload`` (Triton's way of compiling a recorded
+specialization ahead of its launch), into the disk cache the run then loads from. Kernels are
+found by their module and name, so any Triton kernel defined at module level is warmed,
+anyone's factory included; others are left to the run.
+
+Each worker first computes the kernels' cache keys in the order the run first launches them
+(the order they were found in). A kernel's key includes the constant globals of the helpers it
+calls, and Triton (3.6 at least) takes a helper's into it only when that helper's own key was
+computed before: so fc2's dgrad kernel, hashed after fc1's forward (which shares the activation
+helpers), gets another key than when hashed first. A worker that compiled fc2's kernel first
+filled the cache under a key the run never asked for (about a quarter of the activation
+kernels, measured on the H200).
 
 When a warm-up of the same cases, sizes, backend sources and library versions has finished
 before, a marker file in Triton's cache directory says so and nothing is started: a warm run
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import multiprocessing
 import os
 import sys
@@ -85,7 +92,6 @@ def default_workers(compiles_on_first_use: bool, device: torch.device, groups: i
 
 @dataclass(frozen=True)
 class Plan:
-    spec: str  # the backend, as --fused names it: workers load it again
     device: torch.device
     sizes: Sizes
     workers: int  # at most; no more than there are kernels to compile
@@ -95,11 +101,13 @@ class Plan:
 
 @dataclass(frozen=True)
 class KernelJob:
-    """One kernel specialization to compile: the first case that launches it, and its key
-    (kernel module, name and Triton's specialization key)."""
+    """One kernel specialization to compile: the kernel by module and name, the device, and
+    Triton's serialized specialization of the launch (JSON)."""
 
-    case: Case
-    key: tuple[str, str, str]
+    module: str
+    name: str
+    device: int
+    specialization: str
 
 
 def plan(
@@ -119,38 +127,29 @@ def plan(
     marker = warm_marker(spec, source, name, sizes, chosen)
     if marker is not None and marker.exists():
         return None
-    return Plan(spec, device, sizes, workers, tuple(chosen), marker)
+    return Plan(device, sizes, workers, tuple(chosen), marker)
 
 
 def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -> list[KernelJob]:
     """Run the plan's cases with every Triton launch skipped, and return the distinct
     kernel specializations they launched; ``on_case(1)`` after each case."""
-    jobs: dict[tuple[str, str, str], KernelJob] = {}
-    for case in plan.cases:
-        for key in _launches(case, plan, backend, wanted=None):
-            jobs.setdefault(key, KernelJob(case, key))
-        on_case(1)
-    return list(jobs.values())
-
-
-def _launches(
-    case: Case, plan: Plan, backend: Backend, wanted: tuple[str, str, str] | None
-) -> list[tuple[str, str, str]]:
-    """The launch keys of ``case``, in order, with every launch skipped but ``wanted``'s,
-    which Triton compiles and runs."""
     from .pair import run_pair
 
-    keys: list[tuple[str, str, str]] = []
+    jobs: dict[tuple[str, str, str], KernelJob] = {}
 
-    def skip(*, key: Any, fn: Any, **_: Any) -> bool:
-        launch = (getattr(fn.module, "__name__", fn.module), fn.name, str(key))
-        keys.append(launch)
-        return launch != wanted  # True: Triton neither compiles nor launches it
+    def record(*, key: Any, fn: Any, compile: dict, **_: Any) -> bool:
+        module = getattr(fn.module, "__name__", fn.module)
+        job = KernelJob(module, fn.name, compile["device"], compile["specialization_data"])
+        jobs.setdefault((module, fn.name, str(key)), job)
+        return True  # Triton then neither compiles nor launches
 
-    # The fused side computes nothing now: whatever it fails on is discarded.
-    with _jit_cache_hook(skip), contextlib.suppress(Exception):
-        run_pair(case, plan.sizes, plan.device, backend)
-    return keys
+    with _jit_cache_hook(record):
+        for case in plan.cases:
+            # The fused side computes nothing now: whatever it fails on is discarded.
+            with contextlib.suppress(Exception):
+                run_pair(case, plan.sizes, plan.device, backend)
+            on_case(1)
+    return list(jobs.values())
 
 
 def compile_kernels(plan: Plan, jobs: Sequence[KernelJob], on_done: Callable[[int], None]) -> None:
@@ -158,10 +157,11 @@ def compile_kernels(plan: Plan, jobs: Sequence[KernelJob], on_done: Callable[[in
     each, then the marker. A KeyboardInterrupt (or SIGTERM turned into one) stops the
     workers and passes through."""
     if jobs:
+        # The kernels in the order the run first launches them (see the module's docstring).
+        order = tuple(dict.fromkeys((job.module, job.name) for job in jobs))
         pool = _context().Pool(min(plan.workers, len(jobs)), initializer=_silence)
         try:
-            work = [(plan, job) for job in jobs]
-            for _ in pool.imap_unordered(_compile, work):
+            for _ in pool.imap_unordered(_compile, [(order, job) for job in jobs]):
                 on_done(1)
             pool.close()
         finally:
@@ -190,7 +190,7 @@ def _jit_cache_hook(hook: Callable[..., bool]) -> Iterator[None]:
 
 # Imported once by the fork server, so that each worker starts without importing torch, Triton
 # and the fused kernels again (seconds each, times the workers, on a cold run's critical path).
-_PRELOAD = ["torch", "triton", "gmlp_check.pair", "gmlp_check.backends", "gmlp_check.fused.mlp"]
+_PRELOAD = ["torch", "triton", "gmlp_check.fused.mlp"]
 
 
 def _context():
@@ -210,19 +210,39 @@ def _silence() -> None:
     os.dup2(devnull, 2)
 
 
-_loaded: dict[str, Backend] = {}  # per worker process: each loads its backend once
+_hashed_in_order = False  # per worker: the kernels' cache keys computed in the run's order
 
 
-def _compile(work: tuple[Plan, KernelJob]) -> None:
-    from . import backends
-
-    plan, job = work
+def _compile(work: tuple[tuple[tuple[str, str], ...], KernelJob]) -> None:
+    global _hashed_in_order
+    order, job = work
     # A failure here is met again by the run itself, which reports it.
     with contextlib.suppress(Exception):
-        if plan.spec not in _loaded:
-            _loaded[plan.spec] = backends.load(plan.spec)
-        _launches(job.case, plan, _loaded[plan.spec], wanted=job.key)
-        torch.cuda.synchronize()
+        if not _hashed_in_order:
+            _hashed_in_order = True
+            for module, name in order:
+                kernel = jit_function(module, name)
+                if kernel is not None:
+                    kernel.cache_key  # noqa: B018 (computed and kept by Triton)
+        kernel = jit_function(job.module, job.name)
+        if kernel is not None:
+            with torch.cuda.device(job.device):
+                kernel.preload(job.specialization)
+
+
+def jit_function(module: str, name: str) -> Any:
+    """The JITFunction named ``name`` in ``module``, through the wrappers that hold one
+    (our DualKernel's ``compiled``, an autotuner's ``fn``); None when there is none."""
+    from triton.runtime.jit import JITFunction
+
+    found: Any = importlib.import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    for _ in range(4):
+        if found is None or isinstance(found, JITFunction):
+            return found
+        found = getattr(found, "compiled", None) or getattr(found, "fn", None)
+    return None
 
 
 def warm_marker(

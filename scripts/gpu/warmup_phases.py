@@ -30,7 +30,7 @@ def main() -> None:
     device = torch.device("cuda")
     cases = default_matrix(MatrixSelection(dtypes=DEVICE_DTYPES["cuda"]))
     chosen = tuple(warmup.representatives(cases))
-    plan = warmup.Plan("triton", device, DEVICE_SIZES["cuda"], workers, chosen, None)
+    plan = warmup.Plan(device, DEVICE_SIZES["cuda"], workers, chosen, None)
     backend = backends.load("triton")
     start = time.perf_counter()
     jobs = warmup.find_kernels(plan, backend, lambda n: None)
@@ -46,7 +46,7 @@ def main() -> None:
         "cubins": len(list(cache.rglob("*.cubin"))),
         "find_s": round(found - start, 2),
         "compile_s": round(compiled - found, 2),
-        "per_kernel": dict(collections.Counter(j.key[1] for j in jobs)),
+        "per_kernel": dict(collections.Counter(j.name for j in jobs)),
     }
     print(json.dumps(doc, indent=1))
 

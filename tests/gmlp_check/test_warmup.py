@@ -71,9 +71,30 @@ def test_a_finished_warm_up_leaves_its_marker(monkeypatch, tmp_path):
     cases = tuple(_cases()[:2])
     marker = warmup.warm_marker("triton", FUSED_SOURCES, "GPU A", DEVICE_SIZES["cuda"], cases)
     assert marker is not None and not marker.exists()
-    plan = warmup.Plan("triton", torch.device("cuda"), DEVICE_SIZES["cuda"], 2, cases, marker)
+    plan = warmup.Plan(torch.device("cuda"), DEVICE_SIZES["cuda"], 2, cases, marker)
     warmup.compile_kernels(plan, [], lambda n: None)
     assert marker.exists()
+
+
+def test_every_fused_kernel_is_found_by_module_and_name():
+    """What the workers look up from Triton's record of a launch (its kernel's module and
+    qualified name) is the compiled kernel the fused path launches."""
+    import importlib
+    import pkgutil
+
+    from gmlp_check.fused import kernels
+    from gmlp_check.fused.dual_jit import DualKernel
+
+    found = 0
+    for info in pkgutil.iter_modules(kernels.__path__, kernels.__name__ + "."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, DualKernel) and value.fn.__module__ == info.name:
+                assert value.compiled is not None
+                assert warmup.jit_function(info.name, value.fn.__qualname__) is value.compiled
+                found += 1
+    assert found >= 5
+    assert warmup.jit_function(kernels.__name__ + ".wgrad", "no_such_kernel") is None
 
 
 def test_negative_workers_is_a_usage_error():
@@ -113,7 +134,7 @@ from gmlp_check.pair import run_pair
 
 cases = tuple(Case.from_id(i) for i in {[c.id for c in _gpu_cases()]!r})
 cache = Path({str(tmp_path / "cache")!r})
-plan = warmup.Plan("triton", torch.device("cuda"), DEVICE_SIZES["cuda"], 4, cases, None)
+plan = warmup.Plan(torch.device("cuda"), DEVICE_SIZES["cuda"], 4, cases, None)
 backend = backends.load("triton")
 jobs = warmup.find_kernels(plan, backend, lambda n: None)
 assert not list(cache.rglob("*.cubin")), "finding kernels compiled one"
