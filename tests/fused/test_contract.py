@@ -1,5 +1,7 @@
 """Every row of CONTRACT.md on the triton backend (CPU, interpreter), against refimpl."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -87,7 +89,7 @@ def test_dummies_overlap_nothing_and_are_zero_under_zero_out_wgrad():
         assert torch.count_nonzero(p.grad) == 0
         spans.append(_span(p.grad))
     spans.sort()
-    overlapping = [(a, b) for a, b in zip(spans, spans[1:]) if a[1] > b[0]]
+    overlapping = [(a, b) for a, b in itertools.pairwise(spans) if a[1] > b[0]]
     assert not overlapping, f"dummies overlap main_grad or each other: {overlapping}"
 
 
