@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from . import registry
 from .cache import Cache
+from .class_facts import ClassFact, class_facts, subclassing
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
 from .parsing import analysis_error, fewer_collections, run_deep, syntax_error
@@ -64,6 +65,9 @@ class Job:
     # Functions in the other files of the run that return a flag computed from
     # overwrite_main_grad (``project.overwrite_helpers``).
     overwrite_helpers: frozenset[str] = frozenset()
+    # Delayed-wgrad classes of the other files (``class_facts``), given only to a file that
+    # subclasses one of them: such a file is analysed even when it names no trigger.
+    class_facts: tuple[ClassFact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,18 +77,28 @@ class Mode:
 
 
 def lint_source(
-    source: str, path: str, enabled: frozenset[str], helpers: frozenset[str] = frozenset()
+    source: str,
+    path: str,
+    enabled: frozenset[str],
+    helpers: frozenset[str] = frozenset(),
+    classes: tuple[ClassFact, ...] = (),
 ) -> list[Finding]:
     """The findings in ``source``, sorted; ``helpers`` are the overwrite helpers defined in
-    the other files of the run. Raises SourceError when it is not valid Python."""
-    analysed = mentions_contract(source) and enabled & registry.codes_in_scope(registry.MODULE)
+    the other files of the run, ``classes`` the delayed-wgrad classes of those files that
+    this one subclasses. Raises SourceError when it is not valid Python."""
+    checked = enabled
+    if not mentions_contract(source) and classes:
+        checked = enabled & registry.codes_reading_subclasses()  # only those rules need it
+    analysed = (mentions_contract(source) or classes) and checked & registry.codes_in_scope(
+        registry.MODULE
+    )
     findings: list[Finding] = []
     if analysed:
         with fewer_collections():
             error = analysis_error(source, path)
             if error is not None:
                 raise error
-            findings = run_deep(lambda: _run_checks(source, path, enabled, helpers))
+            findings = run_deep(lambda: _run_checks(source, path, checked, helpers, classes))
     else:
         error = syntax_error(source, path)
         if error is not None:
@@ -100,7 +114,7 @@ def mentions_contract(source: str) -> bool:
     return any(trigger in source for trigger in TRIGGERS)
 
 
-def _run_checks(source: str, path: str, enabled: frozenset[str], helpers) -> list[Finding]:
+def _run_checks(source: str, path: str, enabled, helpers, classes=()) -> list[Finding]:
     """Parse ``source`` and run every enabled rule's check on it."""
     import libcst
 
@@ -108,7 +122,7 @@ def _run_checks(source: str, path: str, enabled: frozenset[str], helpers) -> lis
     from .analysis.module import ModuleContext
 
     try:
-        context = ModuleContext(source, path, helpers)
+        context = ModuleContext(source, path, helpers, classes)
         out = Collector(context, enabled)
         for check in registry.module_checks(enabled):
             check(context, out)
@@ -131,27 +145,28 @@ def fix_source(
     enabled: frozenset[str],
     unsafe: bool,
     helpers: frozenset[str] = frozenset(),
+    classes: tuple[ClassFact, ...] = (),
 ) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none applies (or MAX_FIX_PASSES). Returns the new text, the number
     of fixes applied and the findings that remain. Raises SourceError if the input is not
     valid Python, or if a fix would make it invalid."""
-    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe, helpers)
+    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe, helpers, classes)
     return fixed, applied, remaining
 
 
 def _fix(
-    source, path, enabled, unsafe, helpers=frozenset()
+    source, path, enabled, unsafe, helpers=frozenset(), classes=()
 ) -> tuple[str, int, list[Finding], list[Finding]]:
     """fix_source's answer and the findings of ``source`` itself."""
     current = source
     applied = 0
-    original = findings = lint_source(current, path, enabled, helpers)
+    original = findings = lint_source(current, path, enabled, helpers, classes)
     for _ in range(MAX_FIX_PASSES):
         candidate, count = apply_fixes(current, findings, unsafe)
         if count == 0:
             break
         try:
-            next_findings = lint_source(candidate, path, enabled, helpers)
+            next_findings = lint_source(candidate, path, enabled, helpers, classes)
         except SourceError as error:
             raise SourceError(
                 f"a fix produced invalid code, nothing written ({error.message})"
@@ -176,14 +191,21 @@ def process(job: Job, mode: Mode) -> FileResult:
         result.source, result.encoding = source.text, source.encoding
         if mode.fix:
             fixed, count, findings, original = _fix(
-                source.text, job.path, job.enabled, mode.unsafe_fixes, job.overwrite_helpers
+                source.text,
+                job.path,
+                job.enabled,
+                mode.unsafe_fixes,
+                job.overwrite_helpers,
+                job.class_facts,
             )
             if fixed != source.text:
                 result.fixed_source = fixed
                 result.fixed_count = count
             result.unfixed_findings = original
         else:
-            findings = lint_source(source.text, job.path, job.enabled, job.overwrite_helpers)
+            findings = lint_source(
+                source.text, job.path, job.enabled, job.overwrite_helpers, job.class_facts
+            )
     except SourceError as error:
         result.error = FileError(job.path, error.message, error.line, error.column)
         return result
@@ -206,6 +228,7 @@ def estimate_work(job: Job) -> int:
     if data is None:
         return 0  # unreadable: ``process`` reports it, at no cost
     analysed = any(t in data for t in _BYTE_TRIGGERS) or MARKER.encode() in data
+    analysed = analysed or bool(job.class_facts)
     return len(data) * (ANALYSIS_WEIGHT if analysed else 1)
 
 
@@ -274,9 +297,18 @@ def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
     """The jobs (their bytes already read), told what the rules need to know about the
     other files of the run."""
     helpers = overwrite_helpers(job.data for job in jobs if job.data is not None)
-    if not helpers:
+    if helpers:
+        jobs = [replace(job, overwrite_helpers=job.overwrite_helpers | helpers) for job in jobs]
+    facts = class_facts((job.path, job.data) for job in jobs if job.data is not None)
+    names = frozenset(fact.name for fact in facts)
+    if not names:
         return list(jobs)
-    return [replace(job, overwrite_helpers=job.overwrite_helpers | helpers) for job in jobs]
+    return [
+        replace(job, class_facts=facts)
+        if job.data is not None and subclassing(job.data, names)
+        else job
+        for job in jobs
+    ]
 
 
 def available_cpus() -> int:

@@ -47,6 +47,7 @@ RULE_MODULES = {
     "GMLP017": "hook_fired_without_bookkeeping",
     "GMLP018": "dummy_wgrad_discarded",
     "GMLP019": "delayed_wgrad_without_hook",
+    "GMLP020": "inherited_backward_dw_misses_layer",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)
@@ -62,6 +63,9 @@ class Example:
     line: int | None = None  # INVALID: the line of the one expected finding
     fixed: str | None = None  # INVALID: the source after fixes (None: no fix is offered)
     applicability: str | None = None  # INVALID: "safe" or "unsafe" when fixed is given
+    # Other files of the run the example is linted with, as (path, source): a rule about
+    # classes whose bases sit in another file needs that file.
+    others: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source", _dedent(self.source))
@@ -81,6 +85,9 @@ class Rule:
     valid: tuple[Example, ...]
     invalid: tuple[Example, ...]
     scope: str = MODULE
+    # Also run on a file that names no trigger but subclasses a delayed-wgrad class of
+    # another file of the run (``class_facts``).
+    reads_subclasses: bool = False
 
     def documentation(self) -> str:
         """Markdown: what the rule flags, why, the fix, and a bad and a good example."""
@@ -123,6 +130,11 @@ def check_of(code: str) -> Callable:
 @cache
 def codes_in_scope(scope: str) -> frozenset[str]:
     return frozenset(code for code in CODES if rule(code).scope == scope)
+
+
+@cache
+def codes_reading_subclasses() -> frozenset[str]:
+    return frozenset(code for code in CODES if rule(code).reads_subclasses)
 
 
 def module_checks(enabled: frozenset[str]) -> list[Callable]:

@@ -1,23 +1,34 @@
 """A small model of the classes of one file, for rules about delayed weight gradients.
 
 For each class: its bases (by name), its methods, the weight layers its ``__init__`` builds
-(``self.X = SomeLinear(...)`` or ``self.X = build_module(submodules.linear_x, ...)``), and,
-resolved through the bases defined in the same file, which ``self`` attributes a method
-reaches, following ``self.other_method()`` calls. A base defined elsewhere is unknown: it may
+(``self.X = SomeLinear(...)``, ``self.X = build_module(submodules.linear_x, ...)``, or a
+container of such layers), which ``self`` attributes each method mentions, and what each
+``self`` attribute is given (``self.fns = [self.fc1.backward_dw]``, ``self.fns.append(f)``):
+an attribute that holds delayed-wgrad callables reaches whatever they mention.
+
+Bases are resolved in this file and, when the run found them (``lint/class_facts.py``), in
+the other files of the run: a class summarised there is an ``Outside`` class with the same
+facts (no syntax tree). A base defined elsewhere and not summarised is unknown: it may
 provide any method, except the few in ``BASES_WITHOUT_BACKWARD_DW``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from ..class_facts import ClassFact
 from . import patterns
 from .module import ModuleContext, suite_body
 
 DELAY = "delay_wgrad_compute"
 BACKWARD_DW = "backward_dw"
+# Pseudo-attributes of a method's mentions: it calls ``super()``; its body only raises (a
+# class that does not support the protocol says so loudly: nothing is dropped silently).
+SUPER = "<super>"
+RAISES = "<raises>"
 # Bases known not to define backward_dw: a class deriving only from these (and from classes
 # of the same file that lack it) has none.
 BASES_WITHOUT_BACKWARD_DW = frozenset(
@@ -30,6 +41,8 @@ LAYER_WORDS = ("linear", "proj")
 # Layers that always compute their weight gradient in the ordinary backward pass (PyTorch's
 # own), named by the dotted callee's last two parts.
 EAGER_LAYERS = frozenset({"nn.Linear"})
+# Methods that put a value into a container attribute: ``self.fns.append(f)``.
+STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
 
 @dataclass
@@ -39,74 +52,136 @@ class ClassModel:
     methods: dict[str, cst.FunctionDef]
     layers: dict[str, cst.CSTNode] = field(default_factory=dict)  # attribute -> its assignment
     spells_delay: bool = False  # its own __init__ spells delay_wgrad_compute
+    mentions: dict[str, set[str]] = field(default_factory=dict)  # method -> self attributes
+    stores: dict[str, set[str]] = field(default_factory=dict)  # attribute -> what it is given
 
     @property
     def name(self) -> str:
         return self.node.name.value
 
 
+@dataclass
+class Outside:
+    """A class of another file of the run, known by its summary."""
+
+    fact: ClassFact
+    name: str = ""
+    bases: list[str] = field(default_factory=list)
+    mentions: dict[str, set[str]] = field(default_factory=dict)
+    stores: dict[str, set[str]] = field(default_factory=dict)
+    layers: tuple[str, ...] = ()
+    spells_delay: bool = False
+
+    def __post_init__(self) -> None:
+        self.name, self.bases = self.fact.name, list(self.fact.bases)
+        self.mentions = {name: set(attrs) for name, attrs in self.fact.methods}
+        self.stores = {name: set(attrs) for name, attrs in self.fact.stores}
+        self.layers, self.spells_delay = self.fact.layers, self.fact.spells_delay
+
+
+Model = ClassModel | Outside
+
+
 class ClassIndex:
-    def __init__(self, context: ModuleContext) -> None:
+    def __init__(self, context: ModuleContext, outside: Iterable[ClassFact] = ()) -> None:
         self.classes: dict[str, ClassModel] = {}
         for stmt in context.module.body:  # top-level classes: the ones a base can name
             if isinstance(stmt, cst.ClassDef):
                 model = _model(stmt)
                 self.classes[model.name] = model
+        # Classes of other files, by name; a name two files define differently is unknown.
+        by_name: dict[str, dict[ClassFact, ClassFact]] = {}
+        for fact in sorted(outside):
+            if fact.path != context.path and fact.name not in self.classes:
+                by_name.setdefault(fact.name, {}).setdefault(_without_path(fact), fact)
+        self.outside = {
+            name: Outside(*facts.values()) for name, facts in by_name.items() if len(facts) == 1
+        }
 
-    def lineage(self, model: ClassModel) -> list[ClassModel]:
-        """The class and its bases defined in this file, nearest first (depth first)."""
-        order, stack, seen = [], [model], set()
+    def resolve(self, name: str) -> Model | None:
+        return self.classes.get(name) or self.outside.get(name)
+
+    def lineage(self, model: Model) -> list[Model]:
+        """The class and its known bases, nearest first (depth first)."""
+        order: list[Model] = []
+        stack, seen = [model], set()
         while stack:
             current = stack.pop(0)
             if current.name in seen:
                 continue
             seen.add(current.name)
             order.append(current)
-            stack.extend(self.classes[b] for b in current.bases if b in self.classes)
+            stack.extend(base for b in current.bases if (base := self.resolve(b)) is not None)
         return order
 
-    def method(self, model: ClassModel, name: str) -> cst.FunctionDef | None:
-        for current in self.lineage(model):
-            if name in current.methods:
-                return current.methods[name]
-        return None
+    def crosses_files(self, model: Model) -> bool:
+        return any(isinstance(current, Outside) for current in self.lineage(model))
 
-    def may_inherit_unknown(self, model: ClassModel) -> bool:
-        """Some base, here or further up, is defined elsewhere and may define anything."""
+    def method(self, model: Model, name: str) -> cst.FunctionDef | None:
+        """The syntax of ``name`` as resolved for ``model``, when it is defined in this file
+        (None when it is not defined, or defined in another file)."""
+        owner = self.owner(model, name)
+        return owner.methods[name] if isinstance(owner, ClassModel) else None
+
+    def owner(self, model: Model, name: str) -> Model | None:
+        """The nearest class of ``model``'s lineage that defines ``name``."""
+        return next((c for c in self.lineage(model) if name in c.mentions), None)
+
+    def may_inherit_unknown(self, model: Model) -> bool:
+        """Some base, here or further up, is defined in no file we know and may define
+        anything."""
         return any(
-            base not in self.classes and base not in BASES_WITHOUT_BACKWARD_DW
+            self.resolve(base) is None and base not in BASES_WITHOUT_BACKWARD_DW
             for current in self.lineage(model)
             for base in current.bases
         )
 
-    def reached_attributes(self, model: ClassModel, method: str) -> set[str]:
+    def reached_attributes(self, model: Model, method: str) -> set[str]:
         """``self`` attributes that ``method``, resolved for ``model``, mentions, following
-        ``self.m()`` calls to the methods they resolve to."""
+        ``self.m()`` calls to the methods they resolve to, ``super()`` calls to the next
+        definition up the lineage, and attributes to what they were given."""
         reached: set[str] = set()
-        pending, visited = [method], set()
+        lineage = self.lineage(model)
+        pending = [(method, 0)]
+        visited: set[tuple[str, int]] = set()
         while pending:
-            name = pending.pop()
-            if name in visited:
+            name, start = pending.pop()
+            if (name, start) in visited:
                 continue
-            visited.add(name)
-            body = self.method(model, name)
-            if body is None:
-                continue
-            for node in patterns.walk(body.body):
-                if _is_self_attr(node):
-                    reached.add(node.attr.value)
-                    pending.append(node.attr.value)
+            visited.add((name, start))
+            level = next(
+                (i for i in range(start, len(lineage)) if name in lineage[i].mentions), None
+            )
+            if level is not None:
+                mentions = lineage[level].mentions[name]
+                if SUPER in mentions:
+                    pending.append((name, level + 1))
+                for attr in mentions - {SUPER, RAISES}:
+                    reached.add(attr)
+                    pending.append((attr, 0))
+            for current in lineage:  # what an attribute holds, wherever it was given
+                for attr in current.stores.get(name, ()):
+                    if attr not in reached:
+                        reached.add(attr)
+                        pending.append((attr, 0))
         return reached
 
-    def calls_super(self, model: ClassModel, method: str) -> bool:
+    def calls_super(self, model: Model, method: str) -> bool:
         """``method``, resolved for ``model``, calls ``super()`` (a base's version runs too)."""
-        body = self.method(model, method)
-        return body is not None and "super" in {
-            patterns.callee_name(n) for n in patterns.walk(body.body) if isinstance(n, cst.Call)
-        }
+        owner = self.owner(model, method)
+        return owner is not None and SUPER in owner.mentions[method]
 
-    def spells_delay(self, model: ClassModel) -> bool:
+    def only_raises(self, model: Model, method: str) -> bool:
+        owner = self.owner(model, method)
+        return owner is not None and RAISES in owner.mentions[method]
+
+    def spells_delay(self, model: Model) -> bool:
         return any(current.spells_delay for current in self.lineage(model))
+
+
+def _without_path(fact: ClassFact) -> ClassFact:
+    """Two files that hold the same class (a vendored copy) describe one class."""
+    return replace(fact, path="")
 
 
 def _model(node: cst.ClassDef) -> ClassModel:
@@ -115,6 +190,15 @@ def _model(node: cst.ClassDef) -> ClassModel:
         stmt.name.value: stmt for stmt in suite_body(node.body) if isinstance(stmt, cst.FunctionDef)
     }
     model = ClassModel(node, bases, methods)
+    for name, method in methods.items():
+        model.mentions[name] = _mentions(method)
+        for sub in _walk_all(method.body):
+            stored = _stored(sub)
+            if stored is not None:
+                attr, value = stored
+                model.stores.setdefault(attr, set()).update(
+                    n.attr.value for n in _walk_all(value) if _is_self_attr(n)
+                )
     init = methods.get("__init__")
     if init is not None:
         model.spells_delay = _spells_delay(init)
@@ -124,6 +208,63 @@ def _model(node: cst.ClassDef) -> ClassModel:
                     if _is_self_attr(target.target):
                         model.layers.setdefault(target.target.attr.value, inner)
     return model
+
+
+def _mentions(method: cst.FunctionDef) -> set[str]:
+    found = {n.attr.value for n in patterns.walk(method.body) if _is_self_attr(n)}
+    if "super" in {patterns.callee_name(n) for n in patterns.walk(method.body)}:
+        found.add(SUPER)
+    if _only_raises(method):
+        found.add(RAISES)
+    return found
+
+
+def _only_raises(method: cst.FunctionDef) -> bool:
+    """The body is a ``raise`` (after a docstring, if any)."""
+    body = [
+        s
+        for s in suite_body(method.body)
+        if not (
+            isinstance(s, cst.SimpleStatementLine)
+            and all(
+                isinstance(x, cst.Expr) and isinstance(x.value, cst.SimpleString) for x in s.body
+            )
+        )
+    ]
+    return (
+        len(body) == 1
+        and isinstance(body[0], cst.SimpleStatementLine)
+        and isinstance(body[0].body[0], cst.Raise)
+    )
+
+
+def _walk_all(node: cst.CSTNode):
+    """Every node, nested functions and lambdas included (a closure stored in an attribute
+    runs with the class's ``self``)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(patterns.children(current))
+
+
+def _stored(node: cst.CSTNode) -> tuple[str, cst.CSTNode] | None:
+    """(attribute, value) for ``self.a = v``, ``self.a[k] = v``, ``self.a += v`` and
+    ``self.a.append(v)``."""
+    if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+        for target in patterns.assignment_targets(node):
+            while isinstance(target, cst.Subscript):
+                target = target.value
+            if _is_self_attr(target):
+                return target.attr.value, node.value
+    if (
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
+        and node.func.attr.value in STORING_METHODS
+        and _is_self_attr(node.func.value)
+    ):
+        return node.func.value.attr.value, node
+    return None
 
 
 def _spells_delay(init: cst.FunctionDef) -> bool:
@@ -137,8 +278,12 @@ def _spells_delay(init: cst.FunctionDef) -> bool:
 
 
 def _builds_layer(value: cst.CSTNode) -> bool:
-    if not isinstance(value, cst.Call):
-        return False
+    """The value is a call that builds a weight layer, or a container (list, dict,
+    ``ModuleList``, comprehension) that holds such calls."""
+    return any(type(n) is cst.Call and _is_layer_call(n) for n in patterns.walk(value))
+
+
+def _is_layer_call(value: cst.Call) -> bool:
     name = patterns.callee_name(value) or ""
     if name in SPEC_BUILDERS:
         spec = patterns.positional_args(value)
@@ -170,5 +315,24 @@ def _last_name(expr: cst.CSTNode) -> str | None:
 
 
 def class_index(context: ModuleContext) -> ClassIndex:
-    """For ``context.shared``: the index is built once per file."""
+    """For ``context.shared``: the index of this file's classes alone, built once."""
     return ClassIndex(context)
+
+
+def class_index_with_run(context: ModuleContext) -> ClassIndex:
+    """For ``context.shared``: the index with the classes of the run's other files."""
+    return ClassIndex(context, context.class_facts)
+
+
+def super_chain_open(index: ClassIndex, model: Model, method: str) -> bool:
+    """``method``, resolved for ``model``, hands on to ``super()`` up to a definition that
+    still calls ``super()`` with no known class above it: a base we do not know runs too."""
+    lineage = index.lineage(model)
+    level = 0
+    while True:
+        level = next((i for i in range(level, len(lineage)) if method in lineage[i].mentions), -1)
+        if level < 0:
+            return True  # handed on to a base nobody summarised
+        if SUPER not in lineage[level].mentions[method]:
+            return False
+        level += 1

@@ -238,9 +238,12 @@ def is_zero_out_source(node: cst.CSTNode) -> bool:
 class ModuleContext:
     """A parsed file with positions, offsets and its units."""
 
-    def __init__(self, source: str, path: str, helpers: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, source: str, path: str, helpers: frozenset[str] = frozenset(), class_facts=()
+    ) -> None:
         self.source = source
         self.path = path
+        self.class_facts = class_facts  # delayed-wgrad classes of the run's other files
         self.module = cst.parse_module(source)
         self._positions = None
         self.line_starts = line_starts(source)

@@ -6,6 +6,7 @@ import libcst
 import pytest
 
 from gmlp_check.lint import engine
+from gmlp_check.lint.class_facts import class_facts
 from gmlp_check.lint.registry import all_rules
 
 from .support import ALL_CODES
@@ -22,6 +23,11 @@ INVALID = [
 ]
 
 
+def _classes(example):
+    """The delayed-wgrad classes of the other files the example is linted with."""
+    return class_facts((path, text.encode()) for path, text in example.others)
+
+
 def test_every_rule_has_examples_both_ways():
     for rule in all_rules():
         assert rule.valid, rule.code
@@ -34,38 +40,44 @@ def test_every_rule_has_examples_both_ways():
 
 @pytest.mark.parametrize(("rule", "example"), VALID)
 def test_valid_example_is_not_flagged(rule, example):
-    assert engine.lint_source(example.source, "example.py", ALL_CODES) == []
+    assert (
+        engine.lint_source(example.source, "example.py", ALL_CODES, classes=_classes(example)) == []
+    )
 
 
 @pytest.mark.parametrize(("rule", "example"), INVALID)
 def test_invalid_example_is_flagged_on_its_line(rule, example):
-    findings = engine.lint_source(example.source, "example.py", ALL_CODES)
+    findings = engine.lint_source(
+        example.source, "example.py", ALL_CODES, classes=_classes(example)
+    )
     assert [(f.code, f.line) for f in findings] == [(rule.code, example.line)]
     assert findings[0].message
 
 
 @pytest.mark.parametrize(("rule", "example"), INVALID)
 def test_invalid_example_fix(rule, example):
-    (finding,) = engine.lint_source(example.source, "example.py", ALL_CODES)
+    (finding,) = engine.lint_source(
+        example.source, "example.py", ALL_CODES, classes=_classes(example)
+    )
     if example.fixed is None:
         assert finding.fix is None
         return
     assert finding.fix is not None
     assert finding.fix.applicability == example.applicability
     fixed, applied, remaining = engine.fix_source(
-        example.source, "example.py", ALL_CODES, unsafe=True
+        example.source, "example.py", ALL_CODES, unsafe=True, classes=_classes(example)
     )
     assert fixed == example.fixed
     assert applied == 1
     libcst.parse_module(fixed)  # the fixed file parses
     assert remaining == []
-    assert engine.lint_source(fixed, "example.py", ALL_CODES) == []
+    assert engine.lint_source(fixed, "example.py", ALL_CODES, classes=_classes(example)) == []
 
 
 @pytest.mark.parametrize(("rule", "example"), INVALID)
 def test_safe_fix_mode_leaves_unsafe_fixes_alone(rule, example):
     fixed, applied, remaining = engine.fix_source(
-        example.source, "example.py", ALL_CODES, unsafe=False
+        example.source, "example.py", ALL_CODES, unsafe=False, classes=_classes(example)
     )
     if example.applicability == "safe":
         assert (fixed, applied, remaining) == (example.fixed, 1, [])

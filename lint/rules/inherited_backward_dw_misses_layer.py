@@ -1,0 +1,224 @@
+"""GMLP020: a class whose delayed-wgrad protocol comes from a base in another file, and
+whose layers that protocol's backward_dw never reaches."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+classes = LazyModule("..analysis.classes", __package__)
+
+# The examples subclass this base, linted with them as another file of the run.
+EXAMPLE_BASE = (
+    "blocks/attention.py",
+    """
+class SelfAttention(MegatronModule):
+    def __init__(self, config, submodules):
+        self.linear_qkv = build_module(submodules.linear_qkv, config)
+        self.linear_proj = build_module(submodules.linear_proj, config)
+
+    def backward_dw(self):
+        self._backward_qkv_proj()
+        self.linear_proj.backward_dw()
+
+    def _backward_qkv_proj(self):
+        self.linear_qkv.backward_dw()
+""",
+)
+
+
+CODE = "GMLP020"
+RULE = Rule(
+    code=CODE,
+    name="inherited-backward-dw-misses-layer",
+    summary=(
+        "A class inherits the delayed-wgrad protocol from a base defined in another file, "
+        "but the `backward_dw` it ends up with (the base's, or one its overrides change) "
+        "never reaches a weight layer it has, or it has no `backward_dw` at all."
+    ),
+    flags=(
+        "a weight layer built in `__init__` (or a base's layer, after an override of a "
+        "method the base's `backward_dw` calls) that the `backward_dw` resolved through "
+        "bases in other files of the run never reaches; a subclass of a base taking "
+        "`delay_wgrad_compute` with layers and no `backward_dw` anywhere"
+    ),
+    explanation="""
+        Issue #19, class 6 (delayed wgrad across classes), where the classes sit in
+        different files. With `delay_wgrad_compute`, a layer's backward pass leaves the
+        weight gradient for later, and the owner's `backward_dw()` must call each layer's
+        `backward_dw()`. A model variant usually subclasses a block of another file: it adds
+        or fuses a projection, or overrides a helper the base's `backward_dw` calls (to
+        skip a projection it replaced). Its file need not spell `backward_dw` or
+        `delay_wgrad_compute` at all; before, such a file was only syntax-checked. If the
+        `backward_dw` it inherits never reaches the new layer, that layer's weight
+        gradient is never computed and main_grad keeps what it held.
+
+        Seen: the class model of this file joined with summaries of the classes, in the
+        other files of the run, that define `backward_dw` or take `delay_wgrad_compute` in
+        `__init__` (bases, each method's `self` attributes, what each attribute is given,
+        the layers `__init__` builds). A file that subclasses such a class is analysed even
+        when it names no trigger (for this rule only). A layer is reached when the resolved
+        `backward_dw`, a method it calls through `self.` (overrides resolved for this
+        class), a `super()` call, or an attribute holding delayed-wgrad callables (lists,
+        dicts, `partial`s, lambdas given to `self.x`) mentions it. Classes whose bases all
+        sit in this file are GMLP014's.
+
+        The examples below subclass this base, in `blocks/attention.py` of the same run:
+
+            class SelfAttention(MegatronModule):
+                def __init__(self, config, submodules):
+                    self.linear_qkv = build_module(submodules.linear_qkv, config)
+                    self.linear_proj = build_module(submodules.linear_proj, config)
+
+                def backward_dw(self):
+                    self._backward_qkv_proj()
+                    self.linear_proj.backward_dw()
+
+                def _backward_qkv_proj(self):
+                    self.linear_qkv.backward_dw()
+
+        Not seen: bases in files outside the run, or in a file that neither defines
+        `backward_dw` nor takes `delay_wgrad_compute` in an `__init__` (an intermediate base
+        there is unknown, and such classes are not reported); a class name defined
+        differently in two files (unknown); layers built outside `__init__`; which layers a
+        configuration builds; a `backward_dw` that only raises (the class refuses delayed
+        wgrad loudly).
+    """,
+    fix="""
+        Override `backward_dw` in the subclass (calling `super().backward_dw()` and the new
+        layer's `backward_dw()`), or keep the base's helper reaching the layer. No automatic
+        fix.
+    """,
+    fix_summary="none (call the layer's backward_dw from the class's backward_dw)",
+    valid=(
+        Example(
+            """
+            from blocks.attention import SelfAttention
+
+
+            class GatedAttention(SelfAttention):
+                def __init__(self, config, submodules):
+                    super().__init__(config, submodules)
+                    self.linear_gate = build_module(submodules.linear_gate, config)
+
+                def backward_dw(self):
+                    super().backward_dw()
+                    self.linear_gate.backward_dw()
+            """,
+            others=(EXAMPLE_BASE,),
+        ),
+        Example(
+            """
+            from blocks.attention import SelfAttention
+
+
+            class VisionAttention(SelfAttention):
+                def __init__(self, config, submodules):
+                    super().__init__(config, submodules)
+                    self.linear_qkv = build_module(submodules.linear_qkv, config)
+            """,
+            others=(EXAMPLE_BASE,),
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            from blocks.attention import SelfAttention
+
+
+            class GatedAttention(SelfAttention):
+                def __init__(self, config, submodules):
+                    super().__init__(config, submodules)
+                    self.linear_gate = build_module(submodules.linear_gate, config)
+            """,
+            line=7,
+            others=(EXAMPLE_BASE,),
+        ),
+        Example(
+            """
+            from blocks.attention import SelfAttention
+
+
+            class FusedAttention(SelfAttention):
+                def _backward_qkv_proj(self):
+                    pass
+            """,
+            line=4,
+            others=(EXAMPLE_BASE,),
+        ),
+    ),
+    reads_subclasses=True,
+)
+# -- the check ------------------------------------------------------------------------
+MISSED = (
+    "`self.{attr}` is a weight layer, but the `backward_dw` `{name}` inherits from "
+    "`{owner}` ({path}) never reaches it: with delayed wgrad its weight gradient is never "
+    "computed"
+)
+UNREACHED = (
+    "`{name}` overrides what `{owner}.backward_dw` ({path}) calls, and the result no longer "
+    "reaches `self.{attrs}`: with delayed wgrad those weight gradients are never computed"
+)
+NONE = (
+    "`{name}` takes delay_wgrad_compute through `{base}` ({path}) and builds weight layers "
+    "({attrs}) but has no backward_dw: with delayed wgrad their weight gradients are never "
+    "computed"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if not context.class_facts:
+        return
+    index = context.shared(classes.class_index_with_run)
+    alone = context.shared(classes.class_index)  # what GMLP014 sees
+    for model in index.classes.values():
+        if index.crosses_files(model) and alone.may_inherit_unknown(model):
+            _check_class(index, model, out)
+
+
+def _check_class(index, model, out: Collector) -> None:
+    bdw = classes.BACKWARD_DW
+    owner = index.owner(model, bdw)
+    if owner is None:
+        if model.layers and not index.may_inherit_unknown(model):
+            base = next((c for c in index.lineage(model) if c.spells_delay), None)
+            if base is not None and isinstance(base, classes.Outside):
+                attrs = ", ".join(f"`self.{a}`" for a in model.layers)
+                message = NONE.format(
+                    name=model.name, base=base.name, path=base.fact.path, attrs=attrs
+                )
+                out.report(CODE, model.node.name, message)
+        return
+    if index.only_raises(model, bdw):
+        return
+    if index.may_inherit_unknown(model) and classes.super_chain_open(index, model, bdw):
+        return
+    if not isinstance(owner, classes.Outside) and classes.SUPER not in owner.mentions[bdw]:
+        return  # a backward_dw of this file that hands on to nobody: GMLP014's
+    reached = index.reached_attributes(model, bdw)
+    where = _origin(index, model)
+    for attr, assignment in model.layers.items():
+        if attr not in reached:
+            out.report(CODE, assignment, MISSED.format(attr=attr, name=model.name, **where))
+    lost = []
+    for base in index.lineage(model)[1:]:
+        if isinstance(base, classes.Outside) and index.owner(base, bdw) is not None:
+            of_base = index.reached_attributes(base, bdw)
+            lost += [a for a in base.layers if a in of_base and a not in reached and a not in lost]
+    if lost:
+        message = UNREACHED.format(name=model.name, attrs="`, `self.".join(lost), **where)
+        out.report(CODE, model.node.name, message)
+
+
+def _origin(index, model) -> dict[str, str]:
+    """The class of another file whose backward_dw the model runs (or hands on to)."""
+    for current in index.lineage(model):
+        if isinstance(current, classes.Outside) and classes.BACKWARD_DW in current.mentions:
+            return {"owner": current.name, "path": current.fact.path}
+    return {"owner": "a base", "path": "another file"}
