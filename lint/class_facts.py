@@ -11,7 +11,7 @@ those words are parsed, so a config dataclass of thousands of lines costs nothin
 bases, which ``self`` attributes each method mentions, what each ``self`` attribute is
 given (containers of delayed-wgrad callables), the weight layers ``__init__`` builds, and
 whether ``__init__`` takes the delay mode. The summaries are attached only to the jobs of
-files that subclass one of these classes (``subclassing``), so no other file's cache key
+files that subclass one of these classes (and only their lineage), so no other file's cache key
 changes when a base is edited.
 """
 
@@ -32,6 +32,13 @@ EAGER_LAYERS = frozenset({"nn.Linear"})
 # Methods that put a value into a container attribute: ``self.fns.append(f)``.
 STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 _WORD = re.compile(rb"\w+")
+# Pseudo-attributes of a method's mentions (analysis/classes.py reads them): it calls
+# ``super()``; its body only raises.
+SUPER = "<super>"
+RAISES = "<raises>"
+# The start of a line that begins a top-level statement (not a comment or a closing bracket).
+_TOP_LEVEL = re.compile(rb"\n(?=[^\s#)\]}])")
+_STORING_NODES = frozenset({ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Call})
 
 
 @dataclass(frozen=True, order=True)
@@ -47,57 +54,96 @@ class ClassFact:
     spells_delay: bool  # __init__ takes or mentions delay_wgrad_compute
 
 
-def class_facts(files: Iterable[tuple[str, bytes]]) -> tuple[ClassFact, ...]:
-    """Summaries of the top-level classes that define ``backward_dw`` or whose
-    ``__init__`` takes the delay mode, in the files given as (path, bytes)."""
-    found: list[ClassFact] = []
+def class_facts(files: Iterable[tuple[str, bytes]]) -> dict[str, tuple[ClassFact, ...]]:
+    """For each file (given as path, bytes) that subclasses a delayed-wgrad class of another
+    file: the summaries of that class and of its delayed-wgrad bases. A delayed-wgrad class
+    is a top-level class that defines ``backward_dw`` or takes the delay mode in an
+    ``__init__``; only the blocks of the classes some file needs are parsed."""
+    files = list(files)
+    candidates: dict[str, list[tuple[str, bytes]]] = {}  # name -> (path, block) defining it
     for path, data in files:
-        if not any(word in data for word in _DEFINES):
-            continue
-        for block in _class_blocks(data):
-            if not (_DEFINES[0] in block or (_DEFINES[1] in block and b"def __init__" in block)):
-                continue
-            try:
-                tree = ast.parse(block)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                continue  # the file's own lint reports it
-            for node in tree.body:
-                if isinstance(node, ast.ClassDef):
-                    found.append(_summary(node, path))
-    return tuple(sorted(found))
+        if any(word in data for word in _DEFINES):
+            for block in _class_blocks(data):
+                if _DEFINES[0] in block or (_DEFINES[1] in block and b"def __init__" in block):
+                    name, _ = _header(block, 0)
+                    candidates.setdefault(name, []).append((path, block))
+    if not candidates:
+        return {}
+    wanted: dict[str, set[str]] = {}  # path -> the candidates its classes derive from
+    for path, data in files:
+        headers = list(_headers(data))
+        own = {name for name, _ in headers}
+        needed = {b for _, bases in headers for b in bases if b in candidates and b not in own}
+        if needed:
+            wanted[path] = needed
+    summaries: dict[str, list[ClassFact]] = {}
+    found: dict[str, tuple[ClassFact, ...]] = {}
+    for path, needed in wanted.items():
+        pending, lineage = sorted(needed), []
+        while pending:
+            name = pending.pop()
+            if name not in summaries:
+                summaries[name] = _summaries(candidates[name])
+            for fact in summaries[name]:
+                if fact not in lineage:
+                    lineage.append(fact)
+                    pending.extend(b for b in fact.bases if b in candidates)
+        if lineage:
+            found[path] = tuple(sorted(lineage))
+    return found
 
 
-def subclassing(data: bytes, names: frozenset[str]) -> bool:
-    """The file defines a top-level class with one of ``names`` among its bases (a scan of
-    the ``class`` lines only: cheap on any file)."""
+def _summaries(definitions: list[tuple[str, bytes]]) -> list[ClassFact]:
+    found = []
+    for path, block in definitions:
+        try:
+            tree = ast.parse(block)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # the file's own lint reports it
+        found.extend(_summary(n, path) for n in tree.body if isinstance(n, ast.ClassDef))
+    return found
+
+
+def _headers(data: bytes) -> Iterable[tuple[str, list[str]]]:
+    """(name, the last names of its bases) of each top-level class (a scan of the
+    ``class`` lines only: cheap on any file)."""
     start = 0 if data.startswith(b"class ") else data.find(b"\nclass ")
     while start != -1:
-        header_end = data.find(b":", start + 1)
-        header = data[start:header_end] if header_end != -1 else data[start:]
-        opening = header.find(b"(")
-        if opening != -1 and any(word.decode() in names for word in _WORD.findall(header, opening)):
-            return True
+        yield _header(data, start + (data[start : start + 1] == b"\n"))
         start = data.find(b"\nclass ", start + 1)
-    return False
+
+
+def _header(data: bytes, start: int) -> tuple[str, list[str]]:
+    end = data.find(b":", start)
+    header = data[start:end] if end != -1 else data[start:]
+    words = _WORD.findall(header)
+    name = words[1].decode() if len(words) > 1 else ""
+    opening = header.find(b"(")
+    bases: list[str] = []
+    if opening != -1:
+        for part in header[opening + 1 :].split(b","):
+            tail = _WORD.findall(part.split(b"[")[0].split(b"=")[-1])
+            if tail and b"=" not in part:
+                bases.append(tail[-1].decode())
+    return name, bases
 
 
 def _class_blocks(data: bytes) -> Iterable[bytes]:
     """The text of each top-level class (decorators left out): from its ``class`` line to
     the next line that starts a top-level statement."""
-    lines = data.split(b"\n")
-    start = None
-    for number, line in enumerate(lines):
-        top = line[:1] not in (b"", b" ", b"\t", b"#", b")", b"]", b"}")
-        if top and start is not None:
-            yield b"\n".join(lines[start:number])
-            start = None
-        if line.startswith(b"class "):
-            start = number
-    if start is not None:
-        yield b"\n".join(lines[start:])
+    start = 0 if data.startswith(b"class ") else data.find(b"\nclass ") + 1
+    while start > 0 or data.startswith(b"class "):
+        end = _TOP_LEVEL.search(data, start)
+        yield data[start : end.start() if end else len(data)]
+        if end is None:
+            return
+        start = data.find(b"\nclass ", end.start()) + 1
+        if start == 0:
+            return
 
 
 def _summary(node: ast.ClassDef, path: str) -> ClassFact:
+    """One walk over each method (the run pays for this before any file is linted)."""
     bases = tuple(name for base in node.bases if (name := _last_name(base)))
     methods: dict[str, set[str]] = {}
     stores: dict[str, set[str]] = {}
@@ -107,22 +153,30 @@ def _summary(node: ast.ClassDef, path: str) -> ClassFact:
         if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         mentioned = methods.setdefault(item.name, set())
+        init = item.name == "__init__"
+        if init and any(a.arg == DELAY for a in item.args.args + item.args.kwonlyargs):
+            spells_delay = True
+        if _only_raises(item):
+            mentioned.add(RAISES)
         for sub in ast.walk(item):
-            if _is_self_attr(sub):
-                mentioned.add(sub.attr)
-            stored = _stored(sub)
-            if stored is not None:
-                attr, value = stored
-                stores.setdefault(attr, set()).update(
-                    n.attr for n in ast.walk(value) if _is_self_attr(n)
-                )
-        if item.name == "__init__":
-            spells_delay = _spells_delay(item)
-            for sub in ast.walk(item):
-                if isinstance(sub, ast.Assign) and _builds_layer(sub.value):
-                    for target in sub.targets:
-                        if _is_self_attr(target) and target.attr not in layers:
-                            layers.append(target.attr)
+            kind = type(sub)
+            if kind is ast.Attribute:
+                if type(sub.value) is ast.Name and sub.value.id == "self":
+                    mentioned.add(sub.attr)
+                spells_delay = spells_delay or (init and sub.attr == DELAY)
+            elif kind is ast.keyword:
+                spells_delay = spells_delay or (init and sub.arg == DELAY)
+            elif kind is ast.Call and type(sub.func) is ast.Name and sub.func.id == "super":
+                mentioned.add(SUPER)
+            if kind in _STORING_NODES:
+                stored = _stored(sub)
+                if stored is not None:
+                    attr, value = stored
+                    stores.setdefault(attr, set()).update(
+                        n.attr for n in ast.walk(value) if _is_self_attr(n)
+                    )
+                    if init and kind is ast.Assign and attr not in layers and _builds_layer(value):
+                        layers.append(attr)
     return ClassFact(
         node.name,
         path,
@@ -132,6 +186,16 @@ def _summary(node: ast.ClassDef, path: str) -> ClassFact:
         tuple(layers),
         spells_delay,
     )
+
+
+def _only_raises(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The body is a ``raise`` (after a docstring, if any)."""
+    body = [
+        s
+        for s in method.body
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    return len(body) == 1 and isinstance(body[0], ast.Raise)
 
 
 def _stored(node: ast.AST) -> tuple[str, ast.AST] | None:
@@ -152,17 +216,6 @@ def _stored(node: ast.AST) -> tuple[str, ast.AST] | None:
     ):
         return node.func.value.attr, ast.Tuple(elts=[*node.args], ctx=ast.Load())
     return None
-
-
-def _spells_delay(init: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    arguments = init.args.args + init.args.kwonlyargs
-    if any(arg.arg == DELAY for arg in arguments):
-        return True
-    return any(
-        (isinstance(n, ast.Attribute) and n.attr == DELAY)
-        or (isinstance(n, ast.keyword) and n.arg == DELAY)
-        for n in ast.walk(init)
-    )
 
 
 def _builds_layer(value: ast.AST) -> bool:

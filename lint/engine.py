@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from . import registry
 from .cache import Cache
-from .class_facts import ClassFact, class_facts, subclassing
+from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
 from .parsing import analysis_error, fewer_collections, run_deep, syntax_error
@@ -300,15 +300,7 @@ def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
     if helpers:
         jobs = [replace(job, overwrite_helpers=job.overwrite_helpers | helpers) for job in jobs]
     facts = class_facts((job.path, job.data) for job in jobs if job.data is not None)
-    names = frozenset(fact.name for fact in facts)
-    if not names:
-        return list(jobs)
-    return [
-        replace(job, class_facts=facts)
-        if job.data is not None and subclassing(job.data, names)
-        else job
-        for job in jobs
-    ]
+    return [replace(job, class_facts=facts[job.path]) if job.path in facts else job for job in jobs]
 
 
 def available_cpus() -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from .. import class_facts
 from ..class_facts import ClassFact
 from . import patterns
 from .module import ModuleContext, suite_body
@@ -27,8 +28,7 @@ DELAY = "delay_wgrad_compute"
 BACKWARD_DW = "backward_dw"
 # Pseudo-attributes of a method's mentions: it calls ``super()``; its body only raises (a
 # class that does not support the protocol says so loudly: nothing is dropped silently).
-SUPER = "<super>"
-RAISES = "<raises>"
+SUPER, RAISES = class_facts.SUPER, class_facts.RAISES
 # Bases known not to define backward_dw: a class deriving only from these (and from classes
 # of the same file that lack it) has none.
 BASES_WITHOUT_BACKWARD_DW = frozenset(
