@@ -48,6 +48,7 @@ RULE_MODULES = {
     "GMLP018": "dummy_wgrad_discarded",
     "GMLP019": "delayed_wgrad_without_hook",
     "GMLP020": "inherited_backward_dw_misses_layer",
+    "GMLP021": "delay_mode_mismatch",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

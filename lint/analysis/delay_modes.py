@@ -1,0 +1,159 @@
+"""Which delay mode decides what, in one class (issue #19, class 6: delay-mode mismatches).
+
+A layer built with ``delay_wgrad_compute=<mode>`` leaves its weight gradient to its
+``backward_dw()`` exactly when ``<mode>`` holds. The owner's ``backward_dw`` calls the
+layer's under a test of some mode; if that test reads a different mode than the one the
+layer was built with, there are configurations where the layer delays and nobody computes
+its wgrad.
+
+A *mode term* is what an expression reads the delay mode from: an attribute chain or name
+ending in ``delay_wgrad_compute`` (``self.`` dropped: ``config.delay_wgrad_compute``), or a
+``["delay_wgrad_compute"]`` / ``.get("delay_wgrad_compute")`` look-up on a name. The class's
+own ``self.delay_wgrad_compute``, when ``__init__`` copies a single term into it, is that
+term; when it is computed (``config.delay_wgrad_compute or overlap``) it is a term of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import patterns
+from .classes import BACKWARD_DW, DELAY, ClassIndex, ClassModel
+from .module import suite_body
+
+OWN = DELAY  # ``self.delay_wgrad_compute`` with ``self.`` dropped
+
+
+@dataclass(frozen=True)
+class Guarded:
+    call: cst.Call  # ``self.<layer>.backward_dw()``
+    layer: str
+    terms: frozenset[str]  # the mode terms of the tests it runs under
+
+
+def terms(expr: cst.CSTNode) -> frozenset[str]:
+    found = set()
+    for node in patterns.walk(expr):
+        kind = type(node)
+        if kind is cst.Attribute and node.attr.value == DELAY:
+            found.add(_dotted(node))
+        elif kind is cst.Name and node.value == DELAY:
+            found.add(DELAY)
+        elif kind is cst.Subscript and _is_delay_key(node.slice[0].slice):
+            found.add(f"{_dotted(node.value)}[{DELAY}]")
+        elif kind is cst.Call and patterns.callee_name(node) == "get":
+            args = patterns.positional_args(node)
+            if args and _is_delay_key(args[0]) and type(node.func) is cst.Attribute:
+                found.add(f"{_dotted(node.func.value)}[{DELAY}]")
+    return frozenset(found)
+
+
+def own_mode(model: ClassModel) -> frozenset[str] | None:
+    """The terms ``self.delay_wgrad_compute`` stands for: the one term ``__init__`` copies
+    into it, or None when ``__init__`` computes it (it is then a term of its own)."""
+    init = model.methods.get("__init__")
+    if init is None:
+        return None
+    for node in patterns.walk(init.body):
+        if type(node) is cst.Assign and any(
+            _dotted(t.target) == OWN for t in node.targets if type(t.target) is cst.Attribute
+        ):
+            value = node.value
+            single = type(value) in (cst.Attribute, cst.Name, cst.Subscript, cst.Call)
+            found = terms(value)
+            return found if single and len(found) == 1 else None
+    return None
+
+
+def built_modes(model: ClassModel) -> dict[str, tuple[frozenset[str], cst.CSTNode]]:
+    """layer attribute -> (the mode terms of its ``delay_wgrad_compute=`` argument, that
+    argument), for the layers ``__init__`` builds with one that is not ``False``."""
+    found = {}
+    for attr, assignment in model.layers.items():
+        for node in patterns.walk(assignment.value):
+            if type(node) is not cst.Call:
+                continue
+            arg = patterns.keyword_arg(node, DELAY)
+            if arg is None or patterns.is_false_literal(arg.value):
+                continue
+            literal = type(arg.value) is cst.Name and arg.value.value == "True"
+            found[attr] = (frozenset({"True"}) if literal else terms(arg.value), arg)
+    return found
+
+
+def guarded_calls(index: ClassIndex, model: ClassModel) -> Iterator[Guarded]:
+    """``self.<layer>.backward_dw()`` calls of the class's own ``backward_dw`` (defined in
+    this file) with the mode terms of the tests they run under: enclosing ``if`` tests, and
+    an ``if <test>: return`` before them in an enclosing suite."""
+    method = index.method(model, BACKWARD_DW)
+    if method is not None:
+        yield from _walk(suite_body(method.body), frozenset())
+
+
+def _walk(body, outer: frozenset[str]) -> Iterator[Guarded]:
+    current = outer
+    for stmt in body:
+        if isinstance(stmt, cst.If):
+            test = terms(stmt.test)
+            yield from _walk(suite_body(stmt.body), current | test)
+            orelse = stmt.orelse
+            while orelse is not None:
+                if isinstance(orelse, cst.If):
+                    yield from _walk(suite_body(orelse.body), current | test | terms(orelse.test))
+                    test = test | terms(orelse.test)
+                    orelse = orelse.orelse
+                else:
+                    yield from _walk(suite_body(orelse.body), current | test)
+                    orelse = None
+            if _leaves(stmt.body):
+                current = current | test  # ``if not <mode>: return`` guards what follows
+        elif isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
+            yield from _walk(suite_body(stmt.body), current)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for node in patterns.walk(stmt):
+                layer = _layer_backward_dw(node)
+                if layer is not None:
+                    yield Guarded(node, layer, current)
+
+
+def _leaves(suite: cst.CSTNode) -> bool:
+    body = suite_body(suite)
+    last = body[-1] if body else None
+    return isinstance(last, cst.SimpleStatementLine) and isinstance(
+        last.body[-1], (cst.Return, cst.Raise)
+    )
+
+
+def _layer_backward_dw(node: cst.CSTNode) -> str | None:
+    if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
+        return None
+    if node.func.attr.value != BACKWARD_DW:
+        return None
+    owner = node.func.value
+    if (
+        type(owner) is cst.Attribute
+        and type(owner.value) is cst.Name
+        and owner.value.value == "self"
+    ):
+        return owner.attr.value
+    return None
+
+
+def _is_delay_key(node: cst.CSTNode) -> bool:
+    return patterns.string_value(getattr(node, "value", node)) == DELAY
+
+
+def _dotted(expr: cst.CSTNode) -> str:
+    """``self.config.delay_wgrad_compute`` -> ``config.delay_wgrad_compute``."""
+    parts = []
+    while type(expr) is cst.Attribute:
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if type(expr) is cst.Name and expr.value != "self":
+        parts.append(expr.value)
+    elif type(expr) is not cst.Name:
+        parts.append("?")
+    return ".".join(reversed(parts))

@@ -1,0 +1,176 @@
+"""GMLP021: a layer's backward_dw called under a different delay mode than it was built with."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+classes = LazyModule("..analysis.classes", __package__)
+modes = LazyModule("..analysis.delay_modes", __package__)
+
+CODE = "GMLP021"
+RULE = Rule(
+    code=CODE,
+    name="delay-mode-mismatch",
+    summary=(
+        "A class builds a layer with one delay mode (`delay_wgrad_compute=A`) but its "
+        "`backward_dw` calls that layer's `backward_dw()` only under a test of another mode "
+        "(`B`): where A holds and B does not, the layer's weight gradient is never computed."
+    ),
+    flags=(
+        "`self.x.backward_dw()` in the class's `backward_dw` under a test (an enclosing "
+        "`if`, or an earlier `if ...: return`) whose delay-mode terms differ from those of "
+        "the `delay_wgrad_compute=` the class built `self.x` with"
+    ),
+    explanation="""
+        Issue #19, class 6 (delayed wgrad across classes: delay-mode mismatches between a
+        layer and the module that builds it). A layer built with
+        `delay_wgrad_compute=A` computes only the input gradient in backward when A
+        holds; its weight gradient waits for `backward_dw()`. The owner decides whether to
+        call it: `if B: self.x.backward_dw()`, or `if not B: return` at the top of its
+        `backward_dw`. When B reads the delay mode from somewhere else than A (the config's
+        setting while the class computed its own mode, `config.delay_wgrad_compute or
+        overlap`; a literal `True` passed to the layer while the owner asks the config),
+        there are configurations in which the layer delays and the owner never calls it.
+
+        Seen: classes of the file with their `__init__`'s layers (as GMLP014 knows them)
+        built with a `delay_wgrad_compute=` keyword that is not `False`; the mode *terms*
+        of an expression: attribute chains or names ending in `delay_wgrad_compute`
+        (`self.` dropped) and `["delay_wgrad_compute"]` / `.get("delay_wgrad_compute")`
+        look-ups. `self.delay_wgrad_compute` is the term `__init__` copies into it when it
+        copies one; a computed one is a term of its own. In the class's own `backward_dw`
+        (defined in this file), each `self.x.backward_dw()` is matched with the tests it
+        runs under; a test that reads the layer's own `self.x.delay_wgrad_compute` is
+        always right; an unguarded call is always made (a layer that does not delay
+        returns at once).
+
+        Not seen: modes passed through a kwargs dict (`kwargs["delay_wgrad_compute"] =
+        ...; Layer(**kwargs)`) or through a config object built for the layer, layers built
+        by `build_module` from a spec (their mode is the config's), a `backward_dw` of
+        another file, and whether two different terms always agree at run time (a guard on
+        `config.delay_wgrad_compute` for a layer built with a parameter the caller fills
+        from that same config is reported; suppress it with the reason).
+    """,
+    fix="""
+        Test the mode the layer was built with (or the layer's own
+        `self.x.delay_wgrad_compute`) before calling its `backward_dw()`, or call it
+        unconditionally. No automatic fix.
+    """,
+    fix_summary="none (test the mode the layer was built with)",
+    valid=(
+        Example(
+            """
+            class SharedExperts(MegatronModule):
+                def __init__(self, config):
+                    self.delay_wgrad_compute = config.delay_wgrad_compute or config.overlap
+                    self.linear_fc1 = TELinear(
+                        config.hidden, config.ffn, delay_wgrad_compute=self.delay_wgrad_compute
+                    )
+
+                def backward_dw(self):
+                    if not self.delay_wgrad_compute:
+                        return
+                    self.linear_fc1.backward_dw()
+            """
+        ),
+        Example(
+            """
+            class SharedExperts(MegatronModule):
+                def __init__(self, config):
+                    self.linear_fc1 = TELinear(
+                        config.hidden, config.ffn, delay_wgrad_compute=config.delay_wgrad_compute
+                    )
+
+                def backward_dw(self):
+                    if self.config.delay_wgrad_compute:
+                        self.linear_fc1.backward_dw()
+            """
+        ),
+        Example(
+            """
+            class SharedExperts(MegatronModule):
+                def __init__(self, config):
+                    self.linear_fc1 = TELinear(config.hidden, config.ffn, delay_wgrad_compute=True)
+
+                def backward_dw(self):
+                    if self.linear_fc1.delay_wgrad_compute:
+                        self.linear_fc1.backward_dw()
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class SharedExperts(MegatronModule):
+                def __init__(self, config):
+                    self.delay_wgrad_compute = config.delay_wgrad_compute or config.overlap
+                    self.linear_fc1 = TELinear(
+                        config.hidden, config.ffn, delay_wgrad_compute=self.delay_wgrad_compute
+                    )
+
+                def backward_dw(self):
+                    if self.config.delay_wgrad_compute:
+                        self.linear_fc1.backward_dw()
+            """,
+            line=10,
+        ),
+        Example(
+            """
+            class Mixer(MegatronModule):
+                def __init__(self, config):
+                    self.in_proj = TELinear(config.hidden, config.inner, delay_wgrad_compute=True)
+
+                def backward_dw(self):
+                    if not self.config.delay_wgrad_compute:
+                        return
+                    self.in_proj.backward_dw()
+            """,
+            line=8,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "`self.{layer}` was built with delay mode `{built}` but its backward_dw() runs only "
+    "under `{guard}`: where the first holds and the second does not, its weight gradient "
+    "is never computed"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if classes.DELAY not in context.source or classes.BACKWARD_DW not in context.source:
+        return
+    index = context.shared(classes.class_index)
+    for model in index.classes.values():
+        built = modes.built_modes(model)
+        if not built:
+            continue
+        own = modes.own_mode(model)
+        for guarded in modes.guarded_calls(index, model):
+            if guarded.layer not in built or not guarded.terms:
+                continue
+            if f"{guarded.layer}.{classes.DELAY}" in guarded.terms:
+                continue  # the layer's own mode: always right
+            guard = _expand(guarded.terms, own)
+            mode = _expand(built[guarded.layer][0], own)
+            if guard != mode:
+                message = MESSAGE.format(layer=guarded.layer, built=_show(mode), guard=_show(guard))
+                out.report(CODE, guarded.call, message)
+
+
+def _expand(found: frozenset[str], own: frozenset[str] | None) -> frozenset[str]:
+    if own is None or modes.OWN not in found:
+        return found
+    return (found - {modes.OWN}) | own
+
+
+def _show(found: frozenset[str]) -> str:
+    return ", ".join(sorted(found))
