@@ -49,6 +49,7 @@ RULE_MODULES = {
     "GMLP019": "delayed_wgrad_without_hook",
     "GMLP020": "inherited_backward_dw_misses_layer",
     "GMLP021": "delay_mode_mismatch",
+    "GMLP022": "dummy_wgrad_copied_as_real",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)
