@@ -162,8 +162,9 @@ MISSED = (
     "computed"
 )
 UNREACHED = (
-    "`{name}` overrides what `{owner}.backward_dw` ({path}) calls, and the result no longer "
-    "reaches `self.{attrs}`: with delayed wgrad those weight gradients are never computed"
+    "`{name}` overrides `{methods}`, and its backward_dw no longer reaches `self.{attrs}`, "
+    "which `{owner}` builds and its backward_dw computes: with delayed wgrad those weight "
+    "gradients are never computed"
 )
 NONE = (
     "`{name}` takes delay_wgrad_compute through `{base}` ({path}) and builds weight layers "
@@ -173,16 +174,19 @@ NONE = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if not context.class_facts:
+    if classes.BACKWARD_DW not in context.source and not context.class_facts:
         return
     index = context.shared(classes.class_index_with_run)
     alone = context.shared(classes.class_index)  # what GMLP014 sees
     for model in index.classes.values():
-        if index.crosses_files(model) and alone.may_inherit_unknown(model):
-            _check_class(index, model, out)
+        if context.class_facts and index.crosses_files(model) and alone.may_inherit_unknown(model):
+            _check_own_layers(index, model, out)
+        if len(index.lineage(model)) > 1:
+            _check_inherited_layers(index, model, out)
 
 
-def _check_class(index, model, out: Collector) -> None:
+def _check_own_layers(index, model, out: Collector) -> None:
+    """The layers the class's own ``__init__`` builds, against a protocol of another file."""
     bdw = classes.BACKWARD_DW
     owner = index.owner(model, bdw)
     if owner is None:
@@ -195,9 +199,7 @@ def _check_class(index, model, out: Collector) -> None:
                 )
                 out.report(CODE, model.node.name, message)
         return
-    if index.only_raises(model, bdw):
-        return
-    if index.may_inherit_unknown(model) and classes.super_chain_open(index, model, bdw):
+    if not _resolvable(index, model):
         return
     if not isinstance(owner, classes.Outside) and classes.SUPER not in owner.mentions[bdw]:
         return  # a backward_dw of this file that hands on to nobody: GMLP014's
@@ -206,14 +208,41 @@ def _check_class(index, model, out: Collector) -> None:
     for attr, assignment in model.layers.items():
         if attr not in reached:
             out.report(CODE, assignment, MISSED.format(attr=attr, name=model.name, **where))
-    lost = []
+
+
+def _check_inherited_layers(index, model, out: Collector) -> None:
+    """The layers a base builds and its own ``backward_dw`` computes, which this class's
+    overrides (of ``backward_dw`` or of a method it calls) no longer reach."""
+    bdw = classes.BACKWARD_DW
+    init = model.mentions.get("__init__")
+    if init is not None and classes.SUPER not in init:
+        return  # the bases' __init__ does not run: their layers are not built
+    if index.owner(model, bdw) is None or not _resolvable(index, model):
+        return
+    reached = index.reached_attributes(model, bdw)
     for base in index.lineage(model)[1:]:
-        if isinstance(base, classes.Outside) and index.owner(base, bdw) is not None:
-            of_base = index.reached_attributes(base, bdw)
-            lost += [a for a in base.layers if a in of_base and a not in reached and a not in lost]
-    if lost:
-        message = UNREACHED.format(name=model.name, attrs="`, `self.".join(lost), **where)
-        out.report(CODE, model.node.name, message)
+        if index.owner(base, bdw) is None or not _resolvable(index, base):
+            continue
+        of_base = index.reached_attributes(base, bdw)
+        lost = [a for a in base.layers if a in of_base and a not in reached]
+        lost = [a for a in lost if a not in model.layers]
+        overrides = [m for m in model.mentions if m == bdw or m in of_base]
+        if lost and overrides:
+            message = UNREACHED.format(
+                name=model.name,
+                methods="`, `".join(overrides),
+                owner=base.name,
+                attrs="`, `self.".join(lost),
+            )
+            out.report(CODE, model.node.name, message)
+            return
+
+
+def _resolvable(index, model) -> bool:
+    bdw = classes.BACKWARD_DW
+    if index.only_raises(model, bdw):
+        return False  # the class refuses delayed wgrad loudly
+    return not (index.may_inherit_unknown(model) and classes.super_chain_open(index, model, bdw))
 
 
 def _origin(index, model) -> dict[str, str]:
