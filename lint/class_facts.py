@@ -32,6 +32,8 @@ EAGER_LAYERS = frozenset({"nn.Linear"})
 # Methods that put a value into a container attribute: ``self.fns.append(f)``.
 STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 _WORD = re.compile(rb"\w+")
+# How many levels of subclasses in files without the words are followed.
+MAX_INTERMEDIATE_LEVELS = 3
 # Pseudo-attributes of a method's mentions (analysis/classes.py reads them): it calls
 # ``super()``; its body only raises.
 SUPER = "<super>"
@@ -69,11 +71,14 @@ def class_facts(files: Iterable[tuple[str, bytes]]) -> dict[str, tuple[ClassFact
                     candidates.setdefault(name, []).append((path, block))
     if not candidates:
         return {}
+    headers = {path: list(_headers(data)) for path, data in files}
+    _add_intermediates(candidates, headers, dict(files))
     wanted: dict[str, set[str]] = {}  # path -> the candidates its classes derive from
-    for path, data in files:
-        headers = list(_headers(data))
-        own = {name for name, _ in headers}
-        needed = {b for _, bases in headers for b in bases if b in candidates and b not in own}
+    for path, found_headers in headers.items():
+        own = {name for name, _ in found_headers}
+        needed = {
+            b for _, bases in found_headers for b in bases if b in candidates and b not in own
+        }
         if needed:
             wanted[path] = needed
     summaries: dict[str, list[ClassFact]] = {}
@@ -91,6 +96,24 @@ def class_facts(files: Iterable[tuple[str, bytes]]) -> dict[str, tuple[ClassFact
         if lineage:
             found[path] = tuple(sorted(lineage))
     return found
+
+
+def _add_intermediates(candidates, headers, contents) -> None:
+    """A class of a file that names none of the words, deriving from a delayed-wgrad class,
+    passes the protocol on: its subclasses need it summarised too (up to a few levels)."""
+    for _ in range(MAX_INTERMEDIATE_LEVELS):
+        added = {
+            (name, path)
+            for path, found in headers.items()
+            for name, bases in found
+            if name not in candidates and any(b in candidates for b in bases)
+        }
+        if not added:
+            return
+        for name, path in added:
+            for block in _class_blocks(contents[path]):
+                if _header(block, 0)[0] == name:
+                    candidates.setdefault(name, []).append((path, block))
 
 
 def _summaries(definitions: list[tuple[str, bytes]]) -> list[ClassFact]:
