@@ -24,6 +24,7 @@ itself (a helper may do it; the firing call is not counted), or a ``backward_dw`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -57,6 +58,32 @@ def is_stored_hook(attr: str) -> bool:
         and ("grad" in lowered or "accum" in lowered)
         and not any(word in lowered for word in NOT_A_STORED_HOOK)
     )
+
+
+# ``fire = p._grad_accum_hook`` / ``fire = getattr(p, "_grad_accum_hook", None)``: a local
+# holding a stored hook, fired later under its own name.
+_BOUND_HOOK = re.compile(
+    r"(\w+)\s*=\s*(?:getattr\(\s*\w+\s*,\s*[\"'](\w+)[\"']|\w+\.(\w+)\s*(?:$|#|;))"
+)
+
+
+def hook_locals(source: str) -> frozenset[str]:
+    """Names that some line of ``source`` binds to a stored hook (a text scan of the lines
+    that say hook: it only picks the units worth the walk of ``firings``)."""
+    found = set()
+    for line in source.splitlines():
+        if "hook" in line:
+            for match in _BOUND_HOOK.finditer(line):
+                if is_stored_hook(match.group(2) or match.group(3)):
+                    found.add(match.group(1))
+    return frozenset(found)
+
+
+def may_fire(unit: Unit, bound: frozenset[str]) -> bool:
+    """The unit calls something named after a hook, ``getattr``, or a local bound to a
+    stored hook."""
+    calls = unit.survey.calls
+    return bool(calls & bound) or any("hook" in name or name == "getattr" for name in calls)
 
 
 def firings(unit: Unit) -> Iterator[Firing]:

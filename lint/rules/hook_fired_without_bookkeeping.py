@@ -140,8 +140,9 @@ MESSAGE = (
 def check(context: ModuleContext, out: Collector) -> None:
     if "hook" not in context.source:
         return
+    bound = hooks.hook_locals(context.source)
     for unit in context.units:
-        if not any("hook" in name or name == "getattr" for name in unit.survey.calls):
+        if not hooks.may_fire(unit, bound):
             continue
         for firing in hooks.firings(unit):
             blocked = hooks.bookkeeping_nodes(unit, firing.subject, firing)

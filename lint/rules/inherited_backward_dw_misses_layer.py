@@ -191,8 +191,9 @@ def _check_own_layers(index, model, out: Collector) -> None:
     owner = index.owner(model, bdw)
     if owner is None:
         if model.layers and not index.may_inherit_unknown(model):
-            base = next((c for c in index.lineage(model) if c.spells_delay), None)
-            if base is not None and isinstance(base, classes.Outside):
+            lineage = index.lineage(model)
+            base = next((c for c in lineage if isinstance(c, classes.Outside)), None)
+            if base is not None and any(c.spells_delay for c in lineage):
                 attrs = ", ".join(f"`self.{a}`" for a in model.layers)
                 message = NONE.format(
                     name=model.name, base=base.name, path=base.fact.path, attrs=attrs
