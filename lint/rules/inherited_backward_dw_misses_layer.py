@@ -38,15 +38,17 @@ RULE = Rule(
     code=CODE,
     name="inherited-backward-dw-misses-layer",
     summary=(
-        "A class inherits the delayed-wgrad protocol from a base defined in another file, "
-        "but the `backward_dw` it ends up with (the base's, or one its overrides change) "
-        "never reaches a weight layer it has, or it has no `backward_dw` at all."
+        "A class inherits the delayed-wgrad protocol (a base's `backward_dw` or "
+        "`delay_wgrad_compute`), but the `backward_dw` it ends up with never reaches a weight "
+        "layer it has: a layer it adds to a base of another file, a base's layer its "
+        "overrides skip, or all of them when it has no `backward_dw` at all."
     ),
     flags=(
-        "a weight layer built in `__init__` (or a base's layer, after an override of a "
-        "method the base's `backward_dw` calls) that the `backward_dw` resolved through "
-        "bases in other files of the run never reaches; a subclass of a base taking "
-        "`delay_wgrad_compute` with layers and no `backward_dw` anywhere"
+        "a subclass whose overrides (of `backward_dw` or a method it calls) no longer reach "
+        "a layer a base builds and computes; a weight layer a subclass builds that the "
+        "`backward_dw` resolved through bases in other files of the run never reaches; a "
+        "subclass, with layers, of a base of another file taking `delay_wgrad_compute`, "
+        "with no `backward_dw` anywhere"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes), where the classes sit in
@@ -66,8 +68,12 @@ RULE = Rule(
         when it names no trigger (for this rule only). A layer is reached when the resolved
         `backward_dw`, a method it calls through `self.` (overrides resolved for this
         class), a `super()` call, or an attribute holding delayed-wgrad callables (lists,
-        dicts, `partial`s, lambdas given to `self.x`) mentions it. Classes whose bases all
-        sit in this file are GMLP014's.
+        dicts, `partial`s, lambdas given to `self.x`) mentions it. A subclass's own layers
+        are GMLP014's when all its bases sit in this file; a base's layers are this rule's
+        wherever the base sits: a layer the base builds and its own `backward_dw` computes
+        is reported at the subclass that defines the override (of `backward_dw`, or of a
+        method it calls) after which it is no longer reached, unless the subclass's
+        `__init__` skips the base's (no `super().__init__`) or rebuilds the attribute.
 
         The examples below subclass this base, in `blocks/attention.py` of the same run:
 
