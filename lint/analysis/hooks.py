@@ -218,8 +218,13 @@ def fires_hooks(expr: cst.CSTNode) -> bool:
 def runs_delayed_wgrad(expr: cst.CSTNode) -> cst.Call | None:
     """The call in ``expr`` that runs deferred weight-gradient work itself: ``<store>.pop()``
     on a receiver whose name says wgrad, or ``<graph>.replay()`` of a captured graph."""
+    # ``store.pop()()`` runs a stored callable (a layer's own backward_dw, which announces
+    # itself), not the store's raw work.
+    called = {id(s.func) for s in patterns.walk(expr) if type(s) is cst.Call}
     for sub in patterns.walk(expr):
         if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute:
+            continue
+        if id(sub) in called:
             continue
         method, receiver = sub.func.attr.value, sub.func.value
         if method == REPLAY and not sub.args:
