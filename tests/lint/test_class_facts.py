@@ -132,3 +132,12 @@ def test_class_blocks_survive_decorators_comments_and_brackets():
     (block,) = facts["use.py"]
     assert block.bases == ("Base",) and block.spells_delay
     assert dict(block.stores)["helpers"] == ("linear_fc1",)
+
+
+def test_in_a_file_analysed_for_its_bases_only_those_rules_run(tmp_path):
+    # A hand-fired hook (GMLP017's) in a file that names no trigger is not analysed without
+    # the subclass; with it, still only the rules that read subclasses run there.
+    fired = VARIANT + "\n\ndef finish(param):\n    param._grad_accum_hook()\n"
+    alone = engine.lint_source(textwrap.dedent(fired), "gated.py", ALL_CODES)
+    found = _run(tmp_path, {"core/mlp.py": BASE, "gated.py": fired})
+    assert alone == [] and found["gated.py"] == [("GMLP020", 8)]
