@@ -25,6 +25,8 @@ from .classes import BACKWARD_DW, DELAY, ClassIndex, ClassModel
 from .module import suite_body
 
 OWN = DELAY  # ``self.delay_wgrad_compute`` with ``self.`` dropped
+SUPER = "super()"  # the base the class extends, built by ``super().__init__``
+TRUE = frozenset({"True"})
 
 
 @dataclass(frozen=True)
@@ -69,19 +71,81 @@ def own_mode(model: ClassModel) -> frozenset[str] | None:
 
 
 def built_modes(model: ClassModel) -> dict[str, tuple[frozenset[str], cst.CSTNode]]:
-    """layer attribute -> (the mode terms of its ``delay_wgrad_compute=`` argument, that
-    argument), for the layers ``__init__`` builds with one that is not ``False``."""
+    """layer attribute (``SUPER`` for the base the class extends) -> (the mode terms it was
+    built with, where), for what ``__init__`` builds with a mode that is not ``False``:
+    ``self.x = Layer(..., delay_wgrad_compute=A)``, ``Layer(..., **kwargs)`` after
+    ``kwargs["delay_wgrad_compute"] = A``, and ``super().__init__(...)`` given either. A
+    literal ``True`` set under ``if B:`` is mode ``B``."""
+    init = model.methods.get("__init__")
+    if init is None:
+        return {}
+    dicts = dict(_dict_modes(suite_body(init.body), frozenset()))
     found = {}
+    for node in patterns.walk(init.body):
+        if type(node) is not cst.Call:
+            continue
+        mode = _call_mode(node, dicts)
+        if mode is None:
+            continue
+        if _is_super_init(node):
+            found[SUPER] = (mode, node)
     for attr, assignment in model.layers.items():
         for node in patterns.walk(assignment.value):
-            if type(node) is not cst.Call:
-                continue
-            arg = patterns.keyword_arg(node, DELAY)
-            if arg is None or patterns.is_false_literal(arg.value):
-                continue
-            literal = type(arg.value) is cst.Name and arg.value.value == "True"
-            found[attr] = (frozenset({"True"}) if literal else terms(arg.value), arg)
+            if type(node) is cst.Call and (mode := _call_mode(node, dicts)) is not None:
+                found[attr] = (mode, node)
     return found
+
+
+def _call_mode(call: cst.Call, dicts: dict[str, frozenset[str]]) -> frozenset[str] | None:
+    arg = patterns.keyword_arg(call, DELAY)
+    if arg is not None:
+        if patterns.is_false_literal(arg.value):
+            return None
+        if _is_true(arg.value):
+            return TRUE
+        return terms(arg.value) or None  # a mode read from no term we know: unknown
+    for arg in call.args:
+        if arg.star == "**" and type(arg.value) is cst.Name and arg.value.value in dicts:
+            return dicts[arg.value.value]
+    return None
+
+
+def _dict_modes(body, tests: frozenset[str]) -> Iterator[tuple[str, frozenset[str]]]:
+    """(kwargs dict, mode) for ``kw["delay_wgrad_compute"] = A`` (under ``if`` tests)."""
+    for stmt in body:
+        if isinstance(stmt, cst.If):
+            inner = tests | terms(stmt.test)
+            yield from _dict_modes(suite_body(stmt.body), inner)
+            if isinstance(stmt.orelse, cst.Else):
+                yield from _dict_modes(suite_body(stmt.orelse.body), inner)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if type(small) is not cst.Assign or patterns.is_false_literal(small.value):
+                    continue
+                for target in small.targets:
+                    node = target.target
+                    if (
+                        type(node) is cst.Subscript
+                        and type(node.value) is cst.Name
+                        and _is_delay_key(node.slice[0].slice)
+                    ):
+                        if _is_true(small.value):
+                            yield node.value.value, tests or TRUE
+                        elif found := terms(small.value):
+                            yield node.value.value, found
+
+
+def _is_true(expr: cst.CSTNode) -> bool:
+    return type(expr) is cst.Name and expr.value == "True"
+
+
+def _is_super_init(call: cst.Call) -> bool:
+    func = call.func
+    return (
+        type(func) is cst.Attribute
+        and func.attr.value == "__init__"
+        and patterns.callee_name(func.value) == "super"
+    )
 
 
 def guarded_calls(index: ClassIndex, model: ClassModel) -> Iterator[Guarded]:
@@ -133,6 +197,8 @@ def _layer_backward_dw(node: cst.CSTNode) -> str | None:
     if node.func.attr.value != BACKWARD_DW:
         return None
     owner = node.func.value
+    if patterns.callee_name(owner) == "super":
+        return SUPER
     if (
         type(owner) is cst.Attribute
         and type(owner.value) is cst.Name
@@ -157,3 +223,13 @@ def _dotted(expr: cst.CSTNode) -> str:
     elif type(expr) is not cst.Name:
         parts.append("?")
     return ".".join(reversed(parts))
+
+
+def assigns_own(model: ClassModel) -> bool:
+    """Some method of the class assigns ``self.delay_wgrad_compute``."""
+    return any(
+        type(node) is cst.Assign
+        and any(type(t.target) is cst.Attribute and _dotted(t.target) == OWN for t in node.targets)
+        for method in model.methods.values()
+        for node in patterns.walk(method.body)
+    )

@@ -159,6 +159,12 @@ def check(context: ModuleContext, out: Collector) -> None:
                 continue
             if f"{guarded.layer}.{classes.DELAY}" in guarded.terms:
                 continue  # the layer's own mode: always right
+            if (
+                guarded.layer == modes.SUPER
+                and modes.OWN in guarded.terms
+                and not modes.assigns_own(model)
+            ):
+                continue  # the base keeps the mode it was built with: its own
             guard = _expand(guarded.terms, own)
             mode = _expand(built[guarded.layer][0], own)
             if guard != mode:
