@@ -29,6 +29,9 @@ _DEFINES = (b"def " + BACKWARD_DW.encode(), DELAY.encode())
 SPEC_BUILDERS = frozenset({"build_module"})
 LAYER_WORDS = ("linear", "proj")
 EAGER_LAYERS = frozenset({"nn.Linear"})
+# Text that may build a weight layer (a gate on which subclass files to analyse: it may say
+# yes where the class model later finds no layer, never no where it finds one).
+LAYER_TEXT = (b"Linear", b"build_module")  # looked for in ``__init__``
 # Methods that put a value into a container attribute: ``self.fns.append(f)``.
 STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 _WORD = re.compile(rb"\w+")
@@ -72,7 +75,8 @@ def class_facts(files: Iterable[tuple[str, bytes]]) -> dict[str, tuple[ClassFact
     if not candidates:
         return {}
     headers = {path: list(_headers(data)) for path, data in files}
-    _add_intermediates(candidates, headers, dict(files))
+    contents = dict(files)
+    _add_intermediates(candidates, headers, contents)
     wanted: dict[str, set[str]] = {}  # path -> the candidates its classes derive from
     for path, found_headers in headers.items():
         own = {name for name, _ in found_headers}
@@ -93,9 +97,53 @@ def class_facts(files: Iterable[tuple[str, bytes]]) -> dict[str, tuple[ClassFact
                 if fact not in lineage:
                     lineage.append(fact)
                     pending.extend(b for b in fact.bases if b in candidates)
-        if lineage:
+        if lineage and _may_lose_layers(contents[path], needed, lineage):
             found[path] = tuple(sorted(lineage))
     return found
+
+
+def _may_lose_layers(data: bytes, needed: set[str], lineage: list[ClassFact]) -> bool:
+    """Some class of the file that derives from ``needed`` may build a weight layer, or
+    defines ``backward_dw`` or a method the bases' ``backward_dw`` reaches: otherwise the
+    bases' protocol covers it as it covers them, and the file need not be analysed for it
+    (linting a large file costs far more than this look at the text of its subclasses)."""
+    defs = [
+        b"def " + name.encode() + b"(" for name in {BACKWARD_DW, *_reached_by_backward_dw(lineage)}
+    ]
+    for block in _class_blocks(data):
+        if not set(_header(block, 0)[1]) & needed:
+            continue
+        init = _method_text(block, b"__init__")
+        if any(word in init for word in LAYER_TEXT) or any(d in block for d in defs):
+            return True
+    return False
+
+
+def _method_text(block: bytes, name: bytes) -> bytes:
+    """The text of method ``name`` of a class block: from its ``def`` to the next ``def``
+    at the same indentation or less (nested functions stay in)."""
+    start = block.find(b"def " + name + b"(")
+    if start < 0:
+        return b""
+    indent = start - (block.rfind(b"\n", 0, start) + 1)
+    end = re.compile(rb"\n[ \t]{0,%d}(?:async\s+)?def\s" % indent).search(block, start)
+    return block[start : end.start() if end else len(block)]
+
+
+def _reached_by_backward_dw(lineage: list[ClassFact]) -> set[str]:
+    """The names the lineage's ``backward_dw`` methods mention, through the methods they
+    name (any definition in the lineage: an over-approximation, which only analyses more)."""
+    methods: dict[str, set[str]] = {}
+    for fact in lineage:
+        for name, attrs in fact.methods:
+            methods.setdefault(name, set()).update(attrs)
+    reached, pending = set(), [BACKWARD_DW]
+    while pending:
+        for attr in methods.get(pending.pop(), ()):
+            if attr not in reached:
+                reached.add(attr)
+                pending.append(attr)
+    return reached
 
 
 def _add_intermediates(candidates, headers, contents) -> None:

@@ -62,6 +62,12 @@ def test_only_a_subclassing_file_gets_facts_and_only_its_lineage():
     assert dict(mlp.methods)["backward_dw"] == ("linear_fc1",)
 
 
+def test_a_subclass_that_adds_no_layer_and_overrides_nothing_reached_gets_no_facts():
+    plain = "from core.mlp import MLP\n\n\nclass TracedMLP(MLP):\n    def forward(self, x):\n"
+    plain += "        return x\n"
+    assert class_facts(_files(**{"core/mlp.py": BASE, "traced.py": plain})) == {}
+
+
 def test_a_variant_file_without_triggers_is_analysed_with_its_base(tmp_path):
     found = _run(tmp_path, {"core/mlp.py": BASE, "gated.py": VARIANT, "cfg.py": UNRELATED})
     assert found == {"core/mlp.py": [], "gated.py": [("GMLP020", 8)], "cfg.py": []}
@@ -128,7 +134,14 @@ def test_class_blocks_survive_decorators_comments_and_brackets():
                 run()
     value = 1
     """
-    facts = class_facts(_files(**{"block.py": text, "use.py": "class Sub(Block):\n    pass\n"}))
+    facts = class_facts(
+        _files(
+            **{
+                "block.py": text,
+                "use.py": "class Sub(Block):\n    def backward_dw(self):\n        pass\n",
+            }
+        )
+    )
     (block,) = facts["use.py"]
     assert block.bases == ("Base",) and block.spells_delay
     assert dict(block.stores)["helpers"] == ("linear_fc1",)
