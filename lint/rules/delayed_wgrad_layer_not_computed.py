@@ -39,14 +39,17 @@ RULE = Rule(
 
         Seen: the class model of the file (bases, methods, the layers `__init__` assigns to
         `self`: calls whose callee names a `Linear`, or `build_module` given a spec named
-        `linear_*` / `*_proj`; PyTorch's `nn.Linear` always computes its wgrad eagerly and is
-        left out), with methods resolved through the bases defined in the same
-        file. A layer counts as reached when `backward_dw` or a method it calls through
-        `self.` mentions the attribute at all.
+        `linear_*` / `*_proj`, alone or in a container such as a `ModuleList`; PyTorch's
+        `nn.Linear` always computes its wgrad eagerly and is left out), with methods resolved
+        through the bases defined in the same file. A layer counts as reached when
+        `backward_dw` or a method it calls through `self.` mentions the attribute at all, or
+        mentions an attribute that was given delayed-wgrad callables naming it (a list,
+        dict, `partial` or lambda stored in `self.x`, or appended to it).
 
         Not seen: bases defined in other files (they may define `backward_dw` or reach the
-        layer: such classes are not reported, nor is a `backward_dw` that calls `super()`
-        into such a base), layers kept in containers or built outside `__init__`, layers
+        layer: such classes are not reported here, nor is a `backward_dw` that calls
+        `super()` into such a base; GMLP020 resolves those found in the run), layers built
+        outside `__init__`, layers
         that legitimately compute their wgrad eagerly, and which layers the configuration
         actually builds.
     """,
