@@ -111,7 +111,8 @@ def _call_mode(call: cst.Call, dicts: dict[str, frozenset[str]]) -> frozenset[st
 
 
 def _dict_modes(body, tests: frozenset[str]) -> Iterator[tuple[str, frozenset[str]]]:
-    """(kwargs dict, mode) for ``kw["delay_wgrad_compute"] = A`` (under ``if`` tests)."""
+    """(kwargs dict, mode) for ``kw["delay_wgrad_compute"] = A``, ``kw = {"delay_wgrad_compute":
+    A}`` and ``kw = dict(delay_wgrad_compute=A)`` (under ``if`` tests)."""
     for stmt in body:
         if isinstance(stmt, cst.If):
             inner = tests | terms(stmt.test)
@@ -120,19 +121,39 @@ def _dict_modes(body, tests: frozenset[str]) -> Iterator[tuple[str, frozenset[st
                 yield from _dict_modes(suite_body(stmt.orelse.body), inner)
         elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                if type(small) is not cst.Assign or patterns.is_false_literal(small.value):
+                if type(small) is not cst.Assign:
                     continue
                 for target in small.targets:
-                    node = target.target
-                    if (
-                        type(node) is cst.Subscript
-                        and type(node.value) is cst.Name
-                        and _is_delay_key(node.slice[0].slice)
-                    ):
-                        if _is_true(small.value):
-                            yield node.value.value, tests or TRUE
-                        elif found := terms(small.value):
-                            yield node.value.value, found
+                    found = _entry_mode(target.target, small.value, tests)
+                    if found is not None:
+                        yield found
+
+
+def _entry_mode(target, value, tests) -> tuple[str, frozenset[str]] | None:
+    if type(target) is cst.Subscript and _is_delay_key(target.slice[0].slice):
+        name = target.value
+    elif type(target) is cst.Name:
+        name, value = target, _literal_entry(value)
+    else:
+        return None
+    if type(name) is not cst.Name or value is None or patterns.is_false_literal(value):
+        return None
+    if _is_true(value):
+        return name.value, tests or TRUE
+    found = terms(value)
+    return (name.value, found) if found else None
+
+
+def _literal_entry(value: cst.CSTNode) -> cst.CSTNode | None:
+    """The delay mode's value in ``{"delay_wgrad_compute": A, ...}`` or ``dict(...=A)``."""
+    if type(value) is cst.Dict:
+        for element in value.elements:
+            if type(element) is cst.DictElement and _is_delay_key(element.key):
+                return element.value
+    elif type(value) is cst.Call and patterns.callee_name(value) == "dict":
+        arg = patterns.keyword_arg(value, DELAY)
+        return arg.value if arg is not None else None
+    return None
 
 
 def _is_true(expr: cst.CSTNode) -> bool:
