@@ -50,8 +50,13 @@ RULE = Rule(
         always right; an unguarded call is always made (a layer that does not delay
         returns at once).
 
-        Not seen: modes passed through a kwargs dict (`kwargs["delay_wgrad_compute"] =
-        ...; Layer(**kwargs)`) or through a config object built for the layer, layers built
+        Also seen: modes given through a kwargs dict (`kwargs["delay_wgrad_compute"] = A`,
+        `{"delay_wgrad_compute": A}`, `dict(delay_wgrad_compute=A)`; a literal `True` set
+        under `if B:` is mode `B`) and to the base (`super().__init__(..., **kwargs)`, its
+        `super().backward_dw()`; a guard on `self.delay_wgrad_compute` that the class never
+        assigns reads the base's own mode and is right).
+
+        Not seen: modes passed through a config object built for the layer, layers built
         by `build_module` from a spec (their mode is the config's), a `backward_dw` of
         another file, and whether two different terms always agree at run time (a guard on
         `config.delay_wgrad_compute` for a layer built with a parameter the caller fills

@@ -51,8 +51,8 @@ RULE = Rule(
         "with no `backward_dw` anywhere"
     ),
     explanation="""
-        Issue #19, class 6 (delayed wgrad across classes), where the classes sit in
-        different files. With `delay_wgrad_compute`, a layer's backward pass leaves the
+        Issue #19, class 6 (delayed wgrad across classes), in one file or across files.
+        With `delay_wgrad_compute`, a layer's backward pass leaves the
         weight gradient for later, and the owner's `backward_dw()` must call each layer's
         `backward_dw()`. A model variant usually subclasses a block of another file: it adds
         or fuses a projection, or overrides a helper the base's `backward_dw` calls (to
