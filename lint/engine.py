@@ -299,6 +299,8 @@ def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
     helpers = overwrite_helpers(job.data for job in jobs if job.data is not None)
     if helpers:
         jobs = [replace(job, overwrite_helpers=job.overwrite_helpers | helpers) for job in jobs]
+    if not any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
+        return list(jobs)  # no rule enabled reads them: no summaries to pay for
     facts = class_facts((job.path, job.data) for job in jobs if job.data is not None)
     return [replace(job, class_facts=facts[job.path]) if job.path in facts else job for job in jobs]
 

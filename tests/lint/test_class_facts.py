@@ -154,3 +154,12 @@ def test_in_a_file_analysed_for_its_bases_only_those_rules_run(tmp_path):
     alone = engine.lint_source(textwrap.dedent(fired), "gated.py", ALL_CODES)
     found = _run(tmp_path, {"core/mlp.py": BASE, "gated.py": fired})
     assert alone == [] and found["gated.py"] == [("GMLP020", 8)]
+
+
+def test_no_summaries_when_no_enabled_rule_reads_them():
+    enabled = ALL_CODES - {"GMLP020"}
+    jobs = [
+        engine.Job(path, enabled, data)
+        for path, data in _files(**{"core/mlp.py": BASE, "gated.py": VARIANT})
+    ]
+    assert [job.class_facts for job in engine.with_project_facts(jobs)] == [(), ()]
