@@ -1,0 +1,64 @@
+"""Issue #19's class-variant corpus (variant_corpus.py): every buggy variant is reported on
+its ``# bug`` line, and its correct twin gives no finding at all.
+
+``python -m tests.lint.test_variant_corpus`` prints the recall per class (what the
+before/after figures in docs/lint-semantics.md were measured with).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import pytest
+
+from gmlp_check.lint import engine
+
+from .support import ALL_CODES
+from .variant_corpus import VARIANTS
+
+CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]
+
+
+def _caught(variant) -> bool:
+    findings = engine.lint_source(variant.bug_source, "variant.py", ALL_CODES)
+    return any(f.line in variant.bug_lines for f in findings)
+
+
+def test_every_variant_marks_its_bug_and_has_a_twin():
+    names = [v.name for v in VARIANTS]
+    assert len(names) == len(set(names))
+    for variant in VARIANTS:
+        assert variant.bug_lines, variant.name
+        assert variant.twin_source != variant.bug_source, variant.name
+
+
+@pytest.mark.parametrize("variant", CASES)
+def test_buggy_variant_is_reported_on_its_line(variant):
+    findings = engine.lint_source(variant.bug_source, "variant.py", ALL_CODES)
+    assert {f.line for f in findings} & variant.bug_lines, findings
+
+
+@pytest.mark.parametrize("variant", CASES)
+def test_correct_twin_is_not_reported(variant):
+    assert engine.lint_source(variant.twin_source, "variant.py", ALL_CODES) == []
+
+
+def main() -> int:
+    caught: Counter[int] = Counter()
+    total: Counter[int] = Counter()
+    flagged_twins = []
+    for variant in VARIANTS:
+        total[variant.cls] += 1
+        caught[variant.cls] += _caught(variant)
+        if engine.lint_source(variant.twin_source, "variant.py", ALL_CODES):
+            flagged_twins.append(variant.name)
+    for cls in sorted(total):
+        print(f"class {cls}: {caught[cls]} of {total[cls]}")
+    print(f"all: {sum(caught.values())} of {sum(total.values())}")
+    print(f"twins flagged: {len(flagged_twins)} {flagged_twins}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
