@@ -50,6 +50,7 @@ RULE_MODULES = {
     "GMLP020": "inherited_backward_dw_misses_layer",
     "GMLP021": "delay_mode_mismatch",
     "GMLP022": "dummy_wgrad_copied_as_real",
+    "GMLP030": "main_grad_on_stand_in",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

@@ -13,6 +13,13 @@ dereference ``ctx.X_ref()`` names the object ``X`` names; a call of a helper of 
 whose returns all have one provenance gives that provenance), and, when nothing is assigned,
 from how the name is spelled. A plain name whose ``origin_`` twin is in scope is a stand-in:
 the code names the Parameter separately because this one is not it.
+
+Across forward and backward (``CtxFacts``, one per file): what any function of the file
+stores on ``ctx`` decides what backward reads back. ``ctx.w = <quantized copy>`` makes
+``ctx.w`` the quantized copy everywhere in the file, ``ctx.w_ref = weakref.ref(<copy>)``
+makes ``ctx.w_ref()`` the copy, and ``ctx.save_for_backward(x, <copy>)`` makes the second
+name unpacked from ``ctx.saved_tensors`` the copy. Only copies are carried this way: a saved
+Parameter stays "saved" (Transformer Engine saves the Parameter object itself).
 """
 
 from __future__ import annotations
@@ -56,18 +63,96 @@ def by_name(word: str) -> str | None:
     return None
 
 
+class CtxFacts:
+    """What the file's functions store on ``ctx``, as provenances of copies (see the module
+    docstring). Use as ``context.shared(ctx_facts)``."""
+
+    def __init__(self) -> None:
+        self.attrs: dict[str, str] = {}  # ctx.A holds a copy of this provenance
+        self.refs: dict[str, str] = {}  # ctx.A() dereferences a weakref of such a copy
+        self.saved: tuple[str | None, ...] = ()  # provenance by position of saved_tensors
+
+
+def ctx_facts(context: ModuleContext) -> CtxFacts:
+    facts = CtxFacts()
+    if "ctx." not in context.source:
+        return facts
+    helpers = context.shared(returned_provenance)
+    attrs: dict[str, set[str | None]] = {}
+    refs: dict[str, set[str | None]] = {}
+    saves: list[tuple[str | None, ...]] = []
+    for unit in context.units:
+        if not unit.survey.ctx_attrs:
+            continue
+        names = Provenance(unit, helpers, CtxFacts())
+        for stmt, _ in unit.statements():
+            if isinstance(stmt, cst.Assign):
+                for target in stmt.targets:
+                    attr = _ctx_attr(target.target)
+                    if attr is None:
+                        continue
+                    referent = weakref_referent(stmt.value)
+                    if referent is not None:
+                        refs.setdefault(attr, set()).add(names.of(referent))
+                    else:
+                        attrs.setdefault(attr, set()).add(names.of(stmt.value))
+            elif isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
+                call = stmt.value
+                if patterns.callee_name(call) == "save_for_backward" and _on_ctx(call.func):
+                    saves.append(tuple(_copy_or_none(names.of(a.value)) for a in call.args))
+    facts.attrs = {a: k.pop() for a, k in attrs.items() if len(k) == 1 and k <= COPIES}
+    facts.refs = {a: k.pop() for a, k in refs.items() if len(k) == 1 and k <= COPIES}
+    if len(set(saves)) == 1:
+        facts.saved = saves[0]
+    return facts
+
+
+def _ctx_attr(target: cst.CSTNode) -> str | None:
+    if isinstance(target, cst.Attribute) and _on_ctx(target):
+        return target.attr.value
+    return None
+
+
+def _on_ctx(attribute: cst.CSTNode) -> bool:
+    return (
+        isinstance(attribute, cst.Attribute)
+        and isinstance(attribute.value, cst.Name)
+        and attribute.value.value == "ctx"
+    )
+
+
+def weakref_referent(value: cst.CSTNode) -> cst.BaseExpression | None:
+    """Y for ``weakref.ref(Y)`` / ``weakref.proxy(Y)``."""
+    if patterns.callee_name(value) in ("ref", "proxy") and value.args:
+        func = value.func
+        if isinstance(func, cst.Name) or (
+            isinstance(func.value, cst.Name) and func.value.value == "weakref"
+        ):
+            return value.args[0].value
+    return None
+
+
+def _copy_or_none(kind: str | None) -> str | None:
+    return kind if kind in COPIES else None
+
+
 def of_value(
-    value: cst.CSTNode, known: dict[str, str], helpers: dict[str, str] | None = None
+    value: cst.CSTNode,
+    known: dict[str, str],
+    helpers: dict[str, str] | None = None,
+    ctx: CtxFacts | None = None,
 ) -> str | None:
-    """The provenance of an assigned value, given the names classified so far and what the
-    module's own helpers return (``helpers``: function name -> provenance)."""
+    """The provenance of an assigned value, given the names classified so far, what the
+    module's own helpers return (``helpers``: function name -> provenance) and what the
+    file stores on ``ctx``."""
     if isinstance(value, cst.Name):
         return known.get(value.value) or by_name(value.value)
     if isinstance(value, cst.Attribute):
         if isinstance(value.value, cst.Name) and value.value.value == "ctx":
-            if value.attr.value == "saved_tensors":
+            attr = value.attr.value
+            if attr == "saved_tensors":
                 return SAVED
-            return by_name(value.attr.value) or SAVED
+            return (ctx and ctx.attrs.get(attr)) or by_name(attr) or SAVED
         return by_name(value.attr.value)
     if isinstance(value, cst.Call):
         name = patterns.callee_name(value) or ""
@@ -78,10 +163,12 @@ def of_value(
         for provenance, words in CALL_WORDS:
             if any(w in name for w in words):
                 return provenance
+        if _on_ctx(value.func) and ctx and name in ctx.refs:
+            return ctx.refs[name]  # ctx.weight_ref(): a weakref taken of a copy
         if isinstance(value.func, cst.Attribute) and name.endswith("_ref"):
             return of_value(value.func, known)  # ctx.origin_weight_ref(): a weakref's object
     if isinstance(value, cst.Subscript):
-        return of_value(value.value, known, helpers)
+        return of_value(value.value, known, helpers, ctx)
     return None
 
 
@@ -92,7 +179,7 @@ def returned_provenance(context: ModuleContext) -> dict[str, str]:
     for unit in context.units:
         if not isinstance(unit.owner, cst.FunctionDef):
             continue
-        names = Provenance(unit, {})
+        names = Provenance(unit, {}, CtxFacts())
         kinds = {
             names.of(stmt.value)
             for stmt, _ in unit.statements()
@@ -106,10 +193,15 @@ def returned_provenance(context: ModuleContext) -> dict[str, str]:
 class Provenance:
     """The provenance of the names of one unit (and the units it is nested in)."""
 
-    def __init__(self, unit: Unit, helpers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, unit: Unit, helpers: dict[str, str] | None = None, ctx: CtxFacts | None = None
+    ) -> None:
         if helpers is None:
             helpers = unit.context.shared(returned_provenance)
+        if ctx is None:
+            ctx = unit.context.shared(ctx_facts)
         self.helpers = helpers
+        self.ctx = ctx
         chain = []
         current: Unit | None = unit
         while current is not None:
@@ -131,14 +223,19 @@ class Provenance:
         for target in stmt.targets:
             names = _target_names(target.target)
             self.names.update(names)
-            if len(names) > 1:  # tuple unpacking: of ctx.saved_tensors, or of a helper
-                provenance = of_value(stmt.value, self.known, self.helpers)
-                for name in names:
-                    found = by_name(name) or (SAVED if provenance == SAVED else None)
+            if len(names) > 1 or isinstance(target.target, (cst.Tuple, cst.List)):
+                # tuple unpacking: of ctx.saved_tensors, or of a helper
+                provenance = of_value(stmt.value, self.known, self.helpers, self.ctx)
+                saved = self.ctx.saved if _is_saved_tensors(stmt.value) else ()
+                if len(saved) != len(names):
+                    saved = (None,) * len(names)
+                for name, copy in zip(names, saved):
+                    found = copy or by_name(name) or (SAVED if provenance == SAVED else None)
                     if found is not None:
                         self.known[name] = found
             elif names:
-                found = of_value(stmt.value, self.known, self.helpers) or by_name(names[0])
+                found = of_value(stmt.value, self.known, self.helpers, self.ctx)
+                found = found or by_name(names[0])
                 if found is not None:
                     self.known[names[0]] = found
 
@@ -150,7 +247,22 @@ class Provenance:
             if found is None and any(p + word in self.names for p in ORIGIN_PREFIXES):
                 return SAVED  # the Parameter has its own ``origin_`` name here
             return found
-        return of_value(expr, self.known, self.helpers)
+        return of_value(expr, self.known, self.helpers, self.ctx)
+
+    def stand_in(self, expr: cst.CSTNode) -> str | None:
+        """The kind of stand-in ``expr`` surely is: a quantized or materialized copy, or a
+        saved tensor whose Parameter the code names separately (``origin_`` twin in scope).
+        None for the Parameter and for anything unknown."""
+        kind = self.of(expr)
+        if kind in COPIES:
+            return kind
+        if (
+            kind == SAVED
+            and isinstance(expr, cst.Name)
+            and any(p + expr.value in self.names for p in ORIGIN_PREFIXES)
+        ):
+            return SAVED
+        return None
 
     def differ(self, one: cst.CSTNode, other: cst.CSTNode) -> bool:
         """``one`` and ``other`` name the same weight (by stem) but are known to be
@@ -161,6 +273,10 @@ class Provenance:
         if len(kinds) == 1:
             return False
         return (PARAMETER in kinds and bool(kinds & STAND_INS)) or bool(kinds & COPIES)
+
+
+def _is_saved_tensors(value: cst.CSTNode) -> bool:
+    return isinstance(value, cst.Attribute) and value.attr.value == "saved_tensors"
 
 
 def _target_names(target: cst.CSTNode) -> list[str]:

@@ -134,20 +134,25 @@ MESSAGE = (
 
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
-    if "main_grad" not in source or not ("out" in source or "copy_" in source):
+    if "main_grad" not in source or not ("out" in source or "copy_" in source or "[" in source):
         return
     for unit in context.units:
         if unit.survey.spells_main_grad and _in_producer(unit) and not _asks(unit):
-            for stmt, _ in unit.statements():
-                if not isinstance(stmt, cst.BaseCompoundStatement):
-                    for sub in patterns.walk(stmt):
-                        _check_call(sub, out)
+            for root, node in unit.expression_roots():
+                if isinstance(root, cst.Assign):
+                    _check_slice_assignment(root, out)
+                for sub in patterns.walk(root):
+                    _check_call(sub, _Buffers(unit, node), out)
 
 
 def _in_producer(unit: Unit) -> bool:
+    """The unit, or one it is nested in, is named for computing the weight gradient, or it
+    marks ``grad_added_to_main_grad`` (it delivers a weight gradient, whatever its name)."""
     current: Unit | None = unit
     while current is not None:
         if any(word in current.name.lower() for word in PRODUCER_WORDS):
+            return True
+        if current.survey.spells_grad_added and isinstance(current.owner, cst.FunctionDef):
             return True
         current = current.parent
     return False
@@ -163,28 +168,83 @@ def _asks(unit: Unit) -> bool:
     return False
 
 
-def _check_call(node, out: Collector) -> None:
+class _Buffers:
+    """What the expressions evaluated at one graph node hold: main_grad storage (directly or
+    through a local bound to it, ``main_grad = w.main_grad``), a switch that is off (a
+    literal, or a local every reaching binding of which is one), and the entries of a dict
+    of GEMM arguments (``kwargs = {"out": w.main_grad, "accumulate": False}``)."""
+
+    def __init__(self, unit: Unit, node) -> None:
+        self.unit = unit
+        self.node = node
+
+    def main_grad(self, expr) -> bool:
+        if patterns.is_main_grad_direct(expr):
+            return True
+        return isinstance(expr, cst.Name) and self.unit.aliases.surely(expr.value, self.node)
+
+    def off(self, value) -> bool:
+        if _literal_off(value):
+            return True
+        if not isinstance(value, cst.Name):
+            return False
+        defs = self.unit.reaching.reaching(value.value, self.node)
+        return bool(defs) and all(d.value is not None and _literal_off(d.value) for d in defs)
+
+    def arguments(self, call) -> dict[str, object] | None:
+        """The call's keyword arguments, with those of a ``**kwargs`` whose every reaching
+        binding is one dict literal; None when a ``**`` argument cannot be read."""
+        found: dict[str, object] = {}
+        for arg in call.args:
+            if arg.keyword is not None:
+                found[arg.keyword.value] = arg.value
+            elif arg.star == "**":
+                entries = self._dict_of(arg.value)
+                if entries is None:
+                    return None
+                found.update(entries)
+        return found
+
+    def _dict_of(self, expr):
+        if not isinstance(expr, cst.Name):
+            return patterns.dict_entries(expr)
+        defs = self.unit.reaching.reaching(expr.value, self.node)
+        if len(defs) != 1:
+            return None
+        return patterns.dict_entries(defs[0].value)
+
+
+def _check_call(node, buffers: _Buffers, out: Collector) -> None:
     if not isinstance(node, cst.Call):
         return
     name = patterns.callee_name(node)
     if name == "copy_" and isinstance(node.func, cst.Attribute):
-        if patterns.is_main_grad_direct(node.func.value):
+        if buffers.main_grad(node.func.value):
             how = "copy_"
             out.report(CODE, node, MESSAGE.format(target=out.text(node.func.value), how=how))
         return
-    target = patterns.keyword_arg(node, "out")
-    if target is None or not patterns.is_main_grad_direct(target.value):
+    arguments = buffers.arguments(node)
+    target = arguments.get("out") if arguments is not None else None
+    if target is None or not buffers.main_grad(target):
         return
-    switches = [patterns.keyword_arg(node, word) for word in ACCUMULATE_KEYWORDS]
-    given = [arg.value for arg in switches if arg is not None]
+    given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
     if given:
-        replacing = all(_literal_off(value) for value in given)
-        how = "a literal accumulate=False / beta=0"
+        replacing = all(buffers.off(value) for value in given)
+        how = "accumulate=False / beta=0"
     else:
         replacing = name in REPLACING_GEMMS
         how = f"{name}(out=...) overwrites"
     if replacing:
-        out.report(CODE, node, MESSAGE.format(target=out.text(target.value), how=how))
+        out.report(CODE, node, MESSAGE.format(target=out.context.code(target).strip(), how=how))
+
+
+def _check_slice_assignment(stmt, out: Collector) -> None:
+    """``p.main_grad[...] = value``: the slice's old contents are dropped."""
+    for target in stmt.targets:
+        sub = target.target
+        if isinstance(sub, cst.Subscript) and patterns.is_main_grad_direct(sub.value):
+            how = "an assignment into it"
+            out.report(CODE, stmt, MESSAGE.format(target=out.text(sub.value), how=how))
 
 
 def _literal_off(value) -> bool:

@@ -1,0 +1,245 @@
+"""GMLP030: the Parameter's main_grad, flag or weakref taken from a tensor standing in for it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+provenance = LazyModule("..analysis.provenance", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
+
+CODE = "GMLP030"
+RULE = Rule(
+    code=CODE,
+    name="main-grad-on-stand-in",
+    summary=(
+        "main_grad is read or written, `grad_added_to_main_grad` is set, or a weakref is "
+        "taken through a tensor standing in for the Parameter (a restored, quantized or "
+        "materialized copy), which carries none of the Parameter's attributes."
+    ),
+    flags=(
+        "`X.main_grad` / `getattr(X, 'main_grad')`, `X.grad_added_to_main_grad = True` or "
+        "`weakref.ref(X)` where X is known to be a quantized or gathered copy of the weight "
+        "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
+        "the restored copy of a Parameter the function names `origin_X`"
+    ),
+    explanation="""
+        Issue #19, class 1 (which object). A fused path handles several objects for one
+        weight: the Parameter, which Megatron gave `main_grad` and whose
+        `grad_added_to_main_grad` its hooks read, and tensors standing in for it: the copy
+        restored from `ctx` / saved tensors, the FP8-quantized weight, the weight
+        all-gathered for a parallel scheme. Writing the wgrad through the stand-in's
+        `main_grad` fails or lands in a buffer nobody reduces; a dummy sized from it, a flag
+        set on it or a weakref kept of it leaves the Parameter's bookkeeping undone.
+
+        Seen (analysis/provenance.py): names bound to a quantize / cast / all-gather call or
+        to a helper of the module whose returns all are such copies; names spelled as
+        copies (`*_fp8`, `weightmat`, `full_weight`, `gathered`); `ctx` attributes every
+        function of the file stores a copy in (`ctx.w = weight_fp8` in forward makes
+        `ctx.w` a copy in backward); `ctx.w_ref = weakref.ref(<copy>)` dereferenced as
+        `ctx.w_ref()`; the positions of `ctx.save_for_backward(...)` unpacked from
+        `ctx.saved_tensors`; and a restored name `w` where the function also names the
+        Parameter `origin_w`. Reads of main_grad inside the block that marks one weight are
+        GMLP007's; reads of `overwrite_main_grad` / `zero_out_wgrad` from a stand-in are
+        GMLP007's too.
+
+        Not seen: copies made by helpers in other files, copies kept in containers, a
+        `ctx` attribute or saved-tensor position that two functions of the file fill with
+        different objects (then nothing is assumed), and stand-ins whose name and producer
+        say nothing (a plain `weight` restored from `ctx` with no `origin_weight` beside it is
+        taken to be the Parameter: Transformer Engine saves the Parameter itself).
+    """,
+    fix="""
+        Keep the Parameter beside the stand-in (`origin_weight`, or a weakref of the
+        Parameter) and read main_grad, set the flag and take the weakref from it. No
+        automatic fix.
+    """,
+    fix_summary="none (use the Parameter, not its copy)",
+    valid=(
+        Example(
+            """
+            def backward(ctx, dy, x):
+                origin_weight = ctx.origin_weight
+                full_weight = all_gather_along_first_dim(origin_weight)
+                general_gemm(x, dy, out=origin_weight.main_grad, accumulate=True)
+                origin_weight.grad_added_to_main_grad = True
+                return full_weight
+            """
+        ),
+        Example(
+            """
+            import weakref
+
+
+            def forward(ctx, x, weight):
+                weight_fp8 = quantize(weight)
+                ctx.weight_ref = weakref.ref(weight)
+                return x @ weight_fp8
+
+
+            def backward(ctx, dy):
+                weight = ctx.weight_ref()
+                weight.main_grad.add_(dy)
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight, inp = ctx.saved_tensors
+                origin_weight = ctx.origin_weight_ref()
+                general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+                return None
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            class _Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, quantize(weight))
+                    return x
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    weight.main_grad.add_(dy.t() @ x)
+                    return None, None
+            """,
+            line=10,
+        ),
+        Example(
+            """
+            import weakref
+
+
+            def forward(ctx, x, weight):
+                weight_fp8 = quantize(weight)
+                ctx.weight_ref = weakref.ref(weight_fp8)
+                ctx.fuse_wgrad = hasattr(weight, "main_grad")
+                return x @ weight_fp8
+            """,
+            line=6,
+        ),
+        Example(
+            """
+            def backward(ctx, dy, wgrad):
+                weight = all_gather_along_first_dim(ctx.weight)
+                weight.grad_added_to_main_grad = True
+                return wgrad
+            """,
+            line=3,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+KINDS = {
+    "saved": "the copy restored from ctx (the function names the Parameter `{twin}`)",
+    "quantized": "a quantized copy of the weight",
+    "materialized": "a materialized (gathered) copy of the weight",
+}
+MESSAGE = (
+    "{what} `{subject}`, {kind}: the copy carries no main_grad or flags of the Parameter, "
+    "so {effect}"
+)
+EFFECTS = {
+    "main_grad": "the weight gradient is read from or written into a buffer Megatron never "
+    "reduces (or the read fails)",
+    "flag": "the Parameter itself stays unmarked and its hook adds the real gradient again",
+    "weakref": "backward reaches the copy, not the Parameter, through this reference",
+}
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    source = context.source
+    if "main_grad" not in source:
+        return
+    look_at_refs = "weakref" in source
+    for unit in context.units:
+        survey = unit.survey
+        if (
+            survey.spells_main_grad
+            or survey.spells_grad_added
+            or (look_at_refs and survey.calls & {"ref", "proxy"})
+        ):
+            _check_unit(unit, out)
+
+
+def _check_unit(unit: Unit, out: Collector) -> None:
+    objects = provenance.Provenance(unit)
+    in_mark_blocks = _mark_block_ids(unit)
+    for root, node in unit.expression_roots():
+        report = _Reporter(unit, objects, node, out)
+        subject = wgrad.marked_subject(root)
+        if subject is not None:
+            report(subject, "`grad_added_to_main_grad` is set on", "flag")
+        written = _assigned_ids(root)
+        in_block = id(root) in in_mark_blocks
+        for sub in patterns.walk(root):
+            if id(sub) in written:
+                continue
+            if patterns.is_attr(sub, patterns.MAIN_GRAD) and not in_block:
+                report(sub.value, "main_grad is taken from", "main_grad")
+            elif patterns.is_getattr_of(sub, patterns.MAIN_GRAD) and not in_block:
+                report(
+                    patterns.positional_args(sub)[0].value, "main_grad is taken from", "main_grad"
+                )
+            elif (referent := provenance.weakref_referent(sub)) is not None:
+                report(referent, "a weakref is taken of", "weakref")
+
+
+class _Reporter:
+    def __init__(self, unit: Unit, objects, node, out: Collector) -> None:
+        self.unit, self.objects, self.node, self.out = unit, objects, node, out
+
+    def __call__(self, subject, what: str, effect: str) -> None:
+        kind = self.objects.stand_in(subject)
+        if kind is None or self._rebinds_itself(subject):
+            return
+        out = self.out
+        text = out.text(subject)
+        names = self.objects.names
+        twin = next((p + text for p in provenance.ORIGIN_PREFIXES if p + text in names), "")
+        message = MESSAGE.format(
+            what=what, subject=text, kind=KINDS[kind].format(twin=twin), effect=EFFECTS[effect]
+        )
+        out.report(CODE, subject, message)
+
+    def _rebinds_itself(self, subject) -> bool:
+        """``w = quantize(w)`` reaching here: the weight name rebound to its own copy is
+        GMLP015's finding."""
+        if not isinstance(subject, cst.Name):
+            return False
+        for d in self.unit.reaching.reaching(subject.value, self.node):
+            if d.value is not None and subject.value in {
+                n.value for n in patterns.read_names(d.value)
+            }:
+                return True
+        return False
+
+
+def _mark_block_ids(unit: Unit) -> set[int]:
+    """The statements of blocks that mark a weight (GMLP007 judges the reads there)."""
+    found: set[int] = set()
+    for mark in wgrad.marks(unit):
+        found.update(id(stmt) for stmt in wgrad.block_statements(mark.block))
+    return found
+
+
+def _assigned_ids(root) -> set[int]:
+    """The targets of an assignment: ``w.main_grad = buffer`` puts a buffer back."""
+    if isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        return {id(t) for t in patterns.assignment_targets(root)}
+    return set()
