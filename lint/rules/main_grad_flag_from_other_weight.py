@@ -67,7 +67,10 @@ RULE = Rule(
         Parameter `origin_w`, unless the function copies `origin_w = w` (then `w` is the
         Parameter until rebound): the FP8 or FP4 copy of the weight does not carry the flag,
         so `getattr(w, "overwrite_main_grad", False)` answers False and the GEMM accumulates
-        where it should overwrite.
+        where it should overwrite. Anywhere in a function, `overwrite_main_grad` read from a
+        name known to be a quantized or gathered copy (by its producer, a helper of the
+        module that returns such copies, a `ctx` attribute forward stores a copy in, or its
+        spelling) is reported too, with no fix (the Parameter's name is not known there).
 
         Not seen: objects passed through helpers in other files, containers of weights,
         and stand-ins whose names and producers say nothing (a plain `weight` with no
@@ -221,6 +224,17 @@ RULE = Rule(
             """,
             applicability="unsafe",
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                origin_weight = ctx.origin_weight
+                full_weight = all_gather_along_first_dim(origin_weight)
+                accumulate = not getattr(full_weight, "overwrite_main_grad", False)
+                general_gemm(x, dy, out=origin_weight.main_grad, accumulate=accumulate)
+                return full_weight
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -240,6 +254,11 @@ STAND_IN_CALL = (
     "`{other}.overwrite_main_grad` is read from a tensor standing in for `{subject}` "
     "(restored, quantized or gathered), which does not carry the Parameter's flag; read it "
     "from `{subject}`"
+)
+STAND_IN_COPY = (
+    "`overwrite_main_grad` is read from `{other}`, a quantized or gathered copy of the weight, "
+    "which never carries the Parameter's flag: the read answers its default; read it from the "
+    "Parameter"
 )
 IN_CALL = (
     "`{other}.overwrite_main_grad` decides how `{subject}.main_grad` is written: the GEMM "
@@ -265,6 +284,8 @@ def check(context: ModuleContext, out: Collector) -> None:
                             _check_arguments(sub, provenance.Provenance(unit), out)
         if survey.spells_overwrite and "origin" in source:
             _check_twins(unit, provenance.Provenance(unit), out)
+        if survey.spells_overwrite:
+            _check_copies(unit, provenance.Provenance(unit), out)
 
 
 def _check_block(mark: Mark, objects: Provenance, out: Collector) -> None:
@@ -364,6 +385,29 @@ def _check_twins(unit, objects: Provenance, out: Collector) -> None:
                 message = STAND_IN_CALL.format(subject=twin, other=out.text(owner))
                 fix = Fix(f"Read it from `{twin}`", (out.replace(base, twin),), UNSAFE)
                 out.report(CODE, owner, message, fix)
+
+
+def _check_copies(unit, objects: Provenance, out: Collector) -> None:
+    """``overwrite_main_grad`` read from a quantized or gathered copy of the weight (by its
+    producer, a helper of the module, a ``ctx`` attribute or its spelling), anywhere: the
+    copy never carries the flag, so the read answers its default. A name rebound to its own
+    copy (``w = quantize(w)``) is GMLP015's."""
+    for root, node in unit.expression_roots():
+        for sub in patterns.walk(root):
+            owner = _overwrite_owner(sub)
+            if owner is None or objects.of(owner) not in provenance.COPIES:
+                continue
+            if isinstance(owner, cst.Name) and _rebound_to_itself(unit, owner.value, node):
+                continue
+            message = STAND_IN_COPY.format(other=out.text(owner))
+            out.report(CODE, owner, message)
+
+
+def _rebound_to_itself(unit, name: str, node) -> bool:
+    return any(
+        d.value is not None and name in {n.value for n in patterns.read_names(d.value)}
+        for d in unit.reaching.reaching(name, node)
+    )
 
 
 def _copied_from(unit, twin: str, name: str) -> bool:

@@ -52,6 +52,9 @@ RULE = Rule(
         main_grad, which are then not reported; the flags are still missing (Transformer
         Engine #1573 kept the weight object itself for that reason).
 
+        A helper of the module whose every `return` is such a call counts as one
+        (`weight = _as_param(weight)`).
+
         Not seen: a rebinding in a helper of another file, attributes copied over by a
         helper, whether a put-back runs on every path, copies kept under another name (that
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
@@ -138,8 +141,11 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 def _check_unit(unit: Unit, out: Collector) -> None:
     helpers = unit.context.shared(provenance.returned_provenance)
+    makers = unit.context.shared(fresh_makers)
     fresh = {
-        d for d in unit.graph.defs if d.kind == "assign" and _makes_fresh(d.name, d.value, helpers)
+        d
+        for d in unit.graph.defs
+        if d.kind == "assign" and _makes_fresh(d.name, d.value, helpers, makers)
     }
     if not fresh:
         return
@@ -164,13 +170,28 @@ def _check_unit(unit: Unit, out: Collector) -> None:
                     out.report(CODE, d.node.owner, message)
 
 
-def _makes_fresh(name: str, value, helpers: dict[str, str]) -> bool:
-    """A Parameter wrapper or tensor copy, or the weight rebound to its own quantized copy
-    (``w = quantize(w)``, or a helper of the module that returns one). A gathered weight is
-    not counted: code that gathers for dgrad turns the main_grad path off on its own."""
+def fresh_makers(context: ModuleContext) -> frozenset[str]:
+    """For ``context.shared``: the module's functions whose every return is a fresh object
+    (a ``Parameter(...)`` or a tensor copy): calling one rebinds like the call it wraps."""
+    found: set[str] = set()
+    for unit in context.units:
+        if not isinstance(unit.owner, cst.FunctionDef) or not unit.survey.calls & FRESH_CALLS:
+            continue
+        values = [stmt.value for stmt, _ in unit.statements() if isinstance(stmt, cst.Return)]
+        if values and all(patterns.callee_name(v) in FRESH_CALLS for v in values):
+            found.add(unit.name)
+    return frozenset(found)
+
+
+def _makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[str]) -> bool:
+    """A Parameter wrapper or tensor copy (also made by a helper of the module that returns
+    one), or the weight rebound to its own quantized copy (``w = quantize(w)``, or a helper
+    of the module that returns one). A gathered weight is not counted: code that gathers for
+    dgrad turns the main_grad path off on its own."""
     if not isinstance(value, cst.Call):
         return False
-    if patterns.callee_name(value) in FRESH_CALLS:
+    callee = patterns.callee_name(value)
+    if callee in FRESH_CALLS or (callee in makers and isinstance(value.func, cst.Name)):
         return True
     rebinds = name in {n.value for n in patterns.read_names(value)}
     return rebinds and provenance.of_value(value, {}, helpers) == provenance.QUANTIZED
