@@ -285,3 +285,41 @@ def _target_names(target: cst.CSTNode) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
     return []
+
+
+def surely_stand_in(objects: Provenance, unit: Unit, expr: cst.CSTNode, node) -> str | None:
+    """The stand-in ``expr`` surely is where graph node ``node`` of ``unit`` runs. For a
+    name, every binding reaching there must make it one (a weight gathered only under
+    ``if gtp:`` is the Parameter on the other path; a loop variable or a parameter is never
+    assumed a copy by its spelling, ``w_fp8`` over an FP8 model's parameters being the
+    Parameter); a ``ctx`` attribute is one by what the file stores in it; any other
+    expression by its producer."""
+    if isinstance(expr, cst.Name):
+        defs = unit.reaching.reaching(expr.value, node)
+        if not defs or any(d.kind != "assign" or d.value is None for d in defs):
+            return None
+        kinds = {objects.stand_in(expr if _unpacked(d) else d.value) for d in defs}
+        return kinds.pop() if len(kinds) == 1 else None
+    if isinstance(expr, cst.Attribute):
+        return objects.ctx.attrs.get(expr.attr.value) if _on_ctx(expr) else None
+    return objects.stand_in(expr)
+
+
+def rebound_to_itself(unit: Unit, name: str, node) -> bool:
+    """A binding of ``name`` reaching ``node`` computes it from itself (``w = quantize(w)``):
+    the weight name rebound to its own copy, GMLP015's finding."""
+    return any(
+        d.value is not None and name in {n.value for n in patterns.read_names(d.value)}
+        for d in unit.reaching.reaching(name, node)
+    )
+
+
+def _unpacked(d) -> bool:
+    """``a, w = <one value>``: the binding's value is the whole right-hand side, so the
+    name's own classification (saved-tensor positions, its ``origin_`` twin) decides."""
+    owner = d.node.owner
+    return (
+        isinstance(owner, cst.Assign)
+        and d.value is owner.value
+        and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in owner.targets)
+    )

@@ -395,19 +395,15 @@ def _check_copies(unit, objects: Provenance, out: Collector) -> None:
     for root, node in unit.expression_roots():
         for sub in patterns.walk(root):
             owner = _overwrite_owner(sub)
-            if owner is None or objects.of(owner) not in provenance.COPIES:
+            if owner is None:
                 continue
-            if isinstance(owner, cst.Name) and _rebound_to_itself(unit, owner.value, node):
+            base = owner.value if isinstance(owner, cst.Subscript) else owner
+            if provenance.surely_stand_in(objects, unit, base, node) not in provenance.COPIES:
+                continue
+            if isinstance(base, cst.Name) and provenance.rebound_to_itself(unit, base.value, node):
                 continue
             message = STAND_IN_COPY.format(other=out.text(owner))
             out.report(CODE, owner, message)
-
-
-def _rebound_to_itself(unit, name: str, node) -> bool:
-    return any(
-        d.value is not None and name in {n.value for n in patterns.read_names(d.value)}
-        for d in unit.reaching.reaching(name, node)
-    )
 
 
 def _copied_from(unit, twin: str, name: str) -> bool:

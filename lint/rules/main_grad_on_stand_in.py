@@ -205,7 +205,7 @@ class _Reporter:
         self.unit, self.objects, self.node, self.out = unit, objects, node, out
 
     def __call__(self, subject, what: str, effect: str) -> None:
-        kind = self.objects.stand_in(subject)
+        kind = self._kind(subject)
         if kind is None or self._rebinds_itself(subject):
             return
         out = self.out
@@ -217,17 +217,15 @@ class _Reporter:
         )
         out.report(CODE, subject, message)
 
+    def _kind(self, subject) -> str | None:
+        return provenance.surely_stand_in(self.objects, self.unit, subject, self.node)
+
     def _rebinds_itself(self, subject) -> bool:
         """``w = quantize(w)`` reaching here: the weight name rebound to its own copy is
         GMLP015's finding."""
-        if not isinstance(subject, cst.Name):
-            return False
-        for d in self.unit.reaching.reaching(subject.value, self.node):
-            if d.value is not None and subject.value in {
-                n.value for n in patterns.read_names(d.value)
-            }:
-                return True
-        return False
+        return isinstance(subject, cst.Name) and provenance.rebound_to_itself(
+            self.unit, subject.value, self.node
+        )
 
 
 def _mark_block_ids(unit: Unit) -> set[int]:
