@@ -51,6 +51,9 @@ RULE_MODULES = {
     "GMLP021": "delay_mode_mismatch",
     "GMLP022": "dummy_wgrad_copied_as_real",
     "GMLP030": "main_grad_on_stand_in",
+    "GMLP031": "main_grad_handed_on_as_grad",
+    "GMLP032": "grad_added_without_write",
+    "GMLP033": "main_grad_written_grad_handed_on",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

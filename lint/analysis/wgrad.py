@@ -109,7 +109,7 @@ def handed_back(unit: Unit) -> frozenset[str]:
     containers: set[str] = set()
     for stmt, _ in unit.statements():
         if isinstance(stmt, cst.Return) and stmt.value is not None:
-            for element in _elements(stmt.value):
+            for element in elements(stmt.value):
                 if isinstance(element, cst.Name):
                     names.add(element.value)
     stores: list[tuple[str, cst.BaseExpression]] = []
@@ -124,18 +124,18 @@ def handed_back(unit: Unit) -> frozenset[str]:
     containers = {root for root, _ in stores if root in unit.returned_names}
     for root, value in stores:
         if root in containers:
-            names.update(e.value for e in _elements(value) if isinstance(e, cst.Name))
+            names.update(e.value for e in elements(value) if isinstance(e, cst.Name))
     return frozenset(names)
 
 
-def _elements(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+def elements(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
     """The expression itself, or the elements of (nested) tuples and lists it displays."""
     if isinstance(expr, (cst.Tuple, cst.List)):
         for element in expr.elements:
-            yield from _elements(element.value)
+            yield from elements(element.value)
     elif isinstance(expr, cst.IfExp):
-        yield from _elements(expr.body)
-        yield from _elements(expr.orelse)
+        yield from elements(expr.body)
+        yield from elements(expr.orelse)
     else:
         yield expr
 

@@ -1,0 +1,181 @@
+"""Per-path facts about where a weight gradient goes: which graph nodes of a function hand
+main_grad storage to something that may write it, which deliver a local gradient into
+main_grad, which mark ``grad_added_to_main_grad``, and whether a path between two nodes
+avoids a set of nodes (issue #19, class 3: flags without writes, and the converse).
+
+"Hands main_grad on" is deliberately wide: a GEMM given it as ``out``, an in-place method
+on it, a kernel or helper given it as an argument, a dict of GEMM arguments or a closure
+holding it, a store on ``ctx`` or into a container. Only reading its metadata (``.shape``,
+``.dtype``), testing it (``is None``, ``hasattr``) and sizing an allocation from it
+(``zeros_like(main_grad)``) are not. Wide means the rules built on it stay quiet whenever
+the function might have written main_grad.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cached_property
+
+import libcst as cst
+
+from . import patterns, wgrad
+from .cfg import Node
+from .module import Unit
+
+# Calls that only inspect or size from their arguments, or make a dummy.
+_INSPECTING = patterns.NON_ALIASING_CALLS | patterns.ALLOCATORS
+_TESTS = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
+
+
+class Deliveries:
+    """The main_grad facts of one unit, computed once per rule that asks."""
+
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self.graph = unit.graph
+
+    @cached_property
+    def holders(self) -> frozenset[int]:
+        """Definitions whose value holds main_grad storage in any form: an alias, a view, a
+        dict of GEMM arguments, a partial or list holding it."""
+        found: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for d in self.graph.defs:
+                if d.index in found or d.value is None:
+                    continue
+                if self._mentions(d.value, d.node, found):
+                    found.add(d.index)
+                    changed = True
+        return frozenset(found)
+
+    def _mentions(self, expr: cst.CSTNode, node: Node, holders: Iterable[int]) -> bool:
+        """``expr`` uses main_grad storage other than by inspecting it."""
+        held = set(holders)
+        stack = [expr]
+        while stack:
+            current = stack.pop()
+            if patterns.is_main_grad_direct(current):
+                return True
+            if isinstance(current, cst.Name):
+                defs = self.unit.reaching.reaching(current.value, node)
+                if any(d.index in held for d in defs):
+                    return True
+                continue
+            if isinstance(current, cst.Attribute) and current.attr.value in (
+                patterns.METADATA_ATTRS
+            ):
+                continue
+            if isinstance(current, cst.Call) and patterns.callee_name(current) in _INSPECTING:
+                continue
+            if isinstance(current, cst.Comparison) and all(
+                isinstance(c.operator, _TESTS) for c in current.comparisons
+            ):
+                continue
+            if isinstance(current, (cst.Lambda, cst.FunctionDef)):
+                if "main_grad" in self.unit.context.code(current):
+                    return True
+                continue
+            stack.extend(patterns.children(current))
+        return False
+
+    @cached_property
+    def touching(self) -> frozenset[int]:
+        """Graph nodes that hand main_grad storage on (see the module docstring). Binding a
+        local to it, a view of it or a dict of arguments holding it is not yet handing it on:
+        the local's later uses are."""
+        holders = self.holders
+        found: set[int] = set()
+        for root, node in self.unit.expression_roots():
+            if _binds_locals_only(root) and _is_plain_holding(root.value):
+                continue
+            if self._mentions(root, node, holders):
+                found.add(node.index)
+        return frozenset(found)
+
+    def hands_weight(self, node: Node, stems: frozenset[str]) -> bool:
+        """A call at ``node`` is given the weight itself (by its stem): a helper or kernel
+        that may write its main_grad. Dummies and inspection do not count."""
+        owner = node.owner
+        if owner is None:
+            return False
+        root = owner.test if isinstance(owner, (cst.If, cst.While)) else owner
+        if isinstance(owner, cst.For):
+            root = owner.iter
+        for sub in patterns.walk(root):
+            if not isinstance(sub, cst.Call):
+                continue
+            name = patterns.callee_name(sub) or ""
+            if name in _INSPECTING or "dummy" in name or name in ("setattr", "size"):
+                continue
+            for arg in sub.args:
+                for value in wgrad.elements(arg.value):
+                    if wgrad.stem(value) in stems and not _is_ctx(value):
+                        return True
+        return False
+
+    @cached_property
+    def mark_nodes(self) -> frozenset[int]:
+        """Nodes that mark grad_added_to_main_grad (any weight) or call the module's
+        bookkeeping helpers."""
+        helpers = self.unit.context.shared(wgrad.bookkeeping_helpers)
+        found: set[int] = set()
+        for root, node in self.unit.expression_roots():
+            if wgrad.marked_subject(root) is not None or wgrad.marks_grad_added(root):
+                found.add(node.index)
+                continue
+            for sub in patterns.walk(root):
+                name = patterns.callee_name(sub)
+                if name is not None and (name in helpers or "dummy" in name):
+                    found.add(node.index)
+                    break
+        return frozenset(found)
+
+
+def through(graph, start: Node, goal: Node, blocked: frozenset[int]) -> bool:
+    """A path from ``start`` (after it) to ``goal`` passes no node of ``blocked``."""
+    seen = {start.index}
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        for succ, _ in node.succ:
+            if succ.index == goal.index:
+                return True
+            if succ.index in seen or succ.index in blocked:
+                continue
+            seen.add(succ.index)
+            stack.append(succ)
+    return False
+
+
+def entry_to_exit_through(graph, middle: Node, blocked: frozenset[int]) -> bool:
+    """A path from the function's entry through ``middle`` to its normal exit passes no node
+    of ``blocked`` (``middle`` itself excluded)."""
+    if middle.index in blocked:
+        return False
+    if middle is not graph.entry and not through(graph, graph.entry, middle, blocked):
+        return False
+    return through(graph, middle, graph.exit, blocked)
+
+
+def _binds_locals_only(root: cst.CSTNode) -> bool:
+    return isinstance(root, cst.Assign) and all(
+        isinstance(t.target, cst.Name) for t in root.targets
+    )
+
+
+def _is_plain_holding(value: cst.CSTNode) -> bool:
+    """A value that only names storage: a name, attribute, subscript, dict or list display,
+    or a view of one (``w.main_grad.view(-1)``)."""
+    if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Dict, cst.List, cst.Tuple)):
+        return True
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        return value.func.attr.value in patterns.VIEW_METHODS and _is_plain_holding(
+            value.func.value
+        )
+    return patterns.is_main_grad_fetch(value)
+
+
+def _is_ctx(expr: cst.CSTNode) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "ctx"

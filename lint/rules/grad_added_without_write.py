@@ -1,0 +1,223 @@
+"""GMLP032: `grad_added_to_main_grad = True` on a path where nothing wrote that main_grad."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.deliveries import Deliveries
+    from ..analysis.module import ModuleContext, Unit
+    from ..analysis.wgrad import Mark
+
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
+deliveries = LazyModule("..analysis.deliveries", __package__)
+
+CODE = "GMLP032"
+RULE = Rule(
+    code=CODE,
+    name="grad-added-without-write",
+    summary=(
+        "`grad_added_to_main_grad = True` is reached on a path where nothing wrote the "
+        "weight's main_grad, or after the weight gradient computed here was dropped."
+    ),
+    flags=(
+        "a `grad_added_to_main_grad = True` mark reached on a path through the function that "
+        "hands no main_grad to a GEMM, kernel, in-place op or store, in a function that does "
+        "so on other paths; or reached after a locally computed GEMM result that never went "
+        "anywhere"
+    ),
+    explanation="""
+        Issue #19, class 3 (flags without writes). `grad_added_to_main_grad = True` tells
+        Megatron's hook that the weight gradient is already in main_grad, so the `.grad`
+        handed back (a dummy) is ignored. Set on a path where nothing wrote main_grad, the
+        gradient of that microbatch is lost silently.
+
+        Two shapes are reported, over the function's control-flow graph:
+
+        * the function hands main_grad storage on somewhere (a GEMM `out=`, an in-place op,
+          a kernel or helper given the buffer or the weight, a store on `ctx`), but a path
+          from its entry through the mark to its exit passes none of that, and the mark is
+          guarded by nothing but loops and `hasattr` tests (a mark under another condition
+          may be correlated with the write's condition, which a path-insensitive graph
+          cannot tell);
+        * a weight gradient computed here by a GEMM or `@` into a fresh tensor reaches the
+          mark on a path where it was used by nothing, and after the mark it is never given
+          to main_grad (typically it is replaced by the dummy).
+
+        Not seen: a function that never touches main_grad at all (the write may have
+        happened in a captured graph, a hook or another function: Megatron's CUDA-graph
+        replay marks exactly so); writes in helpers of other files that are not handed the
+        weight or its buffer; marks under conditions correlated with the write's.
+    """,
+    fix="""
+        Write the gradient into main_grad on that path (or mark only where it was written).
+        No automatic fix.
+    """,
+    fix_summary="none (write main_grad on that path, or do not mark)",
+    valid=(
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                if ctx.use_grouped:
+                    grouped_wgrad(x, dy, weight.main_grad)
+                else:
+                    weight.main_grad.add_(dy.t() @ x)
+                weight.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(weight)
+            """
+        ),
+        Example(
+            """
+            def after_replay(params):
+                for p in params:
+                    p.grad_added_to_main_grad = True
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = torch.matmul(dy.t(), x)
+                if ctx.fuse_wgrad_accumulation:
+                    weight.main_grad.add_(wgrad)
+                    weight.grad_added_to_main_grad = True
+                    wgrad = make_dummy_wgrad(weight)
+                return None, wgrad
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                if ctx.use_grouped:
+                    grouped_wgrad(x, dy, weight.main_grad)
+                weight.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(weight)
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = torch.matmul(dy.t(), x)
+                if ctx.fuse_wgrad_accumulation:
+                    weight.grad_added_to_main_grad = True
+                    wgrad = make_dummy_wgrad(weight)
+                return None, wgrad
+            """,
+            line=5,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+NO_WRITE = (
+    "`{subject}` is marked grad_added_to_main_grad on a path where nothing wrote its main_grad "
+    "(this function writes it on other paths): Megatron's hook then drops the gradient"
+)
+DROPPED = (
+    "`{subject}` is marked grad_added_to_main_grad, but the weight gradient `{name}` computed "
+    "at line {line} went nowhere on the way here and never reaches main_grad: the gradient of "
+    "this microbatch is lost"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "grad_added_to_main_grad" not in context.source:
+        return
+    for unit in context.units:
+        if unit.survey.spells_grad_added and isinstance(unit.owner, cst.FunctionDef):
+            marks = wgrad.marks(unit)
+            if marks:
+                facts = deliveries.Deliveries(unit)
+                for mark in marks:
+                    _check_mark(unit, facts, mark, out)
+
+
+def _check_mark(unit: Unit, facts: Deliveries, mark: Mark, out: Collector) -> None:
+    subject = out.text(mark.subject)
+    stems = frozenset({wgrad.stem(mark.subject)} - {None})
+    writes = set(facts.touching)
+    writes.update(n.index for n in unit.graph.nodes if facts.hands_weight(n, stems))
+    writes.discard(mark.node.index)
+    if (
+        writes
+        and _only_loops_and_guards(unit, mark)
+        and deliveries.entry_to_exit_through(unit.graph, mark.node, frozenset(writes))
+    ):
+        out.report(CODE, mark.stmt, NO_WRITE.format(subject=subject))
+        return
+    dropped = _dropped_gradient(unit, facts, mark, frozenset(writes))
+    if dropped is not None:
+        message = DROPPED.format(
+            subject=subject, name=dropped.name, line=unit.context.line_of(dropped.node.owner)
+        )
+        out.report(CODE, mark.stmt, message)
+
+
+def _only_loops_and_guards(unit: Unit, mark: Mark) -> bool:
+    """Every branch deciding whether the mark runs is a loop or a ``hasattr`` /
+    grad_added test: no condition that may be correlated with the write's."""
+    for branch in unit.control.ancestors(mark.node):
+        if branch.kind in ("for", "while"):
+            continue
+        test = branch.test
+        if test is None:
+            return False
+        text = unit.context.code(test)
+        if "hasattr" not in text and "grad_added" not in text:
+            return False
+    return True
+
+
+def _dropped_gradient(unit: Unit, facts: Deliveries, mark: Mark, writes: frozenset[int]):
+    """A GEMM result bound here (not into main_grad) that reaches the mark unused on some
+    path, and is given to main_grad by no node after it."""
+    for d in unit.graph.defs:
+        if d.kind != "assign" or d.node.index in writes or not _computes_gradient(d.value):
+            continue
+        if d not in unit.reaching.reaching(d.name, mark.node):
+            continue
+        uses = frozenset(
+            n.index for n in unit.graph.nodes if n is not d.node and _reads(unit, n, d)
+        )
+        if not deliveries.through(unit.graph, d.node, mark.node, uses | writes):
+            continue
+        if any(i in writes for i in uses):
+            continue
+        return d
+    return None
+
+
+def _computes_gradient(value) -> bool:
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
+        return True
+    return isinstance(value, cst.Call) and wgrad.looks_like_gemm(value)
+
+
+def _reads(unit: Unit, node, d) -> bool:
+    """``node`` reads the value ``d`` bound."""
+    owner = node.owner
+    if owner is None or d not in unit.reaching.reaching(d.name, node):
+        return False
+    root = owner.test if isinstance(owner, (cst.If, cst.While)) else owner
+    if isinstance(owner, cst.For):
+        root = owner.iter
+    if isinstance(owner, cst.BaseCompoundStatement) and root is owner:
+        return False
+    if isinstance(root, (cst.Assign, cst.AnnAssign)):
+        root = root.value  # the targets are bound here, not read
+        if root is None:
+            return False
+    return any(n.value == d.name for n in patterns.read_names(root))

@@ -1,0 +1,176 @@
+"""GMLP033: a gradient added into main_grad and also handed on as `.grad`, with no flag."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.deliveries import Deliveries
+    from ..analysis.module import ModuleContext, Unit
+
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
+deliveries = LazyModule("..analysis.deliveries", __package__)
+
+CODE = "GMLP033"
+# In-place methods that put their argument into the buffer they are called on.
+DELIVERING = frozenset({"add_", "copy_"})
+RULE = Rule(
+    code=CODE,
+    name="main-grad-written-grad-handed-on",
+    summary=(
+        "A weight gradient is added (or copied) into main_grad and the same tensor is then "
+        "handed on as the real `.grad` (returned by `backward` or assigned to `p.grad`) on a "
+        "path that sets no `grad_added_to_main_grad` and makes no dummy."
+    ),
+    flags=(
+        "`X.main_grad.add_(g)` / `copy_(g)` / `+= g` followed, on a path with no "
+        "`grad_added_to_main_grad` mark and no dummy, by `return ..., g` in a `backward` or "
+        "`p.grad = g`"
+    ),
+    explanation="""
+        Issue #19, class 3, the converse of a flag without a write: a write with no flag.
+        When the weight gradient has gone into main_grad, Megatron's hook must be told
+        (`grad_added_to_main_grad = True`) and must receive a dummy, or it adds `.grad`
+        into main_grad a second time: the same gradient counted twice.
+
+        Seen: a statement that puts a local `g` into main_grad storage (`add_` / `copy_`
+        on `X.main_grad`, a name bound to it or a view of it, or `main_grad += g`); the same
+        binding of `g` then handed on by a function named `backward` as one of the
+        gradients it returns, or assigned to `P.grad`; reported when a path from the write
+        to the hand-off passes no mark of `grad_added_to_main_grad` (any weight's, or a
+        `setattr` / helper marking it) and no call making a dummy.
+
+        Not seen: writes by GEMMs (`out=main_grad`: their result *is* main_grad, GMLP031's
+        and GMLP005's ground), hand-offs in helpers of other files, the flag set by the
+        caller.
+    """,
+    fix="""
+        Set `param.grad_added_to_main_grad = True` (under `hasattr`) and hand back a dummy
+        or None. No automatic fix.
+    """,
+    fix_summary="none (mark the flag and hand back a dummy)",
+    valid=(
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = dy.t() @ x
+                weight.main_grad.add_(wgrad)
+                weight.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(weight)
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = dy.t() @ x
+                if ctx.fuse:
+                    weight.main_grad.add_(wgrad)
+                    weight.grad_added_to_main_grad = True
+                return None, wgrad
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = dy.t() @ x
+                weight.main_grad.add_(wgrad)
+                return None, wgrad
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            def reduce_expert_grads(params, grads):
+                for p, g in zip(params, grads):
+                    p.main_grad.add_(g)
+                    p.grad = g
+            """,
+            line=4,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "`{name}` went into main_grad at line {line} and is handed on here as the real gradient "
+    "with no grad_added_to_main_grad set on the way: Megatron's hook adds it to main_grad a "
+    "second time"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    source = context.source
+    if "main_grad" not in source or not ("add_" in source or "copy_" in source or "+=" in source):
+        return
+    for unit in context.units:
+        if unit.survey.spells_main_grad and isinstance(unit.owner, cst.FunctionDef):
+            facts = deliveries.Deliveries(unit)
+            writes = list(_writes(unit, facts))
+            if writes:
+                _check_unit(unit, facts, writes, out)
+
+
+def _writes(unit: Unit, facts: Deliveries):
+    """(node, the binding of g) for each statement that puts a local ``g`` into main_grad."""
+    for root, node in unit.expression_roots():
+        value = None
+        if isinstance(root, cst.AugAssign) and isinstance(root.operator, cst.AddAssign):
+            if _is_buffer(unit, facts, root.target, node):
+                value = root.value
+        elif isinstance(root, cst.Expr) and isinstance(root.value, cst.Call):
+            call = root.value
+            args = patterns.positional_args(call)
+            if (
+                patterns.callee_name(call) in DELIVERING
+                and isinstance(call.func, cst.Attribute)
+                and args
+                and _is_buffer(unit, facts, call.func.value, node)
+            ):
+                value = args[0].value
+        if isinstance(value, cst.Name):
+            for d in unit.reaching.reaching(value.value, node):
+                yield node, d
+
+
+def _is_buffer(unit: Unit, facts: Deliveries, expr, node) -> bool:
+    if patterns.is_main_grad_direct(expr):
+        return True
+    if isinstance(expr, cst.Name):
+        defs = unit.reaching.reaching(expr.value, node)
+        return bool(defs) and all(d.index in facts.holders for d in defs)
+    return False
+
+
+def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
+    is_backward = unit.name == "backward"
+    for root, node in unit.expression_roots():
+        handed: list[cst.Name] = []
+        if is_backward and isinstance(root, cst.Return) and root.value is not None:
+            handed = [e for e in wgrad.elements(root.value) if isinstance(e, cst.Name)]
+        elif (
+            isinstance(root, cst.Assign)
+            and isinstance(root.value, cst.Name)
+            and any(patterns.is_attr(t.target, "grad") for t in root.targets)
+        ):
+            handed = [root.value]
+        for name in handed:
+            reaching = unit.reaching.reaching(name.value, node)
+            for write_node, d in writes:
+                if d in reaching and deliveries.through(
+                    unit.graph, write_node, node, facts.mark_nodes
+                ):
+                    line = unit.context.line_of(write_node.owner)
+                    out.report(CODE, root, MESSAGE.format(name=name.value, line=line))
+                    break
