@@ -287,22 +287,67 @@ def _target_names(target: cst.CSTNode) -> list[str]:
     return []
 
 
-def surely_stand_in(objects: Provenance, unit: Unit, expr: cst.CSTNode, node) -> str | None:
+def surely_stand_in(
+    objects: Provenance, unit: Unit, expr: cst.CSTNode, node, seen: frozenset[str] = frozenset()
+) -> str | None:
     """The stand-in ``expr`` surely is where graph node ``node`` of ``unit`` runs. For a
     name, every binding reaching there must make it one (a weight gathered only under
     ``if gtp:`` is the Parameter on the other path; a loop variable or a parameter is never
     assumed a copy by its spelling, ``w_fp8`` over an FP8 model's parameters being the
-    Parameter); a ``ctx`` attribute is one by what the file stores in it; any other
-    expression by its producer."""
+    Parameter); a ``ctx`` attribute is one by what the file stores in it; a call by its
+    producer."""
     if isinstance(expr, cst.Name):
+        if expr.value in seen:
+            return None
         defs = unit.reaching.reaching(expr.value, node)
         if not defs or any(d.kind != "assign" or d.value is None for d in defs):
             return None
-        kinds = {objects.stand_in(expr if _unpacked(d) else d.value) for d in defs}
+        kinds = {_binding_kind(objects, unit, d, seen | {expr.value}) for d in defs}
         return kinds.pop() if len(kinds) == 1 else None
+    if isinstance(expr, cst.Subscript):
+        return surely_stand_in(objects, unit, expr.value, node, seen)
     if isinstance(expr, cst.Attribute):
         return objects.ctx.attrs.get(expr.attr.value) if _on_ctx(expr) else None
-    return objects.stand_in(expr)
+    if isinstance(expr, cst.Call):
+        kind = objects.of(expr)
+        return kind if kind in COPIES else None
+    return None
+
+
+def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> str | None:
+    """The stand-in one binding makes of its name, flow-sensitively."""
+    if _unpacked(d):
+        value = d.node.owner.value
+        kind = by_name(d.name)
+        if _is_saved_tensors(value):
+            saved = objects.ctx.saved
+            targets = [t.target for t in d.node.owner.targets]
+            names = _target_names(targets[0]) if len(targets) == 1 else []
+            if len(saved) == len(names) and d.name in names:
+                kind = saved[names.index(d.name)] or kind or SAVED
+            kind = kind or SAVED
+        elif of_value(value, {}, objects.helpers, objects.ctx) == SAVED:
+            kind = kind or SAVED
+        return _as_stand_in(objects, d.name, kind)
+    value = d.value
+    if isinstance(value, (cst.Name, cst.Subscript)):
+        return surely_stand_in(objects, unit, value, d.node, seen)
+    if isinstance(value, cst.Attribute):
+        if _on_ctx(value):
+            kind = objects.ctx.attrs.get(value.attr.value) or SAVED
+            return _as_stand_in(objects, d.name, kind)
+        return None
+    return _as_stand_in(objects, d.name, objects.of(value))
+
+
+def _as_stand_in(objects: Provenance, name: str, kind: str | None) -> str | None:
+    """Copies are stand-ins; a saved tensor only when the Parameter has its own
+    ``origin_`` name beside it."""
+    if kind in COPIES:
+        return kind
+    if kind == SAVED and any(p + name in objects.names for p in ORIGIN_PREFIXES):
+        return SAVED
+    return None
 
 
 def rebound_to_itself(unit: Unit, name: str, node) -> bool:

@@ -182,11 +182,15 @@ def _only_loops_and_guards(unit: Unit, mark: Mark) -> bool:
 
 
 def _dropped_gradient(unit: Unit, facts: Deliveries, mark: Mark, writes: frozenset[int]):
-    """A GEMM result bound here (not into main_grad) that reaches the mark unused on some
-    path, and is given to main_grad by no node after it."""
+    """A GEMM result bound here (not into main_grad) to a name the function hands back as a
+    gradient, that reaches the mark unused on some path and is given to main_grad by no
+    node."""
+    returned = wgrad.handed_back(unit)
     for d in unit.graph.defs:
         if d.kind != "assign" or d.node.index in writes or not _computes_gradient(d.value):
             continue
+        if d.name not in returned:
+            continue  # a dgrad, a scratch result: only a gradient the function hands back
         if d not in unit.reaching.reaching(d.name, mark.node):
             continue
         uses = frozenset(
