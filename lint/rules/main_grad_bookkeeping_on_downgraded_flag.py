@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 
 # The parser and the analyses load on the first check, not with the documentation.
 branches = LazyModule("..analysis.branches", __package__)
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+LITERALS = ("True", "False", "None")
 flag_origin = LazyModule("..analysis.flag_origin", __package__)
 
 CODE = "GMLP002"
@@ -45,6 +48,10 @@ RULE = Rule(
         Branches in any syntax count (issue #19, class 7, the seed shape in other syntax):
         `if` statements, conditional expressions (`dummy if accumulate else wgrad`, also
         inside a `return` or an argument), and the older `accumulate and None or wgrad`.
+        The flag assigned the downgraded value itself (`w.grad_added_to_main_grad =
+        accumulate`, or a `setattr` of it) is the same choice without a branch and is
+        reported too (no fix: the right value depends on what was written).
+
         Not seen: the choice made inside a helper of another file, or by indexing
         (`(wgrad, dummy)[accumulate]`).
     """,
@@ -214,6 +221,16 @@ RULE = Rule(
             """,
             line=2,
         ),
+        Example(
+            """
+            def finish(ctx, weight, wgrad):
+                accumulate = ctx.fuse and not getattr(weight, "overwrite_main_grad", False)
+                gemm(wgrad, out=weight.main_grad, accumulate=accumulate)
+                weight.grad_added_to_main_grad = accumulate
+                return make_dummy_wgrad(weight)
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -225,7 +242,18 @@ PROBLEM = (
 )
 
 
+FLAG_IS_LOCAL = (
+    "grad_added_to_main_grad is set to {cause}: in overwrite mode it says False although "
+    "main_grad was written, and the hook adds the real gradient again; set it from the "
+    "op-level setting"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
+    if "grad_added_to_main_grad" in context.source and "overwrite" in context.source:
+        for unit in context.units_touching_overwrite():
+            if unit.survey.spells_grad_added:
+                _check_flag_values(unit, out)
     for branch in context.shared(branches.suspect_branches):
         # A branch that also moves the destination is GMLP001's (one finding per branch).
         kinds = branch.uneven_bookkeeping
@@ -233,3 +261,15 @@ def check(context: ModuleContext, out: Collector) -> None:
             gate = flag_origin.gate_of(branch, out)
             problem = PROBLEM.format(kinds=", ".join(kinds), cause=gate.cause)
             out.report(CODE, gate.anchor, gate.message(problem), gate.fix)
+
+
+def _check_flag_values(unit, out: Collector) -> None:
+    """``w.grad_added_to_main_grad = <value overwrite_main_grad can switch off>``."""
+    for stmt, _ in unit.statements():
+        found = patterns.attribute_set(stmt, patterns.GRAD_ADDED)
+        if found is None or (isinstance(found[1], cst.Name) and found[1].value in LITERALS):
+            continue
+        node = unit.node_for(stmt)
+        if node is not None and unit.overwrite.expr(found[1], node):
+            cause = f"`{out.text(found[1])}`, a value `overwrite_main_grad` can switch off"
+            out.report(CODE, found[1], FLAG_IS_LOCAL.format(cause=cause))
