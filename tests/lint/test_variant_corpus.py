@@ -18,6 +18,14 @@ from .support import ALL_CODES
 from .variant_corpus import VARIANTS
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]
+BUGS = [
+    pytest.param(
+        v,
+        id=f"class{v.cls}-{v.name}",
+        marks=[pytest.mark.xfail(strict=True, reason=v.unseen)] if v.unseen else [],
+    )
+    for v in VARIANTS
+]
 
 
 def _caught(variant) -> bool:
@@ -33,7 +41,7 @@ def test_every_variant_marks_its_bug_and_has_a_twin():
         assert variant.twin_source != variant.bug_source, variant.name
 
 
-@pytest.mark.parametrize("variant", CASES)
+@pytest.mark.parametrize("variant", BUGS)
 def test_buggy_variant_is_reported_on_its_line(variant):
     findings = engine.lint_source(variant.bug_source, "variant.py", ALL_CODES)
     assert {f.line for f in findings} & variant.bug_lines, findings
@@ -57,6 +65,8 @@ def main() -> int:
         print(f"class {cls}: {caught[cls]} of {total[cls]}")
     print(f"all: {sum(caught.values())} of {sum(total.values())}")
     print(f"twins flagged: {len(flagged_twins)} {flagged_twins}")
+    unseen = [v.name for v in VARIANTS if v.unseen]
+    print(f"declared unseen: {len(unseen)} {unseen}")
     return 0
 
 

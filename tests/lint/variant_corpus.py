@@ -19,6 +19,10 @@ class Variant:
     name: str
     bug: str
     twin: str
+    # Why no rule sees this variant (empty: it must be caught). Such variants stay in the
+    # corpus as expected misses: the recall counts them, and their test fails as soon as a
+    # rule starts catching them, so the reason gets revisited.
+    unseen: str = ""
 
     @property
     def bug_source(self) -> str:
@@ -402,6 +406,11 @@ VARIANTS = (
                 setattr(p, "grad_added_to_main_grad", True)
             return [None for _ in params]
         """,
+        unseen=(
+            "the function never touches main_grad and computes no gradient: the write may "
+            "have happened in a captured graph or another function (Megatron's CUDA-graph "
+            "replay marks exactly so), so no rule reports a mark with no write anywhere"
+        ),
     ),
     Variant(
         3,
@@ -664,5 +673,11 @@ VARIANTS = (
                         param.main_grad = param.get_main_grad()
                 return self.op(x)
         """,
+        unseen=(
+            "whether a TE op fetches an FSDP main_grad itself depends on the TE version "
+            "(TE's ops call get_main_grad_from_param at its head); Megatron-LM's head builds "
+            "three such ops with no get_main_grad() and relies on that, so a rule on the "
+            "integration side alone would raise false alarms there"
+        ),
     ),
 )
