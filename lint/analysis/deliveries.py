@@ -43,12 +43,26 @@ class Deliveries:
         while changed:
             changed = False
             for d in self.graph.defs:
-                if d.index in found or d.value is None:
+                if d.index in found:
                     continue
-                if self._mentions(d.value, d.node, found):
+                if d.kind == "def":
+                    holds = self._closure_holds(d, found)
+                else:
+                    holds = d.value is not None and self._mentions(d.value, d.node, found)
+                if holds:
                     found.add(d.index)
                     changed = True
         return frozenset(found)
+
+    def _closure_holds(self, d, holders) -> bool:
+        """A nested function (``def wgrad_gemm(x, dy): general_gemm(..., **kwargs)``) that
+        uses main_grad, or a local of this function holding it: calling or storing the
+        function hands main_grad on."""
+        function = d.node.owner
+        if "main_grad" in self.unit.context.code(function):
+            return True
+        held = {self.graph.defs[i].name for i in holders}
+        return any(n.value in held for n in patterns.read_names(function.body))
 
     def _mentions(self, expr: cst.CSTNode, node: Node, holders: Iterable[int]) -> bool:
         """``expr`` uses main_grad storage other than by inspecting it."""

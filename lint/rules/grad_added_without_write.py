@@ -151,6 +151,10 @@ def _check_mark(unit: Unit, facts: Deliveries, mark: Mark, out: Collector) -> No
     writes = set(facts.touching)
     writes.update(n.index for n in unit.graph.nodes if facts.hands_weight(n, stems))
     writes.discard(mark.node.index)
+    # A write skipped because there is nothing to write or it was already written
+    # (``if wgrad is not None and not grad_added: main_grad.add_(wgrad)``) is no missing
+    # write: paths through such tests are not followed.
+    writes.update(n.index for n in unit.graph.nodes if _skips_legitimately(unit, n))
     if (
         writes
         and _only_loops_and_guards(unit, mark)
@@ -164,6 +168,13 @@ def _check_mark(unit: Unit, facts: Deliveries, mark: Mark, out: Collector) -> No
             subject=subject, name=dropped.name, line=unit.context.line_of(dropped.node.owner)
         )
         out.report(CODE, mark.stmt, message)
+
+
+def _skips_legitimately(unit: Unit, node) -> bool:
+    if node.kind not in ("if", "while") or node.test is None:
+        return False
+    text = unit.context.code(node.test)
+    return "grad_added" in text or " is None" in text or " is not None" in text
 
 
 def _only_loops_and_guards(unit: Unit, mark: Mark) -> bool:
