@@ -34,9 +34,11 @@ RULE = Rule(
         "`overwrite_main_grad` nor the sharding strategy."
     ),
     flags=(
-        "a GEMM into `p.main_grad` with `accumulate=False` / `beta=0`, `torch.matmul` / `mm` "
-        "with `out=p.main_grad`, or `p.main_grad.copy_(...)`, in a function (and the "
-        "functions around it) that never mentions overwrite or sharding"
+        "a GEMM into `p.main_grad` (or a local bound to it, or through a `**kwargs` dict) with "
+        "`accumulate=False` / `beta=0` (a literal or a local that is always one), "
+        "`torch.matmul` / `mm` with such an `out=`, `copy_` into it, or `p.main_grad[...] = "
+        "...`, in a producer function (and the functions around it) that never mentions "
+        "overwrite or sharding"
     ),
     explanation="""
         Issue #19, class 4. main_grad accumulates the weight gradient over microbatches;
@@ -45,19 +47,23 @@ RULE = Rule(
         never consults that flag (or the sharding strategy) keeps only the last
         microbatch's gradient in accumulate mode.
 
-        Seen: in one function, a call whose `out=` is `X.main_grad` (or a `getattr` of it)
-        with `accumulate=False` or `beta=0` spelled as literals, a `matmul` / `mm` / `bmm`
-        with such an `out=` and no accumulate switch, and `X.main_grad.copy_(...)`; the
-        function and the functions it is nested in are searched for a mention of
-        overwrite, sharding, FSDP or the ZeRO stage. Only producer code is judged: a
+        Seen: in one function, a call whose `out=` is `X.main_grad` (or a `getattr` of it,
+        or a local every binding of which reaching the call is main_grad storage) with
+        `accumulate=False` or `beta=0` (literals, or a local every reaching binding of which
+        is such a literal), the same arguments passed as `**kwargs` where `kwargs` is one
+        dict literal, a `matmul` / `mm` / `bmm` with such an `out=` and no accumulate
+        switch, `copy_` into main_grad or a local bound to it, and `X.main_grad[...] =
+        value`; the function and the functions it is nested in are searched for a mention
+        of overwrite, sharding, FSDP or the ZeRO stage. Only producer code is judged: a
         function, or one it is nested in, named `backward*`, `*wgrad*`, `*grad_weight*`,
-        `*weight_grad*` or `*_dw`; grad buffers, optimizers and scripts that consolidate
-        `.grad` into main_grad once per step copy on purpose.
+        `*weight_grad*` or `*_dw`, or one that marks `grad_added_to_main_grad` (it delivers a
+        weight gradient whatever its name); grad buffers, optimizers and scripts that
+        consolidate `.grad` into main_grad once per step copy on purpose.
 
         Not seen: the decision made by a caller in another file (such a write is reported
-        although the caller may ask), a replacing write through a name bound to main_grad,
-        GEMMs whose default is to replace but that are given no `accumulate=` (only
-        torch's matmuls are known to replace), and producer functions named otherwise.
+        although the caller may ask), GEMMs whose default is to replace but that are given
+        no `accumulate=` (only torch's matmuls are known to replace), dicts of arguments
+        built up entry by entry, and producer functions named otherwise that mark nothing.
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
