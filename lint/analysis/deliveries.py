@@ -5,7 +5,8 @@ avoids a set of nodes (issue #19, class 3: flags without writes, and the convers
 
 "Hands main_grad on" is deliberately wide: a GEMM given it as ``out``, an in-place method
 on it, a kernel or helper given it as an argument, a dict of GEMM arguments or a closure
-holding it, a store on ``ctx`` or into a container. Only reading its metadata (``.shape``,
+holding it, a store on ``ctx`` or into a container (a local named for main_grad, or a call
+named for it, ``ctx.main_grad_func()``, is taken to hold it). Only reading its metadata (``.shape``,
 ``.dtype``), testing it (``is None``, ``hasattr``) and sizing an allocation from it
 (``zeros_like(main_grad)``) are not. Wide means the rules built on it stay quiet whenever
 the function might have written main_grad.
@@ -33,6 +34,7 @@ class Deliveries:
     def __init__(self, unit: Unit) -> None:
         self.unit = unit
         self.graph = unit.graph
+        self._closures: dict[int, tuple[bool, frozenset[str]]] = {}
 
     @cached_property
     def holders(self) -> frozenset[int]:
@@ -45,7 +47,9 @@ class Deliveries:
             for d in self.graph.defs:
                 if d.index in found:
                     continue
-                if d.kind == "def":
+                if patterns.MAIN_GRAD in d.name:
+                    holds = True  # ``main_grad = ctx.main_grad_func()``: named for what it holds
+                elif d.kind == "def":
                     holds = self._closure_holds(d, found)
                 else:
                     holds = d.value is not None and self._mentions(d.value, d.node, found)
@@ -58,11 +62,21 @@ class Deliveries:
         """A nested function (``def wgrad_gemm(x, dy): general_gemm(..., **kwargs)``) that
         uses main_grad, or a local of this function holding it: calling or storing the
         function hands main_grad on."""
-        function = d.node.owner
-        if "main_grad" in self.unit.context.code(function):
+        spells, reads = self._closure_facts(d)
+        if spells:
             return True
-        held = {self.graph.defs[i].name for i in holders}
-        return any(n.value in held for n in patterns.read_names(function.body))
+        return any(self.graph.defs[i].name in reads for i in holders)
+
+    def _closure_facts(self, d) -> tuple[bool, frozenset[str]]:
+        cached = self._closures.get(d.index)
+        if cached is None:
+            function = d.node.owner
+            spells = any(
+                patterns.spells(sub, patterns.MAIN_GRAD) for sub in patterns.walk(function)
+            )
+            reads = frozenset(n.value for n in patterns.read_names(function.body))
+            cached = self._closures[d.index] = (spells, reads)
+        return cached
 
     def _mentions(self, expr: cst.CSTNode, node: Node, holders: Iterable[int]) -> bool:
         """``expr`` uses main_grad storage other than by inspecting it."""
@@ -70,7 +84,10 @@ class Deliveries:
         stack = [expr]
         while stack:
             current = stack.pop()
-            if patterns.is_main_grad_direct(current):
+            if patterns.is_main_grad_direct(current) or (
+                type(current) is cst.Call
+                and patterns.MAIN_GRAD in (patterns.callee_name(current) or "")
+            ):
                 return True
             if isinstance(current, cst.Name):
                 defs = self.unit.reaching.reaching(current.value, node)
@@ -88,7 +105,7 @@ class Deliveries:
             ):
                 continue
             if isinstance(current, (cst.Lambda, cst.FunctionDef)):
-                if "main_grad" in self.unit.context.code(current):
+                if any(patterns.spells(sub, patterns.MAIN_GRAD) for sub in patterns.walk(current)):
                     return True
                 continue
             stack.extend(patterns.children(current))
@@ -108,26 +125,46 @@ class Deliveries:
                 found.add(node.index)
         return frozenset(found)
 
-    def hands_weight(self, node: Node, stems: frozenset[str]) -> bool:
-        """A call at ``node`` is given the weight itself (by its stem): a helper or kernel
-        that may write its main_grad. Dummies and inspection do not count."""
-        owner = node.owner
-        if owner is None:
-            return False
-        root = owner.test if isinstance(owner, (cst.If, cst.While)) else owner
-        if isinstance(owner, cst.For):
-            root = owner.iter
-        for sub in patterns.walk(root):
-            if not isinstance(sub, cst.Call):
-                continue
-            name = patterns.callee_name(sub) or ""
-            if name in _INSPECTING or "dummy" in name or name in ("setattr", "size"):
-                continue
-            for arg in sub.args:
-                for value in wgrad.elements(arg.value):
-                    if wgrad.stem(value) in stems and not _is_ctx(value):
-                        return True
-        return False
+    @cached_property
+    def weights_handed(self) -> dict[int, frozenset[str]]:
+        """For each node, the weights (by stem) a call there is given itself: a helper or
+        kernel that may write their main_grad. Dummies and inspection do not count."""
+        found: dict[int, frozenset[str]] = {}
+        for root, node in self.unit.expression_roots():
+            stems: set[str] = set()
+            for sub in patterns.walk(root):
+                if type(sub) is not cst.Call:
+                    continue
+                name = patterns.callee_name(sub) or ""
+                if name in _INSPECTING or "dummy" in name or name in ("setattr", "size"):
+                    continue
+                for arg in sub.args:
+                    for value in wgrad.elements(arg.value):
+                        if not _is_ctx(value):
+                            stems.add(wgrad.stem(value))
+            stems.discard(None)
+            if stems:
+                found[node.index] = found.get(node.index, frozenset()) | stems
+        return found
+
+    def handing(self, stems: frozenset[str]) -> set[int]:
+        """Nodes that hand main_grad on or give a call one of the weights ``stems``."""
+        found = set(self.touching)
+        found.update(i for i, handed in self.weights_handed.items() if handed & stems)
+        return found
+
+    @cached_property
+    def skipping_tests(self) -> frozenset[int]:
+        """Branch nodes whose test skips a write for nothing to write or already written:
+        a test of ``grad_added_to_main_grad`` or an ``is None`` / ``is not None``."""
+        found: set[int] = set()
+        for node in self.graph.nodes:
+            if node.kind in ("if", "while") and node.test is not None:
+                for sub in patterns.walk(node.test):
+                    if patterns.spells(sub, patterns.GRAD_ADDED) or _none_test(sub):
+                        found.add(node.index)
+                        break
+        return frozenset(found)
 
     @cached_property
     def mark_nodes(self) -> frozenset[int]:
@@ -189,6 +226,15 @@ def _is_plain_holding(value: cst.CSTNode) -> bool:
             value.func.value
         )
     return patterns.is_main_grad_fetch(value)
+
+
+def _none_test(expr: cst.CSTNode) -> bool:
+    return type(expr) is cst.Comparison and any(
+        isinstance(c.operator, (cst.Is, cst.IsNot))
+        and isinstance(c.comparator, cst.Name)
+        and c.comparator.value == "None"
+        for c in expr.comparisons
+    )
 
 
 def _is_ctx(expr: cst.CSTNode) -> bool:

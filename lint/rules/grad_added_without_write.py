@@ -141,40 +141,33 @@ def check(context: ModuleContext, out: Collector) -> None:
             marks = wgrad.marks(unit)
             if marks:
                 facts = deliveries.Deliveries(unit)
+                gradients = _Gradients(unit, facts)
                 for mark in marks:
-                    _check_mark(unit, facts, mark, out)
+                    _check_mark(unit, facts, gradients, mark, out)
 
 
-def _check_mark(unit: Unit, facts: Deliveries, mark: Mark, out: Collector) -> None:
-    subject = out.text(mark.subject)
-    stems = frozenset({wgrad.stem(mark.subject)} - {None})
-    writes = set(facts.touching)
-    writes.update(n.index for n in unit.graph.nodes if facts.hands_weight(n, stems))
+def _check_mark(unit: Unit, facts: Deliveries, gradients, mark: Mark, out: Collector) -> None:
+    subject = unit.context.code(mark.subject).strip()
+    writes = facts.handing(frozenset({wgrad.stem(mark.subject)} - {None}))
     writes.discard(mark.node.index)
-    # A write skipped because there is nothing to write or it was already written
-    # (``if wgrad is not None and not grad_added: main_grad.add_(wgrad)``) is no missing
-    # write: paths through such tests are not followed.
-    writes.update(n.index for n in unit.graph.nodes if _skips_legitimately(unit, n))
     if (
         writes
         and _only_loops_and_guards(unit, mark)
-        and deliveries.entry_to_exit_through(unit.graph, mark.node, frozenset(writes))
+        # A write skipped because there is nothing to write or it was already written
+        # (``if wgrad is not None and not grad_added: main_grad.add_(wgrad)``) is no
+        # missing write: paths through such tests are not followed.
+        and deliveries.entry_to_exit_through(
+            unit.graph, mark.node, frozenset(writes | facts.skipping_tests)
+        )
     ):
         out.report(CODE, mark.stmt, NO_WRITE.format(subject=subject))
         return
-    dropped = _dropped_gradient(unit, facts, mark, frozenset(writes))
+    dropped = gradients.dropped_before(mark, frozenset(writes))
     if dropped is not None:
         message = DROPPED.format(
             subject=subject, name=dropped.name, line=unit.context.line_of(dropped.node.owner)
         )
         out.report(CODE, mark.stmt, message)
-
-
-def _skips_legitimately(unit: Unit, node) -> bool:
-    if node.kind not in ("if", "while") or node.test is None:
-        return False
-    text = unit.context.code(node.test)
-    return "grad_added" in text or " is None" in text or " is not None" in text
 
 
 def _only_loops_and_guards(unit: Unit, mark: Mark) -> bool:
@@ -192,27 +185,42 @@ def _only_loops_and_guards(unit: Unit, mark: Mark) -> bool:
     return True
 
 
-def _dropped_gradient(unit: Unit, facts: Deliveries, mark: Mark, writes: frozenset[int]):
-    """A GEMM result bound here (not into main_grad) to a name the function hands back as a
-    gradient, that reaches the mark unused on some path and is given to main_grad by no
-    node."""
-    returned = wgrad.handed_back(unit)
-    for d in unit.graph.defs:
-        if d.kind != "assign" or d.node.index in writes or not _computes_gradient(d.value):
-            continue
-        if d.name not in returned:
-            continue  # a dgrad, a scratch result: only a gradient the function hands back
-        if d not in unit.reaching.reaching(d.name, mark.node):
-            continue
-        uses = frozenset(
-            n.index for n in unit.graph.nodes if n is not d.node and _reads(unit, n, d)
+class _Gradients:
+    """The weight gradients a function computes with a GEMM or ``@`` into a fresh tensor
+    and hands back, and the nodes that read each (computed once for all its marks)."""
+
+    def __init__(self, unit: Unit, facts: Deliveries) -> None:
+        self.unit = unit
+        returned = wgrad.handed_back(unit)
+        self.defs = [
+            d
+            for d in unit.graph.defs
+            if d.kind == "assign"
+            and d.name in returned
+            and d.node.index not in facts.touching
+            and _computes_gradient(d.value)
+        ]
+        self.uses = {d.index: self._uses(d) for d in self.defs}
+
+    def _uses(self, d) -> frozenset[int]:
+        return frozenset(
+            n.index for n in self.unit.graph.nodes if n is not d.node and _reads(self.unit, n, d)
         )
-        if not deliveries.through(unit.graph, d.node, mark.node, uses | writes):
-            continue
-        if any(i in writes for i in uses):
-            continue
-        return d
-    return None
+
+    def dropped_before(self, mark: Mark, writes: frozenset[int]):
+        """A gradient that reaches the mark unused on some path and is given to main_grad
+        by no node (a dgrad or scratch result is not handed back, so never judged)."""
+        for d in self.defs:
+            if d.node.index in writes:
+                continue
+            if d not in self.unit.reaching.reaching(d.name, mark.node):
+                continue
+            uses = self.uses[d.index]
+            if any(i in writes for i in uses):
+                continue
+            if deliveries.through(self.unit.graph, d.node, mark.node, uses | writes):
+                return d
+        return None
 
 
 def _computes_gradient(value) -> bool:
