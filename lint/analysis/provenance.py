@@ -98,7 +98,7 @@ def ctx_facts(context: ModuleContext) -> CtxFacts:
                         attrs.setdefault(attr, set()).add(names.of(stmt.value))
             elif isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
                 call = stmt.value
-                if patterns.callee_name(call) == "save_for_backward" and _on_ctx(call.func):
+                if patterns.callee_name(call) == "save_for_backward" and on_ctx(call.func):
                     saves.append(tuple(_copy_or_none(names.of(a.value)) for a in call.args))
     facts.attrs = {a: k.pop() for a, k in attrs.items() if len(k) == 1 and k <= COPIES}
     facts.refs = {a: k.pop() for a, k in refs.items() if len(k) == 1 and k <= COPIES}
@@ -108,12 +108,12 @@ def ctx_facts(context: ModuleContext) -> CtxFacts:
 
 
 def _ctx_attr(target: cst.CSTNode) -> str | None:
-    if isinstance(target, cst.Attribute) and _on_ctx(target):
+    if isinstance(target, cst.Attribute) and on_ctx(target):
         return target.attr.value
     return None
 
 
-def _on_ctx(attribute: cst.CSTNode) -> bool:
+def on_ctx(attribute: cst.CSTNode) -> bool:
     return (
         isinstance(attribute, cst.Attribute)
         and isinstance(attribute.value, cst.Name)
@@ -163,7 +163,7 @@ def of_value(
         for provenance, words in CALL_WORDS:
             if any(w in name for w in words):
                 return provenance
-        if _on_ctx(value.func) and ctx and name in ctx.refs:
+        if on_ctx(value.func) and ctx and name in ctx.refs:
             return ctx.refs[name]  # ctx.weight_ref(): a weakref taken of a copy
         if isinstance(value.func, cst.Attribute) and name.endswith("_ref"):
             return of_value(value.func, known)  # ctx.origin_weight_ref(): a weakref's object
@@ -307,7 +307,7 @@ def surely_stand_in(
     if isinstance(expr, cst.Subscript):
         return surely_stand_in(objects, unit, expr.value, node, seen)
     if isinstance(expr, cst.Attribute):
-        return objects.ctx.attrs.get(expr.attr.value) if _on_ctx(expr) else None
+        return objects.ctx.attrs.get(expr.attr.value) if on_ctx(expr) else None
     if isinstance(expr, cst.Call):
         kind = objects.of(expr)
         return kind if kind in COPIES else None
@@ -333,7 +333,7 @@ def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> s
     if isinstance(value, (cst.Name, cst.Subscript)):
         return surely_stand_in(objects, unit, value, d.node, seen)
     if isinstance(value, cst.Attribute):
-        if _on_ctx(value):
+        if on_ctx(value):
             kind = objects.ctx.attrs.get(value.attr.value) or SAVED
             return _as_stand_in(objects, d.name, kind)
         return None

@@ -178,26 +178,45 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _check_unit(unit: Unit, out: Collector) -> None:
+    candidates = [c for c in _candidates(unit) if _may_stand_in(unit, c[0], c[1])]
+    if not candidates:
+        return  # no subject bound by an assignment, no ctx attribute, no call: nothing to ask
     objects = provenance.Provenance(unit)
     in_mark_blocks = _mark_block_ids(unit)
+    for subject, node, root, what, effect in candidates:
+        if effect == "main_grad" and id(root) in in_mark_blocks:
+            continue  # GMLP007 judges what the marking block reads
+        _Reporter(unit, objects, node, out)(subject, what, effect)
+
+
+def _candidates(unit: Unit):
+    """(subject, node, root, what, effect) for each main_grad read, flag set and weakref."""
     for root, node in unit.expression_roots():
-        report = _Reporter(unit, objects, node, out)
         subject = wgrad.marked_subject(root)
         if subject is not None:
-            report(subject, "`grad_added_to_main_grad` is set on", "flag")
+            yield subject, node, root, "`grad_added_to_main_grad` is set on", "flag"
         written = _assigned_ids(root)
-        in_block = id(root) in in_mark_blocks
         for sub in patterns.walk(root):
             if id(sub) in written:
                 continue
-            if patterns.is_attr(sub, patterns.MAIN_GRAD) and not in_block:
-                report(sub.value, "main_grad is taken from", "main_grad")
-            elif patterns.is_getattr_of(sub, patterns.MAIN_GRAD) and not in_block:
-                report(
-                    patterns.positional_args(sub)[0].value, "main_grad is taken from", "main_grad"
-                )
+            if patterns.is_attr(sub, patterns.MAIN_GRAD):
+                yield sub.value, node, root, "main_grad is taken from", "main_grad"
+            elif patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
+                owner = patterns.positional_args(sub)[0].value
+                yield owner, node, root, "main_grad is taken from", "main_grad"
             elif (referent := provenance.weakref_referent(sub)) is not None:
-                report(referent, "a weakref is taken of", "weakref")
+                yield referent, node, root, "a weakref is taken of", "weakref"
+
+
+def _may_stand_in(unit: Unit, subject, node) -> bool:
+    """A cheap first look: only a name every reaching binding of which is an assignment, a
+    ``ctx`` attribute, or a call can be a known stand-in."""
+    if isinstance(subject, cst.Name):
+        defs = unit.reaching.reaching(subject.value, node)
+        return bool(defs) and all(d.kind == "assign" for d in defs)
+    if isinstance(subject, cst.Attribute):
+        return provenance.on_ctx(subject)
+    return isinstance(subject, (cst.Call, cst.Subscript))
 
 
 class _Reporter:
