@@ -221,11 +221,13 @@ def _is_plain_holding(value: cst.CSTNode) -> bool:
     or a view of one (``w.main_grad.view(-1)``)."""
     if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Dict, cst.List, cst.Tuple)):
         return True
+    if patterns.MAIN_GRAD in (patterns.callee_name(value) or ""):
+        return True  # a fetch of it: ``main_grad = ctx.main_grad_func()``
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
         return value.func.attr.value in patterns.VIEW_METHODS and _is_plain_holding(
             value.func.value
         )
-    return patterns.is_main_grad_fetch(value)
+    return False
 
 
 def _none_test(expr: cst.CSTNode) -> bool:
