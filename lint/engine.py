@@ -24,7 +24,7 @@ from .cache import Cache
 from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
-from .parsing import analysis_error, fewer_collections, run_deep, syntax_error
+from .parsing import analysis_error, fewer_collections, run_deep, syntax_error, trusted_parse
 from .project import overwrite_helpers
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
@@ -122,7 +122,8 @@ def _run_checks(source: str, path: str, enabled, helpers, classes=()) -> list[Fi
     from .analysis.module import ModuleContext
 
     try:
-        context = ModuleContext(source, path, helpers, classes)
+        with trusted_parse():  # Python compiled ``source`` (``lint_source`` asked it first)
+            context = ModuleContext(source, path, helpers, classes)
         out = Collector(context, enabled)
         for check in registry.module_checks(enabled):
             check(context, out)

@@ -222,3 +222,42 @@ def test_the_analysis_runs_with_fewer_collections_and_restores_the_threshold(mon
     engine.lint_source(TRUTH.source, "a.py", frozenset({"GMLP004"}))
     assert seen == [(parsing.COLLECTION_THRESHOLD, *before[1:])]
     assert gc.get_threshold() == before
+
+
+def test_libcsts_node_checks_are_off_while_it_parses_and_on_again_after(monkeypatch):
+    # Each Name node libcst builds would run its check; the parse (and analysis) of a file
+    # with main_grad code and no finding runs none, and a node built by hand afterwards is
+    # checked as before.
+    import libcst
+
+    from gmlp_check.lint import engine
+
+    checked = []
+    original = libcst.Name._validate
+    monkeypatch.setattr(
+        libcst.Name, "_validate", lambda node: checked.append(node.value) or original(node)
+    )
+    valid = rule("GMLP004").valid[0].source
+    assert engine.mentions_contract(valid)
+    assert engine.lint_source(valid, "a.py", frozenset({"GMLP004"})) == []
+    assert checked == []
+    with pytest.raises(libcst.CSTValidationError):
+        libcst.Name("not an identifier")
+    assert checked == ["not an identifier"]
+
+
+def test_a_libcst_whose_node_hook_does_more_than_check_keeps_it_while_parsing(monkeypatch):
+    # A libcst version whose __post_init__ does other work: that hook stays on.
+    import libcst
+
+    from gmlp_check.lint import engine
+
+    built = []
+
+    def post_init(node) -> None:
+        built.append(type(node).__name__)
+        node._validate()
+
+    monkeypatch.setattr(libcst.CSTNode, "__post_init__", post_init)
+    engine.lint_source(TRUTH.source, "a.py", frozenset({"GMLP004"}))
+    assert "Name" in built
