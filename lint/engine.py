@@ -24,7 +24,7 @@ from .cache import Cache
 from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
-from .parsing import analysis_error, fewer_collections, run_deep, syntax_error, trusted_parse
+from .parsing import analysis_error, no_collections, run_deep, syntax_error, trusted_parse
 from .project import overwrite_helpers
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
@@ -94,7 +94,7 @@ def lint_source(
     )
     findings: list[Finding] = []
     if analysed:
-        with fewer_collections():
+        with no_collections():
             error = analysis_error(source, path)
             if error is not None:
                 raise error

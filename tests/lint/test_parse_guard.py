@@ -208,20 +208,34 @@ def test_under_a_tight_address_space_limit_the_analysis_runs_without_its_big_sta
     assert f"a.py:{TRUTH.line}:" in result.stdout
 
 
-def test_the_analysis_runs_with_fewer_collections_and_restores_the_threshold(monkeypatch):
-    # Seen from inside a rule's check: the threshold in force while the file is analysed.
+def test_the_analysis_runs_with_the_collector_off_and_turns_it_back_on(monkeypatch):
+    # Seen from inside a rule's check: the collector while the file is analysed.
     import gc
 
-    from gmlp_check.lint import engine, parsing, registry
+    from gmlp_check.lint import engine, registry
 
     seen = []
     monkeypatch.setattr(
-        registry, "module_checks", lambda enabled: [lambda *_: seen.append(gc.get_threshold())]
+        registry, "module_checks", lambda enabled: [lambda *_: seen.append(gc.isenabled())]
     )
-    before = gc.get_threshold()
+    assert gc.isenabled()
     engine.lint_source(TRUTH.source, "a.py", frozenset({"GMLP004"}))
-    assert seen == [(parsing.COLLECTION_THRESHOLD, *before[1:])]
-    assert gc.get_threshold() == before
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_a_collector_the_caller_turned_off_stays_off_after_the_analysis():
+    import gc
+
+    from gmlp_check.lint import engine
+
+    gc.disable()
+    try:
+        findings = engine.lint_source(TRUTH.source, "a.py", frozenset({"GMLP004"}))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert [f.line for f in findings] == [TRUTH.line]
 
 
 def test_libcsts_node_checks_are_off_while_it_parses_and_on_again_after(monkeypatch):
