@@ -10,12 +10,16 @@ sees it), the median wall time of several runs:
 * real_trees (``--tree NAME=PATH``, repeatable): a checkout as it is (Transformer Engine's
   or Megatron-LM's whole repository), with the default worker count, and its CPU time
   (user + system of the whole process tree, which other load on the machine does not
-  inflate the way it inflates wall time); with no cache, and with a filled cache.
+  inflate the way it inflates wall time); with no cache, and with a filled cache. Each
+  run's wall and CPU seconds are kept, with the machine's 1-minute load before and after
+  the tree's runs (other work on a shared machine stretches both).
 
 Every figure but the last lints with ``--no-cache``: each file is linted, every run.
+``--trees-only`` leaves out the single-file and generated-tree figures.
 
     python scripts/bench_lint.py --output bench_lint.json
     python scripts/bench_lint.py --tree TE=/path/TransformerEngine --tree MLM=/path/Megatron-LM
+    python scripts/bench_lint.py --trees-only --tree-runs 5 --tree MLM=/path/Megatron-LM
 """
 
 from __future__ import annotations
@@ -80,20 +84,36 @@ def lint_command() -> list[str]:
 
 
 def median_seconds(command: list[str], runs: int, cwd: Path | None = None) -> dict:
-    times = []
+    return summary(timed_runs(command, runs, cwd))
+
+
+def timed_runs(command: list[str], runs: int, cwd: Path | None = None) -> list[tuple[float, float]]:
+    """(wall seconds, CPU seconds of the process tree: user + system) of each run."""
+    measured = []
     for _ in range(runs):
+        before = os.times()
         start = time.perf_counter()
         completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
-        times.append(time.perf_counter() - start)
+        wall = time.perf_counter() - start
+        after = os.times()
+        cpu = (after.children_user - before.children_user) + (
+            after.children_system - before.children_system
+        )
+        measured.append((wall, cpu))
         if completed.returncode not in (0, 1):
             raise SystemExit(
                 f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr}"
             )
+    return measured
+
+
+def summary(measured: list[tuple[float, float]]) -> dict:
+    times = [wall for wall, _ in measured]
     return {
         "median_s": round(statistics.median(times), 4),
         "min_s": round(min(times), 4),
         "max_s": round(max(times), 4),
-        "runs": runs,
+        "runs": len(times),
     }
 
 
@@ -102,23 +122,33 @@ def timed_tree(command: list[str], runs: int, root: Path) -> dict:
     linting ``root`` as it is: with no cache (every file linted: the figure a first run, CI
     without a kept cache, or a new gmlp-lint version sees), and again with a cache that one
     earlier run filled (the figure of a run after editing a few files, or none)."""
+    load_before = os.getloadavg()[0]
     figures = cpu_timed([*command, "--no-cache", "--no-progress", "."], runs, root)
     with tempfile.TemporaryDirectory(prefix="gmlp-lint-bench-cache-") as cache:
         cached = [*command, "--cache-dir", cache, "--no-progress", "."]
-        median_seconds(cached, 1, root)  # fills the cache
+        timed_runs(cached, 1, root)  # fills the cache
         warm = cpu_timed(cached, runs, root)
     files = sum(1 for _ in root.rglob("*.py"))
-    return {"files": files, **figures, "cached": warm}
+    load = {"before": load_before, "after": os.getloadavg()[0]}
+    return {"files": files, **figures, "cached": warm, "load_average_1min": load}
 
 
 def cpu_timed(command: list[str], runs: int, root: Path) -> dict:
-    before = os.times()
-    figures = median_seconds(command, runs, root)
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
-    )
-    return {"default_jobs": figures, "cpu_s_per_run": round(cpu / runs, 3)}
+    measured = timed_runs(command, runs, root)
+    cpu = [round(c, 3) for _, c in measured]
+    return {
+        "default_jobs": summary(measured),
+        "cpu_s_per_run": round(sum(cpu) / runs, 3),
+        "cpu_s_median": round(statistics.median(cpu), 3),
+        "runs_wall_s": [round(wall, 3) for wall, _ in measured],
+        "runs_cpu_s": cpu,
+    }
+
+
+def available_cpus() -> int:
+    """CPUs the benchmark may run on (a container's share, as gmlp-lint counts them)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
 def tree_pair(text: str) -> tuple[str, Path]:
@@ -154,22 +184,8 @@ def positive(text: str) -> int:
     return value
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", type=Path, help="JSON file to write (default: stdout)")
-    parser.add_argument("--runs", type=positive, default=7, help="runs per single-file figure")
-    parser.add_argument("--tree-runs", type=positive, default=3, help="runs per tree figure")
-    parser.add_argument("--files", type=positive, default=3000, help="files in the tree")
-    parser.add_argument(
-        "--main-grad-every", type=positive, default=20, help="every N-th file holds main_grad code"
-    )
-    parser.add_argument(
-        "--tree", type=tree_pair, action="append", default=[], metavar="NAME=PATH",
-        help="also time linting this checkout as it is (repeatable)",
-    )  # fmt: skip
-    args = parser.parse_args(argv)
-    load_before = os.getloadavg()  # other work on the machine stretches wall times
-    command = [*lint_command(), "--no-cache"]  # every figure but "cached" lints every file
+def generated_figures(command: list[str], args: argparse.Namespace) -> tuple[dict, dict]:
+    """The single-file figures and the generated tree's."""
     with tempfile.TemporaryDirectory(prefix="gmlp-lint-bench-") as scratch:
         scratch = Path(scratch)
         heavy = scratch / "fused_mlp.py"
@@ -190,6 +206,35 @@ def main(argv: list[str] | None = None) -> None:
         tree["one_job"] = median_seconds(
             [*command, "--no-progress", "-j", "1", "."], args.tree_runs, tree_root
         )
+    return single, tree
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, help="JSON file to write (default: stdout)")
+    parser.add_argument("--runs", type=positive, default=7, help="runs per single-file figure")
+    parser.add_argument("--tree-runs", type=positive, default=3, help="runs per tree figure")
+    parser.add_argument("--files", type=positive, default=3000, help="files in the tree")
+    parser.add_argument(
+        "--main-grad-every", type=positive, default=20, help="every N-th file holds main_grad code"
+    )
+    parser.add_argument(
+        "--tree", type=tree_pair, action="append", default=[], metavar="NAME=PATH",
+        help="also time linting this checkout as it is (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--trees-only", action="store_true",
+        help="time only the --tree checkouts (no single-file or generated-tree figures)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()  # other work on the machine stretches wall times
+    command = [*lint_command(), "--no-cache"]  # every figure but "cached" lints every file
+    single = tree = None
+    if not args.trees_only:
+        single, tree = generated_figures(command, args)
+    real_trees = {
+        name: timed_tree(lint_command(), args.tree_runs, path) for name, path in args.tree
+    }
     report = {
         "tool": "gmlp-lint",
         "command": [Path(command[0]).name, *command[1:]],
@@ -200,13 +245,12 @@ def main(argv: list[str] | None = None) -> None:
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "cpus_available": available_cpus(),
             "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
         },
         "single_file": single,
         "tree": tree,
-        "real_trees": {
-            name: timed_tree(lint_command(), args.tree_runs, path) for name, path in args.tree
-        },
+        "real_trees": real_trees,
     }
     text = json.dumps(report, indent=2) + "\n"
     if args.output is None:

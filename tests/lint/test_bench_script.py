@@ -78,3 +78,25 @@ def test_bench_script_times_the_linter_itself(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     assert "gmlp-lint" in completed.stdout
+
+
+def test_bench_script_times_only_trees_and_keeps_each_run(tmp_path):
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "b.py").write_text("def f(p):\n    return p.main_grad\n")
+    output = tmp_path / "bench.json"
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--trees-only", "--tree-runs", "2",
+         "--tree", f"mine={checkout}", "--output", str(output)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(output.read_text())
+    assert report["single_file"] is None and report["tree"] is None
+    mine = report["real_trees"]["mine"]
+    for figures in (mine, mine["cached"]):
+        assert len(figures["runs_wall_s"]) == len(figures["runs_cpu_s"]) == 2
+        assert all(cpu > 0 for cpu in figures["runs_cpu_s"])
+        assert figures["cpu_s_median"] > 0
+    assert set(mine["load_average_1min"]) == {"before", "after"}
+    assert report["machine"]["cpus_available"] >= 1
