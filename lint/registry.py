@@ -50,6 +50,7 @@ RULE_MODULES = {
     "GMLP020": "inherited_backward_dw_misses_layer",
     "GMLP021": "delay_mode_mismatch",
     "GMLP022": "dummy_wgrad_copied_as_real",
+    "GMLP023": "wgrad_queued_on_every_path",
     "GMLP030": "main_grad_on_stand_in",
     "GMLP031": "main_grad_handed_on_as_grad",
     "GMLP032": "grad_added_without_write",

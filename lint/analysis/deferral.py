@@ -1,0 +1,214 @@
+"""Where a backward pass hands its weight-gradient work to somebody else (issue #19, class 6).
+
+A split backward (zero-bubble pipelines, ``delay_wgrad_compute``) queues the wgrad work, a
+callable that writes ``main_grad``, into a store that a later step pops. Whether to queue is
+a mode of the step: a pipeline's warm-up, or a layer built without delay, computes the
+weight gradient at once. This module finds, in each ``backward``, the calls that hand such a
+callable to an object (``store.put(..., partial(process_wgrad, w))``,
+``queue.append(lambda: w.main_grad.add_(g))``) and whether some path of the function does
+the work itself instead: an enclosing ``if`` (or ``elif``/``else``) whose other branch calls
+something, or an earlier ``if`` in an enclosing block that calls something and returns.
+
+What "the callable writes main_grad" means here: the lambda, the ``partial``'s arguments,
+or the body of the function it names (nested in the backward or defined at the top of the
+file) spell an identifier holding ``main_grad`` (``main_grad``, ``main_grads``,
+``w.main_grad``), following names bound in the function and functions called by name, a few
+levels deep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import patterns
+from .module import ModuleContext, suite_body
+
+MAIN_GRAD = "main_grad"
+BACKWARD = "backward"
+PARTIALS = frozenset({"partial"})
+# How many names (bindings, functions called by name) are followed from a callable.
+MAX_FOLLOWED = 3
+
+
+@dataclass(frozen=True)
+class Handoff:
+    call: cst.Call  # the call that hands the wgrad work on
+    alternative: bool  # some path of the function does the work itself
+
+
+def handoffs(context: ModuleContext) -> list[Handoff]:
+    """Every hand-off of wgrad work in the file's ``backward`` functions."""
+    if MAIN_GRAD not in context.source:
+        return []
+    top = {
+        stmt.name.value: stmt for stmt in context.module.body if isinstance(stmt, cst.FunctionDef)
+    }
+    found: list[Handoff] = []
+    for unit in context.units:
+        owner = unit.owner
+        if isinstance(owner, cst.FunctionDef) and owner.name.value == BACKWARD:
+            scope = _Scope(owner, top)
+            found.extend(
+                Handoff(call, alternative)
+                for call, alternative in _calls(suite_body(owner.body), False)
+                if any(scope.writes_main_grad(arg.value) for arg in call.args)
+            )
+    return found
+
+
+class _Scope:
+    """The names of one backward: its nested functions, its local bindings, and the file's
+    top-level functions."""
+
+    def __init__(self, function: cst.FunctionDef, top: dict[str, cst.FunctionDef]) -> None:
+        self.functions = dict(top)
+        self.bindings: dict[str, list[cst.CSTNode]] = {}
+        for node in _walk_with_nested(function.body):
+            if isinstance(node, cst.FunctionDef):
+                self.functions[node.name.value] = node
+            elif isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        self.bindings.setdefault(target.target.value, []).append(node.value)
+
+    def writes_main_grad(self, arg: cst.CSTNode, depth: int = 0) -> bool:
+        """``arg`` is a callable (lambda, ``partial(f, ...)``, the name of a function) whose
+        work spells main_grad."""
+        if isinstance(arg, cst.Lambda):
+            return self._spells(arg.body)
+        if isinstance(arg, cst.Call) and patterns.callee_name(arg) in PARTIALS and arg.args:
+            named = arg.args[0].value
+            return self._names_function(named, depth) or any(
+                self._spells(a.value) for a in arg.args
+            )
+        return self._names_function(arg, depth)
+
+    def _names_function(self, node: cst.CSTNode, depth: int) -> bool:
+        """The name of a function, or of a local bound to a lambda or ``partial``."""
+        if not isinstance(node, cst.Name) or depth > MAX_FOLLOWED:
+            return False
+        if node.value in self.functions:
+            return self._spells(self.functions[node.value].body)
+        return any(
+            self.writes_main_grad(value, depth + 1)
+            for value in self.bindings.get(node.value, ())
+            if isinstance(value, (cst.Lambda, cst.Call))
+            and (isinstance(value, cst.Lambda) or patterns.callee_name(value) in PARTIALS)
+        )
+
+    def _spells(self, node: cst.CSTNode) -> bool:
+        pending, seen = [node], set()
+        while pending:
+            current = pending.pop()
+            for sub in _walk_with_nested(current):
+                if isinstance(sub, cst.Attribute) and MAIN_GRAD in sub.attr.value:
+                    return True
+                if isinstance(sub, cst.Name):
+                    word = sub.value
+                    if MAIN_GRAD in word:
+                        return True
+                    if word not in seen and len(seen) < MAX_FOLLOWED * 4:
+                        seen.add(word)
+                        if word in self.functions:
+                            pending.append(self.functions[word].body)
+                        pending.extend(self.bindings.get(word, ()))
+            if len(seen) > MAX_FOLLOWED * 4:
+                break
+        return False
+
+
+def _walk_with_nested(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(patterns.children(current))
+
+
+def _calls(body: Sequence[cst.CSTNode], alternative: bool) -> Iterator[tuple[cst.Call, bool]]:
+    """Method calls made as statements in ``body`` (``x.put(...)``, ``h = x.put(...)``),
+    with whether another path of the function does work instead (see the module's text)."""
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                value = getattr(small, "value", None)
+                if isinstance(small, (cst.Expr, cst.Assign)) and _is_method_call(value):
+                    yield value, alternative
+        elif isinstance(stmt, cst.If):
+            yield from _branches(stmt, alternative)
+            if stmt.orelse is None and _does_work_and_returns(stmt.body):
+                alternative = True  # the rest of this block runs only when that path did not
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:
+            for suite in _suites(stmt):
+                yield from _calls(suite_body(suite), alternative)
+
+
+def _branches(stmt: cst.If, alternative: bool) -> Iterator[tuple[cst.Call, bool]]:
+    arms: list[cst.BaseSuite] = [stmt.body]
+    current: cst.CSTNode | None = stmt.orelse
+    while current is not None:
+        arms.append(current.body)
+        current = current.orelse if isinstance(current, cst.If) else None
+    for index, arm in enumerate(arms):
+        others = arms[:index] + arms[index + 1 :]
+        here = alternative or any(_calls_something(other) for other in others)
+        yield from _calls(suite_body(arm), here)
+
+
+def _suites(stmt: cst.CSTNode) -> Iterator[cst.BaseSuite]:
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.BaseSuite):
+        yield body
+    for handler in getattr(stmt, "handlers", ()):
+        yield handler.body
+    for attr in ("orelse", "finalbody"):
+        part = getattr(stmt, attr, None)
+        if part is not None and isinstance(getattr(part, "body", None), cst.BaseSuite):
+            yield part.body
+
+
+def _is_method_call(node: cst.CSTNode | None) -> bool:
+    """A call of an object's method (``functools.partial(...)`` builds the work, it hands
+    nothing on)."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value not in PARTIALS
+    )
+
+
+def _calls_something(suite: cst.BaseSuite) -> bool:
+    """The branch does some work: it calls something (a branch that only assigns, raises
+    or passes computes no weight gradient)."""
+    return any(
+        isinstance(n, cst.Call)
+        for stmt in suite_body(suite)
+        if not _raises(stmt)
+        for n in patterns.walk(stmt)
+    )
+
+
+def _raises(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(s, (cst.Raise, cst.Assert)) for s in stmt.body
+    )
+
+
+def _does_work_and_returns(suite: cst.BaseSuite) -> bool:
+    """The branch calls something before it returns (``return dx, None`` alone computes no
+    weight gradient)."""
+    body = suite_body(suite)
+    if not body or not isinstance(body[-1], cst.SimpleStatementLine):
+        return False
+    returns = any(isinstance(s, cst.Return) for s in body[-1].body)
+    return returns and any(
+        isinstance(n, cst.Call)
+        for stmt in body[:-1]
+        if not _raises(stmt)
+        for n in patterns.walk(stmt)
+    )

@@ -1,0 +1,163 @@
+"""GMLP023: a backward that queues its weight-gradient work on every path."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+deferral = LazyModule("..analysis.deferral", __package__)
+
+CODE = "GMLP023"
+RULE = Rule(
+    code=CODE,
+    name="wgrad-queued-on-every-path",
+    summary=(
+        "A backward hands its weight-gradient work (a callable that writes main_grad) to a "
+        "store on every path: when the step does not split the backward pass (pipeline "
+        "warm-up, a layer built without delayed wgrad) nobody computes it at once."
+    ),
+    flags=(
+        "in a `backward`, a method call (`store.put(...)`, `queue.append(...)`) given a "
+        "callable whose work spells main_grad (a lambda, `partial(f, ...)`, a function of "
+        "the file or of the backward) with no other path that does the work: no enclosing "
+        "`if`/`else` branch that calls something instead, no earlier `if` that calls "
+        "something and returns"
+    ),
+    explanation="""
+        Issue #19, class 6 (delayed wgrad). A split backward (zero-bubble pipelines, TE's
+        and Megatron-LM's `delay_wgrad_compute`) computes the input gradient now and queues
+        the weight gradient for a later step. Queueing is a mode: in a zero-bubble
+        schedule's warm-up and cool-down steps, and in a layer built without delayed wgrad,
+        backward is not split and the weight gradient must be computed at once. A backward
+        that queues on every path either trips the store's own check (Primus #287: the
+        store asserts it is splitting) or leaves the work queued for a `backward_dw` that is
+        never called, and main_grad never receives that microbatch's gradient. The correct
+        shape tests the mode: `if store.delay_wgrad_compute(): store.put(...)` with an
+        `else` that computes it, or an early `if not splitting: compute; return`.
+
+        Seen: functions named `backward` (an autograd Function's, or a module's), the
+        method calls they make as statements, the callables among the arguments (a lambda,
+        `partial(f, ...)`, the name of a function nested in the backward or defined at the
+        top of the file, or a local bound to a lambda / `partial`) whose work spells an
+        identifier holding `main_grad`, following local bindings and functions called by
+        name a few levels deep; the enclosing `if` / `elif` / `else` branches and earlier
+        `if ...: return` blocks of the backward.
+
+        Not seen: which test is the delay mode (any other branch that calls something
+        counts as computing the gradient at once: a test of an unrelated switch hides the
+        bug), work that writes the weight gradient without spelling main_grad (a `.grad`
+        returned later), hand-offs made in helpers of the backward, and stores whose `put`
+        itself falls back to computing at once when not splitting.
+    """,
+    fix="""
+        Queue only when the step splits the backward pass and compute the weight gradient
+        at once otherwise: `if store.delay_wgrad_compute(): store.put(args, work)` /
+        `else: work(*args)`. No automatic fix.
+    """,
+    fix_summary="none (test the delay mode, compute at once otherwise)",
+    valid=(
+        Example(
+            """
+            class _LinearWithSplit(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+                    work = functools.partial(process_wgrad, weight)
+                    if WeightGradStore.split_bw():
+                        WeightGradStore.put(weight, functools.partial(pre, grad_output, x), work)
+                    else:
+                        work(*pre(grad_output, x))
+                    return grad_output @ weight, None
+
+
+            def process_wgrad(weight, grad_output, x, handle=None):
+                wgrad_gemm_accum_fp32(x, grad_output, weight.main_grad)
+            """
+        ),
+        Example(
+            """
+            class _LinearWithSplit(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+                    if not ctx.wgrad_store.delay_wgrad_compute():
+                        weight.main_grad.addmm_(grad_output.t(), x)
+                        return grad_output @ weight, None
+                    ctx.wgrad_store.put([x, grad_output], lambda x, g: accumulate(weight, x, g))
+                    return grad_output @ weight, None
+
+
+            def accumulate(weight, x, g):
+                weight.main_grad.addmm_(g.t(), x)
+            """
+        ),
+        Example(
+            """
+            class _LinearWithSplit(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+                    ctx.pending.put([x, grad_output], functools.partial(print, "done"))
+                    return grad_output @ weight, None
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class _LinearWithSplit(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+
+                    def process_wgrad(weight, grad_output, x, handle=None):
+                        wgrad_gemm_accum_fp32(x, grad_output, weight.main_grad)
+
+                    WeightGradStore.put(
+                        weight,
+                        functools.partial(pre, grad_output, x),
+                        functools.partial(process_wgrad, weight),
+                    )
+                    return grad_output @ weight, None
+            """,
+            line=9,
+        ),
+        Example(
+            """
+            class _LinearWithSplit(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+                    if ctx.requires_wgrad:
+                        ctx.wgrad_store.put([x, grad_output], lambda x, g: accumulate(weight, x, g))
+                    else:
+                        wgrad = None
+                    return grad_output @ weight, None
+
+
+            def accumulate(weight, x, g):
+                weight.main_grad.addmm_(g.t(), x)
+            """,
+            line=6,
+        ),
+    ),
+)
+
+
+MESSAGE = (
+    "the weight-gradient work (it writes main_grad) is queued on every path of this "
+    "backward: when the step does not split the backward pass (warm-up, no delayed wgrad) "
+    "it is never computed at once; test the delay mode and compute it otherwise"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    for handoff in context.shared(deferral.handoffs):
+        if not handoff.alternative:
+            out.report(CODE, handoff.call, MESSAGE)
