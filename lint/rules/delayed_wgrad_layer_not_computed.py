@@ -23,9 +23,11 @@ RULE = Rule(
         "that layer's weight gradient is never computed."
     ),
     flags=(
-        "a weight layer built in `__init__` that the class's `backward_dw` (its own or an "
-        "inherited one, following `self.m()` calls) never mentions; a class that takes "
-        "`delay_wgrad_compute` and builds weight layers but has no `backward_dw`"
+        "a weight layer built in `__init__`, or kept in `self.x` by another method (built "
+        "there or returned by a method of the class that builds layers: a fused path made "
+        "on first use), that the class's `backward_dw` (its own or an inherited one, "
+        "following `self.m()` calls) never mentions; a class that takes "
+        "`delay_wgrad_compute` and builds weight layers in `__init__` but has no `backward_dw`"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). With `delay_wgrad_compute`, a
@@ -40,7 +42,11 @@ RULE = Rule(
         Seen: the class model of the file (bases, methods, the layers `__init__` assigns to
         `self`: calls whose callee names a `Linear`, or `build_module` given a spec named
         `linear_*` / `*_proj`, alone or in a container such as a `ModuleList`; PyTorch's
-        `nn.Linear` always computes its wgrad eagerly and is left out), with methods resolved
+        `nn.Linear` always computes its wgrad eagerly and is left out; and the layers other
+        methods keep in `self.x`, built there or returned by a method of the class that
+        builds them, such as a fused implementation made on the first forward: Megatron-LM
+        #4095's branch built TEGroupedMLP's fused FC1/FC2 ops lazily while `backward_dw`
+        drove only the unfused layers the fused path never runs), with methods resolved
         through the bases defined in the same file. A layer counts as reached when
         `backward_dw` or a method it calls through `self.` mentions the attribute at all, or
         mentions an attribute that was given delayed-wgrad callables naming it (a list,
@@ -49,7 +55,7 @@ RULE = Rule(
         Not seen: bases defined in other files (they may define `backward_dw` or reach the
         layer: such classes are not reported here, nor is a `backward_dw` that calls
         `super()` into such a base; GMLP020 resolves those found in the run), layers built
-        outside `__init__`, layers
+        outside the class and handed in, layers
         that legitimately compute their wgrad eagerly, and which layers the configuration
         actually builds.
     """,
@@ -145,6 +151,26 @@ RULE = Rule(
         ),
         Example(
             """
+            class Experts(MegatronModule):
+                def __init__(self, config, submodules):
+                    self.linear_fc1 = build_module(submodules.linear_fc1, config)
+                    self._fused = None
+
+                def _make_fused(self):
+                    return ops.Sequential(ops.GroupedLinear(self.linear_fc1.in_features))
+
+                def forward(self, x):
+                    if self._fused is None:
+                        self._fused = (self._make_fused(),)
+                    return self._fused[0](x)
+
+                def backward_dw(self):
+                    self.linear_fc1.backward_dw()
+            """,
+            line=7,
+        ),
+        Example(
+            """
             class Mixer(MegatronModule):
                 def __init__(self, config):
                     self.in_proj = build_module(submodules.in_proj, config)
@@ -161,6 +187,12 @@ MISSED = (
     "`self.{attr}` is a weight layer, but `{owner}.backward_dw` never reaches it: with "
     "delayed wgrad its weight gradient is never computed"
 )
+LATE = (
+    "`self.{attr}` holds a weight layer built here, outside `__init__`, but "
+    "`{owner}.backward_dw` never reaches it: with delayed wgrad that path's weight "
+    "gradient is never computed (or computed outside the delayed schedule, its hooks "
+    "never driven)"
+)
 NONE = (
     "`{name}` takes delay_wgrad_compute and builds weight layers ({attrs}) but has no "
     "backward_dw: with delayed wgrad their weight gradients are never computed"
@@ -172,11 +204,12 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     index = context.shared(classes.class_index)
     for model in index.classes.values():
-        if not model.layers:
-            continue
         backward_dw = index.method(model, classes.BACKWARD_DW)
+        late = classes.late_layers(model) if backward_dw is not None else {}
+        if not model.layers and not late:
+            continue
         if backward_dw is None:
-            if index.spells_delay(model) and not index.may_inherit_unknown(model):
+            if model.layers and index.spells_delay(model) and not index.may_inherit_unknown(model):
                 attrs = ", ".join(f"`self.{a}`" for a in model.layers)
                 out.report(CODE, model.node.name, NONE.format(name=model.name, attrs=attrs))
             continue
@@ -187,3 +220,6 @@ def check(context: ModuleContext, out: Collector) -> None:
         for attr, assignment in model.layers.items():
             if attr not in reached:
                 out.report(CODE, assignment, MISSED.format(attr=attr, owner=owner))
+        for attr, where in late.items():
+            if attr not in reached:
+                out.report(CODE, where, LATE.format(attr=attr, owner=owner))
