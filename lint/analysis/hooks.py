@@ -12,7 +12,11 @@ so the code that fires it must set one of the two itself.
 A *firing* is a call of a hook read off a plain name: ``p.<attr>(...)`` or ``h()`` where
 ``h = getattr(p, "<attr>", ...)`` / ``h = p.<attr>`` reaches the call, with ``<attr>`` a
 single stored hook about gradients (it names a hook and a gradient, is not plural, and is
-not a maker, registrar or trigger of hooks).
+not a maker, registrar or trigger of hooks). Hooks kept in a container whose name is the
+plural of such a hook are fired for a known parameter too: ``hooks[p]()`` (or ``h()`` with
+``h = hooks[p]``) for the key ``p``, and ``h()`` in ``for p, h in zip(params, hooks)`` for
+the parameter ``p`` it is paired with. A loop over the container alone (``for h in hooks:
+h()``) says nothing about whose hook it is and is not a firing here.
 
 *Bookkeeping* for ``p`` is a statement that assigns ``p.grad`` or
 ``p.grad_added_to_main_grad`` (directly or by ``setattr``), a test
@@ -67,23 +71,48 @@ _BOUND_HOOK = re.compile(
 )
 
 
+# ``h = hooks[p]`` and ``for p, h in zip(params, hooks)``: a local holding a hook taken from
+# a container of hooks; ``hooks[p](...)``: one fired straight from it.
+_CONTAINER_LOCAL = re.compile(r"(\w+)\s*=\s*[\w.]*?(\w+hooks)\[")
+_ZIPPED_LOCALS = re.compile(r"for\s+\(?\s*(\w+)\s*,\s*(\w+)\s*\)?\s+in\s+zip\(")
+_CONTAINER_FIRING = re.compile(r"(\w+hooks)\[[^\]]+\]\s*\(")
+
+
 def hook_locals(source: str) -> frozenset[str]:
-    """Names that some line of ``source`` binds to a stored hook (a text scan of the lines
-    that say hook: it only picks the units worth the walk of ``firings``)."""
+    """Names that some line of ``source`` binds to a stored hook, or to a hook taken from a
+    container of them (a text scan of the lines that say hook: it only picks the units
+    worth the walk of ``firings``). The empty name stands for a hook fired straight from a
+    container (``hooks[p]()``): every unit is then worth the walk."""
     found = set()
     for line in source.splitlines():
         if "hook" in line:
             for match in _BOUND_HOOK.finditer(line):
                 if is_stored_hook(match.group(2) or match.group(3)):
                     found.add(match.group(1))
+            for match in _CONTAINER_LOCAL.finditer(line):
+                if is_hook_container(match.group(2)):
+                    found.add(match.group(1))
+            for match in _ZIPPED_LOCALS.finditer(line):
+                found.update(match.groups())
+            if any(is_hook_container(m.group(1)) for m in _CONTAINER_FIRING.finditer(line)):
+                found.add("")
     return frozenset(found)
 
 
 def may_fire(unit: Unit, bound: frozenset[str]) -> bool:
     """The unit calls something named after a hook, ``getattr``, or a local bound to a
-    stored hook."""
+    stored hook (any unit, when the file fires a hook straight from a container)."""
     calls = unit.survey.calls
-    return bool(calls & bound) or any("hook" in name or name == "getattr" for name in calls)
+    return (
+        "" in bound
+        or bool(calls & bound)
+        or any("hook" in name or name == "getattr" for name in calls)
+    )
+
+
+def is_hook_container(word: str) -> bool:
+    """The plural of a stored hook's name (``_grad_accum_hooks``)."""
+    return word.endswith("hooks") and is_stored_hook(word[:-1])
 
 
 def firings(unit: Unit) -> Iterator[Firing]:
@@ -100,16 +129,51 @@ def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
     func = call.func
     if type(func) is cst.Attribute and type(func.value) is cst.Name:
         return func.value.value if is_stored_hook(func.attr.value) else None
+    if type(func) is cst.Subscript:
+        return _container_key(func)
     if type(func) is not cst.Name:
         return None
-    subjects = {_hook_owner(d.value) for d in unit.reaching.reaching(func.value, node)}
+    subjects = {
+        _zipped_owner(d) if d.kind == "for" else _hook_owner(d.value)
+        for d in unit.reaching.reaching(func.value, node)
+    }
     if len(subjects) == 1 and None not in subjects:
         return subjects.pop()
     return None
 
 
+def _container_key(expr: cst.CSTNode) -> str | None:
+    """``p`` for ``hooks[p]`` with ``hooks`` a container of stored hooks."""
+    if type(expr) is not cst.Subscript or len(expr.slice) != 1:
+        return None
+    index = expr.slice[0].slice
+    key = getattr(index, "value", None)
+    if type(key) is cst.Name and is_hook_container(_last_word(expr.value, lower=False)):
+        return key.value
+    return None
+
+
+def _zipped_owner(definition) -> str | None:
+    """``p`` for the ``h`` of ``for p, h in zip(params, hooks)``: the name paired with a
+    container of stored hooks (two names, two containers)."""
+    loop, target = definition.node.owner, definition.target
+    if type(loop) is not cst.For or type(loop.target) is not cst.Tuple:
+        return None
+    names = [e.value for e in loop.target.elements]
+    args = loop.iter.args if patterns.callee_name(loop.iter) == "zip" else ()
+    if len(names) != 2 or len(args) != 2 or not all(type(n) is cst.Name for n in names):
+        return None
+    mine = next((i for i, n in enumerate(names) if n is target), None)
+    if mine is None or not is_hook_container(_last_word(args[mine].value, lower=False)):
+        return None
+    return names[1 - mine].value
+
+
 def _hook_owner(value: cst.CSTNode | None) -> str | None:
-    """``p`` for ``getattr(p, "<stored hook>", ...)`` or ``p.<stored hook>``."""
+    """``p`` for ``getattr(p, "<stored hook>", ...)``, ``p.<stored hook>`` or
+    ``<hooks>[p]``."""
+    if type(value) is cst.Subscript:
+        return _container_key(value)
     if type(value) is cst.Attribute and type(value.value) is cst.Name:
         return value.value.value if is_stored_hook(value.attr.value) else None
     if patterns.callee_name(value) == "getattr" and type(value.func) is cst.Name:
@@ -251,9 +315,11 @@ def notifying_nodes(unit: Unit) -> list[Node]:
     return found
 
 
-def _last_word(expr: cst.CSTNode) -> str:
+def _last_word(expr: cst.CSTNode, lower: bool = True) -> str:
     if type(expr) is cst.Name:
-        return expr.value.lower()
-    if type(expr) is cst.Attribute:
-        return expr.attr.value.lower()
-    return ""
+        word = expr.value
+    elif type(expr) is cst.Attribute:
+        word = expr.attr.value
+    else:
+        return ""
+    return word.lower() if lower else word

@@ -23,7 +23,9 @@ RULE = Rule(
         "its `grad_added_to_main_grad` nor gives its `.grad` a value."
     ),
     flags=(
-        "`p._grad_accum_hook(...)` / `h()` with `h = getattr(p, '<grad hook>')` reached on a "
+        "`p._grad_accum_hook(...)` / `h()` with `h = getattr(p, '<grad hook>')`, or a hook "
+        "of a container of them fired for `p` (`hooks[p]()`, `h()` in "
+        "`for p, h in zip(params, hooks)`), reached on a "
         "path with no `p.grad = ...`, no `p.grad_added_to_main_grad = ...`, no call handed "
         "`p` and no `backward_dw()`"
     ),
@@ -50,8 +52,15 @@ RULE = Rule(
         helper may keep the books) or a `backward_dw()` call (the delayed-wgrad protocol
         keeps the books of the weights it computes).
 
+        Seen besides: hooks kept in a container named as their plural
+        (`_grad_accum_hooks`), fired for a known parameter: by key (`hooks[p]()`, or
+        `h = hooks[p]`) or paired with it by `zip(params, hooks)`.
+
         Not seen: bookkeeping done before the function is called (by its caller), hooks
-        stored under other names or in containers, and whether the hooked parameter's
+        stored under other names, a loop over a container of hooks alone (`for h in
+        hooks: h()`: whose hook each is, and so what bookkeeping it needs, is not known;
+        Megatron-LM's head collects such lists only from parameters whose `.grad` is set,
+        right after `backward_dw()`), and whether the hooked parameter's
         wgrad went to main_grad at all (a path that hands a real `.grad` through
         AccumulateGrad does not fire the hook by hand).
     """,
