@@ -52,8 +52,10 @@ RULE = Rule(
         Not seen: which test is the delay mode (any other branch that calls something
         counts as computing the gradient at once: a test of an unrelated switch hides the
         bug), work that writes the weight gradient without spelling main_grad (a `.grad`
-        returned later), hand-offs made in helpers of the backward, and stores whose `put`
-        itself falls back to computing at once when not splitting.
+        returned later), hand-offs made in helpers of the backward. A store whose `put` itself
+        computes at once when not splitting would make a correct backward look like this
+        one (a false alarm); the stores of TE, Megatron-LM and Primus all assert the mode in
+        `put` instead.
     """,
     fix="""
         Queue only when the step splits the backward pass and compute the weight gradient
