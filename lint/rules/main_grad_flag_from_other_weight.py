@@ -235,6 +235,32 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+                origin_weight = ctx.weight_object
+                origin_weight.main_grad.add_(dy.t() @ x)
+                if hasattr(origin_weight, "grad_added_to_main_grad"):
+                    origin_weight.grad_added_to_main_grad = True
+                    zero = getattr(origin_weight, "zero_out_wgrad", False)
+                    return None, get_dummy_wgrad(list(weight.main_grad.shape), weight.dtype, zero=zero)
+                return None, None
+            """,
+            line=8,
+            fixed="""
+            def backward(ctx, dy):
+                x, weight = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+                origin_weight = ctx.weight_object
+                origin_weight.main_grad.add_(dy.t() @ x)
+                if hasattr(origin_weight, "grad_added_to_main_grad"):
+                    origin_weight.grad_added_to_main_grad = True
+                    zero = getattr(origin_weight, "zero_out_wgrad", False)
+                    return None, get_dummy_wgrad(list(origin_weight.main_grad.shape), weight.dtype, zero=zero)
+                return None, None
+            """,
+            applicability="unsafe",
+        ),
     ),
 )
 

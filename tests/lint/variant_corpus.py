@@ -245,6 +245,54 @@ VARIANTS = (
             return w
         """,
     ),
+    Variant(
+        1,
+        "dummy-sized-from-restored-copy-parameter-from-ctx",
+        """
+        def backward(ctx, dy):
+            x, weight = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+            origin_weight = ctx.weight_object
+            origin_weight.main_grad.add_(dy.t() @ x)
+            if hasattr(origin_weight, "grad_added_to_main_grad"):
+                origin_weight.grad_added_to_main_grad = True
+                wgrad = torch.zeros(weight.main_grad.shape, dtype=origin_weight.dtype)  # bug
+            return None, wgrad
+        """,
+        """
+        def backward(ctx, dy):
+            x, weight = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+            origin_weight = ctx.weight_object
+            origin_weight.main_grad.add_(dy.t() @ x)
+            if hasattr(origin_weight, "grad_added_to_main_grad"):
+                origin_weight.grad_added_to_main_grad = True
+                wgrad = torch.zeros(origin_weight.main_grad.shape, dtype=origin_weight.dtype)
+            return None, wgrad
+        """,
+    ),
+    Variant(
+        1,
+        "dummy-like-getattr-of-saved-copy",
+        """
+        def backward(ctx, dy, x):
+            weight, bias = ctx.saved_tensors
+            orig_weight = ctx.param
+            torch.addmm(orig_weight.main_grad, dy.t(), x, out=orig_weight.main_grad)
+            if ctx.fuse_wgrad_accumulation:
+                orig_weight.grad_added_to_main_grad = True
+                return None, torch.zeros_like(getattr(weight, "main_grad"))  # bug
+            return None, None
+        """,
+        """
+        def backward(ctx, dy, x):
+            weight, bias = ctx.saved_tensors
+            orig_weight = ctx.param
+            torch.addmm(orig_weight.main_grad, dy.t(), x, out=orig_weight.main_grad)
+            if ctx.fuse_wgrad_accumulation:
+                orig_weight.grad_added_to_main_grad = True
+                return None, torch.zeros_like(getattr(orig_weight, "main_grad"))
+            return None, None
+        """,
+    ),
     # ---------------------------------------------------------------- 2: parameter rebound
     Variant(
         2,
