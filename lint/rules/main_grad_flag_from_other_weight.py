@@ -243,8 +243,8 @@ RULE = Rule(
                 origin_weight.main_grad.add_(dy.t() @ x)
                 if hasattr(origin_weight, "grad_added_to_main_grad"):
                     origin_weight.grad_added_to_main_grad = True
-                    zero = getattr(origin_weight, "zero_out_wgrad", False)
-                    return None, get_dummy_wgrad(list(weight.main_grad.shape), weight.dtype, zero=zero)
+                    z = getattr(origin_weight, "zero_out_wgrad", False)
+                    return None, get_dummy_wgrad(list(weight.main_grad.shape), dy.dtype, z)
                 return None, None
             """,
             line=8,
@@ -255,8 +255,8 @@ RULE = Rule(
                 origin_weight.main_grad.add_(dy.t() @ x)
                 if hasattr(origin_weight, "grad_added_to_main_grad"):
                     origin_weight.grad_added_to_main_grad = True
-                    zero = getattr(origin_weight, "zero_out_wgrad", False)
-                    return None, get_dummy_wgrad(list(origin_weight.main_grad.shape), weight.dtype, zero=zero)
+                    z = getattr(origin_weight, "zero_out_wgrad", False)
+                    return None, get_dummy_wgrad(list(origin_weight.main_grad.shape), dy.dtype, z)
                 return None, None
             """,
             applicability="unsafe",
