@@ -40,7 +40,12 @@ RULE = Rule(
         Seen: in a function named `backward`, a returned element (of a tuple or list) that
         is `X.main_grad`, `getattr(X, "main_grad")`, a main_grad fetch, or a local whose every
         binding reaching the `return` is one of those or a view of one (`.view`, `.data`,
-        slicing); and `P.grad = <such a value>` in a function named `*backward*`, `*wgrad*`,
+        slicing), or the result of a call that writes it: a GEMM given `out=<main_grad>`
+        (also `out=w.main_grad if fuse else None`, the first name a tuple-returning GEMM
+        unpacks to) or an in-place method on it (`main_grad.add_(g)`). Where main_grad is the
+        result on one arm of a conditional only, a `return` choosing on the same test (a
+        conditional expression or a branch it sits in) is taken to choose right; and
+        `P.grad = <such a value>` in a function named `*backward*`, `*wgrad*`,
         `*grad_weight*`, `*weight_grad*`, `*_dw`, or one that marks
         `grad_added_to_main_grad`. (GMLP005 reports a GEMM result written into main_grad and
         returned under the mark.)
@@ -55,6 +60,18 @@ RULE = Rule(
     """,
     fix_summary="none (hand back a dummy, not main_grad)",
     valid=(
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                out = weight.main_grad if ctx.fuse_wgrad_accumulation else None
+                wgrad, _ = gemm(x, dy, accumulate=True, out=out)
+                if ctx.fuse_wgrad_accumulation:
+                    weight.grad_added_to_main_grad = True
+                    wgrad = make_dummy_wgrad(weight)
+                return None, wgrad
+            """
+        ),
         Example(
             """
             def backward(ctx, dy, x):
@@ -94,6 +111,17 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                out = weight.main_grad if ctx.fuse_wgrad_accumulation else None
+                wgrad, _ = gemm(x, dy, accumulate=True, out=out)
+                weight.grad_added_to_main_grad = ctx.fuse_wgrad_accumulation
+                return None, wgrad if weight.requires_grad else None
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -123,8 +151,10 @@ def _check_unit(unit: Unit, out: Collector) -> None:
     producer = _producer(unit)
     for root, node in unit.expression_roots():
         if is_backward and isinstance(root, cst.Return) and root.value is not None:
+            choices = _choice_tests(unit, root.value, node)
             for element in wgrad.elements(root.value):
-                if _holds(unit, element, node, set()):
+                tests: set[str] = set()
+                if _holds(unit, element, node, set(), tests) and not tests & choices:
                     out.report(CODE, element, RETURNED.format(value=out.text(element)))
         elif producer and isinstance(root, cst.Assign) and _holds(unit, root.value, node, set()):
             for target in root.targets:
@@ -141,23 +171,72 @@ def _producer(unit: Unit) -> bool:
     return unit.survey.spells_grad_added
 
 
-def _holds(unit: Unit, expr, node, seen: set[str]) -> bool:
-    """``expr`` is main_grad storage itself: the buffer, a view of it, or a local every
-    binding of which reaching ``node`` is one."""
+def _choice_tests(unit: Unit, value, node) -> set[str]:
+    """The tests a ``return`` chooses its gradients by: of its conditional expressions and
+    of the branches it sits in."""
+    tests = [sub.test for sub in patterns.walk(value) if isinstance(sub, cst.IfExp)]
+    tests += [b.test for b in unit.control.ancestors(node) if b.test is not None]
+    return {unit.context.code(test).strip() for test in tests}
+
+
+def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None) -> bool:
+    """``expr`` is main_grad storage itself: the buffer, a view of it, the result of a call
+    writing it (``out=``, an in-place method), or a local every binding of which reaching
+    ``node`` is one. Where that holds only on one arm of a conditional expression
+    (``out=w.main_grad if fuse else None``), the arm's test goes into ``tests``: a
+    ``return`` that chooses on the same test hands main_grad back only where it chose so."""
+    if tests is None:
+        tests = set()
     if patterns.is_main_grad_direct(expr):
         return True
     if isinstance(expr, cst.Subscript):
-        return _holds(unit, expr.value, node, seen)
+        return _holds(unit, expr.value, node, seen, tests)
     if isinstance(expr, cst.Attribute):
-        return expr.attr.value in patterns.VIEW_ATTRS and _holds(unit, expr.value, node, seen)
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        name = expr.func.attr.value
-        return name in patterns.VIEW_METHODS and _holds(unit, expr.func.value, node, seen)
+        return expr.attr.value in patterns.VIEW_ATTRS and _holds(
+            unit, expr.value, node, seen, tests
+        )
+    if isinstance(expr, cst.IfExp):
+        # ``wgrad if w.requires_grad else None``: main_grad on the path that takes it
+        arms = (expr.body, expr.orelse)
+        held = [_holds(unit, arm, node, seen, tests) for arm in arms]
+        if any(held) and all(h or patterns.is_none_like(arm) for h, arm in zip(held, arms)):
+            tests.add(unit.context.code(expr.test).strip())
+            return True
+        return False
+    if isinstance(expr, cst.Call):
+        out = patterns.keyword_arg(expr, "out")
+        if out is not None and _holds(unit, out.value, node, seen, tests):
+            return True  # a call given ``out=`` returns that tensor: the GEMM's result
+        if isinstance(expr.func, cst.Attribute):
+            name = expr.func.attr.value
+            returns_self = name in patterns.VIEW_METHODS or _in_place(name)
+            return returns_self and _holds(unit, expr.func.value, node, seen, tests)
+        return False
     if isinstance(expr, cst.Name) and expr.value not in seen:
         defs = unit.reaching.reaching(expr.value, node)
         seen = seen | {expr.value}
-        return bool(defs) and all(
-            d.kind == "assign" and d.value is not None and _holds(unit, d.value, d.node, seen)
-            for d in defs
-        )
+        return bool(defs) and all(_binding_holds(unit, d, seen, tests) for d in defs)
     return False
+
+
+def _binding_holds(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:
+    if d.kind != "assign" or d.value is None:
+        return False
+    owner = d.node.owner
+    if isinstance(owner, cst.Assign) and d.value is owner.value:
+        targets = [t.target for t in owner.targets]
+        if any(isinstance(t, (cst.Tuple, cst.List)) for t in targets):
+            # ``wgrad, bias_grad, _ = gemm(..., out=main_grad)``: the output tensor comes
+            # first, as the GEMMs that return a tuple hand it back
+            first = targets[0].elements[0].value if isinstance(targets[0], cst.Tuple) else None
+            if not (isinstance(first, cst.Name) and first.value == d.name):
+                return False
+            value = d.value
+            out = patterns.keyword_arg(value, "out") if isinstance(value, cst.Call) else None
+            return out is not None and _holds(unit, out.value, d.node, seen, tests)
+    return _holds(unit, d.value, d.node, seen, tests)
+
+
+def _in_place(name: str) -> bool:
+    """``main_grad.add_(g)`` returns main_grad itself."""
+    return name.endswith("_") and not name.startswith("_")

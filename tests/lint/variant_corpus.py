@@ -392,6 +392,45 @@ VARIANTS = (
             weight.grad = torch.zeros_like(weight)
         """,
     ),
+    Variant(
+        2,
+        "gemm-result-into-main-grad-returned-on-the-fused-path",
+        """
+        def backward(ctx, dy, x):
+            weight = ctx.weight
+            main_grad = weight.main_grad if ctx.fuse_wgrad_accumulation else None
+            dw, _ = wgrad_gemm(x, dy, accumulate=True, out=main_grad)
+            if hasattr(weight, "grad_added_to_main_grad"):
+                weight.grad_added_to_main_grad = ctx.fuse_wgrad_accumulation
+            return None, dw if weight.requires_grad else None  # bug
+        """,
+        """
+        def backward(ctx, dy, x):
+            weight = ctx.weight
+            main_grad = weight.main_grad if ctx.fuse_wgrad_accumulation else None
+            dw, _ = wgrad_gemm(x, dy, accumulate=True, out=main_grad)
+            if ctx.fuse_wgrad_accumulation:
+                weight.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(weight)
+            return None, dw if weight.requires_grad else None
+        """,
+    ),
+    Variant(
+        2,
+        "in-place-add-result-set-as-grad",
+        """
+        def accumulate_wgrad(param, dw):
+            grad = param.main_grad.add_(dw)
+            param.grad_added_to_main_grad = True
+            param.grad = grad  # bug
+        """,
+        """
+        def accumulate_wgrad(param, dw):
+            param.main_grad.add_(dw)
+            param.grad_added_to_main_grad = True
+            param.grad = None
+        """,
+    ),
     # ---------------------------------------------------------------- 3: flags without writes
     Variant(
         3,
