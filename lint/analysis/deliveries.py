@@ -6,7 +6,8 @@ avoids a set of nodes (issue #19, class 3: flags without writes, and the convers
 "Hands main_grad on" is deliberately wide: a GEMM given it as ``out``, an in-place method
 on it, a kernel or helper given it as an argument, a dict of GEMM arguments or a closure
 holding it, a store on ``ctx`` or into a container (a local named for main_grad, or a call
-named for it, ``ctx.main_grad_func()``, is taken to hold it). Only reading its metadata (``.shape``,
+named for it, ``ctx.main_grad_func()``, is taken to hold it, unless the name says it is a
+switch: ``accumulate_into_main_grad``). Only reading its metadata (``.shape``,
 ``.dtype``), testing it (``is None``, ``hasattr``) and sizing an allocation from it
 (``zeros_like(main_grad)``) are not. Wide means the rules built on it stay quiet whenever
 the function might have written main_grad.
@@ -26,6 +27,21 @@ from .module import Unit
 # Calls that only inspect or size from their arguments, or make a dummy.
 _INSPECTING = patterns.NON_ALIASING_CALLS | patterns.ALLOCATORS
 _TESTS = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
+# Locals named for main_grad that hold a switch about it, not the buffer
+# (``accumulate_into_main_grad``, ``use_main_grad``, ``overwrite_main_grad``).
+_FLAG_WORDS = (
+    "accumulate",
+    "use_",
+    "fuse",
+    "has_",
+    "is_",
+    "should_",
+    "with_",
+    "overwrite",
+    "skip_",
+    "zero_out",
+    "grad_added",
+)
 
 
 class Deliveries:
@@ -47,7 +63,7 @@ class Deliveries:
             for d in self.graph.defs:
                 if d.index in found:
                     continue
-                if patterns.MAIN_GRAD in d.name:
+                if patterns.MAIN_GRAD in d.name and not d.name.lstrip("_").startswith(_FLAG_WORDS):
                     holds = True  # ``main_grad = ctx.main_grad_func()``: named for what it holds
                 elif d.kind == "def":
                     holds = self._closure_holds(d, found)

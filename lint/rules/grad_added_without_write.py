@@ -38,7 +38,7 @@ RULE = Rule(
         handed back (a dummy) is ignored. Set on a path where nothing wrote main_grad, the
         gradient of that microbatch is lost silently.
 
-        Two shapes are reported, over the function's control-flow graph:
+        Three shapes are reported, over the function's control-flow graph:
 
         * the function hands main_grad storage on somewhere (a GEMM `out=`, an in-place op,
           a kernel or helper given the buffer or the weight, a store on `ctx`), but a path
@@ -49,6 +49,13 @@ RULE = Rule(
         * a weight gradient computed here by a GEMM or `@` into a fresh tensor reaches the
           mark on a path where it was used by nothing, and after the mark it is never given
           to main_grad (typically it is replaced by the dummy).
+
+        * the function works with main_grad (fetches it, puts it back on the weight with
+          `p.main_grad = p.get_main_grad()`, tests or reads it) and runs a GEMM, yet no node
+          of it hands main_grad on (a put-back makes the buffer reachable and writes no
+          gradient): the GEMM wrote its result elsewhere and the mark claims a write that
+          never happened (Transformer Engine #2622's PR branch). A local named for main_grad
+          that says it is a switch (`accumulate_into_main_grad`) holds no buffer.
 
         Not seen: a function that never touches main_grad at all (the write may have
         happened in a captured graph, a hook or another function: Megatron's CUDA-graph
@@ -61,6 +68,17 @@ RULE = Rule(
     """,
     fix_summary="none (write main_grad on that path, or do not mark)",
     valid=(
+        Example(
+            """
+            def fuser_backward(self, ctx, dy, x, accumulate_into_main_grad):
+                weight = self.weight
+                weight.main_grad = weight.get_main_grad()
+                grads = [weight.main_grad] if accumulate_into_main_grad else [None]
+                grouped_gemm(x, dy, grads, accumulate=accumulate_into_main_grad)
+                weight.grad_added_to_main_grad = True
+                return make_dummy_wgrad(weight)
+            """
+        ),
         Example(
             """
             def backward(ctx, dy, x):
@@ -117,6 +135,17 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                main_grad = weight.main_grad
+                wgrad = torch.matmul(dy.t(), x)
+                weight.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(weight)
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -130,6 +159,12 @@ DROPPED = (
     "`{subject}` is marked grad_added_to_main_grad, but the weight gradient `{name}` computed "
     "at line {line} went nowhere on the way here and never reaches main_grad: the gradient of "
     "this microbatch is lost"
+)
+
+NEVER_HANDED = (
+    "`{subject}` is marked grad_added_to_main_grad, but this function hands main_grad to "
+    "nothing: the weight gradient its GEMMs (the first at line {line}) compute goes "
+    "elsewhere, and Megatron's hook then drops it"
 )
 
 
@@ -168,6 +203,48 @@ def _check_mark(unit: Unit, facts: Deliveries, gradients, mark: Mark, out: Colle
             subject=subject, name=dropped.name, line=unit.context.line_of(dropped.node.owner)
         )
         out.report(CODE, mark.stmt, message)
+        return
+    gemm = _gemm_without_main_grad(unit, writes)
+    if gemm is not None:
+        line = unit.context.line_of(gemm)
+        out.report(CODE, mark.stmt, NEVER_HANDED.format(subject=subject, line=line))
+
+
+def _gemm_without_main_grad(unit: Unit, writes: set[int]):
+    """The first GEMM of a function that works with main_grad (fetches it, puts it back on
+    the weight, tests or reads it) yet hands it to nothing: every node handing main_grad
+    on is a put-back (``p.main_grad = p.get_main_grad()``), which makes the buffer
+    reachable but writes no gradient into it. The GEMM then wrote its result elsewhere
+    (TE #2622's PR branch: the fetched buffers never went into the GEMM's outputs)."""
+    if not unit.survey.spells_main_grad:
+        return None
+    gemm = None
+    put_backs: set[int] = set()
+    for root, node in unit.expression_roots():
+        if node.index in writes and _puts_back(root):
+            put_backs.add(node.index)
+        if gemm is None and not isinstance(root, cst.BaseCompoundStatement):
+            gemm = next(
+                (
+                    sub
+                    for sub in patterns.walk(root)
+                    if type(sub) is cst.Call and wgrad.looks_like_gemm(sub)
+                ),
+                None,
+            )
+    if gemm is None or writes - put_backs:
+        return None
+    return gemm
+
+
+def _puts_back(root) -> bool:
+    """``p.main_grad = <p's main_grad, fetched>``: the buffer made reachable, no gradient
+    written into it."""
+    return (
+        isinstance(root, cst.Assign)
+        and all(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in root.targets)
+        and patterns.is_main_grad_direct(root.value)
+    )
 
 
 def _only_loops_and_guards(unit: Unit, mark: Mark) -> bool:

@@ -535,6 +535,50 @@ VARIANTS = (
                 p.grad = torch.zeros_like(p)
         """,
     ),
+    Variant(
+        3,
+        "main-grad-fetched-into-local-never-given-to-gemm",
+        """
+        def backward(ctx, dy, x):
+            weight = ctx.weight
+            main_grad = weight.main_grad
+            wgrad = torch.matmul(dy.t(), x)
+            weight.grad_added_to_main_grad = True  # bug
+            return None, make_dummy_wgrad(weight)
+        """,
+        """
+        def backward(ctx, dy, x):
+            weight = ctx.weight
+            main_grad = weight.main_grad
+            main_grad.add_(torch.matmul(dy.t(), x))
+            weight.grad_added_to_main_grad = True
+            return None, make_dummy_wgrad(weight)
+        """,
+    ),
+    Variant(
+        3,
+        "fsdp-buffers-put-back-but-gemm-writes-fresh-list",
+        """
+        def wgrad_step(self, xs, dys):
+            grads = [None] * len(self.weights)
+            for w in self.weights:
+                w.main_grad = w.get_main_grad()
+            grouped_gemm(xs, dys, grads, accumulate=True)
+            for w in self.weights:
+                w.grad_added_to_main_grad = True  # bug
+            return [make_dummy_wgrad(w) for w in self.weights]
+        """,
+        """
+        def wgrad_step(self, xs, dys):
+            for w in self.weights:
+                w.main_grad = w.get_main_grad()
+            grads = [w.main_grad for w in self.weights]
+            grouped_gemm(xs, dys, grads, accumulate=True)
+            for w in self.weights:
+                w.grad_added_to_main_grad = True
+            return [make_dummy_wgrad(w) for w in self.weights]
+        """,
+    ),
     # ---------------------------------------------------------------- 4: overwrite unasked
     Variant(
         4,
