@@ -101,3 +101,37 @@ def test_deliveries_see_closures_dicts_and_skipping_tests():
     skipping = [unit.graph.nodes[i].test for i in facts.skipping_tests]
     assert [context.code(t) for t in skipping] == ["wgrad is not None"]
     assert len(facts.mark_nodes) == 1
+
+
+def test_a_local_named_as_a_switch_about_main_grad_holds_no_buffer():
+    context = _context(
+        """
+        def backward(self, x, dy, weight):
+            accumulate_into_main_grad = not getattr(weight, "overwrite_main_grad", False)
+            main_grad = weight.main_grad
+            grouped_gemm(x, dy, accumulate=accumulate_into_main_grad)
+            grouped_gemm(x, dy, out=main_grad)
+        """
+    )
+    unit = _unit(context, "backward")
+    facts = deliveries.Deliveries(unit)
+    touching = {context.code(unit.graph.nodes[i].owner).strip() for i in facts.touching}
+    assert touching == {"grouped_gemm(x, dy, out=main_grad)"}
+
+
+def test_an_origin_name_restored_from_ctx_is_the_parameter_beside_its_copy():
+    context = _context(
+        """
+        def backward(ctx, dy):
+            x, weight = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+            origin_weight = ctx.weight_object
+            return origin_weight, weight
+        """
+    )
+    unit = _unit(context, "backward")
+    objects = provenance.Provenance(unit)
+    returned = next(r for r, _ in unit.expression_roots() if type(r).__name__ == "Return")
+    origin, copy = (e.value for e in returned.value.elements)
+    assert objects.of(origin) == provenance.PARAMETER
+    assert objects.of(copy) == provenance.SAVED
+    assert objects.differ(origin, copy)
