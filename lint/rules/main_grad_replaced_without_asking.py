@@ -38,7 +38,8 @@ RULE = Rule(
         "`accumulate=False` / `beta=0` (a literal or a local that is always one), "
         "`torch.matmul` / `mm` with such an `out=`, `copy_` into it, or `p.main_grad[...] = "
         "...`, in a producer function (and the functions around it) that never mentions "
-        "overwrite or sharding"
+        "overwrite or sharding; and, in FSDP code that never mentions `overwrite_main_grad`, "
+        "a hook resetting `grad_added_to_main_grad = False` for a new backward"
     ),
     explanation="""
         Issue #19, class 4. main_grad accumulates the weight gradient over microbatches;
@@ -64,6 +65,16 @@ RULE = Rule(
         although the caller may ask), GEMMs whose default is to replace but that are given
         no `accumulate=` (only torch's matmuls are known to replace), dicts of arguments
         built up entry by entry, and producer functions named otherwise that mark nothing.
+
+        The converse (accumulating where overwriting was needed, Megatron-LM #4849's PR
+        branch): in a file of an FSDP integration (it names FSDP) that never mentions
+        `overwrite_main_grad`, a hook or backward callback (a function named `*hook*` or
+        `*backward*`) that resets `grad_added_to_main_grad = False` (or by `setattr`) for a
+        new backward. Where gradients are sharded, each microbatch's main_grad is a fresh
+        bucket and only `overwrite_main_grad` tells the fused wgrad GEMM not to add to what
+        it holds. Not seen: an integration that zeroes those buckets itself in its hook
+        (reported; suppress with the reason), one whose file never names FSDP, and resets
+        in functions named otherwise.
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
@@ -71,6 +82,15 @@ RULE = Rule(
     """,
     fix_summary="none (accumulate, or ask overwrite_main_grad)",
     valid=(
+        Example(
+            """
+            def pre_backward_hook(fsdp_module, grads):
+                for group in fsdp_module.param_groups:
+                    for param in group.params:
+                        param.grad_added_to_main_grad = False
+                        param.overwrite_main_grad = group.shards_gradients
+            """
+        ),
         Example(
             """
             def finish_step(model):
@@ -94,6 +114,15 @@ RULE = Rule(
         ),
     ),
     invalid=(
+        Example(
+            """
+            def pre_backward_hook(fsdp_module, grads):
+                for group in fsdp_module.param_groups:
+                    for param in group.params:
+                        setattr(param, "grad_added_to_main_grad", False)
+            """,
+            line=4,
+        ),
         Example(
             """
             def wgrad(weight, x, dy):
@@ -138,9 +167,23 @@ MESSAGE = (
 )
 
 
+RESET_MESSAGE = (
+    "`{subject}`'s grad_added_to_main_grad is reset for a new backward in FSDP code that never "
+    "sets overwrite_main_grad: where gradients are sharded, main_grad is a fresh bucket each "
+    "microbatch and the fused wgrad GEMM accumulates into what it holds; set "
+    "`overwrite_main_grad` for the strategies that shard gradients"
+)
+# Where the per-backward bookkeeping of an FSDP integration runs.
+RESET_FUNCTION_WORDS = ("hook", "backward")
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
-    if "main_grad" not in source or not ("out" in source or "copy_" in source or "[" in source):
+    if "main_grad" not in source:
+        return
+    if "fsdp" in source.lower() and patterns.OVERWRITE not in source:
+        _check_fsdp_resets(context, out)
+    if not ("out" in source or "copy_" in source or "[" in source):
         return
     for unit in context.units:
         if unit.survey.spells_main_grad and _in_producer(unit) and not _asks(unit):
@@ -257,3 +300,20 @@ def _literal_off(value) -> bool:
     if patterns.is_false_literal(value):
         return True
     return isinstance(value, (cst.Integer, cst.Float)) and float(value.value) == 0.0
+
+
+def _check_fsdp_resets(context: ModuleContext, out: Collector) -> None:
+    """The converse direction (Megatron-LM #4849's PR branch): an FSDP integration's
+    pre-backward hook resets ``grad_added_to_main_grad = False`` for each parameter, and
+    nothing in the file ever sets ``overwrite_main_grad``, so the producer accumulates into
+    buckets that sharded strategies hand out afresh. Only hooks and backward callbacks
+    are judged: a reset in ``__init__`` or a ``zero_grad_buffer`` is set-up or zeroing."""
+    for unit in context.units:
+        if not (unit.survey.spells_grad_added and isinstance(unit.owner, cst.FunctionDef)):
+            continue
+        if not any(word in unit.name.lower() for word in RESET_FUNCTION_WORDS):
+            continue
+        for root, _ in unit.expression_roots():
+            found = patterns.attribute_set(root, patterns.GRAD_ADDED)
+            if found is not None and patterns.is_false_literal(found[1]):
+                out.report(CODE, root, RESET_MESSAGE.format(subject=out.text(found[0])))

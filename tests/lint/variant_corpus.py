@@ -666,6 +666,50 @@ VARIANTS = (
             return None, make_dummy_wgrad(weight)
         """,
     ),
+    Variant(
+        4,
+        "fsdp-pre-backward-reset-never-asks-overwrite",
+        """
+        class FSDPUnit:
+            def _pre_backward(self, *unused):
+                self.unshard()
+                for p in self.fsdp_params:
+                    p.grad_added_to_main_grad = False  # bug
+        """,
+        """
+        class FSDPUnit:
+            def _pre_backward(self, *unused):
+                self.unshard()
+                for p in self.fsdp_params:
+                    p.grad_added_to_main_grad = False
+                    p.overwrite_main_grad = self.shards_gradients
+        """,
+    ),
+    Variant(
+        4,
+        "fsdp-hook-resets-by-setattr-never-asks-overwrite",
+        """
+        def make_fsdp_grad_hook(module):
+            def hook(grads):
+                for group in module.param_groups:
+                    for p in group.params:
+                        setattr(p, "grad_added_to_main_grad", False)  # bug
+                module.unshard()
+
+            return hook
+        """,
+        """
+        def make_fsdp_grad_hook(module):
+            def hook(grads):
+                for group in module.param_groups:
+                    for p in group.params:
+                        setattr(p, "grad_added_to_main_grad", False)
+                        setattr(p, "overwrite_main_grad", group.shards_gradients)
+                module.unshard()
+
+            return hook
+        """,
+    ),
     # ------------------------------------------------- 7: the seed shape in other syntax
     Variant(
         7,
