@@ -122,6 +122,16 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                outputs = gemm(x, dy, accumulate=True, out=weight.main_grad)
+                wgrad, bias_grad = outputs
+                return None, wgrad, bias_grad
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -231,10 +241,27 @@ def _binding_holds(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:
             first = targets[0].elements[0].value if isinstance(targets[0], cst.Tuple) else None
             if not (isinstance(first, cst.Name) and first.value == d.name):
                 return False
-            value = d.value
-            out = patterns.keyword_arg(value, "out") if isinstance(value, cst.Call) else None
-            return out is not None and _holds(unit, out.value, d.node, seen, tests)
+            return _first_output_holds(unit, d.value, d.node, seen, tests)
     return _holds(unit, d.value, d.node, seen, tests)
+
+
+def _first_output_holds(unit: Unit, value, node, seen: set[str], tests: set[str]) -> bool:
+    """The first element of the tuple ``value`` is main_grad: a GEMM given ``out=`` it, or
+    a local every reaching binding of which is such a GEMM's tuple
+    (``outputs = gemm(..., out=...)``; ``wgrad, _ = outputs``)."""
+    if isinstance(value, cst.Call):
+        out = patterns.keyword_arg(value, "out")
+        return out is not None and _holds(unit, out.value, node, seen, tests)
+    if isinstance(value, cst.Name) and value.value not in seen:
+        defs = unit.reaching.reaching(value.value, node)
+        seen = seen | {value.value}
+        return bool(defs) and all(
+            d.kind == "assign"
+            and d.value is not None
+            and _first_output_holds(unit, d.value, d.node, seen, tests)
+            for d in defs
+        )
+    return False
 
 
 def _in_place(name: str) -> bool:
