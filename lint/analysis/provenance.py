@@ -235,12 +235,13 @@ class Provenance:
                         self.known[name] = found
             elif names:
                 found = of_value(stmt.value, self.known, self.helpers, self.ctx)
-                spelled = by_name(names[0])
-                if found is None or (found == SAVED and spelled == PARAMETER):
+                if found is None or found == SAVED:
                     # ``origin_w = ctx.w_object``: what ``ctx`` holds may be the Parameter
                     # itself (TE saves it), and the name says it is; the restored copy
                     # beside it is then the stand-in.
-                    found = spelled or found
+                    spelled = by_name(names[0])
+                    if found is None or spelled == PARAMETER:
+                        found = spelled or found
                 if found is not None:
                     self.known[names[0]] = found
 
