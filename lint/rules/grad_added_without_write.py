@@ -218,23 +218,15 @@ def _gemm_without_main_grad(unit: Unit, writes: set[int]):
     (TE #2622's PR branch: the fetched buffers never went into the GEMM's outputs)."""
     if not unit.survey.spells_main_grad:
         return None
-    gemm = None
-    put_backs: set[int] = set()
-    for root, node in unit.expression_roots():
-        if node.index in writes and _puts_back(root):
-            put_backs.add(node.index)
-        if gemm is None and not isinstance(root, cst.BaseCompoundStatement):
-            gemm = next(
-                (
-                    sub
-                    for sub in patterns.walk(root)
-                    if type(sub) is cst.Call and wgrad.looks_like_gemm(sub)
-                ),
-                None,
-            )
-    if gemm is None or writes - put_backs:
-        return None
-    return gemm
+    nodes = unit.graph.nodes
+    if any(not _puts_back(nodes[i].owner) for i in writes):
+        return None  # main_grad is handed on somewhere: the first two shapes judge it
+    for root, _ in unit.expression_roots():
+        if not isinstance(root, cst.BaseCompoundStatement):
+            for sub in patterns.walk(root):
+                if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
+                    return sub
+    return None
 
 
 def _puts_back(root) -> bool:
