@@ -11,7 +11,9 @@ functions (the last assignment seen wins; a name assigned from another name inhe
 provenance, so it follows chains of plain assignments), from ``ctx`` attributes (a weakref
 dereference ``ctx.X_ref()`` names the object ``X`` names; a call of a helper of the module
 whose returns all have one provenance gives that provenance), and, when nothing is assigned,
-from how the name is spelled. A plain name whose ``origin_`` twin is in scope is a stand-in:
+from how the name is spelled; a name spelled as the Parameter (``origin_w``) bound to a saved
+or ``ctx`` value stays the Parameter (what ``ctx`` holds may be the Parameter object itself).
+A plain name whose ``origin_`` twin is in scope is a stand-in:
 the code names the Parameter separately because this one is not it.
 
 Across forward and backward (``CtxFacts``, one per file): what any function of the file
