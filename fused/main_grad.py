@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from gmlp_check.refimpl.main_grad import (
+    dummy_is_zeroed,
     fetch_main_grad,
     mark_grad_added,
     overwrites_main_grad,
@@ -63,7 +64,7 @@ class MainGradPolicy:
         cost more host time than a whole weight-gradient launch with a hundred experts."""
         blocks: dict[tuple, list[int]] = {}
         for i, p in enumerate(params):
-            key = (p.shape, p.dtype, p.device, bool(getattr(p, "zero_out_wgrad", False)))
+            key = (p.shape, p.dtype, p.device, dummy_is_zeroed(p))
             blocks.setdefault(key, []).append(i)
         out: list[torch.Tensor | None] = [None] * len(params)
         for (shape, dtype, device, zero), members in blocks.items():

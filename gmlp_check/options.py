@@ -122,8 +122,9 @@ ENGINE: tuple[Option, ...] = (
 COMPILE_WORKERS = Option(
     "compile-workers",
     "Processes that compile the fused side's kernels for the selected cases before the run "
-    "(0: none). Default: on CUDA, for a backend that compiles on first use (triton), up to 8, "
-    "once per machine and source version (Triton's cache keeps the kernels).",
+    "(0: none). Default: on CUDA, for a backend that compiles on first use (triton), one per "
+    "CPU but one, at most 16, once per machine and source version (Triton's cache keeps the "
+    "kernels).",
     kind=int,
     metavar="N",
 )

@@ -40,6 +40,12 @@ def dummy_wgrad(param: torch.Tensor) -> torch.Tensor:
     DDP hooks assert that a gradient arrived (TE #2097) and, under zero_out_wgrad, add it to
     main_grad anyway (Megatron #6565), so it must exist, must not alias main_grad, and must be
     zero when zero_out_wgrad is set."""
-    if getattr(param, "zero_out_wgrad", False):
+    if dummy_is_zeroed(param):
         return torch.zeros_like(param)
     return torch.empty_like(param)
+
+
+def dummy_is_zeroed(param: torch.Tensor) -> bool:
+    """Whether the dummy handed to autograd must be zero: under zero_out_wgrad the hook adds
+    it to main_grad anyway (Megatron #6565)."""
+    return bool(getattr(param, "zero_out_wgrad", False))

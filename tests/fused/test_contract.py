@@ -5,6 +5,8 @@ import itertools
 import pytest
 import torch
 
+from gmlp_check.buffers import memory_span
+
 from ..harness import MainGrads, attach, named_weights, nonempty, same_bits
 from .harness import (
     Case,
@@ -84,19 +86,13 @@ def test_dummies_overlap_nothing_and_are_zero_under_zero_out_wgrad():
         p.main_grad = buffers[name]
         p.zero_out_wgrad = True
     fused(batch.x, list(case.splits)).backward(batch.dy)
-    spans = [_span(b) for b in buffers.values()]
+    spans = [memory_span(b) for b in buffers.values()]
     for _, p in named_weights(fused):
         assert torch.count_nonzero(p.grad) == 0
-        spans.append(_span(p.grad))
+        spans.append(memory_span(p.grad))
     spans.sort()
     overlapping = [(a, b) for a, b in itertools.pairwise(spans) if a[1] > b[0]]
     assert not overlapping, f"dummies overlap main_grad or each other: {overlapping}"
-
-
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    """The bytes a contiguous tensor occupies."""
-    assert t.is_contiguous()
-    return t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
 
 
 @pytest.mark.parametrize("fsdp", [False, True], ids=["ddp", "fsdp"])
