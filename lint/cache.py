@@ -3,7 +3,7 @@
 What one file's findings depend on, and so what its cache key (a SHA-256) is made of: the
 engine's job for it (the file's bytes, the path it is reported under, the rules enabled for
 it - ``--select`` and ``--ignore`` with the configuration's select, ignore and
-per-file-ignores applied - and the overwrite helpers found in the other files of the run,
+per-file-ignores applied - and the flag helpers found in the other files of the run,
 ``project.py``), and the linter itself: its own source files, libcst's version and the
 Python that compiles the file. A change to any of them is a different key, so a stale
 result is never read; entries of other keys simply stay unused.

@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..lines import line_starts
+from ..project import NO_FLAG_HELPERS, FlagHelpers, flag_helpers_in
 from . import carried as carried_flags
 from . import patterns
 from .cfg import Graph, Node, build_graph
@@ -75,7 +76,9 @@ class Unit:
     @cached_property
     def zero_out(self) -> Taint:
         outer = self.parent.zero_out if self.parent is not None else None
-        return Taint(self.graph, self.reaching, self.control, is_zero_out_source, outer)
+        return Taint(
+            self.graph, self.reaching, self.control, self.context.is_zero_out_source, outer
+        )
 
     @cached_property
     def aliases(self) -> Aliases:
@@ -229,17 +232,11 @@ def _suites(stmt: cst.CSTNode) -> Iterator[cst.CSTNode]:
 ZERO_NAMES = frozenset({"zero", "zero_out", "zero_fill", "zero_wgrad", "zero_dummy"})
 
 
-def is_zero_out_source(node: cst.CSTNode) -> bool:
-    if isinstance(node, cst.Name) and node.value in ZERO_NAMES:
-        return True
-    return patterns.spells(node, patterns.ZERO_OUT)
-
-
 class ModuleContext:
     """A parsed file with positions, offsets and its units."""
 
     def __init__(
-        self, source: str, path: str, helpers: frozenset[str] = frozenset(), class_facts=()
+        self, source: str, path: str, helpers: FlagHelpers = NO_FLAG_HELPERS, class_facts=()
     ) -> None:
         self.source = source
         self.path = path
@@ -248,15 +245,11 @@ class ModuleContext:
         self._positions = None
         self.line_starts = line_starts(source)
         self.units = list(_units(self, self.module, self.module.body, None, None))
-        functions = [
-            u.owner
-            for u in self.units
-            if isinstance(u.owner, cst.FunctionDef) and u.survey.spells_overwrite
-        ]
-        # Helpers known by name, found in the other files of the run, and defined here.
-        self.overwrite_helpers = (
-            patterns.KNOWN_OVERWRITE_HELPERS | helpers | _overwrite_helpers(functions)
-        )
+        # Helpers that return a flag: known by name, found in the other files of the run,
+        # and defined here.
+        known = helpers | flag_helpers_in(source)
+        self.overwrite_helpers = patterns.KNOWN_OVERWRITE_HELPERS | frozenset(known.overwrite)
+        self.zero_out_helpers = frozenset(known.zero_out)
         self._shared: dict[Callable, object] = {}
 
     def shared(self, analysis: Callable[[ModuleContext], T]) -> T:
@@ -339,6 +332,15 @@ class ModuleContext:
         attrs = self.carried.ctx_attrs
         return bool(attrs) and carried_flags.is_ctx_attr(node, attrs)
 
+    def is_zero_out_source(self, node: cst.CSTNode) -> bool:
+        """TE's ``zero=`` argument and the locals named like it, the attribute, and a call
+        of a helper returning it (``dummy_is_zeroed(param)``)."""
+        if type(node) is cst.Call:
+            return patterns.callee_name(node) in self.zero_out_helpers
+        if type(node) is cst.Name and node.value in ZERO_NAMES:
+            return True
+        return patterns.spells(node, patterns.ZERO_OUT)
+
     def _plain_overwrite_source(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Call):
             name = patterns.callee_name(node) or ""
@@ -356,30 +358,3 @@ def _units(context, owner, body, params, parent) -> Iterator[Unit]:
             yield from _units(context, stmt, suite_body(stmt.body), stmt.params, closure_parent)
         elif isinstance(stmt, cst.ClassDef):
             yield from _units(context, stmt, suite_body(stmt.body), None, closure_parent)
-
-
-def _overwrite_helpers(functions: list[cst.FunctionDef]) -> frozenset[str]:
-    """Functions of this module whose return value is computed from overwrite_main_grad
-    (like Transformer Engine's ``get_accumulate_flag_in_param``)."""
-    helpers: set[str] = set()
-    for node in functions:
-        spelled_locals: set[str] = set()
-        returns: list[cst.BaseExpression] = []
-        for inner in patterns.walk(node.body):
-            if isinstance(inner, cst.Return) and inner.value is not None:
-                returns.append(inner.value)
-            elif isinstance(inner, cst.Assign) and _spells_overwrite(inner.value):
-                for target in inner.targets:
-                    if isinstance(target.target, cst.Name):
-                        spelled_locals.add(target.target.value)
-        for value in returns:
-            if _spells_overwrite(value) or any(
-                n.value in spelled_locals for n in patterns.read_names(value)
-            ):
-                helpers.add(node.name.value)
-                break
-    return frozenset(helpers)
-
-
-def _spells_overwrite(expr: cst.CSTNode) -> bool:
-    return any(patterns.spells(sub, patterns.OVERWRITE) for sub in patterns.walk(expr))

@@ -11,7 +11,7 @@ import pytest
 
 from gmlp_check.lint.analysis import gates, paths
 from gmlp_check.lint.analysis.module import ModuleContext
-from gmlp_check.lint.project import overwrite_helpers
+from gmlp_check.lint.project import flag_helpers
 
 
 def unit_of(source: str, name: str):
@@ -81,7 +81,7 @@ def test_dominance_and_the_ways_out_that_avoid_a_node():
     assert paths.exits_avoiding(unit.graph, fire, [fire]) == []
 
 
-def test_overwrite_helpers_are_known_by_their_bodies():
+def test_flag_helpers_are_known_by_their_bodies():
     source = b'''
 import torch
 
@@ -102,7 +102,14 @@ class Flags:
 
 def mode_of(param):
     return "overwrite" if param.overwrite_main_grad else "accumulate"
+
+
+def zeroed(param):
+    zero = getattr(param, "zero_out_wgrad", False)
+    return zero
 '''
-    assert overwrite_helpers([source]) == {"accumulate_into", "mode_of"}
-    assert overwrite_helpers([b"def f(p):\n    return p.main_grad\n"]) == frozenset()
-    assert overwrite_helpers([b"def broken(:\n    return p.overwrite_main_grad\n"]) == frozenset()
+    found = flag_helpers([source])
+    assert found.overwrite == ("accumulate_into", "mode_of")
+    assert found.zero_out == ("zeroed",)
+    assert not flag_helpers([b"def f(p):\n    return p.main_grad\n"])
+    assert not flag_helpers([b"def broken(:\n    return p.overwrite_main_grad\n"])
