@@ -25,7 +25,7 @@ from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
 from .parsing import analysis_error, no_collections, run_deep, syntax_error, trusted_parse
-from .project import NO_FLAG_HELPERS, FlagHelpers, flag_helpers
+from .project import NO_HELPERS, Helpers, run_helpers
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
 from .suppressions import apply as apply_suppressions
@@ -62,9 +62,9 @@ class Job:
     path: str
     enabled: frozenset[str]
     data: bytes | None = None  # the file's bytes (stdin's, or read by ``run``); else read here
-    # Functions in the other files of the run that return a value computed from a
-    # per-parameter flag (``project.flag_helpers``).
-    flag_helpers: FlagHelpers = NO_FLAG_HELPERS
+    # Functions of the run's files known by what they do: return a flag, do the main_grad
+    # bookkeeping for their caller (``project.run_helpers``).
+    helpers: Helpers = NO_HELPERS
     # Delayed-wgrad classes of the other files (``class_facts``), given only to a file that
     # subclasses one of them: such a file is analysed even when it names no trigger.
     class_facts: tuple[ClassFact, ...] = ()
@@ -80,7 +80,7 @@ def lint_source(
     source: str,
     path: str,
     enabled: frozenset[str],
-    helpers: FlagHelpers = NO_FLAG_HELPERS,
+    helpers: Helpers = NO_HELPERS,
     classes: tuple[ClassFact, ...] = (),
 ) -> list[Finding]:
     """The findings in ``source``, sorted; ``helpers`` are the flag helpers defined in
@@ -145,7 +145,7 @@ def fix_source(
     path: str,
     enabled: frozenset[str],
     unsafe: bool,
-    helpers: FlagHelpers = NO_FLAG_HELPERS,
+    helpers: Helpers = NO_HELPERS,
     classes: tuple[ClassFact, ...] = (),
 ) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none applies (or MAX_FIX_PASSES). Returns the new text, the number
@@ -156,7 +156,7 @@ def fix_source(
 
 
 def _fix(
-    source, path, enabled, unsafe, helpers=NO_FLAG_HELPERS, classes=()
+    source, path, enabled, unsafe, helpers=NO_HELPERS, classes=()
 ) -> tuple[str, int, list[Finding], list[Finding]]:
     """fix_source's answer and the findings of ``source`` itself."""
     current = source
@@ -196,7 +196,7 @@ def process(job: Job, mode: Mode) -> FileResult:
                 job.path,
                 job.enabled,
                 mode.unsafe_fixes,
-                job.flag_helpers,
+                job.helpers,
                 job.class_facts,
             )
             if fixed != source.text:
@@ -204,9 +204,7 @@ def process(job: Job, mode: Mode) -> FileResult:
                 result.fixed_count = count
             result.unfixed_findings = original
         else:
-            findings = lint_source(
-                source.text, job.path, job.enabled, job.flag_helpers, job.class_facts
-            )
+            findings = lint_source(source.text, job.path, job.enabled, job.helpers, job.class_facts)
     except SourceError as error:
         result.error = FileError(job.path, error.message, error.line, error.column)
         return result
@@ -297,9 +295,9 @@ def _lint(jobs: Sequence[Job], mode: Mode, workers: int | None, on_result) -> li
 def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
     """The jobs (their bytes already read), told what the rules need to know about the
     other files of the run."""
-    helpers = flag_helpers(job.data for job in jobs if job.data is not None)
+    helpers = run_helpers(job.data for job in jobs if job.data is not None)
     if helpers:
-        jobs = [replace(job, flag_helpers=job.flag_helpers | helpers) for job in jobs]
+        jobs = [replace(job, helpers=job.helpers | helpers) for job in jobs]
     if not any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
         return list(jobs)  # no rule enabled reads them: no summaries to pay for
     facts = class_facts((job.path, job.data) for job in jobs if job.data is not None)

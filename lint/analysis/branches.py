@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import patterns, wgrad
+from . import patterns
 from .cfg import Node
 from .module import ModuleContext, Unit, iter_statements, suite_body
 
@@ -79,7 +79,7 @@ class _Finder:
         self.found: list[Branch] = []
         # The module's own functions that mark grad_added_to_main_grad or make the dummy:
         # calling one is bookkeeping, whatever its name.
-        self.helpers = unit.context.shared(wgrad.bookkeeping_helpers)
+        self.helpers = unit.context.bookkeeping_helpers
 
     def branches(self) -> list[Branch]:
         for stmt, suite in self.unit.statements():

@@ -186,7 +186,7 @@ class Deliveries:
     def mark_nodes(self) -> frozenset[int]:
         """Nodes that mark grad_added_to_main_grad (any weight) or call the module's
         bookkeeping helpers."""
-        helpers = self.unit.context.shared(wgrad.bookkeeping_helpers)
+        helpers = self.unit.context.bookkeeping_helpers
         found: set[int] = set()
         for root, node in self.unit.expression_roots():
             if wgrad.marked_subject(root) is not None or wgrad.marks_grad_added(root):

@@ -190,23 +190,6 @@ def looks_like_gemm(call: cst.Call) -> bool:
     return patterns.keyword_arg(call, "out") is not None
 
 
-def bookkeeping_helpers(context: ModuleContext) -> frozenset[str]:
-    """Functions of the module that do the bookkeeping for their caller: they mark
-    ``grad_added_to_main_grad`` or make a dummy wgrad. Use as ``context.shared(...)``."""
-    if "grad_added" not in context.source and "dummy" not in context.source:
-        return frozenset()
-    found: set[str] = set()
-    for unit in context.units:
-        if not isinstance(unit.owner, cst.FunctionDef):
-            continue
-        if "dummy" in unit.name or any("dummy" in call for call in unit.survey.calls):
-            found.add(unit.name)
-            continue
-        if any(marked_subject(stmt) is not None for stmt, _ in unit.statements()):
-            found.add(unit.name)
-    return frozenset(found)
-
-
 def mentions_torch(context: ModuleContext) -> bool:
     """The module binds ``torch`` at its top level (so a fix may allocate with it)."""
     for stmt in context.module.body:

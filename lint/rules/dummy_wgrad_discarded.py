@@ -39,8 +39,9 @@ RULE = Rule(
         `handle_custom_ddp_from_mcore` and then, under delayed wgrad, set
         `wgrad_list = [None] * ctx.num_gemms`.
 
-        Seen: within one function, a binding of a name from a call of a function of the same
-        module that sets `grad_added_to_main_grad` or makes a dummy wgrad (or from a
+        Seen: within one function, a binding of a name from a call of a function that sets
+        `grad_added_to_main_grad` or makes a dummy wgrad, defined in the same module or at
+        the top level of another file linted in the same run (or from a
         `*dummy*` call, also inside a list comprehension), followed on some path (reaching
         definitions over the control-flow graph) by a rebinding of that name to None or a
         list or tuple of None, where the name is returned (or stored into what is returned).
@@ -105,7 +106,7 @@ MESSAGE = (
 def check(context: ModuleContext, out: Collector) -> None:
     if "None" not in context.source:
         return
-    helpers = context.shared(wgrad.bookkeeping_helpers)
+    helpers = context.bookkeeping_helpers
     if not helpers and "dummy" not in context.source:
         return
     for unit in context.units:

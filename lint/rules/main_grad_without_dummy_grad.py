@@ -206,7 +206,7 @@ def check(context: ModuleContext, out: Collector) -> None:
             if torch_bound is None:
                 torch_bound = wgrad.mentions_torch(context)
             _Marked(unit, out, torch_bound).run(found)
-        elif not _does_bookkeeping(unit, context.shared(wgrad.bookkeeping_helpers)):
+        elif not _does_bookkeeping(unit, context.bookkeeping_helpers):
             _check_unmarked(unit, out)
 
 

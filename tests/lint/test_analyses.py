@@ -11,7 +11,7 @@ import pytest
 
 from gmlp_check.lint.analysis import gates, paths
 from gmlp_check.lint.analysis.module import ModuleContext
-from gmlp_check.lint.project import flag_helpers
+from gmlp_check.lint.project import helpers_in, run_helpers
 
 
 def unit_of(source: str, name: str):
@@ -108,8 +108,44 @@ def zeroed(param):
     zero = getattr(param, "zero_out_wgrad", False)
     return zero
 '''
-    found = flag_helpers([source])
+    found = run_helpers([source])
     assert found.overwrite == ("accumulate_into", "mode_of")
     assert found.zero_out == ("zeroed",)
-    assert not flag_helpers([b"def f(p):\n    return p.main_grad\n"])
-    assert not flag_helpers([b"def broken(:\n    return p.overwrite_main_grad\n"])
+    assert not run_helpers([b"def f(p):\n    return p.main_grad\n"])
+    assert not run_helpers([b"def broken(:\n    return p.overwrite_main_grad\n"])
+
+
+def test_bookkeeping_helpers_are_known_by_their_bodies():
+    source = """
+def marks(param):
+    param.grad_added_to_main_grad = True
+
+
+def sets_it_by_name(param):
+    setattr(param, "grad_added_to_main_grad", True)
+
+
+def make_dummy_for(param):
+    return None
+
+
+def calls_a_dummy_maker(param):
+    return get_dummy_wgrad(list(param.shape), param.dtype)
+
+
+def records_on_ctx(ctx, param):
+    ctx.grad_added_to_main_grad = True
+
+
+def clears(param):
+    param.grad_added_to_main_grad = False
+
+
+class Op:
+    def backward(self, param):
+        param.grad_added_to_main_grad = True
+"""
+    expected = ("calls_a_dummy_maker", "make_dummy_for", "marks", "sets_it_by_name")
+    assert run_helpers([source.encode()]).bookkeeping == expected
+    # In its own file a method counts too: ``self.backward(...)`` there is this method.
+    assert helpers_in(source).bookkeeping == tuple(sorted((*expected, "backward")))

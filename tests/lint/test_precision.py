@@ -9,12 +9,12 @@ from __future__ import annotations
 import textwrap
 
 from gmlp_check.lint import engine
-from gmlp_check.lint.project import NO_FLAG_HELPERS, FlagHelpers
+from gmlp_check.lint.project import NO_HELPERS, Helpers
 
 from .support import ALL_CODES, run_cli, write
 
 
-def findings(source: str, helpers: FlagHelpers = NO_FLAG_HELPERS) -> list[tuple[str, int]]:
+def findings(source: str, helpers: Helpers = NO_HELPERS) -> list[tuple[str, int]]:
     text = textwrap.dedent(source).lstrip("\n")
     return [(f.code, f.line) for f in engine.lint_source(text, "case.py", ALL_CODES, helpers)]
 
@@ -169,7 +169,7 @@ def test_an_imported_helper_is_known_by_its_body_in_another_linted_file(tmp_path
     assert '"GMLP002"' in together.stdout and "user.py" in together.stdout
     # Alone, nothing says what accumulates_into() returns.
     assert run_cli("--no-progress", str(user)).exit_code == 0
-    assert findings(USES_HELPER, FlagHelpers(overwrite=("accumulates_into",))) == [("GMLP002", 7)]
+    assert findings(USES_HELPER, Helpers(overwrite=("accumulates_into",))) == [("GMLP002", 7)]
 
 
 ZERO_HELPER = """
@@ -190,7 +190,7 @@ DUMMY_THROUGH_ZERO_HELPER = """
 def test_a_zero_out_helper_counts_as_the_zero_out_wgrad_test_in_this_file_or_another(tmp_path):
     # Alone, the call is a test on something else: the empty dummy is reported.
     assert findings(DUMMY_THROUGH_ZERO_HELPER) == [("GMLP003", 7)]
-    assert findings(DUMMY_THROUGH_ZERO_HELPER, FlagHelpers(zero_out=("dummy_is_zeroed",))) == []
+    assert findings(DUMMY_THROUGH_ZERO_HELPER, Helpers(zero_out=("dummy_is_zeroed",))) == []
     # Defined next to its caller (refimpl/main_grad.py's shape).
     same_file = ZERO_HELPER + DUMMY_THROUGH_ZERO_HELPER.replace("from flags import", "# was")
     assert findings(same_file) == []
@@ -200,3 +200,65 @@ def test_a_zero_out_helper_counts_as_the_zero_out_wgrad_test_in_this_file_or_ano
     # A helper returning something else is no such test.
     write(tmp_path / "flags.py", ZERO_HELPER.replace('"zero_out_wgrad"', '"sequence_parallel"'))
     assert run_cli("--no-progress", str(tmp_path)).exit_code == 1
+
+
+BOOKKEEPING_HELPER = """
+    def mark_main_grad(weight, wgrad):
+        weight.grad_added_to_main_grad = True
+        zero = getattr(weight, "zero_out_wgrad", False)
+        return get_dummy_wgrad(list(weight.main_grad.shape), weight.dtype, zero=zero)
+"""
+DROPS_THE_DUMMIES = """
+    from book import mark_main_grad
+
+
+    def finish(ctx, weights, wgrads):
+        if ctx.fuse_wgrad_accumulation:
+            wgrads = [mark_main_grad(w, g) for w, g in zip(weights, wgrads)]
+        if ctx.delay_wgrad_compute:
+            wgrads = [None] * len(weights)
+        return wgrads
+"""
+
+
+def test_a_bookkeeping_helper_of_another_file_is_known_by_its_body(tmp_path):
+    # GMLP018: the dummies the imported helper made are dropped; alone, nothing says the
+    # call made dummies.
+    write(tmp_path / "book.py", BOOKKEEPING_HELPER)
+    user = write(tmp_path / "user.py", DROPS_THE_DUMMIES)
+    together = run_cli("--no-progress", "--select", "GMLP018", str(tmp_path))
+    assert together.exit_code == 1 and "user.py:8:" in together.stdout
+    assert run_cli("--no-progress", "--select", "GMLP018", str(user)).exit_code == 0
+    # A method of that name is no such helper: another class's method is not what
+    # ``mark_main_grad(...)`` calls.
+    as_method = "class Book:\n" + textwrap.indent(textwrap.dedent(BOOKKEEPING_HELPER), "    ")
+    write(tmp_path / "book.py", as_method.replace("(weight,", "(self, weight,"))
+    assert run_cli("--no-progress", "--select", "GMLP018", str(tmp_path)).exit_code == 0
+
+
+WRITES_AND_DELEGATES = """
+    from book import finish_wgrad
+
+
+    def backward_wgrad(ctx, weight, x, dy):
+        wgrad = gemm(x, dy, out=weight.main_grad)
+        if ctx.fuse_wgrad_accumulation:
+            wgrad = None
+            finish_wgrad(weight)
+        return wgrad
+"""
+FINISHES = """
+    def finish_wgrad(weight):
+        if hasattr(weight, "grad_added_to_main_grad"):
+            weight.grad_added_to_main_grad = True
+"""
+
+
+def test_bookkeeping_done_by_a_helper_of_another_file_is_not_reported(tmp_path):
+    # GMLP005 reports main_grad written and None handed back with no bookkeeping; here the
+    # imported helper does the bookkeeping (its None is the rule's concern inside it).
+    user = write(tmp_path / "user.py", WRITES_AND_DELEGATES)
+    alone = run_cli("--no-progress", "--select", "GMLP005", str(user))
+    assert alone.exit_code == 1 and "GMLP005" in alone.stdout
+    write(tmp_path / "book.py", FINISHES)
+    assert run_cli("--no-progress", "--select", "GMLP005", str(tmp_path)).exit_code == 0
