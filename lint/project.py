@@ -80,9 +80,9 @@ def helpers_in(text: str, imported: bool = False) -> Helpers:
     }
     bookkeeping = {
         f.name
-        for word in (GRAD_ADDED, DUMMY)
+        for word, line in _BOOKKEEPING_LINES.items()
         if word in text
-        for f, top_level in _functions_spelling(text, word)
+        for f, top_level in _functions_spelling(text, word, line)
         if (top_level or not imported) and _does_bookkeeping(f)
     }
     return Helpers(**flags, bookkeeping=tuple(sorted(bookkeeping)))
@@ -92,13 +92,25 @@ _DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def _functions_spelling(text: str, word: str) -> Iterable[tuple[FunctionNode, bool]]:
-    """(function, defined at the top level) for each innermost function whose text spells
-    ``word``, parsed alone: a file of thousands of lines may hold one three-line helper."""
+# The lines that can make a function a bookkeeping helper, by the word they must hold: a
+# mark set to True, a dummy maker defined or called. Lines that merely mention the words
+# (tests comparing the flag, ``dummy`` tensors) are not worth parsing a function for.
+_BOOKKEEPING_LINES = {
+    GRAD_ADDED: re.compile(GRAD_ADDED + r".*\bTrue\b"),
+    DUMMY: re.compile(DUMMY + r"\w*\s*\("),
+}
+
+
+def _functions_spelling(
+    text: str, word: str, line_pattern: re.Pattern | None = None
+) -> Iterable[tuple[FunctionNode, bool]]:
+    """(function, defined at the top level) for each innermost function with a line that
+    spells ``word`` (and matches ``line_pattern``), parsed alone: a file of thousands of
+    lines may hold one three-line helper."""
     lines = text.splitlines()
     seen: set[int] = set()
     for number, line in enumerate(lines):
-        if word not in line:
+        if word not in line or (line_pattern is not None and not line_pattern.search(line)):
             continue
         start = number if _DEF.match(line) else _enclosing_def(lines, number)
         if start is None or start in seen:
