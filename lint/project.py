@@ -9,7 +9,11 @@ helper is renamed, a project writes its own, or it sits in another module than i
   such a helper gates on its result without ever spelling the attribute;
 * the bookkeeping helpers: functions that mark ``grad_added_to_main_grad = True`` on what
   they are given or make a dummy weight gradient for their caller. A function calling one
-  has done the bookkeeping; a dummy one returns must reach autograd.
+  has done the bookkeeping; a dummy one returns must reach autograd;
+* the gradient helpers: functions that return a GEMM's product (``dy.t() @ x``,
+  ``general_gemm(...)[0]``) and can write no main_grad (they never spell it and hand their
+  arguments only to GEMMs and tensor methods that make new tensors). What one returns is a
+  fresh weight gradient, and giving it the weight writes nothing into main_grad.
 
 Found with CPython's ``ast`` in the few functions that spell the words, so it costs next to
 nothing. From other files only functions defined at the top level count as bookkeeping
@@ -23,15 +27,15 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from functools import partial
 
 # The per-parameter flags whose helpers are looked for, by the field of ``Helpers`` that
 # holds their helpers.
 FLAGS = {"overwrite": "overwrite_main_grad", "zero_out": "zero_out_wgrad"}
 GRAD_ADDED = "grad_added_to_main_grad"
 DUMMY = "dummy"
-KINDS = (*FLAGS, "bookkeeping")
 
 
 @dataclass(frozen=True)
@@ -42,17 +46,18 @@ class Helpers:
     overwrite: tuple[str, ...] = ()
     zero_out: tuple[str, ...] = ()
     bookkeeping: tuple[str, ...] = ()
+    gradient: tuple[str, ...] = ()
 
     def __or__(self, other: Helpers) -> Helpers:
         return Helpers(
             **{
-                kind: tuple(sorted(set(getattr(self, kind)) | set(getattr(other, kind))))
-                for kind in KINDS
+                f.name: tuple(sorted({*getattr(self, f.name), *getattr(other, f.name)}))
+                for f in fields(self)
             }
         )
 
     def __bool__(self) -> bool:
-        return any(getattr(self, kind) for kind in KINDS)
+        return any(getattr(self, f.name) for f in fields(self))
 
 
 NO_HELPERS = Helpers()
@@ -63,67 +68,73 @@ def run_helpers(contents: Iterable[bytes]) -> Helpers:
     """The helpers other files may import from ``contents`` (the files of a run)."""
     found = NO_HELPERS
     for data in contents:
-        if any(word.encode() in data for word in _WORDS):
+        if any(word.encode() in data for word in _WORDS) or _PRODUCT_BYTES.search(data):
             found = found | helpers_in(data.decode("utf-8", errors="replace"), imported=True)
     return found
 
 
 def helpers_in(text: str, imported: bool = False) -> Helpers:
-    """The helpers of one file's text; with ``imported``, only those another file can
-    import by name."""
-    flags = {
-        kind: tuple(
-            sorted({f.name for f, _ in _functions_spelling(text, attr) if _returns_flag(f, attr)})
-        )
-        for kind, attr in FLAGS.items()
-        if attr in text and "return" in text
-    }
-    bookkeeping = {
-        f.name
-        for word, line in _BOOKKEEPING_LINES.items()
-        if word in text
-        for f, top_level in _functions_spelling(text, word, line)
-        if (top_level or not imported) and _does_bookkeeping(f)
-    }
-    return Helpers(**flags, bookkeeping=tuple(sorted(bookkeeping)))
+    """The helpers of one file's text; with ``imported``, only those another file can use
+    (``HelperKind.methods_imported``)."""
+    functions = _Functions(text)
+    found: dict[str, set[str]] = {kind.field: set() for kind in HELPER_KINDS}
+    for kind in HELPER_KINDS:
+        for pattern in kind.lines:
+            for function, top_level in functions.matching(pattern):
+                if (top_level or not imported or kind.methods_imported) and kind.does(function):
+                    found[kind.field].add(function.name)
+    return Helpers(**{field: tuple(sorted(names)) for field, names in found.items()})
 
 
 _DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
-
-# The lines that can make a function a bookkeeping helper, by the word they must hold: a
-# mark set to True, a dummy maker defined or called. Lines that merely mention the words
-# (tests comparing the flag, ``dummy`` tensors) are not worth parsing a function for.
-_BOOKKEEPING_LINES = {
-    GRAD_ADDED: re.compile(GRAD_ADDED + r".*\bTrue\b"),
-    DUMMY: re.compile(DUMMY + r"\w*\s*\("),
-}
+# A line returning a product, where a gradient helper's text must pass.
+_PRODUCT_LINE = re.compile(r"return\b[^\n]*(?:@|gemm|matmul|mm\()")
+_PRODUCT_BYTES = re.compile(_PRODUCT_LINE.pattern.encode())
 
 
-def _functions_spelling(
-    text: str, word: str, line_pattern: re.Pattern | None = None
-) -> Iterable[tuple[FunctionNode, bool]]:
-    """(function, defined at the top level) for each innermost function with a line that
-    spells ``word`` (and matches ``line_pattern``), parsed alone: a file of thousands of
-    lines may hold one three-line helper."""
-    lines = text.splitlines()
-    seen: set[int] = set()
-    for number, line in enumerate(lines):
-        if word not in line or (line_pattern is not None and not line_pattern.search(line)):
-            continue
-        start = number if _DEF.match(line) else _enclosing_def(lines, number)
-        if start is None or start in seen:
-            continue
-        seen.add(start)
-        block = textwrap.dedent("\n".join(_block(lines, start)))
-        try:
-            tree = ast.parse(block)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue  # the file's own lint reports it (too deep included)
-        function = tree.body[0] if tree.body else None
-        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield function, _indent(lines[start]) == 0
+class _Functions:
+    """The functions of one file's text, each parsed alone and only when a line of it
+    matches what a kind of helper must hold: a file of thousands of lines may hold one
+    three-line helper."""
+
+    def __init__(self, text: str) -> None:
+        # Lines as Python counts them: ``\r\n`` and ``\r`` end lines, a form feed does not.
+        self.text = text.replace("\r\n", "\n").replace("\r", "\n")
+        self.lines = self.text.split("\n")
+        self.parsed: dict[int, FunctionNode | None] = {}
+
+    def matching(self, pattern: re.Pattern) -> Iterable[tuple[FunctionNode, bool]]:
+        """(function, defined at the top level) for each innermost function with a line
+        matching ``pattern``."""
+        seen: set[int] = set()
+        number, counted = 0, 0
+        for match in pattern.finditer(self.text):
+            number += self.text.count("\n", counted, match.start())
+            counted = match.start()
+            if number >= len(self.lines):
+                break
+            line = self.lines[number]
+            start = number if _DEF.match(line) else _enclosing_def(self.lines, number)
+            if start is None or start in seen:
+                continue
+            seen.add(start)
+            function = self.function_at(start)
+            if function is not None:
+                yield function, _indent(self.lines[start]) == 0
+
+    def function_at(self, start: int) -> FunctionNode | None:
+        if start not in self.parsed:
+            block = textwrap.dedent("\n".join(_block(self.lines, start)))
+            try:
+                tree = ast.parse(block)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None  # the file's own lint reports it (too deep included)
+            function = tree.body[0] if tree is not None and tree.body else None
+            ok = isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+            self.parsed[start] = function if ok else None
+        return self.parsed[start]
 
 
 def _indent(line: str) -> int:
@@ -159,7 +170,7 @@ def _block(lines: list[str], start: int) -> list[str]:
     return block
 
 
-def _returns_flag(function: ast.AST, attribute: str) -> bool:
+def _returns_flag(function: FunctionNode, attribute: str) -> bool:
     spelled: set[str] = set()
     returns: list[ast.AST] = []
     for node in _own_nodes(function):
@@ -235,3 +246,88 @@ def _callee_name(call: ast.Call) -> str | None:
     if isinstance(call.func, ast.Attribute):
         return call.func.attr
     return None
+
+
+# Tensor methods and functions that make a new tensor (or inspect one) from their
+# arguments: a gradient helper may hand its parameters to these and still write nothing.
+_PURE_CALLS = frozenset(
+    {
+        "t", "transpose", "view", "reshape", "contiguous", "float", "half", "bfloat16", "to",
+        "flatten", "permute", "unsqueeze", "squeeze", "size", "dim", "type", "sum", "mul",
+        "len", "isinstance", "getattr", "hasattr", "tuple", "list", "range", "zip",
+    }
+)  # fmt: skip
+_MAIN_GRAD_WORDS = ("main_grad", GRAD_ADDED)
+
+
+def _returns_fresh_product(function: FunctionNode) -> bool:
+    """Returns a GEMM's product (``return a @ b``, ``return gemm(...)[0]``: a product bound
+    to a local first is not looked for, it would mean parsing every function with a GEMM)
+    and can write no main_grad: never spells it, and hands its parameters only to GEMMs
+    and ``_PURE_CALLS``."""
+    params = {a.arg for a in (*function.args.posonlyargs, *function.args.args)}
+    returns_product = False
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Attribute) and node.attr in _MAIN_GRAD_WORDS:
+            return False
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and any(word in node.value for word in _MAIN_GRAD_WORDS)
+        ):
+            return False
+        if isinstance(node, ast.Call) and not _is_product(node):
+            name = _callee_name(node) or ""
+            if name not in _PURE_CALLS and _mentions(node, params):
+                return False
+        if isinstance(node, ast.Return) and node.value is not None and _is_product(node.value):
+            returns_product = True
+    return returns_product
+
+
+def _is_product(node: ast.AST) -> bool:
+    """``a @ b``, or a GEMM-like call writing no given ``out=`` (``general_gemm(...)[0]``)."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return True
+    if not isinstance(node, ast.Call) or any(k.arg == "out" for k in node.keywords):
+        return False
+    name = (_callee_name(node) or "").lower()
+    return "gemm" in name or "matmul" in name or name.endswith("mm")
+
+
+def _mentions(call: ast.Call, names: set[str]) -> bool:
+    """The call is given (or called on) one of ``names``."""
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(call))
+
+
+@dataclass(frozen=True)
+class HelperKind:
+    """One kind of helper: the ``Helpers`` field naming them, the lines a helper's text
+    must hold (a file is parsed only around those), and what its body must do."""
+
+    field: str
+    lines: tuple[re.Pattern, ...]
+    does: Callable[[FunctionNode], bool]
+    # Whether a method of another file counts: a flag helper is called by its own name,
+    # while a bookkeeping method's name (``backward``) is shared by unrelated classes.
+    methods_imported: bool = False
+
+
+HELPER_KINDS = (
+    *(
+        HelperKind(
+            kind, (re.compile(re.escape(attr)),), partial(_returns_flag, attribute=attr), True
+        )
+        for kind, attr in FLAGS.items()
+    ),
+    # A mark set to True, a dummy maker defined or called (lines that merely mention the
+    # words, tests comparing the flag or ``dummy`` tensors, are not worth parsing for).
+    HelperKind(
+        "bookkeeping",
+        (re.compile(GRAD_ADDED + r".*\bTrue\b"), re.compile(DUMMY + r"\w*[ \t]*\(")),
+        _does_bookkeeping,
+    ),
+    HelperKind("gradient", (_PRODUCT_LINE,), _returns_fresh_product),
+)

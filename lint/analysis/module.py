@@ -251,6 +251,7 @@ class ModuleContext:
         self.overwrite_helpers = patterns.KNOWN_OVERWRITE_HELPERS | frozenset(known.overwrite)
         self.zero_out_helpers = frozenset(known.zero_out)
         self.bookkeeping_helpers = frozenset(known.bookkeeping)
+        self.gradient_helpers = frozenset(known.gradient)
         self._shared: dict[Callable, object] = {}
 
     def shared(self, analysis: Callable[[ModuleContext], T]) -> T:

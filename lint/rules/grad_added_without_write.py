@@ -46,9 +46,12 @@ RULE = Rule(
           guarded by nothing but loops and `hasattr` tests (a mark under another condition
           may be correlated with the write's condition, which a path-insensitive graph
           cannot tell);
-        * a weight gradient computed here by a GEMM or `@` into a fresh tensor reaches the
+        * a weight gradient computed here by a GEMM or `@` into a fresh tensor (or by a
+          gradient helper: a function of this file, or at the top level of another file of
+          the run, that returns such a product and can write no main_grad) reaches the
           mark on a path where it was used by nothing, and after the mark it is never given
-          to main_grad (typically it is replaced by the dummy).
+          to main_grad (typically it is replaced by the dummy). Giving the weight to a
+          gradient helper writes nothing.
 
         * the function works with main_grad (fetches it, puts it back on the weight with
           `p.main_grad = p.get_main_grad()`, tests or reads it) and runs a GEMM, yet no node
@@ -110,6 +113,22 @@ RULE = Rule(
                 return None, wgrad
             """
         ),
+        Example(
+            """
+            def accumulate_wgrad(weight, x, dy):
+                weight.main_grad.add_(dy.t() @ x)
+                return dy.t() @ x
+
+
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = accumulate_wgrad(weight, x, dy)
+                if ctx.fuse_wgrad_accumulation:
+                    weight.grad_added_to_main_grad = True
+                    wgrad = make_dummy_wgrad(weight)
+                return None, wgrad
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -145,6 +164,22 @@ RULE = Rule(
                 return None, make_dummy_wgrad(weight)
             """,
             line=5,
+        ),
+        Example(
+            """
+            def weight_gradient(x, dy):
+                return dy.t().float() @ x.float()
+
+
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = weight_gradient(x, dy)
+                if ctx.fuse_wgrad_accumulation:
+                    weight.grad_added_to_main_grad = True
+                    wgrad = make_dummy_wgrad(weight)
+                return None, wgrad
+            """,
+            line=9,
         ),
     ),
 )
@@ -267,7 +302,7 @@ class _Gradients:
             if d.kind == "assign"
             and d.name in returned
             and d.node.index not in facts.touching
-            and _computes_gradient(d.value)
+            and _computes_gradient(d.value, unit.context.gradient_helpers)
         ]
         self.uses = {d.index: self._uses(d) for d in self.defs}
 
@@ -292,10 +327,16 @@ class _Gradients:
         return None
 
 
-def _computes_gradient(value) -> bool:
+def _computes_gradient(value, helpers: frozenset[str]) -> bool:
+    """A GEMM or ``@`` into a fresh tensor, or a call of a gradient helper of the run (one
+    returning such a product and writing no main_grad: ``project.Helpers.gradient``)."""
+    if isinstance(value, cst.Subscript):
+        value = value.value  # ``general_gemm(...)[0]``
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
         return True
-    return isinstance(value, cst.Call) and wgrad.looks_like_gemm(value)
+    return isinstance(value, cst.Call) and (
+        wgrad.looks_like_gemm(value) or patterns.callee_name(value) in helpers
+    )
 
 
 def _reads(unit: Unit, node, d) -> bool:

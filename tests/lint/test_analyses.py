@@ -149,3 +149,37 @@ class Op:
     assert run_helpers([source.encode()]).bookkeeping == expected
     # In its own file a method counts too: ``self.backward(...)`` there is this method.
     assert helpers_in(source).bookkeeping == tuple(sorted((*expected, "backward")))
+
+
+def test_gradient_helpers_return_a_product_and_can_write_no_main_grad():
+    source = """
+def plain(x, dy):
+    return dy.t() @ x
+
+
+def cast_first(x, dy):
+    return torch.matmul(dy.t().float(), x.float())
+
+
+def indexed(x, dy, workspace):
+    return general_gemm(x, dy, workspace)[0]
+
+
+def writes_it(weight, x, dy):
+    weight.main_grad.add_(dy.t() @ x)
+    return dy.t() @ x
+
+
+def hands_the_weight_on(weight, x, dy):
+    accumulate(weight, x, dy)
+    return dy.t() @ x
+
+
+def into_a_given_output(x, dy, out):
+    return torch.matmul(dy.t(), x, out=out)
+
+
+def no_product(x, dy):
+    return x + dy
+"""
+    assert run_helpers([source.encode()]).gradient == ("cast_first", "indexed", "plain")

@@ -262,3 +262,35 @@ def test_bookkeeping_done_by_a_helper_of_another_file_is_not_reported(tmp_path):
     assert alone.exit_code == 1 and "GMLP005" in alone.stdout
     write(tmp_path / "book.py", FINISHES)
     assert run_cli("--no-progress", "--select", "GMLP005", str(tmp_path)).exit_code == 0
+
+
+GRADIENT_HELPER = """
+    def weight_gradient(x, dy):
+        return dy.t().float() @ x.float()
+"""
+MARKS_AFTER_A_HELPER_GRADIENT = """
+    from grads import weight_gradient
+
+
+    def backward(ctx, dy, x):
+        weight = ctx.weight
+        wgrad = weight_gradient(x, dy)
+        if ctx.fuse_wgrad_accumulation:
+            weight.grad_added_to_main_grad = True
+            wgrad = make_dummy_wgrad(weight)
+        return None, wgrad
+"""
+
+
+def test_a_gradient_helper_of_another_file_computes_a_gradient_that_can_be_lost(tmp_path):
+    # GMLP032: the gradient the imported helper computed is replaced by the dummy, never
+    # written; alone, the call may be anything (a helper writing main_grad included).
+    user = write(tmp_path / "user.py", MARKS_AFTER_A_HELPER_GRADIENT)
+    assert run_cli("--no-progress", "--select", "GMLP032", str(user)).exit_code == 0
+    write(tmp_path / "grads.py", GRADIENT_HELPER)
+    together = run_cli("--no-progress", "--select", "GMLP032", str(tmp_path))
+    assert together.exit_code == 1 and "user.py:8:" in together.stdout
+    # A helper that accumulates into main_grad is no gradient helper.
+    writes = "def weight_gradient(x, dy, weight=None):\n    weight.main_grad.add_(dy.t() @ x)\n"
+    write(tmp_path / "grads.py", writes + "    return dy.t() @ x\n")
+    assert run_cli("--no-progress", "--select", "GMLP032", str(tmp_path)).exit_code == 0
