@@ -52,6 +52,7 @@ RULE_MODULES = {
     "GMLP022": "dummy_wgrad_copied_as_real",
     "GMLP023": "wgrad_queued_on_every_path",
     "GMLP024": "deferred_wgrad_handed_back_as_none",
+    "GMLP025": "delayed_wgrad_piece_empty",
     "GMLP030": "main_grad_on_stand_in",
     "GMLP031": "main_grad_handed_on_as_grad",
     "GMLP032": "grad_added_without_write",
