@@ -40,6 +40,8 @@ TRIGGERS = (
     "skip_backward_post_hook",
     "backward_dw",  # delayed wgrad across classes (GMLP014): such files may never write main_grad
     "delay_wgrad_compute",
+    "_dw(self",  # a delayed-wgrad piece defined (GMLP025): a stub names no other trigger
+    "register_hook(",  # a tensor hook that may act on a dummy wgrad (GMLP026)
 )
 _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 MAX_FIX_PASSES = 10

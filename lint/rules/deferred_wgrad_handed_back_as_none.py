@@ -1,0 +1,156 @@
+"""GMLP024: a backward defers a weight's gradient and hands autograd None for it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+deferred_none = LazyModule("..analysis.deferred_none", __package__)
+
+CODE = "GMLP024"
+RULE = Rule(
+    code=CODE,
+    name="deferred-wgrad-handed-back-as-none",
+    summary=(
+        "A backward hands the weight to a store that computes its gradient into main_grad "
+        "later, and returns None as the weight's gradient on that path, in code that "
+        "otherwise hands back dummies: the grad-accumulation hook never fires for it."
+    ),
+    flags=(
+        "`G = None` reaching the weight's slot of a backward's `return` on a path from a "
+        "call that hands the weight to an object (`store.put(x, dy, weight)`), outside any "
+        "test of main_grad / `grad_added_to_main_grad`, in a file that names "
+        "`grad_added_to_main_grad`"
+    ),
+    explanation="""
+        Issue #19, class 5 (hooks without bookkeeping), found from MindSpeed !908's nanopipe
+        linear. When a weight's gradient goes into `main_grad` outside autograd, Megatron's
+        DDP still learns that the weight is done from its grad-accumulation hook, which
+        fires only when autograd receives a gradient for the weight. The convention is a
+        dummy `.grad` (a zeros or empty tensor of main_grad's shape) under
+        `hasattr(weight, "grad_added_to_main_grad")`. A split backward (zero-bubble, nano
+        pipelines) that hands the weight itself to a store, for a later step to accumulate
+        into main_grad, owes the same dummy: returning None leaves the hook silent, so the
+        overlapped reduction's bookkeeping never counts the weight (an assertion in
+        `overlap_grad_reduce`, or a bucket never reduced).
+
+        Seen: autograd Functions (a class with `forward` and `backward`); the weight is
+        `forward`'s parameter, or the `ctx` attribute `forward` stored it in and the name
+        `backward` reads it into; a call made as a statement on an object, given the weight
+        (directly or in a list / tuple); its gradient slot is the weight's position among
+        `forward`'s inputs; `G = None` bindings that reach a `return` placing `G` in that
+        slot, on a control-flow path that starts at the hand-off. Only in files that name
+        `grad_added_to_main_grad` (the dummy convention is in force there) and do not name
+        `skip_backward_post_hook` (TE's delayed wgrad: the module fires the hooks itself in
+        `backward_dw`, and None is right).
+
+        Not seen: weights handed on inside other containers or through helpers; stores that
+        fire the hook themselves when they run (a None is then right: a false alarm);
+        a None handed back from a helper; backwards whose file never names the flag (old
+        Megatron, Megatron-DeepSpeed: no dummy convention, not reported).
+    """,
+    fix="""
+        On the deferred path, hand back the dummy the rest of the code uses:
+        `if hasattr(weight, "grad_added_to_main_grad"): grad_weight = torch.zeros(
+        weight.main_grad.shape, dtype=input.dtype, device=...)` (or the cached empty one),
+        else None. No automatic fix.
+    """,
+    fix_summary="none (hand back a dummy under `hasattr(weight, 'grad_added_to_main_grad')`)",
+    valid=(
+        Example(
+            """
+            class _NanoLinear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.weight = weight
+                    ctx.save_for_backward(x)
+                    return x @ weight.t()
+
+                @staticmethod
+                def backward(ctx, dy):
+                    (x,) = ctx.saved_tensors
+                    weight = ctx.weight
+                    if WeightGradStore.is_decoupleBlock:
+                        WeightGradStore.put(x, dy, weight)
+                        if hasattr(weight, "grad_added_to_main_grad"):
+                            grad_weight = torch.zeros(weight.main_grad.shape, dtype=x.dtype)
+                        else:
+                            grad_weight = None
+                    else:
+                        grad_weight = dy.t().matmul(x)
+                    return dy @ weight, grad_weight
+            """
+        ),
+        Example(
+            """
+            class _Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, weight)
+                    return x @ weight.t()
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    grad_weight = None
+                    if ctx.wgrad_store.delay_wgrad_compute():
+                        ctx.wgrad_store.put([x, dy], weight)
+                    else:
+                        grad_weight = dy.t().matmul(x)
+                    return dy @ weight, grad_weight
+
+
+            def mark(weight):
+                weight.skip_backward_post_hook = True  # backward_dw fires the hooks
+                return hasattr(weight, "grad_added_to_main_grad")
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class _NanoLinear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.weight = weight
+                    ctx.save_for_backward(x)
+                    return x @ weight.t()
+
+                @staticmethod
+                def backward(ctx, dy):
+                    (x,) = ctx.saved_tensors
+                    weight = ctx.weight
+                    if WeightGradStore.is_decoupleBlock:
+                        WeightGradStore.put(x, dy, weight)
+                    grad_weight = None
+                    if not WeightGradStore.is_decoupleBlock:
+                        grad_weight = dy.t().matmul(x)
+                    return dy @ weight, grad_weight
+
+
+            def uses_the_flag(weight):
+                return hasattr(weight, "grad_added_to_main_grad")
+            """,
+            line=14,
+        ),
+    ),
+)
+
+
+MESSAGE = (
+    "`{weight}`'s gradient is deferred (handed to `{call}`) and this backward hands autograd "
+    "None for it: its grad-accumulation hook never fires, so the overlapped reduction never "
+    "counts it; hand back a dummy under `hasattr({weight}, 'grad_added_to_main_grad')`"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    for found in context.shared(deferred_none.deferred_nones):
+        call = context.code(found.handoff.func)
+        out.report(CODE, found.none, MESSAGE.format(weight=found.weight, call=call))
