@@ -25,7 +25,7 @@ from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
 from .parsing import analysis_error, no_collections, run_deep, syntax_error, trusted_parse
-from .project import NO_HELPERS, Helpers, run_helpers
+from .project import NO_RUN_FACTS, RunFacts, run_facts
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
 from .suppressions import apply as apply_suppressions
@@ -64,9 +64,9 @@ class Job:
     path: str
     enabled: frozenset[str]
     data: bytes | None = None  # the file's bytes (stdin's, or read by ``run``); else read here
-    # Functions of the run's files known by what they do: return a flag, do the main_grad
-    # bookkeeping for their caller (``project.run_helpers``).
-    helpers: Helpers = NO_HELPERS
+    # Functions and layer classes of the run's files known by what they do
+    # (``project.run_facts``).
+    run_facts: RunFacts = NO_RUN_FACTS
     # Delayed-wgrad classes of the other files (``class_facts``), given only to a file that
     # subclasses one of them: such a file is analysed even when it names no trigger.
     class_facts: tuple[ClassFact, ...] = ()
@@ -82,12 +82,13 @@ def lint_source(
     source: str,
     path: str,
     enabled: frozenset[str],
-    helpers: Helpers = NO_HELPERS,
+    facts: RunFacts = NO_RUN_FACTS,
     classes: tuple[ClassFact, ...] = (),
 ) -> list[Finding]:
-    """The findings in ``source``, sorted; ``helpers`` are the flag helpers defined in
-    the other files of the run, ``classes`` the delayed-wgrad classes of those files that
-    this one subclasses. Raises SourceError when it is not valid Python."""
+    """The findings in ``source``, sorted; ``facts`` are what the run knows of the
+    functions and layer classes of its files (``project.RunFacts``), ``classes`` the
+    delayed-wgrad classes of those files that this one subclasses. Raises SourceError when
+    it is not valid Python."""
     checked = enabled
     if not mentions_contract(source) and classes:
         checked = enabled & registry.codes_reading_subclasses()  # only those rules need it
@@ -100,7 +101,7 @@ def lint_source(
             error = analysis_error(source, path)
             if error is not None:
                 raise error
-            findings = run_deep(lambda: _run_checks(source, path, checked, helpers, classes))
+            findings = run_deep(lambda: _run_checks(source, path, checked, facts, classes))
     else:
         error = syntax_error(source, path)
         if error is not None:
@@ -116,7 +117,7 @@ def mentions_contract(source: str) -> bool:
     return any(trigger in source for trigger in TRIGGERS)
 
 
-def _run_checks(source: str, path: str, enabled, helpers, classes=()) -> list[Finding]:
+def _run_checks(source: str, path: str, enabled, facts, classes=()) -> list[Finding]:
     """Parse ``source`` and run every enabled rule's check on it."""
     import libcst
 
@@ -125,7 +126,7 @@ def _run_checks(source: str, path: str, enabled, helpers, classes=()) -> list[Fi
 
     try:
         with trusted_parse():  # Python compiled ``source`` (``lint_source`` asked it first)
-            context = ModuleContext(source, path, helpers, classes)
+            context = ModuleContext(source, path, facts, classes)
         out = Collector(context, enabled)
         for check in registry.module_checks(enabled):
             check(context, out)
@@ -147,29 +148,29 @@ def fix_source(
     path: str,
     enabled: frozenset[str],
     unsafe: bool,
-    helpers: Helpers = NO_HELPERS,
+    facts: RunFacts = NO_RUN_FACTS,
     classes: tuple[ClassFact, ...] = (),
 ) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none applies (or MAX_FIX_PASSES). Returns the new text, the number
     of fixes applied and the findings that remain. Raises SourceError if the input is not
     valid Python, or if a fix would make it invalid."""
-    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe, helpers, classes)
+    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe, facts, classes)
     return fixed, applied, remaining
 
 
 def _fix(
-    source, path, enabled, unsafe, helpers=NO_HELPERS, classes=()
+    source, path, enabled, unsafe, facts=NO_RUN_FACTS, classes=()
 ) -> tuple[str, int, list[Finding], list[Finding]]:
     """fix_source's answer and the findings of ``source`` itself."""
     current = source
     applied = 0
-    original = findings = lint_source(current, path, enabled, helpers, classes)
+    original = findings = lint_source(current, path, enabled, facts, classes)
     for _ in range(MAX_FIX_PASSES):
         candidate, count = apply_fixes(current, findings, unsafe)
         if count == 0:
             break
         try:
-            next_findings = lint_source(candidate, path, enabled, helpers, classes)
+            next_findings = lint_source(candidate, path, enabled, facts, classes)
         except SourceError as error:
             raise SourceError(
                 f"a fix produced invalid code, nothing written ({error.message})"
@@ -198,7 +199,7 @@ def process(job: Job, mode: Mode) -> FileResult:
                 job.path,
                 job.enabled,
                 mode.unsafe_fixes,
-                job.helpers,
+                job.run_facts,
                 job.class_facts,
             )
             if fixed != source.text:
@@ -206,7 +207,9 @@ def process(job: Job, mode: Mode) -> FileResult:
                 result.fixed_count = count
             result.unfixed_findings = original
         else:
-            findings = lint_source(source.text, job.path, job.enabled, job.helpers, job.class_facts)
+            findings = lint_source(
+                source.text, job.path, job.enabled, job.run_facts, job.class_facts
+            )
     except SourceError as error:
         result.error = FileError(job.path, error.message, error.line, error.column)
         return result
@@ -297,9 +300,9 @@ def _lint(jobs: Sequence[Job], mode: Mode, workers: int | None, on_result) -> li
 def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
     """The jobs (their bytes already read), told what the rules need to know about the
     other files of the run."""
-    helpers = run_helpers(job.data for job in jobs if job.data is not None)
-    if helpers:
-        jobs = [replace(job, helpers=job.helpers | helpers) for job in jobs]
+    facts = run_facts(job.data for job in jobs if job.data is not None)
+    if facts:
+        jobs = [replace(job, run_facts=job.run_facts | facts) for job in jobs]
     if not any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
         return list(jobs)  # no rule enabled reads them: no summaries to pay for
     facts = class_facts((job.path, job.data) for job in jobs if job.data is not None)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from functools import partial
 
-# The per-parameter flags whose helpers are looked for, by the field of ``Helpers`` that
+# The per-parameter flags whose helpers are looked for, by the field of ``RunFacts`` that
 # holds their helpers.
 FLAGS = {"overwrite": "overwrite_main_grad", "zero_out": "zero_out_wgrad"}
 GRAD_ADDED = "grad_added_to_main_grad"
@@ -39,7 +39,7 @@ DUMMY = "dummy"
 
 
 @dataclass(frozen=True)
-class Helpers:
+class RunFacts:
     """Function names by what the functions do (see the module docstring). Sorted tuples,
     not sets: the cache key is built from the repr."""
 
@@ -48,8 +48,8 @@ class Helpers:
     bookkeeping: tuple[str, ...] = ()
     gradient: tuple[str, ...] = ()
 
-    def __or__(self, other: Helpers) -> Helpers:
-        return Helpers(
+    def __or__(self, other: RunFacts) -> RunFacts:
+        return RunFacts(
             **{
                 f.name: tuple(sorted({*getattr(self, f.name), *getattr(other, f.name)}))
                 for f in fields(self)
@@ -60,20 +60,20 @@ class Helpers:
         return any(getattr(self, f.name) for f in fields(self))
 
 
-NO_HELPERS = Helpers()
+NO_RUN_FACTS = RunFacts()
 _WORDS = (*FLAGS.values(), GRAD_ADDED, DUMMY)
 
 
-def run_helpers(contents: Iterable[bytes]) -> Helpers:
+def run_facts(contents: Iterable[bytes]) -> RunFacts:
     """The helpers other files may import from ``contents`` (the files of a run)."""
-    found = NO_HELPERS
+    found = NO_RUN_FACTS
     for data in contents:
         if any(word.encode() in data for word in _WORDS) or _PRODUCT_BYTES.search(data):
-            found = found | helpers_in(data.decode("utf-8", errors="replace"), imported=True)
+            found = found | facts_in(data.decode("utf-8", errors="replace"), imported=True)
     return found
 
 
-def helpers_in(text: str, imported: bool = False) -> Helpers:
+def facts_in(text: str, imported: bool = False) -> RunFacts:
     """The helpers of one file's text; with ``imported``, only those another file can use
     (``HelperKind.methods_imported``)."""
     functions = _Functions(text)
@@ -83,7 +83,7 @@ def helpers_in(text: str, imported: bool = False) -> Helpers:
             for function, top_level in functions.matching(pattern):
                 if (top_level or not imported or kind.methods_imported) and kind.does(function):
                     found[kind.field].add(function.name)
-    return Helpers(**{field: tuple(sorted(names)) for field, names in found.items()})
+    return RunFacts(**{field: tuple(sorted(names)) for field, names in found.items()})
 
 
 _DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
@@ -304,7 +304,7 @@ def _mentions(call: ast.Call, names: set[str]) -> bool:
 
 @dataclass(frozen=True)
 class HelperKind:
-    """One kind of helper: the ``Helpers`` field naming them, the lines a helper's text
+    """One kind of helper: the ``RunFacts`` field naming them, the lines a helper's text
     must hold (a file is parsed only around those), and what its body must do."""
 
     field: str

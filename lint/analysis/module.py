@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..lines import line_starts
-from ..project import NO_HELPERS, Helpers, helpers_in
+from ..project import NO_RUN_FACTS, RunFacts, facts_in
 from . import carried as carried_flags
 from . import patterns
 from .cfg import Graph, Node, build_graph
@@ -236,7 +236,7 @@ class ModuleContext:
     """A parsed file with positions, offsets and its units."""
 
     def __init__(
-        self, source: str, path: str, helpers: Helpers = NO_HELPERS, class_facts=()
+        self, source: str, path: str, facts: RunFacts = NO_RUN_FACTS, class_facts=()
     ) -> None:
         self.source = source
         self.path = path
@@ -245,9 +245,9 @@ class ModuleContext:
         self._positions = None
         self.line_starts = line_starts(source)
         self.units = list(_units(self, self.module, self.module.body, None, None))
-        # Helpers known by what they do (``project.Helpers``): found in the other files of
+        # RunFacts known by what they do (``project.RunFacts``): found in the other files of
         # the run and defined here; flag helpers also by name.
-        known = helpers | helpers_in(source)
+        known = facts | facts_in(source)
         self.overwrite_helpers = patterns.KNOWN_OVERWRITE_HELPERS | frozenset(known.overwrite)
         self.zero_out_helpers = frozenset(known.zero_out)
         self.bookkeeping_helpers = frozenset(known.bookkeeping)

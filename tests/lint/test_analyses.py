@@ -11,7 +11,7 @@ import pytest
 
 from gmlp_check.lint.analysis import gates, paths
 from gmlp_check.lint.analysis.module import ModuleContext
-from gmlp_check.lint.project import helpers_in, run_helpers
+from gmlp_check.lint.project import facts_in, run_facts
 
 
 def unit_of(source: str, name: str):
@@ -108,11 +108,11 @@ def zeroed(param):
     zero = getattr(param, "zero_out_wgrad", False)
     return zero
 '''
-    found = run_helpers([source])
+    found = run_facts([source])
     assert found.overwrite == ("accumulate_into", "mode_of")
     assert found.zero_out == ("zeroed",)
-    assert not run_helpers([b"def f(p):\n    return p.main_grad\n"])
-    assert not run_helpers([b"def broken(:\n    return p.overwrite_main_grad\n"])
+    assert not run_facts([b"def f(p):\n    return p.main_grad\n"])
+    assert not run_facts([b"def broken(:\n    return p.overwrite_main_grad\n"])
 
 
 def test_bookkeeping_helpers_are_known_by_their_bodies():
@@ -146,9 +146,9 @@ class Op:
         param.grad_added_to_main_grad = True
 """
     expected = ("calls_a_dummy_maker", "make_dummy_for", "marks", "sets_it_by_name")
-    assert run_helpers([source.encode()]).bookkeeping == expected
+    assert run_facts([source.encode()]).bookkeeping == expected
     # In its own file a method counts too: ``self.backward(...)`` there is this method.
-    assert helpers_in(source).bookkeeping == tuple(sorted((*expected, "backward")))
+    assert facts_in(source).bookkeeping == tuple(sorted((*expected, "backward")))
 
 
 def test_gradient_helpers_return_a_product_and_can_write_no_main_grad():
@@ -182,4 +182,4 @@ def into_a_given_output(x, dy, out):
 def no_product(x, dy):
     return x + dy
 """
-    assert run_helpers([source.encode()]).gradient == ("cast_first", "indexed", "plain")
+    assert run_facts([source.encode()]).gradient == ("cast_first", "indexed", "plain")

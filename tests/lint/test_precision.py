@@ -9,12 +9,12 @@ from __future__ import annotations
 import textwrap
 
 from gmlp_check.lint import engine
-from gmlp_check.lint.project import NO_HELPERS, Helpers
+from gmlp_check.lint.project import NO_RUN_FACTS, RunFacts
 
 from .support import ALL_CODES, run_cli, write
 
 
-def findings(source: str, helpers: Helpers = NO_HELPERS) -> list[tuple[str, int]]:
+def findings(source: str, helpers: RunFacts = NO_RUN_FACTS) -> list[tuple[str, int]]:
     text = textwrap.dedent(source).lstrip("\n")
     return [(f.code, f.line) for f in engine.lint_source(text, "case.py", ALL_CODES, helpers)]
 
@@ -169,7 +169,7 @@ def test_an_imported_helper_is_known_by_its_body_in_another_linted_file(tmp_path
     assert '"GMLP002"' in together.stdout and "user.py" in together.stdout
     # Alone, nothing says what accumulates_into() returns.
     assert run_cli("--no-progress", str(user)).exit_code == 0
-    assert findings(USES_HELPER, Helpers(overwrite=("accumulates_into",))) == [("GMLP002", 7)]
+    assert findings(USES_HELPER, RunFacts(overwrite=("accumulates_into",))) == [("GMLP002", 7)]
 
 
 ZERO_HELPER = """
@@ -190,7 +190,7 @@ DUMMY_THROUGH_ZERO_HELPER = """
 def test_a_zero_out_helper_counts_as_the_zero_out_wgrad_test_in_this_file_or_another(tmp_path):
     # Alone, the call is a test on something else: the empty dummy is reported.
     assert findings(DUMMY_THROUGH_ZERO_HELPER) == [("GMLP003", 7)]
-    assert findings(DUMMY_THROUGH_ZERO_HELPER, Helpers(zero_out=("dummy_is_zeroed",))) == []
+    assert findings(DUMMY_THROUGH_ZERO_HELPER, RunFacts(zero_out=("dummy_is_zeroed",))) == []
     # Defined next to its caller (refimpl/main_grad.py's shape).
     same_file = ZERO_HELPER + DUMMY_THROUGH_ZERO_HELPER.replace("from flags import", "# was")
     assert findings(same_file) == []
