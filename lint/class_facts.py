@@ -22,13 +22,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from . import layer_facts
+
 BACKWARD_DW = "backward_dw"
 DELAY = "delay_wgrad_compute"
 _DEFINES = (b"def " + BACKWARD_DW.encode(), DELAY.encode())
 # The words of a call that builds a weight layer; the same test as analysis/classes.py's.
 SPEC_BUILDERS = frozenset({"build_module"})
 LAYER_WORDS = ("linear", "proj")
-EAGER_LAYERS = frozenset({"nn.Linear"})
 # Text that may build a weight layer (a gate on which subclass files to analyse: it may say
 # yes where the class model later finds no layer, never no where it finds one).
 LAYER_TEXT = (b"Linear", b"build_module")  # looked for in ``__init__``
@@ -59,11 +60,14 @@ class ClassFact:
     spells_delay: bool  # __init__ takes or mentions delay_wgrad_compute
 
 
-def class_facts(files: Iterable[tuple[str, bytes]]) -> dict[str, tuple[ClassFact, ...]]:
+def class_facts(
+    files: Iterable[tuple[str, bytes]], eager: Iterable[str] = ()
+) -> dict[str, tuple[ClassFact, ...]]:
     """For each file (given as path, bytes) that subclasses a delayed-wgrad class of another
     file: the summaries of that class and of its delayed-wgrad bases. A delayed-wgrad class
     is a top-level class that defines ``backward_dw`` or takes the delay mode in an
-    ``__init__``; only the blocks of the classes some file needs are parsed."""
+    ``__init__``; only the blocks of the classes some file needs are parsed. ``eager``: the
+    run's eager layer classes (``layer_facts.eager_layers``), which build no layer here."""
     files = list(files)
     candidates: dict[str, list[tuple[str, bytes]]] = {}  # name -> (path, block) defining it
     for path, data in files:
@@ -92,7 +96,7 @@ def class_facts(files: Iterable[tuple[str, bytes]]) -> dict[str, tuple[ClassFact
         while pending:
             name = pending.pop()
             if name not in summaries:
-                summaries[name] = _summaries(candidates[name])
+                summaries[name] = _summaries(candidates[name], eager, contents)
             for fact in summaries[name]:
                 if fact not in lineage:
                     lineage.append(fact)
@@ -164,14 +168,21 @@ def _add_intermediates(candidates, headers, contents) -> None:
                     candidates.setdefault(name, []).append((path, block))
 
 
-def _summaries(definitions: list[tuple[str, bytes]]) -> list[ClassFact]:
+def _summaries(
+    definitions: list[tuple[str, bytes]], eager: Iterable[str], contents: dict[str, bytes]
+) -> list[ClassFact]:
     found = []
     for path, block in definitions:
         try:
             tree = ast.parse(block)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # the file's own lint reports it
-        found.extend(_summary(n, path) for n in tree.body if isinstance(n, ast.ClassDef))
+        imports = layer_facts.imported_from(contents[path].decode("utf-8", errors="replace"))
+
+        def is_layer(call: ast.Call, imports=imports) -> bool:
+            return _is_layer_call(call, imports, eager)
+
+        found.extend(_summary(n, path, is_layer) for n in tree.body if isinstance(n, ast.ClassDef))
     return found
 
 
@@ -213,7 +224,7 @@ def _class_blocks(data: bytes) -> Iterable[bytes]:
             return
 
 
-def _summary(node: ast.ClassDef, path: str) -> ClassFact:
+def _summary(node: ast.ClassDef, path: str, is_layer) -> ClassFact:
     """One walk over each method (the run pays for this before any file is linted)."""
     bases = tuple(name for base in node.bases if (name := _last_name(base)))
     methods: dict[str, set[str]] = {}
@@ -246,7 +257,12 @@ def _summary(node: ast.ClassDef, path: str) -> ClassFact:
                     stores.setdefault(attr, set()).update(
                         n.attr for n in ast.walk(value) if _is_self_attr(n)
                     )
-                    if init and kind is ast.Assign and attr not in layers and _builds_layer(value):
+                    if (
+                        init
+                        and kind is ast.Assign
+                        and attr not in layers
+                        and _builds_layer(value, is_layer)
+                    ):
                         layers.append(attr)
     return ClassFact(
         node.name,
@@ -289,23 +305,26 @@ def _stored(node: ast.AST) -> tuple[str, ast.AST] | None:
     return None
 
 
-def _builds_layer(value: ast.AST) -> bool:
+def _builds_layer(value: ast.AST, is_layer) -> bool:
     """The value holds a call that builds a weight layer (alone or in a container)."""
-    return any(isinstance(n, ast.Call) and _is_layer_call(n) for n in ast.walk(value))
+    return any(isinstance(n, ast.Call) and is_layer(n) for n in ast.walk(value))
 
 
-def _is_layer_call(call: ast.Call) -> bool:
+def _is_layer_call(call: ast.Call, imports: dict[str, str], eager: Iterable[str]) -> bool:
+    """The same test as ``analysis.classes.layer_test``'s, on CPython's tree."""
     name = _last_name(call.func) or ""
     if name in SPEC_BUILDERS:
         target = _last_name(call.args[0]) if call.args else None
         return target is not None and any(word in target.lower() for word in LAYER_WORDS)
+    if "Linear" not in name:
+        return False
     func = call.func
-    tail = (
+    spelled = (
         f"{_last_name(func.value)}.{func.attr}"
         if isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute))
-        else None
+        else name
     )
-    return "Linear" in name and tail not in EAGER_LAYERS
+    return not layer_facts.is_eager(spelled, imports.get(spelled), eager)
 
 
 def _is_self_attr(node: ast.AST) -> bool:

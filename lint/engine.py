@@ -300,13 +300,18 @@ def _lint(jobs: Sequence[Job], mode: Mode, workers: int | None, on_result) -> li
 def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
     """The jobs (their bytes already read), told what the rules need to know about the
     other files of the run."""
-    facts = run_facts(job.data for job in jobs if job.data is not None)
+    facts = run_facts((job.path, job.data) for job in jobs if job.data is not None)
     if facts:
         jobs = [replace(job, run_facts=job.run_facts | facts) for job in jobs]
     if not any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
         return list(jobs)  # no rule enabled reads them: no summaries to pay for
-    facts = class_facts((job.path, job.data) for job in jobs if job.data is not None)
-    return [replace(job, class_facts=facts[job.path]) if job.path in facts else job for job in jobs]
+    facts_by_path = class_facts(
+        ((job.path, job.data) for job in jobs if job.data is not None), facts.eager_layers
+    )
+    return [
+        replace(job, class_facts=facts_by_path[job.path]) if job.path in facts_by_path else job
+        for job in jobs
+    ]
 
 
 def available_cpus() -> int:

@@ -28,8 +28,10 @@ import ast
 import re
 import textwrap
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import partial
+
+from . import layer_facts
 
 # The per-parameter flags whose helpers are looked for, by the field of ``RunFacts`` that
 # holds their helpers.
@@ -47,6 +49,8 @@ class RunFacts:
     zero_out: tuple[str, ...] = ()
     bookkeeping: tuple[str, ...] = ()
     gradient: tuple[str, ...] = ()
+    # Layer classes that compute their weight gradient eagerly (``layer_facts``).
+    eager_layers: tuple[str, ...] = ()
 
     def __or__(self, other: RunFacts) -> RunFacts:
         return RunFacts(
@@ -64,18 +68,25 @@ NO_RUN_FACTS = RunFacts()
 _WORDS = (*FLAGS.values(), GRAD_ADDED, DUMMY)
 
 
-def run_facts(contents: Iterable[bytes]) -> RunFacts:
-    """The helpers other files may import from ``contents`` (the files of a run)."""
+def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
+    """What another file may use of ``contents`` (the files of a run, as path and bytes)."""
     found = NO_RUN_FACTS
-    for data in contents:
-        if any(word.encode() in data for word in _WORDS) or _PRODUCT_BYTES.search(data):
-            found = found | facts_in(data.decode("utf-8", errors="replace"), imported=True)
-    return found
+    layers: list[layer_facts.LayerClass] = []
+    for path, data in contents:
+        helpers = any(word.encode() in data for word in _WORDS) or _PRODUCT_BYTES.search(data)
+        layered = b"Linear" in data and layer_facts.LAYER_CLASS_BYTES.search(data)
+        if helpers or layered:
+            text = data.decode("utf-8", errors="replace")
+            if helpers:
+                found = found | facts_in(text, imported=True)
+            if layered:
+                layers.extend(layer_facts.layer_classes(text, path))
+    return replace(found, eager_layers=layer_facts.eager_layers(layers))
 
 
 def facts_in(text: str, imported: bool = False) -> RunFacts:
-    """The helpers of one file's text; with ``imported``, only those another file can use
-    (``HelperKind.methods_imported``)."""
+    """What one file's text defines; with ``imported``, only the helpers another file can
+    use (``HelperKind.methods_imported``)."""
     functions = _Functions(text)
     found: dict[str, set[str]] = {kind.field: set() for kind in HELPER_KINDS}
     for kind in HELPER_KINDS:
@@ -83,7 +94,12 @@ def facts_in(text: str, imported: bool = False) -> RunFacts:
             for function, top_level in functions.matching(pattern):
                 if (top_level or not imported or kind.methods_imported) and kind.does(function):
                     found[kind.field].add(function.name)
-    return RunFacts(**{field: tuple(sorted(names)) for field, names in found.items()})
+    # The run's eager layers are judged over all its files at once (``run_facts``).
+    # (A file's own classes are under the module "": its bare names need no import.)
+    eager = () if imported else layer_facts.eager_layers(layer_facts.layer_classes(text, ""))
+    return RunFacts(
+        **{field: tuple(sorted(names)) for field, names in found.items()}, eager_layers=eager
+    )
 
 
 _DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")

@@ -14,12 +14,12 @@ provide any method, except the few in ``BASES_WITHOUT_BACKWARD_DW``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from .. import class_facts
+from .. import class_facts, layer_facts
 from ..class_facts import ClassFact
 from . import patterns
 from .module import ModuleContext, suite_body
@@ -38,9 +38,6 @@ BASES_WITHOUT_BACKWARD_DW = frozenset(
 # builder (``build_module``) given a submodule spec whose name says linear or projection.
 SPEC_BUILDERS = frozenset({"build_module"})
 LAYER_WORDS = ("linear", "proj")
-# Layers that always compute their weight gradient in the ordinary backward pass (PyTorch's
-# own), named by the dotted callee's last two parts.
-EAGER_LAYERS = frozenset({"nn.Linear"})
 # Methods that put a value into a container attribute: ``self.fns.append(f)``.
 STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
@@ -54,6 +51,8 @@ class ClassModel:
     spells_delay: bool = False  # its own __init__ spells delay_wgrad_compute
     mentions: dict[str, set[str]] = field(default_factory=dict)  # method -> self attributes
     stores: dict[str, set[str]] = field(default_factory=dict)  # attribute -> what it is given
+    # Whether a call builds a weight layer whose wgrad may be delayed (``layer_test``).
+    is_layer: Callable[[cst.Call], bool] = field(default=lambda call: False, repr=False)
 
     @property
     def name(self) -> str:
@@ -85,9 +84,10 @@ Model = ClassModel | Outside
 class ClassIndex:
     def __init__(self, context: ModuleContext, outside: Iterable[ClassFact] = ()) -> None:
         self.classes: dict[str, ClassModel] = {}
+        is_layer = context.shared(layer_test)
         for stmt in context.module.body:  # top-level classes: the ones a base can name
             if isinstance(stmt, cst.ClassDef):
-                model = _model(stmt)
+                model = _model(stmt, is_layer)
                 self.classes[model.name] = model
         # Classes of other files, by name; a name two files define differently is unknown.
         by_name: dict[str, dict[ClassFact, ClassFact]] = {}
@@ -184,12 +184,12 @@ def _without_path(fact: ClassFact) -> ClassFact:
     return replace(fact, path="")
 
 
-def _model(node: cst.ClassDef) -> ClassModel:
+def _model(node: cst.ClassDef, is_layer: Callable[[cst.Call], bool]) -> ClassModel:
     bases = [name for arg in node.bases if (name := _last_name(arg.value))]
     methods = {
         stmt.name.value: stmt for stmt in suite_body(node.body) if isinstance(stmt, cst.FunctionDef)
     }
-    model = ClassModel(node, bases, methods)
+    model = ClassModel(node, bases, methods, is_layer=is_layer)
     for name, method in methods.items():
         model.mentions[name] = _mentions(method)
         for sub in _walk_all(method.body):
@@ -203,7 +203,7 @@ def _model(node: cst.ClassDef) -> ClassModel:
     if init is not None:
         model.spells_delay = _spells_delay(init)
         for inner in patterns.walk(init.body):
-            if isinstance(inner, cst.Assign) and _builds_layer(inner.value):
+            if isinstance(inner, cst.Assign) and _builds_layer(inner.value, is_layer):
                 for target in inner.targets:
                     if _is_self_attr(target.target):
                         model.layers.setdefault(target.target.attr.value, inner)
@@ -222,7 +222,12 @@ def late_layers(model: ClassModel) -> dict[str, cst.CSTNode]:
         name: first
         for name, method in model.methods.items()
         if name != "__init__"
-        and (first := next((n for n in patterns.walk(method.body) if _is_layer_node(n)), None))
+        and (
+            first := next(
+                (n for n in patterns.walk(method.body) if _is_layer_node(n, model.is_layer)),
+                None,
+            )
+        )
     }
     if not builders:
         return found
@@ -235,24 +240,24 @@ def late_layers(model: ClassModel) -> dict[str, cst.CSTNode]:
             attrs = [t.target.attr.value for t in inner.targets if _is_self_attr(t.target)]
             if not attrs:
                 continue
-            where = _layer_source(inner.value, builders, inner)
+            where = _layer_source(inner.value, builders, inner, model.is_layer)
             for attr in attrs:
                 if where is not None and attr not in model.layers:
                     found.setdefault(attr, where)
     return found
 
 
-def _is_layer_node(node: cst.CSTNode) -> bool:
-    return type(node) is cst.Call and _is_layer_call(node)
+def _is_layer_node(node: cst.CSTNode, is_layer) -> bool:
+    return type(node) is cst.Call and is_layer(node)
 
 
-def _layer_source(value, builders, assignment) -> cst.CSTNode | None:
+def _layer_source(value, builders, assignment, is_layer) -> cst.CSTNode | None:
     """Where the value's layer is built: the assignment for a layer call, the first layer
     call of a method of the class it calls (``self.m()``); None when it holds no layer."""
     for node in patterns.walk(value):
         if type(node) is not cst.Call:
             continue
-        if _is_layer_call(node):
+        if is_layer(node):
             return assignment
         func = node.func
         if _is_self_attr(func) and func.attr.value in builders:
@@ -327,19 +332,33 @@ def _spells_delay(init: cst.FunctionDef) -> bool:
     )
 
 
-def _builds_layer(value: cst.CSTNode) -> bool:
+def _builds_layer(value: cst.CSTNode, is_layer) -> bool:
     """The value is a call that builds a weight layer, or a container (list, dict,
     ``ModuleList``, comprehension) that holds such calls."""
-    return any(type(n) is cst.Call and _is_layer_call(n) for n in patterns.walk(value))
+    return any(type(n) is cst.Call and is_layer(n) for n in patterns.walk(value))
 
 
-def _is_layer_call(value: cst.Call) -> bool:
-    name = patterns.callee_name(value) or ""
-    if name in SPEC_BUILDERS:
-        spec = patterns.positional_args(value)
-        target = _last_name(spec[0].value) if spec else None
-        return target is not None and any(word in target.lower() for word in LAYER_WORDS)
-    return "Linear" in name and _dotted_tail(value.func) not in EAGER_LAYERS
+def layer_test(context: ModuleContext) -> Callable[[cst.Call], bool]:
+    """For ``context.shared``: whether a call builds a weight layer whose wgrad may be
+    delayed. Its callee names a linear layer that the run does not show to be eager
+    (``layer_facts``: PyTorch's ``nn.Linear``, Megatron's own parallel linears, classes of
+    the run with no delayed-wgrad protocol), or it is a spec builder given a submodule spec
+    whose name says linear or projection."""
+    imports = layer_facts.imported_from(context.source)
+    eager = context.eager_layers
+
+    def is_layer(call: cst.Call) -> bool:
+        name = patterns.callee_name(call) or ""
+        if name in SPEC_BUILDERS:
+            spec = patterns.positional_args(call)
+            target = _last_name(spec[0].value) if spec else None
+            return target is not None and any(word in target.lower() for word in LAYER_WORDS)
+        if "Linear" not in name:
+            return False
+        spelled = _dotted_tail(call.func) or name
+        return not layer_facts.is_eager(spelled, imports.get(spelled), eager)
+
+    return is_layer
 
 
 def _dotted_tail(func: cst.CSTNode) -> str | None:

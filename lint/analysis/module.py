@@ -245,13 +245,14 @@ class ModuleContext:
         self._positions = None
         self.line_starts = line_starts(source)
         self.units = list(_units(self, self.module, self.module.body, None, None))
-        # RunFacts known by what they do (``project.RunFacts``): found in the other files of
-        # the run and defined here; flag helpers also by name.
+        # Helpers and layer classes known by what they do (``project.RunFacts``): found in
+        # the other files of the run and defined here; flag helpers also by name.
         known = facts | facts_in(source)
         self.overwrite_helpers = patterns.KNOWN_OVERWRITE_HELPERS | frozenset(known.overwrite)
         self.zero_out_helpers = frozenset(known.zero_out)
         self.bookkeeping_helpers = frozenset(known.bookkeeping)
         self.gradient_helpers = frozenset(known.gradient)
+        self.eager_layers = frozenset(known.eager_layers)  # ``module:Name``, "" for this file
         self._shared: dict[Callable, object] = {}
 
     def shared(self, analysis: Callable[[ModuleContext], T]) -> T:

@@ -108,11 +108,11 @@ def zeroed(param):
     zero = getattr(param, "zero_out_wgrad", False)
     return zero
 '''
-    found = run_facts([source])
+    found = run_facts([("flags.py", source)])
     assert found.overwrite == ("accumulate_into", "mode_of")
     assert found.zero_out == ("zeroed",)
-    assert not run_facts([b"def f(p):\n    return p.main_grad\n"])
-    assert not run_facts([b"def broken(:\n    return p.overwrite_main_grad\n"])
+    assert not run_facts([("f.py", b"def f(p):\n    return p.main_grad\n")])
+    assert not run_facts([("b.py", b"def broken(:\n    return p.overwrite_main_grad\n")])
 
 
 def test_bookkeeping_helpers_are_known_by_their_bodies():
@@ -146,7 +146,7 @@ class Op:
         param.grad_added_to_main_grad = True
 """
     expected = ("calls_a_dummy_maker", "make_dummy_for", "marks", "sets_it_by_name")
-    assert run_facts([source.encode()]).bookkeeping == expected
+    assert run_facts([("helpers.py", source.encode())]).bookkeeping == expected
     # In its own file a method counts too: ``self.backward(...)`` there is this method.
     assert facts_in(source).bookkeeping == tuple(sorted((*expected, "backward")))
 
@@ -182,4 +182,5 @@ def into_a_given_output(x, dy, out):
 def no_product(x, dy):
     return x + dy
 """
-    assert run_facts([source.encode()]).gradient == ("cast_first", "indexed", "plain")
+    found = run_facts([("helpers.py", source.encode())])
+    assert found.gradient == ("cast_first", "indexed", "plain")
