@@ -58,6 +58,8 @@ RULE_MODULES = {
     "GMLP031": "main_grad_handed_on_as_grad",
     "GMLP032": "grad_added_without_write",
     "GMLP033": "main_grad_written_grad_handed_on",
+    "GMLP034": "main_grad_through_saved_tensors",
+    "GMLP035": "delayed_wgrad_replaces_grad",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

@@ -1,0 +1,178 @@
+"""GMLP035: a weight gradient computed outside autograd assigned over `.grad`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+
+CODE = "GMLP035"
+# Functions that compute weight gradients outside autograd's own accumulation: delayed wgrad
+# (``backward_dw``, wgrad closures and stores) and producers named for it.
+PRODUCER_WORDS = ("_dw", "wgrad", "grad_weight", "weight_grad", "backward")
+GRAD = "grad"
+RULE = Rule(
+    code=CODE,
+    name="delayed-wgrad-replaces-grad",
+    summary=(
+        "A weight gradient computed outside autograd (delayed wgrad, a wgrad closure) is "
+        "assigned to the Parameter's `.grad`, replacing what autograd or an earlier "
+        "contribution accumulated there, in code that never looks at `.grad` first."
+    ),
+    flags=(
+        "`p.grad = g` (g not None, not a dummy, not main_grad) in a function named "
+        "`*_dw` / `*wgrad*` / `*grad_weight*` / `*weight_grad*` / `*backward*` (or one "
+        "nested in it) that never reads `p.grad` (no `is None` test, no `add_`, no `+=`)"
+    ),
+    explanation="""
+        Issue #19, class 4 (overwrite without asking), on the `.grad` path. Autograd adds a
+        weight's gradient into `.grad`: two modules sharing one Parameter (tied weights)
+        and several microbatches before the optimizer step all accumulate. A weight
+        gradient computed outside autograd, such as the delayed wgrad that `backward_dw()`
+        pops from its store when wgrad fusion into main_grad is off, must do the same;
+        assigned with `p.grad = wgrad` it silently replaces every earlier contribution
+        (Transformer Engine #3437 / #3552: a tied weight's gradient came out at 0.6x).
+
+        Seen: an assignment to `<X>.grad` of a value that is not None, not a zero / empty
+        dummy and not main_grad (GMLP031's ground), in a function whose name (or an
+        enclosing function's) says it produces weight gradients, where the function never
+        reads `<X>.grad` (the same spelling of X) anywhere else: any test, `add_`, `+=`
+        or `X.grad + g` counts as asking, so the usual fix (`if p.grad is None: p.grad =
+        g` / `else: p.grad += g`) is clean.
+
+        Not seen: assignments through `setattr`; a caller that zeroes `.grad` right
+        before (then the assignment is correct, and a suppression with that reason is
+        the answer); the converse, a contribution dropped under `if p.grad is None:` with
+        no `else` (Transformer Engine sets bias gradients that way on purpose when the
+        main backward already produced one, so that shape alone does not tell a bug).
+    """,
+    fix="""
+        Add into `.grad` when it is already set: `if p.grad is None: p.grad = g` /
+        `else: p.grad.add_(g)`. No automatic fix.
+    """,
+    fix_summary="none (accumulate into `.grad`)",
+    valid=(
+        Example(
+            """
+            def backward_dw(self):
+                (wgrad, _), _ = self.wgrad_store.pop()
+                if not self.fuse_wgrad_accumulation:
+                    weight = self.weight
+                    if weight.grad is None:
+                        weight.grad = wgrad.to(weight.dtype)
+                    else:
+                        weight.grad.add_(wgrad.to(weight.dtype))
+                self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """
+        ),
+        Example(
+            """
+            def backward_dw(self):
+                (wgrad, _), _ = self.wgrad_store.pop()
+                self.weight.grad = torch.zeros_like(self.weight)
+                self.weight.main_grad.add_(wgrad)
+                self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def backward_dw(self):
+                (wgrad, _), _ = self.wgrad_store.pop()
+                if not self.fuse_wgrad_accumulation:
+                    self.weight.grad = wgrad.to(self.weight.dtype)
+                self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            def run_delayed_wgrad(params, grads, delay_wgrad_compute):
+                for p, g in zip(params, grads):
+                    p.grad = g
+            """,
+            line=3,
+        ),
+    ),
+)
+
+MESSAGE = (
+    "`{target}.grad = ...` replaces the gradient already accumulated there (a tied weight's "
+    "other module, an earlier microbatch): a weight gradient computed outside autograd must "
+    "be added when `.grad` is set"
+)
+# Allocations that make a dummy, not a gradient.
+_DUMMIES = frozenset(
+    {"zeros", "zeros_like", "empty", "empty_like", "new_zeros", "new_empty", "full", "ones"}
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if ".grad =" not in context.source:
+        return
+    for unit in context.units:
+        if isinstance(unit.owner, cst.FunctionDef) and _in_producer(unit):
+            _check_unit(unit, out)
+
+
+def _in_producer(unit: Unit) -> bool:
+    current: Unit | None = unit
+    while current is not None:
+        if isinstance(current.owner, cst.FunctionDef) and any(
+            word in current.name.lower() for word in PRODUCER_WORDS
+        ):
+            return True
+        current = current.parent
+    return False
+
+
+def _check_unit(unit: Unit, out: Collector) -> None:
+    assignments = []
+    for stmt, _ in unit.statements():
+        if isinstance(stmt, cst.Assign) and _is_gradient(stmt.value):
+            for target in stmt.targets:
+                if patterns.is_attr(target.target, GRAD):
+                    assignments.append(target.target)
+    if not assignments:
+        return
+    asked = _grads_read(unit)
+    for target in assignments:
+        owner = out.text(target.value)
+        if owner not in asked:
+            out.report(CODE, target, MESSAGE.format(target=owner))
+
+
+def _is_gradient(value: cst.CSTNode) -> bool:
+    """Not None, not a dummy allocation, not main_grad."""
+    if patterns.is_none_like(value):
+        return False
+    if isinstance(value, cst.Call) and patterns.callee_name(value) in _DUMMIES:
+        return False
+    return not any(patterns.is_main_grad_direct(n) for n in patterns.walk(value))
+
+
+def _grads_read(unit: Unit) -> set[str]:
+    """The spellings X of every ``X.grad`` the unit (or a function it is nested in) reads:
+    anything but the target of a plain assignment."""
+    found: set[str] = set()
+    current: Unit | None = unit
+    while current is not None:
+        context = current.context
+        for root, _ in current.expression_roots():
+            skip = set()
+            if isinstance(root, cst.Assign):
+                skip = {id(t.target) for t in root.targets}
+            for node in patterns.walk(root):
+                if id(node) not in skip and patterns.is_attr(node, GRAD):
+                    found.add(context.text(node.value))
+        current = current.parent
+    return found
