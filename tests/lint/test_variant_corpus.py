@@ -1,4 +1,5 @@
-"""Issue #19's class-variant corpus (variant_corpus.py): every buggy variant is reported on
+"""Issue #19's class-variant corpus (variant_corpus.py, and variant_corpus_blind2.py for the
+second blind set's classes): every buggy variant is reported on
 its ``# bug`` line, and its correct twin gives no finding at all.
 
 ``python -m tests.lint.test_variant_corpus`` prints the recall per class (what the
@@ -14,8 +15,10 @@ import pytest
 
 from gmlp_check.lint import engine
 
+from . import variant_corpus, variant_corpus_blind2
 from .support import ALL_CODES
-from .variant_corpus import VARIANTS
+
+VARIANTS = variant_corpus.VARIANTS + variant_corpus_blind2.VARIANTS
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]
 BUGS = [
