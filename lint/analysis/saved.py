@@ -204,10 +204,16 @@ def uses_as_buffer(unit: Unit, restored: Restored, d) -> list[cst.Name]:
 
 
 def _puts_back(root: cst.CSTNode, name: str) -> bool:
+    """``w.main_grad = mg`` or ``w.main_grad = main_grads[i]``: re-attaching the restored
+    buffer to a weight (the CPU-offloading path), not writing into it."""
+    if not isinstance(root, cst.Assign):
+        return False
+    value = root.value
+    while isinstance(value, cst.Subscript):
+        value = value.value
     return (
-        isinstance(root, cst.Assign)
-        and isinstance(root.value, cst.Name)
-        and root.value.value == name
+        isinstance(value, cst.Name)
+        and value.value == name
         and all(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in root.targets)
     )
 

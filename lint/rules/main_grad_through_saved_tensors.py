@@ -88,6 +88,20 @@ RULE = Rule(
                 return None, None
             """
         ),
+        Example(
+            """
+            def backward(ctx, dy):
+                (scale, *saved) = ctx.saved_tensors
+                weights = saved[: ctx.n]
+                main_grads = saved[ctx.n :]
+                if ctx.cpu_offloading:
+                    for i in range(ctx.n):
+                        w = torch.nn.Parameter(weights[i], False)
+                        w.main_grad = main_grads[i]
+                        weights[i] = w
+                return dy
+            """
+        ),
     ),
     invalid=(
         Example(
