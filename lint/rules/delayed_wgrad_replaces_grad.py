@@ -19,6 +19,7 @@ CODE = "GMLP035"
 # (``backward_dw``, wgrad closures and stores) and producers named for it.
 PRODUCER_WORDS = ("_dw", "wgrad", "grad_weight", "weight_grad", "backward")
 GRAD = "grad"
+WEIGHT_WORDS = ("weight", "param")
 RULE = Rule(
     code=CODE,
     name="delayed-wgrad-replaces-grad",
@@ -80,6 +81,15 @@ RULE = Rule(
                 self.weight.grad = torch.zeros_like(self.weight)
                 self.weight.main_grad.add_(wgrad)
                 self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """
+        ),
+        Example(
+            """
+            def layer_backward(self, shared_experts, delay_wgrad_compute):
+                shared_grad = shared_experts.get_backward_grad()
+                if shared_grad is not None:
+                    self.layernorm_graph[1].grad = shared_grad
+                run_graph_backward(self.layernorm_graph)
             """
         ),
     ),
@@ -146,9 +156,36 @@ def _check_unit(unit: Unit, out: Collector) -> None:
         return
     asked = _grads_read(unit)
     for target in assignments:
-        owner = out.text(target.value)
-        if owner not in asked:
+        owner = unit.context.code(target.value)
+        if owner not in asked and _is_weight(unit, target.value):
             out.report(CODE, target, MESSAGE.format(target=owner))
+
+
+def _is_weight(unit: Unit, owner) -> bool:
+    """The object whose ``.grad`` is set is a weight: spelled as one (``self.fc1_weight``,
+    ``weight_params[i]``), or a local bound from something spelled so (``for p, g in
+    zip(params, grads)``, ``w = getattr(self, f"weight{i}")``). An activation whose
+    ``.grad`` seeds a hand-run graph backward is not: it gets one gradient per pass."""
+    context = unit.context
+    if any(word in context.code(owner).lower() for word in WEIGHT_WORDS):
+        return True
+    if not isinstance(owner, cst.Name):
+        return False
+    node = unit.node_for(_statement_of(unit, owner))
+    defs = unit.reaching.reaching(owner.value, node) if node is not None else []
+    return bool(defs) and all(
+        d.value is not None and any(word in context.code(d.value).lower() for word in WEIGHT_WORDS)
+        for d in defs
+    )
+
+
+def _statement_of(unit: Unit, expr):
+    for stmt, _ in unit.statements():
+        if isinstance(stmt, cst.Assign) and any(
+            t.target.value is expr for t in stmt.targets if isinstance(t.target, cst.Attribute)
+        ):
+            return stmt
+    return None
 
 
 def _is_gradient(value: cst.CSTNode) -> bool:
@@ -173,6 +210,6 @@ def _grads_read(unit: Unit) -> set[str]:
                 skip = {id(t.target) for t in root.targets}
             for node in patterns.walk(root):
                 if id(node) not in skip and patterns.is_attr(node, GRAD):
-                    found.add(context.text(node.value))
+                    found.add(context.code(node.value))
         current = current.parent
     return found
