@@ -86,7 +86,7 @@ RULE = Rule(
                     run_wgrad(tensors)
                     if self._accumulate_into_main_grad:
                         return
-                    self.weight.grad = tensors[2]
+                    accumulate_grad(self.weight, tensors[2])
                     self._trigger_wgrad_hooks()
             """,
             line=15,
@@ -107,7 +107,7 @@ RULE = Rule(
                     if self._accumulate_into_main_grad:
                         self._trigger_wgrad_hooks()
                         return
-                    self.weight.grad = tensors[2]
+                    accumulate_grad(self.weight, tensors[2])
                     self._trigger_wgrad_hooks()
             """,
             applicability="unsafe",

@@ -80,7 +80,7 @@ RULE = Rule(
                         return
                     (wgrad, bgrad), _ = self.wgrad_store.pop()
                     if not self.fuse_wgrad_accumulation:
-                        self.weight.grad = wgrad.to(self.weight.dtype)
+                        accumulate_grad(self.weight, wgrad.to(self.weight.dtype))
                     self._trigger_wgrad_accumulation_and_reduce_hooks()
             """
         ),
@@ -114,7 +114,7 @@ RULE = Rule(
                         return
                     (wgrad, bgrad), _ = self.wgrad_store.pop()
                     if not self.fuse_wgrad_accumulation:
-                        self.weight.grad = wgrad.to(self.weight.dtype)
+                        accumulate_grad(self.weight, wgrad.to(self.weight.dtype))
             """,
             line=5,
         ),
@@ -125,7 +125,7 @@ RULE = Rule(
                     wgrad, _ = self.wgrad_store.pop()
                     if self.fuse_wgrad_accumulation:
                         return
-                    self.weight.grad = wgrad
+                    accumulate_grad(self.weight, wgrad)
                     for hook in self.wgrad_accumulation_and_reduce_hooks:
                         hook()
             """,
