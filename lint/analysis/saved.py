@@ -200,6 +200,25 @@ def uses_as_buffer(unit: Unit, restored: Restored, d) -> list[cst.Name]:
             continue
         for read in _buffer_reads(root, restored.name):
             found.append(read)
+    for closure in _closures_seeing(unit, restored.name, d):
+        for root, _ in closure.expression_roots():
+            if not _puts_back(root, restored.name):
+                found.extend(_buffer_reads(root, restored.name))
+    return found
+
+
+def _closures_seeing(unit: Unit, name: str, d) -> list[Unit]:
+    """Functions nested in ``unit`` (TE's wgrad closures, handed to a store or called
+    later) that read ``name`` from it, defined where the binding ``d`` reaches."""
+    found = []
+    for other in unit.context.units:
+        if other.parent is not unit or not isinstance(other.owner, cst.FunctionDef):
+            continue
+        if other.reaching.defines(name):
+            continue  # its own local of that name
+        node = unit.node_for(other.owner)
+        if node is not None and d in unit.reaching.reaching(name, node):
+            found.append(other)
     return found
 
 

@@ -81,10 +81,11 @@ RULE = Rule(
             """
             def backward(ctx, dy):
                 x, weight, main_grad = ctx.saved_tensors
-                if ctx.cpu_offloading:
+                if ctx.cpu_offloading and main_grad is not None:
                     weight = torch.nn.Parameter(weight, weight.requires_grad)
                     weight.main_grad = main_grad
-                general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+                out_dtype = main_grad.dtype if main_grad else dy.dtype
+                general_gemm(x, dy, out=weight.main_grad, out_dtype=out_dtype, accumulate=True)
                 return None, None
             """
         ),

@@ -139,6 +139,48 @@ VARIANTS = (
             return None, None, None
         """,
     ),
+    Variant(
+        1,
+        "restored-buffer-in-a-wgrad-closure",
+        """
+        def forward(ctx, x, weight):
+            ctx.save_for_backward(x, weight, weight.main_grad)
+            return x @ weight.t()
+
+
+        def backward(ctx, dy):
+            x, weight, main_grad = ctx.saved_tensors
+
+            def wgrad_gemm():
+                general_gemm(x, dy, out=main_grad, accumulate=True)  # bug
+
+            if ctx.delay_wgrad_compute:
+                ctx.wgrad_store.put(wgrad_gemm)
+            else:
+                wgrad_gemm()
+            return dy @ weight, None
+        """,
+        """
+        def forward(ctx, x, weight):
+            ctx.save_for_backward(x, weight)
+            ctx.main_grad_func = lambda: weight.main_grad
+            return x @ weight.t()
+
+
+        def backward(ctx, dy):
+            x, weight = ctx.saved_tensors
+            main_grad = ctx.main_grad_func()
+
+            def wgrad_gemm():
+                general_gemm(x, dy, out=main_grad, accumulate=True)
+
+            if ctx.delay_wgrad_compute:
+                ctx.wgrad_store.put(wgrad_gemm)
+            else:
+                wgrad_gemm()
+            return dy @ weight, None
+        """,
+    ),
     # ------------------------------------- 4: a delayed weight gradient assigned over .grad
     Variant(
         4,
