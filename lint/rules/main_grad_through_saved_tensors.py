@@ -84,8 +84,9 @@ RULE = Rule(
                 if ctx.cpu_offloading and main_grad is not None:
                     weight = torch.nn.Parameter(weight, weight.requires_grad)
                     weight.main_grad = main_grad
-                out_dtype = main_grad.dtype if main_grad else dy.dtype
-                general_gemm(x, dy, out=weight.main_grad, out_dtype=out_dtype, accumulate=True)
+                if main_grad is not None and main_grad.dtype != torch.float32:
+                    raise TypeError("main_grad must be fp32")
+                general_gemm(x, dy, out=weight.main_grad, accumulate=True)
                 return None, None
             """
         ),
