@@ -49,7 +49,7 @@ RULE = Rule(
         or `X.grad + g` counts as asking, so the usual fix (`if p.grad is None: p.grad =
         g` / `else: p.grad += g`) is clean.
 
-        Not seen: assignments through `setattr`; a caller that zeroes `.grad` right
+        Also `setattr(X, "grad", g)`. Not seen: a caller that zeroes `.grad` right
         before (then the assignment is correct, and a suppression with that reason is
         the answer); the converse, a contribution dropped under `if p.grad is None:` with
         no `else` (Transformer Engine sets bias gradients that way on purpose when the
@@ -127,7 +127,8 @@ _DUMMIES = frozenset(
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if ".grad =" not in context.source:
+    source = context.source
+    if ".grad =" not in source and "setattr" not in source:
         return
     for unit in context.units:
         if isinstance(unit.owner, cst.FunctionDef) and _in_producer(unit):
@@ -146,22 +147,35 @@ def _in_producer(unit: Unit) -> bool:
 
 
 def _check_unit(unit: Unit, out: Collector) -> None:
-    assignments = []
+    assignments = list(_grad_assignments(unit))
+    if not assignments:
+        return
+    asked = _grads_read(unit)
+    for stmt, reported, owner in assignments:
+        text = unit.context.code(owner)
+        if text not in asked and _is_weight(unit, stmt, owner):
+            out.report(CODE, reported, MESSAGE.format(target=text))
+
+
+def _grad_assignments(unit: Unit):
+    """(statement, node to report, X) for each ``X.grad = g`` and ``setattr(X, "grad", g)``
+    of a gradient g."""
     for stmt, _ in unit.statements():
         if isinstance(stmt, cst.Assign) and _is_gradient(stmt.value):
             for target in stmt.targets:
                 if patterns.is_attr(target.target, GRAD):
-                    assignments.append(target.target)
-    if not assignments:
-        return
-    asked = _grads_read(unit)
-    for target in assignments:
-        owner = unit.context.code(target.value)
-        if owner not in asked and _is_weight(unit, target.value):
-            out.report(CODE, target, MESSAGE.format(target=owner))
+                    yield stmt, target.target, target.target.value
+        elif isinstance(stmt, cst.Expr) and patterns.callee_name(stmt.value) == "setattr":
+            args = patterns.positional_args(stmt.value)
+            if (
+                len(args) == 3
+                and patterns.string_is(args[1].value, GRAD)
+                and _is_gradient(args[2].value)
+            ):
+                yield stmt, stmt.value, args[0].value
 
 
-def _is_weight(unit: Unit, owner) -> bool:
+def _is_weight(unit: Unit, stmt, owner) -> bool:
     """The object whose ``.grad`` is set is a weight: spelled as one (``self.fc1_weight``,
     ``weight_params[i]``), or a local bound from something spelled so (``for p, g in
     zip(params, grads)``, ``w = getattr(self, f"weight{i}")``). An activation whose
@@ -171,21 +185,12 @@ def _is_weight(unit: Unit, owner) -> bool:
         return True
     if not isinstance(owner, cst.Name):
         return False
-    node = unit.node_for(_statement_of(unit, owner))
+    node = unit.node_for(stmt)
     defs = unit.reaching.reaching(owner.value, node) if node is not None else []
     return bool(defs) and all(
         d.value is not None and any(word in context.code(d.value).lower() for word in WEIGHT_WORDS)
         for d in defs
     )
-
-
-def _statement_of(unit: Unit, expr):
-    for stmt, _ in unit.statements():
-        if isinstance(stmt, cst.Assign) and any(
-            t.target.value is expr for t in stmt.targets if isinstance(t.target, cst.Attribute)
-        ):
-            return stmt
-    return None
 
 
 def _is_gradient(value: cst.CSTNode) -> bool:

@@ -278,4 +278,23 @@ VARIANTS = (
                 self._trigger_wgrad_accumulation_and_reduce_hooks()
         """,
     ),
+    Variant(
+        4,
+        "grad-set-by-setattr-in-a-weight-grad-helper",
+        """
+        def finish_weight_grads(module, wgrads, delay_wgrad_compute):
+            for name, wgrad in wgrads.items():
+                param = module.get_parameter(name)
+                setattr(param, "grad", wgrad)  # bug
+        """,
+        """
+        def finish_weight_grads(module, wgrads, delay_wgrad_compute):
+            for name, wgrad in wgrads.items():
+                param = module.get_parameter(name)
+                if param.grad is None:
+                    setattr(param, "grad", wgrad)
+                else:
+                    param.grad.add_(wgrad)
+        """,
+    ),
 )
