@@ -150,10 +150,14 @@ def _check_unit(unit: Unit, out: Collector) -> None:
     assignments = list(_grad_assignments(unit))
     if not assignments:
         return
-    asked = _grads_read(unit)
+    asked = None
     for stmt, reported, owner in assignments:
+        if not _is_weight(unit, stmt, owner):
+            continue
+        if asked is None:
+            asked = _grads_read(unit)
         text = unit.context.code(owner)
-        if text not in asked and _is_weight(unit, stmt, owner):
+        if text not in asked:
             out.report(CODE, reported, MESSAGE.format(target=text))
 
 
@@ -209,7 +213,7 @@ def _grads_read(unit: Unit) -> set[str]:
     current: Unit | None = unit
     while current is not None:
         context = current.context
-        for root, _ in current.expression_roots():
+        for root in _roots(current):
             skip = set()
             if isinstance(root, cst.Assign):
                 skip = {id(t.target) for t in root.targets}
@@ -218,3 +222,17 @@ def _grads_read(unit: Unit) -> set[str]:
                     found.add(context.code(node.value))
         current = current.parent
     return found
+
+
+def _roots(unit: Unit):
+    """The unit's small statements and compound headers, without building its graph (a
+    backward of a few hundred lines costs more to graph than this rule's whole walk)."""
+    for stmt, _ in unit.statements():
+        if isinstance(stmt, (cst.If, cst.While)):
+            yield stmt.test
+        elif isinstance(stmt, cst.For):
+            yield stmt.iter
+        elif isinstance(stmt, cst.With):
+            yield from (item.item for item in stmt.items)
+        elif not isinstance(stmt, cst.BaseCompoundStatement):
+            yield stmt
