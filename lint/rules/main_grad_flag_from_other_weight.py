@@ -72,6 +72,11 @@ RULE = Rule(
         module that returns such copies, a `ctx` attribute forward stores a copy in, or its
         spelling) is reported too, with no fix (the Parameter's name is not known there).
 
+        Left alone: `zero_out_wgrad` read from another object in a function that runs a
+        grouped (per-expert) GEMM. Megatron sets that flag only on the shared embedding /
+        output weight, never on an expert's weight, so there the stand-in and the Parameter
+        answer alike (four such reads at MindSpeed's head, judged harmless).
+
         Not seen: objects passed through helpers in other files, containers of weights,
         and stand-ins whose names and producers say nothing (a plain `weight` with no
         `origin_weight` beside it is taken to be the Parameter).
@@ -82,6 +87,20 @@ RULE = Rule(
     """,
     fix_summary="read it from the weight being marked or written (unsafe)",
     valid=(
+        Example(
+            """
+            def backward(ctx, grad_outputs):
+                x, weight, original_weight = ctx.saved_tensors
+                npu_groupmatmul_add_fp32(x, grad_outputs, ctx.group_list, original_weight.main_grad)
+                if hasattr(original_weight, "grad_added_to_main_grad"):
+                    if getattr(weight, "zero_out_wgrad", False):
+                        grad_weight = torch.zeros(weight.shape, dtype=x.dtype)
+                    else:
+                        grad_weight = torch.empty(weight.shape, dtype=x.dtype)
+                    original_weight.grad_added_to_main_grad = True
+                return None, grad_weight
+            """
+        ),
         Example(
             """
             def forward(ctx, weight, fp8):
@@ -300,8 +319,9 @@ def check(context: ModuleContext, out: Collector) -> None:
     for unit in context.units:
         survey = unit.survey
         if survey.spells_grad_added:
+            experts = _grouped_gemm_code(unit)
             for mark in wgrad.marks(unit):
-                _check_block(mark, provenance.Provenance(unit), out)
+                _check_block(mark, provenance.Provenance(unit), out, experts)
         if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
             for stmt, _ in unit.statements():
                 if not isinstance(stmt, cst.BaseCompoundStatement):
@@ -314,7 +334,19 @@ def check(context: ModuleContext, out: Collector) -> None:
             _check_copies(unit, provenance.Provenance(unit), out)
 
 
-def _check_block(mark: Mark, objects: Provenance, out: Collector) -> None:
+# Callee words of grouped (per-expert) GEMMs: MindSpeed's gmm / npu_groupmatmul, TE's and
+# torch's grouped GEMMs.
+GROUPED_GEMM_WORDS = ("gmm", "groupmatmul", "grouped_gemm", "grouped_mm", "grouped_matmul")
+
+
+def _grouped_gemm_code(unit) -> bool:
+    """The function runs a grouped GEMM: its weights are experts' weights. Megatron sets
+    ``zero_out_wgrad`` only on the shared embedding / output weight, never on an expert's,
+    so reading it from an expert weight's stand-in answers what the Parameter would."""
+    return any(word in call.lower() for call in unit.survey.calls for word in GROUPED_GEMM_WORDS)
+
+
+def _check_block(mark: Mark, objects: Provenance, out: Collector, experts: bool) -> None:
     marked = {wgrad.stem(mark.subject)}
     subjects = {wgrad.stem(mark.subject): mark.subject}
     statements = list(wgrad.block_statements(mark.block))
@@ -333,6 +365,8 @@ def _check_block(mark: Mark, objects: Provenance, out: Collector) -> None:
         if root is None:
             continue
         for what, owner in _reads(root):
+            if experts and what == patterns.ZERO_OUT:
+                continue
             word = wgrad.stem(owner)
             if word is not None and word not in marked:
                 message = IN_BLOCK.format(
