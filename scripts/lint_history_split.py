@@ -91,13 +91,18 @@ def measure_fixes(gits: dict[str, Git], fixes: list[dict]) -> list[dict]:
             if any(p == path and first <= finding["line"] <= last for p, first, last in sites)
         ]
         codes = sorted({finding["code"] for finding in at_sites})
-        measured.append({**fix, "status": "caught" if at_sites else "missed", "codes": codes})
+        # A file the linter could not check says nothing about the rules: not a miss.
+        unchecked = any(sides[key].error for key in keys.values())
+        status = "caught" if at_sites else "not checked" if unchecked else "missed"
+        measured.append({**fix, "status": status, "codes": codes})
     return measured
 
 
-def measure_heads(gits: dict[str, Git], verdicts: list[dict]) -> tuple[dict, list[dict]]:
-    """The head commit of each repository, and every finding at the heads with its verdict
-    ("true", "false" or None)."""
+def measure_heads(
+    gits: dict[str, Git], verdicts: list[dict]
+) -> tuple[dict, list[dict], list[dict]]:
+    """The head commit of each repository, every finding at the heads with its verdict
+    ("true", "false" or None), and the files the linter could not check (with why)."""
     sides: dict[str, Side] = {}
     keyed = []
     heads = {}
@@ -109,15 +114,17 @@ def measure_heads(gits: dict[str, Git], verdicts: list[dict]) -> tuple[dict, lis
                 keyed.append((name, path, add_side(sides, name, blob, path)))
     lint_all(sides)
     judged = {(v["repo"], v["path"], v["code"], v["text"]): v for v in verdicts}
-    findings = []
+    findings, unchecked = [], []
     for name, path, key in keyed:
+        if sides[key].error:
+            unchecked.append({"repo": name, "path": path, "error": sides[key].error})
         lines = sides[key].blob.decode(errors="replace").splitlines()
         for finding in sides[key].findings:
             text = lines[finding["line"] - 1].strip() if finding["line"] <= len(lines) else ""
             verdict = judged.get((name, path, finding["code"], text), {}).get("verdict")
             place = {"repo": name, "path": path, "line": finding["line"]}
             findings.append({**place, "code": finding["code"], "text": text, "verdict": verdict})
-    return heads, findings
+    return heads, findings, unchecked
 
 
 def load_bench(path: Path) -> dict:
@@ -157,7 +164,13 @@ def _spread(figures: dict) -> str:
     return f"{wall['median_s']} s ({wall['min_s']}-{wall['max_s']})"
 
 
-def markdown(fixes: list[dict], commits: dict[str, str], heads: list[dict], cutoff: str) -> str:
+def markdown(
+    fixes: list[dict],
+    commits: dict[str, str],
+    heads: list[dict],
+    cutoff: str,
+    unchecked: list[dict] = (),
+) -> str:
     out = [f"Dated split (cut-off {cutoff}): fixes not in docs/lint-history-judgements.toml.", ""]
     for split in (DEVELOPMENT, HELD_OUT):
         mine = [fix for fix in fixes if fix["split"] == split]
@@ -180,6 +193,9 @@ def markdown(fixes: list[dict], commits: dict[str, str], heads: list[dict], cuto
         text = f["text"].replace("|", "\\|")
         out.append(f"| {f['repo']} | {f['path']}:{f['line']} | {f['code']} "
                    f"| {f['verdict'] or 'unjudged'} | `{text}` |")  # fmt: skip
+    if commits:
+        out += ["", f"## Files at the heads that could not be checked: {len(unchecked)}", ""]
+        out += [f"- {u['repo']} {u['path']}: {u['error']}" for u in unchecked]
     return "\n".join(out) + "\n"
 
 
@@ -195,8 +211,8 @@ def run(args: argparse.Namespace) -> str:
     except BadJudgements as error:
         raise BadInput(str(error)) from None
     benches = [load_bench(Path(path)) for path in args.bench]
-    commits, heads = ({}, []) if args.no_heads else measure_heads(gits, verdicts)
-    text = markdown(measure_fixes(gits, fixes), commits, heads, data["cutoff"])
+    commits, heads, unchecked = ({}, [], []) if args.no_heads else measure_heads(gits, verdicts)
+    text = markdown(measure_fixes(gits, fixes), commits, heads, data["cutoff"], unchecked)
     return text + ("\n" + "\n".join(speed_markdown(benches)) if benches else "")
 
 

@@ -83,11 +83,11 @@ def _fusing_layers(methods, local_classes: set[str]) -> set[str]:
 
 def _may_fuse(call: cst.Call, local_classes: set[str]) -> bool:
     func = call.func
-    name = func.value if isinstance(func, cst.Name) else getattr(func.attr, "value", "")
+    name = patterns.callee_name(call) or ""  # "" for ``make()(...)``, ``layers[i](...)``
     if not name.endswith("Linear") or name in local_classes:
         return False
-    owner = getattr(func, "value", None)
-    owner_name = getattr(getattr(owner, "attr", owner), "value", None)
+    owner = func.value if isinstance(func, cst.Attribute) else None
+    owner_name = patterns.callee_name(cst.Call(func=owner)) if owner is not None else None
     if f"{owner_name}.{name}" in EAGER_LINEARS:
         return False
     for arg in call.args:

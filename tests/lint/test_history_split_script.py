@@ -29,7 +29,8 @@ def test_counts_each_split_and_judges_head_findings(tmp_path):
     repo = make_repo(tmp_path)
     commit(repo, {"pkg/ops.py": BUGGY}, "add the op")
     fix = commit(repo, {"pkg/ops.py": FIXED}, "fix main_grad")
-    commit(repo, {"pkg/a.py": TRUTHINESS, "pkg/b.py": TRUTHINESS}, "later")
+    broken = "def f(:\n    return p.main_grad\n"  # the linter cannot check it
+    commit(repo, {"pkg/a.py": TRUTHINESS, "pkg/b.py": TRUTHINESS, "pkg/c.py": broken}, "later")
     site = f"pkg/ops.py:{line_of(BUGGY, 'if accumulate:')}-{line_of(BUGGY, 'out = main_grad')}"
     flagged = rule("GMLP004").invalid[0]
     text = TRUTHINESS.splitlines()[flagged.line - 1].strip().replace('"', '\\"')
@@ -54,6 +55,9 @@ def test_counts_each_split_and_judges_head_findings(tmp_path):
     assert "## held-out: caught 0 of 1" in out
     assert "| dev#1 | 2025-05-01 | 7 | caught | GMLP001 |" in out
     assert "## Heads: 2 findings, 0 true, 1 false, 1 unjudged" in out
+    # A head file the linter could not check is listed, not silently counted as clean.
+    assert "## Files at the heads that could not be checked: 1" in out
+    assert "- demo pkg/c.py: " in out
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path):

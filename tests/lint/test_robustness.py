@@ -268,3 +268,29 @@ def test_a_write_the_system_refuses_is_reported_and_not_counted(here):
     assert "error: a.py: cannot write the fixes: Permission denied" in result.stderr
     assert other.read_text() == TRUTH.source
     assert "Found 1 error." in result.stdout and "1 file could not be fixed" in result.stdout
+
+
+# -- any callee shape: the analyses never assume a call names its callee -----------------
+CALLEE_SHAPES = ("make()", "layers[0]", "(lambda: Linear)()", "getattr(te, 'Linear')", "a.b()")
+EVERY_TRIGGER = """
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self, config, delay_wgrad_compute=False):
+        self.linear_fc1 = {callee}(config.hidden, config.ffn)
+        self.linear_fc1.weight.register_hook(lambda g: torch.distributed.all_reduce(g))
+
+    def backward_dw(self):
+        w = {callee}(self.linear_fc1.weight)
+        w.main_grad.add_(w.grad)
+        w.grad_added_to_main_grad = True
+"""
+
+
+@pytest.mark.parametrize("callee", CALLEE_SHAPES)
+def test_calls_of_any_callee_shape_are_analysed_without_an_internal_error(here, callee):
+    write(here / "block.py", EVERY_TRIGGER.format(callee=callee))
+    result = run_cli("--no-progress", "--format", "json", "block.py")
+    assert result.exit_code in (0, 1), result.stdout
+    assert all(f["code"] is not None for f in json.loads(result.stdout)), result.stdout
