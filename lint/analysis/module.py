@@ -7,12 +7,12 @@ a unit's own statements (nested functions and classes are units of their own).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import TypeVar
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..lines import line_starts
 from ..project import NO_RUN_FACTS, RunFacts, facts_in
@@ -20,6 +20,7 @@ from . import carried as carried_flags
 from . import patterns
 from .cfg import Graph, Node, build_graph
 from .dataflow import Aliases, ControlDependence, ReachingDefinitions, Taint
+from .locate import Locator
 
 T = TypeVar("T")
 
@@ -242,7 +243,6 @@ class ModuleContext:
         self.path = path
         self.class_facts = class_facts  # delayed-wgrad classes of the run's other files
         self.module = cst.parse_module(source)
-        self._positions = None
         self.line_starts = line_starts(source)
         self.units = list(_units(self, self.module, self.module.body, None, None))
         # Helpers and layer classes known by what they do (``project.RunFacts``): found in
@@ -295,24 +295,24 @@ class ModuleContext:
                 relevant.append(unit)
         return relevant
 
-    # -- positions --------------------------------------------------------------------------
-    @property
-    def positions(self):
-        if self._positions is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = wrapper.resolve(PositionProvider)
-        return self._positions
+    # -- positions ----------------------------------------------------------------------------
+    @cached_property
+    def locator(self) -> Locator:
+        return Locator(self.module, self.line_starts)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
         """(line, column, end_line, end_column), counted from 1, end exclusive."""
-        where = self.positions[node]
-        return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
+        start, end = self.offsets(node)
+        line, end_line = self._line_at(start), self._line_at(end)
+        start_column = start - self.line_starts[line - 1] + 1
+        end_column = end - self.line_starts[end_line - 1] + 1
+        return line, start_column, end_line, end_column
 
     def offsets(self, node: cst.CSTNode) -> tuple[int, int]:
-        where = self.positions[node]
-        start = self.line_starts[where.start.line - 1] + where.start.column
-        end = self.line_starts[where.end.line - 1] + where.end.column
-        return start, end
+        return self.locator.offsets(node)
+
+    def _line_at(self, offset: int) -> int:
+        return bisect.bisect_right(self.line_starts, offset)
 
     def text(self, node: cst.CSTNode) -> str:
         start, end = self.offsets(node)
@@ -326,7 +326,7 @@ class ModuleContext:
         return self.module.code_for_node(node)
 
     def line_of(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line
+        return self._line_at(self.offsets(node)[0])
 
     # -- sources ----------------------------------------------------------------------------
     def is_overwrite_source(self, node: cst.CSTNode) -> bool:
