@@ -76,12 +76,12 @@ def _weight_slots(forward: cst.FunctionDef, backward: cst.FunctionDef) -> dict[s
     for node in patterns.walk(forward.body):
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name):
             for target in node.targets:
-                attr = _ctx_attribute(target.target)
+                attr = patterns.attribute_of(target.target, "ctx")
                 if attr is not None and node.value.value in slots:
                     stored[attr] = slots[node.value.value]
     for node in patterns.walk(backward.body):
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
-            target, attr = node.targets[0].target, _ctx_attribute(node.value)
+            target, attr = node.targets[0].target, patterns.attribute_of(node.value, "ctx")
             if isinstance(target, cst.Name) and attr in stored and _names_weight(target.value):
                 slots[target.value] = stored[attr]
     return slots
@@ -94,16 +94,6 @@ def _names_weight(name: str) -> bool:
     return (
         any(word in lowered for word in WEIGHT_WORDS) or re.fullmatch(r"w\d*", lowered) is not None
     )
-
-
-def _ctx_attribute(node: cst.CSTNode) -> str | None:
-    if (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "ctx"
-    ):
-        return node.attr.value
-    return None
 
 
 def _sets_flag(function: cst.FunctionDef) -> bool:

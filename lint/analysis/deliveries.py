@@ -27,21 +27,6 @@ from .module import Unit
 # Calls that only inspect or size from their arguments, or make a dummy.
 _INSPECTING = patterns.NON_ALIASING_CALLS | patterns.ALLOCATORS
 _TESTS = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
-# Locals named for main_grad that hold a switch about it, not the buffer
-# (``accumulate_into_main_grad``, ``use_main_grad``, ``overwrite_main_grad``).
-_FLAG_WORDS = (
-    "accumulate",
-    "use_",
-    "fuse",
-    "has_",
-    "is_",
-    "should_",
-    "with_",
-    "overwrite",
-    "skip_",
-    "zero_out",
-    "grad_added",
-)
 
 
 class Deliveries:
@@ -63,7 +48,7 @@ class Deliveries:
             for d in self.graph.defs:
                 if d.index in found:
                     continue
-                if patterns.MAIN_GRAD in d.name and not d.name.lstrip("_").startswith(_FLAG_WORDS):
+                if patterns.holds_main_grad_by_name(d.name):
                     holds = True  # ``main_grad = ctx.main_grad_func()``: named for what it holds
                 elif d.kind == "def":
                     holds = self._closure_holds(d, found)

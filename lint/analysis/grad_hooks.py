@@ -77,7 +77,8 @@ def _fusing_layers(methods, local_classes: set[str]) -> set[str]:
             if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
                 continue
             if _may_fuse(node.value, local_classes):
-                layers.update(a for t in node.targets if (a := _self_attr(t.target)) is not None)
+                attrs = (patterns.attribute_of(t.target, "self") for t in node.targets)
+                layers.update(a for a in attrs if a is not None)
     return layers
 
 
@@ -146,7 +147,7 @@ def _hook_function(expr, methods, functions) -> cst.FunctionDef | cst.Lambda | N
         return expr
     if isinstance(expr, cst.Name):
         return functions.get(expr.value)
-    attr = _self_attr(expr)
+    attr = patterns.attribute_of(expr, "self")
     return methods.get(attr) if attr is not None else None
 
 
@@ -213,7 +214,7 @@ def _layers_of(expr, bindings, layers: set[str], depth: int = 0) -> set[str]:
 
 
 def _modules_of(expr, bindings, depth: int) -> set[str]:
-    attr = _self_attr(expr)
+    attr = patterns.attribute_of(expr, "self")
     if attr is not None:
         return {attr}
     if isinstance(expr, cst.Name) and depth <= 4:
@@ -223,20 +224,10 @@ def _modules_of(expr, bindings, depth: int) -> set[str]:
     return set()
 
 
-def _self_attr(node: cst.CSTNode) -> str | None:
-    if (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-    ):
-        return node.attr.value
-    return None
-
-
 def _code_name(expr: cst.CSTNode) -> str:
     if isinstance(expr, cst.Lambda):
         return "a lambda"
-    attr = _self_attr(expr)
+    attr = patterns.attribute_of(expr, "self")
     if attr is not None:
         return f"self.{attr}"
     return expr.value if isinstance(expr, cst.Name) else "the hook"

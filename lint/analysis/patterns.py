@@ -13,6 +13,20 @@ from collections.abc import Iterator
 import libcst as cst
 
 MAIN_GRAD = "main_grad"
+# Prefixes of locals named for main_grad that hold a switch about it, not the buffer.
+MAIN_GRAD_SWITCH_PREFIXES = (
+    "accumulate",
+    "use_",
+    "fuse",
+    "has_",
+    "is_",
+    "should_",
+    "with_",
+    "overwrite",
+    "skip_",
+    "zero_out",
+    "grad_added",
+)
 OVERWRITE = "overwrite_main_grad"
 ZERO_OUT = "zero_out_wgrad"
 GRAD_ADDED = "grad_added_to_main_grad"
@@ -226,6 +240,19 @@ def string_is(node: cst.CSTNode, word: str) -> bool:
     if word not in raw and "\\" not in raw:
         return False
     return node.evaluated_value == word
+
+
+def attribute_of(node: cst.CSTNode, owner: str) -> str | None:
+    """A for ``owner.A`` (``ctx.weight``, ``self.linear_fc1``); None for anything else."""
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == owner:
+        return node.attr.value
+    return None
+
+
+def holds_main_grad_by_name(name: str) -> bool:
+    """A local named for main_grad that holds the buffer, not a switch about it
+    (``accumulate_into_main_grad``, ``use_main_grad``, ``overwrite_main_grad``)."""
+    return MAIN_GRAD in name and not name.lstrip("_").startswith(MAIN_GRAD_SWITCH_PREFIXES)
 
 
 def is_attr(node: cst.CSTNode, attr: str) -> bool:

@@ -31,24 +31,10 @@ from .module import ModuleContext, Unit
 SAVE_CALLS = frozenset({"save_for_backward", "prepare_for_saving"})
 RESTORE_CALLS = ("restore_from_saved", "restore_from_func_ctx")
 SAVED_ATTR = "saved_tensors"
-# Locals named for main_grad that hold a switch about it, not the buffer.
-_SWITCH_PREFIXES = (
-    "accumulate",
-    "use_",
-    "fuse",
-    "has_",
-    "is_",
-    "should_",
-    "with_",
-    "overwrite",
-    "skip_",
-    "zero_out",
-    "grad_added",
-)
 
 
 def named_for_main_grad(name: str) -> bool:
-    return patterns.MAIN_GRAD in name and not name.lstrip("_").startswith(_SWITCH_PREFIXES)
+    return patterns.holds_main_grad_by_name(name)
 
 
 @dataclass(frozen=True)
