@@ -170,7 +170,8 @@ def _literal_index(value: cst.CSTNode) -> int | None:
     if isinstance(value, cst.Subscript) and len(value.slice) == 1:
         index = value.slice[0].slice
         if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-            return int(index.value.value)
+            # evaluated as Python reads it: ``0x1`` and ``1_0`` are indices too
+            return index.value.evaluated_value
     return None
 
 
