@@ -109,12 +109,12 @@ def _in_method(method, layers, methods, top, helpers) -> Iterator[ReducingHook]:
         if isinstance(func, cst.Attribute) and func.attr.value in HOOK_REGISTRATIONS and node.args:
             hook = _hook_function(node.args[0].value, methods, top)
             if hook is not None and _reduces_its_gradient(hook):
-                for layer in _layers_of(func.value, bindings, layers):
+                for layer in sorted(_layers_of(func.value, bindings, layers)):
                     yield ReducingHook(node, layer, _code_name(node.args[0].value))
         elif isinstance(func, cst.Name) and func.value in helpers:
             index, hook_name = helpers[func.value]
             if index < len(node.args):
-                for layer in _layers_of(node.args[index].value, bindings, layers):
+                for layer in sorted(_layers_of(node.args[index].value, bindings, layers)):
                     yield ReducingHook(node, layer, hook_name)
 
 

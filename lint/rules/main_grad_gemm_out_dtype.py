@@ -38,8 +38,11 @@ RULE = Rule(
         `out_dtype` must mention main_grad or be fp32.
     """,
     fix="""
-        `out_dtype=M.dtype` when `out=M`, and `out_dtype=(M.dtype if C else <old>)` when
-        `out=M if C else None` (unsafe: the GEMM must support fp32 output).
+        `out_dtype=(M.dtype if M is not None else <old>)` when `out=M` (a buffer kept on
+        `ctx` or in a local may be None on the unfused path; no fix when `M` is not a plain
+        name or attribute, which would be evaluated twice), and
+        `out_dtype=(M.dtype if C else <old>)` when `out=M if C else None` (unsafe: the GEMM
+        must support fp32 output).
     """,
     fix_summary="take the dtype from main_grad (unsafe)",
     valid=(
@@ -82,6 +85,28 @@ RULE = Rule(
             """,
             applicability="unsafe",
         ),
+        Example(
+            """
+            def grouped_wgrad(ctx, a, grad_out):
+                return grouped_gemm(
+                    a,
+                    grad_out,
+                    out_dtype=ctx.out_dtype,
+                    out=ctx.main_grad,
+                )
+            """,
+            line=5,
+            fixed="""
+            def grouped_wgrad(ctx, a, grad_out):
+                return grouped_gemm(
+                    a,
+                    grad_out,
+                    out_dtype=(ctx.main_grad.dtype if ctx.main_grad is not None else ctx.out_dtype),
+                    out=ctx.main_grad,
+                )
+            """,
+            applicability="unsafe",
+        ),
     ),
 )
 
@@ -120,13 +145,27 @@ def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
     if patterns.is_none_like(dtype):
         return
     buffer, condition = chosen
-    if condition is None:
-        replacement = f"{out.text(buffer)}.dtype"
-    else:
+    fix = None
+    if condition is not None:
         replacement = f"({out.text(buffer)}.dtype if {out.text(condition)} else {dtype_text})"
-    fix = Fix(f"Use `{replacement}`", (out.replace(dtype, replacement),), UNSAFE)
+    elif _plain_reference(buffer):
+        # The buffer may be None where it is only set under fusion (``ctx.main_grad``):
+        # reading its dtype there would break the path the finding is not about.
+        text = out.text(buffer)
+        replacement = f"({text}.dtype if {text} is not None else {dtype_text})"
+    else:
+        replacement = None  # a call would run twice
+    if replacement is not None:
+        fix = Fix(f"Use `{replacement}`", (out.replace(dtype, replacement),), UNSAFE)
     message = MESSAGE.format(out=out.text(target), dtype=dtype_text)
     out.report(CODE, dtype, message, fix)
+
+
+def _plain_reference(expr) -> bool:
+    """A name or a chain of attributes: reading it twice reads the same thing."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name)
 
 
 def _main_grad_choice(unit: Unit, target, node: Node):

@@ -6,8 +6,6 @@ the report keeps follows the process's string hash seed."""
 
 from __future__ import annotations
 
-import pytest
-
 from .support import run_process, write
 
 TWO_LAYERS_ONE_HOOK = """
@@ -30,9 +28,6 @@ class SharedAdapter(torch.nn.Module):
 HASH_SEEDS = ("0", "1", "2", "3", "4", "5")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="GMLP026 names whichever layer a set yields first (reported to the lead)"
-)
 def test_the_report_does_not_depend_on_the_hash_seed(tmp_path, monkeypatch):
     write(tmp_path / "shared.py", TWO_LAYERS_ONE_HOOK)
     reports = set()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 
-import pytest
 import torch
 
 from .support import run_cli, write
@@ -66,10 +65,6 @@ def _load(path):
     return module
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GMLP012's fix reads the dtype of a main_grad that may be None (reported)",
-)
 def test_the_unsafe_fix_keeps_the_unfused_backward_running(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = write(tmp_path / "grouped_gemm.py", GROUPED_GEMM)
