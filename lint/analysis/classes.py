@@ -207,7 +207,44 @@ def _model(node: cst.ClassDef, is_layer: Callable[[cst.Call], bool]) -> ClassMod
                 for target in inner.targets:
                     if _is_self_attr(target.target):
                         model.layers.setdefault(target.target.attr.value, inner)
+        for attr in _parameters_only(methods.values(), set(model.layers)):
+            del model.layers[attr]
     return model
+
+
+# Attributes of a layer that are its parameters: using only these never runs its forward.
+PARAMETER_ATTRS = frozenset({"weight", "bias"})
+
+
+def _parameters_only(methods, layers: set[str]) -> set[str]:
+    """Layers the class uses only through their parameters (``self.x.weight``): their
+    forward never runs, so they compute no weight gradient to delay (THUDM/slime's
+    ``weights_proj``, built as a projection and used as a weight for an eager autograd
+    function). A layer called, or handed on whole, anywhere in the class is still one, and
+    so is one the class never mentions again."""
+    used_whole: set[str] = set()
+    parameters_used: set[str] = set()
+    for method in methods:
+        nodes = list(_walk_all(method.body))
+        owners = {  # ``self.x`` as the owner of one of its parameters
+            id(n.value): n.value.attr.value
+            for n in nodes
+            if isinstance(n, cst.Attribute)
+            and n.attr.value in PARAMETER_ATTRS
+            and _is_self_attr(n.value)
+        }
+        parameters_used.update(owners.values())
+        assigned = {id(t.target) for n in nodes if isinstance(n, cst.Assign) for t in n.targets}
+        used_whole.update(
+            n.attr.value
+            for n in nodes
+            if _is_self_attr(n)
+            and n.attr.value in layers
+            and id(n) not in owners
+            and id(n) not in assigned
+        )
+    # A layer the class never mentions again may run in a subclass's forward: still one.
+    return (layers & parameters_used) - used_whole
 
 
 def late_layers(model: ClassModel) -> dict[str, cst.CSTNode]:

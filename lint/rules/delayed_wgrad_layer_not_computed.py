@@ -52,6 +52,10 @@ RULE = Rule(
         mentions an attribute that was given delayed-wgrad callables naming it (a list,
         dict, `partial` or lambda stored in `self.x`, or appended to it).
 
+        Left alone: a layer the class uses only through its parameters (`self.x.weight`
+        handed to an autograd function of its own, as THUDM/slime's indexer does): its
+        forward never runs, so there is no delayed gradient for `backward_dw` to compute.
+
         Not seen: bases defined in other files (they may define `backward_dw` or reach the
         layer: such classes are not reported here, nor is a `backward_dw` that calls
         `super()` into such a base; GMLP020 resolves those found in the run), layers built
@@ -115,6 +119,21 @@ RULE = Rule(
                 def __init__(self, config, delay_wgrad_compute=False):
                     super().__init__()
                     self.linear_fc1 = TELinear(config.hidden, config.ffn)
+            """
+        ),
+        Example(
+            """
+            class IndexerAttention(MegatronModule):
+                def __init__(self, config, submodules):
+                    self.linear_q = TELinear(config.hidden, config.hidden)
+                    self.weights_proj = build_module(submodules.weights_proj, config)
+
+                def forward(self, x):
+                    heads = IndexerWeights.apply(x, self.weights_proj.weight)
+                    return self.linear_q(x) * heads
+
+                def backward_dw(self):
+                    self.linear_q.backward_dw()
             """
         ),
     ),
