@@ -54,6 +54,7 @@ RULE_MODULES = {
     "GMLP024": "deferred_wgrad_handed_back_as_none",
     "GMLP025": "delayed_wgrad_piece_empty",
     "GMLP026": "grad_hook_reduces_dummy",
+    "GMLP027": "delayed_wgrad_flushed_before_backward",
     "GMLP030": "main_grad_on_stand_in",
     "GMLP031": "main_grad_handed_on_as_grad",
     "GMLP032": "grad_added_without_write",
