@@ -61,6 +61,7 @@ RULE_MODULES = {
     "GMLP033": "main_grad_written_grad_handed_on",
     "GMLP034": "main_grad_through_saved_tensors",
     "GMLP035": "delayed_wgrad_replaces_grad",
+    "GMLP036": "wgrad_delivered_twice",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

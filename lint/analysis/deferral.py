@@ -12,8 +12,9 @@ something, or an earlier ``if`` in an enclosing block that calls something and r
 What "the callable writes main_grad" means here: the lambda, the ``partial``'s arguments,
 or the body of the function it names (nested in the backward or defined at the top of the
 file) spell an identifier holding ``main_grad`` (``main_grad``, ``main_grads``,
-``w.main_grad``), following names bound in the function and functions called by name, a few
-levels deep.
+``w.main_grad``), or assign a tensor's ``.grad`` (``w.grad = ...``, ``w.grad += ...``: the
+weight gradient delivered outside autograd, Megatron-DeepSpeed #428), following names bound
+in the function and functions called by name, a few levels deep.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from . import patterns
 from .module import ModuleContext, suite_body
 
 MAIN_GRAD = "main_grad"
+GRAD = "grad"
 BACKWARD = "backward"
 PARTIALS = frozenset({"partial"})
 # How many names (bindings, functions called by name) are followed from a callable.
@@ -106,6 +108,8 @@ class _Scope:
             for sub in _walk_with_nested(current):
                 if isinstance(sub, cst.Attribute) and MAIN_GRAD in sub.attr.value:
                     return True
+                if _assigns_grad(sub):
+                    return True
                 if isinstance(sub, cst.Name):
                     word = sub.value
                     if MAIN_GRAD in word:
@@ -118,6 +122,17 @@ class _Scope:
             if len(seen) > MAX_FOLLOWED * 4:
                 break
         return False
+
+
+def _assigns_grad(node: cst.CSTNode) -> bool:
+    """``x.grad = ...`` or ``x.grad += ...``: a gradient written outside autograd."""
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, cst.AugAssign):
+        targets = [node.target]
+    else:
+        return False
+    return any(isinstance(t, cst.Attribute) and t.attr.value == GRAD for t in targets)
 
 
 def _walk_with_nested(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 deferral = LazyModule("..analysis.deferral", __package__)
+double_delivery = LazyModule("..analysis.double_delivery", __package__)
 
 CODE = "GMLP023"
 RULE = Rule(
@@ -24,7 +25,7 @@ RULE = Rule(
     ),
     flags=(
         "in a `backward`, a method call (`store.put(...)`, `queue.append(...)`) given a "
-        "callable whose work spells main_grad (a lambda, `partial(f, ...)`, a function of "
+        "callable whose work spells main_grad or assigns `.grad` (a lambda, `partial(f, ...)`, a function of "
         "the file or of the backward) with no other path that does the work: no enclosing "
         "`if`/`else` branch that calls something instead, no earlier `if` that calls "
         "something and returns"
@@ -48,6 +49,12 @@ RULE = Rule(
         identifier holding `main_grad`, following local bindings and functions called by
         name a few levels deep; the enclosing `if` / `elif` / `else` branches and earlier
         `if ...: return` blocks of the backward.
+
+        The work may also assign a tensor's `.grad` (`w.grad = ...`, `w.grad += ...`):
+        a store whose immediate path writes `.grad` outside autograd while the backward
+        returns `None` for the weight bypasses the gradient hooks of ZeRO / DDP, which see
+        `None` (Megatron-DeepSpeed #428: the store was used on every path, not only under
+        the zero-bubble schedule).
 
         Not seen: which test is the delay mode (any other branch that calls something
         counts as computing the gradient at once: a test of an unrelated switch hides the
@@ -153,13 +160,16 @@ RULE = Rule(
 
 
 MESSAGE = (
-    "the weight-gradient work (it writes main_grad) is queued on every path of this "
+    "the weight-gradient work (it writes main_grad or `.grad`) is queued on every path of this "
     "backward: when the step does not split the backward pass (warm-up, no delayed wgrad) "
     "it is never computed at once; test the delay mode and compute it otherwise"
 )
 
 
 def check(context: ModuleContext, out: Collector) -> None:
+    # A hand-off followed on some path by the gradient computed again is GMLP036's (the work
+    # is done twice there, not never).
+    twice = {id(d.call) for d in context.shared(double_delivery.double_deliveries)}
     for handoff in context.shared(deferral.handoffs):
-        if not handoff.alternative:
+        if not handoff.alternative and id(handoff.call) not in twice:
             out.report(CODE, handoff.call, MESSAGE)
