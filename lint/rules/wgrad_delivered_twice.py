@@ -44,9 +44,10 @@ RULE = Rule(
         `None` to a returned name and on to an assignment of a call or arithmetic product
         to that name. The hand-off is reported here and not by GMLP023.
 
-        Not seen: files that name none of the linter's triggers (`main_grad`, ...; a work
-        function that writes only `.grad` in such a file is never analysed), a second delivery returned directly (`return dx, dy.t() @ x` with no name
-        set to `None` first), deliveries in helpers of the backward, whether the two
+        Not seen: files that name none of the linter's triggers (`main_grad`, ...; a
+        work function that writes only `.grad` in such a file is never analysed), a second
+        delivery returned directly (`return dx, dy.t() @ x` with no name set to `None`
+        first), deliveries in helpers of the backward, whether the two
         branches' conditions exclude each other (two `if`s on conditions that never hold
         together are reported).
     """,

@@ -25,8 +25,9 @@ RULE = Rule(
     ),
     flags=(
         "in a `backward`, a method call (`store.put(...)`, `queue.append(...)`) given a "
-        "callable whose work spells main_grad or assigns `.grad` (a lambda, `partial(f, ...)`, a function of "
-        "the file or of the backward) with no other path that does the work: no enclosing "
+        "callable whose work spells main_grad or assigns `.grad` (a lambda, "
+        "`partial(f, ...)`, a function of the file or of the backward) with no other "
+        "path that does the work: no enclosing "
         "`if`/`else` branch that calls something instead, no earlier `if` that calls "
         "something and returns"
     ),
