@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
+fresh_flags = LazyModule("..analysis.fresh_flags", __package__)
 
 CODE = "GMLP015"
 # The per-parameter attributes a fresh object does not carry.
@@ -55,6 +56,12 @@ RULE = Rule(
         A helper of the module whose every `return` is such a call counts as one
         (`weight = _as_param(weight)`).
 
+        Also reported: `grad_added_to_main_grad` set on such a fresh object, or on an item
+        of a list the fresh object was stored into (`weights[i] = w` then
+        `weights[i].grad_added_to_main_grad = ...`, Transformer Engine #2265): the hooks
+        read the Parameter's flag, which stays unset (the buffer put back on the copy is
+        not reported, the flag is).
+
         Not seen: a rebinding in a helper of another file, attributes copied over by a
         helper, whether a put-back runs on every path, copies kept under another name (that
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
@@ -89,6 +96,19 @@ RULE = Rule(
         ),
     ),
     invalid=(
+        Example(
+            """
+            def backward(ctx, grad_output):
+                weights = list(ctx.saved_weights)
+                for i in range(ctx.num_gemms):
+                    w = torch.nn.Parameter(weights[i], weights[i].requires_grad)
+                    weights[i] = w
+                    weights[i].main_grad = ctx.main_grads[i]
+                    weights[i].grad_added_to_main_grad = ctx.flags[i]
+                return None
+            """,
+            line=7,
+        ),
         Example(
             """
             def backward(ctx, grad_output):
@@ -133,13 +153,39 @@ MESSAGE = (
 )
 
 
+FLAG_MESSAGE = (
+    "`grad_added_to_main_grad` is set here on a fresh copy of the weight (made by `{how}` at "
+    "line {line}): Megatron's hooks read the flag from the Parameter, which stays unmarked; "
+    "set it on the original Parameter (`origin_weight`)"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     for unit in context.units:
+        reported: set[int] = set()
         if unit.survey.spells_main_grad or unit.survey.spells_grad_added:
-            _check_unit(unit, out)
+            reported = _check_unit(unit, out)
+        if unit.survey.spells_grad_added:
+            _check_flags(unit, out, reported)
 
 
-def _check_unit(unit: Unit, out: Collector) -> None:
+def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
+    """The flag set on a fresh object whose binding was not reported already (a read of the
+    flag from the same copy is one bug, reported once at the rebinding)."""
+    helpers = unit.context.shared(provenance.returned_provenance)
+    makers = unit.context.shared(fresh_makers)
+    for found in fresh_flags.flags_on_copies(
+        unit, lambda d: _makes_fresh(d.name, d.value, helpers, makers)
+    ):
+        if found.fresh.index in reported:
+            continue
+        how = unit.context.code(found.fresh.value.func).strip()
+        line = unit.context.line_of(found.fresh.node.owner)
+        out.report(CODE, found.target, FLAG_MESSAGE.format(how=how, line=line))
+
+
+def _check_unit(unit: Unit, out: Collector) -> set[int]:
+    """Reports the rebindings read from; returns their definitions' indices."""
     helpers = unit.context.shared(provenance.returned_provenance)
     makers = unit.context.shared(fresh_makers)
     fresh = {
@@ -147,8 +193,9 @@ def _check_unit(unit: Unit, out: Collector) -> None:
         for d in unit.graph.defs
         if d.kind == "assign" and _makes_fresh(d.name, d.value, helpers, makers)
     }
+    reported: set[int] = set()
     if not fresh:
-        return
+        return reported
     # Attributes put back on the new object (``w.main_grad = main_grad``) by a statement
     # that the rebinding reaches: reads of those are answered by the copy put there.
     restored: set[tuple[int, str]] = set()
@@ -168,6 +215,8 @@ def _check_unit(unit: Unit, out: Collector) -> None:
                         line=unit.context.line_of(owner),
                     )
                     out.report(CODE, d.node.owner, message)
+                    reported.add(d.index)
+    return reported
 
 
 def fresh_makers(context: ModuleContext) -> frozenset[str]:

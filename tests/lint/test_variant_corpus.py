@@ -15,10 +15,10 @@ import pytest
 
 from gmlp_check.lint import engine
 
-from . import variant_corpus, variant_corpus_blind2
+from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3
 from .support import ALL_CODES
 
-VARIANTS = variant_corpus.VARIANTS + variant_corpus_blind2.VARIANTS
+VARIANTS = variant_corpus.VARIANTS + variant_corpus_blind2.VARIANTS + variant_corpus_blind3.VARIANTS
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]
 BUGS = [

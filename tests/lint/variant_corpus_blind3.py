@@ -1,0 +1,290 @@
+"""Class variants written from the third blind set's fixes (docs/lint-history-split-fresh3.toml,
+H-learn3): each class in several spellings that none of those fixes uses, each with a correct
+twin. Same format as variant_corpus.py.
+
+Class 2: the flag set on a fresh copy of the weight (TE #2265). Class 3: the weight gradient
+handed to a store and returned as well (Megatron-DeepSpeed #415). Class 5: work that writes
+`.grad` outside autograd handed to a store on every path (Megatron-DeepSpeed #428). Class 6:
+a layer's `backward_dw()` before its `backward(...)` (HYGON-AI/Megatron-LM-das e4d821e4).
+"""
+
+from __future__ import annotations
+
+from .variant_corpus import Variant
+
+VARIANTS = (
+    # ------------------------------------------------ 2: the flag set on a fresh copy
+    Variant(
+        2,
+        "flag-on-parameter-wrapper",
+        """
+        def backward(ctx, dy):
+            x, weight = ctx.saved_tensors
+            weight = torch.nn.Parameter(weight, weight.requires_grad)
+            weight.main_grad = ctx.main_grad
+            general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+            weight.grad_added_to_main_grad = True  # bug
+            return None, None
+        """,
+        """
+        def backward(ctx, dy):
+            x, weight = ctx.saved_tensors
+            origin = ctx.origin_weight_ref()
+            general_gemm(x, dy, out=origin.main_grad, accumulate=True)
+            origin.grad_added_to_main_grad = True
+            return None, None
+        """,
+    ),
+    Variant(
+        2,
+        "flag-on-clone-stored-in-list",
+        """
+        def restore(ctx, weights, main_grads):
+            for i in range(len(weights)):
+                copy = weights[i].detach()
+                weights[i] = copy
+                weights[i].main_grad = main_grads[i]
+                weights[i].grad_added_to_main_grad = ctx.flags[i]  # bug
+        """,
+        """
+        def restore(ctx, weights, origin_weights, main_grads):
+            for i in range(len(weights)):
+                origin_weights[i].main_grad = main_grads[i]
+                origin_weights[i].grad_added_to_main_grad = ctx.flags[i]
+        """,
+    ),
+    Variant(
+        2,
+        "flag-on-wrapper-in-a-branch",
+        """
+        def backward(ctx, dy):
+            (x,) = ctx.saved_tensors
+            w = ctx.weight
+            if ctx.offloaded:
+                w = Parameter(w, requires_grad=False)
+            wgrad_into(main_grads[ctx.index], x, dy)
+            w.grad_added_to_main_grad = True  # bug
+            return None, None
+        """,
+        """
+        def backward(ctx, dy):
+            (x,) = ctx.saved_tensors
+            w = ctx.weight
+            wgrad_into(w.main_grad, x, dy)
+            w.grad_added_to_main_grad = True
+            return None, None
+        """,
+    ),
+    # ------------------------------------ 3: handed to a store and returned as well
+    Variant(
+        3,
+        "store-put-then-unrelated-if-else",
+        """
+        def accumulate_main_grad(x, dy, weight):
+            weight.main_grad.add_(dy.t() @ x)
+
+
+        def backward(ctx, dy):
+            x, weight = ctx.saved_tensors
+            if ctx.overlap:
+                WeightGradStore.put(x, dy, weight, accumulate_main_grad)  # bug
+                grad_w = None
+            if ctx.zero_bubble:
+                WeightGradStore.put(x, dy, weight, accumulate_main_grad)
+                grad_w = None
+            else:
+                grad_w = dy.t().matmul(x)
+            return dy @ weight, grad_w
+        """,
+        """
+        def accumulate_main_grad(x, dy, weight):
+            weight.main_grad.add_(dy.t() @ x)
+
+
+        def backward(ctx, dy):
+            x, weight = ctx.saved_tensors
+            if ctx.overlap:
+                WeightGradStore.put(x, dy, weight, accumulate_main_grad)
+                grad_w = None
+            elif ctx.zero_bubble:
+                WeightGradStore.put(x, dy, weight, accumulate_main_grad)
+                grad_w = None
+            else:
+                grad_w = dy.t().matmul(x)
+            return dy @ weight, grad_w
+        """,
+    ),
+    Variant(
+        3,
+        "queue-lambda-then-product-under-other-flag",
+        """
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            ctx.queue.append(lambda: w.main_grad.add_(dy.t() @ x))  # bug
+            dw = None
+            if not ctx.fused:
+                dw = dy.t() @ x
+            return dy @ w, dw
+        """,
+        """
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            if ctx.fused:
+                ctx.queue.append(lambda: w.main_grad.add_(dy.t() @ x))
+                dw = None
+            else:
+                dw = dy.t() @ x
+            return dy @ w, dw
+        """,
+    ),
+    Variant(
+        3,
+        "partial-in-with-then-matmul",
+        """
+        def backward(ctx, grad_output):
+            inp, weight = ctx.saved_tensors
+            work = functools.partial(add_into_main_grad, weight)
+            with torch.cuda.stream(ctx.stream):
+                ctx.store.put((inp, grad_output), work)  # bug
+            wgrad = None
+            if ctx.return_wgrad:
+                wgrad = torch.matmul(grad_output.t(), inp)
+            return None, wgrad
+        """,
+        """
+        def backward(ctx, grad_output):
+            inp, weight = ctx.saved_tensors
+            work = functools.partial(add_into_main_grad, weight)
+            wgrad = None
+            if ctx.return_wgrad:
+                wgrad = torch.matmul(grad_output.t(), inp)
+            else:
+                with torch.cuda.stream(ctx.stream):
+                    ctx.store.put((inp, grad_output), work)
+            return None, wgrad
+        """,
+    ),
+    # ---------------------------- 5: `.grad` written outside autograd on every path
+    Variant(
+        5,
+        "grad-written-by-queued-function",
+        """
+        def write_grad(x, dy, weight):  # main_grad-free path
+            if weight.grad is None:
+                weight.grad = dy.t() @ x
+            else:
+                weight.grad += dy.t() @ x
+
+
+        def backward(ctx, dy):
+            x, weight = ctx.saved_tensors
+            WeightGradStore.put(x, dy, weight, write_grad)  # bug
+            return dy @ weight, None
+        """,
+        """
+        def write_grad(x, dy, weight):  # main_grad-free path
+            if weight.grad is None:
+                weight.grad = dy.t() @ x
+            else:
+                weight.grad += dy.t() @ x
+
+
+        def backward(ctx, dy):
+            x, weight = ctx.saved_tensors
+            if get_args().enable_zbh1_pipeline:
+                WeightGradStore.put(x, dy, weight, write_grad)
+                grad_weight = None
+            else:
+                grad_weight = dy.t() @ x
+            return dy @ weight, grad_weight
+        """,
+    ),
+    Variant(
+        5,
+        "grad-written-by-lambda",
+        """
+        def backward(ctx, dy):  # not main_grad
+            x, w = ctx.saved_tensors
+            ctx.sink.push(partial(_store_grad, w, dy, x))  # bug
+            return dy @ w, None
+
+
+        def _store_grad(w, dy, x):
+            w.grad = dy.t() @ x
+        """,
+        """
+        def backward(ctx, dy):  # not main_grad
+            x, w = ctx.saved_tensors
+            if ctx.split:
+                ctx.sink.push(partial(_store_grad, w, dy, x))
+            else:
+                _store_grad(w, dy, x)
+            return dy @ w, None
+
+
+        def _store_grad(w, dy, x):
+            w.grad = dy.t() @ x
+        """,
+    ),
+    # ------------------------------------ 6: backward_dw before the layer's backward
+    Variant(
+        6,
+        "flush-before-backward-in-loop",
+        """
+        def backward_chunk(layers, grad):
+            for layer in reversed(layers):
+                layer.backward_dw()  # bug
+                grad = layer.backward(grad)
+            return grad
+        """,
+        """
+        def backward_chunk(layers, grad):
+            for layer in reversed(layers):
+                grad = layer.backward(grad)
+                layer.backward_dw()
+            return grad
+        """,
+    ),
+    Variant(
+        6,
+        "flush-before-backward-of-subscripted-node",
+        """
+        def run(plan, i, grad, delay):
+            if delay:
+                plan.nodes[i].attn.backward_dw()  # bug
+            grad = plan.nodes[i].attn.backward(grad)
+            return plan.nodes[i].dispatch.backward(grad)
+        """,
+        """
+        def run(plan, i, grad, delay):
+            grad = plan.nodes[i].attn.backward(grad)
+            if delay:
+                plan.nodes[i].attn.backward_dw()
+            return plan.nodes[i].dispatch.backward(grad)
+        """,
+    ),
+    Variant(
+        6,
+        "flush-in-try-before-backward",
+        """
+        class Schedule:
+            def step(self, b_layer, b_grad):
+                try:
+                    b_layer.mlp.backward_dw()  # bug
+                except AssertionError:
+                    pass
+                b_grad = b_layer.mlp.backward(b_grad)
+                return b_grad
+        """,
+        """
+        class Schedule:
+            def step(self, b_layer, b_grad):
+                b_grad = b_layer.mlp.backward(b_grad)
+                try:
+                    b_layer.mlp.backward_dw()
+                except AssertionError:
+                    pass
+                return b_grad
+        """,
+    ),
+)
