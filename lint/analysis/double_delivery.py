@@ -7,18 +7,23 @@ path that then rebinds that slot to a computed product hands autograd a second c
 same gradient: it is accumulated twice, or queued once and returned once
 (Megatron-DeepSpeed #415's merge left an ``if`` where an ``elif`` was meant). The fact is
 per path: from the hand-off, a path reaches ``slot = None`` and goes on to ``slot =
-<product>``, with ``slot`` one of the names the backward returns.
+<product>``, with ``slot`` one of the names the backward returns. ``slot = None`` must sit
+beside the hand-off: in its block or a block around it, up to the innermost ``if`` branch
+holding the hand-off (a ``dgamma = None`` later in the function clears another gradient:
+Transformer Engine's LayerNormLinear queues its wgrad in an ``if`` and computes the norm's
+gradient after it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
 from . import deferral, patterns
 from .cfg import Def, Graph, Node
-from .module import ModuleContext, Unit
+from .module import ModuleContext, Unit, suite_body
 
 
 @dataclass(frozen=True)
@@ -49,12 +54,71 @@ def _node_of(unit: Unit, call: cst.Call) -> Node | None:
     return None
 
 
+def _branch_suites(stmt: cst.CSTNode) -> list[tuple[cst.BaseSuite, bool]]:
+    """The suites of a compound statement, each with whether it is an ``if`` branch."""
+    if isinstance(stmt, cst.If):
+        arms: list[tuple[cst.BaseSuite, bool]] = [(stmt.body, True)]
+        if isinstance(stmt.orelse, cst.Else):
+            arms.append((stmt.orelse.body, True))
+        elif isinstance(stmt.orelse, cst.If):
+            arms.extend(_branch_suites(stmt.orelse))
+        return arms
+    suites = [getattr(stmt, "body", None)]
+    suites += [handler.body for handler in getattr(stmt, "handlers", ())]
+    suites += [case.body for case in getattr(stmt, "cases", ())]
+    suites += [getattr(getattr(stmt, a, None), "body", None) for a in ("orelse", "finalbody")]
+    return [(suite, False) for suite in suites if isinstance(suite, cst.BaseSuite)]
+
+
+def _frames(body, call: cst.Call) -> list[tuple[Sequence[cst.CSTNode], bool]] | None:
+    """The blocks around the statement holding ``call``, outermost first."""
+    for stmt in body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if any(sub is call for sub in patterns.walk(stmt)):
+                return []
+            continue
+        for suite, is_if in _branch_suites(stmt):
+            inner = _frames(suite_body(suite), call)
+            if inner is not None:
+                return [(suite_body(suite), is_if), *inner]
+    return None
+
+
+def _beside(function: cst.FunctionDef, call: cst.Call) -> list[Sequence[cst.CSTNode]]:
+    """The blocks where the hand-off's ``slot = None`` may sit (see the module's text)."""
+    frames = [(suite_body(function.body), False), *(_frames(suite_body(function.body), call) or [])]
+    blocks = []
+    for block, is_if in reversed(frames):
+        blocks.append(block)
+        if is_if:
+            break
+    return blocks
+
+
+def _in_blocks(owner: cst.CSTNode | None, blocks: list[Sequence[cst.CSTNode]]) -> bool:
+    return any(
+        isinstance(stmt, cst.SimpleStatementLine) and any(small is owner for small in stmt.body)
+        for block in blocks
+        for stmt in block
+    )
+
+
 def _is_product(value: cst.CSTNode | None) -> bool:
     return isinstance(value, (cst.Call, cst.BinaryOperation)) and not patterns.is_none_like(value)
 
 
-def _second_delivery(graph: Graph, start: Node, returned: frozenset[str]) -> Def | None:
-    nones = [d for d in graph.defs if d.kind == "assign" and patterns.is_none_like(d.value)]
+def _second_delivery(
+    graph: Graph, start: Node, returned: frozenset[str], blocks: list[Sequence[cst.CSTNode]]
+) -> Def | None:
+    nones = [
+        d
+        for d in graph.defs
+        if d.kind == "assign"
+        and patterns.is_none_like(d.value)
+        and _in_blocks(d.node.owner, blocks)
+    ]
     for cleared in nones:
         if cleared.name not in returned or not _reaches(start, cleared.node):
             continue
@@ -81,7 +145,8 @@ def double_deliveries(context: ModuleContext) -> list[DoubleDelivery]:
             start = _node_of(unit, handoff.call)
             if start is None:
                 continue
-            product = _second_delivery(unit.graph, start, unit.returned_names)
+            blocks = _beside(unit.owner, handoff.call)
+            product = _second_delivery(unit.graph, start, unit.returned_names, blocks)
             if product is not None and product.node.owner is not None:
                 line = context.line_of(product.node.owner)
                 found.append(DoubleDelivery(handoff.call, product.name, line))
