@@ -62,6 +62,7 @@ RULE_MODULES = {
     "GMLP034": "main_grad_through_saved_tensors",
     "GMLP035": "delayed_wgrad_replaces_grad",
     "GMLP036": "wgrad_delivered_twice",
+    "GMLP037": "copy_handed_as_weight",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

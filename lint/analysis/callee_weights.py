@@ -1,0 +1,197 @@
+"""A copy of a weight handed to a helper of the file that treats it as the Parameter
+(issue #19, class 1, across functions of one file).
+
+Fused paths keep two names for one weight when they gather or quantize it: ``origin_w``
+(the Parameter, which carries main_grad and its flags) and ``w`` (rebound on some path to
+the transient copy: ``w = materialize_weight_for_forward(w)``, ``w = quantize(w)``). A
+helper handed ``w`` that takes main_grad, weakrefs or flags from the parameter it receives
+then reads them from the copy on that path (Transformer Engine #3517: GroupedLinear's
+grouped-tensor forward took its backward weakrefs and main_grad closures from the gathered
+copies).
+
+Two facts of one file: which parameters of its functions are used as the Parameter
+(``P.main_grad``, ``P.get_main_grad``, ``weakref.ref(P)``, ``getattr(P, "<flag>")``, a flag
+set on ``P``; also through ``P[i]`` and a loop or comprehension variable over ``P``), and,
+at each call of such a function (``f(...)``, ``self.f(...)``, ``Cls.f(...)``), an argument
+that is a name bound to a copy on some path reaching the call while its ``origin_`` twin
+is in scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import patterns, provenance
+from .module import ModuleContext
+
+ATTRIBUTES = (
+    patterns.MAIN_GRAD,
+    "get_main_grad",
+    patterns.GRAD_ADDED,
+    patterns.OVERWRITE,
+    patterns.ZERO_OUT,
+)
+RECEIVERS = frozenset({"self", "cls"})
+
+
+@dataclass(frozen=True)
+class HandedCopy:
+    argument: cst.BaseExpression  # the name handed over
+    name: str
+    twin: str  # its ``origin_`` twin
+    callee: str
+    parameter: str
+    use_line: int  # where the helper uses the parameter as the Parameter
+
+
+def _params(function: cst.FunctionDef) -> list[str]:
+    p = function.params
+    return [param.name.value for param in (*p.posonly_params, *p.params, *p.kwonly_params)]
+
+
+def _is_static(function: cst.FunctionDef) -> bool:
+    return any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+        for d in function.decorators
+    )
+
+
+def _aliases(function: cst.FunctionDef, parameter: str) -> set[str]:
+    """``parameter`` and the loop / comprehension variables iterating over it."""
+    names = {parameter}
+    for node in patterns.walk(function.body):
+        if isinstance(node, (cst.For, cst.CompFor)):
+            source = node.iter  # positions in ``zip(...)`` are not followed
+            if (
+                isinstance(source, cst.Name)
+                and source.value == parameter
+                and isinstance(node.target, cst.Name)
+            ):
+                names.add(node.target.value)
+    return names
+
+
+def _owner_name(expr: cst.CSTNode) -> str | None:
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _uses(function: cst.FunctionDef, parameter: str) -> cst.CSTNode | None:
+    """The first place ``function`` uses ``parameter`` as the Parameter, or None."""
+    names = _aliases(function, parameter)
+    for node in patterns.walk(function.body):
+        if isinstance(node, cst.Attribute) and node.attr.value in ATTRIBUTES:
+            if _owner_name(node.value) in names:
+                return node
+        elif (referent := provenance.weakref_referent(node)) is not None:
+            if _owner_name(referent) in names:
+                return node
+        elif patterns.callee_name(node) in ("getattr", "hasattr") and isinstance(
+            node.func, cst.Name
+        ):
+            args = patterns.positional_args(node)
+            if (
+                len(args) >= 2
+                and patterns.string_value(args[1].value) in ATTRIBUTES
+                and _owner_name(args[0].value) in names
+            ):
+                return node
+    return None
+
+
+def _functions(context: ModuleContext) -> dict[str, list[cst.FunctionDef]]:
+    found: dict[str, list[cst.FunctionDef]] = {}
+    for unit in context.units:
+        if isinstance(unit.owner, cst.FunctionDef):
+            found.setdefault(unit.name, []).append(unit.owner)
+    return found
+
+
+def _callee(call: cst.Call, functions, classes: set[str]) -> cst.FunctionDef | None:
+    func = call.func
+    if isinstance(func, cst.Name):
+        name = func.value
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        if func.value.value not in RECEIVERS and func.value.value not in classes:
+            return None
+        name = func.attr.value
+    else:
+        return None
+    defs = functions.get(name, ())
+    return defs[0] if len(defs) == 1 else None
+
+
+def _pairs(call: cst.Call, callee: cst.FunctionDef) -> Iterator[tuple[str, cst.BaseExpression]]:
+    """(parameter, argument) for the arguments of ``call`` that ``callee`` names."""
+    params = _params(callee)
+    if isinstance(call.func, cst.Attribute) and not _is_static(callee) and params:
+        params = params[1:]  # ``self`` / ``cls`` is bound by the attribute
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return
+        if arg.keyword is not None:
+            yield arg.keyword.value, arg.value
+        elif position < len(params):
+            yield params[position], arg.value
+            position += 1
+
+
+def handed_copies(context: ModuleContext) -> list[HandedCopy]:
+    if "main_grad" not in context.source:
+        return []
+    functions = _functions(context)
+    classes = {n.name.value for n in patterns.walk(context.module) if isinstance(n, cst.ClassDef)}
+    uses: dict[tuple[int, str], cst.CSTNode | None] = {}
+    found = []
+    for unit in context.units:
+        if not isinstance(unit.owner, cst.FunctionDef):
+            continue
+        objects = None
+        for root, node in unit.expression_roots():
+            for call in (n for n in patterns.walk(root) if isinstance(n, cst.Call)):
+                callee = _callee(call, functions, classes)
+                if callee is None or callee is unit.owner:
+                    continue
+                for parameter, argument in _pairs(call, callee):
+                    if not isinstance(argument, cst.Name):
+                        continue
+                    objects = objects or provenance.Provenance(unit)
+                    twin = next(
+                        (
+                            p + argument.value
+                            for p in provenance.ORIGIN_PREFIXES
+                            if p + argument.value in objects.names
+                        ),
+                        None,
+                    )
+                    if twin is None:
+                        continue
+                    copies = [
+                        d
+                        for d in unit.reaching.reaching(argument.value, node)
+                        if d.kind == "assign"
+                        and d.value is not None
+                        and objects.of(d.value) in provenance.COPIES
+                    ]
+                    if not copies:
+                        continue
+                    key = (id(callee), parameter)
+                    if key not in uses:
+                        uses[key] = _uses(callee, parameter)
+                    if uses[key] is not None:
+                        found.append(
+                            HandedCopy(
+                                argument,
+                                argument.value,
+                                twin,
+                                callee.name.value,
+                                parameter,
+                                context.line_of(uses[key]),
+                            )
+                        )
+    return found

@@ -1,0 +1,127 @@
+"""GMLP037: a copy of a weight handed to a helper that uses it as the Parameter."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+callee_weights = LazyModule("..analysis.callee_weights", __package__)
+
+CODE = "GMLP037"
+RULE = Rule(
+    code=CODE,
+    name="copy-handed-as-weight",
+    summary=(
+        "A name that some path binds to a gathered or quantized copy of a weight (while its "
+        "`origin_` twin names the Parameter) is handed to a function of the file that takes "
+        "main_grad, weakrefs or main_grad flags from that argument."
+    ),
+    flags=(
+        "a call of a function of the file (`f(...)`, `self.f(...)`, `Cls.f(...)`) given `w` "
+        "where `origin_w` is in scope and a binding of `w` to a copy (all-gather, "
+        "materialize, quantize) reaches the call, when `f` reads `.main_grad` / "
+        "`.get_main_grad` / a main_grad flag from that parameter, or takes a weakref of it "
+        "(also through `P[i]` and a loop or comprehension variable over `P`)"
+    ),
+    explanation="""
+        Issue #19, class 1 (which object), across functions of one file; found from
+        Transformer Engine #3517. A fused path that gathers or quantizes a weight keeps the
+        Parameter under an `origin_` name and rebinds the plain name to the transient copy
+        on the paths that need it (`weights = materialize_weight_for_forward(weights)`
+        when the weights are distributed). A helper handed the plain name then takes the
+        backward bookkeeping from the copy: `weakref.ref(w)` of a tensor that dies after
+        forward, `lambda: weights[j].main_grad` of an object with no main_grad
+        (AttributeError with `fuse_wgrad_accumulation`), flags set where Megatron never
+        reads them. GroupedLinear's grouped-tensor forward did exactly this with GTP's
+        gathered weights; the path beside it used `origin_weights`.
+
+        Seen: calls by name of the file's functions (a name defined once in the file),
+        through `self.` / `cls.` / a class of the file; arguments matched to parameters by
+        keyword and by position (skipping `self` for methods called as attributes);
+        arguments that are plain names with an `origin_` / `orig_` / `original_` twin in
+        the calling function, with a binding to a copy (provenance of
+        analysis/provenance.py: all-gather, unshard, materialize, quantize, cast, or a
+        helper of the file returning one) reaching the call on some path; in the callee,
+        `.main_grad`, `.get_main_grad`, `grad_added_to_main_grad`, `overwrite_main_grad`,
+        `zero_out_wgrad` and `weakref.ref` on the parameter, an item of it, or a loop or
+        comprehension variable over it.
+
+        Not seen: helpers of other files, copies with no `origin_` twin in scope (the
+        code may then hold only the copy on purpose), arguments that are expressions,
+        `*args` / `**kwargs`, positions inside `zip(...)`, names defined more than once
+        in the file (methods of two classes named alike).
+    """,
+    fix="""
+        Hand the helper the Parameter (`origin_w`) for its bookkeeping, and the copy
+        separately for the compute. No automatic fix.
+    """,
+    fix_summary="none (hand the helper the `origin_` Parameter)",
+    valid=(
+        Example(
+            """
+            class _Grouped(torch.autograd.Function):
+                @staticmethod
+                def _forward_grouped(ctx, inp, weights, origin_weights):
+                    ctx.refs = [weakref.ref(w) for w in origin_weights]
+                    return grouped_gemm(inp, weights)
+
+                @staticmethod
+                def forward(ctx, inp, *weights):
+                    origin_weights = weights
+                    if is_distributed_weight(weights[0]):
+                        weights = materialize_weight_for_forward(weights)
+                    return _Grouped._forward_grouped(
+                        ctx, inp, weights=weights, origin_weights=origin_weights
+                    )
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class _Grouped(torch.autograd.Function):
+                @staticmethod
+                def _forward_grouped(ctx, inp, weights):
+                    ctx.refs = [weakref.ref(w) for w in weights]
+                    ctx.main_grad_funcs = [lambda j=i: weights[j].main_grad for i in range(2)]
+                    return grouped_gemm(inp, weights)
+
+                @staticmethod
+                def forward(ctx, inp, *weights):
+                    origin_weights = weights
+                    if is_distributed_weight(weights[0]):
+                        weights = materialize_weight_for_forward(weights)
+                    return _Grouped._forward_grouped(ctx, inp, weights=weights)
+            """,
+            line=13,
+        ),
+    ),
+)
+
+
+MESSAGE = (
+    "`{name}` may be a gathered or quantized copy here while `{twin}` names the Parameter, "
+    "and `{callee}` uses its parameter `{parameter}` as the Parameter (line {line}: main_grad, "
+    "weakref or flags): it takes them from the copy; hand it `{twin}`"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    for found in context.shared(callee_weights.handed_copies):
+        out.report(
+            CODE,
+            found.argument,
+            MESSAGE.format(
+                name=found.name,
+                twin=found.twin,
+                callee=found.callee,
+                parameter=found.parameter,
+                line=found.use_line,
+            ),
+        )
