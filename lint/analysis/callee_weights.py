@@ -141,6 +141,13 @@ def _pairs(call: cst.Call, callee: cst.FunctionDef) -> Iterator[tuple[str, cst.B
             position += 1
 
 
+def _may_be_copy(objects: provenance.Provenance, value: cst.BaseExpression) -> bool:
+    """The value is a copy, or one arm of a conditional expression is."""
+    if isinstance(value, cst.IfExp):
+        return _may_be_copy(objects, value.body) or _may_be_copy(objects, value.orelse)
+    return objects.of(value) in provenance.COPIES
+
+
 def handed_copies(context: ModuleContext) -> list[HandedCopy]:
     if "main_grad" not in context.source:
         return []
@@ -176,7 +183,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
                         for d in unit.reaching.reaching(argument.value, node)
                         if d.kind == "assign"
                         and d.value is not None
-                        and objects.of(d.value) in provenance.COPIES
+                        and _may_be_copy(objects, d.value)
                     ]
                     if not copies:
                         continue

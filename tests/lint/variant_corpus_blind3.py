@@ -2,10 +2,12 @@
 H-learn3): each class in several spellings that none of those fixes uses, each with a correct
 twin. Same format as variant_corpus.py.
 
-Class 2: the flag set on a fresh copy of the weight (TE #2265). Class 3: the weight gradient
-handed to a store and returned as well (Megatron-DeepSpeed #415). Class 5: work that writes
-`.grad` outside autograd handed to a store on every path (Megatron-DeepSpeed #428). Class 6:
-a layer's `backward_dw()` before its `backward(...)` (HYGON-AI/Megatron-LM-das e4d821e4).
+Class 1: a gathered / quantized copy handed to a helper of the file that takes main_grad,
+weakrefs or flags from it (TE #3517). Class 2: the flag set on a fresh copy of the weight
+(TE #2265). Class 3: the weight gradient handed to a store and returned as well
+(Megatron-DeepSpeed #415). Class 5: work that writes `.grad` outside autograd handed to a
+store on every path (Megatron-DeepSpeed #428). Class 6: a layer's `backward_dw()` before its
+`backward(...)` (HYGON-AI/Megatron-LM-das e4d821e4).
 """
 
 from __future__ import annotations
@@ -13,6 +15,97 @@ from __future__ import annotations
 from .variant_corpus import Variant
 
 VARIANTS = (
+    # ------------------- 1: a copy handed to a helper that treats it as the Parameter
+    Variant(
+        1,
+        "gathered-weight-positional-to-top-level-helper",
+        """
+        def _bookkeeping(ctx, weight):
+            ctx.weight_ref = weakref.ref(weight)
+
+
+        def forward(ctx, x, weight):
+            orig_weight = weight
+            ctx.main_grad = orig_weight.main_grad
+            if ctx.tp_gather:
+                weight = all_gather_weight(weight)
+            _bookkeeping(ctx, weight)  # bug
+            return x @ weight.t()
+        """,
+        """
+        def _bookkeeping(ctx, weight):
+            ctx.weight_ref = weakref.ref(weight)
+
+
+        def forward(ctx, x, weight):
+            orig_weight = weight
+            ctx.main_grad = orig_weight.main_grad
+            if ctx.tp_gather:
+                weight = all_gather_weight(weight)
+            _bookkeeping(ctx, orig_weight)
+            return x @ weight.t()
+        """,
+    ),
+    Variant(
+        1,
+        "quantized-weight-to-method-reading-flag",
+        """
+        class Layer(torch.nn.Module):
+            def _accumulate_flag(self, w):
+                return not getattr(w, "overwrite_main_grad", False)
+
+            def forward(self, x):
+                origin_w = self.weight
+                w = quantize(origin_w, self.quantizer) if self.fp8 else origin_w
+                acc = self._accumulate_flag(w)  # bug
+                return fused_linear(x, w, origin_w.main_grad, acc)
+        """,
+        """
+        class Layer(torch.nn.Module):
+            def _accumulate_flag(self, w):
+                return not getattr(w, "overwrite_main_grad", False)
+
+            def forward(self, x):
+                origin_w = self.weight
+                w = quantize(origin_w, self.quantizer) if self.fp8 else origin_w
+                acc = self._accumulate_flag(origin_w)
+                return fused_linear(x, w, origin_w.main_grad, acc)
+        """,
+    ),
+    Variant(
+        1,
+        "unsharded-list-to-loop-over-main-grads",
+        """
+        def _collect(params):
+            out = []
+            for p in params:
+                out.append(p.main_grad)
+            return out
+
+
+        def backward_step(ctx, origin_params):
+            params = origin_params
+            if ctx.fsdp:
+                params = unshard_params(origin_params)
+            buffers = _collect(params=params)  # bug
+            return buffers
+        """,
+        """
+        def _collect(params):
+            out = []
+            for p in params:
+                out.append(p.main_grad)
+            return out
+
+
+        def backward_step(ctx, origin_params):
+            params = origin_params
+            if ctx.fsdp:
+                params = unshard_params(origin_params)
+            buffers = _collect(params=origin_params)
+            return buffers
+        """,
+    ),
     # ------------------------------------------------ 2: the flag set on a fresh copy
     Variant(
         2,
