@@ -19,6 +19,7 @@ is in scope.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ ATTRIBUTES = (
     patterns.ZERO_OUT,
 )
 RECEIVERS = frozenset({"self", "cls"})
+# A name spelled as the Parameter's twin (``origin_w``): files without one are skipped.
+ORIGIN_NAME = re.compile(r"\b(?:{})(\w+)".format("|".join(provenance.ORIGIN_PREFIXES)))
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,26 @@ def _may_be_copy(objects: provenance.Provenance, value: cst.BaseExpression) -> b
     return objects.of(value) in provenance.COPIES
 
 
+def _own_nodes(body) -> Iterator[cst.CSTNode]:
+    """The nodes of a function body, not entering nested functions or classes."""
+    for stmt in body:
+        if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            yield from patterns.walk(stmt)
+
+
+def _node_of(unit, call: cst.Call):
+    for root, node in unit.expression_roots():
+        if any(sub is call for sub in patterns.walk(root)):
+            return node
+    return None
+
+
 def handed_copies(context: ModuleContext) -> list[HandedCopy]:
-    if "main_grad" not in context.source:
+    source = context.source
+    # The stems that have an ``origin_`` twin somewhere in the file: only such names are
+    # followed (a file with none is skipped).
+    stems = set(ORIGIN_NAME.findall(source)) if "main_grad" in source else set()
+    if not stems:
         return []
     functions = _functions(context)
     classes = {n.name.value for n in patterns.walk(context.module) if isinstance(n, cst.ClassDef)}
@@ -158,47 +179,47 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
     for unit in context.units:
         if not isinstance(unit.owner, cst.FunctionDef):
             continue
-        objects = None
-        for root, node in unit.expression_roots():
-            for call in (n for n in patterns.walk(root) if isinstance(n, cst.Call)):
-                callee = _callee(call, functions, classes)
-                if callee is None or callee is unit.owner:
-                    continue
-                for parameter, argument in _pairs(call, callee):
-                    if not isinstance(argument, cst.Name):
-                        continue
-                    objects = objects or provenance.Provenance(unit)
-                    twin = next(
-                        (
-                            p + argument.value
-                            for p in provenance.ORIGIN_PREFIXES
-                            if p + argument.value in objects.names
-                        ),
-                        None,
-                    )
-                    if twin is None:
-                        continue
-                    copies = [
-                        d
-                        for d in unit.reaching.reaching(argument.value, node)
-                        if d.kind == "assign"
-                        and d.value is not None
-                        and _may_be_copy(objects, d.value)
-                    ]
-                    if not copies:
-                        continue
+        # A syntactic pass first: the graph and provenance are built only for calls of the
+        # file's functions handed a plain name whose callee uses that parameter.
+        candidates = []
+        for call in (n for n in _own_nodes(unit.body) if isinstance(n, cst.Call)):
+            callee = _callee(call, functions, classes)
+            if callee is None or callee is unit.owner:
+                continue
+            for parameter, argument in _pairs(call, callee):
+                if isinstance(argument, cst.Name) and argument.value in stems:
                     key = (id(callee), parameter)
                     if key not in uses:
                         uses[key] = _uses(callee, parameter)
                     if uses[key] is not None:
-                        found.append(
-                            HandedCopy(
-                                argument,
-                                argument.value,
-                                twin,
-                                callee.name.value,
-                                parameter,
-                                context.line_of(uses[key]),
-                            )
-                        )
+                        candidates.append((call, callee, parameter, argument, uses[key]))
+        if not candidates:
+            continue
+        objects = provenance.Provenance(unit)
+        for call, callee, parameter, argument, use in candidates:
+            twin = next(
+                (
+                    p + argument.value
+                    for p in provenance.ORIGIN_PREFIXES
+                    if p + argument.value in objects.names
+                ),
+                None,
+            )
+            node = _node_of(unit, call) if twin is not None else None
+            if node is None:
+                continue
+            if any(
+                d.kind == "assign" and d.value is not None and _may_be_copy(objects, d.value)
+                for d in unit.reaching.reaching(argument.value, node)
+            ):
+                found.append(
+                    HandedCopy(
+                        argument,
+                        argument.value,
+                        twin,
+                        callee.name.value,
+                        parameter,
+                        context.line_of(use),
+                    )
+                )
     return found

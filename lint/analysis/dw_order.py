@@ -75,12 +75,25 @@ def _first_without(graph: Graph, target: Node, blocked: set[int]) -> bool:
     return False
 
 
+def _own_calls(body, method: str) -> Iterator[tuple[cst.Call, cst.CSTNode]]:
+    for stmt in body:
+        if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            yield from _calls(stmt, method)
+
+
 def early_flushes(context: ModuleContext) -> list[EarlyFlush]:
     if FLUSH not in context.source:
         return []
     found = []
     for unit in context.units:
         if not isinstance(unit.owner, cst.FunctionDef):
+            continue
+        # A syntactic pass first: the graph is built only for functions that flush a
+        # receiver they also call ``backward`` on.
+        flushed = {context.code(receiver) for _, receiver in _own_calls(unit.body, FLUSH)} - OWN
+        if not flushed or not flushed & {
+            context.code(receiver) for _, receiver in _own_calls(unit.body, BACKWARD)
+        }:
             continue
         flushes: list[tuple[cst.Call, str, Node]] = []
         backwards: dict[str, list[tuple[Node, cst.Call]]] = {}
