@@ -106,7 +106,13 @@ def _in_blocks(owner: cst.CSTNode | None, blocks: list[Sequence[cst.CSTNode]]) -
 
 
 def _is_product(value: cst.CSTNode | None) -> bool:
-    return isinstance(value, (cst.Call, cst.BinaryOperation)) and not patterns.is_none_like(value)
+    """A computed gradient: a call or arithmetic, but not an allocation or a dummy (the
+    placeholder a fused path hands autograd while the store writes main_grad: TE's
+    LayerNormMLP of 2025 put the wgrad GEMM, set it to None, then made the dummy)."""
+    if not isinstance(value, (cst.Call, cst.BinaryOperation)) or patterns.is_none_like(value):
+        return False
+    callee = patterns.callee_name(value) or ""
+    return callee not in patterns.ALLOCATORS and "dummy" not in callee
 
 
 def _second_delivery(

@@ -74,6 +74,26 @@ RULE = Rule(
             """,
             others=(),
         ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                x, weight = ctx.saved_tensors
+
+                def wgrad_gemm(x, dy):
+                    return general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+
+                if ctx.wgrad_store is not None and ctx.wgrad_store.delay_wgrad_compute():
+                    ctx.wgrad_store.put([x, grad_output], wgrad_gemm)
+                    grad_weight = None
+                else:
+                    grad_weight = wgrad_gemm(x, grad_output)
+                if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    grad_weight = torch.zeros_like(weight)
+                return grad_output @ weight, grad_weight
+            """,
+            others=(),
+        ),
     ),
     invalid=(
         Example(
