@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import deferral, patterns
+from . import deferral, paths, patterns
 from .cfg import Def, Graph, Node
 from .module import ModuleContext, Unit, suite_body
 
@@ -31,20 +31,6 @@ class DoubleDelivery:
     call: cst.Call  # the hand-off
     slot: str  # the returned name set to None after it
     product_line: int  # where a path rebinds it to a computed gradient
-
-
-def _reaches(start: Node, target: Node) -> bool:
-    seen: set[int] = set()
-    stack = [succ for succ, _ in start.succ]
-    while stack:
-        node = stack.pop()
-        if node is target:
-            return True
-        if node.index in seen:
-            continue
-        seen.add(node.index)
-        stack.extend(succ for succ, _ in node.succ)
-    return False
 
 
 def _node_of(unit: Unit, call: cst.Call) -> Node | None:
@@ -126,14 +112,14 @@ def _second_delivery(
         and _in_blocks(d.node.owner, blocks)
     ]
     for cleared in nones:
-        if cleared.name not in returned or not _reaches(start, cleared.node):
+        if cleared.name not in returned or not paths.reaches(start, [cleared.node.index]):
             continue
         for product in graph.defs:
             if (
                 product.name == cleared.name
                 and product.kind == "assign"
                 and _is_product(product.value)
-                and _reaches(cleared.node, product.node)
+                and paths.reaches(cleared.node, [product.node.index])
             ):
                 return product
     return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import patterns
+from . import paths, patterns
 from .cfg import Graph, Node
 from .module import ModuleContext
 
@@ -43,21 +43,6 @@ def _calls(root: cst.CSTNode, method: str) -> Iterator[tuple[cst.Call, cst.CSTNo
             and node.func.attr.value == method
         ):
             yield node, node.func.value
-
-
-def _reaches(graph: Graph, start: Node, targets: set[int]) -> bool:
-    """A path of one or more steps leads from ``start`` to a node of ``targets``."""
-    seen: set[int] = set()
-    stack = [succ for succ, _ in start.succ]
-    while stack:
-        node = stack.pop()
-        if node.index in targets:
-            return True
-        if node.index in seen:
-            continue
-        seen.add(node.index)
-        stack.extend(succ for succ, _ in node.succ)
-    return False
 
 
 def _first_without(graph: Graph, target: Node, blocked: set[int]) -> bool:
@@ -109,7 +94,7 @@ def early_flushes(context: ModuleContext) -> list[EarlyFlush]:
             indices = {n.index for n, _ in later}
             if node.index in indices:  # one statement holds both: order unknown
                 continue
-            if _first_without(unit.graph, node, indices) and _reaches(unit.graph, node, indices):
+            if _first_without(unit.graph, node, indices) and paths.reaches(node, indices):
                 line = min(context.line_of(c) for _, c in later)
                 found.append(EarlyFlush(call, receiver, line))
     return found

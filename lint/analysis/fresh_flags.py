@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import patterns
+from . import paths, patterns
 from .cfg import Def, Node
 from .module import Unit
 
@@ -44,19 +44,6 @@ def _subscript_stores(root: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpressi
                 yield sub.value.value, root.value
 
 
-def _reaches(start: Node, target: Node) -> bool:
-    seen: set[int] = set()
-    stack = [succ for succ, _ in start.succ]
-    while stack:
-        node = stack.pop()
-        if node is target:
-            return True
-        if node.index not in seen:
-            seen.add(node.index)
-            stack.extend(succ for succ, _ in node.succ)
-    return False
-
-
 def flags_on_copies(unit: Unit, is_fresh: Callable[[Def], bool]) -> list[FlagOnCopy]:
     fresh = {d for d in unit.graph.defs if d.kind == "assign" and is_fresh(d)}
     if not fresh:
@@ -81,7 +68,7 @@ def flags_on_copies(unit: Unit, is_fresh: Callable[[Def], bool]) -> list[FlagOnC
                 )
             elif isinstance(owner, cst.Subscript) and isinstance(owner.value, cst.Name):
                 for store_node, d in stored.get(owner.value.value, ()):
-                    if _reaches(store_node, node):
+                    if paths.reaches(store_node, [node.index]):
                         found.append(FlagOnCopy(target, d))
                         break
     return found

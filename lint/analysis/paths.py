@@ -90,3 +90,19 @@ def exits_avoiding(graph: Graph, start: Node, blocked: Iterable[Node]) -> list[N
                 seen.add(succ.index)
                 stack.append(succ)
     return [leaving[i] for i in sorted(leaving)]
+
+
+def reaches(start: Node, targets: Iterable[int]) -> bool:
+    """A path of one or more steps leads from ``start`` to a node whose index is in
+    ``targets`` (``start`` itself counts only when a loop comes back to it)."""
+    goal = set(targets)
+    seen: set[int] = set()
+    stack = [succ for succ, _ in start.succ]
+    while stack:
+        node = stack.pop()
+        if node.index in goal:
+            return True
+        if node.index not in seen:
+            seen.add(node.index)
+            stack.extend(succ for succ, _ in node.succ)
+    return False
