@@ -44,6 +44,9 @@ def test_ctrl_c_exits_130_promptly_and_ends_the_workers(tmp_path, jobs):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal gives a command
+        # A terminal's command takes Ctrl-C; a suite started as a shell's background job
+        # passes SIGINT on ignored, and the run would then never be interrupted.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(3)  # libcst imported, files being analysed
     assert process.poll() is None, "the run ended before it could be interrupted"
