@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import paths, patterns
-from .cfg import Graph, Node
+from .cfg import Node
 from .module import ModuleContext
 
 FLUSH = "backward_dw"
@@ -43,21 +43,6 @@ def _calls(root: cst.CSTNode, method: str) -> Iterator[tuple[cst.Call, cst.CSTNo
             and node.func.attr.value == method
         ):
             yield node, node.func.value
-
-
-def _first_without(graph: Graph, target: Node, blocked: set[int]) -> bool:
-    """Some path from the entry reaches ``target`` passing no node of ``blocked``."""
-    seen = {graph.entry.index}
-    stack = [graph.entry]
-    while stack:
-        node = stack.pop()
-        if node is target:
-            return True
-        for succ, _ in node.succ:
-            if succ.index not in seen and (succ.index not in blocked or succ is target):
-                seen.add(succ.index)
-                stack.append(succ)
-    return False
 
 
 def _own_calls(body, method: str) -> Iterator[tuple[cst.Call, cst.CSTNode]]:
@@ -94,7 +79,7 @@ def early_flushes(context: ModuleContext) -> list[EarlyFlush]:
             indices = {n.index for n, _ in later}
             if node.index in indices:  # one statement holds both: order unknown
                 continue
-            if _first_without(unit.graph, node, indices) and paths.reaches(node, indices):
+            if paths.reachable_avoiding(unit.graph, node, indices) and paths.reaches(node, indices):
                 line = min(context.line_of(c) for _, c in later)
                 found.append(EarlyFlush(call, receiver, line))
     return found

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
-from .cfg import Graph, Node
+from .cfg import Node
 from .module import Unit
 
 # Calls that are handed a parameter only to look at it.
@@ -219,22 +219,6 @@ def _keeps_books(root: cst.CSTNode, subject: str) -> bool:
             continue
         if any(_is_name(arg.value, subject) for arg in sub.args):
             return True
-    return False
-
-
-def reachable_avoiding(graph: Graph, target: Node, blocked: list[Node]) -> bool:
-    """Some path from the entry reaches ``target`` without passing a node of ``blocked``."""
-    stop = {node.index for node in blocked}
-    seen = {graph.entry.index}
-    stack = [graph.entry]
-    while stack:
-        node = stack.pop()
-        if node is target:
-            return True
-        for succ, _ in node.succ:
-            if succ.index not in seen and succ.index not in stop:
-                seen.add(succ.index)
-                stack.append(succ)
     return False
 
 

@@ -106,3 +106,20 @@ def reaches(start: Node, targets: Iterable[int]) -> bool:
             seen.add(node.index)
             stack.extend(succ for succ, _ in node.succ)
     return False
+
+
+def reachable_avoiding(graph: Graph, target: Node, blocked: Iterable[int]) -> bool:
+    """Some path from the entry reaches ``target`` passing no node whose index is in
+    ``blocked``."""
+    stop = set(blocked)
+    seen = {graph.entry.index}
+    stack = [graph.entry]
+    while stack:
+        node = stack.pop()
+        if node is target:
+            return True
+        for succ, _ in node.succ:
+            if succ.index not in seen and succ.index not in stop:
+                seen.add(succ.index)
+                stack.append(succ)
+    return False

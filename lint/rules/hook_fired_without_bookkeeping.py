@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 # The parser and the analyses load on the first check, not with the documentation.
 hooks = LazyModule("..analysis.hooks", __package__)
+paths = LazyModule("..analysis.paths", __package__)
 
 CODE = "GMLP017"
 RULE = Rule(
@@ -155,5 +156,5 @@ def check(context: ModuleContext, out: Collector) -> None:
             continue
         for firing in hooks.firings(unit):
             blocked = hooks.bookkeeping_nodes(unit, firing.subject, firing)
-            if hooks.reachable_avoiding(unit.graph, firing.node, blocked):
+            if paths.reachable_avoiding(unit.graph, firing.node, (n.index for n in blocked)):
                 out.report(CODE, firing.call, MESSAGE.format(name=firing.subject))
