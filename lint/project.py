@@ -13,7 +13,15 @@ helper is renamed, a project writes its own, or it sits in another module than i
 * the gradient helpers: functions that return a GEMM's product (``dy.t() @ x``,
   ``general_gemm(...)[0]``) and can write no main_grad (they never spell it and hand their
   arguments only to GEMMs and tensor methods that make new tensors). What one returns is a
-  fresh weight gradient, and giving it the weight writes nothing into main_grad.
+  fresh weight gradient, and giving it the weight writes nothing into main_grad;
+* whether the run uses Transformer Engine's delayed-wgrad contract (``delayed_wgrad``): some
+  function reads the attribute ``skip_backward_post_hook`` (``p.skip_backward_post_hook``,
+  ``getattr`` / ``hasattr`` with that name) or calls (or asks ``hasattr`` for)
+  ``register_wgrad_accumulation_and_reduce_hooks``. A parameter TE's layers mark so gets its
+  weight gradient in ``backward_dw()``, after autograd has finished with it: a
+  gradient-ready hook that ignores the mark fires with ``.grad`` still None (GMLP028). Setting
+  the mark (``param.skip_backward_post_hook = True``) and defining the method are not a
+  use: TE's own modules do both.
 
 Found with CPython's ``ast`` in the few functions that spell the words, so it costs next to
 nothing. From other files only functions defined at the top level count as bookkeeping
@@ -51,6 +59,10 @@ class RunFacts:
     gradient: tuple[str, ...] = ()
     # Layer classes that compute their weight gradient eagerly (``layer_facts``).
     eager_layers: tuple[str, ...] = ()
+    # The spellings of the delayed-wgrad contract some function of the run uses (see the
+    # module docstring): ``DELAYED_WGRAD_WORDS`` found read or called. Names, not paths:
+    # the cache keys of the other files do not change when one more file uses it.
+    delayed_wgrad: tuple[str, ...] = ()
 
     def __or__(self, other: RunFacts) -> RunFacts:
         return RunFacts(
@@ -66,6 +78,11 @@ class RunFacts:
 
 NO_RUN_FACTS = RunFacts()
 _WORDS = (*FLAGS.values(), GRAD_ADDED, DUMMY)
+SKIP_HOOK = "skip_backward_post_hook"
+REGISTER_WGRAD_HOOKS = "register_wgrad_accumulation_and_reduce_hooks"
+DELAYED_WGRAD_WORDS = (SKIP_HOOK, REGISTER_WGRAD_HOOKS)
+_DELAYED_WGRAD_BYTES = tuple(word.encode() for word in DELAYED_WGRAD_WORDS)
+_DELAYED_WGRAD_LINE = re.compile("|".join(DELAYED_WGRAD_WORDS))
 
 
 def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
@@ -75,10 +92,17 @@ def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
     for path, data in contents:
         helpers = any(word.encode() in data for word in _WORDS) or _PRODUCT_BYTES.search(data)
         layered = b"Linear" in data and layer_facts.LAYER_CLASS_BYTES.search(data)
-        if helpers or layered:
+        # One use of the contract is enough: once both spellings are known, no file is
+        # parsed for it again.
+        contract = len(found.delayed_wgrad) < len(DELAYED_WGRAD_WORDS) and any(
+            word in data for word in _DELAYED_WGRAD_BYTES
+        )
+        if helpers or layered or contract:
             text = data.decode("utf-8", errors="replace")
             if helpers:
                 found = found | facts_in(text, imported=True)
+            if contract:
+                found = found | RunFacts(delayed_wgrad=delayed_wgrad_in(text))
             if layered:
                 layers.extend(layer_facts.layer_classes(text, path))
     return replace(found, eager_layers=layer_facts.eager_layers(layers))
@@ -97,9 +121,46 @@ def facts_in(text: str, imported: bool = False) -> RunFacts:
     # The run's eager layers are judged over all its files at once (``run_facts``).
     # (A file's own classes are under the module "": its bare names need no import.)
     eager = () if imported else layer_facts.eager_layers(layer_facts.layer_classes(text, ""))
+    contract = () if imported else delayed_wgrad_in(text)  # ``run_facts`` asks for it itself
     return RunFacts(
-        **{field: tuple(sorted(names)) for field, names in found.items()}, eager_layers=eager
+        **{field: tuple(sorted(names)) for field, names in found.items()},
+        eager_layers=eager,
+        delayed_wgrad=contract,
     )
+
+
+def delayed_wgrad_in(text: str) -> tuple[str, ...]:
+    """The spellings of the delayed-wgrad contract (``DELAYED_WGRAD_WORDS``) a function of
+    ``text`` reads or calls (see the module docstring); sorted. Only the functions with a
+    line spelling one are parsed; code at a module's or class's top level is not looked at."""
+    if not any(word in text for word in DELAYED_WGRAD_WORDS):
+        return ()
+    used: set[str] = set()
+    for function, _ in _Functions(text).matching(_DELAYED_WGRAD_LINE):
+        used |= _contract_uses(function)
+        if len(used) == len(DELAYED_WGRAD_WORDS):
+            break
+    return tuple(sorted(used))
+
+
+def _contract_uses(function: FunctionNode) -> set[str]:
+    used: set[str] = set()
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Attribute) and node.attr in DELAYED_WGRAD_WORDS:
+            # Read, or called: ``p.skip_backward_post_hook = True`` marks, it does not ask.
+            if isinstance(node.ctx, ast.Load):
+                used.add(node.attr)
+        elif (
+            isinstance(node, ast.Call)
+            and _callee_name(node) in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in DELAYED_WGRAD_WORDS
+        ):
+            used.add(node.args[1].value)
+        elif isinstance(node, ast.Call) and _callee_name(node) == REGISTER_WGRAD_HOOKS:
+            used.add(REGISTER_WGRAD_HOOKS)
+    return used
 
 
 _DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
@@ -159,11 +220,13 @@ def _indent(line: str) -> int:
 
 def _enclosing_def(lines: list[str], number: int) -> int | None:
     """The line of the innermost ``def`` whose body holds line ``number``: walking up, the
-    first line indented less than everything passed so far that is a ``def``."""
+    first line indented less than everything passed so far that is a ``def``. A line that
+    opens with a closing bracket (``) -> Tensor:`` of a signature split over lines, formatted
+    at the ``def``'s indent) is passed over, as ``_block`` does."""
     limit = _indent(lines[number])
     for i in range(number - 1, -1, -1):
         stripped = lines[i].strip()
-        if not stripped or stripped.startswith("#"):
+        if not stripped or stripped.startswith(("#", ")", "]")):
             continue
         indent = _indent(lines[i])
         if indent < limit:

@@ -253,6 +253,8 @@ class ModuleContext:
         self.bookkeeping_helpers = frozenset(known.bookkeeping)
         self.gradient_helpers = frozenset(known.gradient)
         self.eager_layers = frozenset(known.eager_layers)  # ``module:Name``, "" for this file
+        # Some file of the run (this one included) uses TE's delayed-wgrad contract.
+        self.delayed_wgrad_contract = bool(known.delayed_wgrad)
         self._shared: dict[Callable, object] = {}
 
     def shared(self, analysis: Callable[[ModuleContext], T]) -> T:
