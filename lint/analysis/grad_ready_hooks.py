@@ -13,9 +13,9 @@ before the gradient exists, and ``backward_dw()`` does not fire the hook again
 (NVIDIA/Megatron-LM#6697).
 
 Reported only when the run uses the contract (``RunFacts.delayed_wgrad``: some file reads
-the mark or calls the registration), and only in a function that itself spells neither the
-mark nor the registration, in no enclosing function either, and whose hook is no function
-of the file that does.
+the mark or calls the registration), and only in a function that spells neither the mark
+nor the registration, nor names a function of the file that does (a hook factory, a
+predicate), and is nested in no function that does.
 """
 
 from __future__ import annotations
@@ -48,16 +48,21 @@ def unaware_registrations(context: ModuleContext) -> list[Registration]:
     if POST_ACCUMULATE not in source and not (TENSOR_HOOK in source and ACCUMULATOR in source):
         return []
     found: list[Registration] = []
-    aware_names: dict[str, bool] = {}
+    aware: frozenset[str] | None = None  # the file's functions that spell the contract
     for unit in context.units:
         if not isinstance(unit.owner, cst.FunctionDef):
             continue
-        candidates = _in_parameter_loops(context, unit.body)
-        if not candidates or _aware(context, unit):
+        candidates = [
+            (call, method)
+            for call, method in _in_parameter_loops(context, unit.body)
+            if not _does_nothing(call)
+        ]
+        if not candidates:
             continue
-        for call, method in candidates:
-            if not _hook_is_aware(context, call, aware_names):
-                found.append(Registration(call, method))
+        if aware is None:
+            aware = _aware_functions(context)
+        if not _asks(context, unit, aware):
+            found.extend(Registration(call, method) for call, method in candidates)
     return found
 
 
@@ -65,36 +70,41 @@ def _spells_contract(text: str) -> bool:
     return any(word in text for word in DELAYED_WGRAD_WORDS)
 
 
-def _aware(context: ModuleContext, unit: Unit | None) -> bool:
-    """The function, or one it is nested in, spells the mark or the registration."""
+def _aware_functions(context: ModuleContext) -> frozenset[str]:
+    """The names of the file's functions that spell the mark or the registration."""
+    return frozenset(
+        unit.owner.name.value
+        for unit in context.units
+        if isinstance(unit.owner, cst.FunctionDef) and _spells_contract(context.code(unit.owner))
+    )
+
+
+def _asks(context: ModuleContext, unit: Unit | None, aware: frozenset[str]) -> bool:
+    """The function, or one it is nested in, spells the mark or the registration, or names
+    a function of the file that does (``if self._delays(p)``, ``self._make_hook(p)``): it
+    is taken to handle the delayed parameters."""
     while unit is not None:
-        if isinstance(unit.owner, cst.FunctionDef) and _spells_contract(context.code(unit.owner)):
-            return True
+        if isinstance(unit.owner, cst.FunctionDef):
+            if _spells_contract(context.code(unit.owner)):
+                return True
+            for stmt in unit.body:
+                for node in patterns.walk(stmt):
+                    kind = type(node)
+                    if (kind is cst.Name and node.value in aware) or (
+                        kind is cst.Attribute and node.attr.value in aware
+                    ):
+                        return True
         unit = unit.parent
     return False
 
 
-def _hook_is_aware(context: ModuleContext, call: cst.Call, known: dict[str, bool]) -> bool:
-    """The hook handed over names a function of the file that spells the mark or the
-    registration (``self._make_hook(p)``, ``partial(hook, p)``): it may skip them itself."""
-    names = set()
-    for arg in call.args:
-        for node in patterns.walk(arg.value):
-            if type(node) is cst.Name:
-                names.add(node.value)
-            elif type(node) is cst.Attribute:
-                names.add(node.attr.value)
-    for name in names:
-        if name not in known:
-            known[name] = any(
-                isinstance(unit.owner, cst.FunctionDef)
-                and unit.owner.name.value == name
-                and _spells_contract(context.code(unit.owner))
-                for unit in context.units
-            )
-        if known[name]:
-            return True
-    return False
+def _does_nothing(call: cst.Call) -> bool:
+    """The hook is ``lambda *_: None`` (or ``...``): it keeps the accumulator alive, it
+    counts nothing ready."""
+    if len(call.args) != 1 or type(call.args[0].value) is not cst.Lambda:
+        return False
+    body = call.args[0].value.body
+    return (type(body) is cst.Name and body.value == "None") or type(body) is cst.Ellipsis
 
 
 def _in_parameter_loops(context: ModuleContext, body) -> list[tuple[cst.Call, str]]:
@@ -165,11 +175,11 @@ def _registrations(root: cst.CSTNode, params: set[str]) -> Iterator[tuple[cst.Ca
         elif kind is cst.Call and type(node.func) is cst.Attribute:
             method = node.func.attr.value
             receiver = node.func.value
-            if method == POST_ACCUMULATE and _root(receiver) in derived:
-                yield node, method
-            elif method == TENSOR_HOOK and (
+            on_parameter = method == POST_ACCUMULATE and _root(receiver) in derived
+            on_accumulator = method == TENSOR_HOOK and (
                 _root(receiver) in accumulators or _spells_accumulator(receiver)
-            ):
+            )
+            if on_parameter or on_accumulator:
                 yield node, method
 
 
