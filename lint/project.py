@@ -82,7 +82,9 @@ SKIP_HOOK = "skip_backward_post_hook"
 REGISTER_WGRAD_HOOKS = "register_wgrad_accumulation_and_reduce_hooks"
 DELAYED_WGRAD_WORDS = (SKIP_HOOK, REGISTER_WGRAD_HOOKS)
 _DELAYED_WGRAD_BYTES = tuple(word.encode() for word in DELAYED_WGRAD_WORDS)
-_DELAYED_WGRAD_LINE = re.compile("|".join(DELAYED_WGRAD_WORDS))
+# After the mark, what makes it an assignment (TE's layers set it in long ``__init__``s: those
+# are not parsed for it).
+_ASSIGNED = re.compile(r"[ \t]*=(?!=)")
 
 
 def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
@@ -132,15 +134,41 @@ def facts_in(text: str, imported: bool = False) -> RunFacts:
 def delayed_wgrad_in(text: str) -> tuple[str, ...]:
     """The spellings of the delayed-wgrad contract (``DELAYED_WGRAD_WORDS``) a function of
     ``text`` reads or calls (see the module docstring); sorted. Only the functions with a
-    line spelling one are parsed; code at a module's or class's top level is not looked at."""
-    if not any(word in text for word in DELAYED_WGRAD_WORDS):
+    line that may use one (``_may_use``) are parsed; code at a module's or class's top
+    level is not looked at."""
+    offsets = _may_use(text)
+    if not offsets:
         return ()
+    functions = _Functions(text)
+    if functions.text is not text:  # other line ends: the offsets of the normalised text
+        offsets = _may_use(functions.text)
     used: set[str] = set()
-    for function, _ in _Functions(text).matching(_DELAYED_WGRAD_LINE):
+    for function, _ in functions.at_offsets(offsets):
         used |= _contract_uses(function)
         if len(used) == len(DELAYED_WGRAD_WORDS):
             break
     return tuple(sorted(used))
+
+
+def _may_use(text: str) -> list[int]:
+    """Where ``text`` may read the mark or call the registration, in order: the mark as a
+    string (``getattr(p, "skip_backward_post_hook", False)``) or an attribute not assigned
+    to, the registration anywhere but after ``def``. Found with ``str.find``: a regular
+    expression scanning for the words costs a hundred times more on a long file."""
+    found = []
+    for word in DELAYED_WGRAD_WORDS:
+        start = text.find(word)
+        while start >= 0:
+            before = text[start - 1 : start] if start else ""
+            end = start + len(word)
+            if word == SKIP_HOOK:
+                ok = before in ("'", '"') or (before == "." and not _ASSIGNED.match(text, end))
+            else:
+                ok = not text.endswith("def ", 0, start)
+            if ok:
+                found.append(start)
+            start = text.find(word, end)
+    return sorted(found)
 
 
 def _contract_uses(function: FunctionNode) -> set[str]:
@@ -185,11 +213,16 @@ class _Functions:
     def matching(self, pattern: re.Pattern) -> Iterable[tuple[FunctionNode, bool]]:
         """(function, defined at the top level) for each innermost function with a line
         matching ``pattern``."""
+        return self.at_offsets(match.start() for match in pattern.finditer(self.text))
+
+    def at_offsets(self, offsets: Iterable[int]) -> Iterable[tuple[FunctionNode, bool]]:
+        """(function, defined at the top level) for each innermost function holding one of
+        ``offsets`` (ascending) of ``self.text``."""
         seen: set[int] = set()
         number, counted = 0, 0
-        for match in pattern.finditer(self.text):
-            number += self.text.count("\n", counted, match.start())
-            counted = match.start()
+        for offset in offsets:
+            number += self.text.count("\n", counted, offset)
+            counted = offset
             if number >= len(self.lines):
                 break
             line = self.lines[number]

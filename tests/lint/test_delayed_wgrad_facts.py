@@ -26,6 +26,7 @@ def test_the_contract_is_a_read_of_the_mark_or_a_call_of_the_registration():
         SKIP,
     )
     assert contract("def f(p):\n    return p.skip_backward_post_hook\n") == (SKIP,)
+    assert contract("def f(p):\r\n    return p.skip_backward_post_hook == True\r\n") == (SKIP,)
     assert contract("def f(m, h):\n    m.register_wgrad_accumulation_and_reduce_hooks(h)\n") == (
         REGISTER,
     )
