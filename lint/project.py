@@ -22,6 +22,12 @@ helper is renamed, a project writes its own, or it sits in another module than i
   gradient-ready hook that ignores the mark fires with ``.grad`` still None (GMLP028). Setting
   the mark (``param.skip_backward_post_hook = True``) and defining the method are not a
   use: TE's own modules do both.
+* the weight users (``weight_users``): top-level functions that use a parameter as the
+  weight Parameter (take ``P.main_grad`` / ``P.get_main_grad`` / a main_grad flag, or a
+  ``weakref`` of it, also through ``P[i]``, a loop or comprehension variable over ``P``, or
+  a lambda). A file that imports one and hands it a gathered or quantized copy of a weight
+  hands the bookkeeping the copy (GMLP037 across files). Looked for only in a run where
+  some file names an ``origin_`` twin and main_grad (GMLP037 follows nothing else).
 
 Found with CPython's ``ast`` in the few functions that spell the words, so it costs next to
 nothing. From other files only functions defined at the top level count as bookkeeping
@@ -63,6 +69,10 @@ class RunFacts:
     # module docstring): ``DELAYED_WGRAD_WORDS`` found read or called. Names, not paths:
     # the cache keys of the other files do not change when one more file uses it.
     delayed_wgrad: tuple[str, ...] = ()
+    # Top-level functions using a parameter as the weight Parameter (see the module
+    # docstring), as ``name:parameter:position`` (position among the positional parameters,
+    # -1 for a keyword-only one).
+    weight_users: tuple[str, ...] = ()
 
     def __or__(self, other: RunFacts) -> RunFacts:
         return RunFacts(
@@ -82,6 +92,10 @@ SKIP_HOOK = "skip_backward_post_hook"
 REGISTER_WGRAD_HOOKS = "register_wgrad_accumulation_and_reduce_hooks"
 DELAYED_WGRAD_WORDS = (SKIP_HOOK, REGISTER_WGRAD_HOOKS)
 _DELAYED_WGRAD_BYTES = tuple(word.encode() for word in DELAYED_WGRAD_WORDS)
+# What a weight user's text must hold (``main_grad`` covers its flags and getter).
+WEIGHT_ATTRIBUTES = ("main_grad", "get_main_grad", GRAD_ADDED, *FLAGS.values())
+_WEIGHT_USE_WORDS = ("main_grad", "zero_out_wgrad", "weakref")
+_ORIGIN_BYTES = (b"origin_", b"orig_", b"original_")  # analysis.provenance.ORIGIN_PREFIXES
 # After the mark, what makes it an assignment (TE's layers set it in long ``__init__``s: those
 # are not parsed for it).
 _ASSIGNED = re.compile(r"[ \t]*=(?!=)")
@@ -91,7 +105,12 @@ def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
     """What another file may use of ``contents`` (the files of a run, as path and bytes)."""
     found = NO_RUN_FACTS
     layers: list[layer_facts.LayerClass] = []
+    users: list[bytes] = []  # files that may define a weight user
+    twins = False  # some file names an ``origin_`` twin and main_grad
     for path, data in contents:
+        if any(word.encode() in data for word in _WEIGHT_USE_WORDS):
+            users.append(data)
+            twins = twins or (b"main_grad" in data and any(o in data for o in _ORIGIN_BYTES))
         helpers = any(word.encode() in data for word in _WORDS) or _PRODUCT_BYTES.search(data)
         layered = b"Linear" in data and layer_facts.LAYER_CLASS_BYTES.search(data)
         # One use of the contract is enough: once both spellings are known, no file is
@@ -107,7 +126,15 @@ def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
                 found = found | RunFacts(delayed_wgrad=delayed_wgrad_in(text))
             if layered:
                 layers.extend(layer_facts.layer_classes(text, path))
-    return replace(found, eager_layers=layer_facts.eager_layers(layers))
+    weight_users = set()
+    if twins:  # GMLP037 has names to follow: its callees of other files are worth finding
+        for data in users:
+            weight_users.update(weight_users_in(data.decode("utf-8", errors="replace")))
+    return replace(
+        found,
+        eager_layers=layer_facts.eager_layers(layers),
+        weight_users=tuple(sorted(weight_users)),
+    )
 
 
 def facts_in(text: str, imported: bool = False) -> RunFacts:
@@ -148,6 +175,89 @@ def delayed_wgrad_in(text: str) -> tuple[str, ...]:
         if len(used) == len(DELAYED_WGRAD_WORDS):
             break
     return tuple(sorted(used))
+
+
+def weight_users_in(text: str) -> list[str]:
+    """The top-level functions of ``text`` that use a parameter as the weight Parameter, as
+    ``name:parameter:position`` (``RunFacts.weight_users``). Only top-level functions with
+    a line spelling one of ``_WEIGHT_USE_WORDS`` are parsed."""
+    offsets = sorted(start for word in _WEIGHT_USE_WORDS for start in _find_all(text, word))
+    if not offsets:
+        return []
+    functions = _Functions(text)
+    if functions.text is not text:
+        offsets = sorted(
+            start for word in _WEIGHT_USE_WORDS for start in _find_all(functions.text, word)
+        )
+    found = []
+    for function, _ in functions.at_offsets(offsets, top_level_only=True):
+        args = function.args
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        for position, name in [*enumerate(positional), *((-1, a.arg) for a in args.kwonlyargs)]:
+            if _uses_as_weight(function, name):
+                found.append(f"{function.name}:{name}:{position}")
+    return found
+
+
+def _find_all(text: str, word: str) -> Iterable[int]:
+    start = text.find(word)
+    while start >= 0:
+        yield start
+        start = text.find(word, start + len(word))
+
+
+def _uses_as_weight(function: FunctionNode, parameter: str) -> bool:
+    """``function`` takes main_grad, a main_grad flag or a weakref from ``parameter`` (or
+    ``parameter[i]``, or a loop / comprehension variable over it), lambdas included."""
+    names = {parameter}
+    nodes = list(_nodes_with_lambdas(function))
+    for node in nodes:
+        if (
+            isinstance(node, (ast.For, ast.comprehension))
+            and isinstance(node.iter, ast.Name)
+            and node.iter.id == parameter
+            and isinstance(node.target, ast.Name)
+        ):
+            names.add(node.target.id)
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and node.attr in WEIGHT_ATTRIBUTES:
+            if _owner(node.value) in names:
+                return True
+        elif isinstance(node, ast.Call) and node.args:
+            callee = _callee_name(node)
+            func = node.func
+            weakref_call = callee in ("ref", "proxy") and (
+                isinstance(func, ast.Name)
+                or (isinstance(func.value, ast.Name) and func.value.id == "weakref")
+            )
+            if weakref_call and _owner(node.args[0]) in names:
+                return True
+            if (
+                callee in ("getattr", "hasattr", "setattr")
+                and isinstance(func, ast.Name)
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in WEIGHT_ATTRIBUTES
+                and _owner(node.args[0]) in names
+            ):
+                return True
+    return False
+
+
+def _nodes_with_lambdas(function: FunctionNode) -> Iterable[ast.AST]:
+    """The function's nodes and its lambdas', not those of nested functions or classes."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _owner(expr: ast.AST) -> str | None:
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
 
 
 def _may_use(text: str) -> list[int]:
@@ -215,9 +325,12 @@ class _Functions:
         matching ``pattern``."""
         return self.at_offsets(match.start() for match in pattern.finditer(self.text))
 
-    def at_offsets(self, offsets: Iterable[int]) -> Iterable[tuple[FunctionNode, bool]]:
+    def at_offsets(
+        self, offsets: Iterable[int], top_level_only: bool = False
+    ) -> Iterable[tuple[FunctionNode, bool]]:
         """(function, defined at the top level) for each innermost function holding one of
-        ``offsets`` (ascending) of ``self.text``."""
+        ``offsets`` (ascending) of ``self.text``; with ``top_level_only``, the others are
+        not parsed."""
         seen: set[int] = set()
         number, counted = 0, 0
         for offset in offsets:
@@ -230,9 +343,12 @@ class _Functions:
             if start is None or start in seen:
                 continue
             seen.add(start)
+            top_level = _indent(self.lines[start]) == 0
+            if top_level_only and not top_level:
+                continue
             function = self.function_at(start)
             if function is not None:
-                yield function, _indent(self.lines[start]) == 0
+                yield function, top_level
 
     def function_at(self, start: int) -> FunctionNode | None:
         if start not in self.parsed:

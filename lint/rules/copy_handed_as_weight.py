@@ -107,7 +107,7 @@ RULE = Rule(
 
 MESSAGE = (
     "`{name}` may be a gathered or quantized copy here while `{twin}` names the Parameter, "
-    "and `{callee}` uses its parameter `{parameter}` as the Parameter (line {line}: main_grad, "
+    "and `{callee}` uses its parameter `{parameter}` as the Parameter ({where}: main_grad, "
     "weakref or flags): it takes them from the copy; hand it `{twin}`"
 )
 
@@ -122,6 +122,8 @@ def check(context: ModuleContext, out: Collector) -> None:
                 twin=found.twin,
                 callee=found.callee,
                 parameter=found.parameter,
-                line=found.use_line,
+                where="in another file of the run"
+                if found.use_line is None
+                else f"line {found.use_line}",
             ),
         )
