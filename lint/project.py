@@ -26,8 +26,8 @@ helper is renamed, a project writes its own, or it sits in another module than i
   weight Parameter (take ``P.main_grad`` / ``P.get_main_grad`` / a main_grad flag, or a
   ``weakref`` of it, also through ``P[i]``, a loop or comprehension variable over ``P``, or
   a lambda). A file that imports one and hands it a gathered or quantized copy of a weight
-  hands the bookkeeping the copy (GMLP037 across files). Looked for only in a run where
-  some file names an ``origin_`` twin and main_grad (GMLP037 follows nothing else).
+  hands the bookkeeping the copy (GMLP037 across files). Looked for only among the names
+  that files naming an ``origin_`` twin and main_grad import (GMLP037 follows nothing else).
 
 Found with CPython's ``ast`` in the few functions that spell the words, so it costs next to
 nothing. From other files only functions defined at the top level count as bookkeeping
@@ -95,6 +95,7 @@ _DELAYED_WGRAD_BYTES = tuple(word.encode() for word in DELAYED_WGRAD_WORDS)
 # What a weight user's text must hold (``main_grad`` covers its flags and getter).
 WEIGHT_ATTRIBUTES = ("main_grad", "get_main_grad", GRAD_ADDED, *FLAGS.values())
 _WEIGHT_USE_WORDS = ("main_grad", "zero_out_wgrad", "weakref")
+_WEIGHT_USE_BYTES = tuple(word.encode() for word in _WEIGHT_USE_WORDS)
 _ORIGIN_BYTES = (b"origin_", b"orig_", b"original_")  # analysis.provenance.ORIGIN_PREFIXES
 # After the mark, what makes it an assignment (TE's layers set it in long ``__init__``s: those
 # are not parsed for it).
@@ -105,12 +106,12 @@ def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
     """What another file may use of ``contents`` (the files of a run, as path and bytes)."""
     found = NO_RUN_FACTS
     layers: list[layer_facts.LayerClass] = []
-    users: list[bytes] = []  # files that may define a weight user
-    twins = False  # some file names an ``origin_`` twin and main_grad
+    files: list[bytes] = []
+    wanted: set[bytes] = set()  # names imported by files with an ``origin_`` twin
     for path, data in contents:
-        if any(word.encode() in data for word in _WEIGHT_USE_WORDS):
-            users.append(data)
-            twins = twins or (b"main_grad" in data and any(o in data for o in _ORIGIN_BYTES))
+        files.append(data)
+        if b"main_grad" in data and any(o in data for o in _ORIGIN_BYTES):
+            wanted |= _imported_by(data)
         helpers = any(word.encode() in data for word in _WORDS) or _PRODUCT_BYTES.search(data)
         layered = b"Linear" in data and layer_facts.LAYER_CLASS_BYTES.search(data)
         # One use of the contract is enough: once both spellings are known, no file is
@@ -126,10 +127,15 @@ def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
                 found = found | RunFacts(delayed_wgrad=delayed_wgrad_in(text))
             if layered:
                 layers.extend(layer_facts.layer_classes(text, path))
+    # GMLP037 follows calls from files with an ``origin_`` twin only: the functions worth
+    # finding are those such files import, in the files that define one of them.
     weight_users = set()
-    if twins:  # GMLP037 has names to follow: its callees of other files are worth finding
-        for data in users:
-            weight_users.update(weight_users_in(data.decode("utf-8", errors="replace")))
+    for data in files if wanted else ():
+        defined = _top_level_defs(data) & wanted
+        if defined and any(word in data for word in _WEIGHT_USE_BYTES):
+            text = data.decode("utf-8", errors="replace")
+            names = {name.decode() for name in defined}
+            weight_users.update(weight_users_in(text, names))
     return replace(
         found,
         eager_layers=layer_facts.eager_layers(layers),
@@ -177,10 +183,47 @@ def delayed_wgrad_in(text: str) -> tuple[str, ...]:
     return tuple(sorted(used))
 
 
-def weight_users_in(text: str) -> list[str]:
-    """The top-level functions of ``text`` that use a parameter as the weight Parameter, as
-    ``name:parameter:position`` (``RunFacts.weight_users``). Only top-level functions with
-    a line spelling one of ``_WEIGHT_USE_WORDS`` are parsed."""
+_IMPORT_FROM = re.compile(rb"from[ \t]+[\w.]+[ \t]+import[ \t]*(\([^)]*\)|[^\n]*)")
+
+
+def _top_level_defs(data: bytes) -> set[bytes]:
+    """The names of the functions ``data`` defines at the top level (``def`` at column 0),
+    found with ``bytes.find``."""
+    names = set()
+    start = 0 if data.startswith(b"def ") else data.find(b"\ndef ")
+    while start >= 0:
+        begin = data.find(b"def ", start) + 4
+        end = data.find(b"(", begin)
+        if end < 0:
+            break
+        names.add(data[begin:end].strip())
+        start = data.find(b"\ndef ", end)
+    return names
+
+
+def _imported_by(data: bytes) -> set[bytes]:
+    """The names ``from ... import`` statements of ``data`` import (before any ``as``)."""
+    names = set()
+    start = data.find(b"from ")
+    while start >= 0:
+        # Matched only where ``from `` is (a regular expression scanning the whole file
+        # costs ten times more).
+        match = _IMPORT_FROM.match(data, start)
+        start = data.find(b"from ", start + 5)
+        if match is None or (match.start() and data[match.start() - 1 : match.start()].isalnum()):
+            continue
+        for part in match.group(1).split(b","):
+            words = part.split(b"#", 1)[0].strip(b" \t\r\n()\\").split()
+            if words and words[0].decode("ascii", "replace").isidentifier():
+                names.add(words[0])
+    return names
+
+
+def weight_users_in(text: str, names: set[str] | None = None) -> list[str]:
+    """The top-level functions of ``text`` (named in ``names``, when given) that use a
+    parameter as the weight Parameter, as ``name:parameter:position``
+    (``RunFacts.weight_users``). Only such functions with a line spelling one of
+    ``_WEIGHT_USE_WORDS`` are parsed."""
     offsets = sorted(start for word in _WEIGHT_USE_WORDS for start in _find_all(text, word))
     if not offsets:
         return []
@@ -190,11 +233,14 @@ def weight_users_in(text: str) -> list[str]:
             start for word in _WEIGHT_USE_WORDS for start in _find_all(functions.text, word)
         )
     found = []
-    for function, _ in functions.at_offsets(offsets, top_level_only=True):
+    for function, _ in functions.at_offsets(offsets, top_level_only=True, names=names):
+        owners, loops = _weight_owners(function)
+        if not owners:
+            continue
         args = function.args
         positional = [a.arg for a in (*args.posonlyargs, *args.args)]
         for position, name in [*enumerate(positional), *((-1, a.arg) for a in args.kwonlyargs)]:
-            if _uses_as_weight(function, name):
+            if name in owners or loops.get(name, set()) & owners:
                 found.append(f"{function.name}:{name}:{position}")
     return found
 
@@ -206,42 +252,45 @@ def _find_all(text: str, word: str) -> Iterable[int]:
         start = text.find(word, start + len(word))
 
 
-def _uses_as_weight(function: FunctionNode, parameter: str) -> bool:
-    """``function`` takes main_grad, a main_grad flag or a weakref from ``parameter`` (or
-    ``parameter[i]``, or a loop / comprehension variable over it), lambdas included."""
-    names = {parameter}
-    nodes = list(_nodes_with_lambdas(function))
-    for node in nodes:
-        if (
-            isinstance(node, (ast.For, ast.comprehension))
-            and isinstance(node.iter, ast.Name)
-            and node.iter.id == parameter
-            and isinstance(node.target, ast.Name)
+def _weight_owners(function: FunctionNode) -> tuple[set[str], dict[str, set[str]]]:
+    """One walk of ``function`` (lambdas included): the names it takes main_grad, a
+    main_grad flag or a weakref from (``X``, ``X[i]``), and the loop / comprehension
+    variables over each plain name (``for w in X``)."""
+    owners: set[str] = set()
+    loops: dict[str, set[str]] = {}
+    for node in _nodes_with_lambdas(function):
+        if isinstance(node, ast.Attribute):
+            if node.attr in WEIGHT_ATTRIBUTES and (name := _owner(node.value)) is not None:
+                owners.add(name)
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            if isinstance(node.iter, ast.Name) and isinstance(node.target, ast.Name):
+                loops.setdefault(node.iter.id, set()).add(node.target.id)
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and _takes_from_first(node)
+            and (name := _owner(node.args[0])) is not None
         ):
-            names.add(node.target.id)
-    for node in nodes:
-        if isinstance(node, ast.Attribute) and node.attr in WEIGHT_ATTRIBUTES:
-            if _owner(node.value) in names:
-                return True
-        elif isinstance(node, ast.Call) and node.args:
-            callee = _callee_name(node)
-            func = node.func
-            weakref_call = callee in ("ref", "proxy") and (
-                isinstance(func, ast.Name)
-                or (isinstance(func.value, ast.Name) and func.value.id == "weakref")
-            )
-            if weakref_call and _owner(node.args[0]) in names:
-                return True
-            if (
-                callee in ("getattr", "hasattr", "setattr")
-                and isinstance(func, ast.Name)
-                and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant)
-                and node.args[1].value in WEIGHT_ATTRIBUTES
-                and _owner(node.args[0]) in names
-            ):
-                return True
-    return False
+            owners.add(name)
+    return owners, loops
+
+
+def _takes_from_first(call: ast.Call) -> bool:
+    """``weakref.ref(X)`` / ``ref(X)`` / ``proxy(X)``, or ``getattr`` / ``hasattr`` /
+    ``setattr`` of a main_grad attribute on X."""
+    callee = _callee_name(call)
+    func = call.func
+    if callee in ("ref", "proxy"):
+        return isinstance(func, ast.Name) or (
+            isinstance(func.value, ast.Name) and func.value.id == "weakref"
+        )
+    return (
+        callee in ("getattr", "hasattr", "setattr")
+        and isinstance(func, ast.Name)
+        and len(call.args) >= 2
+        and isinstance(call.args[1], ast.Constant)
+        and call.args[1].value in WEIGHT_ATTRIBUTES
+    )
 
 
 def _nodes_with_lambdas(function: FunctionNode) -> Iterable[ast.AST]:
@@ -326,11 +375,11 @@ class _Functions:
         return self.at_offsets(match.start() for match in pattern.finditer(self.text))
 
     def at_offsets(
-        self, offsets: Iterable[int], top_level_only: bool = False
+        self, offsets: Iterable[int], top_level_only: bool = False, names=None
     ) -> Iterable[tuple[FunctionNode, bool]]:
         """(function, defined at the top level) for each innermost function holding one of
-        ``offsets`` (ascending) of ``self.text``; with ``top_level_only``, the others are
-        not parsed."""
+        ``offsets`` (ascending) of ``self.text``; with ``top_level_only``, or ``names`` (a
+        set), the functions not at the top level, or not so named, are not parsed."""
         seen: set[int] = set()
         number, counted = 0, 0
         for offset in offsets:
@@ -345,6 +394,8 @@ class _Functions:
             seen.add(start)
             top_level = _indent(self.lines[start]) == 0
             if top_level_only and not top_level:
+                continue
+            if names is not None and _DEF.match(self.lines[start]).group(2) not in names:
                 continue
             function = self.function_at(start)
             if function is not None:

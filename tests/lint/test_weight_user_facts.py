@@ -51,12 +51,14 @@ def test_weight_users_are_top_level_functions_using_a_parameter_as_the_parameter
     assert weight_users_in(split) == ["g:ws:0"]
 
 
-def test_looked_for_only_in_a_run_with_an_origin_twin_and_main_grad():
+def test_looked_for_only_among_the_names_files_with_an_origin_twin_import():
     helpers = ("helpers.py", textwrap.dedent(HELPERS).encode())
     assert run_facts([helpers]).weight_users == ()  # GMLP037 follows nothing in such a run
-    user = ("user.py", b"def f(origin_w, w):\n    return origin_w.main_grad\n")
-    expected = ("bookkeeping:weights:1", "f:origin_w:0", "mark:weight:0")
-    assert run_facts([helpers, user]).weight_users == expected
+    uses = b"from helpers import (\n    bookkeeping,\n    compute as c,\n)\n"
+    user = ("user.py", uses + b"def f(origin_w, w):\n    return origin_w.main_grad\n")
+    assert run_facts([helpers, user]).weight_users == ("bookkeeping:weights:1",)
+    no_twin = ("user.py", uses + b"def f(w):\n    return w.main_grad\n")
+    assert run_facts([helpers, no_twin]).weight_users == ()
 
 
 # (name, buggy user, correct twin): each imports from helpers.py.
