@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..project import DELAYED_WGRAD_WORDS
+from ..project import _DEF, DELAYED_WGRAD_WORDS, _enclosing_def
 from . import patterns
 from .module import ModuleContext, Unit
 
@@ -66,26 +66,34 @@ def unaware_registrations(context: ModuleContext) -> list[Registration]:
     return found
 
 
-def _spells_contract(text: str) -> bool:
-    return any(word in text for word in DELAYED_WGRAD_WORDS)
-
-
 def _aware_functions(context: ModuleContext) -> frozenset[str]:
-    """The names of the file's functions that spell the mark or the registration."""
-    return frozenset(
-        unit.owner.name.value
-        for unit in context.units
-        if isinstance(unit.owner, cst.FunctionDef) and _spells_contract(context.code(unit.owner))
-    )
+    """The names of the file's functions whose text spells the mark or the registration
+    (and of the functions they are nested in), found from the lines (no code regenerated)."""
+    source = context.source.replace("\r\n", "\n").replace("\r", "\n")
+    lines = source.split("\n")
+    names = set()
+    for word in DELAYED_WGRAD_WORDS:
+        start = source.find(word)
+        while start >= 0:
+            number = source.count("\n", 0, start)
+            line: int | None = (
+                number if _DEF.match(lines[number]) else _enclosing_def(lines, number)
+            )
+            while line is not None:
+                names.add(_DEF.match(lines[line]).group(2))
+                line = _enclosing_def(lines, line)
+            start = source.find(word, start + len(word))
+    return frozenset(names)
 
 
 def _asks(context: ModuleContext, unit: Unit | None, aware: frozenset[str]) -> bool:
     """The function, or one it is nested in, spells the mark or the registration, or names
     a function of the file that does (``if self._delays(p)``, ``self._make_hook(p)``): it
-    is taken to handle the delayed parameters."""
+    is taken to handle the delayed parameters. (By name: a method named like one that
+    spells them counts as asking too.)"""
     while unit is not None:
         if isinstance(unit.owner, cst.FunctionDef):
-            if _spells_contract(context.code(unit.owner)):
+            if unit.owner.name.value in aware:
                 return True
             for stmt in unit.body:
                 for node in patterns.walk(stmt):
