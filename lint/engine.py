@@ -25,7 +25,7 @@ from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
 from .parsing import analysis_error, no_collections, run_deep, syntax_error, trusted_parse
-from .project import NO_RUN_FACTS, RunFacts, run_facts
+from .project import NO_RUN_FACTS, RunFacts, delayed_wgrad_in, run_facts
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
 from .suppressions import apply as apply_suppressions
@@ -44,6 +44,11 @@ TRIGGERS = (
     "register_hook(",  # a tensor hook that may act on a dummy wgrad (GMLP026)
 )
 _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
+# Worth parsing only in a run that uses TE's delayed-wgrad contract (``RunFacts.delayed_wgrad``,
+# found in another file or in this one): a gradient-ready hook, which then must ask whether
+# its parameter delays its weight gradient (GMLP028). Elsewhere such a hook is ordinary.
+CONTRACT_TRIGGERS = ("register_post_accumulate_grad_hook",)
+_BYTE_CONTRACT_TRIGGERS = tuple(t.encode() for t in CONTRACT_TRIGGERS)
 MAX_FIX_PASSES = 10
 # The pool decision weighs each file's bytes: CPython's parser alone costs 1 a byte, libcst
 # and the rules cost ANALYSIS_WEIGHT a byte (measured: about 25 times CPython's parser).
@@ -90,11 +95,10 @@ def lint_source(
     delayed-wgrad classes of those files that this one subclasses. Raises SourceError when
     it is not valid Python."""
     checked = enabled
-    if not mentions_contract(source) and classes:
+    mentions = mentions_contract(source, facts)
+    if not mentions and classes:
         checked = enabled & registry.codes_reading_subclasses()  # only those rules need it
-    analysed = (mentions_contract(source) or classes) and checked & registry.codes_in_scope(
-        registry.MODULE
-    )
+    analysed = (mentions or classes) and checked & registry.codes_in_scope(registry.MODULE)
     findings: list[Finding] = []
     if analysed:
         with no_collections():
@@ -112,9 +116,14 @@ def lint_source(
     return sorted(findings, key=lambda f: (f.line, f.column, f.code))
 
 
-def mentions_contract(source: str) -> bool:
-    """The text names one of ``TRIGGERS`` (a few substring scans: cheap on any file)."""
-    return any(trigger in source for trigger in TRIGGERS)
+def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
+    """The text names one of ``TRIGGERS``, or one of ``CONTRACT_TRIGGERS`` in a run that
+    uses the delayed-wgrad contract (a few substring scans: cheap on any file)."""
+    if any(trigger in source for trigger in TRIGGERS):
+        return True
+    return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
+        facts.delayed_wgrad or delayed_wgrad_in(source)
+    )
 
 
 def _run_checks(source: str, path: str, enabled, facts, classes=()) -> list[Finding]:
@@ -233,6 +242,8 @@ def estimate_work(job: Job) -> int:
         return 0  # unreadable: ``process`` reports it, at no cost
     analysed = any(t in data for t in _BYTE_TRIGGERS) or MARKER.encode() in data
     analysed = analysed or bool(job.class_facts)
+    if not analysed and job.run_facts.delayed_wgrad:
+        analysed = any(t in data for t in _BYTE_CONTRACT_TRIGGERS)
     return len(data) * (ANALYSIS_WEIGHT if analysed else 1)
 
 

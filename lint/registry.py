@@ -55,6 +55,7 @@ RULE_MODULES = {
     "GMLP025": "delayed_wgrad_piece_empty",
     "GMLP026": "grad_hook_reduces_dummy",
     "GMLP027": "delayed_wgrad_flushed_before_backward",
+    "GMLP028": "grad_ready_hook_ignores_delayed_wgrad",
     "GMLP030": "main_grad_on_stand_in",
     "GMLP031": "main_grad_handed_on_as_grad",
     "GMLP032": "grad_added_without_write",
@@ -79,7 +80,8 @@ class Example:
     fixed: str | None = None  # INVALID: the source after fixes (None: no fix is offered)
     applicability: str | None = None  # INVALID: "safe" or "unsafe" when fixed is given
     # Other files of the run the example is linted with, as (path, source): a rule about
-    # classes whose bases sit in another file needs that file.
+    # classes whose bases sit in another file needs that file, one gated on a run fact
+    # (``project.RunFacts``) the file that gives it.
     others: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:

@@ -198,16 +198,27 @@ def changed_files(git: Git, sha: str) -> tuple[str | None, list[tuple[str | None
 
 
 def lint_all(sides: dict[str, Side]) -> None:
-    """Lint every side (keyed by a relative path) with the gmlp-lint CLI, in chunks."""
+    """Lint every side (keyed by a relative path, ``REPO/...``) with the gmlp-lint CLI, one
+    run per repository (in chunks of ``CHUNK`` files): what the linter learns of a run's
+    other files (``lint/project.py``'s run facts) comes from the same repository, as when
+    a user lints that repository, never from another one linted beside it."""
     with tempfile.TemporaryDirectory(prefix="lint-history-") as root:
         for key, side in sides.items():
             target = Path(root, key)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(side.blob)
-        keys = list(sides)
-        for start in range(0, len(keys), CHUNK):
-            progress(f"linting files {start + 1}-{min(start + CHUNK, len(keys))} of {len(keys)}")
-            chunk = keys[start : start + CHUNK]
+        runs: dict[str, list[str]] = {}
+        for key in sides:
+            runs.setdefault(key.split("/", 1)[0], []).append(key)
+        chunks = [
+            keys[start : start + CHUNK]
+            for keys in runs.values()
+            for start in range(0, len(keys), CHUNK)
+        ]
+        done_files = 0
+        for chunk in chunks:
+            progress(f"linting files {done_files + 1}-{done_files + len(chunk)} of {len(sides)}")
+            done_files += len(chunk)
             command = [*LINTER, "--format", "json", "--no-progress", *chunk]
             done = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
             try:

@@ -8,10 +8,12 @@ The data file (described at its top) lists fixes that docs/lint-history-judgemen
 not name, each with its date and the lines where the bug sat, and a cut-off date: fixes
 before it are the development split, the others the held-out split. For each fix the files
 of its sites are read at the buggy revision (``git cat-file``, bare clones are fine) and
-linted; the fix is caught when a finding lands on a site line. Then every non-test Python
+linted, in one run with no other files (what the linter learns from the other files of a
+run, ``lint/project.py``'s run facts, comes from them alone); the fix is caught when a
+finding lands on a site line. Then every non-test Python
 file at each repository's head is linted, and each finding is joined with the data file's
-``[[head]]`` verdicts and those of ``--judgements``: the report counts true, false and
-unjudged findings.
+``[[head]]`` verdicts and those of ``--judgements`` (one linter run per repository): the
+report counts true, false and unjudged findings.
 
 ``--bench FILE`` (repeatable) adds the real-tree timings of scripts/bench_lint.py's JSON
 (``--tree NAME=PATH``), with the command that made them, as a "Speed" section.
@@ -39,7 +41,9 @@ DEVELOPMENT, HELD_OUT = "development", "held-out"
 # A head file is linted when it names one of these: the rest can yield no rule's finding
 # (the linter parses only files naming its triggers; delayed wgrad widens that set).
 HEAD_WORDS = (b"main_grad", b"zero_out_wgrad", b"dummy_wgrad", b"skip_backward_post_hook",
-              b"backward_dw", b"delay_wgrad_compute", b"_dw(self", b"register_hook(")  # fmt: skip
+              b"backward_dw", b"delay_wgrad_compute", b"_dw(self", b"register_hook(",
+              b"register_post_accumulate_grad_hook",  # parsed in a run using the contract
+              b"register_wgrad_accumulation_and_reduce_hooks")  # fmt: skip
 
 
 def load_data(path: Path) -> dict:
@@ -79,7 +83,9 @@ def measure_fixes(gits: dict[str, Git], fixes: list[dict]) -> list[dict]:
         for path, blob in zip(paths, git.blobs([f"{revision}:{p}" for p in paths])):
             if blob is None:
                 raise BadInput(f"{fix['ref']}: {path} does not exist at {revision[:12]}")
-            keys[path] = add_side(sides, fix["repo"], blob, path)
+            # One linter run per revision (``lint_all`` runs each "repository" of the keys
+            # apart): a fix's files are linted with the files of its own revision only.
+            keys[path] = add_side(sides, f"{fix['repo']}@{revision[:12]}", blob, path)
         plans.append((fix, sites, keys))
     lint_all(sides)
     measured = []

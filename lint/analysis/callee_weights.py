@@ -1,5 +1,5 @@
-"""A copy of a weight handed to a helper of the file that treats it as the Parameter
-(issue #19, class 1, across functions of one file).
+"""A copy of a weight handed to a helper that treats it as the Parameter (issue #19, class
+1, across functions of one file, and to top-level functions of the run's other files).
 
 Fused paths keep two names for one weight when they gather or quantize it: ``origin_w``
 (the Parameter, which carries main_grad and its flags) and ``w`` (rebound on some path to
@@ -14,7 +14,9 @@ Two facts of one file: which parameters of its functions are used as the Paramet
 set on ``P``; also through ``P[i]`` and a loop or comprehension variable over ``P``), and,
 at each call of such a function (``f(...)``, ``self.f(...)``, ``Cls.f(...)``), an argument
 that is a name bound to a copy on some path reaching the call while its ``origin_`` twin
-is in scope.
+is in scope. A function of another file is known from the run (``RunFacts.weight_users``,
+found in lint/project.py): a top-level function, called by the name this file imports
+(``from helpers import f``) and does not define.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns, provenance
-from .module import ModuleContext
+from .module import ModuleContext, iter_statements
 
 ATTRIBUTES = (
     patterns.MAIN_GRAD,
@@ -47,7 +49,45 @@ class HandedCopy:
     twin: str  # its ``origin_`` twin
     callee: str
     parameter: str
-    use_line: int  # where the helper uses the parameter as the Parameter
+    use_line: int | None  # where the helper uses the parameter (None: in another file)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A weight user of another file of the run (``RunFacts.weight_users``), imported here
+    by ``name``: its parameters used as the Parameter, with their positions."""
+
+    name: str
+    parameters: tuple[tuple[str, int], ...]
+
+
+def _imported_names(context: ModuleContext) -> dict[str, str]:
+    """The names ``from ... import`` binds anywhere in the file, with the name imported
+    (``from helpers import mark as finish``: finish -> mark)."""
+    names = {}
+    for unit in context.units:
+        for stmt, _ in iter_statements(unit.body):
+            if isinstance(stmt, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
+                for alias in stmt.names:
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    if isinstance(bound, cst.Name) and isinstance(alias.name, cst.Name):
+                        names[bound.value] = alias.name.value
+    return names
+
+
+def _imported_pairs(call: cst.Call, callee: Imported) -> Iterator[tuple[str, cst.BaseExpression]]:
+    """(parameter, argument) for the arguments of ``call`` at a parameter ``callee`` uses
+    as the Parameter."""
+    by_position = {position: name for name, position in callee.parameters if position >= 0}
+    by_name = {name for name, _ in callee.parameters}
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            return
+        if arg.keyword is not None:
+            if arg.keyword.value in by_name:
+                yield arg.keyword.value, arg.value
+        elif position in by_position:
+            yield by_position[position], arg.value
 
 
 def _params(function: cst.FunctionDef) -> list[str]:
@@ -175,6 +215,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
     functions = _functions(context)
     classes = {n.name.value for n in patterns.walk(context.module) if isinstance(n, cst.ClassDef)}
     uses: dict[tuple[int, str], cst.CSTNode | None] = {}
+    imported: dict[str, str] | None = None  # what the file imports, read on first need
     found = []
     for unit in context.units:
         if not isinstance(unit.owner, cst.FunctionDef):
@@ -184,7 +225,23 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
         candidates = []
         for call in (n for n in _own_nodes(unit.body) if isinstance(n, cst.Call)):
             callee = _callee(call, functions, classes)
-            if callee is None or callee is unit.owner:
+            if callee is None:
+                # A weight user of another file, called by the name this file imports it
+                # under (not one of the file's own names).
+                name = call.func.value if isinstance(call.func, cst.Name) else None
+                if name is None or name in functions or not context.weight_users:
+                    continue
+                if imported is None:
+                    imported = _imported_names(context)
+                original = imported.get(name)
+                if original not in context.weight_users:
+                    continue
+                user = Imported(name, tuple(context.weight_users[original]))
+                for parameter, argument in _imported_pairs(call, user):
+                    if isinstance(argument, cst.Name) and argument.value in stems:
+                        candidates.append((call, user, parameter, argument, None))
+                continue
+            if callee is unit.owner:
                 continue
             for parameter, argument in _pairs(call, callee):
                 if isinstance(argument, cst.Name) and argument.value in stems:
@@ -217,9 +274,9 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
                         argument,
                         argument.value,
                         twin,
-                        callee.name.value,
+                        callee.name if isinstance(callee, Imported) else callee.name.value,
                         parameter,
-                        context.line_of(use),
+                        None if use is None else context.line_of(use),
                     )
                 )
     return found

@@ -253,6 +253,14 @@ class ModuleContext:
         self.bookkeeping_helpers = frozenset(known.bookkeeping)
         self.gradient_helpers = frozenset(known.gradient)
         self.eager_layers = frozenset(known.eager_layers)  # ``module:Name``, "" for this file
+        # Some file of the run (this one included) uses TE's delayed-wgrad contract.
+        self.delayed_wgrad_contract = bool(known.delayed_wgrad)
+        # Top-level functions of the run's files that use a parameter as the weight
+        # Parameter: name -> [(parameter, position)] (GMLP037 across files).
+        self.weight_users: dict[str, list[tuple[str, int]]] = {}
+        for entry in known.weight_users:
+            name, parameter, position = entry.split(":")
+            self.weight_users.setdefault(name, []).append((parameter, int(position)))
         self._shared: dict[Callable, object] = {}
 
     def shared(self, analysis: Callable[[ModuleContext], T]) -> T:

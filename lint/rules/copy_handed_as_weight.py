@@ -19,11 +19,13 @@ RULE = Rule(
     name="copy-handed-as-weight",
     summary=(
         "A name that some path binds to a gathered or quantized copy of a weight (while its "
-        "`origin_` twin names the Parameter) is handed to a function of the file that takes "
-        "main_grad, weakrefs or main_grad flags from that argument."
+        "`origin_` twin names the Parameter) is handed to a function (of the file, or imported "
+        "from another file of the run) that takes main_grad, weakrefs or main_grad flags from "
+        "that argument."
     ),
     flags=(
-        "a call of a function of the file (`f(...)`, `self.f(...)`, `Cls.f(...)`) given `w` "
+        "a call of a function of the file (`f(...)`, `self.f(...)`, `Cls.f(...)`), or of a "
+        "top-level function of another file of the run imported by name, given `w` "
         "where `origin_w` is in scope and a binding of `w` to a copy (all-gather, "
         "materialize, quantize) reaches the call, when `f` reads `.main_grad` / "
         "`.get_main_grad` / a main_grad flag from that parameter, or takes a weakref of it "
@@ -52,10 +54,21 @@ RULE = Rule(
         `zero_out_wgrad` and `weakref.ref` on the parameter, an item of it, or a loop or
         comprehension variable over it.
 
-        Not seen: helpers of other files, copies with no `origin_` twin in scope (the
-        code may then hold only the copy on purpose), arguments that are expressions,
-        `*args` / `**kwargs`, positions inside `zip(...)`, names defined more than once
-        in the file (methods of two classes named alike).
+        Also seen across files (a run fact, lint/project.py's `weight_users`): a top-level
+        function of another file of the run that uses a parameter so (its `main_grad`,
+        flags or weakrefs, also through `P[i]`, a loop or comprehension variable over `P`,
+        or a lambda), called by the name this file imports it under
+        (`from helpers import f`, also `from helpers import f as g`) and does not define
+        itself. Looked for only among the names that files naming an `origin_` twin and
+        main_grad import.
+
+        Not seen: methods of other files and module-qualified calls (`helpers.f(...)`),
+        star imports, helpers outside the files linted together (one file linted alone
+        knows only its own functions), a calling file that names no trigger of the linter
+        (main_grad and the others: such a file is not analysed), copies with no `origin_`
+        twin in scope (the code may then hold only the copy on purpose), arguments that
+        are expressions, `*args` / `**kwargs`, positions inside `zip(...)`, names defined
+        more than once in the file (methods of two classes named alike).
     """,
     fix="""
         Hand the helper the Parameter (`origin_w`) for its bookkeeping, and the copy
@@ -107,7 +120,7 @@ RULE = Rule(
 
 MESSAGE = (
     "`{name}` may be a gathered or quantized copy here while `{twin}` names the Parameter, "
-    "and `{callee}` uses its parameter `{parameter}` as the Parameter (line {line}: main_grad, "
+    "and `{callee}` uses its parameter `{parameter}` as the Parameter ({where}: main_grad, "
     "weakref or flags): it takes them from the copy; hand it `{twin}`"
 )
 
@@ -122,6 +135,8 @@ def check(context: ModuleContext, out: Collector) -> None:
                 twin=found.twin,
                 callee=found.callee,
                 parameter=found.parameter,
-                line=found.use_line,
+                where="in another file of the run"
+                if found.use_line is None
+                else f"line {found.use_line}",
             ),
         )

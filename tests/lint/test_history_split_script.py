@@ -100,3 +100,31 @@ def test_bench_timings_become_a_speed_section(tmp_path):
     bad = run_script("--repo", f"demo={repo / '.git'}", "--data", str(data), "--no-heads",
                      "--bench", str(broken))  # fmt: skip
     assert bad.returncode == 2 and "--bench" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_each_repository_is_its_own_linter_run(tmp_path):
+    # Run facts (lint/project.py) come from the files of the same repository: a gradient-ready
+    # hook is reported (GMLP028) where the repository's own DDP uses TE's delayed-wgrad
+    # contract, not in another repository linted beside it.
+    from .test_delayed_wgrad_facts import DDP, FSDP
+
+    repos = {}
+    for name, files in {
+        "uses": {"ddp.py": DDP, "fsdp.py": FSDP},
+        "plain": {"fsdp.py": FSDP},
+    }.items():
+        repo = repos[name] = tmp_path / name
+        repo.mkdir()
+        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+        subprocess.run(["git", "config", "user.email", "t@example.com"], cwd=repo, check=True)
+        subprocess.run(["git", "config", "user.name", "t"], cwd=repo, check=True)
+        commit(repo, files, "add")
+    data = tmp_path / "split.toml"
+    data.write_text('cutoff = "2026-01-01"\n')
+    empty = tmp_path / "judgements.toml"
+    empty.write_text("")
+    pairs = [arg for name, repo in repos.items() for arg in ("--repo", f"{name}={repo / '.git'}")]
+    done = run_script(*pairs, "--data", str(data), "--judgements", str(empty))
+    assert done.returncode == 0, done.stderr
+    assert "## Heads: 1 findings, 0 true, 0 false, 1 unjudged" in done.stdout
+    assert "| uses | fsdp.py:8 | GMLP028 |" in done.stdout

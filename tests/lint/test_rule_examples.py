@@ -7,6 +7,7 @@ import pytest
 
 from gmlp_check.lint import engine
 from gmlp_check.lint.class_facts import class_facts
+from gmlp_check.lint.project import NO_RUN_FACTS, run_facts
 from gmlp_check.lint.registry import all_rules
 
 from .support import ALL_CODES
@@ -30,6 +31,18 @@ def _classes(example):
     return class_facts([*files, ("example.py", example.source.encode())]).get("example.py", ())
 
 
+def _facts(example):
+    """What the run knows of the functions of the example and its other files
+    (``project.run_facts``), as the engine gives it to the example's file."""
+    files = [(path, text.encode()) for path, text in example.others]
+    return run_facts([*files, ("example.py", example.source.encode())]) if files else NO_RUN_FACTS
+
+
+def _run(example):
+    """The keyword arguments that lint the example as the engine lints it with its others."""
+    return {"facts": _facts(example), "classes": _classes(example)}
+
+
 def test_every_rule_has_examples_both_ways():
     for rule in all_rules():
         assert rule.valid, rule.code
@@ -42,44 +55,38 @@ def test_every_rule_has_examples_both_ways():
 
 @pytest.mark.parametrize(("rule", "example"), VALID)
 def test_valid_example_is_not_flagged(rule, example):
-    assert (
-        engine.lint_source(example.source, "example.py", ALL_CODES, classes=_classes(example)) == []
-    )
+    assert engine.lint_source(example.source, "example.py", ALL_CODES, **_run(example)) == []
 
 
 @pytest.mark.parametrize(("rule", "example"), INVALID)
 def test_invalid_example_is_flagged_on_its_line(rule, example):
-    findings = engine.lint_source(
-        example.source, "example.py", ALL_CODES, classes=_classes(example)
-    )
+    findings = engine.lint_source(example.source, "example.py", ALL_CODES, **_run(example))
     assert [(f.code, f.line) for f in findings] == [(rule.code, example.line)]
     assert findings[0].message
 
 
 @pytest.mark.parametrize(("rule", "example"), INVALID)
 def test_invalid_example_fix(rule, example):
-    (finding,) = engine.lint_source(
-        example.source, "example.py", ALL_CODES, classes=_classes(example)
-    )
+    (finding,) = engine.lint_source(example.source, "example.py", ALL_CODES, **_run(example))
     if example.fixed is None:
         assert finding.fix is None
         return
     assert finding.fix is not None
     assert finding.fix.applicability == example.applicability
     fixed, applied, remaining = engine.fix_source(
-        example.source, "example.py", ALL_CODES, unsafe=True, classes=_classes(example)
+        example.source, "example.py", ALL_CODES, unsafe=True, **_run(example)
     )
     assert fixed == example.fixed
     assert applied == 1
     libcst.parse_module(fixed)  # the fixed file parses
     assert remaining == []
-    assert engine.lint_source(fixed, "example.py", ALL_CODES, classes=_classes(example)) == []
+    assert engine.lint_source(fixed, "example.py", ALL_CODES, **_run(example)) == []
 
 
 @pytest.mark.parametrize(("rule", "example"), INVALID)
 def test_safe_fix_mode_leaves_unsafe_fixes_alone(rule, example):
     fixed, applied, remaining = engine.fix_source(
-        example.source, "example.py", ALL_CODES, unsafe=False, classes=_classes(example)
+        example.source, "example.py", ALL_CODES, unsafe=False, **_run(example)
     )
     if example.applicability == "safe":
         assert (fixed, applied, remaining) == (example.fixed, 1, [])

@@ -6,7 +6,9 @@ Class 1: a gathered / quantized copy handed to a helper of the file that takes m
 weakrefs or flags from it (TE #3517). Class 2: the flag set on a fresh copy of the weight
 (TE #2265). Class 3: the weight gradient handed to a store and returned as well
 (Megatron-DeepSpeed #415). Class 5: work that writes `.grad` outside autograd handed to a
-store on every path (Megatron-DeepSpeed #428). Class 6: a layer's `backward_dw()` before its
+store on every path (Megatron-DeepSpeed #428); a gradient-ready hook registered on every
+parameter with no regard for the delayed-wgrad mark, in a file using the contract
+(Megatron-LM #6697, GMLP028, H-runfacts). Class 6: a layer's `backward_dw()` before its
 `backward(...)` (HYGON-AI/Megatron-LM-das e4d821e4).
 """
 
@@ -317,6 +319,72 @@ VARIANTS = (
 
         def _store_grad(w, dy, x):
             w.grad = dy.t() @ x
+        """,
+    ),
+    # ------------- 5: a gradient-ready hook that ignores the delayed-wgrad mark (GMLP028)
+    # Single files: the file itself uses the contract elsewhere (a run fact from its own
+    # text; tests/lint/test_delayed_wgrad_facts.py gives it from another file).
+    Variant(
+        5,
+        "grad-accumulator-hook-in-wrapper-beside-delayed-aware-finish",
+        """
+        class GradReducer:
+            def __init__(self, module):
+                self.grad_accs = []
+                for name, param in module.named_parameters():
+                    tmp = param.expand_as(param)
+                    acc = tmp.grad_fn.next_functions[0][0]
+                    acc.register_hook(self._mark_ready(param))  # bug
+                    self.grad_accs.append(acc)
+
+            def finish(self, module):
+                for param in module.parameters():
+                    if getattr(param, "skip_backward_post_hook", False):
+                        self._mark_ready(param)()
+        """,
+        """
+        class GradReducer:
+            def __init__(self, module):
+                self.grad_accs = []
+                for name, param in module.named_parameters():
+                    if self._delayed(param):
+                        module.register_wgrad_accumulation_and_reduce_hooks(self._mark_ready(param))
+                        continue
+                    tmp = param.expand_as(param)
+                    acc = tmp.grad_fn.next_functions[0][0]
+                    acc.register_hook(self._mark_ready(param))
+                    self.grad_accs.append(acc)
+
+            def _delayed(self, param):
+                return getattr(param, "skip_backward_post_hook", False)
+        """,
+    ),
+    Variant(
+        5,
+        "post-accumulate-hooks-in-a-comprehension",
+        """
+        class Sharder:
+            def install(self):
+                self.handles = [
+                    p.register_post_accumulate_grad_hook(self._on_ready)  # bug
+                    for p in self.params
+                    if p.requires_grad
+                ]
+
+            def delayed(self):
+                return [p for p in self.params if hasattr(p, "skip_backward_post_hook")]
+        """,
+        """
+        class Sharder:
+            def install(self):
+                self.handles = [
+                    p.register_post_accumulate_grad_hook(self._on_ready)
+                    for p in self.params
+                    if p.requires_grad and not getattr(p, "skip_backward_post_hook", False)
+                ]
+
+            def delayed(self):
+                return [p for p in self.params if hasattr(p, "skip_backward_post_hook")]
         """,
     ),
     # ------------------------------------ 6: backward_dw before the layer's backward
