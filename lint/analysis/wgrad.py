@@ -232,11 +232,15 @@ def small_statements(suite: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
 
 
 def marks_grad_added(small: cst.CSTNode) -> bool:
-    """``X.grad_added_to_main_grad = <not False>`` or a call of a ``*grad_added*`` helper."""
+    """``X.grad_added_to_main_grad = <not False>`` (or ``setattr(X, ..., <not False>)``) or a
+    call of a ``*grad_added*`` helper."""
     if (
         isinstance(small, cst.Assign)
         and not patterns.is_false_literal(small.value)
         and any(patterns.is_attr(t.target, patterns.GRAD_ADDED) for t in small.targets)
     ):
+        return True
+    found = patterns.attribute_set(small, patterns.GRAD_ADDED)
+    if found is not None and not patterns.is_false_literal(found[1]):
         return True
     return any("grad_added" in (patterns.callee_name(s) or "") for s in patterns.walk(small))

@@ -316,11 +316,11 @@ class _Unit:
         """The text of X for every ``X.main_grad`` this function touches."""
         if self._owners is None:
             self._owners = {
-                self.unit.context.code(sub.value)
+                self.unit.context.code(owner)
                 for stmt, _ in self.unit.statements()
                 if not isinstance(stmt, cst.BaseCompoundStatement)
                 for sub in patterns.walk(stmt)
-                if patterns.is_attr(sub, patterns.MAIN_GRAD)
+                if (owner := patterns.main_grad_owner(sub)) is not None
             }
         return self._owners
 

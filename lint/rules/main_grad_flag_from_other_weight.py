@@ -343,7 +343,13 @@ def _grouped_gemm_code(unit) -> bool:
     """The function runs a grouped GEMM: its weights are experts' weights. Megatron sets
     ``zero_out_wgrad`` only on the shared embedding / output weight, never on an expert's,
     so reading it from an expert weight's stand-in answers what the Parameter would."""
-    return any(word in call.lower() for call in unit.survey.calls for word in GROUPED_GEMM_WORDS)
+    calls = set(unit.survey.calls)
+    # The file's own functions it calls run the GEMM for it just as well (one level).
+    for other in unit.context.units:
+        owner = other.owner
+        if isinstance(owner, cst.FunctionDef) and owner.name.value in calls:
+            calls.update(other.survey.calls)
+    return any(word in call.lower() for call in calls for word in GROUPED_GEMM_WORDS)
 
 
 def _check_block(mark: Mark, objects: Provenance, out: Collector, experts: bool) -> None:

@@ -225,7 +225,22 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
     if isinstance(expr, cst.Name) and expr.value not in seen:
         defs = unit.reaching.reaching(expr.value, node)
         seen = seen | {expr.value}
-        return bool(defs) and all(_binding_holds(unit, d, seen, tests) for d in defs)
+        held = [_binding_holds(unit, d, seen, tests) for d in defs]
+        if not defs or not any(held):
+            return False
+        if all(held):
+            return True
+        # ``if fuse: out = w.main_grad`` / ``else: out = None``: as a conditional expression,
+        # main_grad on the path through the branch that bound it.
+        if not all(
+            h or (d.value is not None and patterns.is_none_like(d.value))
+            for h, d in zip(held, defs)
+        ):
+            return False
+        for h, d in zip(held, defs):
+            if h and d.node.enclosing_ifs:
+                tests.add(unit.context.code(d.node.enclosing_ifs[0][0].test).strip())
+        return True
     return False
 
 

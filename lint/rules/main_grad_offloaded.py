@@ -114,13 +114,13 @@ def _marks_main_grad(stmt) -> bool:
         return any(
             isinstance(t.target, cst.Attribute)
             and "offload" in t.target.attr.value
-            and patterns.is_attr(t.target.value, patterns.MAIN_GRAD)
+            and patterns.main_grad_owner(t.target.value) is not None
             for t in stmt.targets
         )
     if isinstance(stmt, cst.Expr):
         for sub in patterns.walk(stmt.value):
             if "offload" in (patterns.callee_name(sub) or "") and any(
-                patterns.is_attr(arg.value, patterns.MAIN_GRAD) for arg in sub.args
+                patterns.main_grad_owner(arg.value) is not None for arg in sub.args
             ):
                 return True
     return False

@@ -268,9 +268,10 @@ def _check_call(node, buffers: _Buffers, out: Collector) -> None:
         return
     name = patterns.callee_name(node)
     if name == "copy_" and isinstance(node.func, cst.Attribute):
-        if buffers.main_grad(node.func.value):
+        method = patterns.method_call(node)  # also torch.Tensor.copy_(buffer, value)
+        if method is not None and buffers.main_grad(method[0]):
             how = "copy_"
-            out.report(CODE, node, MESSAGE.format(target=out.text(node.func.value), how=how))
+            out.report(CODE, node, MESSAGE.format(target=out.text(method[0]), how=how))
         return
     arguments = buffers.arguments(node)
     target = arguments.get("out") if arguments is not None else None

@@ -130,15 +130,14 @@ def _writes(unit: Unit, facts: Deliveries):
             if _is_buffer(unit, facts, root.target, node):
                 value = root.value
         elif isinstance(root, cst.Expr) and isinstance(root.value, cst.Call):
-            call = root.value
-            args = patterns.positional_args(call)
+            method = patterns.method_call(root.value)  # also torch.Tensor.add_(buffer, g)
             if (
-                patterns.callee_name(call) in DELIVERING
-                and isinstance(call.func, cst.Attribute)
-                and args
-                and _is_buffer(unit, facts, call.func.value, node)
+                method is not None
+                and method[1] in DELIVERING
+                and method[2]
+                and _is_buffer(unit, facts, method[0], node)
             ):
-                value = args[0].value
+                value = method[2][0].value
         if isinstance(value, cst.Name):
             for d in unit.reaching.reaching(value.value, node):
                 yield node, d

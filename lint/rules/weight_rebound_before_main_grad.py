@@ -247,12 +247,17 @@ def _makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[st
 
 
 def _attribute_writes(root):
-    """(owner name, "main_grad") for each ``name.main_grad = ...``: the buffer put back. (A
-    flag set on the new object is no put-back: Megatron's hooks read the Parameter's.)"""
+    """(owner name, "main_grad") for each ``name.main_grad = ...`` (or ``setattr(name,
+    "main_grad", ...)``): the buffer put back. (A flag set on the new object is no put-back:
+    Megatron's hooks read the Parameter's.)"""
     if isinstance(root, (cst.Assign, cst.AnnAssign)):
         for target in patterns.assignment_targets(root):
             if patterns.is_attr(target, patterns.MAIN_GRAD) and isinstance(target.value, cst.Name):
                 yield target.value, patterns.MAIN_GRAD
+    elif isinstance(root, cst.Expr):
+        found = patterns.attribute_set(root, patterns.MAIN_GRAD)
+        if found is not None and isinstance(found[0], cst.Name):
+            yield found[0], patterns.MAIN_GRAD
 
 
 def _attribute_reads(root):
