@@ -316,19 +316,35 @@ def method_call(
 
 
 def is_getattr_of(node: cst.CSTNode, attr: str) -> bool:
-    if callee_name(node) != "getattr" or type(node.func) is not cst.Name:
-        return False
-    args = positional_args(node)
-    return len(args) >= 2 and string_is(args[1].value, attr)
+    """``getattr(X, "attr"[, default])`` or its guarded spelling
+    ``X.attr if hasattr(X, "attr") else default``."""
+    return getattr_owner(node, attr) is not None
+
+
+def getattr_owner(node: cst.CSTNode, attr: str) -> cst.BaseExpression | None:
+    """X for ``getattr(X, "attr"[, default])`` and ``X.attr if hasattr(X, "attr") else d``."""
+    kind = type(node)
+    if kind is cst.Call:
+        if callee_name(node) != "getattr" or type(node.func) is not cst.Name:
+            return None
+        args = positional_args(node)
+        return args[0].value if len(args) >= 2 and string_is(args[1].value, attr) else None
+    if kind is cst.IfExp and is_attr(node.body, attr):
+        test = node.test
+        if callee_name(test) != "hasattr" or type(test.func) is not cst.Name:
+            return None
+        args = positional_args(test)
+        owner = node.body.value
+        if len(args) == 2 and string_is(args[1].value, attr) and args[0].value.deep_equals(owner):
+            return owner
+    return None
 
 
 def main_grad_owner(node: cst.CSTNode) -> cst.BaseExpression | None:
     """X for ``X.main_grad`` or ``getattr(X, "main_grad")`` (with or without a default)."""
     if type(node) is cst.Attribute:
         return node.value if node.attr.value == MAIN_GRAD else None
-    if is_getattr_of(node, MAIN_GRAD):
-        return positional_args(node)[0].value
-    return None
+    return getattr_owner(node, MAIN_GRAD)
 
 
 def is_main_grad_fetch(node: cst.CSTNode) -> bool:

@@ -176,7 +176,7 @@ def main_grad_owners(expr: cst.CSTNode) -> list[cst.BaseExpression]:
     for sub in patterns.walk(expr):
         if patterns.is_attr(sub, patterns.MAIN_GRAD):
             found.append(sub.value)
-        elif patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
+        elif type(sub) is cst.Call and patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
             found.append(patterns.positional_args(sub)[0].value)
     return found
 

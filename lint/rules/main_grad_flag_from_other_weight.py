@@ -486,7 +486,7 @@ def _overwrite_owner(node) -> cst.BaseExpression | None:
     if patterns.is_attr(node, patterns.OVERWRITE):
         return node.value
     if patterns.is_getattr_of(node, patterns.OVERWRITE):
-        return patterns.positional_args(node)[0].value
+        return patterns.getattr_owner(node, patterns.OVERWRITE)
     return None
 
 

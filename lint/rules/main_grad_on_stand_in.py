@@ -201,7 +201,7 @@ def _candidates(unit: Unit):
                 continue
             if patterns.is_attr(sub, patterns.MAIN_GRAD):
                 yield sub.value, node, root, "main_grad is taken from", "main_grad"
-            elif patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
+            elif type(sub) is cst.Call and patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
                 owner = patterns.positional_args(sub)[0].value
                 yield owner, node, root, "main_grad is taken from", "main_grad"
             elif (referent := provenance.weakref_referent(sub)) is not None:

@@ -185,13 +185,32 @@ def check(context: ModuleContext, out: Collector) -> None:
         _check_fsdp_resets(context, out)
     if not ("out" in source or "copy_" in source or "[" in source):
         return
+    callers = _callers(context)
     for unit in context.units:
-        if unit.survey.spells_main_grad and _in_producer(unit) and not _asks(unit):
+        if not unit.survey.spells_main_grad:
+            continue
+        # A helper of the file judged with the functions that call it (one level): the
+        # write moved out of a producer is still the producer's, and a caller that asks
+        # overwrite_main_grad decides for it.
+        around = [unit, *callers.get(unit.name, ())]
+        if any(map(_in_producer, around)) and not any(map(_asks, around)):
             for root, node in unit.expression_roots():
                 if isinstance(root, cst.Assign):
                     _check_slice_assignment(root, out)
                 for sub in patterns.walk(root):
                     _check_call(sub, _Buffers(unit, node), out)
+
+
+def _callers(context: ModuleContext) -> dict[str, list[Unit]]:
+    """function name -> the functions of the file that call a function of that name."""
+    found: dict[str, list[Unit]] = {}
+    names = {u.name for u in context.units if isinstance(u.owner, cst.FunctionDef)}
+    for unit in context.units:
+        if isinstance(unit.owner, cst.FunctionDef):
+            for name in unit.survey.calls & names:
+                if name != unit.name:
+                    found.setdefault(name, []).append(unit)
+    return found
 
 
 def _in_producer(unit: Unit) -> bool:

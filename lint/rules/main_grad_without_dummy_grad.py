@@ -257,18 +257,31 @@ class _Marked:
             name = wgrad.assigned_name(stmt)
             if name is None or name not in self.back or name not in tensors:
                 continue
-            if not _is_none(stmt.value):
+            none = self.none_arm(stmt.value)
+            if none is None:
                 continue
             node = self.unit.node_for(stmt)
             if node is None or self.under_delay(node, mark):
                 continue
             message = NONE_IN_BLOCK.format(name=name, subject=self.out.text(mark.subject))
             dummy = self.dummy(mark)
-            edit = self.out.replace(stmt.value, dummy) if dummy else None
+            edit = self.out.replace(none, dummy) if dummy else None
             fix = self.dummy_fix(mark, edit)
             self.out.report(CODE, stmt, message, fix)
             reported = True
         return reported
+
+    def none_arm(self, value):
+        """The ``None`` this value hands back: the value itself, or an arm of a conditional
+        expression (``zeros(...) if zero_out else None``, as an ``if``/``else`` would assign
+        it) whose test is not about delayed wgrad."""
+        if _is_none(value):
+            return value
+        if isinstance(value, cst.IfExp) and "delay" not in self.unit.context.code(value.test):
+            for arm in (value.body, value.orelse):
+                if _is_none(arm):
+                    return arm
+        return None
 
     def under_delay(self, node, mark: Mark) -> bool:
         for stmt_if, _ in node.enclosing_ifs:

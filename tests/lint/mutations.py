@@ -52,6 +52,9 @@ TORCH_SIGNATURES = {
     "mm": ("input", "mat2"),
 }
 MARK = "# bug"
+# How code names the Parameter beside its copy (``origin_weight`` for ``weight``): a rename
+# keeps the prefix, as the rules' pages say they read it.
+TWIN_PREFIXES = ("origin_", "original_", "orig_")
 _RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins))
 
 
@@ -194,8 +197,9 @@ def _bindings(module: cst.Module) -> _Bindings:
 def _short(name: str, taken: set[str]) -> str:
     """A short name for ``name`` (its parts' initials, ``weight`` -> ``w``), keeping an
     ``origin_`` prefix, not in ``taken``."""
-    if name.startswith("origin_") and len(name) > len("origin_"):
-        return "origin_" + _short(name[len("origin_") :], taken)
+    for prefix in TWIN_PREFIXES:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return prefix + _short(name[len(prefix) :], taken)
     parts = [part for part in name.split("_") if part]
     stem = "".join(part[0] for part in parts).lower() or "v"
     candidate, index = stem, 0
@@ -277,8 +281,8 @@ def _callee_name(call: cst.Call) -> str | None:
 
 def rename_locals(source: str) -> str:
     """Every parameter and local variable gets a short name (``weight`` -> ``w``,
-    ``wgrad`` -> ``w1``, ``origin_weight`` -> ``origin_w``); ``self``, ``ctx`` and ``cls`` keep
-    theirs."""
+    ``wgrad`` -> ``w1``, ``origin_weight`` -> ``origin_w``: a twin prefix stays); ``self``,
+    ``ctx`` and ``cls`` keep theirs."""
     module = _parse(source)
     found = _bindings(module)
     keep = found.module_level | found.declared | {"self", "ctx", "cls", "_"}
@@ -286,10 +290,11 @@ def rename_locals(source: str) -> str:
     mapping: dict[str, str] = {}
     renamed = [name for name in found.local if name not in keep and name not in found.functions]
     # ``origin_w`` stays the twin of ``w``: stems first, then their ``origin_`` names.
-    for name in sorted(renamed, key=lambda n: n.startswith("origin_")):
-        stem = name[len("origin_") :] if name.startswith("origin_") else None
-        if stem in mapping and "origin_" + mapping[stem] not in taken:
-            mapping[name] = "origin_" + mapping[stem]
+    for name in sorted(renamed, key=lambda n: n.startswith(TWIN_PREFIXES)):
+        prefix = next((p for p in TWIN_PREFIXES if name.startswith(p)), "")
+        stem = name[len(prefix) :] if prefix else None
+        if stem in mapping and prefix + mapping[stem] not in taken:
+            mapping[name] = prefix + mapping[stem]
             taken.add(mapping[name])
         else:
             mapping[name] = _short(name, taken)
