@@ -43,6 +43,9 @@ RULE = Rule(
         on a path that no test on `zero_out_wgrad` guards. `get_dummy_wgrad` calls are judged
         only where the dummy leaves the function (returned, put in `.grad`, or stored in what
         the function returns), not where a test fetches the cached dummy to compare.
+
+        Not seen: a dummy allocated in a helper function of the file handed the weight,
+        where the marking is the caller's (each function is judged alone).
     """,
     fix="""
         `get_dummy_wgrad(...)` gains `zero=getattr(param, "zero_out_wgrad", False)` (safe: it

@@ -80,6 +80,9 @@ RULE = Rule(
         Not seen: objects passed through helpers in other files, containers of weights,
         and stand-ins whose names and producers say nothing (a plain `weight` with no
         `origin_weight` beside it is taken to be the Parameter).
+
+        Not seen: a GEMM into the stand-in's main_grad moved into a helper function of the
+        file (each function is judged alone).
     """,
     fix="""
         Read the attribute from the weight being marked or written (unsafe: review that this

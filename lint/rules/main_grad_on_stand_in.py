@@ -56,6 +56,9 @@ RULE = Rule(
         different objects (then nothing is assumed), and stand-ins whose name and producer
         say nothing (a plain `weight` restored from `ctx` with no `origin_weight` beside it is
         taken to be the Parameter: Transformer Engine saves the Parameter itself).
+
+        Not seen: the read moved into a helper function of the file handed the copy (GMLP037
+        reports a copy handed to a helper only where its `origin_` twin is in scope).
     """,
     fix="""
         Keep the Parameter beside the stand-in (`origin_weight`, or a weakref of the

@@ -75,6 +75,11 @@ RULE = Rule(
         it holds. Not seen: an integration that zeroes those buckets itself in its hook
         (reported; suppress with the reason), one whose file never names FSDP, and resets
         in functions named otherwise.
+
+        A helper of the file is judged with the functions that call it by name (one level):
+        called from a producer it is one, called from a function that asks
+        `overwrite_main_grad` it is left alone. Not seen: `accumulate=False` handed to such
+        a helper as an argument.
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by

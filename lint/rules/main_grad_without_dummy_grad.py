@@ -51,6 +51,10 @@ RULE = Rule(
 
         None under a test on delayed wgrad is left alone: with `delay_wgrad_compute` the
         weight carries `skip_backward_post_hook` and `backward_dw()` finishes the job.
+
+        The op-level setting and a test on delayed wgrad are known by their spellings
+        (`accumulate_into_main_grad`, `fuse_wgrad_accumulation`; the word `delay`): renamed
+        locals are not seen as such.
     """,
     fix="""
         Hand back a dummy: `torch.zeros_like(param)` (unsafe: it allocates and fills on every

@@ -49,6 +49,10 @@ RULE = Rule(
         one. The finding sits at the first read of `X.main_grad` on the way to the GEMM.
         Modules that never mention Megatron-FSDP are not checked: code written for
         Megatron's DDP alone has no lazy main_grad to fetch.
+
+        Each function is judged alone: a helper of the file that writes its parameter's
+        main_grad is reported even where every caller fetched first, and a write moved into
+        such a helper is not seen from the caller.
     """,
     fix="""
         Insert `if hasattr(X, "__fsdp_param__"): X.main_grad = X.get_main_grad()` before the

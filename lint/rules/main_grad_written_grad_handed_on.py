@@ -49,6 +49,9 @@ RULE = Rule(
         Not seen: writes by GEMMs (`out=main_grad`: their result *is* main_grad, GMLP031's
         and GMLP005's ground), hand-offs in helpers of other files, the flag set by the
         caller.
+
+        Not seen: the write moved into a helper function of the file (each function is
+        judged alone).
     """,
     fix="""
         Set `param.grad_added_to_main_grad = True` (under `hasattr`) and hand back a dummy

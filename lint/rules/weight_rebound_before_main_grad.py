@@ -66,6 +66,9 @@ RULE = Rule(
         helper, whether a put-back runs on every path, copies kept under another name (that
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
         GTP does that for dgrad and turns the fused main_grad path off itself).
+
+        Not seen: the read of main_grad moved into a helper function of the file handed the
+        rebound name (each function is judged alone).
     """,
     fix="""
         Keep the Parameter: save the original object (or a weakref) and read main_grad and

@@ -341,15 +341,28 @@ def rename_classes(source: str) -> str:
     return module.visit(_Rename(mapping, {})).code
 
 
+def _methods_of_external_subclasses(module: cst.Module, local_classes: set[str]) -> set[str]:
+    """Method names of the classes that extend a class of another file: they may override
+    its methods (renaming them would change what runs)."""
+    found = set()
+    for node in m.findall(module, m.ClassDef()):
+        bases = [_code(arg.value) for arg in node.bases]
+        if any(base not in local_classes and base != "object" for base in bases):
+            found.update(f.name.value for f in m.findall(node.body, m.FunctionDef()))
+    return found
+
+
 def rename_functions(source: str) -> str:
     """Every function of the file that no framework calls by name (not ``forward``,
-    ``backward``, ``backward_dw``, dunders) gets another name, at its calls too."""
+    ``backward``, ``backward_dw``, dunders, nor a method of a class extending a class of
+    another file) gets another name, at its calls too."""
     module = _parse(source)
     found = _bindings(module)
     taken = set(found.identifiers) | _all_attr_names(module)
+    overriding = _methods_of_external_subclasses(module, set(found.classes))
     mapping = {}
     for index, name in enumerate(sorted(found.functions)):
-        if name in PROTOCOL_NAMES or name.startswith("__"):
+        if name in PROTOCOL_NAMES or name.startswith("__") or name in overriding:
             continue
         new = f"step{index}"
         while new in taken:
@@ -986,8 +999,8 @@ class _AugAssignToMethod(cst.CSTTransformer):
         if not (
             isinstance(statement, cst.AugAssign)
             and isinstance(statement.operator, cst.AddAssign)
-            and isinstance(statement.target, (cst.Attribute, cst.Subscript))
-            and "main_grad" in _code(statement.target)
+            and isinstance(statement.target, (cst.Name, cst.Attribute, cst.Subscript))
+            and ("main_grad" in _code(statement.target) or _code(statement.target).endswith("grad"))
         ):
             return updated_node
         call = cst.Call(
@@ -997,7 +1010,8 @@ class _AugAssignToMethod(cst.CSTTransformer):
 
 
 def augassign_as_add_(source: str) -> str:
-    """``X.main_grad += g`` as ``X.main_grad.add_(g)``."""
+    """``X.main_grad += g`` (also a local holding it, or ``w.grad += g``) as
+    ``X.main_grad.add_(g)``: for a tensor, ``+=`` is ``add_`` on the same object."""
     return _parse(source).visit(_AugAssignToMethod()).code
 
 
