@@ -191,6 +191,13 @@ def check(context: ModuleContext, out: Collector) -> None:
     if not ("out" in source or "copy_" in source or "[" in source):
         return
     callers = _callers(context)
+    asked: dict[int, bool] = {}
+
+    def asks(unit: Unit) -> bool:
+        if id(unit) not in asked:
+            asked[id(unit)] = _asks(unit)
+        return asked[id(unit)]
+
     for unit in context.units:
         if not unit.survey.spells_main_grad:
             continue
@@ -198,7 +205,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         # write moved out of a producer is still the producer's, and a caller that asks
         # overwrite_main_grad decides for it.
         around = [unit, *callers.get(unit.name, ())]
-        if any(map(_in_producer, around)) and not any(map(_asks, around)):
+        if any(map(_in_producer, around)) and not any(map(asks, around)):
             for root, node in unit.expression_roots():
                 if isinstance(root, cst.Assign):
                     _check_slice_assignment(root, out)
