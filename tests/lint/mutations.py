@@ -576,10 +576,27 @@ class _BindMainGrad(cst.CSTTransformer):
 
 def bind_main_grad_local(source: str) -> str:
     """Before each statement (or ``if``) that reads ``X.main_grad`` unconditionally, bind
-    ``main_grad = X.main_grad`` and read the local instead."""
+    ``mg_local = X.main_grad`` and read the local instead (a name that says nothing: the
+    rule must follow the binding)."""
     module = _parse(source)
     taken = set(_bindings(module).identifiers)
-    local = "main_grad" if "main_grad" not in taken else "mg_local"
+    local = "mg_local"
+    while local in taken:
+        local += "_"
+    return _bind_main_grad(module, local)
+
+
+def bind_main_grad_named(source: str) -> str:
+    """As ``bind_main_grad_local``, with the local named ``main_grad`` (as Transformer
+    Engine spells it), where no variable of the file has that name."""
+    module = _parse(source)
+    found = _bindings(module)
+    if "main_grad" in found.local or "main_grad" in found.module_level:
+        return source
+    return _bind_main_grad(module, "main_grad")
+
+
+def _bind_main_grad(module: cst.Module, local: str) -> str:
     # An ``elif`` test is evaluated only when the ``if`` before it fails: leave those alone
     # by not hoisting out of If nodes that are another If's orelse (libcst gives them as If).
     return module.visit(_SkipElif(_BindMainGrad(local))).code
@@ -1182,6 +1199,7 @@ MUTATIONS: dict[str, Callable[[str], str]] = {
     "rename-functions": rename_functions,
     "extract-write-helper": extract_main_grad_write,
     "bind-main-grad-local": bind_main_grad_local,
+    "bind-main-grad-named": bind_main_grad_named,
     "swap-if-else": swap_if_else,
     "if-to-ifexp": if_to_conditional_expression,
     "ifexp-to-if": conditional_expression_to_if,
