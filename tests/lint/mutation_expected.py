@@ -61,17 +61,6 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
             }
         ),
     ),
-    ("extract-write-helper", "GMLP033"): (
-        HELPER,
-        frozenset(
-            {
-                "GMLP033-invalid-0",
-                "GMLP033-invalid-1",
-                "class3-write-without-flag-grad-attribute",
-                "class3-write-without-flag-real-grad-handed-on",
-            }
-        ),
-    ),
     ("extract-write-helper", "GMLP036"): (
         HELPER,
         frozenset({"class3-queue-lambda-then-product-under-other-flag"}),
