@@ -181,6 +181,24 @@ def main_grad_owners(expr: cst.CSTNode) -> list[cst.BaseExpression]:
     return found
 
 
+def keyword_value(unit: Unit, call: cst.Call, node: Node, word: str) -> cst.BaseExpression | None:
+    """The value the call passes as ``word=``: spelled in the call, or an entry of a
+    ``**kwargs`` whose one binding reaching ``node`` is a dict literal
+    (``gemm_kwargs = {"out": w.main_grad, ...}``; ``gemm(x, dy, **gemm_kwargs)``)."""
+    arg = patterns.keyword_arg(call, word)
+    if arg is not None:
+        return arg.value
+    for arg in call.args:
+        if arg.star == "**":
+            entries = patterns.dict_entries(arg.value)
+            if entries is None and type(arg.value) is cst.Name:
+                defs = unit.reaching.reaching(arg.value.value, node)
+                entries = patterns.dict_entries(defs[0].value) if len(defs) == 1 else None
+            if entries is not None and word in entries:
+                return entries[word]
+    return None
+
+
 def looks_like_gemm(call: cst.Call) -> bool:
     """A call that computes a product into an output: its name has ``gemm`` or ``matmul``
     or ends in ``mm`` (``addmm``, ``bmm``), or it takes ``out=``."""

@@ -214,8 +214,8 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
             return True
         return False
     if isinstance(expr, cst.Call):
-        out = patterns.keyword_arg(expr, "out")
-        if out is not None and _holds(unit, out.value, node, seen, tests):
+        out = wgrad.keyword_value(unit, expr, node, "out")  # also from a **kwargs dict
+        if out is not None and _holds(unit, out, node, seen, tests):
             return True  # a call given ``out=`` returns that tensor: the GEMM's result
         if isinstance(expr.func, cst.Attribute):
             name = expr.func.attr.value
@@ -265,8 +265,8 @@ def _first_output_holds(unit: Unit, value, node, seen: set[str], tests: set[str]
     a local every reaching binding of which is such a GEMM's tuple
     (``outputs = gemm(..., out=...)``; ``wgrad, _ = outputs``)."""
     if isinstance(value, cst.Call):
-        out = patterns.keyword_arg(value, "out")
-        return out is not None and _holds(unit, out.value, node, seen, tests)
+        out = wgrad.keyword_value(unit, value, node, "out")
+        return out is not None and _holds(unit, out, node, seen, tests)
     if isinstance(value, cst.Name) and value.value not in seen:
         defs = unit.reaching.reaching(value.value, node)
         seen = seen | {value.value}

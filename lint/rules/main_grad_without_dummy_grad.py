@@ -320,10 +320,10 @@ class _Marked:
             return False
         if not _first_target(d):
             return False  # ``wgrad, grad_bias, _ = gemm(...)``: only wgrad is the output
-        out_arg = patterns.keyword_arg(value, "out")
-        if out_arg is None:
+        out = wgrad.keyword_value(self.unit, value, d.node, "out")  # also from a **kwargs dict
+        if out is None:
             return False
-        return any(wgrad.stem(owner) == subject for owner in wgrad.main_grad_owners(out_arg.value))
+        return any(wgrad.stem(owner) == subject for owner in wgrad.main_grad_owners(out))
 
     def insert(self, mark: Mark, name: str, text: str) -> Edit:
         """A new line ``name = text`` right after the mark, at its indentation."""

@@ -1192,6 +1192,119 @@ def keyword_order(source: str) -> str:
     return _parse(source).visit(_ReverseKeywords()).code
 
 
+class _KeywordsToDict(cst.CSTTransformer):
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+        self.depth = 0
+
+    def visit_FunctionDef(self, node) -> None:
+        self.depth += 1
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        self.depth -= 1
+        return updated_node
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        if not self.depth or len(updated_node.body) != 1:
+            return updated_node
+        (statement,) = updated_node.body
+        call = getattr(statement, "value", None)
+        if not isinstance(statement, (cst.Expr, cst.Assign, cst.Return)) or not isinstance(
+            call, cst.Call
+        ):
+            return updated_node
+        keywords = [a for a in call.args if a.keyword is not None]
+        if not any(a.keyword.value == "out" for a in keywords) or any(a.star for a in call.args):
+            return updated_node
+        name = "gemm_kwargs"
+        while name in self.taken:
+            name += "_"
+        self.taken.add(name)
+        entries = [
+            cst.DictElement(cst.SimpleString(f'"{a.keyword.value}"'), a.value) for a in keywords
+        ]
+        trailing = _mark_comment() if _marked(original_node) else cst.TrailingWhitespace()
+        binding = cst.SimpleStatementLine(
+            [cst.Assign([cst.AssignTarget(cst.Name(name))], cst.Dict(entries))],
+            trailing_whitespace=trailing,
+        )
+        args = [
+            a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in call.args if a.keyword is None
+        ]
+        args.append(cst.Arg(cst.Name(name), star="**"))
+        args = [
+            arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            if i < len(args) - 1
+            else arg
+            for i, arg in enumerate(args)
+        ]
+        new_call = call.with_changes(args=args)
+        replaced = updated_node.with_changes(body=[statement.with_changes(value=new_call)])
+        return cst.FlattenSentinel([binding, replaced])
+
+
+def keywords_to_dict(source: str) -> str:
+    """A call given ``out=`` (a GEMM handed its destination) takes its keyword arguments
+    from a dict built just before it: ``gemm_kwargs = {"out": ..., ...}``;
+    ``gemm(x, dy, **gemm_kwargs)``."""
+    module = _parse(source)
+    taken = set(_bindings(module).identifiers)
+    return module.visit(_KeywordsToDict(taken)).code
+
+
+class _UnpackByIndex(cst.CSTTransformer):
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        if len(updated_node.body) != 1:
+            return updated_node
+        (statement,) = updated_node.body
+        if not (
+            isinstance(statement, cst.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, (cst.Tuple, cst.List))
+        ):
+            return updated_node
+        elements = statement.targets[0].target.elements
+        if any(isinstance(e, cst.StarredElement) for e in elements) or not elements:
+            return updated_node
+        if isinstance(statement.value, (cst.Tuple, cst.List)):
+            return updated_node  # ``a, b = x, y`` binds each name directly
+        name = "saved"
+        while name in self.taken:
+            name += "_"
+        self.taken.add(name)
+        trailing = _mark_comment() if _marked(original_node) else cst.TrailingWhitespace()
+        lines = [
+            cst.SimpleStatementLine(
+                [cst.Assign([cst.AssignTarget(cst.Name(name))], statement.value)],
+                leading_lines=updated_node.leading_lines,
+                trailing_whitespace=trailing,
+            )
+        ]
+        for index, element in enumerate(elements):
+            item = cst.Subscript(
+                cst.Name(name), [cst.SubscriptElement(cst.Index(cst.Integer(str(index))))]
+            )
+            lines.append(
+                cst.SimpleStatementLine(
+                    [cst.Assign([cst.AssignTarget(element.value)], item)],
+                    trailing_whitespace=trailing,
+                )
+            )
+        return cst.FlattenSentinel(lines)
+
+
+def unpack_by_index(source: str) -> str:
+    """``a, b = value`` (``ctx.saved_tensors``, a GEMM's tuple; not a display) as
+    ``saved = value`` then ``a = saved[0]`` and ``b = saved[1]`` (for a tuple or list value:
+    the same objects)."""
+    module = _parse(source)
+    taken = set(_bindings(module).identifiers)
+    return module.visit(_UnpackByIndex(taken)).code
+
+
 MUTATIONS: dict[str, Callable[[str], str]] = {
     "rename-locals": rename_locals,
     "rename-ctx-attrs": rename_ctx_attrs,
@@ -1214,6 +1327,8 @@ MUTATIONS: dict[str, Callable[[str], str]] = {
     "positional-to-keyword": positional_to_keyword,
     "keyword-to-positional": keyword_to_positional,
     "keyword-order": keyword_order,
+    "keywords-to-dict": keywords_to_dict,
+    "unpack-by-index": unpack_by_index,
 }
 
 

@@ -32,6 +32,7 @@ SAMPLE = textwrap.dedent(
 
 
     def helper(w, flag):
+        first, second = w.chunk(2)
         return torch.zeros_like(w, dtype=w.dtype, device=w.device)
     """
 ).lstrip()
@@ -81,6 +82,14 @@ EXPECTED = {
     ),
     "keyword-to-positional": (["self.helper(weight, flag)"], []),
     "keyword-order": (["return torch.zeros_like(w, device=w.device, dtype=w.dtype, )"], []),
+    "keywords-to-dict": (
+        ['gemm_kwargs = {"out": out}', "torch.matmul(dy, x, **gemm_kwargs)"],
+        ["torch.matmul(dy, x, out=out)"],
+    ),
+    "unpack-by-index": (
+        ["saved = w.chunk(2)", "first = saved[0]", "second = saved[1]"],
+        ["first, second = w.chunk(2)"],
+    ),
 }
 
 
