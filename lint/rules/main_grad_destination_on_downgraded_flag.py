@@ -58,9 +58,7 @@ RULE = Rule(
         defined in the file or in another file linted in the same run.
 
         Not seen: a destination chosen in a helper function of the file that is handed the
-        flag as an argument (each function is judged alone; issue #19 mutations); a GEMM
-        whose `out=` comes from a `**kwargs` dict, whose result is then not known to be
-        main_grad.
+        flag as an argument (each function is judged alone; issue #19 mutations).
     """,
     fix="""
         Gate on the op-level expression the flag was derived from (for example

@@ -70,18 +70,6 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
         "helper's own helper is not followed",
         frozenset({"class1-unsharded-list-to-loop-over-main-grads"}),
     ),
-    ("keywords-to-dict", "GMLP001"): (
-        "GMLP001 knows a GEMM's result is main_grad from an `out=` spelled in the call (its "
-        "page); from a `**kwargs` dict the same line is reported as GMLP002 (the dummy gated "
-        "on the flag) or not at all",
-        frozenset(
-            {
-                "class7-and-or-spelling-in-assignment",
-                "class7-dummy-chosen-in-return-ifexp",
-                "class7-gradients-tuple-chosen-on-flag",
-            }
-        ),
-    ),
     ("rename-functions", "GMLP016"): (
         PRODUCER_NAMES,
         frozenset(
