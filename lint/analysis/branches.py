@@ -106,9 +106,9 @@ class _Finder:
             orelse = self.effects(iter_statements([stmt.orelse]))
         elif isinstance(stmt.orelse, cst.Else):
             orelse = self.effects(iter_statements(suite_body(stmt.orelse.body)))
-        elif _ends_in_jump(body_statements):
+        elif ends_in_jump(body_statements):
             # ``if overwrite: return scratch`` - what follows is the other side.
-            orelse = self.effects(iter_statements(_after(stmt, suite)))
+            orelse = self.effects(iter_statements(after(stmt, suite)))
         else:
             orelse = Effects()
         self.found.append(Branch(self.unit, stmt.test, node, body, orelse))
@@ -264,7 +264,7 @@ def _and_or_choice(expr: cst.CSTNode) -> cst.IfExp | None:
     return cst.IfExp(test=left.left, body=left.right, orelse=expr.right)
 
 
-def _ends_in_jump(statements: Sequence[cst.CSTNode]) -> bool:
+def ends_in_jump(statements: Sequence[cst.CSTNode]) -> bool:
     return _ends_in(statements, (cst.Return, cst.Raise, cst.Continue, cst.Break))
 
 
@@ -277,7 +277,7 @@ def _ends_in(statements: Sequence[cst.CSTNode], kinds) -> bool:
     return isinstance(last, kinds)
 
 
-def _after(stmt: cst.CSTNode, suite: Sequence[cst.CSTNode]) -> Sequence[cst.CSTNode]:
+def after(stmt: cst.CSTNode, suite: Sequence[cst.CSTNode]) -> Sequence[cst.CSTNode]:
     for i, other in enumerate(suite):
         if other is stmt:
             return suite[i + 1 :]

@@ -345,4 +345,14 @@ class Aliases:
         if name in patterns.NON_ALIASING_CALLS or name in patterns.ALLOCATORS:
             return False
         # A wrapper built around the buffer (a grouped tensor made from it, a list of it).
-        return any(self.expr(arg.value, node) for arg in call.args)
+        if any(self.expr(arg.value, node) for arg in call.args if arg.star != "**"):
+            return True
+        # ``gemm(x, dy, **kwargs)`` with ``kwargs = {"out": w.main_grad, ...}`` bound once:
+        # the GEMM returns its ``out``.
+        for arg in call.args:
+            if arg.star == "**" and isinstance(arg.value, cst.Name):
+                defs = self.reaching.reaching(arg.value.value, node)
+                entries = patterns.dict_entries(defs[0].value) if len(defs) == 1 else None
+                if entries and "out" in entries and self.expr(entries["out"], defs[0].node):
+                    return True
+        return False

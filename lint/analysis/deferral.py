@@ -108,6 +108,10 @@ class _Scope:
             for sub in _walk_with_nested(current):
                 if isinstance(sub, cst.Attribute) and MAIN_GRAD in sub.attr.value:
                     return True
+                if patterns.callee_name(sub) == "getattr" and any(
+                    MAIN_GRAD in (patterns.string_value(a.value) or "") for a in sub.args
+                ):
+                    return True
                 if _assigns_grad(sub):
                     return True
                 if isinstance(sub, cst.Name):
@@ -146,14 +150,14 @@ def _walk_with_nested(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def _calls(body: Sequence[cst.CSTNode], alternative: bool) -> Iterator[tuple[cst.Call, bool]]:
     """Method calls made as statements in ``body`` (``x.put(...)``, ``h = x.put(...)``),
     with whether another path of the function does work instead (see the module's text)."""
-    for stmt in body:
+    for index, stmt in enumerate(body):
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 value = getattr(small, "value", None)
                 if isinstance(small, (cst.Expr, cst.Assign)) and _is_method_call(value):
                     yield value, alternative
         elif isinstance(stmt, cst.If):
-            yield from _branches(stmt, alternative)
+            yield from _branches(stmt, alternative, body[index + 1 :])
             if stmt.orelse is None and _does_work_and_returns(stmt.body):
                 alternative = True  # the rest of this block runs only when that path did not
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
@@ -163,16 +167,43 @@ def _calls(body: Sequence[cst.CSTNode], alternative: bool) -> Iterator[tuple[cst
                 yield from _calls(suite_body(suite), alternative)
 
 
-def _branches(stmt: cst.If, alternative: bool) -> Iterator[tuple[cst.Call, bool]]:
+def _branches(
+    stmt: cst.If, alternative: bool, rest: Sequence[cst.CSTNode]
+) -> Iterator[tuple[cst.Call, bool]]:
+    """The calls of each arm; ``rest``, the statements after the ``if`` in its block, is
+    another path for an arm that ends in a jump (``if delay: put(...); return``) when some
+    path gets past the ``if`` (no ``else``, or an arm that does not jump)."""
     arms: list[cst.BaseSuite] = [stmt.body]
     current: cst.CSTNode | None = stmt.orelse
     while current is not None:
         arms.append(current.body)
         current = current.orelse if isinstance(current, cst.If) else None
+    jumps = [_ends_in_jump(suite_body(arm)) for arm in arms]
+    falls_through = not isinstance(current_else(stmt), cst.Else) or not all(jumps)
+    rest_works = falls_through and _calls_something_in(rest)
     for index, arm in enumerate(arms):
         others = arms[:index] + arms[index + 1 :]
         here = alternative or any(_calls_something(other) for other in others)
+        here = here or (jumps[index] and rest_works)
         yield from _calls(suite_body(arm), here)
+
+
+def current_else(stmt: cst.If) -> cst.CSTNode | None:
+    """The last ``else`` of an ``if``/``elif`` chain (None when it has none)."""
+    current: cst.CSTNode | None = stmt.orelse
+    while isinstance(current, cst.If):
+        current = current.orelse
+    return current
+
+
+def _ends_in_jump(body: Sequence[cst.CSTNode]) -> bool:
+    return bool(body) and _raises_or_returns(body[-1])
+
+
+def _raises_or_returns(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in stmt.body
+    )
 
 
 def _suites(stmt: cst.CSTNode) -> Iterator[cst.BaseSuite]:
@@ -200,9 +231,13 @@ def _is_method_call(node: cst.CSTNode | None) -> bool:
 def _calls_something(suite: cst.BaseSuite) -> bool:
     """The branch does some work: it calls something (a branch that only assigns, raises
     or passes computes no weight gradient)."""
+    return _calls_something_in(suite_body(suite))
+
+
+def _calls_something_in(statements: Sequence[cst.CSTNode]) -> bool:
     return any(
         isinstance(n, cst.Call)
-        for stmt in suite_body(suite)
+        for stmt in statements
         if not _raises(stmt)
         for n in patterns.walk(stmt)
     )

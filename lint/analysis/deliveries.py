@@ -226,6 +226,8 @@ def _is_plain_holding(value: cst.CSTNode) -> bool:
     or a view of one (``w.main_grad.view(-1)``)."""
     if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Dict, cst.List, cst.Tuple)):
         return True
+    if patterns.main_grad_owner(value) is not None:
+        return True  # ``getattr(w, "main_grad")``
     if patterns.MAIN_GRAD in (patterns.callee_name(value) or ""):
         return True  # a fetch of it: ``main_grad = ctx.main_grad_func()``
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):

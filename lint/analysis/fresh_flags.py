@@ -24,15 +24,20 @@ FLAG = "grad_added_to_main_grad"
 
 @dataclass(frozen=True)
 class FlagOnCopy:
-    target: cst.Attribute  # ``w.grad_added_to_main_grad`` / ``c[k].grad_added_to_main_grad``
+    # ``w.grad_added_to_main_grad`` / ``c[k].grad_added_to_main_grad`` / the setattr call
+    target: cst.CSTNode
     fresh: Def  # the binding that made the copy
 
 
-def _flag_targets(root: cst.CSTNode) -> Iterator[cst.Attribute]:
+def _flag_targets(root: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
+    """(where, owner) for ``owner.grad_added_to_main_grad = ...`` (where: the target) and
+    ``setattr(owner, "grad_added_to_main_grad", ...)`` (where: the call)."""
     if isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
         for target in patterns.assignment_targets(root):
             if patterns.is_attr(target, FLAG):
-                yield target
+                yield target, target.value
+    elif isinstance(root, cst.Expr) and patterns.attribute_set(root, FLAG) is not None:
+        yield root.value, patterns.attribute_set(root, FLAG)[0]
 
 
 def _subscript_stores(root: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpression]]:
@@ -58,8 +63,7 @@ def flags_on_copies(unit: Unit, is_fresh: Callable[[Def], bool]) -> list[FlagOnC
                         stored.setdefault(container, []).append((node, d))
     found = []
     for root, node in unit.expression_roots():
-        for target in _flag_targets(root):
-            owner = target.value
+        for target, owner in _flag_targets(root):
             if isinstance(owner, cst.Name):
                 found.extend(
                     FlagOnCopy(target, d)

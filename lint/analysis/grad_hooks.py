@@ -207,7 +207,7 @@ def _layers_of(expr, bindings, layers: set[str], depth: int = 0) -> set[str]:
     if isinstance(expr, cst.Attribute) and expr.attr.value == WEIGHT:
         owner = expr.value
     elif patterns.is_getattr_of(expr, WEIGHT):
-        owner = expr.args[0].value
+        owner = patterns.getattr_owner(expr, WEIGHT)
     if owner is None:
         return set()
     return {layer for layer in _modules_of(owner, bindings, depth) if layer in layers}

@@ -64,10 +64,11 @@ def is_stored_hook(attr: str) -> bool:
     )
 
 
-# ``fire = p._grad_accum_hook`` / ``fire = getattr(p, "_grad_accum_hook", None)``: a local
-# holding a stored hook, fired later under its own name.
+# ``fire = p._grad_accum_hook`` / ``fire = getattr(p, "_grad_accum_hook", None)`` /
+# ``fire = p._grad_accum_hook if hasattr(p, ...) else None``: a local holding a stored hook,
+# fired later under its own name.
 _BOUND_HOOK = re.compile(
-    r"(\w+)\s*=\s*(?:getattr\(\s*\w+\s*,\s*[\"'](\w+)[\"']|\w+\.(\w+)\s*(?:$|#|;))"
+    r"(\w+)\s*=\s*(?:getattr\(\s*\w+\s*,\s*[\"'](\w+)[\"']|\(?\s*\w+\.(\w+)\s*(?:$|#|;|if\b))"
 )
 
 
@@ -174,6 +175,8 @@ def _hook_owner(value: cst.CSTNode | None) -> str | None:
     ``<hooks>[p]``."""
     if type(value) is cst.Subscript:
         return _container_key(value)
+    if type(value) is cst.IfExp and patterns.is_none_like(value.orelse):
+        return _hook_owner(value.body)  # ``p.<hook> if hasattr(p, "<hook>") else None``
     if type(value) is cst.Attribute and type(value.value) is cst.Name:
         return value.value.value if is_stored_hook(value.attr.value) else None
     if patterns.callee_name(value) == "getattr" and type(value.func) is cst.Name:

@@ -294,11 +294,57 @@ def attribute_set(
     return None
 
 
-def is_getattr_of(node: cst.CSTNode, attr: str) -> bool:
-    if callee_name(node) != "getattr" or type(node.func) is not cst.Name:
-        return False
+def method_call(
+    node: cst.CSTNode,
+) -> tuple[cst.BaseExpression, str, list[cst.Arg]] | None:
+    """(receiver, method, positional arguments) for ``R.m(a, ...)`` and for the unbound
+    spelling ``torch.Tensor.m(R, a, ...)`` / ``Tensor.m(R, a, ...)``; None for other calls."""
+    if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
+        return None
+    func = node.func
     args = positional_args(node)
-    return len(args) >= 2 and string_is(args[1].value, attr)
+    owner = func.value
+    unbound = (type(owner) is cst.Name and owner.value == "Tensor") or (
+        type(owner) is cst.Attribute
+        and owner.attr.value == "Tensor"
+        and type(owner.value) is cst.Name
+        and owner.value.value == "torch"
+    )
+    if unbound:
+        return (args[0].value, func.attr.value, args[1:]) if args else None
+    return owner, func.attr.value, args
+
+
+def is_getattr_of(node: cst.CSTNode, attr: str) -> bool:
+    """``getattr(X, "attr"[, default])`` or its guarded spelling
+    ``X.attr if hasattr(X, "attr") else default``."""
+    return getattr_owner(node, attr) is not None
+
+
+def getattr_owner(node: cst.CSTNode, attr: str) -> cst.BaseExpression | None:
+    """X for ``getattr(X, "attr"[, default])`` and ``X.attr if hasattr(X, "attr") else d``."""
+    kind = type(node)
+    if kind is cst.Call:
+        if callee_name(node) != "getattr" or type(node.func) is not cst.Name:
+            return None
+        args = positional_args(node)
+        return args[0].value if len(args) >= 2 and string_is(args[1].value, attr) else None
+    if kind is cst.IfExp and is_attr(node.body, attr):
+        test = node.test
+        if callee_name(test) != "hasattr" or type(test.func) is not cst.Name:
+            return None
+        args = positional_args(test)
+        owner = node.body.value
+        if len(args) == 2 and string_is(args[1].value, attr) and args[0].value.deep_equals(owner):
+            return owner
+    return None
+
+
+def main_grad_owner(node: cst.CSTNode) -> cst.BaseExpression | None:
+    """X for ``X.main_grad`` or ``getattr(X, "main_grad")`` (with or without a default)."""
+    if type(node) is cst.Attribute:
+        return node.value if node.attr.value == MAIN_GRAD else None
+    return getattr_owner(node, MAIN_GRAD)
 
 
 def is_main_grad_fetch(node: cst.CSTNode) -> bool:

@@ -338,6 +338,10 @@ def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> s
             kind = kind or SAVED
         return _as_stand_in(objects, d.name, kind)
     value = d.value
+    restored = _item_of_saved(objects, unit, value, d.node)
+    if restored is not None:
+        # ``saved = ctx.saved_tensors; w = saved[0]``: as ``w, ... = ctx.saved_tensors``
+        return _as_stand_in(objects, d.name, restored or by_name(d.name) or SAVED)
     if isinstance(value, (cst.Name, cst.Subscript)):
         return surely_stand_in(objects, unit, value, d.node, seen)
     if isinstance(value, cst.Attribute):
@@ -346,6 +350,36 @@ def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> s
             return _as_stand_in(objects, d.name, kind)
         return None
     return _as_stand_in(objects, d.name, objects.of(value))
+
+
+def _item_of_saved(objects: Provenance, unit: Unit, value, node) -> str | None:
+    """For ``X[i]`` where every binding of X reaching ``node`` restores the saved tensors
+    (``ctx.saved_tensors``, ``restore_from_saved(...)``): what forward saved at position i
+    (``""`` when unknown); None for anything else."""
+    if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)):
+        return None
+    defs = unit.reaching.reaching(value.value.value, node)
+    if not defs or not all(
+        d.kind == "assign"
+        and d.value is not None
+        and (
+            _is_saved_tensors(d.value)
+            or (
+                isinstance(d.value, cst.Call)
+                and of_value(d.value, {}, objects.helpers, objects.ctx) == SAVED
+            )
+        )
+        for d in defs
+    ):
+        return None
+    if not all(_is_saved_tensors(d.value) for d in defs):
+        return ""
+    index = value.slice[0].slice if len(value.slice) == 1 else None
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+        position = int(index.value.value)
+        if position < len(objects.ctx.saved):
+            return objects.ctx.saved[position] or ""
+    return ""
 
 
 def _as_stand_in(objects: Provenance, name: str, kind: str | None) -> str | None:

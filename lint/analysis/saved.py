@@ -211,17 +211,22 @@ def _closures_seeing(unit: Unit, name: str, d) -> list[Unit]:
 
 def _puts_back(root: cst.CSTNode, name: str) -> bool:
     """``w.main_grad = mg`` or ``w.main_grad = main_grads[i]``: re-attaching the restored
-    buffer to a weight (the CPU-offloading path), not writing into it."""
-    if not isinstance(root, cst.Assign):
+    buffer to a weight (the CPU-offloading path), not writing into it; also spelled
+    ``setattr(w, "main_grad", mg)``."""
+    if isinstance(root, cst.Expr):
+        found = patterns.attribute_set(root, patterns.MAIN_GRAD)
+        if found is None:
+            return False
+        value = found[1]
+    elif isinstance(root, cst.Assign):
+        if not all(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in root.targets):
+            return False
+        value = root.value
+    else:
         return False
-    value = root.value
     while isinstance(value, cst.Subscript):
         value = value.value
-    return (
-        isinstance(value, cst.Name)
-        and value.value == name
-        and all(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in root.targets)
-    )
+    return isinstance(value, cst.Name) and value.value == name
 
 
 def _buffer_reads(root: cst.CSTNode, name: str) -> list[cst.Name]:

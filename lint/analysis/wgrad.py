@@ -176,9 +176,27 @@ def main_grad_owners(expr: cst.CSTNode) -> list[cst.BaseExpression]:
     for sub in patterns.walk(expr):
         if patterns.is_attr(sub, patterns.MAIN_GRAD):
             found.append(sub.value)
-        elif patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
+        elif type(sub) is cst.Call and patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
             found.append(patterns.positional_args(sub)[0].value)
     return found
+
+
+def keyword_value(unit: Unit, call: cst.Call, node: Node, word: str) -> cst.BaseExpression | None:
+    """The value the call passes as ``word=``: spelled in the call, or an entry of a
+    ``**kwargs`` whose one binding reaching ``node`` is a dict literal
+    (``gemm_kwargs = {"out": w.main_grad, ...}``; ``gemm(x, dy, **gemm_kwargs)``)."""
+    arg = patterns.keyword_arg(call, word)
+    if arg is not None:
+        return arg.value
+    for arg in call.args:
+        if arg.star == "**":
+            entries = patterns.dict_entries(arg.value)
+            if entries is None and type(arg.value) is cst.Name:
+                defs = unit.reaching.reaching(arg.value.value, node)
+                entries = patterns.dict_entries(defs[0].value) if len(defs) == 1 else None
+            if entries is not None and word in entries:
+                return entries[word]
+    return None
 
 
 def looks_like_gemm(call: cst.Call) -> bool:
@@ -232,11 +250,15 @@ def small_statements(suite: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
 
 
 def marks_grad_added(small: cst.CSTNode) -> bool:
-    """``X.grad_added_to_main_grad = <not False>`` or a call of a ``*grad_added*`` helper."""
+    """``X.grad_added_to_main_grad = <not False>`` (or ``setattr(X, ..., <not False>)``) or a
+    call of a ``*grad_added*`` helper."""
     if (
         isinstance(small, cst.Assign)
         and not patterns.is_false_literal(small.value)
         and any(patterns.is_attr(t.target, patterns.GRAD_ADDED) for t in small.targets)
     ):
+        return True
+    found = patterns.attribute_set(small, patterns.GRAD_ADDED)
+    if found is not None and not patterns.is_false_literal(found[1]):
         return True
     return any("grad_added" in (patterns.callee_name(s) or "") for s in patterns.walk(small))

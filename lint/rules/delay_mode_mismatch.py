@@ -61,6 +61,10 @@ RULE = Rule(
         another file, and whether two different terms always agree at run time (a guard on
         `config.delay_wgrad_compute` for a layer built with a parameter the caller fills
         from that same config is reported; suppress it with the reason).
+
+        Terms are compared by their text with `self.` dropped: a constructor parameter named
+        otherwise than the attribute a base class of another file keeps it in (`c` kept as
+        `self.config`) reads as another term, and is reported.
     """,
     fix="""
         Test the mode the layer was built with (or the layer's own

@@ -54,6 +54,10 @@ RULE = Rule(
         the answer); the converse, a contribution dropped under `if p.grad is None:` with
         no `else` (Transformer Engine sets bias gradients that way on purpose when the
         main backward already produced one, so that shape alone does not tell a bug).
+
+        A producer is known by its name (the words above) and a weight by its spelling
+        (`weight`, `param`) or a binding from such a spelling: a function or local renamed
+        away from them is not seen.
     """,
     fix="""
         Add into `.grad` when it is already set: `if p.grad is None: p.grad = g` /

@@ -43,6 +43,9 @@ RULE = Rule(
         on a path that no test on `zero_out_wgrad` guards. `get_dummy_wgrad` calls are judged
         only where the dummy leaves the function (returned, put in `.grad`, or stored in what
         the function returns), not where a test fetches the cached dummy to compare.
+
+        Not seen: a dummy allocated in a helper function of the file handed the weight,
+        where the marking is the caller's (each function is judged alone).
     """,
     fix="""
         `get_dummy_wgrad(...)` gains `zero=getattr(param, "zero_out_wgrad", False)` (safe: it
@@ -316,11 +319,11 @@ class _Unit:
         """The text of X for every ``X.main_grad`` this function touches."""
         if self._owners is None:
             self._owners = {
-                self.unit.context.code(sub.value)
+                self.unit.context.code(owner)
                 for stmt, _ in self.unit.statements()
                 if not isinstance(stmt, cst.BaseCompoundStatement)
                 for sub in patterns.walk(stmt)
-                if patterns.is_attr(sub, patterns.MAIN_GRAD)
+                if (owner := patterns.main_grad_owner(sub)) is not None
             }
         return self._owners
 

@@ -56,6 +56,9 @@ RULE = Rule(
         helper that returns a value computed from `overwrite_main_grad` (Transformer
         Engine's `get_accumulate_flag_in_param`) is recognised by its body when it is
         defined in the file or in another file linted in the same run.
+
+        Not seen: a destination chosen in a helper function of the file that is handed the
+        flag as an argument (each function is judged alone; issue #19 mutations).
     """,
     fix="""
         Gate on the op-level expression the flag was derived from (for example

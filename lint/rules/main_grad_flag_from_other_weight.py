@@ -80,6 +80,9 @@ RULE = Rule(
         Not seen: objects passed through helpers in other files, containers of weights,
         and stand-ins whose names and producers say nothing (a plain `weight` with no
         `origin_weight` beside it is taken to be the Parameter).
+
+        Not seen: a GEMM into the stand-in's main_grad moved into a helper function of the
+        file (each function is judged alone).
     """,
     fix="""
         Read the attribute from the weight being marked or written (unsafe: review that this
@@ -343,7 +346,13 @@ def _grouped_gemm_code(unit) -> bool:
     """The function runs a grouped GEMM: its weights are experts' weights. Megatron sets
     ``zero_out_wgrad`` only on the shared embedding / output weight, never on an expert's,
     so reading it from an expert weight's stand-in answers what the Parameter would."""
-    return any(word in call.lower() for call in unit.survey.calls for word in GROUPED_GEMM_WORDS)
+    calls = set(unit.survey.calls)
+    # The file's own functions it calls run the GEMM for it just as well (one level).
+    for other in unit.context.units:
+        owner = other.owner
+        if isinstance(owner, cst.FunctionDef) and owner.name.value in calls:
+            calls.update(other.survey.calls)
+    return any(word in call.lower() for call in calls for word in GROUPED_GEMM_WORDS)
 
 
 def _check_block(mark: Mark, objects: Provenance, out: Collector, experts: bool) -> None:
@@ -480,7 +489,7 @@ def _overwrite_owner(node) -> cst.BaseExpression | None:
     if patterns.is_attr(node, patterns.OVERWRITE):
         return node.value
     if patterns.is_getattr_of(node, patterns.OVERWRITE):
-        return patterns.positional_args(node)[0].value
+        return patterns.getattr_owner(node, patterns.OVERWRITE)
     return None
 
 

@@ -214,8 +214,8 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
             return True
         return False
     if isinstance(expr, cst.Call):
-        out = patterns.keyword_arg(expr, "out")
-        if out is not None and _holds(unit, out.value, node, seen, tests):
+        out = wgrad.keyword_value(unit, expr, node, "out")  # also from a **kwargs dict
+        if out is not None and _holds(unit, out, node, seen, tests):
             return True  # a call given ``out=`` returns that tensor: the GEMM's result
         if isinstance(expr.func, cst.Attribute):
             name = expr.func.attr.value
@@ -225,7 +225,22 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
     if isinstance(expr, cst.Name) and expr.value not in seen:
         defs = unit.reaching.reaching(expr.value, node)
         seen = seen | {expr.value}
-        return bool(defs) and all(_binding_holds(unit, d, seen, tests) for d in defs)
+        held = [_binding_holds(unit, d, seen, tests) for d in defs]
+        if not defs or not any(held):
+            return False
+        if all(held):
+            return True
+        # ``if fuse: out = w.main_grad`` / ``else: out = None``: as a conditional expression,
+        # main_grad on the path through the branch that bound it.
+        if not all(
+            h or (d.value is not None and patterns.is_none_like(d.value))
+            for h, d in zip(held, defs)
+        ):
+            return False
+        for h, d in zip(held, defs):
+            if h and d.node.enclosing_ifs:
+                tests.add(unit.context.code(d.node.enclosing_ifs[0][0].test).strip())
+        return True
     return False
 
 
@@ -250,8 +265,8 @@ def _first_output_holds(unit: Unit, value, node, seen: set[str], tests: set[str]
     a local every reaching binding of which is such a GEMM's tuple
     (``outputs = gemm(..., out=...)``; ``wgrad, _ = outputs``)."""
     if isinstance(value, cst.Call):
-        out = patterns.keyword_arg(value, "out")
-        return out is not None and _holds(unit, out.value, node, seen, tests)
+        out = wgrad.keyword_value(unit, value, node, "out")
+        return out is not None and _holds(unit, out, node, seen, tests)
     if isinstance(value, cst.Name) and value.value not in seen:
         defs = unit.reaching.reaching(value.value, node)
         seen = seen | {value.value}

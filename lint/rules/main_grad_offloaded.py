@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..lazy import LazyModule
@@ -103,24 +104,37 @@ def check(context: ModuleContext, out: Collector) -> None:
             continue
         flagged: list[tuple[cst.CSTNode, tuple]] = []
         for stmt, suite in unit.statements():
-            if _marks_main_grad(stmt):
+            if _marks_main_grad(stmt, partial(_holds_main_grad, unit, stmt=stmt)):
                 flagged.append((stmt, suite))
         for stmt, suite in flagged:
             out.report(CODE, stmt, MESSAGE, _removal(out, stmt, suite, flagged))
 
 
-def _marks_main_grad(stmt) -> bool:
+def _holds_main_grad(unit, arg, *, stmt) -> bool:
+    """``arg`` is a local every binding of which reaching ``stmt`` is main_grad
+    (``mg = w.main_grad``; ``mark_offload(mg)``)."""
+    if type(arg) is not cst.Name:
+        return False
+    node = unit.node_for(stmt)
+    defs = unit.reaching.reaching(arg.value, node) if node is not None else []
+    return bool(defs) and all(
+        d.value is not None and patterns.main_grad_owner(d.value) is not None for d in defs
+    )
+
+
+def _marks_main_grad(stmt, holds=lambda arg: False) -> bool:
     if isinstance(stmt, cst.Assign):
         return any(
             isinstance(t.target, cst.Attribute)
             and "offload" in t.target.attr.value
-            and patterns.is_attr(t.target.value, patterns.MAIN_GRAD)
+            and patterns.main_grad_owner(t.target.value) is not None
             for t in stmt.targets
         )
     if isinstance(stmt, cst.Expr):
         for sub in patterns.walk(stmt.value):
             if "offload" in (patterns.callee_name(sub) or "") and any(
-                patterns.is_attr(arg.value, patterns.MAIN_GRAD) for arg in sub.args
+                patterns.main_grad_owner(arg.value) is not None or holds(arg.value)
+                for arg in sub.args
             ):
                 return True
     return False

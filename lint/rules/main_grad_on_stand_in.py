@@ -56,6 +56,9 @@ RULE = Rule(
         different objects (then nothing is assumed), and stand-ins whose name and producer
         say nothing (a plain `weight` restored from `ctx` with no `origin_weight` beside it is
         taken to be the Parameter: Transformer Engine saves the Parameter itself).
+
+        Not seen: the read moved into a helper function of the file handed the copy (GMLP037
+        reports a copy handed to a helper only where its `origin_` twin is in scope).
     """,
     fix="""
         Keep the Parameter beside the stand-in (`origin_weight`, or a weakref of the
@@ -201,7 +204,7 @@ def _candidates(unit: Unit):
                 continue
             if patterns.is_attr(sub, patterns.MAIN_GRAD):
                 yield sub.value, node, root, "main_grad is taken from", "main_grad"
-            elif patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
+            elif type(sub) is cst.Call and patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
                 owner = patterns.positional_args(sub)[0].value
                 yield owner, node, root, "main_grad is taken from", "main_grad"
             elif (referent := provenance.weakref_referent(sub)) is not None:

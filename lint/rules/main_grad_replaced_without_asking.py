@@ -75,6 +75,11 @@ RULE = Rule(
         it holds. Not seen: an integration that zeroes those buckets itself in its hook
         (reported; suppress with the reason), one whose file never names FSDP, and resets
         in functions named otherwise.
+
+        A helper of the file is judged with the functions that call it by name (one level):
+        called from a producer it is one, called from a function that asks
+        `overwrite_main_grad` it is left alone. Not seen: `accumulate=False` handed to such
+        a helper as an argument.
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
@@ -185,13 +190,39 @@ def check(context: ModuleContext, out: Collector) -> None:
         _check_fsdp_resets(context, out)
     if not ("out" in source or "copy_" in source or "[" in source):
         return
+    callers = _callers(context)
+    asked: dict[int, bool] = {}
+
+    def asks(unit: Unit) -> bool:
+        if id(unit) not in asked:
+            asked[id(unit)] = _asks(unit)
+        return asked[id(unit)]
+
     for unit in context.units:
-        if unit.survey.spells_main_grad and _in_producer(unit) and not _asks(unit):
+        if not unit.survey.spells_main_grad:
+            continue
+        # A helper of the file judged with the functions that call it (one level): the
+        # write moved out of a producer is still the producer's, and a caller that asks
+        # overwrite_main_grad decides for it.
+        around = [unit, *callers.get(unit.name, ())]
+        if any(map(_in_producer, around)) and not any(map(asks, around)):
             for root, node in unit.expression_roots():
                 if isinstance(root, cst.Assign):
                     _check_slice_assignment(root, out)
                 for sub in patterns.walk(root):
                     _check_call(sub, _Buffers(unit, node), out)
+
+
+def _callers(context: ModuleContext) -> dict[str, list[Unit]]:
+    """function name -> the functions of the file that call a function of that name."""
+    found: dict[str, list[Unit]] = {}
+    names = {u.name for u in context.units if isinstance(u.owner, cst.FunctionDef)}
+    for unit in context.units:
+        if isinstance(unit.owner, cst.FunctionDef):
+            for name in unit.survey.calls & names:
+                if name != unit.name:
+                    found.setdefault(name, []).append(unit)
+    return found
 
 
 def _in_producer(unit: Unit) -> bool:
@@ -268,9 +299,10 @@ def _check_call(node, buffers: _Buffers, out: Collector) -> None:
         return
     name = patterns.callee_name(node)
     if name == "copy_" and isinstance(node.func, cst.Attribute):
-        if buffers.main_grad(node.func.value):
+        method = patterns.method_call(node)  # also torch.Tensor.copy_(buffer, value)
+        if method is not None and buffers.main_grad(method[0]):
             how = "copy_"
-            out.report(CODE, node, MESSAGE.format(target=out.text(node.func.value), how=how))
+            out.report(CODE, node, MESSAGE.format(target=out.text(method[0]), how=how))
         return
     arguments = buffers.arguments(node)
     target = arguments.get("out") if arguments is not None else None

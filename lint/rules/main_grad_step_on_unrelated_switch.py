@@ -17,6 +17,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 gates = LazyModule("..analysis.gates", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 module = LazyModule("..analysis.module", __package__)
+branches = LazyModule("..analysis.branches", __package__)
 
 CODE = "GMLP006"
 RULE = Rule(
@@ -161,7 +162,9 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
             continue
         guard = guards[-1].stmt
         if subject is not None:
-            if not _writes_main_grad(guard, wgrad.stem(subject)):
+            if not _writes_main_grad(guard, wgrad.stem(subject)) and not _marked_otherwise(
+                unit, guard, wgrad.stem(subject)
+            ):
                 out.report(CODE, stmt, MARK.format(guard=out.text(guard.test)))
         elif not _made_under(unit, reattached, node, guards[-1].stmt) and _read_later_outside(
             unit, reattached, stmt, guards[-1].stmt
@@ -194,20 +197,37 @@ def _writes_main_grad(guard: cst.If, word: str | None) -> bool:
     return False
 
 
+def _marked_otherwise(unit: Unit, guard: cst.If, word: str | None) -> bool:
+    """The path that skips the switch's body marks the same weight too: its ``else``, or,
+    when the body ends in a jump (``if switch: ...; mark; return``), the statements after
+    the ``if``. The mark then does not depend on the switch."""
+    if isinstance(guard.orelse, cst.Else):
+        other = module.suite_body(guard.orelse.body)
+    elif guard.orelse is None and branches.ends_in_jump(module.suite_body(guard.body)):
+        suite = next((s for stmt, s in unit.statements() if stmt is guard), ())
+        other = branches.after(guard, suite)
+    else:
+        return False
+    return any(
+        (subject := wgrad.marked_subject(stmt)) is not None and wgrad.stem(subject) == word
+        for stmt, _ in module.iter_statements(other)
+    )
+
+
 def _reattached(stmt: cst.CSTNode) -> cst.BaseExpression | None:
-    """X for ``X.main_grad = <a buffer kept elsewhere>``: not None, not a fetch, not a
-    view of X's own main_grad."""
-    if not isinstance(stmt, cst.Assign) or len(stmt.targets) != 1:
+    """X for ``X.main_grad = <a buffer kept elsewhere>`` (or ``setattr(X, "main_grad",
+    ...)``): not None, not a fetch, not a view of X's own main_grad."""
+    if isinstance(stmt, cst.Assign) and len(stmt.targets) != 1:
         return None
-    target = stmt.targets[0].target
-    if not patterns.is_attr(target, patterns.MAIN_GRAD):
+    found = patterns.attribute_set(stmt, patterns.MAIN_GRAD)
+    if found is None:
         return None
-    value = stmt.value
+    subject, value = found
     if patterns.is_none_like(value) or wgrad.main_grad_owners(value):
         return None
     if any(patterns.is_main_grad_fetch(sub) for sub in patterns.walk(value)):
         return None
-    return target.value
+    return subject
 
 
 def _made_under(unit: Unit, subject, node, guard: cst.If) -> bool:

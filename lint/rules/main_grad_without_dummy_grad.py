@@ -51,6 +51,10 @@ RULE = Rule(
 
         None under a test on delayed wgrad is left alone: with `delay_wgrad_compute` the
         weight carries `skip_backward_post_hook` and `backward_dw()` finishes the job.
+
+        The op-level setting and a test on delayed wgrad are known by their spellings
+        (`accumulate_into_main_grad`, `fuse_wgrad_accumulation`; the word `delay`): renamed
+        locals are not seen as such.
     """,
     fix="""
         Hand back a dummy: `torch.zeros_like(param)` (unsafe: it allocates and fills on every
@@ -257,18 +261,31 @@ class _Marked:
             name = wgrad.assigned_name(stmt)
             if name is None or name not in self.back or name not in tensors:
                 continue
-            if not _is_none(stmt.value):
+            none = self.none_arm(stmt.value)
+            if none is None:
                 continue
             node = self.unit.node_for(stmt)
             if node is None or self.under_delay(node, mark):
                 continue
             message = NONE_IN_BLOCK.format(name=name, subject=self.out.text(mark.subject))
             dummy = self.dummy(mark)
-            edit = self.out.replace(stmt.value, dummy) if dummy else None
+            edit = self.out.replace(none, dummy) if dummy else None
             fix = self.dummy_fix(mark, edit)
             self.out.report(CODE, stmt, message, fix)
             reported = True
         return reported
+
+    def none_arm(self, value):
+        """The ``None`` this value hands back: the value itself, or an arm of a conditional
+        expression (``zeros(...) if zero_out else None``, as an ``if``/``else`` would assign
+        it) whose test is not about delayed wgrad."""
+        if _is_none(value):
+            return value
+        if isinstance(value, cst.IfExp) and "delay" not in self.unit.context.code(value.test):
+            for arm in (value.body, value.orelse):
+                if _is_none(arm):
+                    return arm
+        return None
 
     def under_delay(self, node, mark: Mark) -> bool:
         for stmt_if, _ in node.enclosing_ifs:
@@ -303,10 +320,10 @@ class _Marked:
             return False
         if not _first_target(d):
             return False  # ``wgrad, grad_bias, _ = gemm(...)``: only wgrad is the output
-        out_arg = patterns.keyword_arg(value, "out")
-        if out_arg is None:
+        out = wgrad.keyword_value(self.unit, value, d.node, "out")  # also from a **kwargs dict
+        if out is None:
             return False
-        return any(wgrad.stem(owner) == subject for owner in wgrad.main_grad_owners(out_arg.value))
+        return any(wgrad.stem(owner) == subject for owner in wgrad.main_grad_owners(out))
 
     def insert(self, mark: Mark, name: str, text: str) -> Edit:
         """A new line ``name = text`` right after the mark, at its indentation."""

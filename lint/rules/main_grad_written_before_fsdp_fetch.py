@@ -49,6 +49,10 @@ RULE = Rule(
         one. The finding sits at the first read of `X.main_grad` on the way to the GEMM.
         Modules that never mention Megatron-FSDP are not checked: code written for
         Megatron's DDP alone has no lazy main_grad to fetch.
+
+        Each function is judged alone: a helper of the file that writes its parameter's
+        main_grad is reported even where every caller fetched first, and a write moved into
+        such a helper is not seen from the caller.
     """,
     fix="""
         Insert `if hasattr(X, "__fsdp_param__"): X.main_grad = X.get_main_grad()` before the
@@ -164,10 +168,11 @@ class _Unit:
             for value in _choices(arg.value):
                 if isinstance(value, cst.Name):
                     for d in self.unit.reaching.reaching(value.value, node):
-                        if d.value is not None and patterns.is_attr(d.value, patterns.MAIN_GRAD):
-                            found.append(d.value.value)
-                elif patterns.is_attr(value, patterns.MAIN_GRAD):
-                    found.append(value.value)
+                        owner = patterns.main_grad_owner(d.value) if d.value is not None else None
+                        if owner is not None:
+                            found.append(owner)
+                elif (owner := patterns.main_grad_owner(value)) is not None:
+                    found.append(owner)
         return [x for x in found if not (isinstance(x, cst.Name) and x.value in ("ctx", "self"))]
 
     @property
@@ -206,19 +211,20 @@ class _Unit:
             if isinstance(stmt, cst.BaseCompoundStatement) and root is stmt:
                 continue
             for sub in patterns.walk(root):
-                if patterns.is_attr(sub, patterns.MAIN_GRAD) and wgrad.stem(sub.value) == word:
-                    self.out.report(CODE, sub, self.message(subject, call), self.fix(stmt, sub))
+                owner = patterns.main_grad_owner(sub)
+                if owner is not None and wgrad.stem(owner) == word:
+                    self.out.report(CODE, sub, self.message(subject, call), self.fix(stmt, owner))
                     return
 
     def message(self, subject, call) -> str:
         gemm = patterns.callee_name(call) or "the GEMM"
         return MESSAGE.format(subject=self.out.text(subject), gemm=gemm)
 
-    def fix(self, stmt, attribute) -> Fix | None:
+    def fix(self, stmt, owner) -> Fix | None:
         start, indent = self.out.line_start(stmt)
         if indent.strip() or self.out.context.source[start + len(indent) :].startswith("elif"):
             return None  # not the first statement on its line, or an ``elif``
-        x = self.out.text(attribute.value)
+        x = self.out.text(owner)
         text = (
             f'{indent}if hasattr({x}, "__fsdp_param__"):\n'
             f"{indent}    {x}.main_grad = {x}.get_main_grad()\n"

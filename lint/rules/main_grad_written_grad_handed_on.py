@@ -49,6 +49,10 @@ RULE = Rule(
         Not seen: writes by GEMMs (`out=main_grad`: their result *is* main_grad, GMLP031's
         and GMLP005's ground), hand-offs in helpers of other files, the flag set by the
         caller.
+
+        A call of a helper of the file that puts one of its parameters into another's
+        main_grad (`P.main_grad.add_(Q)`) and marks nothing counts as that write, of the
+        argument handed as Q (one level; a helper defined twice in the file is not used).
     """,
     fix="""
         Set `param.grad_added_to_main_grad = True` (under `hasattr`) and hand back a dummy
@@ -114,12 +118,19 @@ def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     if "main_grad" not in source or not ("add_" in source or "copy_" in source or "+=" in source):
         return
+    helpers = None
     for unit in context.units:
-        if unit.survey.spells_main_grad and isinstance(unit.owner, cst.FunctionDef):
-            facts = deliveries.Deliveries(unit)
-            writes = list(_writes(unit, facts))
-            if writes:
-                _check_unit(unit, facts, writes, out)
+        if not isinstance(unit.owner, cst.FunctionDef):
+            continue
+        if not unit.survey.spells_main_grad:
+            # It may still write main_grad through a helper of the file.
+            helpers = context.shared(_helper_writes) if helpers is None else helpers
+            if not helpers or not unit.survey.calls & helpers.keys():
+                continue
+        facts = deliveries.Deliveries(unit)
+        writes = list(_writes(unit, facts))
+        if writes:
+            _check_unit(unit, facts, writes, out)
 
 
 def _writes(unit: Unit, facts: Deliveries):
@@ -130,18 +141,84 @@ def _writes(unit: Unit, facts: Deliveries):
             if _is_buffer(unit, facts, root.target, node):
                 value = root.value
         elif isinstance(root, cst.Expr) and isinstance(root.value, cst.Call):
-            call = root.value
-            args = patterns.positional_args(call)
+            method = patterns.method_call(root.value)  # also torch.Tensor.add_(buffer, g)
             if (
-                patterns.callee_name(call) in DELIVERING
-                and isinstance(call.func, cst.Attribute)
-                and args
-                and _is_buffer(unit, facts, call.func.value, node)
+                method is not None
+                and method[1] in DELIVERING
+                and method[2]
+                and _is_buffer(unit, facts, method[0], node)
             ):
-                value = args[0].value
+                value = method[2][0].value
+        if value is None and isinstance(root, cst.Expr):
+            value = _helper_gradient(unit.context, root.value)
         if isinstance(value, cst.Name):
             for d in unit.reaching.reaching(value.value, node):
                 yield node, d
+
+
+def _helper_gradient(context: ModuleContext, call) -> cst.BaseExpression | None:
+    """The argument a call of a helper of the file puts into main_grad: the helper does
+    ``P.main_grad.add_(Q)`` / ``copy_(Q)`` / ``P.main_grad += Q`` with its parameters P and
+    Q and marks nothing itself (the write moved out of the function, one level)."""
+    if not isinstance(call, cst.Call):
+        return None
+    func = call.func
+    if isinstance(func, cst.Name):
+        name = func.value
+    elif isinstance(func, cst.Attribute) and patterns.attribute_of(func, "self") is not None:
+        name = func.attr.value
+    else:
+        return None
+    position = context.shared(_helper_writes).get(name)
+    if position is None:
+        return None
+    index, keyword = position
+    args = patterns.positional_args(call)
+    if index < len(args):
+        return args[index].value
+    arg = patterns.keyword_arg(call, keyword)
+    return arg.value if arg is not None else None
+
+
+def _helper_writes(context: ModuleContext) -> dict[str, tuple[int, str]]:
+    """function name -> (position, name) of the parameter it puts into another parameter's
+    main_grad, for the file's functions defined once that mark nothing."""
+    found: dict[str, tuple[int, str] | None] = {}
+    for unit in context.units:
+        function = unit.owner
+        if not isinstance(function, cst.FunctionDef) or not unit.survey.spells_main_grad:
+            continue
+        name = function.name.value
+        if name in found or unit.survey.spells_grad_added:
+            found[name] = None
+            continue
+        params = [p.name.value for p in function.params.params]
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        found[name] = None
+        for stmt, _ in unit.statements():
+            gradient = _put_into_parameter(stmt, params)
+            if gradient is not None:
+                found[name] = (params.index(gradient), gradient)
+                break
+    return {name: position for name, position in found.items() if position is not None}
+
+
+def _put_into_parameter(stmt, params: list[str]) -> str | None:
+    """Q for ``P.main_grad.add_(Q)`` / ``copy_(Q)`` / ``P.main_grad += Q``, P and Q in
+    ``params``."""
+    if isinstance(stmt, cst.AugAssign) and isinstance(stmt.operator, cst.AddAssign):
+        owner, value = patterns.main_grad_owner(stmt.target), stmt.value
+    elif isinstance(stmt, cst.Expr):
+        method = patterns.method_call(stmt.value)
+        if method is None or method[1] not in DELIVERING or not method[2]:
+            return None
+        owner, value = patterns.main_grad_owner(method[0]), method[2][0].value
+    else:
+        return None
+    if not (isinstance(owner, cst.Name) and owner.value in params):
+        return None
+    return value.value if isinstance(value, cst.Name) and value.value in params else None
 
 
 def _is_buffer(unit: Unit, facts: Deliveries, expr, node) -> bool:

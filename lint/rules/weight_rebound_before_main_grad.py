@@ -66,6 +66,9 @@ RULE = Rule(
         helper, whether a put-back runs on every path, copies kept under another name (that
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
         GTP does that for dgrad and turns the fused main_grad path off itself).
+
+        Not seen: the read of main_grad moved into a helper function of the file handed the
+        rebound name (each function is judged alone).
     """,
     fix="""
         Keep the Parameter: save the original object (or a weakref) and read main_grad and
@@ -247,12 +250,17 @@ def _makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[st
 
 
 def _attribute_writes(root):
-    """(owner name, "main_grad") for each ``name.main_grad = ...``: the buffer put back. (A
-    flag set on the new object is no put-back: Megatron's hooks read the Parameter's.)"""
+    """(owner name, "main_grad") for each ``name.main_grad = ...`` (or ``setattr(name,
+    "main_grad", ...)``): the buffer put back. (A flag set on the new object is no put-back:
+    Megatron's hooks read the Parameter's.)"""
     if isinstance(root, (cst.Assign, cst.AnnAssign)):
         for target in patterns.assignment_targets(root):
             if patterns.is_attr(target, patterns.MAIN_GRAD) and isinstance(target.value, cst.Name):
                 yield target.value, patterns.MAIN_GRAD
+    elif isinstance(root, cst.Expr):
+        found = patterns.attribute_set(root, patterns.MAIN_GRAD)
+        if found is not None and isinstance(found[0], cst.Name):
+            yield found[0], patterns.MAIN_GRAD
 
 
 def _attribute_reads(root):

@@ -1,0 +1,125 @@
+"""The mutants a rule is known not to see, each with why (what the rule's page says it cannot
+see). ``test_mutations.py`` holds these as strict xfails: one that starts passing fails the
+suite, so the entry (and the page) gets revisited. Everything not listed here must pass.
+
+``MISSES[(mutation, rule)]`` is (reason, the ids of the buggy snippets it misses);
+``FALSE_ALARMS[(mutation, case id)]`` is the reason a mutant of correct code is reported.
+"""
+
+from __future__ import annotations
+
+HELPER = (
+    "the rule judges the function that holds the write: a write moved into a helper "
+    "function of the file, handed the weight (or the copy, or the flag) as an argument, is "
+    "judged in the helper alone, where the caller's facts are not known (its page: helpers "
+    "are not followed)"
+)
+PRODUCER_NAMES = (
+    "which functions produce weight gradients (or run the FSDP integration's per-backward "
+    "hooks) is read from their names (its page lists the words); a renamed producer that "
+    "marks nothing is not one"
+)
+WEIGHT_NAMES = (
+    "the object whose `.grad` is set is a weight when it is spelled as one (weight, param) "
+    "or bound from such a spelling (its page); `w` restored from ctx.saved_tensors is not"
+)
+FSDP_NAMES = "FSDP code is recognised by the word fsdp in the file (its page); renamed away"
+OP_LEVEL_NAMES = (
+    "the op-level setting is recognised by its spelling (accumulate_into_main_grad, "
+    "fuse_wgrad_accumulation); a local renamed away from it reads as a local flag"
+)
+
+MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
+    ("extract-write-helper", "GMLP001"): (HELPER, frozenset({"GMLP001-invalid-1"})),
+    ("extract-write-helper", "GMLP003"): (HELPER, frozenset({"GMLP003-invalid-4"})),
+    ("extract-write-helper", "GMLP007"): (HELPER, frozenset({"class1-gemm-out-on-saved-copy"})),
+    ("extract-write-helper", "GMLP008"): (HELPER, frozenset({"GMLP008-invalid-0"})),
+    ("extract-write-helper", "GMLP015"): (
+        HELPER,
+        frozenset(
+            {
+                "GMLP015-invalid-1",
+                "GMLP015-invalid-2",
+                "class2-fresh-parameter-from-helper",
+                "class2-rebound-to-data-copy",
+            }
+        ),
+    ),
+    ("extract-write-helper", "GMLP016"): (
+        HELPER,
+        frozenset({"class4-accumulate-false-through-local"}),
+    ),
+    ("extract-write-helper", "GMLP030"): (
+        HELPER,
+        frozenset(
+            {
+                "GMLP030-invalid-0",
+                "GMLP030-invalid-1",
+                "class1-helper-returns-materialized-weight",
+                "class1-quantized-copy-on-ctx-attribute",
+                "class1-quantized-copy-saved-for-backward",
+            }
+        ),
+    ),
+    ("extract-write-helper", "GMLP036"): (
+        HELPER,
+        frozenset({"class3-queue-lambda-then-product-under-other-flag"}),
+    ),
+    ("extract-write-helper", "GMLP037"): (
+        "GMLP037 follows one call (its page: a call of a function of the file); a "
+        "helper's own helper is not followed",
+        frozenset({"class1-unsharded-list-to-loop-over-main-grads"}),
+    ),
+    ("rename-functions", "GMLP016"): (
+        PRODUCER_NAMES,
+        frozenset(
+            {
+                "GMLP016-invalid-0",
+                "GMLP016-invalid-1",
+                "GMLP016-invalid-2",
+                "GMLP016-invalid-3",
+                "class4-fsdp-hook-resets-by-setattr-never-asks-overwrite",
+                "class4-fsdp-pre-backward-reset-never-asks-overwrite",
+            }
+        ),
+    ),
+    ("rename-functions", "GMLP035"): (
+        PRODUCER_NAMES,
+        frozenset(
+            {
+                "GMLP035-invalid-1",
+                "class4-grad-set-by-setattr-in-a-weight-grad-helper",
+                "class4-zipped-delayed-grads-assigned-in-a-loop",
+            }
+        ),
+    ),
+    ("rename-locals", "GMLP035"): (
+        WEIGHT_NAMES,
+        frozenset(
+            {
+                "GMLP035-invalid-1",
+                "class4-grad-set-by-setattr-in-a-weight-grad-helper",
+                "class4-wgrad-closure-assigns-grad",
+                "class4-zipped-delayed-grads-assigned-in-a-loop",
+            }
+        ),
+    ),
+    ("rename-locals", "GMLP016"): (FSDP_NAMES, frozenset({"GMLP016-invalid-0"})),
+    ("rename-locals", "GMLP005"): (OP_LEVEL_NAMES, frozenset({"GMLP005-invalid-2"})),
+}
+
+FALSE_ALARMS: dict[tuple[str, str], str] = {
+    ("extract-write-helper", "GMLP008-valid-0"): (
+        "GMLP008 judges each function alone: a helper writing its parameter's main_grad, "
+        "called after the caller's __fsdp_param__ fetch, has no fetch on its own path"
+    ),
+    ("rename-locals", "GMLP005-valid-1"): (
+        "GMLP005 leaves None alone under a test on delayed wgrad, recognised by the word "
+        "delay in the test (its page); `if dw:` says nothing"
+    ),
+    ("rename-locals", "GMLP021-valid-1"): (
+        "GMLP021 compares delay-mode terms by their text with `self.` dropped: `c.` (the "
+        "constructor's parameter) and `self.config.` are one object only by the base class "
+        "storing its argument as `self.config`, in another file"
+    ),
+}
