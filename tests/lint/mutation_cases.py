@@ -14,6 +14,7 @@ from functools import cache
 
 from gmlp_check.lint import engine
 from gmlp_check.lint.class_facts import class_facts
+from gmlp_check.lint.project import NO_RUN_FACTS, run_facts
 from gmlp_check.lint.registry import MODULE, all_rules
 
 from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3
@@ -41,8 +42,19 @@ def classes(case: Case, source: str):
     return class_facts([*files, ("example.py", source.encode())]).get("example.py", ())
 
 
+def facts(case: Case, source: str):
+    """What the run knows of the functions of the case and its other files, as the engine
+    gives it to the case's file (GMLP028 needs a run fact from another file)."""
+    if not case.others:
+        return NO_RUN_FACTS
+    files = [(path, text.encode()) for path, text in case.others]
+    return run_facts([*files, ("example.py", source.encode())])
+
+
 def lint(case: Case, source: str):
-    return engine.lint_source(source, "example.py", ALL_CODES, classes=classes(case, source))
+    return engine.lint_source(
+        source, "example.py", ALL_CODES, facts(case, source), classes(case, source)
+    )
 
 
 def bug_lines(source: str) -> frozenset[int]:
