@@ -24,7 +24,14 @@ from .cache import Cache
 from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
-from .parsing import analysis_error, no_collections, run_deep, syntax_error, trusted_parse
+from .parsing import (
+    analysis_error,
+    kept_from_collector,
+    no_collections,
+    run_deep,
+    syntax_error,
+    trusted_parse,
+)
 from .project import NO_RUN_FACTS, RunFacts, delayed_wgrad_in, run_facts
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
@@ -133,13 +140,18 @@ def _run_checks(source: str, path: str, enabled, facts, classes=()) -> list[Find
     from .analysis.collector import Collector
     from .analysis.module import ModuleContext
 
-    try:
-        with trusted_parse():  # Python compiled ``source`` (``lint_source`` asked it first)
-            context = ModuleContext(source, path, facts, classes)
+    def checks(module: libcst.Module) -> list[Finding]:
+        context = ModuleContext(source, path, facts, classes, module)
         out = Collector(context, enabled)
         for check in registry.module_checks(enabled):
             check(context, out)
         return out.findings
+
+    try:
+        with trusted_parse():  # Python compiled ``source`` (``lint_source`` asked it first)
+            module = libcst.parse_module(source)
+        with kept_from_collector():  # the tree: freed as soon as the analysis is
+            return checks(module)
     except libcst.ParserSyntaxError as error:
         # Python accepted the file (``lint_source`` asked it first): syntax libcst lacks.
         first = str(error).strip().splitlines()[0]

@@ -167,6 +167,28 @@ def no_collections() -> Iterator[None]:
             gc.enable()
 
 
+@contextmanager
+def kept_from_collector() -> Iterator[None]:
+    """Every object alive now left out of the garbage collector's scans until the block
+    ends (``gc.freeze``), then put back in its oldest generation, and the block's own
+    garbage collected (the youngest generation: what the block made). Entered right after a
+    file's libcst tree is built, around its analysis: the tree has no cycles, but the
+    analysis' objects that point into it do (units and their context, graph nodes). Without
+    this, the collection that frees them scanned the whole tree first (up to a tenth of
+    the CPU time of the analysed files); with it, only the analysis' objects are scanned,
+    and the tree is freed by reference counting. A caller that froze objects itself is left
+    alone (what it froze is its own to thaw)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.collect(0)
+
+
 def run_deep(function: Callable[[], T]) -> T:
     """``function()`` on a thread with a large stack and a raised recursion limit; its
     exception, if any, is raised here. The calling thread only waits (in short steps, so a

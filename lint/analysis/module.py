@@ -237,12 +237,19 @@ class ModuleContext:
     """A parsed file with positions, offsets and its units."""
 
     def __init__(
-        self, source: str, path: str, facts: RunFacts = NO_RUN_FACTS, class_facts=()
+        self,
+        source: str,
+        path: str,
+        facts: RunFacts = NO_RUN_FACTS,
+        class_facts=(),
+        module: cst.Module | None = None,
     ) -> None:
         self.source = source
         self.path = path
         self.class_facts = class_facts  # delayed-wgrad classes of the run's other files
-        self.module = cst.parse_module(source)
+        # ``module``: ``source`` already parsed by the caller (the engine, see
+        # ``parsing.kept_from_collector``).
+        self.module = cst.parse_module(source) if module is None else module
         self.line_starts = line_starts(source)
         self.units = list(_units(self, self.module, self.module.body, None, None))
         # Helpers and layer classes known by what they do (``project.RunFacts``): found in
