@@ -179,15 +179,17 @@ def _run_checks(source: str, path: str, enabled, facts, classes=()) -> list[Find
     """Parse ``source`` and run every enabled rule's check on it."""
     import libcst
 
+    from .analysis import patterns
     from .analysis.collector import Collector
     from .analysis.module import ModuleContext
 
     def checks(module: libcst.Module) -> list[Finding]:
-        context = ModuleContext(source, path, facts, classes, module)
-        out = Collector(context, enabled)
-        for check in registry.module_checks(enabled):
-            check(context, out)
-        return out.findings
+        with patterns.children_kept():  # one tree, walked many times
+            context = ModuleContext(source, path, facts, classes, module)
+            out = Collector(context, enabled)
+            for check in registry.module_checks(enabled):
+                check(context, out)
+            return out.findings
 
     try:
         with trusted_parse():  # Python compiled ``source`` (``lint_source`` asked it first)
