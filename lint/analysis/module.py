@@ -232,12 +232,13 @@ def suite_body(suite: cst.CSTNode) -> Sequence[cst.CSTNode]:
 
 def iter_statements(body: Sequence[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, Sequence]]:
     for stmt in body:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        kind = type(stmt)  # exact types: isinstance on libcst's ABC node classes is slow
+        if kind is cst.SimpleStatementLine:
             for small in stmt.body:
                 yield small, body
             continue
         yield stmt, body
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        if kind in _SCOPES:
             continue
         yield from _compound_children(stmt)
 
