@@ -57,10 +57,13 @@ _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 # its parameter delays its weight gradient (GMLP028). Elsewhere such a hook is ordinary.
 CONTRACT_TRIGGERS = ("register_post_accumulate_grad_hook",)
 _BYTE_CONTRACT_TRIGGERS = tuple(t.encode() for t in CONTRACT_TRIGGERS)
-# A tensor hook that may reduce a dummy wgrad (GMLP026): a file naming ``register_hook(`` is
-# analysed when it also calls something named ``*reduce*`` (``calls_reduce``), as every
-# hook GMLP026 reports does; a test file registering hooks only to record gradients is not.
+# A tensor hook that may reduce a dummy wgrad (GMLP026) or that fires on a gradient
+# accumulator (GMLP028): a file naming ``register_hook(`` is analysed when it also calls
+# something named ``*reduce*`` (``calls_reduce``), as every hook GMLP026 reports does, or
+# names ``ACCUMULATOR_WORD``, as every accumulator hook GMLP028 reports does; a test file
+# registering hooks only to record gradients is not.
 HOOK_TRIGGER = "register_hook("
+ACCUMULATOR_WORD = "next_functions"  # ``p.expand_as(p).grad_fn.next_functions[0][0]``
 _BYTE_HOOK_TRIGGER = HOOK_TRIGGER.encode()
 MAX_FIX_PASSES = 10
 # The pool decision weighs each file's bytes: CPython's parser alone costs 1 a byte, libcst
@@ -130,12 +133,12 @@ def lint_source(
 
 
 def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
-    """The text names one of ``TRIGGERS``, ``HOOK_TRIGGER`` and a call of something named
-    ``*reduce*``, or one of ``CONTRACT_TRIGGERS`` in a run that uses the delayed-wgrad
-    contract (a few substring scans: cheap on any file)."""
+    """The text names one of ``TRIGGERS``, ``HOOK_TRIGGER`` and ``ACCUMULATOR_WORD`` or a
+    call of something named ``*reduce*``, or one of ``CONTRACT_TRIGGERS`` in a run that uses
+    the delayed-wgrad contract (a few substring scans: cheap on any file)."""
     if any(trigger in source for trigger in TRIGGERS):
         return True
-    if HOOK_TRIGGER in source and calls_reduce(source):
+    if HOOK_TRIGGER in source and (ACCUMULATOR_WORD in source or calls_reduce(source)):
         return True
     return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
         facts.delayed_wgrad or delayed_wgrad_in(source)
@@ -297,7 +300,9 @@ def estimate_work(job: Job) -> int:
     if data is None:
         return 0  # unreadable: ``process`` reports it, at no cost
     analysed = any(t in data for t in _BYTE_TRIGGERS) or MARKER.encode() in data
-    analysed = analysed or (_BYTE_HOOK_TRIGGER in data and b"reduce" in data)  # an estimate
+    analysed = analysed or (  # an estimate
+        _BYTE_HOOK_TRIGGER in data and (b"reduce" in data or ACCUMULATOR_WORD.encode() in data)
+    )
     analysed = analysed or bool(job.class_facts)
     if not analysed and job.run_facts.delayed_wgrad:
         analysed = any(t in data for t in _BYTE_CONTRACT_TRIGGERS)

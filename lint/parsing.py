@@ -12,7 +12,8 @@ crash or exhaust the run.
   own with a large stack and a raised recursion limit, so code Python accepts (1,000-long
   attribute or operator chains) is analysed instead of crashing; code nested deeper than
   ``MAX_ANALYSIS_DEPTH`` (which would cost gigabytes in libcst) is refused with one line.
-* The garbage collector does not run while a file is analysed (``no_collections``).
+* The garbage collector does not run while a file is analysed (``no_collections``), and
+  the file's libcst tree is left out of the collection that ends it (``kept_from_collector``).
 * libcst's checks on each node it builds are skipped while it parses a file Python has
   compiled (``trusted_parse``): they are meant for trees written by hand.
 """

@@ -76,3 +76,19 @@ CALLS = {
 @pytest.mark.parametrize(("source", "calls"), list(CALLS.items()), ids=list(CALLS))
 def test_calls_reduce(source, calls):
     assert engine.calls_reduce(source) is calls
+
+
+def test_a_file_registering_a_hook_on_a_gradient_accumulator_is_analysed():
+    # GMLP028's second form: ``g.register_hook(h)`` on ``p.expand_as(p).grad_fn
+    # .next_functions[0][0]``, with no reduction anywhere in the file.
+    from gmlp_check.lint.analysis import grad_ready_hooks
+
+    source = (
+        "def wire(module, ready):\n"
+        "    for param in module.parameters():\n"
+        "        acc = param.expand_as(param).grad_fn.next_functions[0][0]\n"
+        "        acc.register_hook(lambda *_: ready.add(param))\n"
+    )
+    assert not engine.calls_reduce(source)
+    assert engine.mentions_contract(source)
+    assert engine.ACCUMULATOR_WORD == grad_ready_hooks.ACCUMULATOR
