@@ -3,8 +3,9 @@
 Every file is compiled by the running Python to check that it is valid (``parsing``).
 Files that mention one of the contract's identifiers (``TRIGGERS``: ``main_grad`` and the
 names of the dummy-gradient and delayed-wgrad protocol, which a helper module may use
-without ever spelling main_grad) are then parsed with libcst and analysed by the rules; the
-others cost only the compile (a fraction, and libcst is never imported for them).
+without ever spelling main_grad; or a hook registration next to a call of a reduction) are
+then parsed with libcst and analysed by the rules; the others cost only the compile (a
+fraction, and libcst is never imported for them).
 Suppression comments are read from any file that has one.
 
 This module is the one owner of parallelism: when there is enough work the files go to a
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -24,7 +26,14 @@ from .cache import Cache
 from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
-from .parsing import analysis_error, no_collections, run_deep, syntax_error, trusted_parse
+from .parsing import (
+    analysis_error,
+    kept_from_collector,
+    no_collections,
+    run_deep,
+    syntax_error,
+    trusted_parse,
+)
 from .project import NO_RUN_FACTS, RunFacts, delayed_wgrad_in, run_facts
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
@@ -41,7 +50,6 @@ TRIGGERS = (
     "backward_dw",  # delayed wgrad across classes (GMLP014): such files may never write main_grad
     "delay_wgrad_compute",
     "_dw(self",  # a delayed-wgrad piece defined (GMLP025): a stub names no other trigger
-    "register_hook(",  # a tensor hook that may act on a dummy wgrad (GMLP026)
 )
 _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 # Worth parsing only in a run that uses TE's delayed-wgrad contract (``RunFacts.delayed_wgrad``,
@@ -49,6 +57,14 @@ _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 # its parameter delays its weight gradient (GMLP028). Elsewhere such a hook is ordinary.
 CONTRACT_TRIGGERS = ("register_post_accumulate_grad_hook",)
 _BYTE_CONTRACT_TRIGGERS = tuple(t.encode() for t in CONTRACT_TRIGGERS)
+# A tensor hook that may reduce a dummy wgrad (GMLP026) or that fires on a gradient
+# accumulator (GMLP028): a file naming ``register_hook(`` is analysed when it also calls
+# something named ``*reduce*`` (``calls_reduce``), as every hook GMLP026 reports does, or
+# names ``ACCUMULATOR_WORD``, as every accumulator hook GMLP028 reports does; a test file
+# registering hooks only to record gradients is not.
+HOOK_TRIGGER = "register_hook("
+ACCUMULATOR_WORD = "next_functions"  # ``p.expand_as(p).grad_fn.next_functions[0][0]``
+_BYTE_HOOK_TRIGGER = HOOK_TRIGGER.encode()
 MAX_FIX_PASSES = 10
 # The pool decision weighs each file's bytes: CPython's parser alone costs 1 a byte, libcst
 # and the rules cost ANALYSIS_WEIGHT a byte (measured: about 25 times CPython's parser).
@@ -117,29 +133,72 @@ def lint_source(
 
 
 def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
-    """The text names one of ``TRIGGERS``, or one of ``CONTRACT_TRIGGERS`` in a run that
-    uses the delayed-wgrad contract (a few substring scans: cheap on any file)."""
+    """The text names one of ``TRIGGERS``, ``HOOK_TRIGGER`` and ``ACCUMULATOR_WORD`` or a
+    call of something named ``*reduce*``, or one of ``CONTRACT_TRIGGERS`` in a run that uses
+    the delayed-wgrad contract (a few substring scans: cheap on any file)."""
     if any(trigger in source for trigger in TRIGGERS):
+        return True
+    if HOOK_TRIGGER in source and (ACCUMULATOR_WORD in source or calls_reduce(source)):
         return True
     return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
         facts.delayed_wgrad or delayed_wgrad_in(source)
     )
 
 
+# What may stand between a callee's name and the parenthesis of its call: whitespace,
+# closing parentheses (``(dist.all_reduce)(g)``), comments and line continuations. Each
+# alternative starts with its own characters, so a match takes linear time.
+_CALL_GAP = re.compile(r"(?:[\s)]|#[^\r\n]*(?:\r\n|\r|\n)|\\(?:\r\n|\r|\n))*")
+# Identifier characters: ASCII word characters, and any non-ASCII character (outside
+# strings and comments Python takes those only in identifiers).
+_NAME_TAIL = re.compile(r"[\w\u0080-\U0010ffff]*")
+_DEFINED = re.compile(r"(?<!\w)(?:def|class)[ \t\f]+\Z")
+
+
+def calls_reduce(source: str) -> bool:
+    """Whether the text may call something whose name contains ``reduce`` (the condition of
+    every GMLP026 finding: the hook hands its gradient to such a call): an identifier
+    containing ``reduce`` followed by ``(``, not one that ``def`` or ``class`` defines. Over
+    the raw text, strings and comments included (a call in an f-string counts): a text
+    that does call one always answers True. Each identifier is looked at once."""
+    at = source.find("reduce")
+    while at >= 0:
+        end = _NAME_TAIL.match(source, at).end()
+        start = at
+        while start and _is_name_char(source[start - 1]):
+            start -= 1
+        after = _CALL_GAP.match(source, end).end()
+        if source.startswith("(", after) and not _DEFINED.search(source, max(0, start - 16), start):
+            return True
+        at = source.find("reduce", end)
+    return False
+
+
+def _is_name_char(char: str) -> bool:
+    return char == "_" or char.isalnum() or ord(char) > 127
+
+
 def _run_checks(source: str, path: str, enabled, facts, classes=()) -> list[Finding]:
     """Parse ``source`` and run every enabled rule's check on it."""
     import libcst
 
+    from .analysis import patterns
     from .analysis.collector import Collector
     from .analysis.module import ModuleContext
 
+    def checks(module: libcst.Module) -> list[Finding]:
+        with patterns.children_kept():  # one tree, walked many times
+            context = ModuleContext(source, path, facts, classes, module)
+            out = Collector(context, enabled)
+            for check in registry.module_checks(enabled):
+                check(context, out)
+            return out.findings
+
     try:
         with trusted_parse():  # Python compiled ``source`` (``lint_source`` asked it first)
-            context = ModuleContext(source, path, facts, classes)
-        out = Collector(context, enabled)
-        for check in registry.module_checks(enabled):
-            check(context, out)
-        return out.findings
+            module = libcst.parse_module(source)
+        with kept_from_collector():  # the tree: freed as soon as the analysis is
+            return checks(module)
     except libcst.ParserSyntaxError as error:
         # Python accepted the file (``lint_source`` asked it first): syntax libcst lacks.
         first = str(error).strip().splitlines()[0]
@@ -241,6 +300,9 @@ def estimate_work(job: Job) -> int:
     if data is None:
         return 0  # unreadable: ``process`` reports it, at no cost
     analysed = any(t in data for t in _BYTE_TRIGGERS) or MARKER.encode() in data
+    analysed = analysed or (  # an estimate
+        _BYTE_HOOK_TRIGGER in data and (b"reduce" in data or ACCUMULATOR_WORD.encode() in data)
+    )
     analysed = analysed or bool(job.class_facts)
     if not analysed and job.run_facts.delayed_wgrad:
         analysed = any(t in data for t in _BYTE_CONTRACT_TRIGGERS)

@@ -12,7 +12,8 @@ crash or exhaust the run.
   own with a large stack and a raised recursion limit, so code Python accepts (1,000-long
   attribute or operator chains) is analysed instead of crashing; code nested deeper than
   ``MAX_ANALYSIS_DEPTH`` (which would cost gigabytes in libcst) is refused with one line.
-* The garbage collector does not run while a file is analysed (``no_collections``).
+* The garbage collector does not run while a file is analysed (``no_collections``), and
+  the file's libcst tree is left out of the collection that ends it (``kept_from_collector``).
 * libcst's checks on each node it builds are skipped while it parses a file Python has
   compiled (``trusted_parse``): they are meant for trees written by hand.
 """
@@ -165,6 +166,28 @@ def no_collections() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+@contextmanager
+def kept_from_collector() -> Iterator[None]:
+    """Every object alive now left out of the garbage collector's scans until the block
+    ends (``gc.freeze``), then put back in its oldest generation, and the block's own
+    garbage collected (the youngest generation: what the block made). Entered right after a
+    file's libcst tree is built, around its analysis: the tree has no cycles, but the
+    analysis' objects that point into it do (units and their context, graph nodes). Without
+    this, the collection that frees them scanned the whole tree first (up to a tenth of
+    the CPU time of the analysed files); with it, only the analysis' objects are scanned,
+    and the tree is freed by reference counting. A caller that froze objects itself is left
+    alone (what it froze is its own to thaw)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.collect(0)
 
 
 def run_deep(function: Callable[[], T]) -> T:

@@ -104,9 +104,10 @@ def walrus_targets(expr: cst.CSTNode) -> Iterator[cst.NamedExpr]:
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.NamedExpr):
+        kind = type(node)  # exact types: isinstance on libcst's ABC node classes is slow
+        if kind is cst.NamedExpr:
             yield node
-        if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+        if kind is cst.Lambda or kind is cst.FunctionDef or kind is cst.ClassDef:
             continue
         stack.extend(patterns.children(node))
 

@@ -343,9 +343,12 @@ def _walk_all(node: cst.CSTNode):
 def _stored(node: cst.CSTNode) -> tuple[str, cst.CSTNode] | None:
     """(attribute, value) for ``self.a = v``, ``self.a[k] = v``, ``self.a += v`` and
     ``self.a.append(v)``."""
-    if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+    kind = type(node)  # exact types: isinstance on libcst's ABC node classes is slow
+    if (kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign) and (
+        node.value is not None
+    ):
         for target in patterns.assignment_targets(node):
-            while isinstance(target, cst.Subscript):
+            while type(target) is cst.Subscript:
                 target = target.value
             if _is_self_attr(target):
                 return target.attr.value, node.value
@@ -406,9 +409,7 @@ def _dotted_tail(func: cst.CSTNode) -> str | None:
 
 def _is_self_attr(node: cst.CSTNode) -> bool:
     return (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
+        type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
     )
 
 

@@ -42,12 +42,40 @@ class Unit:
 
     @cached_property
     def survey(self) -> Survey:
-        """What this unit's own code spells, from one walk: the checks skip units that
-        cannot concern them without building their graphs."""
+        """What this unit's own code spells: the checks skip units that cannot concern them
+        without building their graphs. Its statements, each walked whole but for the
+        functions and classes nested in them; a function or class that is itself one of
+        its statements is walked (header and own statements, not what nests in those).
+        Composed from each unit's ``_own`` and ``_head``: every node is walked once."""
+        found = Survey()
+        found.add(self._own)
+        for stmt in self.body:
+            if type(stmt) in _SCOPES:
+                nested = self.context.unit_of(stmt)
+                found.add(nested._head)
+                found.add(nested._own)
+        return found
+
+    @cached_property
+    def _own(self) -> Survey:
+        """What this unit's statements spell, entering no function or class."""
         found = Survey()
         for stmt in self.body:
-            for node in patterns.walk(stmt):
-                _note(found, node)
+            if type(stmt) not in _SCOPES:
+                for node in patterns.walk(stmt):
+                    _note(found, node)
+        return found
+
+    @cached_property
+    def _head(self) -> Survey:
+        """What the header of this unit's function or class spells: everything of it but
+        its body (decorators, name, parameters and their defaults, annotations, bases)."""
+        found = Survey()
+        body = getattr(self.owner, "body", None)
+        for child in patterns.children(self.owner):
+            if child is not body:
+                for node in patterns.walk(child):
+                    _note(found, node)
         return found
 
     @property
@@ -142,6 +170,9 @@ class Unit:
         return isinstance(target, cst.Name) and target.value in self.returned_names
 
 
+_SCOPES = patterns._SCOPES  # exact types: the functions and classes ``patterns.walk`` skips
+
+
 class Survey:
     def __init__(self) -> None:
         self.spells_overwrite = False  # spells overwrite_main_grad or calls an "overwrite" function
@@ -150,6 +181,15 @@ class Survey:
         self.empty_alloc = False  # calls an empty allocator
         self.calls: set[str] = set()
         self.ctx_attrs: set[str] = set()  # A for every ``ctx.A`` it mentions
+
+    def add(self, other: Survey) -> None:
+        """What ``other`` found, found here too."""
+        self.spells_overwrite |= other.spells_overwrite
+        self.spells_main_grad |= other.spells_main_grad
+        self.spells_grad_added |= other.spells_grad_added
+        self.empty_alloc |= other.empty_alloc
+        self.calls |= other.calls
+        self.ctx_attrs |= other.ctx_attrs
 
 
 def _note(found: Survey, node: cst.CSTNode) -> None:
@@ -192,12 +232,13 @@ def suite_body(suite: cst.CSTNode) -> Sequence[cst.CSTNode]:
 
 def iter_statements(body: Sequence[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, Sequence]]:
     for stmt in body:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        kind = type(stmt)  # exact types: isinstance on libcst's ABC node classes is slow
+        if kind is cst.SimpleStatementLine:
             for small in stmt.body:
                 yield small, body
             continue
         yield stmt, body
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        if kind in _SCOPES:
             continue
         yield from _compound_children(stmt)
 
@@ -237,12 +278,19 @@ class ModuleContext:
     """A parsed file with positions, offsets and its units."""
 
     def __init__(
-        self, source: str, path: str, facts: RunFacts = NO_RUN_FACTS, class_facts=()
+        self,
+        source: str,
+        path: str,
+        facts: RunFacts = NO_RUN_FACTS,
+        class_facts=(),
+        module: cst.Module | None = None,
     ) -> None:
         self.source = source
         self.path = path
         self.class_facts = class_facts  # delayed-wgrad classes of the run's other files
-        self.module = cst.parse_module(source)
+        # ``module``: ``source`` already parsed by the caller (the engine, see
+        # ``parsing.kept_from_collector``).
+        self.module = cst.parse_module(source) if module is None else module
         self.line_starts = line_starts(source)
         self.units = list(_units(self, self.module, self.module.body, None, None))
         # Helpers and layer classes known by what they do (``project.RunFacts``): found in
@@ -262,6 +310,14 @@ class ModuleContext:
             name, parameter, position = entry.split(":")
             self.weight_users.setdefault(name, []).append((parameter, int(position)))
         self._shared: dict[Callable, object] = {}
+
+    def unit_of(self, owner: cst.CSTNode) -> Unit:
+        """The unit of a function or class of this module."""
+        return self._units_by_owner[id(owner)]
+
+    @cached_property
+    def _units_by_owner(self) -> dict[int, Unit]:
+        return {id(unit.owner): unit for unit in self.units}
 
     def shared(self, analysis: Callable[[ModuleContext], T]) -> T:
         """``analysis(self)``, computed once per file however many rules ask for it."""

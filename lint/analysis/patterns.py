@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import libcst as cst
 
@@ -154,10 +155,41 @@ _SKIPPED_FIELDS = frozenset(
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+# While a file is analysed (``children_kept``): each node's children as first found, with
+# the node itself (so that its id is not reused while the entry lives). The analyses walk
+# the same code several times (unit surveys, graphs, the rules' own walks).
+_KEPT: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] | None = None
+
+
+@contextmanager
+def children_kept() -> Iterator[None]:
+    """``children`` remembers what it found until the block ends (one file's analysis: its
+    tree does not change)."""
+    global _KEPT
+    outer = _KEPT
+    _KEPT = {}
+    try:
+        yield
+    finally:
+        _KEPT = outer
+
+
+def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     """The child nodes that carry code, in source order; much cheaper than libcst's
-    ``children``, which rebuilds the node to find them. (The hot loop of every walk: plain
-    dictionary look-ups instead of function calls.)"""
+    ``children``, which rebuilds the node to find them."""
+    kept = _KEPT
+    if kept is None:
+        return _children(node)
+    entry = kept.get(id(node))
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    found = _children(node)
+    kept[id(node)] = (node, found)
+    return found
+
+
+def _children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """(The hot loop of every walk: plain dictionary look-ups instead of function calls.)"""
     names = _FIELDS.get(type(node))
     if names is None:
         names = _FIELDS[type(node)] = tuple(
@@ -183,7 +215,7 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
                 flag = _classify(kind)
             if flag:
                 found.append(value)
-    return found
+    return tuple(found)
 
 
 # Whether a type is a libcst node class. libcst's node classes are ABCs, whose isinstance
@@ -208,8 +240,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             continue
         found = children(current)
         if found:
-            found.reverse()
-            stack.extend(found)
+            stack.extend(reversed(found))
 
 
 def callee_name(call: cst.CSTNode) -> str | None:

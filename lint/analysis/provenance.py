@@ -220,7 +220,7 @@ class Provenance:
                 self._note(stmt)
 
     def _note(self, stmt: cst.CSTNode) -> None:
-        if not isinstance(stmt, cst.Assign):
+        if type(stmt) is not cst.Assign:  # exact type: isinstance on libcst's ABCs is slow
             return
         for target in stmt.targets:
             names = _target_names(target.target)

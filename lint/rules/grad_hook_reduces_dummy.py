@@ -49,7 +49,9 @@ RULE = Rule(
         top-level function of the file that registers such a hook on its parameter and is
         called with `T` (the finding is that call); `f` a function of the file or nested
         in it, a method of the class or a lambda, whose first parameter reaches a call
-        naming `reduce`. Files naming `register_hook` are analysed for this.
+        naming `reduce`. Files naming `register_hook(` that also call something named
+        `*reduce*` are analysed for this (a file registering hooks only to record
+        gradients is not).
 
         Not seen: weights handed in from other files or kept in containers; hooks
         registered with `register_post_accumulate_grad_hook` or on the grad accumulator;

@@ -184,3 +184,73 @@ def no_product(x, dy):
 """
     found = run_facts([("helpers.py", source.encode())])
     assert found.gradient == ("cast_first", "indexed", "plain")
+
+
+# -- unit surveys: composed from each unit's own code and its nested units' headers ---------
+NESTED = """
+    @decorate(overwrite_main_grad)
+    def outer(w, flag=w.main_grad):
+        if flag:
+            def helper(g=torch.empty(3)) -> "main_grad":
+                ctx.keep = 1
+                def deepest():
+                    overwrite_weights(w)
+                return "grad_added_to_main_grad"
+        class Inner(Base, meta=make_empty()):
+            def method(self, ctx):
+                ctx.saved = self.main_grad
+        def direct(x=ctx.other, y=torch.empty(1)):
+            return get_main_grad(x)
+        return helper
+
+    class Top:
+        overwrite_main_grad = True
+        def m(self):
+            lambda: self.grad_added_to_main_grad
+"""
+EXPECTED_SURVEYS = {  # unit: (spelled: overwrite, main_grad, grad_added, empty alloc; calls; ctx)
+    # outer's header (decorator, default), not what outer's statements nest
+    "<module>": ((True, True, False, False), {"decorate"}, set()),
+    # Inner's bases and direct's defaults, not helper's header (inside an ``if``)
+    "outer": ((False, True, False, True), {"make_empty", "get_main_grad", "empty"}, {"other"}),
+    "helper": ((True, False, True, False), {"overwrite_weights"}, {"keep"}),
+    "deepest": ((True, False, False, False), {"overwrite_weights"}, set()),
+    "Inner": ((False, True, False, False), set(), {"saved"}),
+    "method": ((False, True, False, False), set(), {"saved"}),
+    "direct": ((False, True, False, False), {"get_main_grad"}, set()),
+    "Top": ((True, False, True, False), set(), set()),
+    "m": ((False, False, True, False), set(), set()),
+}
+
+
+def test_a_units_survey_covers_its_statements_and_the_functions_and_classes_among_them():
+    # A unit's survey: its own statements, each walked whole but for what nests in them; a
+    # function or class that is one of its statements is walked with its header (defaults,
+    # decorators, bases, annotations); code nested one level further in is not.
+    context = ModuleContext(textwrap.dedent(NESTED).lstrip("\n"), "case.py")
+    surveys = {}
+    for unit in context.units:
+        s = unit.survey
+        spelled = (s.spells_overwrite, s.spells_main_grad, s.spells_grad_added, s.empty_alloc)
+        surveys[unit.name] = (spelled, s.calls, s.ctx_attrs)
+    assert surveys == EXPECTED_SURVEYS
+
+
+def test_children_are_found_once_per_node_while_a_file_is_analysed():
+    from gmlp_check.lint.analysis import patterns
+
+    call = cst.parse_expression("f(a, b=c)")
+    assert patterns.children(call) == patterns.children(call)
+    assert patterns.children(call) is not patterns.children(call)  # outside: found anew
+    with patterns.children_kept():
+        kept = patterns.children(call)
+        assert patterns.children(call) is kept
+        # A node made and dropped during the analysis keeps its entry, and its id, until
+        # the end: a new node never gets the children of an old one.
+        ids = {}
+        for i in range(50):
+            node = cst.parse_expression(f"g{i}(x{i})")
+            ids[id(node)] = patterns.children(node)
+        assert len(ids) == 50
+    assert patterns.children(call) is not kept
+    assert [type(n).__name__ for n in kept] == ["Name", "Arg", "Arg"]

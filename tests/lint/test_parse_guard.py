@@ -243,6 +243,51 @@ def test_a_collector_the_caller_turned_off_stays_off_after_the_analysis():
     assert [f.line for f in findings] == [TRUTH.line]
 
 
+def test_the_parsed_tree_is_freed_by_reference_counting_not_by_the_collector():
+    # The analysis' cycles (units and their context, graph nodes) point into libcst's tree;
+    # the collector frees only those cycles, and the tree then goes by reference counting:
+    # none of its nodes is among what the collector finds (kept here with DEBUG_SAVEALL).
+    import gc
+
+    import libcst
+
+    from gmlp_check.lint import engine
+
+    source = TRUTH.source + "".join(
+        f"def f{i}(w):\n    if w.main_grad is not None:\n        w.main_grad.add_(w.grad)\n"
+        for i in range(100)
+    )
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        findings = engine.lint_source(source, "a.py", frozenset({"GMLP004"}))
+        gc.collect(0)  # whatever the analysis left to the collector
+        found = [o for o in gc.garbage if isinstance(o, libcst.CSTNode)]
+        cycles = len(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert [f.line for f in findings] == [TRUTH.line]
+    assert cycles > 1_000  # the analysis' own cycles were collected
+    assert found == []
+    assert gc.get_freeze_count() == 0  # nothing left out of the collector's reach
+
+
+def test_objects_a_caller_froze_stay_frozen_through_the_analysis():
+    import gc
+
+    from gmlp_check.lint import engine
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        findings = engine.lint_source(TRUTH.source, "a.py", frozenset({"GMLP004"}))
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()
+    assert [f.line for f in findings] == [TRUTH.line]
+
+
 def test_libcsts_node_checks_are_off_while_it_parses_and_on_again_after(monkeypatch):
     # Each Name node libcst builds would run its check; the parse (and analysis) of a file
     # with main_grad code and no finding runs none, and a node built by hand afterwards is

@@ -1,0 +1,94 @@
+"""Which files are parsed and analysed (``engine.mentions_contract``): a hook registration
+counts only with a call of something named ``*reduce*`` (GMLP026's condition)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gmlp_check.lint import engine
+from gmlp_check.lint.registry import rule
+
+FIXTURES = Path(__file__).parent / "fixtures" / "deferred_variants"
+
+RECORDING_HOOKS = """
+class TestGrads:
+    def test_same_dgrad_wgrad_reduces_to_plain_grad(self):
+        grads = {}
+        x.register_hook(lambda g: grads.setdefault("x", g))  # reduce nothing
+        helper = "all_reduce"
+        assert grads
+
+
+def reduce_amax(g):
+    return g
+"""
+
+
+def test_a_file_registering_hooks_that_reduce_nothing_is_not_analysed(monkeypatch):
+    # Recording hooks, a test method named *reduces*, a function defined (not called) with
+    # reduce in its name, the word in a comment and in a string: only compiled.
+    analysed = []
+    monkeypatch.setattr(engine, "_run_checks", lambda *args: analysed.append(args) or [])
+    assert engine.lint_source(RECORDING_HOOKS, "test_a.py", frozenset({"GMLP026"})) == []
+    assert analysed == []
+    assert not engine.mentions_contract(RECORDING_HOOKS)
+
+
+def test_a_file_registering_a_hook_and_calling_a_reduction_is_analysed():
+    source = RECORDING_HOOKS + "\ndef sync(g):\n    dist.all_reduce(g)\n"
+    assert engine.mentions_contract(source)
+
+
+def _gmlp026_sources() -> list[str]:
+    examples = rule("GMLP026").valid + rule("GMLP026").invalid
+    sources = [e.source for e in examples] + [s for e in examples for _, s in e.others]
+    fixtures = [p.read_text() for p in sorted(FIXTURES.glob("c5_hook_on_dummy*/*.py"))]
+    return [s for s in sources + fixtures if "register_hook(" in s]
+
+
+def test_every_gmlp026_example_and_variant_that_registers_a_hook_is_analysed():
+    sources = _gmlp026_sources()
+    assert len(sources) >= 8
+    assert all(engine.mentions_contract(source) for source in sources)
+
+
+CALLS = {
+    "dist.all_reduce(g)": True,
+    "(dist.all_reduce)(g)": True,
+    "f(all_reduce  # why\n  (g))": True,
+    "all_reduce \\\n(g)": True,
+    "f'{all_reduce(g)}'": True,
+    "x = reduce_scatter_tensor(out, g)": True,
+    "reduceé(g)": True,  # a non-ASCII character in the name
+    "undef reduce_x(g)": True,  # "def" inside another word
+    "def reduce_x(self):": False,
+    "async def all_reduce(g):": False,
+    "class reduce_hooks(Base):": False,
+    "class Reducer(Base):": False,  # the rule's test is case-sensitive
+    "x = 'reduce'": False,
+    "reduce = 1": False,
+    "# all_reduce (g) in a comment": True,  # the raw text: over, never under
+}
+
+
+@pytest.mark.parametrize(("source", "calls"), list(CALLS.items()), ids=list(CALLS))
+def test_calls_reduce(source, calls):
+    assert engine.calls_reduce(source) is calls
+
+
+def test_a_file_registering_a_hook_on_a_gradient_accumulator_is_analysed():
+    # GMLP028's second form: ``g.register_hook(h)`` on ``p.expand_as(p).grad_fn
+    # .next_functions[0][0]``, with no reduction anywhere in the file.
+    from gmlp_check.lint.analysis import grad_ready_hooks
+
+    source = (
+        "def wire(module, ready):\n"
+        "    for param in module.parameters():\n"
+        "        acc = param.expand_as(param).grad_fn.next_functions[0][0]\n"
+        "        acc.register_hook(lambda *_: ready.add(param))\n"
+    )
+    assert not engine.calls_reduce(source)
+    assert engine.mentions_contract(source)
+    assert engine.ACCUMULATOR_WORD == grad_ready_hooks.ACCUMULATOR
