@@ -198,10 +198,11 @@ def changed_files(git: Git, sha: str) -> tuple[str | None, list[tuple[str | None
 
 
 def lint_all(sides: dict[str, Side]) -> None:
-    """Lint every side (keyed by a relative path, ``REPO/...``) with the gmlp-lint CLI, one
-    run per repository (in chunks of ``CHUNK`` files): what the linter learns of a run's
-    other files (``lint/project.py``'s run facts) comes from the same repository, as when
-    a user lints that repository, never from another one linted beside it."""
+    """Lint every side (keyed by a relative path, ``RUN/...``, RUN a repository or a
+    repository at one revision) with the gmlp-lint CLI, one run per RUN (in chunks of
+    ``CHUNK`` files): what the linter learns of a run's other files (``lint/project.py``'s
+    run facts) comes from the same repository and revision, as when a user lints that
+    checkout, never from another one linted beside it."""
     with tempfile.TemporaryDirectory(prefix="lint-history-") as root:
         for key, side in sides.items():
             target = Path(root, key)
@@ -284,15 +285,20 @@ def measure_repo(git: Git, head: str, fix_commits: set[str]) -> dict:
         for (before, after), old_blob, new_blob in zip(pairs, old, new):
             if not (mentions(old_blob) or mentions(new_blob)):
                 continue
-            keys = [add_side(sides, git.name, blob, path)
-                    for blob, path in ((old_blob, before), (new_blob, after))]  # fmt: skip
+            # Each revision's files form a run of their own: what the linter learns across
+            # a run's files (lint/project.py's run facts) must not come from another
+            # revision's files (a 2026 file reading skip_backward_post_hook made GMLP028
+            # report 2021's DDP, written before the delayed-wgrad contract existed).
+            keys = [add_side(sides, f"{git.name}@{revision[:12]}", blob, path)
+                    for blob, path, revision in ((old_blob, before, parent or ""),
+                                                 (new_blob, after, sha))]  # fmt: skip
             files.append(({"path": after or before, "parent_path": before}, *keys))
         plans.append((record, files))
     head_paths = tree_files(git, head)
     head_keys = {}
     for path, blob in zip(head_paths, git.blobs([f"{head}:{p}" for p in head_paths])):
         if mentions(blob):
-            head_keys[path] = add_side(sides, git.name, blob, path)
+            head_keys[path] = add_side(sides, f"{git.name}@{head[:12]}", blob, path)
     progress(f"{git.name}: {len(sides)} file versions to lint")
     lint_all(sides)
 
