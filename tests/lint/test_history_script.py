@@ -120,6 +120,27 @@ def test_joins_a_judgement_to_a_finding_at_head(tmp_path):
     assert "| true | bool() of a tensor |" in report and "Scope: the demo repository." in report
 
 
+def test_each_revision_is_its_own_run_for_the_facts_learned_across_files(tmp_path):
+    # GMLP028 needs a run fact another file gives (the run reads skip_backward_post_hook).
+    # The hook file, unchanged from its first commit to head, is reported at head, where
+    # the contract file sits beside it, and not at its first commit, where nothing uses it.
+    hooks = rule("GMLP028").invalid[0].source + "\n# main_grad: the DDP side\n"
+    ((_, contract),) = rule("GMLP028").invalid[0].others
+    repo = make_repo(tmp_path)
+    first = commit(repo, {"pkg/hooks.py": hooks}, "grad-ready hooks")
+    te = textwrap.dedent(contract).lstrip("\n") + "# main_grad: the TE side\n"
+    head = commit(repo, {"pkg/te.py": te}, "te")
+    output = tmp_path / "history.json"
+    done = run_script("--repo", f"demo={repo / '.git'}", "--output", str(output))
+    assert done.returncode == 0, done.stderr
+    (repo_report,) = json.loads(output.read_text())["repos"]
+    assert repo_report["head"] == head
+    assert [f["code"] for f in repo_report["head_findings"]] == ["GMLP028"]
+    (at_first,) = [c for c in repo_report["candidates"] if c["commit"] == first]
+    assert [f["path"] for f in at_first["files"]] == ["pkg/hooks.py"]
+    assert json.dumps(at_first).count("GMLP028") == 0
+
+
 def test_records_the_command_without_the_git_directories(tmp_path):
     repo = make_repo(tmp_path)
     commit(repo, {"pkg/ops.py": FIXED}, "op")
