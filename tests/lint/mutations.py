@@ -505,6 +505,22 @@ def _is_chain(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Attribute) and _is_chain(node.value)
 
 
+class _InFunctions(cst.CSTTransformer):
+    """A transformer that knows how many functions deep it is (``depth``): the mutations
+    change statements inside functions only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+
+    def visit_FunctionDef(self, node) -> None:
+        self.depth += 1
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        self.depth -= 1
+        return updated_node
+
+
 class _ReplaceNode(cst.CSTTransformer):
     def __init__(self, text: str, replacement: cst.BaseExpression) -> None:
         self.text = text
@@ -516,17 +532,10 @@ class _ReplaceNode(cst.CSTTransformer):
         return updated_node
 
 
-class _BindMainGrad(cst.CSTTransformer):
+class _BindMainGrad(_InFunctions):
     def __init__(self, local: str) -> None:
+        super().__init__()
         self.local = local
-        self.depth = 0
-
-    def visit_FunctionDef(self, node) -> None:
-        self.depth += 1
-
-    def leave_FunctionDef(self, original_node, updated_node):
-        self.depth -= 1
-        return updated_node
 
     def _bind(self, access: cst.Attribute, marked: bool) -> cst.SimpleStatementLine:
         """``main_grad = X.main_grad``, marked as the statement it was taken from (a rule
@@ -707,17 +716,7 @@ def if_to_conditional_expression(source: str) -> str:
     return _parse(source).visit(_IfToIfExp()).code
 
 
-class _IfExpToIf(cst.CSTTransformer):
-    def __init__(self) -> None:
-        self.depth = 0
-
-    def visit_FunctionDef(self, node) -> None:
-        self.depth += 1
-
-    def leave_FunctionDef(self, original_node, updated_node):
-        self.depth -= 1
-        return updated_node
-
+class _IfExpToIf(_InFunctions):
     def leave_SimpleStatementLine(self, original_node, updated_node):
         if not self.depth or len(updated_node.body) != 1:
             return updated_node
@@ -1192,17 +1191,10 @@ def keyword_order(source: str) -> str:
     return _parse(source).visit(_ReverseKeywords()).code
 
 
-class _KeywordsToDict(cst.CSTTransformer):
+class _KeywordsToDict(_InFunctions):
     def __init__(self, taken: set[str]) -> None:
+        super().__init__()
         self.taken = taken
-        self.depth = 0
-
-    def visit_FunctionDef(self, node) -> None:
-        self.depth += 1
-
-    def leave_FunctionDef(self, original_node, updated_node):
-        self.depth -= 1
-        return updated_node
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         if not self.depth or len(updated_node.body) != 1:
