@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from . import registry
 from .cache import Cache
 from .class_facts import ClassFact, class_facts
+from .contract_facts import delayed_wgrad_in
 from .fixes import apply_fixes
 from .model import FileError, FileResult, Finding
 from .parsing import (
@@ -34,7 +35,7 @@ from .parsing import (
     syntax_error,
     trusted_parse,
 )
-from .project import NO_RUN_FACTS, RunFacts, delayed_wgrad_in, run_facts
+from .project import NO_RUN_FACTS, RunFacts, run_facts
 from .source import SourceError, decode, read_bytes
 from .suppressions import MARKER
 from .suppressions import apply as apply_suppressions

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..project import _DEF, DELAYED_WGRAD_WORDS, _enclosing_def
+from ..contract_facts import DELAYED_WGRAD_WORDS
+from ..function_index import DEF_LINE, enclosing_def
 from . import patterns
 from .module import ModuleContext, Unit
 
@@ -77,11 +78,11 @@ def _aware_functions(context: ModuleContext) -> frozenset[str]:
         while start >= 0:
             number = source.count("\n", 0, start)
             line: int | None = (
-                number if _DEF.match(lines[number]) else _enclosing_def(lines, number)
+                number if DEF_LINE.match(lines[number]) else enclosing_def(lines, number)
             )
             while line is not None:
-                names.add(_DEF.match(lines[line]).group(2))
-                line = _enclosing_def(lines, line)
+                names.add(DEF_LINE.match(lines[line]).group(2))
+                line = enclosing_def(lines, line)
             start = source.find(word, start + len(word))
     return frozenset(names)
 
