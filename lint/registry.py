@@ -69,7 +69,7 @@ RULE_MODULES = {
 CODES = tuple(RULE_MODULES)
 
 # What a rule's ``check`` looks at:
-MODULE = "module"  # check(context, out): a parsed file that names one of engine.TRIGGERS
+MODULE = "module"  # check(context, out): a parsed file that names one of triggers.TRIGGERS
 SUPPRESSIONS = "suppressions"  # check(suppressions, path, enabled): the suppression comments
 
 

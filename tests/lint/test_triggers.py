@@ -1,4 +1,4 @@
-"""Which files are parsed and analysed (``engine.mentions_contract``): a hook registration
+"""Which files are parsed and analysed (``triggers.mentions_contract``): a hook registration
 counts only with a call of something named ``*reduce*`` (GMLP026's condition)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gmlp_check.lint import engine
+from gmlp_check.lint import engine, triggers
 from gmlp_check.lint.registry import rule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "deferred_variants"
@@ -75,7 +75,7 @@ CALLS = {
 
 @pytest.mark.parametrize(("source", "calls"), list(CALLS.items()), ids=list(CALLS))
 def test_calls_reduce(source, calls):
-    assert engine.calls_reduce(source) is calls
+    assert triggers.calls_reduce(source) is calls
 
 
 def test_a_file_registering_a_hook_on_a_gradient_accumulator_is_analysed():
@@ -89,6 +89,6 @@ def test_a_file_registering_a_hook_on_a_gradient_accumulator_is_analysed():
         "        acc = param.expand_as(param).grad_fn.next_functions[0][0]\n"
         "        acc.register_hook(lambda *_: ready.add(param))\n"
     )
-    assert not engine.calls_reduce(source)
+    assert not triggers.calls_reduce(source)
     assert engine.mentions_contract(source)
-    assert engine.ACCUMULATOR_WORD == grad_ready_hooks.ACCUMULATOR
+    assert triggers.ACCUMULATOR_WORD == grad_ready_hooks.ACCUMULATOR

@@ -1,0 +1,91 @@
+"""Which files are parsed and analysed: the substrings that make a file worth the rules'
+time (the others are only compiled), and the cheap scans that find them."""
+
+from __future__ import annotations
+
+import re
+
+from .contract_facts import delayed_wgrad_in
+from .project import NO_RUN_FACTS, RunFacts
+
+# Substrings that make a file worth parsing (``main_grad`` also covers
+# ``grad_added_to_main_grad``, ``overwrite_main_grad`` and ``get_main_grad``).
+TRIGGERS = (
+    "main_grad",
+    "zero_out_wgrad",
+    "dummy_wgrad",
+    "skip_backward_post_hook",
+    "backward_dw",  # delayed wgrad across classes (GMLP014): such files may never write main_grad
+    "delay_wgrad_compute",
+    "_dw(self",  # a delayed-wgrad piece defined (GMLP025): a stub names no other trigger
+)
+_BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
+# Worth parsing only in a run that uses TE's delayed-wgrad contract (``RunFacts.delayed_wgrad``,
+# found in another file or in this one): a gradient-ready hook, which then must ask whether
+# its parameter delays its weight gradient (GMLP028). Elsewhere such a hook is ordinary.
+CONTRACT_TRIGGERS = ("register_post_accumulate_grad_hook",)
+_BYTE_CONTRACT_TRIGGERS = tuple(t.encode() for t in CONTRACT_TRIGGERS)
+# A tensor hook that may reduce a dummy wgrad (GMLP026) or that fires on a gradient
+# accumulator (GMLP028): a file naming ``register_hook(`` is analysed when it also calls
+# something named ``*reduce*`` (``calls_reduce``), as every hook GMLP026 reports does, or
+# names ``ACCUMULATOR_WORD``, as every accumulator hook GMLP028 reports does; a test file
+# registering hooks only to record gradients is not.
+HOOK_TRIGGER = "register_hook("
+ACCUMULATOR_WORD = "next_functions"  # ``p.expand_as(p).grad_fn.next_functions[0][0]``
+_BYTE_HOOK_TRIGGER = HOOK_TRIGGER.encode()
+
+
+def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
+    """The text names one of ``TRIGGERS``, ``HOOK_TRIGGER`` and ``ACCUMULATOR_WORD`` or a
+    call of something named ``*reduce*``, or one of ``CONTRACT_TRIGGERS`` in a run that uses
+    the delayed-wgrad contract (a few substring scans: cheap on any file)."""
+    if any(trigger in source for trigger in TRIGGERS):
+        return True
+    if HOOK_TRIGGER in source and (ACCUMULATOR_WORD in source or calls_reduce(source)):
+        return True
+    return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
+        facts.delayed_wgrad or delayed_wgrad_in(source)
+    )
+
+
+# What may stand between a callee's name and the parenthesis of its call: whitespace,
+# closing parentheses (``(dist.all_reduce)(g)``), comments and line continuations. Each
+# alternative starts with its own characters, so a match takes linear time.
+_CALL_GAP = re.compile(r"(?:[\s)]|#[^\r\n]*(?:\r\n|\r|\n)|\\(?:\r\n|\r|\n))*")
+# Identifier characters: ASCII word characters, and any non-ASCII character (outside
+# strings and comments Python takes those only in identifiers).
+_NAME_TAIL = re.compile(r"[\w\u0080-\U0010ffff]*")
+_DEFINED = re.compile(r"(?<!\w)(?:def|class)[ \t\f]+\Z")
+
+
+def calls_reduce(source: str) -> bool:
+    """Whether the text may call something whose name contains ``reduce`` (the condition of
+    every GMLP026 finding: the hook hands its gradient to such a call): an identifier
+    containing ``reduce`` followed by ``(``, not one that ``def`` or ``class`` defines. Over
+    the raw text, strings and comments included (a call in an f-string counts): a text
+    that does call one always answers True. Each identifier is looked at once."""
+    at = source.find("reduce")
+    while at >= 0:
+        end = _NAME_TAIL.match(source, at).end()
+        start = at
+        while start and _is_name_char(source[start - 1]):
+            start -= 1
+        after = _CALL_GAP.match(source, end).end()
+        if source.startswith("(", after) and not _DEFINED.search(source, max(0, start - 16), start):
+            return True
+        at = source.find("reduce", end)
+    return False
+
+
+def _is_name_char(char: str) -> bool:
+    return char == "_" or char.isalnum() or ord(char) > 127
+
+
+def may_be_analysed(data: bytes, facts: RunFacts) -> bool:
+    """An estimate of ``mentions_contract`` on a file's bytes, for weighing the work
+    (``engine.estimate_work``): it may say yes where the text is only compiled."""
+    if any(t in data for t in _BYTE_TRIGGERS):
+        return True
+    if _BYTE_HOOK_TRIGGER in data and (b"reduce" in data or ACCUMULATOR_WORD.encode() in data):
+        return True
+    return bool(facts.delayed_wgrad) and any(t in data for t in _BYTE_CONTRACT_TRIGGERS)
