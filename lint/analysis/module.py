@@ -17,7 +17,7 @@ import libcst as cst
 from ..lines import line_starts
 from ..project import NO_RUN_FACTS, RunFacts, facts_in
 from . import carried as carried_flags
-from . import patterns
+from . import patterns, walking
 from .cfg import Graph, Node, build_graph
 from .dataflow import Aliases, ControlDependence, ReachingDefinitions, Taint
 from .locate import Locator
@@ -170,7 +170,7 @@ class Unit:
         return isinstance(target, cst.Name) and target.value in self.returned_names
 
 
-_SCOPES = patterns._SCOPES  # exact types: the functions and classes ``patterns.walk`` skips
+_SCOPES = walking.SCOPES  # exact types: the functions and classes ``patterns.walk`` skips
 
 
 class Survey:

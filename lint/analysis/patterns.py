@@ -7,11 +7,10 @@ dataflow module's business.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import libcst as cst
+
+# The walks are ``walking``'s; the analyses reach them through this module too.
+from .walking import children, children_kept, walk  # noqa: F401
 
 MAIN_GRAD = "main_grad"
 # Prefixes of locals named for main_grad that hold a switch about it, not the buffer.
@@ -122,125 +121,6 @@ EMPTY_ALLOCATORS = {"empty": "zeros", "empty_like": "zeros_like", "new_empty": "
 ALLOCATORS = frozenset(
     {*EMPTY_ALLOCATORS, "empty_strided", "zeros", "zeros_like", "new_zeros", "ones", "full"}
 )
-
-
-# Fields that hold only tokens and whitespace, or names that are not reads (an attribute's
-# name, a keyword argument's name): never worth visiting.
-_SKIPPED_FIELDS = frozenset(
-    {
-        "lpar",
-        "rpar",
-        "comma",
-        "equal",
-        "semicolon",
-        "leading_lines",
-        "lines_after_decorators",
-        "lbracket",
-        "rbracket",
-        "lbrace",
-        "rbrace",
-        "dot",
-        "colon",
-        "asynchronous",
-        "header",
-        "footer",
-        "trailing_whitespace",
-        "operator",
-        "keyword",
-        "attr",
-        "star",
-        "newline",
-    }
-)
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-# While a file is analysed (``children_kept``): each node's children as first found, with
-# the node itself (so that its id is not reused while the entry lives). The analyses walk
-# the same code several times (unit surveys, graphs, the rules' own walks).
-_KEPT: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] | None = None
-
-
-@contextmanager
-def children_kept() -> Iterator[None]:
-    """``children`` remembers what it found until the block ends (one file's analysis: its
-    tree does not change)."""
-    global _KEPT
-    outer = _KEPT
-    _KEPT = {}
-    try:
-        yield
-    finally:
-        _KEPT = outer
-
-
-def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-    """The child nodes that carry code, in source order; much cheaper than libcst's
-    ``children``, which rebuilds the node to find them."""
-    kept = _KEPT
-    if kept is None:
-        return _children(node)
-    entry = kept.get(id(node))
-    if entry is not None and entry[0] is node:
-        return entry[1]
-    found = _children(node)
-    kept[id(node)] = (node, found)
-    return found
-
-
-def _children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-    """(The hot loop of every walk: plain dictionary look-ups instead of function calls.)"""
-    names = _FIELDS.get(type(node))
-    if names is None:
-        names = _FIELDS[type(node)] = tuple(
-            f.name
-            for f in dataclasses.fields(node)
-            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
-        )
-    found: list[cst.CSTNode] = []
-    is_node = _NODE_TYPES
-    for name in names:
-        value = getattr(node, name)
-        kind = type(value)
-        if kind is tuple or kind is list:
-            for item in value:
-                flag = is_node.get(type(item))
-                if flag is None:
-                    flag = _classify(type(item))
-                if flag:
-                    found.append(item)
-        else:
-            flag = is_node.get(kind)
-            if flag is None:
-                flag = _classify(kind)
-            if flag:
-                found.append(value)
-    return tuple(found)
-
-
-# Whether a type is a libcst node class. libcst's node classes are ABCs, whose isinstance
-# checks are slow: the hot paths below compare exact types instead (the concrete node
-# classes they name have no subclasses).
-_NODE_TYPES: dict[type, bool] = {}
-_SCOPES = (cst.FunctionDef, cst.ClassDef)
-
-
-def _classify(kind: type) -> bool:
-    _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
-    return _NODE_TYPES[kind]
-
-
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node of an expression or statement, not entering nested functions or classes."""
-    stack: list[cst.CSTNode] = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        if type(current) in _SCOPES and current is not node:
-            continue
-        found = children(current)
-        if found:
-            stack.extend(reversed(found))
 
 
 def callee_name(call: cst.CSTNode) -> str | None:
