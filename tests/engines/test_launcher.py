@@ -104,6 +104,10 @@ def test_a_worker_that_cannot_start_is_one_line_and_exit_2(capfd):
     assert capfd.readouterr().err.startswith("gmlp-check: cannot start a worker:")
 
 
+def _written(path: Path) -> bool:
+    return path.exists() and path.read_text().strip() != ""
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_or_sigterm_stops_every_worker_and_exits_2(tmp_path, sig):
     code = f"Path({str(tmp_path)!r}, f'pid{{rank}}').write_text(str(os.getpid())); time.sleep(120)"
@@ -116,7 +120,9 @@ def test_ctrl_c_or_sigterm_stops_every_worker_and_exits_2(tmp_path, sig):
     )
     launcher = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not all((tmp_path / f"pid{r}").exists() for r in range(2)):
+    # A pid file exists as soon as it is opened: wait for its content (a signal sent between
+    # the open and the write leaves it empty).
+    while not all(_written(tmp_path / f"pid{r}") for r in range(2)):
         assert time.monotonic() < deadline, "the workers never started"
         time.sleep(0.05)
     launcher.send_signal(sig)
