@@ -22,7 +22,7 @@ from gmlp_check.streams import progress_bar, stdout_to_stderr
 
 from . import report, runner, targets, timed_backends
 from .phases import PHASES, Workload
-from .shapes import LOADS, MODEL_SHAPES, PRESETS, split_sizes
+from .shapes import LAYOUTS, LOADS, MODEL_SHAPES, PRESETS, split_sizes
 from .timing import RepeatPolicy, clock_for
 
 EXAMPLES = """\b
@@ -188,10 +188,11 @@ def _check_fits(workloads: list[Workload], device: str) -> None:
 )
 @click.option(
     "--weights",
-    type=click.Choice(["single", "discrete"]),
+    type=click.Choice([*LAYOUTS, "both"]),
     default="single",
     show_default=True,
-    help="single: one [G, out, in] weight per layer (single_grouped_weight); discrete: G weights.",
+    help="single: one [G, out, in] weight per layer (single_grouped_weight); discrete: G "
+    "weights; both: each workload once per layout, in one run.",
 )
 @click.option(
     "--warmup",
@@ -297,6 +298,7 @@ def bench(
     dtype_name = dtype_name or ("bf16" if device == "cuda" else "fp32")
     dtype = torch_dtype(dtype_name)
     loads = list(LOADS) if load == "both" else [load]
+    layouts = list(LAYOUTS) if weights == "both" else [weights]
     torch_device = torch.device(device)
 
     workloads = []
@@ -304,16 +306,17 @@ def bench(
         preset = PRESETS[name]
         sized = preset.with_tokens(tokens) if tokens is not None else preset
         for load_name in loads:
-            workloads.append(
-                Workload(
-                    sized,
-                    load_name,
-                    split_sizes(sized, load_name),
-                    dtype,
-                    torch_device,
-                    single_grouped_weight=weights == "single",
+            for layout in layouts:
+                workloads.append(
+                    Workload(
+                        sized,
+                        load_name,
+                        split_sizes(sized, load_name),
+                        dtype,
+                        torch_device,
+                        single_grouped_weight=layout == "single",
+                    )
                 )
-            )
     _check_fits(workloads, device)
     policy = RepeatPolicy(warmup=warmup or (2 if device == "cuda" else 1), repeats=repeats)
     clock = clock_for(torch_device)
@@ -323,6 +326,7 @@ def bench(
         "device": device,
         "dtype": str(dtype).removeprefix("torch."),
         "weights": weights,
+        "layouts": layouts,
         "activation": "swiglu",
         "bias": False,
         "shapes": shape_names,
@@ -355,7 +359,13 @@ def bench(
             workloads=workloads,
             results=results,
             targets=targets.evaluate(
-                results, shapes, PRESETS, loads, comparable=clock.comparable, dtype=dtype
+                results,
+                shapes,
+                PRESETS,
+                loads,
+                layouts=layouts,
+                comparable=clock.comparable,
+                dtype=dtype,
             ),
             wall_s=time.perf_counter() - started,
             comparable=clock.comparable,

@@ -23,11 +23,11 @@ MAIN_GRAD_WGRAD_PHASES = ("wgrad-accumulate", "wgrad-overwrite")
 
 
 def median_ms(
-    results: list[Result], shape: str, load: str, backend: str, phase: str
+    results: list[Result], shape: str, load: str, backend: str, phase: str, *, weights: str
 ) -> float | None:
-    cell = (shape, load, backend, phase)
+    cell = (shape, load, weights, backend, phase)
     for r in results:
-        if (r.shape, r.load, r.backend, r.phase) == cell and r.status == "ok":
+        if (r.shape, r.load, r.weights, r.backend, r.phase) == cell and r.status == "ok":
             return r.samples.median_ms
     return None
 
@@ -40,45 +40,51 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 def speedup(
-    results: list[Result], shape: str, load: str, phase: str, backend: str, reference: str
+    results: list[Result],
+    shape: str,
+    load: str,
+    phase: str,
+    backend: str,
+    reference: str,
+    *,
+    weights: str,
 ) -> float | None:
-    mine = median_ms(results, shape, load, backend, phase)
-    theirs = median_ms(results, shape, load, reference, phase)
+    mine = median_ms(results, shape, load, backend, phase, weights=weights)
+    theirs = median_ms(results, shape, load, reference, phase, weights=weights)
     return _ratio(theirs, mine)
 
 
 def time_over_baseline(
-    results: list[Result], shape: str, load: str, phase: str, backend: str
+    results: list[Result], shape: str, load: str, phase: str, backend: str, *, weights: str
 ) -> float | None:
-    mine = median_ms(results, shape, load, backend, phase)
-    baseline = median_ms(results, shape, load, BASELINE_BACKEND, BASELINE_PHASE)
+    mine = median_ms(results, shape, load, backend, phase, weights=weights)
+    baseline = median_ms(results, shape, load, BASELINE_BACKEND, BASELINE_PHASE, weights=weights)
     return _ratio(mine, baseline)
 
 
 def ratio_rows(results: list[Result]) -> list[dict]:
     rows = []
-    cells = dict.fromkeys((r.shape, r.load, r.phase) for r in results if r.phase != BASELINE_PHASE)
+    cells = dict.fromkeys(
+        (r.shape, r.load, r.weights, r.phase) for r in results if r.phase != BASELINE_PHASE
+    )
     backends = list(dict.fromkeys(r.backend for r in results if r.phase != BASELINE_PHASE))
-    for shape, load, phase in cells:
+    for shape, load, weights, phase in cells:
+        where = {"shape": shape, "load": load, "weights": weights, "phase": phase}
         for backend, reference in SPEEDUP_PAIRS:
-            value = speedup(results, shape, load, phase, backend, reference)
+            value = speedup(results, shape, load, phase, backend, reference, weights=weights)
             if value is not None:
-                rows.append(_row(shape, load, phase, backend, reference, "speedup", value))
+                rows.append(_row(where, backend, reference, "speedup", value))
         if phase in MAIN_GRAD_WGRAD_PHASES:
             for backend in backends:
-                value = time_over_baseline(results, shape, load, phase, backend)
+                value = time_over_baseline(results, shape, load, phase, backend, weights=weights)
                 if value is not None:
-                    baseline = BASELINE_BACKEND
-                    kind = "time_over_baseline"
-                    rows.append(_row(shape, load, phase, backend, baseline, kind, value))
+                    rows.append(_row(where, backend, BASELINE_BACKEND, "time_over_baseline", value))
     return rows
 
 
-def _row(shape, load, phase, backend, reference, kind, value) -> dict:
+def _row(where: dict, backend: str, reference: str, kind: str, value: float) -> dict:
     return {
-        "shape": shape,
-        "load": load,
-        "phase": phase,
+        **where,
         "impl": backend,
         "reference": reference,
         "kind": kind,

@@ -50,6 +50,11 @@ class Workload:
     device: torch.device
     single_grouped_weight: bool
 
+    @property
+    def weights(self) -> str:
+        """The weight layout as the bench names it (--weights)."""
+        return "single" if self.single_grouped_weight else "discrete"
+
     def mlp_config(self, *, delay_wgrad_compute: bool) -> MLPConfig:
         return MLPConfig(
             num_experts=self.shape.experts,

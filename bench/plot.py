@@ -1,4 +1,5 @@
-"""The comparison plot: one panel per shape and load, TFLOP/s per phase, one bar per backend.
+"""The comparison plot: one panel per shape, load and weight layout, TFLOP/s per phase, one bar
+per backend.
 
 TFLOP/s (model FLOPs, flops.py) rather than milliseconds, so that phases of different sizes
 share an axis; the axis is logarithmic because the per-expert loop and the fused kernels are
@@ -11,7 +12,7 @@ from __future__ import annotations
 import io
 
 from .phases import BASELINE_BACKEND, PHASES
-from .report import NOT_COMPARABLE
+from .report import NOT_COMPARABLE, workload_key
 
 
 def render_png(doc: dict) -> bytes:
@@ -23,10 +24,11 @@ def render_png(doc: dict) -> bytes:
     from matplotlib.patches import Patch
 
     results = doc["results"]
-    cells = {(r["shape"], r["load"], r["impl"], r["phase"]): r for r in results}
-    workloads = list(dict.fromkeys((r["shape"], r["load"]) for r in results))
-    shapes = list(dict.fromkeys(shape for shape, _ in workloads))
-    loads = list(dict.fromkeys(load for _, load in workloads))
+    cells = {(*workload_key(r), r["impl"], r["phase"]): r for r in results}
+    workloads = list(dict.fromkeys(workload_key(r) for r in results))
+    shapes = list(dict.fromkeys(shape for shape, _, _ in workloads))
+    # One column per load and layout that the run measured.
+    columns = list(dict.fromkeys((load, weights) for _, load, weights in workloads))
     backends = list(dict.fromkeys(r["impl"] for r in results))
     phases = [p for p in PHASES if any(r["phase"] == p for r in results)]
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -38,17 +40,17 @@ def render_png(doc: dict) -> bytes:
 
     fig, axes = plt.subplots(
         len(shapes),
-        len(loads),
-        figsize=(6.5 * len(loads), 3.4 * len(shapes) + 0.8),
+        len(columns),
+        figsize=(6.5 * len(columns), 3.4 * len(shapes) + 0.8),
         squeeze=False,
     )
     for row, shape in enumerate(shapes):
-        for col, load in enumerate(loads):
+        for col, (load, weights) in enumerate(columns):
             ax = axes[row][col]
-            ax.set_title(f"{shape}, {load} load", fontsize=10)
+            ax.set_title(f"{shape}, {load} load, {weights} weights", fontsize=10)
             for x, phase in enumerate(phases):
                 for i, backend in enumerate(slots[phase]):
-                    cell = cells.get((shape, load, backend, phase))
+                    cell = cells.get((shape, load, weights, backend, phase))
                     if cell is None:
                         continue
                     position = x + width * (i - (len(slots[phase]) - 1) / 2)

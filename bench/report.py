@@ -54,6 +54,7 @@ def result_row(result: Result, shapes: dict, element_bytes: int) -> dict:
     row = {
         "shape": result.shape,
         "load": result.load,
+        "weights": result.weights,
         "phase": result.phase,
         "impl": result.backend,
         "status": result.status,
@@ -182,6 +183,11 @@ def _fmt_ms(value: float | None) -> str:
     return f"{value:.3f}" if value < 100 else f"{value:.1f}"
 
 
+def workload_key(row: dict) -> tuple[str, str, str]:
+    """Which workload a result row measured: its shape, load and weight layout."""
+    return row["shape"], row["load"], row["weights"]
+
+
 def print_tables(doc: dict, console: Console) -> None:
     comparable = doc["comparable"]
     env = doc["environment"]
@@ -191,17 +197,17 @@ def print_tables(doc: dict, console: Console) -> None:
         f"{env['timing']}){suffix}"
     )
     speedups = {
-        (r["shape"], r["load"], r["phase"], r["impl"], r["reference"]): r["value"]
+        (r["shape"], r["load"], r["weights"], r["phase"], r["impl"], r["reference"]): r["value"]
         for r in doc["ratios"]
     }
     shapes = {s["name"]: s for s in doc["shapes"]}
-    workloads = list(dict.fromkeys((r["shape"], r["load"]) for r in doc["results"]))
-    for shape_name, load in workloads:
+    workloads = list(dict.fromkeys(workload_key(r) for r in doc["results"]))
+    for shape_name, load, weights in workloads:
         shape = shapes[shape_name]
         title = (
             f"{shape_name} ({shape['model']}): {shape['experts']} experts, hidden "
-            f"{shape['hidden']}, ffn {shape['ffn']}, {shape['rows']} rows, {load} load"
-            f"{'' if comparable else ' - ' + NOT_COMPARABLE}"
+            f"{shape['hidden']}, ffn {shape['ffn']}, {shape['rows']} rows, {load} load, "
+            f"{weights} weights{'' if comparable else ' - ' + NOT_COMPARABLE}"
         )
         table = Table(title=title, title_justify="left")
         for column, justify in (
@@ -220,9 +226,9 @@ def print_tables(doc: dict, console: Console) -> None:
             table.add_column(column, justify=justify)
         told: set[tuple[str, str | None]] = set()  # each reason in full once per table
         for r in doc["results"]:
-            if (r["shape"], r["load"]) != (shape_name, load):
+            if workload_key(r) != (shape_name, load, weights):
                 continue
-            key = (r["shape"], r["load"], r["phase"], r["impl"])
+            key = (*workload_key(r), r["phase"], r["impl"])
             status = r["status"]
             if status != "ok":
                 seen = (r["impl"], r["reason"]) in told
@@ -245,11 +251,12 @@ def print_tables(doc: dict, console: Console) -> None:
     judged = [t for t in doc["targets"] if t["met"] is not None]
     if doc["targets"]:
         table = Table(title="performance targets", title_justify="left")
-        for column in ("target", "load", "value", "threshold", "met"):
+        for column in ("target", "load", "weights", "value", "threshold", "met"):
             table.add_column(column)
         for t in doc["targets"]:
             met = {True: "[green]yes[/]", False: "[red]no[/]", None: t["note"]}[t["met"]]
-            table.add_row(t["text"], t["load"], _fmt(t["value"], 3), str(t["threshold"]), met)
+            value, threshold = _fmt(t["value"], 3), str(t["threshold"])
+            table.add_row(t["text"], t["load"], t["weights"], value, threshold, met)
         if judged or comparable:
             console.print(table)
     spent = {}

@@ -41,6 +41,7 @@ class Result:
     reason: str | None = None
     peak_memory_bytes: int | None = None
     wall_s: float = 0.0
+    weights: str = "single"  # the weight layout: "single" grouped weight or "discrete"
 
 
 def planned_steps(workloads: list[Workload], backend_names: list[str], phases: list[str]) -> int:
@@ -62,7 +63,7 @@ def run(
     results: list[Result] = []
     module_phases = [p for p in phases if p in MODULE_PHASES]
     for workload in workloads:
-        label = f"{workload.shape.name}/{workload.load}"
+        label = f"{workload.shape.name}/{workload.load}/{workload.weights}"
         if BASELINE_PHASE in phases:
             on_step(f"{label} {BASELINE_BACKEND} {BASELINE_PHASE}")
             results.append(
@@ -86,6 +87,7 @@ def run(
                             phase,
                             "unavailable",
                             reason=unavailable,
+                            weights=workload.weights,
                         )
                     )
                     continue
@@ -106,7 +108,9 @@ def run(
 
 
 def _timed(workload: Workload, backend: str, phase: str, job: Callable[[], Samples]) -> Result:
-    result = Result(workload.shape.name, workload.load, backend, phase, "ok")
+    result = Result(
+        workload.shape.name, workload.load, backend, phase, "ok", weights=workload.weights
+    )
     on_cuda = workload.device.type == "cuda"
     if on_cuda:
         torch.cuda.reset_peak_memory_stats(workload.device)

@@ -45,6 +45,17 @@ def load(path: Path) -> dict:
             f"--from {str(path)!r}: not a whole {report.SCHEMA} document, "
             f"missing {', '.join(map(repr, missing))}"
         )
+    return with_layouts(doc)
+
+
+def with_layouts(doc: dict) -> dict:
+    """The document with a weight layout on every result, ratio and target row: documents
+    written before one run could time both layouts name theirs once, in the settings."""
+    layout = doc["settings"].get("weights", "single") if isinstance(doc["settings"], dict) else None
+    for field in ("results", "ratios", "targets"):
+        for row in doc[field]:
+            if isinstance(row, dict):
+                row.setdefault("weights", layout)
     return doc
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 LOADS = ("uniform", "skewed")
+# Weight layouts (--weights): one [G, out, in] grouped weight per layer, or G weights.
+LAYOUTS = ("single", "discrete")
 
 
 @dataclass(frozen=True)

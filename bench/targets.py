@@ -1,4 +1,5 @@
-"""The fused path's performance targets, checked against one benchmark run (each load separately).
+"""The fused path's performance targets, checked against one benchmark run (each load and weight
+layout separately).
 
 A target is only judged on a comparable run (CUDA events, bf16) of the preset shape at its
 preset token count; otherwise ``met`` is None and ``note`` says why.
@@ -98,16 +99,18 @@ def evaluate(
     presets: dict[str, Shape],
     loads: list[str],
     *,
+    layouts: list[str],
     comparable: bool,
     dtype: torch.dtype,
 ) -> list[dict]:
+    """Every target for each load and weight layout of the run."""
     rows = []
     for target in TARGETS:
         shape = shapes.get(target.shape)
         if shape is None:
             continue
-        for load in loads:
-            value = _value(target, results, shape, load)
+        for load, weights in ((load, weights) for load in loads for weights in layouts):
+            value = _value(target, results, shape, load, weights)
             note = _not_judged_because(shape, presets[target.shape], comparable, dtype)
             if note is None and value is None:
                 note = "not measured (a backend was skipped, failed or not selected)"
@@ -118,6 +121,7 @@ def evaluate(
                     "text": target.text,
                     "shape": target.shape,
                     "load": load,
+                    "weights": weights,
                     "kind": target.kind,
                     "threshold": target.threshold,
                     "value": None if value is None else float(f"{value:.6g}"),
@@ -128,14 +132,24 @@ def evaluate(
     return rows
 
 
-def _value(target: Target, results: list[Result], shape: Shape, load: str) -> float | None:
+def _value(
+    target: Target, results: list[Result], shape: Shape, load: str, weights: str
+) -> float | None:
     if target.kind == "speedup":
         return compare.speedup(
-            results, shape.name, load, target.phase, target.backend, target.reference
+            results,
+            shape.name,
+            load,
+            target.phase,
+            target.backend,
+            target.reference,
+            weights=weights,
         )
     if target.kind == "time_over_baseline":
-        return compare.time_over_baseline(results, shape.name, load, target.phase, target.backend)
-    ms = compare.median_ms(results, shape.name, load, target.backend, target.phase)
+        return compare.time_over_baseline(
+            results, shape.name, load, target.phase, target.backend, weights=weights
+        )
+    ms = compare.median_ms(results, shape.name, load, target.backend, target.phase, weights=weights)
     return None if ms is None else phase_flops(shape, target.phase) / (ms * 1e-3) / 1e12
 
 

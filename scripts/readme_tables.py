@@ -88,39 +88,114 @@ def _recorded_runs() -> str:
     return "\n".join(lines)
 
 
-# The recorded H200 run with Transformer Engine (discrete weights: TE's grouped-tensor path
-# for single weights needs a newer cuBLASLt than that machine's).
-BENCH_WITH_TE = "docs/gpu-runs/h200-session-2026-12-02/bench-discrete.json"
+# The recorded H200 run every performance figure in the docs comes from: all preset shapes,
+# both loads, both weight layouts, Transformer Engine's op fuser beside the fused path.
+BENCH_RUN = "docs/bench-h200.json"
+BENCH_BACKENDS = ("refimpl", "torch-grouped-mm", "te-ops", "triton")
 
 
-def _bench_vs_te() -> str:
-    """Per shape and phase (uniform load), the median ms of triton, te-ops and
-    torch-grouped-mm in the recorded run, and triton's speed-up over te-ops."""
+def _bench_doc() -> dict:
     import json
 
-    doc = json.loads((README.parent / BENCH_WITH_TE).read_text())
-    ms = {
-        (r["shape"], r["phase"], r["impl"]): r["median_ms"]
+    from gmlp_check.bench.saved import with_layouts
+
+    return with_layouts(json.loads((README.parent / BENCH_RUN).read_text()))
+
+
+def _ms(doc: dict) -> dict[tuple[str, str, str, str, str], float]:
+    """(shape, load, weights, impl, phase) -> median ms of every measurement that ran."""
+    return {
+        (r["shape"], r["load"], r["weights"], r["impl"], r["phase"]): r["median_ms"]
         for r in doc["results"]
-        if r["load"] == "uniform" and r["status"] == "ok"
+        if r["status"] == "ok"
     }
+
+
+def _cell(values: list[float | None], suffix: str = "") -> str:
+    return " / ".join("n/a" if v is None else f"{v:.2f}{suffix}" for v in values)
+
+
+def _bench_h200() -> str:
+    """Per shape, load and layout: the step of every backend, triton's TFLOP/s and speed-ups,
+    and the weight gradient into main_grad against the bare bf16 GEMM."""
+    doc = _bench_doc()
+    ms = _ms(doc)
+    tflops = {
+        (r["shape"], r["load"], r["weights"], r["impl"], r["phase"]): r["tflops"]
+        for r in doc["results"]
+        if r["status"] == "ok"
+    }
+    env, settings = doc["environment"], doc["settings"]
     lines = [
-        "| shape | phase | triton ms | te-ops ms | torch-grouped-mm ms "
-        "| triton speed-up vs te-ops |",
-        "|---|---|---:|---:|---:|---:|",
+        f"{env['device_name']}, torch {env['torch']}, Triton {env['triton']}, "
+        f"{settings['dtype']}, whole run {doc['wall_s']:.0f} s; command:",
+        "",
+        f"    {doc['command']}",
+        "",
+        "| shape | load | weights | step ms: " + " / ".join(BENCH_BACKENDS) + " | triton "
+        "TFLOP/s | triton speed-up vs " + " / ".join(BENCH_BACKENDS[:3]) + " | wgrad-accumulate "
+        "ms: bf16 `_grouped_mm` baseline / te-ops / triton |",
+        "|---|---|---|---|---:|---|---|",
     ]
-    cells = dict.fromkeys((shape, phase) for shape, phase, impl in ms if impl == "triton")
-    for shape, phase in cells:
-        mine, te, torch_mm = (ms.get((shape, phase, b)) for b in BENCH_BACKENDS)
-        speedup = f"{te / mine:.2f}x" if te and mine else "n/a"
-        row = [f"{v:.2f}" if v else "n/a" for v in (mine, te, torch_mm)]
-        lines.append(f"| {shape} | {phase} | {' | '.join(row)} | {speedup} |")
-    lines.append("")
-    lines.append(f"Recorded in `{BENCH_WITH_TE}`.")
+    cells = dict.fromkeys(key[:3] for key in ms)
+    for shape, load, weights in cells:
+        where = (shape, load, weights)
+        step = [ms.get((*where, impl, "step")) for impl in BENCH_BACKENDS]
+        mine = ms.get((*where, "triton", "step"))
+        speedups = [None if t is None or mine is None else t / mine for t in step[:3]]
+        wgrad = [
+            ms.get((*where, "torch._grouped_mm", "wgrad-baseline")),
+            ms.get((*where, "te-ops", "wgrad-accumulate")),
+            ms.get((*where, "triton", "wgrad-accumulate")),
+        ]
+        rate = tflops.get((*where, "triton", "step"))
+        rate_cell = "n/a" if rate is None else f"{rate:.0f}"
+        lines.append(
+            f"| {shape} | {load} | {weights} | {_cell(step)} | {rate_cell} | "
+            f"{_cell(speedups, 'x')} | {_cell(wgrad)} |"
+        )
     return "\n".join(lines)
 
 
-BENCH_BACKENDS = ("triton", "te-ops", "torch-grouped-mm")
+def _bench_vs_te() -> str:
+    """Per shape and phase (uniform load, each layout where te-ops ran), the median ms of
+    triton, te-ops and torch-grouped-mm in the recorded run, and triton's speed-up over
+    te-ops."""
+    ms = _ms(_bench_doc())
+    lines = [
+        "| shape | weights | phase | triton ms | te-ops ms | torch-grouped-mm ms "
+        "| triton speed-up vs te-ops |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    cells = dict.fromkeys(
+        (shape, weights, phase)
+        for shape, load, weights, impl, phase in ms
+        if impl == "te-ops" and load == "uniform"
+    )
+    for shape, weights, phase in cells:
+        mine, te, torch_mm = (
+            ms.get((shape, "uniform", weights, b, phase))
+            for b in ("triton", "te-ops", "torch-grouped-mm")
+        )
+        speedup = f"{te / mine:.2f}x" if te and mine else "n/a"
+        row = [f"{v:.2f}" if v else "n/a" for v in (mine, te, torch_mm)]
+        lines.append(f"| {shape} | {weights} | {phase} | {' | '.join(row)} | {speedup} |")
+    lines.append("")
+    lines.append(f"Recorded in `{BENCH_RUN}`.")
+    return "\n".join(lines)
+
+
+def _bench_targets() -> str:
+    """Every performance target of the recorded run, judged from its medians."""
+    doc = _bench_doc()
+    lines = ["| target | load | weights | value | threshold | met |", "|---|---|---|---:|---:|---|"]
+    for t in doc["targets"]:
+        met = {True: "yes", False: "**no**", None: t["note"]}[t["met"]]
+        value = "n/a" if t["value"] is None else f"{t['value']:.3g}"
+        lines.append(
+            f"| {t['text']} | {t['load']} | {t['weights']} | {value} | {t['threshold']} | {met} |"
+        )
+    return "\n".join(lines)
 
 
 def _deviations(spec: str) -> Callable[[], str]:
@@ -153,6 +228,8 @@ def _generators() -> dict[str, Callable[[], str]]:
         "fp8-recipes": markdown_fp8,
         "recorded-runs": _recorded_runs,
         "bench-vs-te": _bench_vs_te,
+        "bench-h200": _bench_h200,
+        "bench-targets": _bench_targets,
     }
     for spec in BUILTIN:
         generators[f"deviations-{spec}"] = _deviations(spec)

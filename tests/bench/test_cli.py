@@ -259,6 +259,60 @@ def test_a_factory_that_raises_is_an_error_exit_1():
     assert row["status"] == "error" and "a bug in the user's factory" in row["reason"]
 
 
+def discrete_weights_only(**kwargs):
+    """A backend with only discrete weights, as Transformer Engine's op fuser is on a machine
+    whose cuBLASLt lacks the grouped-tensor GEMM."""
+    if kwargs["single_grouped_weight"]:
+        raise NotImplementedError("single grouped weights need a newer library here")
+    return GroupedMLP(**kwargs)
+
+
+def test_weights_both_times_each_workload_once_per_layout_in_one_run(tmp_path):
+    spec = f"{__name__}:discrete_weights_only"
+    output = tmp_path / "bench.json"
+    result = bench(*FAST, "--impl", f"refimpl,{spec}", "--load", "uniform", "--weights",
+                   "both", "--phases", "wgrad-accumulate,wgrad-baseline",
+                   "--output", str(output))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "single weights" in result.stdout and "discrete weights" in result.stdout
+    doc = json.loads(output.read_text())
+    assert doc["settings"]["weights"] == "both"
+    assert doc["settings"]["layouts"] == ["single", "discrete"]
+    assert "--weights both" in doc["command"]
+    status = {(r["weights"], r["impl"], r["phase"]): r["status"] for r in doc["results"]}
+    assert len(status) == len(doc["results"]) == 2 * 3
+    # Each layout built its own modules: the factory refused only the single-weight ones.
+    assert status[("single", spec, "wgrad-accumulate")] == "unavailable"
+    assert status[("discrete", spec, "wgrad-accumulate")] == "ok"
+    assert status[("single", "refimpl", "wgrad-accumulate")] == "ok"
+    median = {(r["weights"], r["impl"]): r["median_ms"] for r in doc["results"]}
+    over = {
+        (r["weights"], r["impl"]): r["value"]
+        for r in doc["ratios"]
+        if r["kind"] == "time_over_baseline"
+    }
+    assert set(over) == {("single", "refimpl"), ("discrete", "refimpl"), ("discrete", spec)}
+    for (weights, impl), value in over.items():
+        expected = median[(weights, impl)] / median[(weights, "torch._grouped_mm")]
+        assert value == pytest.approx(expected, rel=1e-3)
+
+
+def test_from_a_document_of_one_layout_without_per_row_layouts_shows_it(refimpl_run, tmp_path):
+    """Documents written before --weights both name their layout once, in the settings."""
+    _, out = refimpl_run
+    doc = json.loads((out / "bench.json").read_text())
+    doc["settings"]["weights"] = "discrete"
+    for field in ("results", "ratios", "targets"):
+        for row in doc[field]:
+            row.pop("weights", None)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    table = bench("--from", str(path))
+    assert table.exit_code == 0, table.output
+    assert "discrete weights" in table.stdout and "single weights" not in table.stdout
+    assert bench("--from", str(path), "--plot", str(tmp_path / "old.png")).exit_code == 0
+
+
 def test_all_three_implementations_in_one_run_with_triton_interpreted():
     """triton runs on CPU through the interpreter; torch-grouped-mm refuses CPU and is recorded."""
     result = bench("--device", "cpu", "--shape", "tiny", "--warmup", "1", "--repeats", "1",

@@ -23,8 +23,8 @@ def mixtral_ms_for(tflops: float) -> float:
 
 def judged(results, *, comparable=True, dtype=torch.bfloat16, shapes=None):
     shapes = shapes or {n: PRESETS[n] for n in ("mixtral", "qwen3")}
-    rows = targets.evaluate(results, shapes, PRESETS, ["uniform"], comparable=comparable,
-                            dtype=dtype)  # fmt: skip
+    rows = targets.evaluate(results, shapes, PRESETS, ["uniform"], layouts=["single"],
+                            comparable=comparable, dtype=dtype)  # fmt: skip
     return {row["id"]: row for row in rows}
 
 
@@ -94,3 +94,34 @@ def test_ratio_rows_cover_the_pairs_present():
         },
         rel=1e-5,
     )
+
+
+def test_each_weight_layout_is_judged_from_its_own_medians():
+    """A run of both layouts: the single-weight target reads the single-weight medians only,
+    and the discrete one the discrete medians, although shape, load and phase are the same."""
+
+    def timed(backend, ms, weights):
+        samples = Samples(times_ms=[ms], warmup=1, warmup_s=0.0)
+        return Result("qwen3", "uniform", backend, "step", "ok", samples=samples, weights=weights)
+
+    results = [
+        timed("triton", 10.0, "single"),
+        timed("torch-grouped-mm", 14.0, "single"),  # 1.4x: met
+        timed("triton", 10.0, "discrete"),
+        timed("torch-grouped-mm", 11.0, "discrete"),  # 1.1x: not met
+    ]
+    rows = targets.evaluate(
+        results, {"qwen3": PRESETS["qwen3"]}, PRESETS, ["uniform"],
+        layouts=["single", "discrete"], comparable=True, dtype=torch.bfloat16,
+    )  # fmt: skip
+    judged_rows = {r["weights"]: r for r in rows if r["id"] == "step-qwen3-vs-torch-grouped-mm"}
+    assert judged_rows["single"]["value"] == pytest.approx(1.4)
+    assert judged_rows["single"]["met"] is True
+    assert judged_rows["discrete"]["value"] == pytest.approx(1.1)
+    assert judged_rows["discrete"]["met"] is False
+    ratios = {
+        r["weights"]: r["value"]
+        for r in compare.ratio_rows(results)
+        if (r["impl"], r["reference"]) == ("triton", "torch-grouped-mm")
+    }
+    assert ratios == pytest.approx({"single": 1.4, "discrete": 1.1})
