@@ -1,0 +1,390 @@
+"""Probe (H200): which Triton schedule brings the fp32 wgrad-accumulate within 1.25x of the bare
+bf16 grouped GEMM (issue #21)?
+
+Production accumulate is ~1.45x torch._grouped_mm's bf16 weight gradient on Qwen3 (fc1 1.89 ms
+vs 1.38). docs/perf-notes.md: the fp32 main_grad load and the pipeline fill are serial within a
+program; only a second program per SM hides them, and a TMA reduce-add epilogue did not help
+(scripts/gpu/wgrad_reduce_probe.py). This probe times real kernel variants of
+dest_g += dy_g^T @ x_g, all from one kernel (`wgrad_variant_kernel`):
+
+* persistent (grid = SMs or 2 x SMs, each program loops over (expert, tile) work items, the
+  outer loop optionally `flatten=True` so the next tile's operand loads pipeline across the
+  tile boundary, or `warp_specialize=True`) against one program per tile ("tiles" grid);
+* main_grad through a TMA descriptor (load and store) or through pointers (as production);
+  main_grad loaded at the start as the accumulator ("start", production's START_FROM_DEST),
+  issued before the K loop and added after it ("before": the load overlaps the products), or
+  loaded after it ("after");
+* the tutorial's (python/tutorials/09-persistent-matmul.py) epilogue subtiling: the tile is
+  loaded/added/stored in two [BN, BK/2] halves through the descriptor;
+* tile shapes 128x128, 128x256, 256x128, BLOCK_T 64/128, warps, stages, maxnreg.
+
+Each variant is first checked against production (main_grad = production's overwrite result
+E, one accumulate launch must give 2E: max relative error), then timed with
+triton.testing.do_bench (median ms). One JSON line per (shape, gemm, variant), with the
+variant's parameters and its ratio to the bf16 GEMM. Uniform splits only, rows per expert a
+multiple of BLOCK_T and N, K multiples of the tile (the probe has no masked tail).
+
+GPU:      python3 scripts/gpu/wgrad_variants_probe.py [qwen3 mixtral deepseek]
+CPU test: python3 scripts/gpu/wgrad_variants_probe.py --dry-run   (TRITON_INTERPRET=1, fp16,
+          tiny sizes, each variant against torch; used by tests/fused/test_wgrad_variants_probe.py)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+DRY_RUN = "--dry-run" in sys.argv
+if DRY_RUN:  # before triton is imported: every kernel interpreted
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+ACC_AFTER, ACC_BEFORE, ACC_START = 0, 1, 2
+ACC_MODES = {"after": ACC_AFTER, "before": ACC_BEFORE, "start": ACC_START}
+
+
+@triton.jit
+def _tile_of(tile, per_expert, num_n, num_k, GROUP_N: tl.constexpr):
+    """(expert, pid_n, pid_k) of work item ``tile``: expert-major, GROUP_N row tiles per sweep."""
+    expert = tile // per_expert
+    local = tile % per_expert
+    per_group = GROUP_N * num_k
+    first_n = (local // per_group) * GROUP_N
+    group_n = tl.minimum(num_n - first_n, GROUP_N)
+    in_group = local % per_group
+    return expert, first_n + in_group % group_n, in_group // group_n
+
+
+@triton.jit
+def _load_dest(
+    DEST_DESC,
+    DEST,
+    stride_dest,
+    row0,
+    k0,
+    TMA_DEST: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    if TMA_DEST:
+        tile = DEST_DESC.load([row0, k0])
+    else:
+        rows = (row0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+        ks = k0 + tl.arange(0, BLOCK_K)
+        tile = tl.load(DEST + rows[:, None] * stride_dest + ks[None, :])
+    return tile
+
+
+@triton.jit
+def wgrad_variant_kernel(
+    DY_DESC,
+    X_DESC,
+    DEST_DESC,
+    DEST,
+    stride_dest,
+    OFFS,
+    num_tiles,
+    N,
+    K,
+    k_steps,
+    NUM_PROGS: tl.constexpr,
+    TMA_DEST: tl.constexpr,
+    ACC_MODE: tl.constexpr,
+    SUBTILE: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    GROUP_N: tl.constexpr,
+):
+    """main_grad[g] += dy_g^T @ x_g for every work item tile = program_id + i * NUM_PROGS.
+    main_grad is viewed as [G * N, K] (DEST_DESC, or DEST with row stride stride_dest); expert
+    g's rows of dy/x start at OFFS[g] and span k_steps * BLOCK_T rows (uniform splits)."""
+    num_n = tl.cdiv(N, BLOCK_N)
+    num_k = tl.cdiv(K, BLOCK_K)
+    per_expert = num_n * num_k
+    for tile in tl.range(
+        tl.program_id(0), num_tiles, NUM_PROGS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
+    ):
+        expert, pid_n, pid_k = _tile_of(tile, per_expert, num_n, num_k, GROUP_N)
+        first_row = tl.load(OFFS + expert)
+        n0 = pid_n * BLOCK_N
+        k0 = pid_k * BLOCK_K
+        row0 = expert * N + n0
+        if ACC_MODE == 2:
+            acc = _load_dest(DEST_DESC, DEST, stride_dest, row0, k0, TMA_DEST, BLOCK_N, BLOCK_K)
+        else:
+            acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        if ACC_MODE == 1:
+            prev = _load_dest(DEST_DESC, DEST, stride_dest, row0, k0, TMA_DEST, BLOCK_N, BLOCK_K)
+        for step in range(k_steps):
+            t0 = first_row + step * BLOCK_T
+            dy = DY_DESC.load([t0, n0])
+            x = X_DESC.load([t0, k0])
+            acc = tl.dot(dy.T, x, acc)
+        if SUBTILE:  # tutorial 09's epilogue: two [BLOCK_N, BLOCK_K // 2] halves
+            halves = tl.permute(tl.reshape(acc, (BLOCK_N, 2, BLOCK_K // 2)), (0, 2, 1))
+            c0, c1 = tl.split(halves)
+            c0 += DEST_DESC.load([row0, k0])
+            DEST_DESC.store([row0, k0], c0)
+            c1 += DEST_DESC.load([row0, k0 + BLOCK_K // 2])
+            DEST_DESC.store([row0, k0 + BLOCK_K // 2], c1)
+        else:
+            if ACC_MODE == 0:
+                acc += _load_dest(
+                    DEST_DESC, DEST, stride_dest, row0, k0, TMA_DEST, BLOCK_N, BLOCK_K
+                )
+            if ACC_MODE == 1:
+                acc += prev
+            if TMA_DEST:
+                DEST_DESC.store([row0, k0], acc)
+            else:
+                rows = (row0 + tl.arange(0, BLOCK_N)).to(tl.int64)
+                ks = k0 + tl.arange(0, BLOCK_K)
+                tl.store(DEST + rows[:, None] * stride_dest + ks[None, :], acc)
+
+
+# label: (BLOCK_T, BLOCK_N, BLOCK_K, warps, stages, maxnreg, programs, dest, acc, subtile,
+#         flatten, warp_specialize); programs: "tiles" (one per tile), 1 or 2 (per SM).
+V = dict(
+    bt=64,
+    bn=128,
+    bk=128,
+    warps=8,
+    stages=3,
+    maxnreg=None,
+    progs="tiles",
+    tma_dest=False,
+    acc="start",
+    subtile=False,
+    flatten=False,
+    ws=False,
+)
+VARIANTS = {
+    # production's schedule in this kernel (sanity: should time like prod_accumulate)
+    "np_ptr_start_r128": dict(V, maxnreg=128),
+    # (b) non-persistent, main_grad through a TMA descriptor, where it is loaded
+    "np_tma_start_r128": dict(V, maxnreg=128, tma_dest=True),
+    "np_tma_start": dict(V, tma_dest=True),
+    "np_tma_before_r128": dict(V, maxnreg=128, tma_dest=True, acc="before"),
+    "np_tma_after_r128": dict(V, maxnreg=128, tma_dest=True, acc="after"),
+    "np_tma_start_s4_r128": dict(V, stages=4, maxnreg=128, tma_dest=True),
+    "np_tma_start_t128_s2": dict(V, bt=128, stages=2, tma_dest=True),
+    "np_tma_start_w4": dict(V, warps=4, tma_dest=True),
+    "np_tma_sub_r128": dict(V, maxnreg=128, tma_dest=True, acc="after", subtile=True),
+    # (a) persistent, 1 or 2 programs per SM
+    "p1_tma_start": dict(V, progs=1, tma_dest=True),
+    "p1_tma_start_flat": dict(V, progs=1, tma_dest=True, flatten=True),
+    "p1_tma_before_flat": dict(V, progs=1, tma_dest=True, acc="before", flatten=True),
+    "p1_tma_sub_flat": dict(V, progs=1, tma_dest=True, acc="after", subtile=True, flatten=True),
+    "p2_tma_start_r128": dict(V, progs=2, maxnreg=128, tma_dest=True),
+    "p2_tma_start_flat_r128": dict(V, progs=2, maxnreg=128, tma_dest=True, flatten=True),
+    "p2_ptr_start_flat_r128": dict(V, progs=2, maxnreg=128, flatten=True),
+    "p2_tma_sub_flat_r128": dict(
+        V, progs=2, maxnreg=128, tma_dest=True, acc="after", subtile=True, flatten=True
+    ),
+    # (d) tutorial 09's warp-specialised outer loop (Blackwell-first in Triton; may not compile)
+    "p1_tma_sub_ws": dict(V, progs=1, tma_dest=True, acc="after", subtile=True, ws=True),
+    "p1_tma_start_ws": dict(V, progs=1, tma_dest=True, ws=True),
+    # (c) larger tiles, two consumer warpgroups
+    "np_tma_start_128x256": dict(V, bk=256, tma_dest=True),
+    "np_tma_start_256x128": dict(V, bn=256, tma_dest=True),
+    "np_tma_sub_128x256": dict(V, bk=256, tma_dest=True, acc="after", subtile=True),
+    "p1_tma_start_flat_128x256": dict(V, bk=256, progs=1, tma_dest=True, flatten=True),
+    "p1_tma_sub_flat_128x256": dict(
+        V, bk=256, progs=1, tma_dest=True, acc="after", subtile=True, flatten=True
+    ),
+}
+
+
+def launch_variant(p, dy, x, main_grad, offs, rows_per_expert, num_sms):
+    """One accumulate launch of variant ``p`` (a VARIANTS entry): main_grad += dy_g^T x_g."""
+    experts, n, k = main_grad.shape
+    bt, bn, bk = p["bt"], p["bn"], p["bk"]
+    assert n % bn == 0 and k % bk == 0 and rows_per_expert % bt == 0, (n, k, rows_per_expert)
+    assert not p["subtile"] or (p["tma_dest"] and p["acc"] == "after")
+    dest = main_grad.view(experts * n, k)
+    dy_desc = TensorDescriptor(dy, list(dy.shape), list(dy.stride()), [bt, bn])
+    x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bt, bk])
+    dest_block = [bn, bk // 2] if p["subtile"] else [bn, bk]
+    dest_desc = TensorDescriptor(dest, list(dest.shape), list(dest.stride()), dest_block)
+    num_tiles = experts * (n // bn) * (k // bk)
+    progs = num_tiles if p["progs"] == "tiles" else min(num_tiles, p["progs"] * num_sms)
+    options = {"num_warps": p["warps"], "num_stages": p["stages"]}
+    if p["maxnreg"]:
+        options["maxnreg"] = p["maxnreg"]
+    wgrad_variant_kernel[(progs,)](
+        dy_desc,
+        x_desc,
+        dest_desc,
+        dest,
+        dest.stride(0),
+        offs,
+        num_tiles,
+        n,
+        k,
+        rows_per_expert // bt,
+        NUM_PROGS=progs,
+        TMA_DEST=p["tma_dest"],
+        ACC_MODE=ACC_MODES[p["acc"]],
+        SUBTILE=p["subtile"],
+        FLATTEN=p["flatten"],
+        WARP_SPECIALIZE=p["ws"],
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        BLOCK_T=bt,
+        GROUP_N=8,
+        **options,
+    )
+
+
+def _inputs(tokens, experts, n, k, dtype, device, gen):
+    rows = tokens // experts
+    offs = torch.arange(0, tokens, rows, dtype=torch.int32, device=device)
+    dy = torch.randn(tokens, n, device=device, generator=gen).to(dtype)
+    x = torch.randn(tokens, k, device=device, generator=gen).to(dtype)
+    return rows, offs, dy, x
+
+
+def _relerr(got, want) -> float:
+    return float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
+
+
+def dry_run() -> None:
+    """Every variant, interpreted on CPU at a tiny size in fp16, against torch's fp32 sum."""
+    gen = torch.Generator().manual_seed(0)
+    experts, rows, n, k = 3, 64, 128, 128
+    _, offs, dy, x = _inputs(experts * rows, experts, n, k, torch.float16, "cpu", gen)
+    per = [
+        dy[g * rows : (g + 1) * rows].float().t() @ x[g * rows : (g + 1) * rows].float()
+        for g in range(experts)
+    ]
+    start = torch.randn(experts, n, k, generator=gen)
+    want = start + torch.stack(per)
+    failures = []
+    for label, p in VARIANTS.items():
+        # same schedule, tiles a quarter of the GPU's (tile shapes keep their aspect)
+        tiny = dict(p, bt=p["bt"] // 4, bn=p["bn"] // 4, bk=p["bk"] // 4)
+        main_grad = start.clone()
+        # num_sms=2: each persistent program loops over several of the 12-48 tiles
+        launch_variant(tiny, dy, x, main_grad, offs, rows, num_sms=2)
+        err = _relerr(main_grad, want)
+        print(json.dumps({"dry_run": True, "variant": label, "relerr": err}), flush=True)
+        if not err < 1e-5:
+            failures.append(label)
+    if failures:
+        sys.exit(f"wrong under the interpreter: {failures}")
+
+
+SHAPES = {  # name: (tokens, experts, hidden, ffn); fc1 dW [2 ffn, hidden], fc2 dW [hidden, ffn]
+    "qwen3": (131072, 128, 2048, 768),
+    "mixtral": (32768, 8, 4096, 14336),
+    "deepseek": (32768, 256, 7168, 2048),
+}
+GEMMS = {"qwen3": ("fc1", "fc2"), "mixtral": ("fc1",), "deepseek": ("fc1",)}
+
+
+def _bench(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=10, rep=50)
+
+
+def _production():
+    """gmlp_check.fused.grouped_ops, installed or (without installing) from this checkout."""
+    try:
+        from gmlp_check.fused import grouped_ops
+    except ImportError:
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        sys.path.insert(0, repo)
+        import gmlp_check
+
+        gmlp_check.__path__.append(repo)  # gmlp_check.fused -> fused/, as setup.py maps it
+        from gmlp_check.fused import grouped_ops
+    return grouped_ops
+
+
+def _relerr_chunked(got, want_of, experts) -> float:
+    """max |got[g] - want_of(g)| / max |want_of(g)| over experts, one expert's temporaries
+    at a time (DeepSeek's main_grad is 30 GB)."""
+    err = scale = 0.0
+    for g in range(experts):
+        want = want_of(g)
+        err = max(err, float((got[g] - want).abs().max()))
+        scale = max(scale, float(want.abs().max()))
+    return err / max(scale, 1e-30)
+
+
+def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline) -> None:
+    """Baselines, then each variant (checked, then timed) for one weight gradient."""
+    rows, offs, dy, x = _inputs(tokens, experts, n, k, torch.bfloat16, "cuda", gen)
+    splits = torch.full((experts,), rows, dtype=torch.int32, device="cuda")
+    ends = (offs + rows).to(torch.int32)
+    expected = torch.zeros(experts, n, k, device="cuda", dtype=torch.float32)
+    grouped_ops.grouped_wgrad(dy, x, splits, expected, accumulate=False)
+    main_grad = expected.clone()
+    base = {"shape": name, "gemm": gemm, "N": n, "K": k, "experts": experts, "rows": rows}
+
+    def emit(variant, ms, **extra):
+        row = dict(base, variant=variant, ms=ms, **extra)
+        if isinstance(ms, float):
+            row["x_bf16"] = ms / bf16
+        print(json.dumps(row), flush=True)
+
+    bf16 = _bench(lambda: torch._grouped_mm(dy.t(), x, offs=ends))
+    emit("torch_grouped_mm_bf16", bf16)
+    for mode, accumulate in (("prod_accumulate", True), ("prod_overwrite", False)):
+        emit(
+            mode,
+            _bench(
+                lambda a=accumulate: grouped_ops.grouped_wgrad(
+                    dy, x, splits, main_grad, accumulate=a
+                )
+            ),
+        )
+    for label, p in VARIANTS.items():
+
+        def launch(p=p):
+            launch_variant(p, dy, x, main_grad, offs, rows, num_sms)
+
+        if time.monotonic() > deadline:
+            emit(label, "skipped: time budget", params=p)
+            continue
+        try:
+            main_grad.copy_(expected)
+            launch()
+            torch.cuda.synchronize()
+            err = _relerr_chunked(main_grad, lambda g: 2 * expected[g], experts)
+            ms = _bench(launch) if err < 1e-3 else "skipped: wrong result"
+            emit(label, ms, relerr=err, params=p)
+        except Exception as exc:  # a variant that does not compile or run here
+            emit(label, f"{type(exc).__name__}: {str(exc)[:300]}", params=p)
+
+
+def gpu_run(names, budget_s) -> None:
+    grouped_ops = _production()
+    deadline = time.monotonic() + budget_s
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for name in names:
+        tokens, experts, hidden, ffn = SHAPES[name]
+        for gemm in GEMMS[name]:
+            n, k = (2 * ffn, hidden) if gemm == "fc1" else (hidden, ffn)
+            if time.monotonic() > deadline:
+                print(json.dumps({"shape": name, "gemm": gemm, "skipped": "time budget"}))
+                continue
+            _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline)
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    if DRY_RUN:
+        dry_run()
+    else:
+        budget = float(os.environ.get("WGRAD_PROBE_BUDGET_S", "200"))  # then skip the rest
+        gpu_run([a for a in sys.argv[1:] if not a.startswith("-")] or ["qwen3", "mixtral"], budget)
