@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -151,22 +152,12 @@ def wgrad_variant_kernel(
                 tl.store(DEST + rows[:, None] * stride_dest + ks[None, :], acc)
 
 
-# label: (BLOCK_T, BLOCK_N, BLOCK_K, warps, stages, maxnreg, programs, dest, acc, subtile,
-#         flatten, warp_specialize); programs: "tiles" (one per tile), 1 or 2 (per SM).
-V = dict(
-    bt=64,
-    bn=128,
-    bk=128,
-    warps=8,
-    stages=3,
-    maxnreg=None,
-    progs="tiles",
-    tma_dest=False,
-    acc="start",
-    subtile=False,
-    flatten=False,
-    ws=False,
-)
+# BLOCK_T, BLOCK_N, BLOCK_K, warps, stages, maxnreg (None: compiler's choice), programs ("tiles":
+# one per output tile; 1 or 2: per SM, persistent), main_grad through TMA or pointers, acc mode,
+# subtiled epilogue, flattened outer loop, warp_specialize on the outer loop.
+# fmt: off
+V = dict(bt=64, bn=128, bk=128, warps=8, stages=3, maxnreg=None, progs="tiles", tma_dest=False,
+         acc="start", subtile=False, flatten=False, ws=False)
 VARIANTS = {
     # production's schedule in this kernel (sanity: should time like prod_accumulate)
     "np_ptr_start_r128": dict(V, maxnreg=128),
@@ -182,26 +173,26 @@ VARIANTS = {
     # (a) persistent, 1 or 2 programs per SM
     "p1_tma_start": dict(V, progs=1, tma_dest=True),
     "p1_tma_start_flat": dict(V, progs=1, tma_dest=True, flatten=True),
+    "p1_tma_start_flat_s4": dict(V, progs=1, stages=4, tma_dest=True, flatten=True),
     "p1_tma_before_flat": dict(V, progs=1, tma_dest=True, acc="before", flatten=True),
     "p1_tma_sub_flat": dict(V, progs=1, tma_dest=True, acc="after", subtile=True, flatten=True),
     "p2_tma_start_r128": dict(V, progs=2, maxnreg=128, tma_dest=True),
     "p2_tma_start_flat_r128": dict(V, progs=2, maxnreg=128, tma_dest=True, flatten=True),
     "p2_ptr_start_flat_r128": dict(V, progs=2, maxnreg=128, flatten=True),
-    "p2_tma_sub_flat_r128": dict(
-        V, progs=2, maxnreg=128, tma_dest=True, acc="after", subtile=True, flatten=True
-    ),
-    # (d) tutorial 09's warp-specialised outer loop (Blackwell-first in Triton; may not compile)
-    "p1_tma_sub_ws": dict(V, progs=1, tma_dest=True, acc="after", subtile=True, ws=True),
-    "p1_tma_start_ws": dict(V, progs=1, tma_dest=True, ws=True),
+    "p2_tma_sub_flat_r128": dict(V, progs=2, maxnreg=128, tma_dest=True, acc="after",
+                                 subtile=True, flatten=True),
     # (c) larger tiles, two consumer warpgroups
     "np_tma_start_128x256": dict(V, bk=256, tma_dest=True),
     "np_tma_start_256x128": dict(V, bn=256, tma_dest=True),
     "np_tma_sub_128x256": dict(V, bk=256, tma_dest=True, acc="after", subtile=True),
     "p1_tma_start_flat_128x256": dict(V, bk=256, progs=1, tma_dest=True, flatten=True),
-    "p1_tma_sub_flat_128x256": dict(
-        V, bk=256, progs=1, tma_dest=True, acc="after", subtile=True, flatten=True
-    ),
+    "p1_tma_sub_flat_128x256": dict(V, bk=256, progs=1, tma_dest=True, acc="after",
+                                    subtile=True, flatten=True),
+    # (d) tutorial 09's warp-specialised outer loop (Blackwell-first in Triton; may not compile)
+    "p1_tma_sub_ws": dict(V, progs=1, tma_dest=True, acc="after", subtile=True, ws=True),
+    "p1_tma_start_ws": dict(V, progs=1, tma_dest=True, ws=True),
 }
+# fmt: on
 
 
 def launch_variant(p, dy, x, main_grad, offs, rows_per_expert, num_sms):
@@ -253,34 +244,15 @@ def _inputs(tokens, experts, n, k, dtype, device, gen):
     return rows, offs, dy, x
 
 
-def _relerr(got, want) -> float:
-    return float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
-
-
-def dry_run() -> None:
-    """Every variant, interpreted on CPU at a tiny size in fp16, against torch's fp32 sum."""
-    gen = torch.Generator().manual_seed(0)
-    experts, rows, n, k = 3, 64, 128, 128
-    _, offs, dy, x = _inputs(experts * rows, experts, n, k, torch.float16, "cpu", gen)
-    per = [
-        dy[g * rows : (g + 1) * rows].float().t() @ x[g * rows : (g + 1) * rows].float()
-        for g in range(experts)
-    ]
-    start = torch.randn(experts, n, k, generator=gen)
-    want = start + torch.stack(per)
-    failures = []
-    for label, p in VARIANTS.items():
-        # same schedule, tiles a quarter of the GPU's (tile shapes keep their aspect)
-        tiny = dict(p, bt=p["bt"] // 4, bn=p["bn"] // 4, bk=p["bk"] // 4)
-        main_grad = start.clone()
-        # num_sms=2: each persistent program loops over several of the 12-48 tiles
-        launch_variant(tiny, dy, x, main_grad, offs, rows, num_sms=2)
-        err = _relerr(main_grad, want)
-        print(json.dumps({"dry_run": True, "variant": label, "relerr": err}), flush=True)
-        if not err < 1e-5:
-            failures.append(label)
-    if failures:
-        sys.exit(f"wrong under the interpreter: {failures}")
+def _relerr(got, want_of, experts) -> float:
+    """max |got[g] - want_of(g)| / max |want_of(g)| over experts, one expert's temporaries
+    at a time (DeepSeek's main_grad is 30 GB)."""
+    err = scale = 0.0
+    for g in range(experts):
+        want = want_of(g)
+        err = max(err, float((got[g] - want).abs().max()))
+        scale = max(scale, float(want.abs().max()))
+    return err / max(scale, 1e-30)
 
 
 SHAPES = {  # name: (tokens, experts, hidden, ffn); fc1 dW [2 ffn, hidden], fc2 dW [hidden, ffn]
@@ -293,6 +265,78 @@ GEMMS = {"qwen3": ("fc1", "fc2"), "mixtral": ("fc1",), "deepseek": ("fc1",)}
 
 def _bench(fn) -> float:
     return triton.testing.do_bench(fn, warmup=10, rep=50)
+
+
+def smoke(labels) -> None:
+    """Child process: run each variant once against torch's fp32 sum and print
+    {"start": label} before it, so that a crash of the compiler is blamed on its variant.
+    GPU: bf16, integer arguments that specialise as Qwen3's do (the compiled kernels land in
+    Triton's cache for the timed run). --dry-run: interpreted on CPU, fp16, tiles a quarter
+    of the GPU's (same aspect), 2 "SMs" so that persistent programs loop over many tiles."""
+    device, dtype = ("cpu", torch.float16) if DRY_RUN else ("cuda", torch.bfloat16)
+    experts, rows, n, k = (3, 64, 128, 128) if DRY_RUN else (4, 1024, 512, 512)
+    gen = torch.Generator(device=device).manual_seed(0)
+    _, offs, dy, x = _inputs(experts * rows, experts, n, k, dtype, device, gen)
+    start = torch.randn(experts, n, k, device=device, generator=gen)
+    chunk = [slice(g * rows, (g + 1) * rows) for g in range(experts)]
+    want = torch.stack([start[g] + dy[r].float().t() @ x[r].float() for g, r in enumerate(chunk)])
+    num_sms = 2 if DRY_RUN else torch.cuda.get_device_properties(0).multi_processor_count
+    for label in labels:
+        print(json.dumps({"start": label}), flush=True)
+        p = VARIANTS[label]
+        if DRY_RUN:
+            p = dict(p, bt=p["bt"] // 4, bn=p["bn"] // 4, bk=p["bk"] // 4)
+        row = {"variant": label, "relerr": None, "error": None}
+        try:
+            main_grad = start.clone()
+            launch_variant(p, dy, x, main_grad, offs, rows, num_sms)
+            if not DRY_RUN:
+                torch.cuda.synchronize()
+            row["relerr"] = _relerr(main_grad, lambda g: want[g], experts)
+            if not row["relerr"] < 1e-4:
+                row["error"] = "wrong result"
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        print(json.dumps(row), flush=True)
+
+
+def smoke_all(deadline) -> dict[str, dict]:
+    """Each variant's smoke row, from child processes: a child that dies marks the variant it
+    was on as failed, and a new child takes the rest."""
+    rows: dict[str, dict] = {}
+    todo = list(VARIANTS)
+    flags = ["--dry-run"] if DRY_RUN else []
+    while todo:
+        cmd = [sys.executable, os.path.abspath(__file__), *flags, "--smoke", *todo]
+        left = max(deadline - time.monotonic(), 1)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=left)
+            out, tail, rc = done.stdout, done.stderr[-300:], done.returncode
+        except subprocess.TimeoutExpired as exc:
+            out, tail, rc = exc.stdout or b"", "timed out", None
+            out = out.decode() if isinstance(out, bytes) else out
+        started = None
+        for line in out.splitlines():
+            row = json.loads(line)
+            if "start" in row:
+                started = row["start"]
+            else:
+                rows[row["variant"]] = row
+        # rc 0: all reported. Died during `started`: that one; else all that are left.
+        for label in [started] if started and rc else todo:
+            died = {"variant": label, "relerr": None, "error": f"died (rc {rc}): {tail}"}
+            rows.setdefault(label, died)
+        todo = [label for label in todo if label not in rows]
+    return rows
+
+
+def dry_run() -> None:
+    """Every variant, interpreted on CPU (smoke's --dry-run), against torch."""
+    rows = smoke_all(time.monotonic() + 250)
+    for row in rows.values():
+        print(json.dumps(dict(row, dry_run=True)), flush=True)
+    if any(row["error"] for row in rows.values()):
+        sys.exit("variants wrong or failing under the interpreter")
 
 
 def _production():
@@ -309,18 +353,7 @@ def _production():
     return grouped_ops
 
 
-def _relerr_chunked(got, want_of, experts) -> float:
-    """max |got[g] - want_of(g)| / max |want_of(g)| over experts, one expert's temporaries
-    at a time (DeepSeek's main_grad is 30 GB)."""
-    err = scale = 0.0
-    for g in range(experts):
-        want = want_of(g)
-        err = max(err, float((got[g] - want).abs().max()))
-        scale = max(scale, float(want.abs().max()))
-    return err / max(scale, 1e-30)
-
-
-def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline) -> None:
+def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline, broken):
     """Baselines, then each variant (checked, then timed) for one weight gradient."""
     rows, offs, dy, x = _inputs(tokens, experts, n, k, torch.bfloat16, "cuda", gen)
     splits = torch.full((experts,), rows, dtype=torch.int32, device="cuda")
@@ -352,14 +385,14 @@ def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline
         def launch(p=p):
             launch_variant(p, dy, x, main_grad, offs, rows, num_sms)
 
-        if time.monotonic() > deadline:
-            emit(label, "skipped: time budget", params=p)
+        if label in broken or time.monotonic() > deadline:
+            emit(label, "skipped: " + ("smoke failed" if label in broken else "time budget"))
             continue
         try:
             main_grad.copy_(expected)
             launch()
             torch.cuda.synchronize()
-            err = _relerr_chunked(main_grad, lambda g: 2 * expected[g], experts)
+            err = _relerr(main_grad, lambda g: 2 * expected[g], experts)
             ms = _bench(launch) if err < 1e-3 else "skipped: wrong result"
             emit(label, ms, relerr=err, params=p)
         except Exception as exc:  # a variant that does not compile or run here
@@ -369,6 +402,10 @@ def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline
 def gpu_run(names, budget_s) -> None:
     grouped_ops = _production()
     deadline = time.monotonic() + budget_s
+    smoked = smoke_all(deadline - 60)
+    broken = {label for label, row in smoked.items() if row["error"]}
+    for label in broken:
+        print(json.dumps(dict(smoked[label], smoke=True, params=VARIANTS[label])), flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     for name in names:
@@ -378,12 +415,14 @@ def gpu_run(names, budget_s) -> None:
             if time.monotonic() > deadline:
                 print(json.dumps({"shape": name, "gemm": gemm, "skipped": "time budget"}))
                 continue
-            _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline)
+            _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline, broken)
             torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
-    if DRY_RUN:
+    if "--smoke" in sys.argv:  # a child of smoke_all (--dry-run or not)
+        smoke(sys.argv[sys.argv.index("--smoke") + 1 :])
+    elif DRY_RUN:
         dry_run()
     else:
         budget = float(os.environ.get("WGRAD_PROBE_BUDGET_S", "200"))  # then skip the rest
