@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 DRY_RUN = "--dry-run" in sys.argv
 if DRY_RUN:  # before triton is imported: every kernel interpreted
@@ -163,12 +164,12 @@ VARIANTS = {
     "np_ptr_start_r128": dict(V, maxnreg=128),
     # (b) non-persistent, main_grad through a TMA descriptor, where it is loaded
     "np_tma_start_r128": dict(V, maxnreg=128, tma_dest=True),
-    "np_tma_start": dict(V, tma_dest=True),
+    "np_tma_start_s2_r128": dict(V, stages=2, maxnreg=128, tma_dest=True),
+    "np_tma_start_t32_s4_r128": dict(V, bt=32, stages=4, maxnreg=128, tma_dest=True),
     "np_tma_before_r128": dict(V, maxnreg=128, tma_dest=True, acc="before"),
     "np_tma_after_r128": dict(V, maxnreg=128, tma_dest=True, acc="after"),
     "np_tma_start_s4_r128": dict(V, stages=4, maxnreg=128, tma_dest=True),
     "np_tma_start_t128_s2": dict(V, bt=128, stages=2, tma_dest=True),
-    "np_tma_start_w4": dict(V, warps=4, tma_dest=True),
     "np_tma_sub_r128": dict(V, maxnreg=128, tma_dest=True, acc="after", subtile=True),
     # (a) persistent, 1 or 2 programs per SM
     "p1_tma_start": dict(V, progs=1, tma_dest=True),
@@ -179,6 +180,11 @@ VARIANTS = {
     "p2_tma_start_r128": dict(V, progs=2, maxnreg=128, tma_dest=True),
     "p2_tma_start_flat_r128": dict(V, progs=2, maxnreg=128, tma_dest=True, flatten=True),
     "p2_ptr_start_flat_r128": dict(V, progs=2, maxnreg=128, flatten=True),
+    # (smaller shared memory, so that two programs fit on an SM beside the fp32 TMA buffers)
+    "p2_tma_start_flat_s2_r128": dict(V, progs=2, stages=2, maxnreg=128, tma_dest=True,
+                                      flatten=True),
+    "p2_tma_sub_flat_s2_r128": dict(V, progs=2, stages=2, maxnreg=128, tma_dest=True,
+                                    acc="after", subtile=True, flatten=True),
     "p2_tma_sub_flat_r128": dict(V, progs=2, maxnreg=128, tma_dest=True, acc="after",
                                  subtile=True, flatten=True),
     # (c) larger tiles, two consumer warpgroups
@@ -196,7 +202,8 @@ VARIANTS = {
 
 
 def launch_variant(p, dy, x, main_grad, offs, rows_per_expert, num_sms):
-    """One accumulate launch of variant ``p`` (a VARIANTS entry): main_grad += dy_g^T x_g."""
+    """One accumulate launch of variant ``p`` (a VARIANTS entry): main_grad += dy_g^T x_g.
+    Returns the compiled kernel (registers, spills, shared memory)."""
     experts, n, k = main_grad.shape
     bt, bn, bk = p["bt"], p["bn"], p["bk"]
     assert n % bn == 0 and k % bk == 0 and rows_per_expert % bt == 0, (n, k, rows_per_expert)
@@ -211,7 +218,7 @@ def launch_variant(p, dy, x, main_grad, offs, rows_per_expert, num_sms):
     options = {"num_warps": p["warps"], "num_stages": p["stages"]}
     if p["maxnreg"]:
         options["maxnreg"] = p["maxnreg"]
-    wgrad_variant_kernel[(progs,)](
+    return wgrad_variant_kernel[(progs,)](
         dy_desc,
         x_desc,
         dest_desc,
@@ -300,11 +307,10 @@ def smoke(labels) -> None:
         print(json.dumps(row), flush=True)
 
 
-def smoke_all(deadline) -> dict[str, dict]:
-    """Each variant's smoke row, from child processes: a child that dies marks the variant it
-    was on as failed, and a new child takes the rest."""
+def _smoke_batch(todo, deadline) -> dict[str, dict]:
+    """Smoke rows of the variants ``todo`` from child processes: a child that dies marks the
+    variant it was on as failed, and a new child takes the rest."""
     rows: dict[str, dict] = {}
-    todo = list(VARIANTS)
     flags = ["--dry-run"] if DRY_RUN else []
     while todo:
         cmd = [sys.executable, os.path.abspath(__file__), *flags, "--smoke", *todo]
@@ -317,10 +323,10 @@ def smoke_all(deadline) -> dict[str, dict]:
             out = out.decode() if isinstance(out, bytes) else out
         started = None
         for line in out.splitlines():
-            row = json.loads(line)
+            row = json.loads(line) if line.startswith('{"') else {}
             if "start" in row:
                 started = row["start"]
-            else:
+            elif "variant" in row:
                 rows[row["variant"]] = row
         # rc 0: all reported. Died during `started`: that one; else all that are left.
         for label in [started] if started and rc else todo:
@@ -330,9 +336,18 @@ def smoke_all(deadline) -> dict[str, dict]:
     return rows
 
 
+def smoke_all(deadline, parallel) -> dict[str, dict]:
+    """Every variant's smoke row, ``parallel`` children at a time (compiling is the cost)."""
+    chunks = [list(VARIANTS)[i::parallel] for i in range(parallel)]
+    with ThreadPoolExecutor(parallel) as pool:
+        done = pool.map(lambda chunk: _smoke_batch(chunk, deadline), chunks)
+    rows = {label: row for part in done for label, row in part.items()}
+    return {label: rows[label] for label in VARIANTS}
+
+
 def dry_run() -> None:
     """Every variant, interpreted on CPU (smoke's --dry-run), against torch."""
-    rows = smoke_all(time.monotonic() + 250)
+    rows = smoke_all(time.monotonic() + 250, parallel=1)
     for row in rows.values():
         print(json.dumps(dict(row, dry_run=True)), flush=True)
     if any(row["error"] for row in rows.values()):
@@ -383,18 +398,20 @@ def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline
     for label, p in VARIANTS.items():
 
         def launch(p=p):
-            launch_variant(p, dy, x, main_grad, offs, rows, num_sms)
+            return launch_variant(p, dy, x, main_grad, offs, rows, num_sms)
 
         if label in broken or time.monotonic() > deadline:
             emit(label, "skipped: " + ("smoke failed" if label in broken else "time budget"))
             continue
         try:
             main_grad.copy_(expected)
-            launch()
+            kernel = launch()
             torch.cuda.synchronize()
             err = _relerr(main_grad, lambda g: 2 * expected[g], experts)
             ms = _bench(launch) if err < 1e-3 else "skipped: wrong result"
-            emit(label, ms, relerr=err, params=p)
+            used = {a: getattr(kernel, a, None) for a in ("n_regs", "n_spills")}
+            used["smem"] = getattr(getattr(kernel, "metadata", None), "shared", None)
+            emit(label, ms, relerr=err, params=p, **used)
         except Exception as exc:  # a variant that does not compile or run here
             emit(label, f"{type(exc).__name__}: {str(exc)[:300]}", params=p)
 
@@ -402,7 +419,7 @@ def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline
 def gpu_run(names, budget_s) -> None:
     grouped_ops = _production()
     deadline = time.monotonic() + budget_s
-    smoked = smoke_all(deadline - 60)
+    smoked = smoke_all(deadline - 60, parallel=6)
     broken = {label for label, row in smoked.items() if row["error"]}
     for label in broken:
         print(json.dumps(dict(smoked[label], smoke=True, params=VARIANTS[label])), flush=True)
