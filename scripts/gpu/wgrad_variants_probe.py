@@ -63,17 +63,10 @@ def _tile_of(tile, per_expert, num_n, num_k, GROUP_N: tl.constexpr):
     return expert, first_n + in_group % group_n, in_group // group_n
 
 
+# fmt: off
 @triton.jit
-def _load_dest(
-    DEST_DESC,
-    DEST,
-    stride_dest,
-    row0,
-    k0,
-    TMA_DEST: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
+def _load_dest(DEST_DESC, DEST, stride_dest, row0, k0, TMA_DEST: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     if TMA_DEST:
         tile = DEST_DESC.load([row0, k0])
     else:
@@ -85,36 +78,23 @@ def _load_dest(
 
 @triton.jit
 def wgrad_variant_kernel(
-    DY_DESC,
-    X_DESC,
-    DEST_DESC,
-    DEST,
-    stride_dest,
-    OFFS,
-    num_tiles,
-    N,
-    K,
-    k_steps,
-    NUM_PROGS: tl.constexpr,
-    TMA_DEST: tl.constexpr,
-    ACC_MODE: tl.constexpr,
-    SUBTILE: tl.constexpr,
-    FLATTEN: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    GROUP_N: tl.constexpr,
+    DY_DESC, X_DESC, DEST_DESC, DEST, stride_dest, OFFS, num_tiles, N, K, k_steps,
+    NUM_PROGS: tl.constexpr, TMA_DEST: tl.constexpr, ACC_MODE: tl.constexpr,
+    SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_T: tl.constexpr, GROUP_N: tl.constexpr,
 ):
-    """main_grad[g] += dy_g^T @ x_g for every work item tile = program_id + i * NUM_PROGS.
+    """main_grad[g] += dy_g^T @ x_g for every work item tile = program_id + i * NUM_PROGS
+    (NUM_PROGS 0: one program per tile).
     main_grad is viewed as [G * N, K] (DEST_DESC, or DEST with row stride stride_dest); expert
     g's rows of dy/x start at OFFS[g] and span k_steps * BLOCK_T rows (uniform splits)."""
     num_n = tl.cdiv(N, BLOCK_N)
     num_k = tl.cdiv(K, BLOCK_K)
     per_expert = num_n * num_k
-    for tile in tl.range(
-        tl.program_id(0), num_tiles, NUM_PROGS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
-    ):
+    # One program per tile: a runtime step (one compile for every shape); persistent: a
+    # compile-time step, as in tutorial 09.
+    step = num_tiles if NUM_PROGS == 0 else NUM_PROGS
+    for tile in tl.range(tl.program_id(0), num_tiles, step, flatten=FLATTEN,
+                         warp_specialize=WARP_SPECIALIZE):
         expert, pid_n, pid_k = _tile_of(tile, per_expert, num_n, num_k, GROUP_N)
         first_row = tl.load(OFFS + expert)
         n0 = pid_n * BLOCK_N
@@ -140,9 +120,8 @@ def wgrad_variant_kernel(
             DEST_DESC.store([row0, k0 + BLOCK_K // 2], c1)
         else:
             if ACC_MODE == 0:
-                acc += _load_dest(
-                    DEST_DESC, DEST, stride_dest, row0, k0, TMA_DEST, BLOCK_N, BLOCK_K
-                )
+                acc += _load_dest(DEST_DESC, DEST, stride_dest, row0, k0, TMA_DEST, BLOCK_N,
+                                  BLOCK_K)
             if ACC_MODE == 1:
                 acc += prev
             if TMA_DEST:
@@ -194,7 +173,6 @@ VARIANTS = {  # shared memory from a Triton 3.6 sm_90 compile; two per SM need <
     "p1_tma_sub_ws": dict(V, progs=1, tma_dest=True, acc="after", subtile=True, ws=True),
     "p1_tma_start_ws": dict(V, progs=1, tma_dest=True, ws=True),
 }
-# fmt: on
 
 
 def launch_variant(p, dy, x, main_grad, offs, rows_per_expert, num_sms):
@@ -215,28 +193,13 @@ def launch_variant(p, dy, x, main_grad, offs, rows_per_expert, num_sms):
     if p["maxnreg"]:
         options["maxnreg"] = p["maxnreg"]
     return wgrad_variant_kernel[(progs,)](
-        dy_desc,
-        x_desc,
-        dest_desc,
-        dest,
-        dest.stride(0),
-        offs,
-        num_tiles,
-        n,
-        k,
-        rows_per_expert // bt,
-        NUM_PROGS=progs,
+        dy_desc, x_desc, dest_desc, dest, dest.stride(0), offs, num_tiles, n, k,
+        rows_per_expert // bt, NUM_PROGS=0 if p["progs"] == "tiles" else progs,
         TMA_DEST=p["tma_dest"],
-        ACC_MODE=ACC_MODES[p["acc"]],
-        SUBTILE=p["subtile"],
-        FLATTEN=p["flatten"],
-        WARP_SPECIALIZE=p["ws"],
-        BLOCK_N=bn,
-        BLOCK_K=bk,
-        BLOCK_T=bt,
-        GROUP_N=8,
-        **options,
+        ACC_MODE=ACC_MODES[p["acc"]], SUBTILE=p["subtile"], FLATTEN=p["flatten"],
+        WARP_SPECIALIZE=p["ws"], BLOCK_N=bn, BLOCK_K=bk, BLOCK_T=bt, GROUP_N=8, **options,
     )
+# fmt: on
 
 
 def _inputs(tokens, experts, n, k, dtype, device, gen):
@@ -273,11 +236,12 @@ def _bench(fn) -> float:
 def smoke(labels) -> None:
     """Child process: run each variant once against torch's fp32 sum and print
     {"start": label} before it, so that a crash of the compiler is blamed on its variant.
-    GPU: bf16, integer arguments that specialise as Qwen3's do (the compiled kernels land in
-    Triton's cache for the timed run). --dry-run: interpreted on CPU, fp16, tiles a quarter
-    of the GPU's (same aspect), 2 "SMs" so that persistent programs loop over many tiles."""
+    GPU: bf16, enough tiles for 2 x 132 persistent programs, integer arguments that specialise
+    as Qwen3's do (the compiled kernels land in Triton's cache for the timed run). --dry-run:
+    interpreted on CPU, fp16, tiles a quarter of the GPU's (same aspect), 2 "SMs" so that
+    persistent programs loop over many tiles."""
     device, dtype = ("cpu", torch.float16) if DRY_RUN else ("cuda", torch.bfloat16)
-    experts, rows, n, k = (3, 64, 128, 128) if DRY_RUN else (4, 1024, 512, 512)
+    experts, rows, n, k = (3, 64, 128, 128) if DRY_RUN else (2, 1024, 1536, 2048)
     gen = torch.Generator(device=device).manual_seed(0)
     _, offs, dy, x = _inputs(experts * rows, experts, n, k, dtype, device, gen)
     start = torch.randn(experts, n, k, device=device, generator=gen)
