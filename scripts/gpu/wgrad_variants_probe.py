@@ -18,15 +18,24 @@ dest_g += dy_g^T @ x_g, all from one kernel (`wgrad_variant_kernel`):
   loaded/added/stored in two [BN, BK/2] halves through the descriptor;
 * tile shapes 128x128, 128x256, 256x128, BLOCK_T 64/128, warps, stages, maxnreg.
 
-Each variant is first checked against production (main_grad = production's overwrite result
-E, one accumulate launch must give 2E: max relative error), then timed with
-triton.testing.do_bench (median ms). One JSON line per (shape, gemm, variant), with the
-variant's parameters and its ratio to the bf16 GEMM. Uniform splits only, rows per expert a
-multiple of BLOCK_T and N, K multiples of the tile (the probe has no masked tail).
+Variant names: np_ one program per tile, p1_/p2_ persistent with 1/2 programs per SM; ptr/tma
+how main_grad is read and written; start/before/after/sub its add (sub: subtiled "after");
+flat flatten=True; ws warp_specialize; tNN BLOCK_T; sN stages; rNNN maxnreg; NxM the tile.
 
-GPU:      python3 scripts/gpu/wgrad_variants_probe.py [qwen3 mixtral deepseek]
-CPU test: python3 scripts/gpu/wgrad_variants_probe.py --dry-run   (TRITON_INTERPRET=1, fp16,
-          tiny sizes, each variant against torch; used by tests/fused/test_wgrad_variants_probe.py)
+First every variant is compiled and run once on a small problem in child processes (6 at a
+time; a compiler crash is then one variant's "died" row, not the end of the run). Then, per
+shape and GEMM: torch._grouped_mm's bf16 wgrad, production accumulate and overwrite, and each
+variant, checked against production (main_grad = production's overwrite result E, one
+accumulate launch must give 2E: max relative error), then timed with triton.testing.do_bench
+(median ms). One JSON line per (shape, gemm, variant): ms, x_bf16 (ratio to the bf16 GEMM),
+relerr, params, registers, spills, shared memory. Uniform splits only, rows per expert a
+multiple of BLOCK_T, N and K multiples of the tile (no masked tail). WGRAD_PROBE_BUDGET_S
+(default 200) bounds the whole run: what is left after it is printed as skipped.
+
+GPU:  PYTHONDONTWRITEBYTECODE=1 TRITON_CACHE_DIR=$OUT/tc python3
+      scripts/gpu/wgrad_variants_probe.py [qwen3 mixtral deepseek]  (default qwen3 mixtral)
+CPU:  python3 scripts/gpu/wgrad_variants_probe.py --dry-run: every variant interpreted
+      (TRITON_INTERPRET=1, fp16, tiny sizes) against torch; tests/fused/test_wgrad_variants_probe.py
 """
 
 from __future__ import annotations
