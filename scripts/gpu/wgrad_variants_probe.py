@@ -40,6 +40,8 @@ CPU:  python3 scripts/gpu/wgrad_variants_probe.py --dry-run: every variant inter
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import os
 import subprocess
@@ -85,8 +87,7 @@ def _load_dest(DEST_DESC, DEST, stride_dest, row0, k0, TMA_DEST: tl.constexpr,
     return tile
 
 
-@triton.jit
-def wgrad_variant_kernel(
+def _wgrad_variant(
     DY_DESC, X_DESC, DEST_DESC, DEST, stride_dest, OFFS, num_tiles, N, K, k_steps,
     NUM_PROGS: tl.constexpr, TMA_DEST: tl.constexpr, ACC_MODE: tl.constexpr,
     SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
@@ -139,6 +140,9 @@ def wgrad_variant_kernel(
                 rows = (row0 + tl.arange(0, BLOCK_N)).to(tl.int64)
                 ks = k0 + tl.arange(0, BLOCK_K)
                 tl.store(DEST + rows[:, None] * stride_dest + ks[None, :], acc)
+
+
+wgrad_variant_kernel = triton.jit(_wgrad_variant)
 
 
 # BLOCK_T, BLOCK_N, BLOCK_K, warps, stages, maxnreg (None: compiler's choice), programs ("tiles":
@@ -201,7 +205,8 @@ def launch_variant(p, dy, x, main_grad, offs, rows_per_expert, num_sms):
     options = {"num_warps": p["warps"], "num_stages": p["stages"]}
     if p["maxnreg"]:
         options["maxnreg"] = p["maxnreg"]
-    return wgrad_variant_kernel[(progs,)](
+    kernel = _interpreted_kernel() if dy.device.type == "cpu" else wgrad_variant_kernel
+    return kernel[(progs,)](
         dy_desc, x_desc, dest_desc, dest, dest.stride(0), offs, num_tiles, n, k,
         rows_per_expert // bt, NUM_PROGS=0 if p["progs"] == "tiles" else progs,
         TMA_DEST=p["tma_dest"],
@@ -323,18 +328,24 @@ def dry_run() -> None:
         sys.exit("variants wrong or failing under the interpreter")
 
 
-def _production():
-    """gmlp_check.fused.grouped_ops, installed or (without installing) from this checkout."""
+def _project(module: str):
+    """A gmlp_check module, installed or (without installing) from this checkout."""
     try:
-        from gmlp_check.fused import grouped_ops
+        return importlib.import_module(module)
     except ImportError:
         repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         sys.path.insert(0, repo)
         import gmlp_check
 
         gmlp_check.__path__.append(repo)  # gmlp_check.fused -> fused/, as setup.py maps it
-        from gmlp_check.fused import grouped_ops
-    return grouped_ops
+        return importlib.import_module(module)
+
+
+@functools.cache
+def _interpreted_kernel():
+    """The kernel for CPU tensors, through the project's dual_jit: Triton's interpreter with
+    the project's fixes for the interpreters of Triton 3.4 to 3.9 (numpy 2.4 scalars, ...)."""
+    return _project("gmlp_check.fused.dual_jit").dual_jit(_wgrad_variant)
 
 
 def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline, broken):
@@ -386,7 +397,7 @@ def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline
 
 
 def gpu_run(names, budget_s) -> None:
-    grouped_ops = _production()
+    grouped_ops = _project("gmlp_check.fused.grouped_ops")
     deadline = time.monotonic() + budget_s
     smoked = smoke_all(deadline - 60, parallel=6)
     broken = {label for label, row in smoked.items() if row["error"]}
