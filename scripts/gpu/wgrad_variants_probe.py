@@ -58,8 +58,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
-ACC_AFTER, ACC_BEFORE, ACC_START = 0, 1, 2
-ACC_MODES = {"after": ACC_AFTER, "before": ACC_BEFORE, "start": ACC_START}
+ACC_MODES = {"after": 0, "before": 1, "start": 2}  # the kernel's ACC_MODE
 
 
 @triton.jit
@@ -349,7 +348,8 @@ def _interpreted_kernel():
 
 
 def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline, broken):
-    """Baselines, then each variant (checked, then timed) for one weight gradient."""
+    """Baselines, then each variant (checked, then timed) for one weight gradient; returns the
+    summary: production's times, the fastest variant and its ratio to the bf16 GEMM."""
     rows, offs, dy, x = _inputs(tokens, experts, n, k, torch.bfloat16, "cuda", gen)
     splits = torch.full((experts,), rows, dtype=torch.int32, device="cuda")
     ends = (offs + rows).to(torch.int32)
@@ -366,15 +366,11 @@ def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline
 
     bf16 = _bench(lambda: torch._grouped_mm(dy.t(), x, offs=ends))
     emit("torch_grouped_mm_bf16", bf16)
-    for mode, accumulate in (("prod_accumulate", True), ("prod_overwrite", False)):
-        emit(
-            mode,
-            _bench(
-                lambda a=accumulate: grouped_ops.grouped_wgrad(
-                    dy, x, splits, main_grad, accumulate=a
-                )
-            ),
-        )
+    times = {}
+    for mode, a in (("prod_accumulate", True), ("prod_overwrite", False)):
+        run = functools.partial(grouped_ops.grouped_wgrad, dy, x, splits, main_grad, accumulate=a)
+        times[mode] = _bench(run)
+        emit(mode, times[mode])
     for label, p in VARIANTS.items():
 
         def launch(p=p):
@@ -392,8 +388,13 @@ def _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline
             used = {a: getattr(kernel, a, None) for a in ("n_regs", "n_spills")}
             used["smem"] = getattr(getattr(kernel, "metadata", None), "shared", None)
             emit(label, ms, relerr=err, params=p, **used)
+            if isinstance(ms, float):
+                times[label] = ms
         except Exception as exc:  # a variant that does not compile or run here
             emit(label, f"{type(exc).__name__}: {str(exc)[:300]}", params=p)
+    best = min(((t, v) for v, t in times.items() if v in VARIANTS), default=(float("nan"), None))
+    rounded = {label: round(t, 4) for label, t in times.items()}
+    return dict(base, bf16=bf16, **rounded, best=best[1], best_x_bf16=best[0] / bf16)
 
 
 def gpu_run(names, budget_s) -> None:
@@ -405,6 +406,7 @@ def gpu_run(names, budget_s) -> None:
         print(json.dumps(dict(smoked[label], smoke=True, params=VARIANTS[label])), flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    summaries = []
     for name in names:
         tokens, experts, hidden, ffn = SHAPES[name]
         for gemm in GEMMS[name]:
@@ -412,8 +414,11 @@ def gpu_run(names, budget_s) -> None:
             if time.monotonic() > deadline:
                 print(json.dumps({"shape": name, "gemm": gemm, "skipped": "time budget"}))
                 continue
-            _gemm(grouped_ops, name, gemm, tokens, experts, n, k, num_sms, gen, deadline, broken)
+            args = (name, gemm, tokens, experts, n, k, num_sms, gen, deadline, broken)
+            summaries.append(_gemm(grouped_ops, *args))
             torch.cuda.empty_cache()
+    for summary in summaries:  # last, so that the tail of the output holds them
+        print(json.dumps({"summary": True, **summary}), flush=True)
 
 
 if __name__ == "__main__":
