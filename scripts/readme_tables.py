@@ -186,15 +186,23 @@ def _bench_vs_te() -> str:
 
 
 def _bench_targets() -> str:
-    """Every performance target of the recorded run, judged from its medians."""
+    """Every performance target the recorded run judged, from its medians; a count of those
+    it could not judge (a backend unavailable for that layout)."""
     doc = _bench_doc()
     lines = ["| target | load | weights | value | threshold | met |", "|---|---|---|---:|---:|---|"]
-    for t in doc["targets"]:
-        met = {True: "yes", False: "**no**", None: t["note"]}[t["met"]]
-        value = "n/a" if t["value"] is None else f"{t['value']:.3g}"
+    judged = [t for t in doc["targets"] if t["met"] is not None]
+    for t in judged:
+        met = "yes" if t["met"] else "**no**"
         lines.append(
-            f"| {t['text']} | {t['load']} | {t['weights']} | {value} | {t['threshold']} | {met} |"
+            f"| {t['text']} | {t['load']} | {t['weights']} | {t['value']:.3g} | "
+            f"{t['threshold']} | {met} |"
         )
+    met = sum(t["met"] for t in judged)
+    lines.append("")
+    lines.append(
+        f"{met} of {len(judged)} judged targets met; "
+        f"{len(doc['targets']) - len(judged)} not judged (not measured in this run)."
+    )
     return "\n".join(lines)
 
 
