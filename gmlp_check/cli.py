@@ -134,21 +134,12 @@ def _warm_up(checker, cases, workers: int | None, show: bool = True) -> None:
     console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
     with progress_bar(console) as progress, stdout_to_stderr():
         finding = progress.add_task("finding kernels", total=len(plan.cases), case="")
-        label = f"compiling on {plan.workers} workers"
-        compiling = progress.add_task(label, total=0, case="")
-        found = [0]
-
-        def on_found() -> None:
-            found[0] += 1
-            progress.update(compiling, total=found[0])
-
-        warmup.run(
-            plan,
-            checker.backend,
-            on_case=lambda: progress.update(finding, advance=1),
-            on_found=on_found,
-            on_compiled=lambda: progress.update(compiling, advance=1),
+        jobs = warmup.find_kernels(
+            plan, checker.backend, lambda n: progress.update(finding, advance=n)
         )
+        label = f"compiling on {min(plan.workers, len(jobs))} workers"
+        compiling = progress.add_task(label, total=len(jobs), case="")
+        warmup.compile_kernels(plan, jobs, lambda n: progress.update(compiling, advance=n))
 
 
 def _run_with_progress(checker, cases, label: str, show: bool = True):

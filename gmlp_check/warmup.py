@@ -8,15 +8,15 @@ cold run lacks is parallelism, and at the level of kernels, not cases: one case 
 or so kernels in sequence, so handing whole cases to workers leaves each worker compiling
 them one after another.
 
-So the warm-up finds the kernels: it runs one case per set of kernels (``compile_key``)
+So the warm-up first finds the kernels: it runs one case per set of kernels (``compile_key``)
 in this process with Triton's ``jit_cache_hook`` answering "skip" for every launch, which
 records the launch's exact specialization (Triton's own serialized form) and neither compiles
 nor runs it. The fused side's results are garbage then and are discarded; the reference side
-runs for real, which is cheap. Meanwhile worker processes compile each distinct
-specialization as soon as it is found, one per job, with ``JITFunction.preload`` (Triton's
-way of compiling a recorded specialization ahead of its launch), into the disk cache the
-run then loads from. Kernels are found by their module and name, so any Triton kernel
-defined at module level is warmed, anyone's factory included; others are left to the run.
+runs for real, which is cheap. Then worker processes compile the distinct specializations,
+one per job, with ``JITFunction.preload`` (Triton's way of compiling a recorded
+specialization ahead of its launch), into the disk cache the run then loads from. Kernels are
+found by their module and name, so any Triton kernel defined at module level is warmed,
+anyone's factory included; others are left to the run.
 
 Each worker first computes the kernels' cache keys in the order the run first launches them
 (the order they were found in). A kernel's key includes the constant globals of the helpers it
@@ -130,45 +130,41 @@ def plan(
     return Plan(device, sizes, workers, tuple(chosen), marker)
 
 
-def run(
-    plan: Plan,
-    backend: Backend,
-    on_case: Callable[[], None],
-    on_found: Callable[[], None],
-    on_compiled: Callable[[], None],
-) -> int:
-    """Find the kernels of the plan's cases, one case after another, and hand each new
-    specialization to a worker as soon as it is found, so that compiling overlaps finding;
-    then write the marker. Returns the number of specializations. The callbacks are called
-    after each case, each specialization found and each compiled (the last from another
-    thread). A KeyboardInterrupt (or SIGTERM turned into one) stops the workers and passes
-    through."""
-    # The kernels in the order the run first launches them (see the module's docstring).
-    order: dict[tuple[str, str], None] = {}
-    found: set[tuple[str, str, str]] = set()
-    compiling = []
-    pool = None
-    try:
+def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -> list[KernelJob]:
+    """Run the plan's cases with every Triton launch skipped, and return the distinct
+    kernel specializations they launched; ``on_case(1)`` after each case."""
+    from .pair import run_pair
+
+    jobs: dict[tuple[str, str, str], KernelJob] = {}
+
+    def record(*, key: Any, fn: Any, compile: dict, **_: Any) -> bool:
+        module = getattr(fn.module, "__name__", fn.module)
+        job = KernelJob(module, fn.name, compile["device"], compile["specialization_data"])
+        jobs.setdefault((module, fn.name, str(key)), job)
+        return True  # Triton then neither compiles nor launches
+
+    with _jit_cache_hook(record):
         for case in plan.cases:
-            for key, job in find_kernels(case, plan, backend):
-                if key in found:
-                    continue
-                found.add(key)
-                order.setdefault((job.module, job.name))
-                on_found()
-                if pool is None:
-                    pool = _context().Pool(plan.workers, initializer=_silence)
-                work = (tuple(order), job)
-                compiling.append(
-                    pool.apply_async(_compile, (work,), callback=lambda _: on_compiled())
-                )
-            on_case()
-        for result in compiling:
-            result.wait()
-        if pool is not None:
+            # The fused side computes nothing now: whatever it fails on is discarded.
+            with contextlib.suppress(Exception):
+                run_pair(case, plan.sizes, plan.device, backend)
+            on_case(1)
+    return list(jobs.values())
+
+
+def compile_kernels(plan: Plan, jobs: Sequence[KernelJob], on_done: Callable[[int], None]) -> None:
+    """Compile ``jobs`` on the plan's workers into Triton's disk cache; ``on_done(1)`` after
+    each, then the marker. A KeyboardInterrupt (or SIGTERM turned into one) stops the
+    workers and passes through."""
+    if jobs:
+        # The kernels in the order the run first launches them (see the module's docstring).
+        order = tuple(dict.fromkeys((job.module, job.name) for job in jobs))
+        pool = _context().Pool(min(plan.workers, len(jobs)), initializer=_silence)
+        try:
+            for _ in pool.imap_unordered(_compile, [(order, job) for job in jobs]):
+                on_done(1)
             pool.close()
-    finally:
-        if pool is not None:
+        finally:
             pool.terminate()
             pool.join()
     if plan.marker is not None:
@@ -177,28 +173,6 @@ def run(
             plan.marker.touch()
         except OSError:
             pass  # an unwritable cache only costs the next run another warm-up
-    return len(found)
-
-
-def find_kernels(
-    case: Case, plan: Plan, backend: Backend
-) -> list[tuple[tuple[str, str, str], KernelJob]]:
-    """Run ``case`` with every Triton launch skipped; its launches' keys (kernel module,
-    name and Triton's specialization key) and jobs, in launch order."""
-    from .pair import run_pair
-
-    launches: list[tuple[tuple[str, str, str], KernelJob]] = []
-
-    def record(*, key: Any, fn: Any, compile: dict, **_: Any) -> bool:
-        module = getattr(fn.module, "__name__", fn.module)
-        job = KernelJob(module, fn.name, compile["device"], compile["specialization_data"])
-        launches.append(((module, fn.name, str(key)), job))
-        return True  # Triton then neither compiles nor launches
-
-    # The fused side computes nothing now: whatever it fails on is discarded.
-    with _jit_cache_hook(record), contextlib.suppress(Exception):
-        run_pair(case, plan.sizes, plan.device, backend)
-    return launches
 
 
 @contextlib.contextmanager
@@ -236,17 +210,17 @@ def _silence() -> None:
     os.dup2(devnull, 2)
 
 
-_hashed: set[tuple[str, str]] = set()  # per worker: kernels whose cache key is computed
+_hashed_in_order = False  # per worker: the kernels' cache keys computed in the run's order
 
 
 def _compile(work: tuple[tuple[tuple[str, str], ...], KernelJob]) -> None:
+    global _hashed_in_order
     order, job = work
     # A failure here is met again by the run itself, which reports it.
     with contextlib.suppress(Exception):
-        # Every kernel the run launches before this one, hashed first, in the run's order.
-        for module, name in order:
-            if (module, name) not in _hashed:
-                _hashed.add((module, name))
+        if not _hashed_in_order:
+            _hashed_in_order = True
+            for module, name in order:
                 kernel = jit_function(module, name)
                 if kernel is not None:
                     kernel.cache_key  # noqa: B018 (computed and kept by Triton)
