@@ -223,7 +223,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
         # A syntactic pass first: the graph and provenance are built only for calls of the
         # file's functions handed a plain name whose callee uses that parameter.
         candidates = []
-        for call in (n for n in _own_nodes(unit.body) if isinstance(n, cst.Call)):
+        for call in (n for n in _own_nodes(unit.body) if type(n) is cst.Call):
             callee = _callee(call, functions, classes)
             if callee is None:
                 # A weight user of another file, called by the name this file imports it

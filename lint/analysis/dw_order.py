@@ -37,9 +37,9 @@ class EarlyFlush:
 
 def _calls(root: cst.CSTNode, method: str) -> Iterator[tuple[cst.Call, cst.CSTNode]]:
     for node in patterns.walk(root):
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+        if (  # exact types: isinstance on libcst's ABC node classes is slow
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
             and node.func.attr.value == method
         ):
             yield node, node.func.value

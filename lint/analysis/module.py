@@ -130,16 +130,17 @@ class Unit:
             node = self.node_for(stmt)
             if node is None:
                 continue
-            if isinstance(stmt, (cst.If, cst.While)):
+            kind = type(stmt)  # exact types: isinstance on libcst's ABC node classes is slow
+            if kind is cst.If or kind is cst.While:
                 yield stmt.test, node
-            elif isinstance(stmt, cst.For):
+            elif kind is cst.For:
                 yield stmt.iter, node
-            elif isinstance(stmt, cst.With):
+            elif kind is cst.With:
                 for item in stmt.items:
                     yield item.item, node
-            elif isinstance(stmt, cst.Match):
+            elif kind is cst.Match:
                 yield stmt.subject, node
-            elif not isinstance(stmt, cst.BaseCompoundStatement):
+            elif not _is_compound(kind):
                 yield stmt, node
 
     @cached_property
@@ -171,6 +172,15 @@ class Unit:
 
 
 _SCOPES = walking.SCOPES  # exact types: the functions and classes ``patterns.walk`` skips
+_COMPOUND: dict[type, bool] = {}  # node class -> whether it is a compound statement's
+
+
+def _is_compound(kind: type) -> bool:
+    """``issubclass(kind, cst.BaseCompoundStatement)``, found once per class."""
+    flag = _COMPOUND.get(kind)
+    if flag is None:
+        flag = _COMPOUND[kind] = issubclass(kind, cst.BaseCompoundStatement)
+    return flag
 
 
 class Survey:
@@ -227,7 +237,8 @@ def _note(found: Survey, node: cst.CSTNode) -> None:
 
 
 def suite_body(suite: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    return suite.body if isinstance(suite, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+    kind = type(suite)
+    return suite.body if kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite else ()
 
 
 def iter_statements(body: Sequence[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, Sequence]]:
@@ -244,12 +255,13 @@ def iter_statements(body: Sequence[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, 
 
 
 def _compound_children(stmt: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, Sequence]]:
-    if isinstance(stmt, cst.If):
+    if type(stmt) is cst.If:
         yield from iter_statements(suite_body(stmt.body))
-        if isinstance(stmt.orelse, cst.If):
+        orelse = type(stmt.orelse)
+        if orelse is cst.If:
             yield stmt.orelse, ()
             yield from _compound_children(stmt.orelse)
-        elif isinstance(stmt.orelse, cst.Else):
+        elif orelse is cst.Else:
             yield from iter_statements(suite_body(stmt.orelse.body))
         return
     for suite in _suites(stmt):

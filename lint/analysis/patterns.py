@@ -304,19 +304,17 @@ def _comprehension_targets(comp: cst.CSTNode) -> set[str]:
 
 
 def _collect_reads(node: cst.CSTNode, bound: frozenset[str], found: list[cst.Name]) -> None:
-    if isinstance(node, cst.Name):
+    kind = type(node)  # exact types: isinstance on libcst's ABC node classes is slow
+    if kind is cst.Name:
         if node.value not in bound:
             found.append(node)
         return
-    if isinstance(node, cst.Attribute):
+    if kind is cst.Attribute or kind is cst.Arg:
         _collect_reads(node.value, bound, found)
         return
-    if isinstance(node, cst.Arg):
-        _collect_reads(node.value, bound, found)
+    if kind is cst.FunctionDef or kind is cst.ClassDef:
         return
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-        return
-    if isinstance(node, cst.Lambda):
+    if kind is cst.Lambda:
         params = {p.name.value for p in node.params.params}
         _collect_reads(node.body, bound | params, found)
         return

@@ -147,16 +147,17 @@ def of_value(
     """The provenance of an assigned value, given the names classified so far, what the
     module's own helpers return (``helpers``: function name -> provenance) and what the
     file stores on ``ctx``."""
-    if isinstance(value, cst.Name):
+    kind = type(value)  # exact types: isinstance on libcst's ABC node classes is slow
+    if kind is cst.Name:
         return known.get(value.value) or by_name(value.value)
-    if isinstance(value, cst.Attribute):
-        if isinstance(value.value, cst.Name) and value.value.value == "ctx":
+    if kind is cst.Attribute:
+        if type(value.value) is cst.Name and value.value.value == "ctx":
             attr = value.attr.value
             if attr == "saved_tensors":
                 return SAVED
             return (ctx and ctx.attrs.get(attr)) or by_name(attr) or SAVED
         return by_name(value.attr.value)
-    if isinstance(value, cst.Call):
+    if kind is cst.Call:
         name = patterns.callee_name(value) or ""
         if name == "Parameter":
             return PARAMETER
@@ -169,7 +170,7 @@ def of_value(
             return ctx.refs[name]  # ctx.weight_ref(): a weakref taken of a copy
         if isinstance(value.func, cst.Attribute) and name.endswith("_ref"):
             return of_value(value.func, known)  # ctx.origin_weight_ref(): a weakref's object
-    if isinstance(value, cst.Subscript):
+    if kind is cst.Subscript:
         return of_value(value.value, known, helpers, ctx)
     return None
 
@@ -288,10 +289,11 @@ def _is_saved_tensors(value: cst.CSTNode) -> bool:
 
 
 def _target_names(target: cst.CSTNode) -> list[str]:
-    if isinstance(target, cst.Name):
+    kind = type(target)
+    if kind is cst.Name:
         return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+    if kind is cst.Tuple or kind is cst.List:
+        return [e.value.value for e in target.elements if type(e.value) is cst.Name]
     return []
 
 

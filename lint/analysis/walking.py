@@ -1,6 +1,7 @@
-"""Walking libcst trees fast: the child nodes that carry code (``children``, kept per
-analysed file by ``children_kept``), and ``walk``, which does not enter nested functions or
-classes. Every analysis walks the same code several times; these are their hot loops."""
+"""Walking libcst trees fast: the child nodes that carry code (``children``), and ``walk``,
+which does not enter nested functions or classes; while ``children_kept`` holds (one
+analysed file), both remember what they found. Every analysis walks the same code several
+times; these are their hot loops."""
 
 from __future__ import annotations
 
@@ -45,19 +46,23 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 # the node itself (so that its id is not reused while the entry lives). The analyses walk
 # the same code several times (unit surveys, graphs, the rules' own walks).
 _KEPT: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] | None = None
+# Likewise each walk that ran to its end, by the node it started from: a second walk of the
+# same code is a list's iteration (units, statements and expressions are walked three
+# times on average by the surveys, graphs and rules).
+_WALKED: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] | None = None
 
 
 @contextmanager
 def children_kept() -> Iterator[None]:
-    """``children`` remembers what it found until the block ends (one file's analysis: its
-    tree does not change)."""
-    global _KEPT
-    outer = _KEPT
-    _KEPT = {}
+    """``children`` and ``walk`` remember what they found until the block ends (one file's
+    analysis: its tree does not change)."""
+    global _KEPT, _WALKED
+    outer = _KEPT, _WALKED
+    _KEPT, _WALKED = {}, {}
     try:
         yield
     finally:
-        _KEPT = outer
+        _KEPT, _WALKED = outer
 
 
 def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
@@ -117,13 +122,38 @@ def _classify(kind: type) -> bool:
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node of an expression or statement, not entering nested functions or classes."""
+    """Every node of an expression or statement, not entering nested functions or classes,
+    in the order of a depth-first walk (a node, then each child's walk in source order)."""
+    walked = _WALKED
+    if walked is None:
+        return _walk(node)
+    entry = walked.get(id(node))
+    if entry is not None and entry[0] is node:
+        return iter(entry[1])
+    return _walk_kept(node, walked)
+
+
+def _walk_kept(node: cst.CSTNode, walked: dict) -> Iterator[cst.CSTNode]:
+    """``_walk``, remembered once it has run to its end (a walk its caller stops early is
+    not: most of its nodes may never be needed)."""
+    seen: list[cst.CSTNode] = []
+    append = seen.append
+    for current in _walk(node):
+        append(current)
+        yield current
+    walked[id(node)] = (node, seen)
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """(``children``'s look-up inlined: this runs once for every node walked.)"""
+    kept = _KEPT
     stack: list[cst.CSTNode] = [node]
     while stack:
         current = stack.pop()
         yield current
         if type(current) in SCOPES and current is not node:
             continue
-        found = children(current)
+        entry = kept.get(id(current)) if kept is not None else None
+        found = entry[1] if entry is not None and entry[0] is current else children(current)
         if found:
             stack.extend(reversed(found))

@@ -184,19 +184,20 @@ class _Unit:
         if truth and self.is_main_grad_value(expr, node):
             self.report(expr, parents, value_used)
             return
-        if isinstance(expr, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        kind = type(expr)  # exact types: isinstance on libcst's ABC node classes is slow
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
             return
         inner = [*parents, expr]
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        if kind is cst.UnaryOperation and type(expr.operator) is cst.Not:
             self.visit(expr.expression, inner, node, truth=True, value_used=False)
-        elif isinstance(expr, cst.BooleanOperation):
+        elif kind is cst.BooleanOperation:
             self.visit(expr.left, inner, node, truth=True, value_used=value_used)
             self.visit(expr.right, inner, node, truth=truth, value_used=value_used)
-        elif isinstance(expr, cst.IfExp):
+        elif kind is cst.IfExp:
             self.visit(expr.test, inner, node, truth=True, value_used=False)
             self.visit(expr.body, inner, node, truth=truth, value_used=value_used)
             self.visit(expr.orelse, inner, node, truth=truth, value_used=value_used)
-        elif isinstance(expr, cst.Call) and _is_bool_call(expr):
+        elif kind is cst.Call and _is_bool_call(expr):
             self.visit(expr.args[0].value, inner, node, truth=True, value_used=False)
         elif isinstance(expr, cst.CompIf):
             self.visit(expr.test, inner, node, truth=True, value_used=False)

@@ -254,3 +254,25 @@ def test_children_are_found_once_per_node_while_a_file_is_analysed():
         assert len(ids) == 50
     assert patterns.children(call) is not kept
     assert [type(n).__name__ for n in kept] == ["Name", "Arg", "Arg"]
+
+
+def test_a_walk_is_remembered_only_once_it_ran_to_its_end_and_only_while_kept():
+    from gmlp_check.lint.analysis import patterns
+
+    module = cst.parse_module(
+        "def f(p):\n    g = p.main_grad\n    def inner():\n        return g + 1\n    return g\n"
+    )
+    function = module.body[0]
+    names = [type(n).__name__ for n in patterns.walk(function)]
+    assert "Return" in names and names.count("FunctionDef") == 2  # inner's body is not entered
+    assert "Integer" not in names
+    with patterns.children_kept():
+        partial = patterns.walk(function)
+        first = [next(partial), next(partial)]  # stopped early: not remembered
+        assert [type(n).__name__ for n in first] == names[:2]
+        whole = list(patterns.walk(function))
+        assert [type(n).__name__ for n in whole] == names
+        again = patterns.walk(function)
+        assert not hasattr(again, "gi_frame")  # remembered: a list's iterator
+        assert list(again) == whole  # the same nodes, in the same order
+    assert hasattr(patterns.walk(function), "gi_frame")  # outside: walked anew
