@@ -39,7 +39,11 @@ RULE = Rule(
         "`torch.matmul` / `mm` with such an `out=`, `copy_` into it, or `p.main_grad[...] = "
         "...`, in a producer function (and the functions around it) that never mentions "
         "overwrite or sharding; and, in FSDP code that never mentions `overwrite_main_grad`, "
-        "a hook resetting `grad_added_to_main_grad = False` for a new backward"
+        "a hook resetting `grad_added_to_main_grad = False` for a new backward; a "
+        "per-backward consumer (it reads `grad_added_to_main_grad` or a microbatch switch) "
+        "that copies into main_grad and never adds into it; a write that replaces a "
+        "destination on a path no test of the function's own overwrite-or-add choice for "
+        "that destination decides"
     ),
     explanation="""
         Issue #19, class 4. main_grad accumulates the weight gradient over microbatches;
@@ -80,6 +84,34 @@ RULE = Rule(
         called from a producer it is one, called from a function that asks
         `overwrite_main_grad` it is left alone. Not seen: `accumulate=False` handed to such
         a helper as an argument.
+
+        The consumer side (a fork's Megatron-FSDP v2 reduction, Autumn1998/Megatron-LM
+        4a4c5706): code that moves each backward's autograd `.grad` into the main-grad
+        buffer runs once per microbatch, so it must add unless the buffer is fresh. Seen: a
+        function that runs once per backward (it reads `grad_added_to_main_grad`, or a name
+        or attribute naming a microbatch such as `ctx.is_last_microbatch`) and `copy_`s into
+        main_grad storage (`p.main_grad`, `p.get_main_grad()`, a local bound to either),
+        while no write in it adds into main_grad storage (`add_`, `addmm_`, `+=`, a GEMM
+        `out=` that accumulates) and it never names `overwrite_main_grad`. A consumer that
+        adds on some path has made the choice, and is left alone whatever decides it; a
+        consolidation that runs once per step (nothing in it says per backward) is left
+        alone. Not seen: the per-backward evidence in a caller, a copy into a buffer that is
+        not recognisably main_grad storage, and a copy whose caller guarantees a fresh
+        buffer each microbatch (reported: suppress with the reason).
+
+        A switch handed in and heeded on one path only (a fork's Megatron-FSDP v2
+        `reduce_grad(overwrite_grad=...)`, Autumn1998/Megatron-LM dca96853): where an `if` of
+        a function chooses between replacing a destination (`copy_`, `zero_`, `fill_`, a
+        GEMM `out=` with accumulate off, `D[...] =`) and adding to it (`add_`, `+=`, an
+        accumulating GEMM), the function itself says that this destination's write mode is
+        decided by that test. Another write in the function that replaces the same
+        destination (the same expression text) on a path that no test on the same values
+        (or on locals computed from them, through the data flow) decides ignores the switch:
+        a fast path that copies while the caller asked to accumulate. No main_grad spelling
+        is needed at the write; the file must name a trigger. Not seen: a switch decided
+        in another function, the same buffer reached through two different expressions,
+        and a replacing write where replacing is right whatever the switch says (a buffer
+        reduced in place and copied back onto itself: reported, suppress with the reason).
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
@@ -115,6 +147,37 @@ RULE = Rule(
             """
             def wgrad(weight, x, dy):
                 general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+            """
+        ),
+        Example(
+            """
+            def reduce_grads(params, fresh):
+                for param in params:
+                    if getattr(param, "grad_added_to_main_grad", False):
+                        continue
+                    main_grad = param.get_main_grad()
+                    if fresh:
+                        main_grad.copy_(param.grad)
+                    else:
+                        main_grad.add_(param.grad)
+            """
+        ),
+        Example(
+            """
+            def reduce_grad(self, param, overwrite_grad=False):
+                grad = param.main_grad
+                shard = self.shard_of(param)
+                if self.group_size == 1:
+                    if overwrite_grad:
+                        shard.copy_(grad)
+                    else:
+                        shard.add_(grad)
+                    return
+                reduced = reduce_scatter(grad)
+                if overwrite_grad:
+                    shard.copy_(reduced)
+                else:
+                    shard += reduced
             """
         ),
     ),
@@ -161,6 +224,33 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            def reduce_grads(params, fresh):
+                for param in params:
+                    if getattr(param, "grad_added_to_main_grad", False):
+                        continue
+                    main_grad = param.get_main_grad()
+                    main_grad.copy_(param.grad)
+            """,
+            line=6,
+        ),
+        Example(
+            """
+            def reduce_grad(self, param, overwrite_grad=False):
+                grad = param.main_grad
+                shard = self.shard_of(param)
+                if self.group_size == 1:
+                    shard.copy_(grad)
+                    return
+                reduced = reduce_scatter(grad)
+                if overwrite_grad:
+                    shard.copy_(reduced)
+                else:
+                    shard += reduced
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -198,19 +288,28 @@ def check(context: ModuleContext, out: Collector) -> None:
             asked[id(unit)] = _asks(unit)
         return asked[id(unit)]
 
+    reported: set[int] = set()
     for unit in context.units:
-        if not unit.survey.spells_main_grad:
-            continue
-        # A helper of the file judged with the functions that call it (one level): the
-        # write moved out of a producer is still the producer's, and a caller that asks
-        # overwrite_main_grad decides for it.
-        around = [unit, *callers.get(unit.name, ())]
-        if any(map(_in_producer, around)) and not any(map(asks, around)):
-            for root, node in unit.expression_roots():
-                if isinstance(root, cst.Assign):
-                    _check_slice_assignment(root, out)
-                for sub in patterns.walk(root):
-                    _check_call(sub, _Buffers(unit, node), out)
+        function = isinstance(unit.owner, cst.FunctionDef)
+        if unit.survey.spells_main_grad:
+            # A helper of the file judged with the functions that call it (one level): the
+            # write moved out of a producer is still the producer's, and a caller that asks
+            # overwrite_main_grad decides for it.
+            around = [unit, *callers.get(unit.name, ())]
+            if any(map(_in_producer, around)) and not any(map(asks, around)):
+                switches = _Switches(unit) if function else None
+                for root, node in unit.expression_roots():
+                    if switches is not None and switches.decides(node):
+                        continue  # under the function's own overwrite-or-add choice
+                    if isinstance(root, cst.Assign):
+                        _check_slice_assignment(root, out)
+                    for sub in patterns.walk(root):
+                        if _check_call(sub, _Buffers(unit, node), out):
+                            reported.add(id(sub))
+            elif function and _consumes_per_backward(unit):
+                _check_consumer(unit, reported, out)
+        if function:
+            _check_unheeded_switch(unit, reported, out)
 
 
 def _callers(context: ModuleContext) -> dict[str, list[Unit]]:
@@ -294,20 +393,21 @@ class _Buffers:
         return patterns.dict_entries(defs[0].value)
 
 
-def _check_call(node, buffers: _Buffers, out: Collector) -> None:
+def _check_call(node, buffers: _Buffers, out: Collector) -> bool:
     if not isinstance(node, cst.Call):
-        return
+        return False
     name = patterns.callee_name(node)
     if name == "copy_" and isinstance(node.func, cst.Attribute):
         method = patterns.method_call(node)  # also torch.Tensor.copy_(buffer, value)
         if method is not None and buffers.main_grad(method[0]):
             how = "copy_"
             out.report(CODE, node, MESSAGE.format(target=out.text(method[0]), how=how))
-        return
+            return True
+        return False
     arguments = buffers.arguments(node)
     target = arguments.get("out") if arguments is not None else None
     if target is None or not buffers.main_grad(target):
-        return
+        return False
     given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
     if given:
         replacing = all(buffers.off(value) for value in given)
@@ -317,6 +417,7 @@ def _check_call(node, buffers: _Buffers, out: Collector) -> None:
         how = f"{name}(out=...) overwrites"
     if replacing:
         out.report(CODE, node, MESSAGE.format(target=out.context.code(target).strip(), how=how))
+    return replacing
 
 
 def _check_slice_assignment(stmt, out: Collector) -> None:
@@ -349,3 +450,228 @@ def _check_fsdp_resets(context: ModuleContext, out: Collector) -> None:
             found = patterns.attribute_set(root, patterns.GRAD_ADDED)
             if found is not None and patterns.is_false_literal(found[1]):
                 out.report(CODE, root, RESET_MESSAGE.format(subject=out.text(found[0])))
+
+
+# -- the consumer side and the switch handed in ----------------------------------------
+# Methods of a tensor that replace its contents, and those that add to them.
+REPLACING_METHODS = frozenset({"copy_", "zero_", "fill_"})
+ACCUMULATING_METHODS = frozenset({"add_", "addmm_", "baddbmm_", "addmv_", "addr_", "addcmul_"})
+# What shows a function runs once per backward (per microbatch), not once per step: it
+# reads the per-backward write flag, or a microbatch counter or switch.
+PER_BACKWARD_WORD = "microbatch"
+
+CONSUMER_MESSAGE = (
+    "this replaces `{target}`'s contents (copy_) in code that runs once per backward (it "
+    "reads {evidence}) and never adds into main_grad nor asks overwrite_main_grad: with "
+    "gradient accumulation each microbatch erases the ones before it; add_ unless this "
+    "microbatch's buffer is fresh"
+)
+SWITCH_MESSAGE = (
+    "this replaces `{target}`'s contents ({how}) without asking `{switch}`, which decides "
+    "elsewhere in this function (line {line}) whether `{target}` is overwritten or added "
+    "to: on this path an accumulate request is ignored and the earlier microbatches' "
+    "gradient is lost"
+)
+
+
+def _writes(root, buffers: _Buffers | None):
+    """(destination, "replace" | "accumulate", node, how) for every write into a tensor in
+    ``root``: in-place methods, a GEMM's ``out=`` with its accumulate switch, ``D[...] =``
+    and ``D += ...``. Without ``buffers``, by syntax alone (no data flow: nothing is built)."""
+    for sub in patterns.walk(root):
+        kind = type(sub)
+        if kind is cst.Call:
+            method = patterns.method_call(sub)
+            if method is not None and method[1] in REPLACING_METHODS:
+                yield method[0], "replace", sub, method[1]
+                continue
+            if method is not None and method[1] in ACCUMULATING_METHODS:
+                yield method[0], "accumulate", sub, method[1]
+                continue
+            if buffers is None:  # syntax only: the keywords as written
+                arguments = {a.keyword.value: a.value for a in sub.args if a.keyword is not None}
+            else:
+                arguments = buffers.arguments(sub)
+            target = arguments.get("out") if arguments is not None else None
+            if target is None:
+                continue
+            given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
+            if given:
+                is_off = _literal_off if buffers is None else buffers.off
+                off = all(is_off(value) for value in given)
+                yield target, "replace" if off else "accumulate", sub, "accumulate=False"
+            elif patterns.callee_name(sub) in REPLACING_GEMMS:
+                yield target, "replace", sub, "out=..."
+        elif kind is cst.AugAssign and type(sub.operator) in (cst.AddAssign, cst.SubtractAssign):
+            yield _unsubscripted(sub.target), "accumulate", sub, "+="
+        elif kind is cst.Assign:
+            for target in sub.targets:
+                if type(target.target) is cst.Subscript:
+                    yield target.target.value, "replace", sub, "an assignment into it"
+
+
+def _unsubscripted(expr):
+    while type(expr) is cst.Subscript:
+        expr = expr.value
+    return expr
+
+
+def _consumes_per_backward(unit: Unit) -> str | None:
+    """What shows that the function runs once per backward: the write flag read, or a
+    microbatch name (``ctx.is_last_microbatch``); None when nothing does."""
+    if unit.survey.spells_grad_added:
+        return "grad_added_to_main_grad"
+    if PER_BACKWARD_WORD not in unit.context.source:
+        return None
+    for stmt in unit.body:
+        for sub in patterns.walk(stmt):
+            name = None
+            if type(sub) is cst.Name:
+                name = sub.value
+            elif type(sub) is cst.Attribute:
+                name = sub.attr.value
+            if name is not None and PER_BACKWARD_WORD in name.lower():
+                return f"`{name}`"
+    return None
+
+
+def _asks_overwrite(unit: Unit) -> bool:
+    current: Unit | None = unit
+    while current is not None:
+        if current.survey.spells_overwrite:
+            return True
+        current = current.parent
+    return False
+
+
+def _check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
+    """The consumer side (Megatron-FSDP v2's reduction on a fork, before 4a4c5706's fix): a
+    function that runs once per backward copies a gradient into main_grad storage
+    (``main_grad = param.get_main_grad(); main_grad.copy_(param.grad)``) and never adds into
+    it: in accumulate mode only the last microbatch survives. A function that also adds
+    into main_grad on some path has made the choice; one that asks overwrite_main_grad
+    too."""
+    evidence = _consumes_per_backward(unit)
+    if evidence is None or _asks_overwrite(unit):
+        return
+    copies = []
+    for root, node in unit.expression_roots():
+        buffers = _Buffers(unit, node)
+        for dest, kind, at, how in _writes(root, buffers):
+            if not unit.aliases.expr(dest, node):
+                continue
+            if kind == "accumulate":
+                return
+            if how == "copy_" and buffers.main_grad(dest):
+                copies.append((dest, at))
+    for dest, at in copies:
+        if id(at) not in reported:
+            reported.add(id(at))
+            message = CONSUMER_MESSAGE.format(target=out.text(dest), evidence=evidence)
+            out.report(CODE, at, message)
+
+
+class _Switches:
+    """The function's own overwrite-or-add choices: for each destination (by its text) that
+    an ``if`` replaces on one side and adds to on the other, that ``if`` and the values its
+    test reads; and which graph nodes run under a test on those values."""
+
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self.governed: dict[str, tuple[cst.If, frozenset[str]]] = {}
+        code = unit.context.code
+        # By syntax alone (the graph is built only for a function that has such a choice).
+        for stmt, _ in unit.statements():
+            if type(stmt) is not cst.If or stmt.orelse is None:
+                continue
+            body_writes = list(_writes(stmt.body, None))
+            if not body_writes:
+                continue
+            orelse_writes = list(_writes(stmt.orelse, None))
+            kinds = {k for _, k, _, _ in body_writes} | {k for _, k, _, _ in orelse_writes}
+            if len(kinds) < 2:
+                continue
+            body = {(code(d).strip(), k) for d, k, _, _ in body_writes}
+            orelse = {(code(d).strip(), k) for d, k, _, _ in orelse_writes}
+            for key, kind in body:
+                other = "accumulate" if kind == "replace" else "replace"
+                if (key, other) in orelse and key not in self.governed:
+                    terms = _switch_terms(stmt.test, code)
+                    if terms:
+                        self.governed[key] = (stmt, terms)
+        self._taints: dict[frozenset[str], object] = {}
+
+    def _taint(self, terms: frozenset[str]):
+        if terms not in self._taints:
+            self._taints[terms] = _switch_taint(self.unit, terms)
+        return self._taints[terms]
+
+    def under(self, terms: frozenset[str], node) -> bool:
+        """``node`` runs only under a test on ``terms`` (or on values computed from them)."""
+        taint = self._taint(terms)
+        return any(taint.branch(b) for b in self.unit.control.ancestors(node))
+
+    def decides(self, node) -> bool:
+        """``node`` runs under one of the function's overwrite-or-add choices."""
+        if not self.governed:
+            return False
+        return any(self.under(terms, node) for _, terms in self.governed.values())
+
+
+def _check_unheeded_switch(unit: Unit, reported: set[int], out: Collector) -> None:
+    """A switch handed in and heeded on one path only (Megatron-FSDP v2's
+    ``reduce_grad(overwrite_grad=...)`` on a fork, before dca96853's fix): an ``if`` chooses
+    between replacing and adding to a destination, so the function itself says that
+    destination's write mode is decided by that test; another write that replaces the same
+    destination on a path no test on the same values decides ignores the switch."""
+    switches = _Switches(unit)
+    if not switches.governed:
+        return
+    code = unit.context.code
+    for root, node in unit.expression_roots():
+        for dest, kind, at, how in _writes(root, _Buffers(unit, node)):
+            key = code(dest).strip()
+            if kind != "replace" or key not in switches.governed or id(at) in reported:
+                continue
+            stmt, terms = switches.governed[key]
+            if switches.under(terms, node):
+                continue
+            reported.add(id(at))
+            message = SWITCH_MESSAGE.format(
+                target=key,
+                how=how,
+                switch=code(stmt.test).strip(),
+                line=unit.context.line_of(stmt),
+            )
+            out.report(CODE, at, message)
+
+
+# Names that stand for an object, not a decision: a test reading only ``self.x`` is about
+# ``self.x``, not about ``self``.
+_OBJECT_NAMES = frozenset({"self", "ctx", "cls"})
+
+
+def _switch_terms(test, code) -> frozenset[str]:
+    """The values a test reads, as the text of each name and attribute chain in it."""
+    terms: set[str] = set()
+    for sub in patterns.walk(test):
+        if type(sub) is cst.Attribute and type(sub.value) is cst.Name:
+            terms.add(code(sub).strip())
+    for name in patterns.read_names(test):
+        if name.value not in _OBJECT_NAMES:
+            terms.add(name.value)
+    return frozenset(terms)
+
+
+def _switch_taint(unit: Unit, terms: frozenset[str]):
+    from ..analysis.dataflow import Taint
+
+    code = unit.context.code
+
+    def is_source(node) -> bool:
+        kind = type(node)
+        if kind is cst.Name:
+            return node.value in terms
+        return kind is cst.Attribute and code(node).strip() in terms
+
+    return Taint(unit.graph, unit.reaching, unit.control, is_source)
