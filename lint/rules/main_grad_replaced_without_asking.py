@@ -474,22 +474,23 @@ SWITCH_MESSAGE = (
 )
 
 
-def _writes(root, buffers: _Buffers | None):
+def _writes(root, buffers: _Buffers | None, dicts: dict | None = None):
     """(destination, "replace" | "accumulate", node, how) for every write into a tensor in
     ``root``: in-place methods, a GEMM's ``out=`` with its accumulate switch, ``D[...] =``
-    and ``D += ...``. Without ``buffers``, by syntax alone (no data flow: nothing is built)."""
+    and ``D += ...``. Without ``buffers``, by syntax alone (no data flow: nothing is built;
+    ``dicts`` gives the dict literals a ``**name`` may stand for)."""
     for sub in patterns.walk(root):
         kind = type(sub)
         if kind is cst.Call:
             method = patterns.method_call(sub)
             if method is not None and method[1] in REPLACING_METHODS:
-                yield method[0], "replace", sub, method[1]
+                yield _unsubscripted(method[0]), "replace", sub, method[1]
                 continue
             if method is not None and method[1] in ACCUMULATING_METHODS:
-                yield method[0], "accumulate", sub, method[1]
+                yield _unsubscripted(method[0]), "accumulate", sub, method[1]
                 continue
-            if buffers is None:  # syntax only: the keywords as written
-                arguments = {a.keyword.value: a.value for a in sub.args if a.keyword is not None}
+            if buffers is None:  # syntax only: the keywords as written, ``**`` dict literals
+                arguments = _syntactic_arguments(sub, dicts if dicts is not None else {})
             else:
                 arguments = buffers.arguments(sub)
             target = arguments.get("out") if arguments is not None else None
@@ -508,6 +509,63 @@ def _writes(root, buffers: _Buffers | None):
             for target in sub.targets:
                 if type(target.target) is cst.Subscript:
                     yield target.target.value, "replace", sub, "an assignment into it"
+
+
+def _syntactic_arguments(call, dicts) -> dict:
+    found = {}
+    for arg in call.args:
+        if arg.keyword is not None:
+            found[arg.keyword.value] = arg.value
+        elif arg.star == "**" and type(arg.value) is cst.Name:
+            found.update(dicts.get(arg.value.value) or {})
+    return found
+
+
+class _LazyDicts:
+    """``_dict_literals`` of a unit, found on the first ``**name`` argument met."""
+
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self.found: dict | None = None
+
+    def get(self, name: str):
+        if self.found is None:
+            self.found = _dict_literals(self.unit)
+        return self.found.get(name)
+
+
+def _dict_literals(unit: Unit) -> dict:
+    """Locals the function binds exactly once, to a dict literal: name -> its entries."""
+    bound: dict[str, object] = {}
+    for stmt, _ in unit.statements():
+        smalls = stmt.body if type(stmt) is cst.SimpleStatementLine else (stmt,)
+        for small in smalls:
+            if type(small) is not cst.Assign:
+                continue
+            for target in small.targets:
+                if type(target.target) is cst.Name:
+                    name = target.target.value
+                    entries = patterns.dict_entries(small.value)
+                    bound[name] = None if name in bound else entries
+    return {name: entries for name, entries in bound.items() if entries}
+
+
+def _kinds_by_destination(writes, code) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for dest, kind, _, _ in writes:
+        found.setdefault(code(dest).strip(), set()).add(kind)
+    return found
+
+
+def _leaves(block) -> bool:
+    """The block's last statement leaves it (``return``, ``continue``, ``break``, ``raise``)."""
+    body = getattr(block, "body", ())
+    if not body:
+        return False
+    last = body[-1]
+    if type(last) is cst.SimpleStatementLine and last.body:
+        return type(last.body[-1]) in (cst.Return, cst.Continue, cst.Break, cst.Raise)
+    return False
 
 
 def _unsubscripted(expr):
@@ -581,23 +639,33 @@ class _Switches:
         self.governed: dict[str, tuple[cst.If, frozenset[str]]] = {}
         code = unit.context.code
         # By syntax alone (the graph is built only for a function that has such a choice).
-        for stmt, _ in unit.statements():
-            if type(stmt) is not cst.If or stmt.orelse is None:
+        # The other side of an ``if`` is its ``else``, or, when its body ends by leaving
+        # (``return``, ``continue``, ``break``, ``raise``), the statements after it.
+        dicts = _LazyDicts(unit)
+        for stmt, suite in unit.statements():
+            if type(stmt) is not cst.If:
                 continue
-            body_writes = list(_writes(stmt.body, None))
+            body_writes = list(_writes(stmt.body, None, dicts))
             if not body_writes:
                 continue
-            orelse_writes = list(_writes(stmt.orelse, None))
-            kinds = {k for _, k, _, _ in body_writes} | {k for _, k, _, _ in orelse_writes}
+            if stmt.orelse is not None:
+                other_writes = list(_writes(stmt.orelse, None, dicts))
+            elif _leaves(stmt.body):
+                after = list(suite)[list(suite).index(stmt) + 1 :]
+                other_writes = [w for rest in after for w in _writes(rest, None, dicts)]
+            else:
+                continue
+            kinds = {k for _, k, _, _ in body_writes} | {k for _, k, _, _ in other_writes}
             if len(kinds) < 2:
                 continue
-            body = {(code(d).strip(), k) for d, k, _, _ in body_writes}
-            orelse = {(code(d).strip(), k) for d, k, _, _ in orelse_writes}
-            for key, kind in body:
-                other = "accumulate" if kind == "replace" else "replace"
-                if (key, other) in orelse and key not in self.governed:
+            body = _kinds_by_destination(body_writes, code)
+            other = _kinds_by_destination(other_writes, code)
+            for key, mine in body.items():
+                theirs = other.get(key, set())
+                # Each side only replaces or only adds to it, and they differ: a choice.
+                if len(mine) == 1 and len(theirs) == 1 and mine != theirs:
                     terms = _switch_terms(stmt.test, code)
-                    if terms:
+                    if terms and key not in self.governed:
                         self.governed[key] = (stmt, terms)
         self._taints: dict[frozenset[str], object] = {}
 

@@ -101,31 +101,33 @@ VARIANTS = (
         4,
         "whole-shard-slice-assigned-beside-a-local-switch",
         """
-        def install(self, grads, main_grad_shard):
+        def install(self, grads):
+            shard = self.main_grad_buffer.local_shard
             mode = self.first_microbatch
             for i, g in enumerate(grads):
-                if i == 0 and g.numel() == main_grad_shard.numel():
-                    main_grad_shard[:] = g  # bug
+                if i == 0 and g.numel() == shard.numel():
+                    shard[:] = g  # bug
                     continue
                 if mode:
-                    main_grad_shard[g.start : g.stop] = g
+                    shard[g.start : g.stop] = g
                 else:
-                    main_grad_shard[g.start : g.stop] += g
+                    shard[g.start : g.stop] += g
         """,
         """
-        def install(self, grads, main_grad_shard):
+        def install(self, grads):
+            shard = self.main_grad_buffer.local_shard
             mode = self.first_microbatch
             for i, g in enumerate(grads):
-                if i == 0 and g.numel() == main_grad_shard.numel():
+                if i == 0 and g.numel() == shard.numel():
                     if mode:
-                        main_grad_shard[:] = g
+                        shard[:] = g
                     else:
-                        main_grad_shard[:] += g
+                        shard[:] += g
                     continue
                 if mode:
-                    main_grad_shard[g.start : g.stop] = g
+                    shard[g.start : g.stop] = g
                 else:
-                    main_grad_shard[g.start : g.stop] += g
+                    shard[g.start : g.stop] += g
         """,
     ),
     # ------------------------------ 3: a write inferred from where main_grad points
@@ -157,7 +159,7 @@ VARIANTS = (
         """
         def zero_unwritten(param, bucket):
             mg = bucket.get_main_grad(param)
-            if mg.untyped_storage().data_ptr() == param.main_grad.untyped_storage().data_ptr():  # bug
+            if mg.untyped_storage().data_ptr() == param.main_grad.data_ptr():  # bug
                 return
             mg.zero_()
         """,
