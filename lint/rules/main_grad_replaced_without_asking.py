@@ -557,6 +557,16 @@ def _kinds_by_destination(writes, code) -> dict[str, set[str]]:
     return found
 
 
+def _after(stmt, suite) -> list:
+    """The statements after ``stmt`` in the suite it sits in (by identity; none for an
+    ``elif``, which sits in its ``if``'s ``orelse``, not in a suite)."""
+    items = list(suite) if isinstance(suite, (list, tuple)) else []
+    for index, item in enumerate(items):
+        if item is stmt:
+            return items[index + 1 :]
+    return []
+
+
 def _leaves(block) -> bool:
     """The block's last statement leaves it (``return``, ``continue``, ``break``, ``raise``)."""
     body = getattr(block, "body", ())
@@ -651,7 +661,7 @@ class _Switches:
             if stmt.orelse is not None:
                 other_writes = list(_writes(stmt.orelse, None, dicts))
             elif _leaves(stmt.body):
-                after = list(suite)[list(suite).index(stmt) + 1 :]
+                after = _after(stmt, suite)
                 other_writes = [w for rest in after for w in _writes(rest, None, dicts)]
             else:
                 continue
