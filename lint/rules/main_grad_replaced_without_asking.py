@@ -43,7 +43,8 @@ RULE = Rule(
         "per-backward consumer (it reads `grad_added_to_main_grad` or a microbatch switch) "
         "that copies into main_grad and never adds into it; a write that replaces a "
         "destination on a path no test of the function's own overwrite-or-add choice for "
-        "that destination decides"
+        "that destination decides, or in a function with an `overwrite*` / `accumulate*` "
+        "parameter it never reads"
     ),
     explanation="""
         Issue #19, class 4. main_grad accumulates the weight gradient over microbatches;
@@ -112,6 +113,15 @@ RULE = Rule(
         in another function, the same buffer reached through two different expressions,
         and a replacing write where replacing is right whatever the switch says (a buffer
         reduced in place and copied back onto itself: reported, suppress with the reason).
+
+        Its degenerate form: a function with a parameter named for the choice
+        (`overwrite*`, `accumulate*`) that it never reads, and a write that replaces storage
+        it was handed or reaches through an object (a parameter or `self`, an attribute of
+        one, a local bound to such an attribute or to a method call on one that allocates
+        nothing): a caller asking to accumulate gets an overwrite. Writes into buffers the
+        function allocates are left alone; a function that reads one of several such
+        parameters is left alone. Not seen: the parameter read only to be ignored
+        (`del overwrite`), and a parameter named otherwise.
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
@@ -178,6 +188,14 @@ RULE = Rule(
                     shard.copy_(reduced)
                 else:
                     shard += reduced
+            """
+        ),
+        Example(
+            """
+            def reduce_grad(self, param, accumulate=True):
+                staged = torch.empty_like(param.main_grad)
+                staged.copy_(param.main_grad)
+                self.reduce(staged, accumulate=accumulate)
             """
         ),
     ),
@@ -250,6 +268,14 @@ RULE = Rule(
                     shard += reduced
             """,
             line=5,
+        ),
+        Example(
+            """
+            def reduce_grad(self, param, accumulate=True):
+                reduced = all_reduce(param.main_grad)
+                self.shard_of(param).copy_(reduced)
+            """,
+            line=3,
         ),
     ),
 )
@@ -704,6 +730,7 @@ def _check_unheeded_switch(unit: Unit, reported: set[int], out: Collector) -> No
     destination on a path no test on the same values decides ignores the switch."""
     switches = _Switches(unit)
     if not switches.governed:
+        _check_switch_never_read(unit, reported, out)
         return
     code = unit.context.code
     for root, node in unit.expression_roots():
@@ -722,6 +749,95 @@ def _check_unheeded_switch(unit: Unit, reported: set[int], out: Collector) -> No
                 line=unit.context.line_of(stmt),
             )
             out.report(CODE, at, message)
+
+
+IGNORED_MESSAGE = (
+    "this replaces `{target}`'s contents ({how}), but this function never reads its "
+    "`{switch}` parameter: a caller asking to accumulate gets an overwrite, and the earlier "
+    "microbatches' gradient is lost"
+)
+
+
+def _switch_parameters(unit: Unit) -> list[str]:
+    """The function's parameters that say whether to overwrite or add (by their names:
+    ``overwrite*``, ``accumulate*``, ``*_overwrite*``)."""
+    params = unit.params
+    if params is None:
+        return []
+    found = []
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        name = param.name.value.lower()
+        if "overwrite" in name or name.lstrip("_").startswith("accumulat"):
+            found.append(param.name.value)
+    return found
+
+
+def _check_switch_never_read(unit: Unit, reported: set[int], out: Collector) -> None:
+    """The switch handed in and never read at all (the degenerate form of the above): a
+    function with an ``overwrite_*`` / ``accumulate*`` parameter that it never reads, and a
+    write that replaces a destination it did not allocate (a parameter, an attribute, a
+    buffer fetched from an object)."""
+    switches = _switch_parameters(unit)
+    if not switches:
+        return
+    read = set()
+    for stmt in unit.body:
+        for sub in patterns.walk(stmt):
+            if type(sub) is cst.Name:
+                read.add(sub.value)
+    ignored = [name for name in switches if name not in read]
+    if not ignored or len(ignored) != len(switches):
+        return  # one switch read is asking: the others may be passed on under another name
+    params = {p.name.value for p in (*unit.params.posonly_params, *unit.params.params)}
+    params |= {p.name.value for p in unit.params.kwonly_params}
+    for root, node in unit.expression_roots():
+        for dest, kind, at, how in _writes(root, _Buffers(unit, node)):
+            if kind != "replace" or id(at) in reported:
+                continue
+            if not _handed_in(unit, dest, node, params):
+                continue
+            reported.add(id(at))
+            message = IGNORED_MESSAGE.format(target=out.text(dest), how=how, switch=ignored[0])
+            out.report(CODE, at, message)
+
+
+def _handed_in(unit: Unit, dest, node, params: set[str]) -> bool:
+    """``dest`` is storage the function was handed or reaches through an object: a parameter
+    (or ``self``) or an attribute of one, or a local every binding of which is such an
+    attribute or a method call on one that allocates nothing."""
+    root = dest
+    while type(root) in (cst.Attribute, cst.Subscript, cst.Call):
+        if type(root) is cst.Call:  # a buffer fetched by a method of an object
+            if type(root.func) is not cst.Attribute:
+                return False
+            if patterns.callee_name(root) in patterns.ALLOCATORS:
+                return False
+            root = root.func
+        root = root.value
+    if type(root) is not cst.Name:
+        return False
+    if root is not dest:
+        return root.value in params or root.value == "self"
+    if root.value in params:
+        return True
+    defs = unit.reaching.reaching(root.value, node)
+    if not defs:
+        return False
+    for d in defs:
+        value = d.value
+        if value is None or d.kind != "assign":
+            return False
+        if type(value) is cst.Call:
+            if type(value.func) is not cst.Attribute:
+                return False
+            if patterns.callee_name(value) in patterns.ALLOCATORS:
+                return False
+            value = value.func.value
+        while type(value) in (cst.Attribute, cst.Subscript, cst.Call):
+            value = value.func if type(value) is cst.Call else value.value
+        if type(value) is not cst.Name or not (value.value in params or value.value == "self"):
+            return False
+    return True
 
 
 # Names that stand for an object, not a decision: a test reading only ``self.x`` is about

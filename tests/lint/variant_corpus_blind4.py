@@ -130,6 +130,25 @@ VARIANTS = (
                     shard[g.start : g.stop] += g
         """,
     ),
+    Variant(
+        4,
+        "keyword-only-switch-never-read",
+        """
+        class Bucket:
+            def finish(self, params, *, accumulate_grads=True):
+                flat = torch.cat([p.main_grad.view(-1) for p in params])
+                self.grad_shard[: flat.numel()] = flat  # bug
+        """,
+        """
+        class Bucket:
+            def finish(self, params, *, accumulate_grads=True):
+                flat = torch.cat([p.main_grad.view(-1) for p in params])
+                if accumulate_grads:
+                    self.grad_shard[: flat.numel()] += flat
+                else:
+                    self.grad_shard[: flat.numel()] = flat
+        """,
+    ),
     # ------------------------------ 3: a write inferred from where main_grad points
     Variant(
         3,
