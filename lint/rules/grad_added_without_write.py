@@ -412,7 +412,7 @@ def _check_write_from_identity(context: ModuleContext, out: Collector) -> None:
     for unit in context.units:
         if not (unit.survey.spells_main_grad and isinstance(unit.owner, cst.FunctionDef)):
             continue
-        if not ({"zero_", "fill_"} & unit.survey.calls):
+        if not ({"zero_", "fill_"} & unit.survey.calls) or not _tests_identity(unit):
             continue
         for root, node in unit.expression_roots():
             for sub in patterns.walk(root):
@@ -427,6 +427,25 @@ def _check_write_from_identity(context: ModuleContext, out: Collector) -> None:
                         target = out.text(method[0])
                         out.report(CODE, branch.test, FROM_IDENTITY.format(target=target, how=how))
                         break
+
+
+def _tests_identity(unit: Unit) -> bool:
+    """Some ``if`` of the function tests an identity (a storage call, ``is`` between two
+    values): by syntax, before any graph is built."""
+    for stmt, _ in unit.statements():
+        if type(stmt) is not cst.If:
+            continue
+        for sub in patterns.walk(stmt.test):
+            kind = type(sub)
+            if kind is cst.Call and patterns.callee_name(sub) in _IDENTITY_CALLS:
+                return True
+            if (
+                kind is cst.ComparisonTarget
+                and type(sub.operator) in (cst.Is, cst.IsNot)
+                and not patterns.is_false_literal(sub.comparator)
+            ):
+                return True
+    return False
 
 
 def _identity_test(unit: Unit, branch) -> str | None:

@@ -315,6 +315,13 @@ def check(context: ModuleContext, out: Collector) -> None:
         return asked[id(unit)]
 
     reported: set[int] = set()
+    built: dict[int, _Switches] = {}
+
+    def switches_of(unit: Unit) -> _Switches:
+        if id(unit) not in built:
+            built[id(unit)] = _Switches(unit)
+        return built[id(unit)]
+
     for unit in context.units:
         function = isinstance(unit.owner, cst.FunctionDef)
         if unit.survey.spells_main_grad:
@@ -323,7 +330,7 @@ def check(context: ModuleContext, out: Collector) -> None:
             # overwrite_main_grad decides for it.
             around = [unit, *callers.get(unit.name, ())]
             if any(map(_in_producer, around)) and not any(map(asks, around)):
-                switches = _Switches(unit) if function else None
+                switches = switches_of(unit) if function else None
                 for root, node in unit.expression_roots():
                     if switches is not None and switches.decides(node):
                         continue  # under the function's own overwrite-or-add choice
@@ -335,7 +342,7 @@ def check(context: ModuleContext, out: Collector) -> None:
             elif function and _consumes_per_backward(unit):
                 _check_consumer(unit, reported, out)
         if function:
-            _check_unheeded_switch(unit, reported, out)
+            _check_unheeded_switch(unit, switches_of(unit), reported, out)
 
 
 def _callers(context: ModuleContext) -> dict[str, list[Unit]]:
@@ -674,7 +681,13 @@ class _Switches:
         self.unit = unit
         self.governed: dict[str, tuple[cst.If, frozenset[str]]] = {}
         code = unit.context.code
+        self._taints: dict[frozenset[str], object] = {}
         # By syntax alone (the graph is built only for a function that has such a choice).
+        # A choice needs a write that adds: an in-place add, ``+=`` or a GEMM's ``out=``
+        # (from the unit's survey, which every rule shares: nothing is walked here).
+        survey = unit.survey
+        if not (survey.adds_in_place or survey.calls & ACCUMULATING_METHODS):
+            return
         # The other side of an ``if`` is its ``else``, or, when its body ends by leaving
         # (``return``, ``continue``, ``break``, ``raise``), the statements after it.
         dicts = _LazyDicts(unit)
@@ -703,7 +716,6 @@ class _Switches:
                     terms = _switch_terms(stmt.test, code)
                     if terms and key not in self.governed:
                         self.governed[key] = (stmt, terms)
-        self._taints: dict[frozenset[str], object] = {}
 
     def _taint(self, terms: frozenset[str]):
         if terms not in self._taints:
@@ -722,13 +734,14 @@ class _Switches:
         return any(self.under(terms, node) for _, terms in self.governed.values())
 
 
-def _check_unheeded_switch(unit: Unit, reported: set[int], out: Collector) -> None:
+def _check_unheeded_switch(
+    unit: Unit, switches: _Switches, reported: set[int], out: Collector
+) -> None:
     """A switch handed in and heeded on one path only (Megatron-FSDP v2's
     ``reduce_grad(overwrite_grad=...)`` on a fork, before dca96853's fix): an ``if`` chooses
     between replacing and adding to a destination, so the function itself says that
     destination's write mode is decided by that test; another write that replaces the same
     destination on a path no test on the same values decides ignores the switch."""
-    switches = _Switches(unit)
     if not switches.governed:
         _check_switch_never_read(unit, reported, out)
         return
