@@ -189,6 +189,9 @@ class Survey:
         self.spells_main_grad = False  # spells main_grad (attribute, getattr string, fetch call)
         self.spells_grad_added = False  # spells grad_added_to_main_grad (attribute or string)
         self.empty_alloc = False  # calls an empty allocator
+        # ``x += y`` / ``x -= y``, or a call given ``out=``: a write that may add into a
+        # buffer beyond the in-place methods ``calls`` names (GMLP016's overwrite-or-add choice)
+        self.adds_in_place = False
         self.calls: set[str] = set()
         self.ctx_attrs: set[str] = set()  # A for every ``ctx.A`` it mentions
 
@@ -198,6 +201,7 @@ class Survey:
         self.spells_main_grad |= other.spells_main_grad
         self.spells_grad_added |= other.spells_grad_added
         self.empty_alloc |= other.empty_alloc
+        self.adds_in_place |= other.adds_in_place
         self.calls |= other.calls
         self.ctx_attrs |= other.ctx_attrs
 
@@ -214,6 +218,10 @@ def _note(found: Survey, node: cst.CSTNode) -> None:
                 found.empty_alloc = True
             if patterns.is_main_grad_fetch(node):
                 found.spells_main_grad = True
+        if not found.adds_in_place:
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "out":
+                    found.adds_in_place = True
     elif kind is cst.Attribute:
         attr = node.attr.value
         if type(node.value) is cst.Name and node.value.value == "ctx":
@@ -227,6 +235,9 @@ def _note(found: Survey, node: cst.CSTNode) -> None:
     elif kind is cst.Name:
         if node.value == patterns.OVERWRITE:
             found.spells_overwrite = True
+    elif kind is cst.AugAssign:
+        if type(node.operator) in (cst.AddAssign, cst.SubtractAssign):
+            found.adds_in_place = True
     elif kind is cst.SimpleString:
         if patterns.string_is(node, patterns.OVERWRITE):
             found.spells_overwrite = True

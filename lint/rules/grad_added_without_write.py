@@ -30,7 +30,8 @@ RULE = Rule(
         "a `grad_added_to_main_grad = True` mark reached on a path through the function that "
         "hands no main_grad to a GEMM, kernel, in-place op or store, in a function that does "
         "so on other paths; or reached after a locally computed GEMM result that never went "
-        "anywhere"
+        "anywhere; or, on the consumer side, a main-grad buffer erased (`zero_`) or kept on "
+        "a test of where main_grad points (`data_ptr()`, `is`) instead of on the flag"
     ),
     explanation="""
         Issue #19, class 3 (flags without writes). `grad_added_to_main_grad = True` tells
@@ -59,6 +60,17 @@ RULE = Rule(
           gradient): the GEMM wrote its result elsewhere and the mark claims a write that
           never happened (Transformer Engine #2622's PR branch). A local named for main_grad
           that says it is a switch (`accumulate_into_main_grad`) holds no buffer.
+
+        * the consumer side (a fork's Megatron-FSDP v2 reduction, Autumn1998/Megatron-LM
+          7a9e39ee): whether a parameter's main-grad buffer holds a write is decided by
+          where main_grad points (`param.main_grad.data_ptr() != main_grad.data_ptr()`,
+          `untyped_storage().data_ptr()`, `id(...)`, `a is b` between two main-grad
+          buffers) and the buffer is erased (`zero_`, `fill_`) only on one side of that
+          test. Binding main_grad to a buffer says where a fused kernel would write, not
+          that it wrote: an unwritten buffer keeps stale values and they are reduced. A
+          test that also reads `grad_added_to_main_grad` is left alone. Reported in any
+          function that names main_grad (the file need not name the flag). Not seen: the
+          identity compared in a helper, or kept in a local flag computed before the test.
 
         Not seen: a function that never touches main_grad at all (the write may have
         happened in a captured graph, a hook or another function: Megatron's CUDA-graph
@@ -111,6 +123,14 @@ RULE = Rule(
                     weight.grad_added_to_main_grad = True
                     wgrad = make_dummy_wgrad(weight)
                 return None, wgrad
+            """
+        ),
+        Example(
+            """
+            def reduce_grads(params):
+                for param in params:
+                    if param.grad is None and not param.grad_added_to_main_grad:
+                        param.get_main_grad().zero_()
             """
         ),
         Example(
@@ -181,6 +201,17 @@ RULE = Rule(
             """,
             line=9,
         ),
+        Example(
+            """
+            def reduce_grads(params):
+                for param in params:
+                    if param.grad is None:
+                        main_grad = param.get_main_grad()
+                        if param.main_grad.data_ptr() != main_grad.data_ptr():
+                            main_grad.zero_()
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -204,7 +235,10 @@ NEVER_HANDED = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if "grad_added_to_main_grad" not in context.source:
+    source = context.source
+    if "main_grad" in source and any(word in source for word in _IDENTITY_WORDS):
+        _check_write_from_identity(context, out)
+    if "grad_added_to_main_grad" not in source:
         return
     for unit in context.units:
         if unit.survey.spells_grad_added and isinstance(unit.owner, cst.FunctionDef):
@@ -354,3 +388,97 @@ def _reads(unit: Unit, node, d) -> bool:
         if root is None:
             return False
     return any(n.value == d.name for n in patterns.read_names(root))
+
+
+# -- the consumer side: a write inferred from where main_grad points ---------------------
+FROM_IDENTITY = (
+    "whether `{target}` is erased here is decided by where main_grad points ({how}), not by "
+    "grad_added_to_main_grad: binding main_grad to a buffer says where a fused kernel would "
+    "write, not that it wrote; an unwritten buffer keeps stale values and they are reduced as "
+    "this microbatch's gradient"
+)
+# Methods that erase a buffer before it is reduced (zeroing for a parameter with no grad).
+_ERASING = frozenset({"zero_", "fill_"})
+# Calls that give a tensor's storage identity, and the cheap file test for them.
+_IDENTITY_CALLS = frozenset({"data_ptr", "untyped_storage", "storage", "id"})
+_IDENTITY_WORDS = ("data_ptr", "storage(", "id(", " is ")
+
+
+def _check_write_from_identity(context: ModuleContext, out: Collector) -> None:
+    """A reduction decides whether a parameter's main-grad buffer holds a write by pointer
+    identity (``param.main_grad.data_ptr() != main_grad.data_ptr()``), and erases it only
+    when the pointers differ (a fork's Megatron-FSDP v2 reduction before 7a9e39ee's fix):
+    the flag is what records a write; where main_grad points records nothing."""
+    for unit in context.units:
+        if not (unit.survey.spells_main_grad and isinstance(unit.owner, cst.FunctionDef)):
+            continue
+        if not ({"zero_", "fill_"} & unit.survey.calls) or not _tests_identity(unit):
+            continue
+        for root, node in unit.expression_roots():
+            for sub in patterns.walk(root):
+                method = patterns.method_call(sub)
+                if method is None or method[1] not in _ERASING:
+                    continue
+                if not unit.aliases.expr(method[0], node):
+                    continue
+                for branch in unit.control.ancestors(node):
+                    how = _identity_test(unit, branch)
+                    if how is not None:
+                        target = out.text(method[0])
+                        out.report(CODE, branch.test, FROM_IDENTITY.format(target=target, how=how))
+                        break
+
+
+def _tests_identity(unit: Unit) -> bool:
+    """Some ``if`` of the function tests an identity (a storage call, ``is`` between two
+    values): by syntax, before any graph is built."""
+    for stmt, _ in unit.statements():
+        if type(stmt) is not cst.If:
+            continue
+        for sub in patterns.walk(stmt.test):
+            kind = type(sub)
+            if kind is cst.Call and patterns.callee_name(sub) in _IDENTITY_CALLS:
+                return True
+            if (
+                kind is cst.ComparisonTarget
+                and type(sub.operator) in (cst.Is, cst.IsNot)
+                and not patterns.is_false_literal(sub.comparator)
+            ):
+                return True
+    return False
+
+
+def _identity_test(unit: Unit, branch) -> str | None:
+    """The identity comparison of main-grad storage a branch's test makes (its text), when
+    that test does not also read grad_added_to_main_grad; None otherwise."""
+    test = branch.test
+    if test is None or branch.kind != "if":
+        return None
+    found = None
+    for sub in patterns.walk(test):
+        kind = type(sub)
+        if kind is cst.Attribute and sub.attr.value == patterns.GRAD_ADDED:
+            return None
+        if kind is cst.SimpleString and patterns.string_is(sub, patterns.GRAD_ADDED):
+            return None
+        if found is not None:
+            continue
+        if kind is cst.Call and patterns.callee_name(sub) in _IDENTITY_CALLS:
+            func = sub.func
+            if type(func) is cst.Attribute:
+                subject = func.value
+                if type(subject) is cst.Call and patterns.callee_name(subject) in _IDENTITY_CALLS:
+                    subject = subject.func.value if type(subject.func) is cst.Attribute else None
+            else:
+                subject = sub.args[0].value if sub.args else None
+            if subject is not None and unit.aliases.expr(subject, branch):
+                found = unit.context.text(sub)
+        elif kind is cst.Comparison:
+            for target in sub.comparisons:
+                if type(target.operator) in (cst.Is, cst.IsNot) and not patterns.is_false_literal(
+                    target.comparator
+                ):
+                    sides = (sub.left, target.comparator)
+                    if all(unit.aliases.expr(side, branch) for side in sides):
+                        found = unit.context.text(sub)
+    return found

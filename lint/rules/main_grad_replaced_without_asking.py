@@ -39,7 +39,12 @@ RULE = Rule(
         "`torch.matmul` / `mm` with such an `out=`, `copy_` into it, or `p.main_grad[...] = "
         "...`, in a producer function (and the functions around it) that never mentions "
         "overwrite or sharding; and, in FSDP code that never mentions `overwrite_main_grad`, "
-        "a hook resetting `grad_added_to_main_grad = False` for a new backward"
+        "a hook resetting `grad_added_to_main_grad = False` for a new backward; a "
+        "per-backward consumer (it reads `grad_added_to_main_grad` or a microbatch switch) "
+        "that copies into main_grad and never adds into it; a write that replaces a "
+        "destination on a path no test of the function's own overwrite-or-add choice for "
+        "that destination decides, or in a function with an `overwrite*` / `accumulate*` "
+        "parameter it never reads"
     ),
     explanation="""
         Issue #19, class 4. main_grad accumulates the weight gradient over microbatches;
@@ -80,6 +85,43 @@ RULE = Rule(
         called from a producer it is one, called from a function that asks
         `overwrite_main_grad` it is left alone. Not seen: `accumulate=False` handed to such
         a helper as an argument.
+
+        The consumer side (a fork's Megatron-FSDP v2 reduction, Autumn1998/Megatron-LM
+        4a4c5706): code that moves each backward's autograd `.grad` into the main-grad
+        buffer runs once per microbatch, so it must add unless the buffer is fresh. Seen: a
+        function that runs once per backward (it reads `grad_added_to_main_grad`, or a name
+        or attribute naming a microbatch such as `ctx.is_last_microbatch`) and `copy_`s into
+        main_grad storage (`p.main_grad`, `p.get_main_grad()`, a local bound to either),
+        while no write in it adds into main_grad storage (`add_`, `addmm_`, `+=`, a GEMM
+        `out=` that accumulates) and it never names `overwrite_main_grad`. A consumer that
+        adds on some path has made the choice, and is left alone whatever decides it; a
+        consolidation that runs once per step (nothing in it says per backward) is left
+        alone. Not seen: the per-backward evidence in a caller, a copy into a buffer that is
+        not recognisably main_grad storage, and a copy whose caller guarantees a fresh
+        buffer each microbatch (reported: suppress with the reason).
+
+        A switch handed in and heeded on one path only (a fork's Megatron-FSDP v2
+        `reduce_grad(overwrite_grad=...)`, Autumn1998/Megatron-LM dca96853): where an `if` of
+        a function chooses between replacing a destination (`copy_`, `zero_`, `fill_`, a
+        GEMM `out=` with accumulate off, `D[...] =`) and adding to it (`add_`, `+=`, an
+        accumulating GEMM), the function itself says that this destination's write mode is
+        decided by that test. Another write in the function that replaces the same
+        destination (the same expression text) on a path that no test on the same values
+        (or on locals computed from them, through the data flow) decides ignores the switch:
+        a fast path that copies while the caller asked to accumulate. No main_grad spelling
+        is needed at the write; the file must name a trigger. Not seen: a switch decided
+        in another function, the same buffer reached through two different expressions,
+        and a replacing write where replacing is right whatever the switch says (a buffer
+        reduced in place and copied back onto itself: reported, suppress with the reason).
+
+        Its degenerate form: a function with a parameter named for the choice
+        (`overwrite*`, `accumulate*`) that it never reads, and a write that replaces storage
+        it was handed or reaches through an object (a parameter or `self`, an attribute of
+        one, a local bound to such an attribute or to a method call on one that allocates
+        nothing): a caller asking to accumulate gets an overwrite. Writes into buffers the
+        function allocates are left alone; a function that reads one of several such
+        parameters is left alone. Not seen: the parameter read only to be ignored
+        (`del overwrite`), and a parameter named otherwise.
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
@@ -115,6 +157,45 @@ RULE = Rule(
             """
             def wgrad(weight, x, dy):
                 general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+            """
+        ),
+        Example(
+            """
+            def reduce_grads(params, fresh):
+                for param in params:
+                    if getattr(param, "grad_added_to_main_grad", False):
+                        continue
+                    main_grad = param.get_main_grad()
+                    if fresh:
+                        main_grad.copy_(param.grad)
+                    else:
+                        main_grad.add_(param.grad)
+            """
+        ),
+        Example(
+            """
+            def reduce_grad(self, param, overwrite_grad=False):
+                grad = param.main_grad
+                shard = self.shard_of(param)
+                if self.group_size == 1:
+                    if overwrite_grad:
+                        shard.copy_(grad)
+                    else:
+                        shard.add_(grad)
+                    return
+                reduced = reduce_scatter(grad)
+                if overwrite_grad:
+                    shard.copy_(reduced)
+                else:
+                    shard += reduced
+            """
+        ),
+        Example(
+            """
+            def reduce_grad(self, param, accumulate=True):
+                staged = torch.empty_like(param.main_grad)
+                staged.copy_(param.main_grad)
+                self.reduce(staged, accumulate=accumulate)
             """
         ),
     ),
@@ -161,6 +242,41 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            def reduce_grads(params, fresh):
+                for param in params:
+                    if getattr(param, "grad_added_to_main_grad", False):
+                        continue
+                    main_grad = param.get_main_grad()
+                    main_grad.copy_(param.grad)
+            """,
+            line=6,
+        ),
+        Example(
+            """
+            def reduce_grad(self, param, overwrite_grad=False):
+                grad = param.main_grad
+                shard = self.shard_of(param)
+                if self.group_size == 1:
+                    shard.copy_(grad)
+                    return
+                reduced = reduce_scatter(grad)
+                if overwrite_grad:
+                    shard.copy_(reduced)
+                else:
+                    shard += reduced
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            def reduce_grad(self, param, accumulate=True):
+                reduced = all_reduce(param.main_grad)
+                self.shard_of(param).copy_(reduced)
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -198,19 +314,35 @@ def check(context: ModuleContext, out: Collector) -> None:
             asked[id(unit)] = _asks(unit)
         return asked[id(unit)]
 
+    reported: set[int] = set()
+    built: dict[int, _Switches] = {}
+
+    def switches_of(unit: Unit) -> _Switches:
+        if id(unit) not in built:
+            built[id(unit)] = _Switches(unit)
+        return built[id(unit)]
+
     for unit in context.units:
-        if not unit.survey.spells_main_grad:
-            continue
-        # A helper of the file judged with the functions that call it (one level): the
-        # write moved out of a producer is still the producer's, and a caller that asks
-        # overwrite_main_grad decides for it.
-        around = [unit, *callers.get(unit.name, ())]
-        if any(map(_in_producer, around)) and not any(map(asks, around)):
-            for root, node in unit.expression_roots():
-                if isinstance(root, cst.Assign):
-                    _check_slice_assignment(root, out)
-                for sub in patterns.walk(root):
-                    _check_call(sub, _Buffers(unit, node), out)
+        function = isinstance(unit.owner, cst.FunctionDef)
+        if unit.survey.spells_main_grad:
+            # A helper of the file judged with the functions that call it (one level): the
+            # write moved out of a producer is still the producer's, and a caller that asks
+            # overwrite_main_grad decides for it.
+            around = [unit, *callers.get(unit.name, ())]
+            if any(map(_in_producer, around)) and not any(map(asks, around)):
+                switches = switches_of(unit) if function else None
+                for root, node in unit.expression_roots():
+                    if switches is not None and switches.decides(node):
+                        continue  # under the function's own overwrite-or-add choice
+                    if isinstance(root, cst.Assign):
+                        _check_slice_assignment(root, out)
+                    for sub in patterns.walk(root):
+                        if _check_call(sub, _Buffers(unit, node), out):
+                            reported.add(id(sub))
+            elif function and _consumes_per_backward(unit):
+                _check_consumer(unit, reported, out)
+        if function:
+            _check_unheeded_switch(unit, switches_of(unit), reported, out)
 
 
 def _callers(context: ModuleContext) -> dict[str, list[Unit]]:
@@ -294,20 +426,21 @@ class _Buffers:
         return patterns.dict_entries(defs[0].value)
 
 
-def _check_call(node, buffers: _Buffers, out: Collector) -> None:
+def _check_call(node, buffers: _Buffers, out: Collector) -> bool:
     if not isinstance(node, cst.Call):
-        return
+        return False
     name = patterns.callee_name(node)
     if name == "copy_" and isinstance(node.func, cst.Attribute):
         method = patterns.method_call(node)  # also torch.Tensor.copy_(buffer, value)
         if method is not None and buffers.main_grad(method[0]):
             how = "copy_"
             out.report(CODE, node, MESSAGE.format(target=out.text(method[0]), how=how))
-        return
+            return True
+        return False
     arguments = buffers.arguments(node)
     target = arguments.get("out") if arguments is not None else None
     if target is None or not buffers.main_grad(target):
-        return
+        return False
     given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
     if given:
         replacing = all(buffers.off(value) for value in given)
@@ -317,6 +450,7 @@ def _check_call(node, buffers: _Buffers, out: Collector) -> None:
         how = f"{name}(out=...) overwrites"
     if replacing:
         out.report(CODE, node, MESSAGE.format(target=out.context.code(target).strip(), how=how))
+    return replacing
 
 
 def _check_slice_assignment(stmt, out: Collector) -> None:
@@ -349,3 +483,402 @@ def _check_fsdp_resets(context: ModuleContext, out: Collector) -> None:
             found = patterns.attribute_set(root, patterns.GRAD_ADDED)
             if found is not None and patterns.is_false_literal(found[1]):
                 out.report(CODE, root, RESET_MESSAGE.format(subject=out.text(found[0])))
+
+
+# -- the consumer side and the switch handed in ----------------------------------------
+# Methods of a tensor that replace its contents, and those that add to them.
+REPLACING_METHODS = frozenset({"copy_", "zero_", "fill_"})
+ACCUMULATING_METHODS = frozenset({"add_", "addmm_", "baddbmm_", "addmv_", "addr_", "addcmul_"})
+# What shows a function runs once per backward (per microbatch), not once per step: it
+# reads the per-backward write flag, or a microbatch counter or switch.
+PER_BACKWARD_WORD = "microbatch"
+
+CONSUMER_MESSAGE = (
+    "this replaces `{target}`'s contents (copy_) in code that runs once per backward (it "
+    "reads {evidence}) and never adds into main_grad nor asks overwrite_main_grad: with "
+    "gradient accumulation each microbatch erases the ones before it; add_ unless this "
+    "microbatch's buffer is fresh"
+)
+SWITCH_MESSAGE = (
+    "this replaces `{target}`'s contents ({how}) without asking `{switch}`, which decides "
+    "elsewhere in this function (line {line}) whether `{target}` is overwritten or added "
+    "to: on this path an accumulate request is ignored and the earlier microbatches' "
+    "gradient is lost"
+)
+
+
+def _writes(root, buffers: _Buffers | None, dicts: dict | None = None):
+    """(destination, "replace" | "accumulate", node, how) for every write into a tensor in
+    ``root``: in-place methods, a GEMM's ``out=`` with its accumulate switch, ``D[...] =``
+    and ``D += ...``. Without ``buffers``, by syntax alone (no data flow: nothing is built;
+    ``dicts`` gives the dict literals a ``**name`` may stand for)."""
+    for sub in patterns.walk(root):
+        kind = type(sub)
+        if kind is cst.Call:
+            method = patterns.method_call(sub)
+            if method is not None and method[1] in REPLACING_METHODS:
+                yield _unsubscripted(method[0]), "replace", sub, method[1]
+                continue
+            if method is not None and method[1] in ACCUMULATING_METHODS:
+                yield _unsubscripted(method[0]), "accumulate", sub, method[1]
+                continue
+            if buffers is None:  # syntax only: the keywords as written, ``**`` dict literals
+                arguments = _syntactic_arguments(sub, dicts if dicts is not None else {})
+            else:
+                arguments = buffers.arguments(sub)
+            target = arguments.get("out") if arguments is not None else None
+            if target is None:
+                continue
+            given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
+            if given:
+                is_off = _literal_off if buffers is None else buffers.off
+                off = all(is_off(value) for value in given)
+                yield target, "replace" if off else "accumulate", sub, "accumulate=False"
+            elif patterns.callee_name(sub) in REPLACING_GEMMS:
+                yield target, "replace", sub, "out=..."
+        elif kind is cst.AugAssign and type(sub.operator) in (cst.AddAssign, cst.SubtractAssign):
+            yield _unsubscripted(sub.target), "accumulate", sub, "+="
+        elif kind is cst.Assign:
+            for target in sub.targets:
+                if type(target.target) is cst.Subscript:
+                    yield target.target.value, "replace", sub, "an assignment into it"
+
+
+def _syntactic_arguments(call, dicts) -> dict:
+    found = {}
+    for arg in call.args:
+        if arg.keyword is not None:
+            found[arg.keyword.value] = arg.value
+        elif arg.star == "**" and type(arg.value) is cst.Name:
+            found.update(dicts.get(arg.value.value) or {})
+    return found
+
+
+class _LazyDicts:
+    """``_dict_literals`` of a unit, found on the first ``**name`` argument met."""
+
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self.found: dict | None = None
+
+    def get(self, name: str):
+        if self.found is None:
+            self.found = _dict_literals(self.unit)
+        return self.found.get(name)
+
+
+def _dict_literals(unit: Unit) -> dict:
+    """Locals the function binds exactly once, to a dict literal: name -> its entries."""
+    bound: dict[str, object] = {}
+    for stmt, _ in unit.statements():
+        smalls = stmt.body if type(stmt) is cst.SimpleStatementLine else (stmt,)
+        for small in smalls:
+            if type(small) is not cst.Assign:
+                continue
+            for target in small.targets:
+                if type(target.target) is cst.Name:
+                    name = target.target.value
+                    entries = patterns.dict_entries(small.value)
+                    bound[name] = None if name in bound else entries
+    return {name: entries for name, entries in bound.items() if entries}
+
+
+def _kinds_by_destination(writes, code) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for dest, kind, _, _ in writes:
+        found.setdefault(code(dest).strip(), set()).add(kind)
+    return found
+
+
+def _after(stmt, suite) -> list:
+    """The statements after ``stmt`` in the suite it sits in (by identity; none for an
+    ``elif``, which sits in its ``if``'s ``orelse``, not in a suite)."""
+    items = list(suite) if isinstance(suite, (list, tuple)) else []
+    for index, item in enumerate(items):
+        if item is stmt:
+            return items[index + 1 :]
+    return []
+
+
+def _leaves(block) -> bool:
+    """The block's last statement leaves it (``return``, ``continue``, ``break``, ``raise``)."""
+    body = getattr(block, "body", ())
+    if not body:
+        return False
+    last = body[-1]
+    if type(last) is cst.SimpleStatementLine and last.body:
+        return type(last.body[-1]) in (cst.Return, cst.Continue, cst.Break, cst.Raise)
+    return False
+
+
+def _unsubscripted(expr):
+    while type(expr) is cst.Subscript:
+        expr = expr.value
+    return expr
+
+
+def _consumes_per_backward(unit: Unit) -> str | None:
+    """What shows that the function runs once per backward: the write flag read, or a
+    microbatch name (``ctx.is_last_microbatch``); None when nothing does."""
+    if unit.survey.spells_grad_added:
+        return "grad_added_to_main_grad"
+    if PER_BACKWARD_WORD not in unit.context.source:
+        return None
+    for stmt in unit.body:
+        for sub in patterns.walk(stmt):
+            name = None
+            if type(sub) is cst.Name:
+                name = sub.value
+            elif type(sub) is cst.Attribute:
+                name = sub.attr.value
+            if name is not None and PER_BACKWARD_WORD in name.lower():
+                return f"`{name}`"
+    return None
+
+
+def _asks_overwrite(unit: Unit) -> bool:
+    current: Unit | None = unit
+    while current is not None:
+        if current.survey.spells_overwrite:
+            return True
+        current = current.parent
+    return False
+
+
+def _check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
+    """The consumer side (Megatron-FSDP v2's reduction on a fork, before 4a4c5706's fix): a
+    function that runs once per backward copies a gradient into main_grad storage
+    (``main_grad = param.get_main_grad(); main_grad.copy_(param.grad)``) and never adds into
+    it: in accumulate mode only the last microbatch survives. A function that also adds
+    into main_grad on some path has made the choice; one that asks overwrite_main_grad
+    too."""
+    evidence = _consumes_per_backward(unit)
+    if evidence is None or _asks_overwrite(unit):
+        return
+    copies = []
+    for root, node in unit.expression_roots():
+        buffers = _Buffers(unit, node)
+        for dest, kind, at, how in _writes(root, buffers):
+            if not unit.aliases.expr(dest, node):
+                continue
+            if kind == "accumulate":
+                return
+            if how == "copy_" and buffers.main_grad(dest):
+                copies.append((dest, at))
+    for dest, at in copies:
+        if id(at) not in reported:
+            reported.add(id(at))
+            message = CONSUMER_MESSAGE.format(target=out.text(dest), evidence=evidence)
+            out.report(CODE, at, message)
+
+
+class _Switches:
+    """The function's own overwrite-or-add choices: for each destination (by its text) that
+    an ``if`` replaces on one side and adds to on the other, that ``if`` and the values its
+    test reads; and which graph nodes run under a test on those values."""
+
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self.governed: dict[str, tuple[cst.If, frozenset[str]]] = {}
+        code = unit.context.code
+        self._taints: dict[frozenset[str], object] = {}
+        # By syntax alone (the graph is built only for a function that has such a choice).
+        # A choice needs a write that adds: an in-place add, ``+=`` or a GEMM's ``out=``
+        # (from the unit's survey, which every rule shares: nothing is walked here).
+        survey = unit.survey
+        if not (survey.adds_in_place or survey.calls & ACCUMULATING_METHODS):
+            return
+        # The other side of an ``if`` is its ``else``, or, when its body ends by leaving
+        # (``return``, ``continue``, ``break``, ``raise``), the statements after it.
+        dicts = _LazyDicts(unit)
+        for stmt, suite in unit.statements():
+            if type(stmt) is not cst.If:
+                continue
+            body_writes = list(_writes(stmt.body, None, dicts))
+            if not body_writes:
+                continue
+            if stmt.orelse is not None:
+                other_writes = list(_writes(stmt.orelse, None, dicts))
+            elif _leaves(stmt.body):
+                after = _after(stmt, suite)
+                other_writes = [w for rest in after for w in _writes(rest, None, dicts)]
+            else:
+                continue
+            kinds = {k for _, k, _, _ in body_writes} | {k for _, k, _, _ in other_writes}
+            if len(kinds) < 2:
+                continue
+            body = _kinds_by_destination(body_writes, code)
+            other = _kinds_by_destination(other_writes, code)
+            for key, mine in body.items():
+                theirs = other.get(key, set())
+                # Each side only replaces or only adds to it, and they differ: a choice.
+                if len(mine) == 1 and len(theirs) == 1 and mine != theirs:
+                    terms = _switch_terms(stmt.test, code)
+                    if terms and key not in self.governed:
+                        self.governed[key] = (stmt, terms)
+
+    def _taint(self, terms: frozenset[str]):
+        if terms not in self._taints:
+            self._taints[terms] = _switch_taint(self.unit, terms)
+        return self._taints[terms]
+
+    def under(self, terms: frozenset[str], node) -> bool:
+        """``node`` runs only under a test on ``terms`` (or on values computed from them)."""
+        taint = self._taint(terms)
+        return any(taint.branch(b) for b in self.unit.control.ancestors(node))
+
+    def decides(self, node) -> bool:
+        """``node`` runs under one of the function's overwrite-or-add choices."""
+        if not self.governed:
+            return False
+        return any(self.under(terms, node) for _, terms in self.governed.values())
+
+
+def _check_unheeded_switch(
+    unit: Unit, switches: _Switches, reported: set[int], out: Collector
+) -> None:
+    """A switch handed in and heeded on one path only (Megatron-FSDP v2's
+    ``reduce_grad(overwrite_grad=...)`` on a fork, before dca96853's fix): an ``if`` chooses
+    between replacing and adding to a destination, so the function itself says that
+    destination's write mode is decided by that test; another write that replaces the same
+    destination on a path no test on the same values decides ignores the switch."""
+    if not switches.governed:
+        _check_switch_never_read(unit, reported, out)
+        return
+    code = unit.context.code
+    for root, node in unit.expression_roots():
+        for dest, kind, at, how in _writes(root, _Buffers(unit, node)):
+            key = code(dest).strip()
+            if kind != "replace" or key not in switches.governed or id(at) in reported:
+                continue
+            stmt, terms = switches.governed[key]
+            if switches.under(terms, node):
+                continue
+            reported.add(id(at))
+            message = SWITCH_MESSAGE.format(
+                target=key,
+                how=how,
+                switch=code(stmt.test).strip(),
+                line=unit.context.line_of(stmt),
+            )
+            out.report(CODE, at, message)
+
+
+IGNORED_MESSAGE = (
+    "this replaces `{target}`'s contents ({how}), but this function never reads its "
+    "`{switch}` parameter: a caller asking to accumulate gets an overwrite, and the earlier "
+    "microbatches' gradient is lost"
+)
+
+
+def _switch_parameters(unit: Unit) -> list[str]:
+    """The function's parameters that say whether to overwrite or add (by their names:
+    ``overwrite*``, ``accumulate*``, ``*_overwrite*``)."""
+    params = unit.params
+    if params is None:
+        return []
+    found = []
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        name = param.name.value.lower()
+        if "overwrite" in name or name.lstrip("_").startswith("accumulat"):
+            found.append(param.name.value)
+    return found
+
+
+def _check_switch_never_read(unit: Unit, reported: set[int], out: Collector) -> None:
+    """The switch handed in and never read at all (the degenerate form of the above): a
+    function with an ``overwrite_*`` / ``accumulate*`` parameter that it never reads, and a
+    write that replaces a destination it did not allocate (a parameter, an attribute, a
+    buffer fetched from an object)."""
+    switches = _switch_parameters(unit)
+    if not switches:
+        return
+    read = set()
+    for stmt in unit.body:
+        for sub in patterns.walk(stmt):
+            if type(sub) is cst.Name:
+                read.add(sub.value)
+    ignored = [name for name in switches if name not in read]
+    if not ignored or len(ignored) != len(switches):
+        return  # one switch read is asking: the others may be passed on under another name
+    params = {p.name.value for p in (*unit.params.posonly_params, *unit.params.params)}
+    params |= {p.name.value for p in unit.params.kwonly_params}
+    for root, node in unit.expression_roots():
+        for dest, kind, at, how in _writes(root, _Buffers(unit, node)):
+            if kind != "replace" or id(at) in reported:
+                continue
+            if not _handed_in(unit, dest, node, params):
+                continue
+            reported.add(id(at))
+            message = IGNORED_MESSAGE.format(target=out.text(dest), how=how, switch=ignored[0])
+            out.report(CODE, at, message)
+
+
+def _handed_in(unit: Unit, dest, node, params: set[str]) -> bool:
+    """``dest`` is storage the function was handed or reaches through an object: a parameter
+    (or ``self``) or an attribute of one, or a local every binding of which is such an
+    attribute or a method call on one that allocates nothing."""
+    root = dest
+    while type(root) in (cst.Attribute, cst.Subscript, cst.Call):
+        if type(root) is cst.Call:  # a buffer fetched by a method of an object
+            if type(root.func) is not cst.Attribute:
+                return False
+            if patterns.callee_name(root) in patterns.ALLOCATORS:
+                return False
+            root = root.func
+        root = root.value
+    if type(root) is not cst.Name:
+        return False
+    if root is not dest:
+        return root.value in params or root.value == "self"
+    if root.value in params:
+        return True
+    defs = unit.reaching.reaching(root.value, node)
+    if not defs:
+        return False
+    for d in defs:
+        value = d.value
+        if value is None or d.kind != "assign":
+            return False
+        if type(value) is cst.Call:
+            if type(value.func) is not cst.Attribute:
+                return False
+            if patterns.callee_name(value) in patterns.ALLOCATORS:
+                return False
+            value = value.func.value
+        while type(value) in (cst.Attribute, cst.Subscript, cst.Call):
+            value = value.func if type(value) is cst.Call else value.value
+        if type(value) is not cst.Name or not (value.value in params or value.value == "self"):
+            return False
+    return True
+
+
+# Names that stand for an object, not a decision: a test reading only ``self.x`` is about
+# ``self.x``, not about ``self``.
+_OBJECT_NAMES = frozenset({"self", "ctx", "cls"})
+
+
+def _switch_terms(test, code) -> frozenset[str]:
+    """The values a test reads, as the text of each name and attribute chain in it."""
+    terms: set[str] = set()
+    for sub in patterns.walk(test):
+        if type(sub) is cst.Attribute and type(sub.value) is cst.Name:
+            terms.add(code(sub).strip())
+    for name in patterns.read_names(test):
+        if name.value not in _OBJECT_NAMES:
+            terms.add(name.value)
+    return frozenset(terms)
+
+
+def _switch_taint(unit: Unit, terms: frozenset[str]):
+    from ..analysis.dataflow import Taint
+
+    code = unit.context.code
+
+    def is_source(node) -> bool:
+        kind = type(node)
+        if kind is cst.Name:
+            return node.value in terms
+        return kind is cst.Attribute and code(node).strip() in terms
+
+    return Taint(unit.graph, unit.reaching, unit.control, is_source)

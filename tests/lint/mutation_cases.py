@@ -17,7 +17,7 @@ from gmlp_check.lint.class_facts import class_facts
 from gmlp_check.lint.project import NO_RUN_FACTS, run_facts
 from gmlp_check.lint.registry import MODULE, all_rules
 
-from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3
+from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3, variant_corpus_blind4
 from .mutations import MARK
 from .support import ALL_CODES
 
@@ -72,7 +72,7 @@ def _mark_line(source: str, line: int) -> str:
 def cases() -> tuple[Case, ...]:
     found = []
     corpora = variant_corpus.VARIANTS + variant_corpus_blind2.VARIANTS
-    corpora += variant_corpus_blind3.VARIANTS
+    corpora += variant_corpus_blind3.VARIANTS + variant_corpus_blind4.VARIANTS
     for variant in corpora:
         name = f"class{variant.cls}-{variant.name}"
         found.append(Case(f"{name}-twin", variant.twin_source, frozenset()))

@@ -15,10 +15,15 @@ import pytest
 
 from gmlp_check.lint import engine
 
-from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3
+from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3, variant_corpus_blind4
 from .support import ALL_CODES
 
-VARIANTS = variant_corpus.VARIANTS + variant_corpus_blind2.VARIANTS + variant_corpus_blind3.VARIANTS
+VARIANTS = (
+    variant_corpus.VARIANTS
+    + variant_corpus_blind2.VARIANTS
+    + variant_corpus_blind3.VARIANTS
+    + variant_corpus_blind4.VARIANTS
+)
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]
 BUGS = [
