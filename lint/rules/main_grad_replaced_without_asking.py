@@ -13,11 +13,10 @@ if TYPE_CHECKING:
 
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
+overwrite_switch = LazyModule("..analysis.overwrite_switch", __package__)
 
 CODE = "GMLP016"
-# GEMMs that replace their ``out=`` unless told to accumulate (torch's have no such switch).
-REPLACING_GEMMS = frozenset({"matmul", "mm", "bmm"})
-ACCUMULATE_KEYWORDS = ("accumulate", "beta")
 # Words that show the code asks how main_grad is to be written: the per-parameter flag, or
 # the sharding strategy that decides it (Megatron-FSDP overwrites for ZeRO-2/3 only).
 ASKING_WORDS = ("overwrite", "sharding", "fsdp", "zero_stage", "optim_grads")
@@ -315,11 +314,11 @@ def check(context: ModuleContext, out: Collector) -> None:
         return asked[id(unit)]
 
     reported: set[int] = set()
-    built: dict[int, _Switches] = {}
+    built: dict[int, overwrite_switch.Switches] = {}
 
-    def switches_of(unit: Unit) -> _Switches:
+    def switches_of(unit: Unit) -> overwrite_switch.Switches:
         if id(unit) not in built:
-            built[id(unit)] = _Switches(unit)
+            built[id(unit)] = overwrite_switch.Switches(unit)
         return built[id(unit)]
 
     for unit in context.units:
@@ -337,7 +336,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                     if isinstance(root, cst.Assign):
                         _check_slice_assignment(root, out)
                     for sub in patterns.walk(root):
-                        if _check_call(sub, _Buffers(unit, node), out):
+                        if _check_call(sub, tensor_writes.Buffers(unit, node), out):
                             reported.add(id(sub))
             elif function and _consumes_per_backward(unit):
                 _check_consumer(unit, reported, out)
@@ -380,53 +379,7 @@ def _asks(unit: Unit) -> bool:
     return False
 
 
-class _Buffers:
-    """What the expressions evaluated at one graph node hold: main_grad storage (directly or
-    through a local bound to it, ``main_grad = w.main_grad``), a switch that is off (a
-    literal, or a local every reaching binding of which is one), and the entries of a dict
-    of GEMM arguments (``kwargs = {"out": w.main_grad, "accumulate": False}``)."""
-
-    def __init__(self, unit: Unit, node) -> None:
-        self.unit = unit
-        self.node = node
-
-    def main_grad(self, expr) -> bool:
-        if patterns.is_main_grad_direct(expr):
-            return True
-        return isinstance(expr, cst.Name) and self.unit.aliases.surely(expr.value, self.node)
-
-    def off(self, value) -> bool:
-        if _literal_off(value):
-            return True
-        if not isinstance(value, cst.Name):
-            return False
-        defs = self.unit.reaching.reaching(value.value, self.node)
-        return bool(defs) and all(d.value is not None and _literal_off(d.value) for d in defs)
-
-    def arguments(self, call) -> dict[str, object] | None:
-        """The call's keyword arguments, with those of a ``**kwargs`` whose every reaching
-        binding is one dict literal; None when a ``**`` argument cannot be read."""
-        found: dict[str, object] = {}
-        for arg in call.args:
-            if arg.keyword is not None:
-                found[arg.keyword.value] = arg.value
-            elif arg.star == "**":
-                entries = self._dict_of(arg.value)
-                if entries is None:
-                    return None
-                found.update(entries)
-        return found
-
-    def _dict_of(self, expr):
-        if not isinstance(expr, cst.Name):
-            return patterns.dict_entries(expr)
-        defs = self.unit.reaching.reaching(expr.value, self.node)
-        if len(defs) != 1:
-            return None
-        return patterns.dict_entries(defs[0].value)
-
-
-def _check_call(node, buffers: _Buffers, out: Collector) -> bool:
+def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
     if not isinstance(node, cst.Call):
         return False
     name = patterns.callee_name(node)
@@ -441,12 +394,12 @@ def _check_call(node, buffers: _Buffers, out: Collector) -> bool:
     target = arguments.get("out") if arguments is not None else None
     if target is None or not buffers.main_grad(target):
         return False
-    given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
+    given = [arguments[word] for word in tensor_writes.ACCUMULATE_KEYWORDS if word in arguments]
     if given:
         replacing = all(buffers.off(value) for value in given)
         how = "accumulate=False / beta=0"
     else:
-        replacing = name in REPLACING_GEMMS
+        replacing = name in tensor_writes.REPLACING_GEMMS
         how = f"{name}(out=...) overwrites"
     if replacing:
         out.report(CODE, node, MESSAGE.format(target=out.context.code(target).strip(), how=how))
@@ -460,12 +413,6 @@ def _check_slice_assignment(stmt, out: Collector) -> None:
         if isinstance(sub, cst.Subscript) and patterns.is_main_grad_direct(sub.value):
             how = "an assignment into it"
             out.report(CODE, stmt, MESSAGE.format(target=out.text(sub.value), how=how))
-
-
-def _literal_off(value) -> bool:
-    if patterns.is_false_literal(value):
-        return True
-    return isinstance(value, (cst.Integer, cst.Float)) and float(value.value) == 0.0
 
 
 def _check_fsdp_resets(context: ModuleContext, out: Collector) -> None:
@@ -486,9 +433,6 @@ def _check_fsdp_resets(context: ModuleContext, out: Collector) -> None:
 
 
 # -- the consumer side and the switch handed in ----------------------------------------
-# Methods of a tensor that replace its contents, and those that add to them.
-REPLACING_METHODS = frozenset({"copy_", "zero_", "fill_"})
-ACCUMULATING_METHODS = frozenset({"add_", "addmm_", "baddbmm_", "addmv_", "addr_", "addcmul_"})
 # What shows a function runs once per backward (per microbatch), not once per step: it
 # reads the per-backward write flag, or a microbatch counter or switch.
 PER_BACKWARD_WORD = "microbatch"
@@ -505,116 +449,6 @@ SWITCH_MESSAGE = (
     "to: on this path an accumulate request is ignored and the earlier microbatches' "
     "gradient is lost"
 )
-
-
-def _writes(root, buffers: _Buffers | None, dicts: dict | None = None):
-    """(destination, "replace" | "accumulate", node, how) for every write into a tensor in
-    ``root``: in-place methods, a GEMM's ``out=`` with its accumulate switch, ``D[...] =``
-    and ``D += ...``. Without ``buffers``, by syntax alone (no data flow: nothing is built;
-    ``dicts`` gives the dict literals a ``**name`` may stand for)."""
-    for sub in patterns.walk(root):
-        kind = type(sub)
-        if kind is cst.Call:
-            method = patterns.method_call(sub)
-            if method is not None and method[1] in REPLACING_METHODS:
-                yield _unsubscripted(method[0]), "replace", sub, method[1]
-                continue
-            if method is not None and method[1] in ACCUMULATING_METHODS:
-                yield _unsubscripted(method[0]), "accumulate", sub, method[1]
-                continue
-            if buffers is None:  # syntax only: the keywords as written, ``**`` dict literals
-                arguments = _syntactic_arguments(sub, dicts if dicts is not None else {})
-            else:
-                arguments = buffers.arguments(sub)
-            target = arguments.get("out") if arguments is not None else None
-            if target is None:
-                continue
-            given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
-            if given:
-                is_off = _literal_off if buffers is None else buffers.off
-                off = all(is_off(value) for value in given)
-                yield target, "replace" if off else "accumulate", sub, "accumulate=False"
-            elif patterns.callee_name(sub) in REPLACING_GEMMS:
-                yield target, "replace", sub, "out=..."
-        elif kind is cst.AugAssign and type(sub.operator) in (cst.AddAssign, cst.SubtractAssign):
-            yield _unsubscripted(sub.target), "accumulate", sub, "+="
-        elif kind is cst.Assign:
-            for target in sub.targets:
-                if type(target.target) is cst.Subscript:
-                    yield target.target.value, "replace", sub, "an assignment into it"
-
-
-def _syntactic_arguments(call, dicts) -> dict:
-    found = {}
-    for arg in call.args:
-        if arg.keyword is not None:
-            found[arg.keyword.value] = arg.value
-        elif arg.star == "**" and type(arg.value) is cst.Name:
-            found.update(dicts.get(arg.value.value) or {})
-    return found
-
-
-class _LazyDicts:
-    """``_dict_literals`` of a unit, found on the first ``**name`` argument met."""
-
-    def __init__(self, unit: Unit) -> None:
-        self.unit = unit
-        self.found: dict | None = None
-
-    def get(self, name: str):
-        if self.found is None:
-            self.found = _dict_literals(self.unit)
-        return self.found.get(name)
-
-
-def _dict_literals(unit: Unit) -> dict:
-    """Locals the function binds exactly once, to a dict literal: name -> its entries."""
-    bound: dict[str, object] = {}
-    for stmt, _ in unit.statements():
-        smalls = stmt.body if type(stmt) is cst.SimpleStatementLine else (stmt,)
-        for small in smalls:
-            if type(small) is not cst.Assign:
-                continue
-            for target in small.targets:
-                if type(target.target) is cst.Name:
-                    name = target.target.value
-                    entries = patterns.dict_entries(small.value)
-                    bound[name] = None if name in bound else entries
-    return {name: entries for name, entries in bound.items() if entries}
-
-
-def _kinds_by_destination(writes, code) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    for dest, kind, _, _ in writes:
-        found.setdefault(code(dest).strip(), set()).add(kind)
-    return found
-
-
-def _after(stmt, suite) -> list:
-    """The statements after ``stmt`` in the suite it sits in (by identity; none for an
-    ``elif``, which sits in its ``if``'s ``orelse``, not in a suite)."""
-    items = list(suite) if isinstance(suite, (list, tuple)) else []
-    for index, item in enumerate(items):
-        if item is stmt:
-            return items[index + 1 :]
-    return []
-
-
-def _leaves(block) -> bool:
-    """The block's last statement leaves it (``return``, ``continue``, ``break``, ``raise``)."""
-    body = getattr(block, "body", ())
-    if not body:
-        return False
-    last = body[-1]
-    if type(last) is cst.SimpleStatementLine and last.body:
-        return type(last.body[-1]) in (cst.Return, cst.Continue, cst.Break, cst.Raise)
-    return False
-
-
-def _unsubscripted(expr):
-    while type(expr) is cst.Subscript:
-        expr = expr.value
-    return expr
 
 
 def _consumes_per_backward(unit: Unit) -> str | None:
@@ -657,8 +491,8 @@ def _check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
         return
     copies = []
     for root, node in unit.expression_roots():
-        buffers = _Buffers(unit, node)
-        for dest, kind, at, how in _writes(root, buffers):
+        buffers = tensor_writes.Buffers(unit, node)
+        for dest, kind, at, how in tensor_writes.writes(root, buffers):
             if not unit.aliases.expr(dest, node):
                 continue
             if kind == "accumulate":
@@ -672,70 +506,8 @@ def _check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
             out.report(CODE, at, message)
 
 
-class _Switches:
-    """The function's own overwrite-or-add choices: for each destination (by its text) that
-    an ``if`` replaces on one side and adds to on the other, that ``if`` and the values its
-    test reads; and which graph nodes run under a test on those values."""
-
-    def __init__(self, unit: Unit) -> None:
-        self.unit = unit
-        self.governed: dict[str, tuple[cst.If, frozenset[str]]] = {}
-        code = unit.context.code
-        self._taints: dict[frozenset[str], object] = {}
-        # By syntax alone (the graph is built only for a function that has such a choice).
-        # A choice needs a write that adds: an in-place add, ``+=`` or a GEMM's ``out=``
-        # (from the unit's survey, which every rule shares: nothing is walked here).
-        survey = unit.survey
-        if not (survey.adds_in_place or survey.calls & ACCUMULATING_METHODS):
-            return
-        # The other side of an ``if`` is its ``else``, or, when its body ends by leaving
-        # (``return``, ``continue``, ``break``, ``raise``), the statements after it.
-        dicts = _LazyDicts(unit)
-        for stmt, suite in unit.statements():
-            if type(stmt) is not cst.If:
-                continue
-            body_writes = list(_writes(stmt.body, None, dicts))
-            if not body_writes:
-                continue
-            if stmt.orelse is not None:
-                other_writes = list(_writes(stmt.orelse, None, dicts))
-            elif _leaves(stmt.body):
-                after = _after(stmt, suite)
-                other_writes = [w for rest in after for w in _writes(rest, None, dicts)]
-            else:
-                continue
-            kinds = {k for _, k, _, _ in body_writes} | {k for _, k, _, _ in other_writes}
-            if len(kinds) < 2:
-                continue
-            body = _kinds_by_destination(body_writes, code)
-            other = _kinds_by_destination(other_writes, code)
-            for key, mine in body.items():
-                theirs = other.get(key, set())
-                # Each side only replaces or only adds to it, and they differ: a choice.
-                if len(mine) == 1 and len(theirs) == 1 and mine != theirs:
-                    terms = _switch_terms(stmt.test, code)
-                    if terms and key not in self.governed:
-                        self.governed[key] = (stmt, terms)
-
-    def _taint(self, terms: frozenset[str]):
-        if terms not in self._taints:
-            self._taints[terms] = _switch_taint(self.unit, terms)
-        return self._taints[terms]
-
-    def under(self, terms: frozenset[str], node) -> bool:
-        """``node`` runs only under a test on ``terms`` (or on values computed from them)."""
-        taint = self._taint(terms)
-        return any(taint.branch(b) for b in self.unit.control.ancestors(node))
-
-    def decides(self, node) -> bool:
-        """``node`` runs under one of the function's overwrite-or-add choices."""
-        if not self.governed:
-            return False
-        return any(self.under(terms, node) for _, terms in self.governed.values())
-
-
 def _check_unheeded_switch(
-    unit: Unit, switches: _Switches, reported: set[int], out: Collector
+    unit: Unit, switches: overwrite_switch.Switches, reported: set[int], out: Collector
 ) -> None:
     """A switch handed in and heeded on one path only (Megatron-FSDP v2's
     ``reduce_grad(overwrite_grad=...)`` on a fork, before dca96853's fix): an ``if`` chooses
@@ -747,7 +519,7 @@ def _check_unheeded_switch(
         return
     code = unit.context.code
     for root, node in unit.expression_roots():
-        for dest, kind, at, how in _writes(root, _Buffers(unit, node)):
+        for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
             key = code(dest).strip()
             if kind != "replace" or key not in switches.governed or id(at) in reported:
                 continue
@@ -771,26 +543,12 @@ IGNORED_MESSAGE = (
 )
 
 
-def _switch_parameters(unit: Unit) -> list[str]:
-    """The function's parameters that say whether to overwrite or add (by their names:
-    ``overwrite*``, ``accumulate*``, ``*_overwrite*``)."""
-    params = unit.params
-    if params is None:
-        return []
-    found = []
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        name = param.name.value.lower()
-        if "overwrite" in name or name.lstrip("_").startswith("accumulat"):
-            found.append(param.name.value)
-    return found
-
-
 def _check_switch_never_read(unit: Unit, reported: set[int], out: Collector) -> None:
     """The switch handed in and never read at all (the degenerate form of the above): a
     function with an ``overwrite_*`` / ``accumulate*`` parameter that it never reads, and a
     write that replaces a destination it did not allocate (a parameter, an attribute, a
     buffer fetched from an object)."""
-    switches = _switch_parameters(unit)
+    switches = overwrite_switch.switch_parameters(unit)
     if not switches:
         return
     read = set()
@@ -804,81 +562,11 @@ def _check_switch_never_read(unit: Unit, reported: set[int], out: Collector) -> 
     params = {p.name.value for p in (*unit.params.posonly_params, *unit.params.params)}
     params |= {p.name.value for p in unit.params.kwonly_params}
     for root, node in unit.expression_roots():
-        for dest, kind, at, how in _writes(root, _Buffers(unit, node)):
+        for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
             if kind != "replace" or id(at) in reported:
                 continue
-            if not _handed_in(unit, dest, node, params):
+            if not tensor_writes.handed_in(unit, dest, node, params):
                 continue
             reported.add(id(at))
             message = IGNORED_MESSAGE.format(target=out.text(dest), how=how, switch=ignored[0])
             out.report(CODE, at, message)
-
-
-def _handed_in(unit: Unit, dest, node, params: set[str]) -> bool:
-    """``dest`` is storage the function was handed or reaches through an object: a parameter
-    (or ``self``) or an attribute of one, or a local every binding of which is such an
-    attribute or a method call on one that allocates nothing."""
-    root = dest
-    while type(root) in (cst.Attribute, cst.Subscript, cst.Call):
-        if type(root) is cst.Call:  # a buffer fetched by a method of an object
-            if type(root.func) is not cst.Attribute:
-                return False
-            if patterns.callee_name(root) in patterns.ALLOCATORS:
-                return False
-            root = root.func
-        root = root.value
-    if type(root) is not cst.Name:
-        return False
-    if root is not dest:
-        return root.value in params or root.value == "self"
-    if root.value in params:
-        return True
-    defs = unit.reaching.reaching(root.value, node)
-    if not defs:
-        return False
-    for d in defs:
-        value = d.value
-        if value is None or d.kind != "assign":
-            return False
-        if type(value) is cst.Call:
-            if type(value.func) is not cst.Attribute:
-                return False
-            if patterns.callee_name(value) in patterns.ALLOCATORS:
-                return False
-            value = value.func.value
-        while type(value) in (cst.Attribute, cst.Subscript, cst.Call):
-            value = value.func if type(value) is cst.Call else value.value
-        if type(value) is not cst.Name or not (value.value in params or value.value == "self"):
-            return False
-    return True
-
-
-# Names that stand for an object, not a decision: a test reading only ``self.x`` is about
-# ``self.x``, not about ``self``.
-_OBJECT_NAMES = frozenset({"self", "ctx", "cls"})
-
-
-def _switch_terms(test, code) -> frozenset[str]:
-    """The values a test reads, as the text of each name and attribute chain in it."""
-    terms: set[str] = set()
-    for sub in patterns.walk(test):
-        if type(sub) is cst.Attribute and type(sub.value) is cst.Name:
-            terms.add(code(sub).strip())
-    for name in patterns.read_names(test):
-        if name.value not in _OBJECT_NAMES:
-            terms.add(name.value)
-    return frozenset(terms)
-
-
-def _switch_taint(unit: Unit, terms: frozenset[str]):
-    from ..analysis.dataflow import Taint
-
-    code = unit.context.code
-
-    def is_source(node) -> bool:
-        kind = type(node)
-        if kind is cst.Name:
-            return node.value in terms
-        return kind is cst.Attribute and code(node).strip() in terms
-
-    return Taint(unit.graph, unit.reaching, unit.control, is_source)

@@ -1,0 +1,224 @@
+"""Writes into tensors, and whether each replaces the destination's contents or adds to them:
+in-place methods (``copy_``, ``add_``...), a GEMM's ``out=`` with its accumulate switch,
+``D[...] = ...`` and ``D += ...``. ``Buffers`` answers, at one graph node, whether an
+expression holds main_grad storage and whether a switch is off; ``writes`` lists the writes
+of a statement, with or without that data flow."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import patterns
+
+if TYPE_CHECKING:
+    from .module import Unit
+
+# GEMMs that replace their ``out=`` unless told to accumulate (torch's have no such switch).
+REPLACING_GEMMS = frozenset({"matmul", "mm", "bmm"})
+ACCUMULATE_KEYWORDS = ("accumulate", "beta")
+# Methods of a tensor that replace its contents, and those that add to them.
+REPLACING_METHODS = frozenset({"copy_", "zero_", "fill_"})
+ACCUMULATING_METHODS = frozenset({"add_", "addmm_", "baddbmm_", "addmv_", "addr_", "addcmul_"})
+
+
+class Buffers:
+    """What the expressions evaluated at one graph node hold: main_grad storage (directly or
+    through a local bound to it, ``main_grad = w.main_grad``), a switch that is off (a
+    literal, or a local every reaching binding of which is one), and the entries of a dict
+    of GEMM arguments (``kwargs = {"out": w.main_grad, "accumulate": False}``)."""
+
+    def __init__(self, unit: Unit, node) -> None:
+        self.unit = unit
+        self.node = node
+
+    def main_grad(self, expr) -> bool:
+        if patterns.is_main_grad_direct(expr):
+            return True
+        return isinstance(expr, cst.Name) and self.unit.aliases.surely(expr.value, self.node)
+
+    def off(self, value) -> bool:
+        if literal_off(value):
+            return True
+        if not isinstance(value, cst.Name):
+            return False
+        defs = self.unit.reaching.reaching(value.value, self.node)
+        return bool(defs) and all(d.value is not None and literal_off(d.value) for d in defs)
+
+    def arguments(self, call) -> dict[str, object] | None:
+        """The call's keyword arguments, with those of a ``**kwargs`` whose every reaching
+        binding is one dict literal; None when a ``**`` argument cannot be read."""
+        found: dict[str, object] = {}
+        for arg in call.args:
+            if arg.keyword is not None:
+                found[arg.keyword.value] = arg.value
+            elif arg.star == "**":
+                entries = self._dict_of(arg.value)
+                if entries is None:
+                    return None
+                found.update(entries)
+        return found
+
+    def _dict_of(self, expr):
+        if not isinstance(expr, cst.Name):
+            return patterns.dict_entries(expr)
+        defs = self.unit.reaching.reaching(expr.value, self.node)
+        if len(defs) != 1:
+            return None
+        return patterns.dict_entries(defs[0].value)
+
+
+def literal_off(value) -> bool:
+    if patterns.is_false_literal(value):
+        return True
+    return isinstance(value, (cst.Integer, cst.Float)) and float(value.value) == 0.0
+
+
+def writes(root, buffers: Buffers | None, dicts: dict | None = None):
+    """(destination, "replace" | "accumulate", node, how) for every write into a tensor in
+    ``root``: in-place methods, a GEMM's ``out=`` with its accumulate switch, ``D[...] =``
+    and ``D += ...``. Without ``buffers``, by syntax alone (no data flow: nothing is built;
+    ``dicts`` gives the dict literals a ``**name`` may stand for)."""
+    for sub in patterns.walk(root):
+        kind = type(sub)
+        if kind is cst.Call:
+            method = patterns.method_call(sub)
+            if method is not None and method[1] in REPLACING_METHODS:
+                yield unsubscripted(method[0]), "replace", sub, method[1]
+                continue
+            if method is not None and method[1] in ACCUMULATING_METHODS:
+                yield unsubscripted(method[0]), "accumulate", sub, method[1]
+                continue
+            if buffers is None:  # syntax only: the keywords as written, ``**`` dict literals
+                arguments = _syntactic_arguments(sub, dicts if dicts is not None else {})
+            else:
+                arguments = buffers.arguments(sub)
+            target = arguments.get("out") if arguments is not None else None
+            if target is None:
+                continue
+            given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
+            if given:
+                is_off = literal_off if buffers is None else buffers.off
+                off = all(is_off(value) for value in given)
+                yield target, "replace" if off else "accumulate", sub, "accumulate=False"
+            elif patterns.callee_name(sub) in REPLACING_GEMMS:
+                yield target, "replace", sub, "out=..."
+        elif kind is cst.AugAssign and type(sub.operator) in (cst.AddAssign, cst.SubtractAssign):
+            yield unsubscripted(sub.target), "accumulate", sub, "+="
+        elif kind is cst.Assign:
+            for target in sub.targets:
+                if type(target.target) is cst.Subscript:
+                    yield target.target.value, "replace", sub, "an assignment into it"
+
+
+def _syntactic_arguments(call, dicts) -> dict:
+    found = {}
+    for arg in call.args:
+        if arg.keyword is not None:
+            found[arg.keyword.value] = arg.value
+        elif arg.star == "**" and type(arg.value) is cst.Name:
+            found.update(dicts.get(arg.value.value) or {})
+    return found
+
+
+class LazyDicts:
+    """``_dict_literals`` of a unit, found on the first ``**name`` argument met."""
+
+    def __init__(self, unit: Unit) -> None:
+        self.unit = unit
+        self.found: dict | None = None
+
+    def get(self, name: str):
+        if self.found is None:
+            self.found = _dict_literals(self.unit)
+        return self.found.get(name)
+
+
+def _dict_literals(unit: Unit) -> dict:
+    """Locals the function binds exactly once, to a dict literal: name -> its entries."""
+    bound: dict[str, object] = {}
+    for stmt, _ in unit.statements():
+        smalls = stmt.body if type(stmt) is cst.SimpleStatementLine else (stmt,)
+        for small in smalls:
+            if type(small) is not cst.Assign:
+                continue
+            for target in small.targets:
+                if type(target.target) is cst.Name:
+                    name = target.target.value
+                    entries = patterns.dict_entries(small.value)
+                    bound[name] = None if name in bound else entries
+    return {name: entries for name, entries in bound.items() if entries}
+
+
+def kinds_by_destination(writes, code) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for dest, kind, _, _ in writes:
+        found.setdefault(code(dest).strip(), set()).add(kind)
+    return found
+
+
+def after(stmt, suite) -> list:
+    """The statements after ``stmt`` in the suite it sits in (by identity; none for an
+    ``elif``, which sits in its ``if``'s ``orelse``, not in a suite)."""
+    items = list(suite) if isinstance(suite, (list, tuple)) else []
+    for index, item in enumerate(items):
+        if item is stmt:
+            return items[index + 1 :]
+    return []
+
+
+def leaves(block) -> bool:
+    """The block's last statement leaves it (``return``, ``continue``, ``break``, ``raise``)."""
+    body = getattr(block, "body", ())
+    if not body:
+        return False
+    last = body[-1]
+    if type(last) is cst.SimpleStatementLine and last.body:
+        return type(last.body[-1]) in (cst.Return, cst.Continue, cst.Break, cst.Raise)
+    return False
+
+
+def unsubscripted(expr):
+    while type(expr) is cst.Subscript:
+        expr = expr.value
+    return expr
+
+
+def handed_in(unit: Unit, dest, node, params: set[str]) -> bool:
+    """``dest`` is storage the function was handed or reaches through an object: a parameter
+    (or ``self``) or an attribute of one, or a local every binding of which is such an
+    attribute or a method call on one that allocates nothing."""
+    root = dest
+    while type(root) in (cst.Attribute, cst.Subscript, cst.Call):
+        if type(root) is cst.Call:  # a buffer fetched by a method of an object
+            if type(root.func) is not cst.Attribute:
+                return False
+            if patterns.callee_name(root) in patterns.ALLOCATORS:
+                return False
+            root = root.func
+        root = root.value
+    if type(root) is not cst.Name:
+        return False
+    if root is not dest:
+        return root.value in params or root.value == "self"
+    if root.value in params:
+        return True
+    defs = unit.reaching.reaching(root.value, node)
+    if not defs:
+        return False
+    for d in defs:
+        value = d.value
+        if value is None or d.kind != "assign":
+            return False
+        if type(value) is cst.Call:
+            if type(value.func) is not cst.Attribute:
+                return False
+            if patterns.callee_name(value) in patterns.ALLOCATORS:
+                return False
+            value = value.func.value
+        while type(value) in (cst.Attribute, cst.Subscript, cst.Call):
+            value = value.func if type(value) is cst.Call else value.value
+        if type(value) is not cst.Name or not (value.value in params or value.value == "self"):
+            return False
+    return True
