@@ -102,10 +102,11 @@ def _bench_doc() -> dict:
     return with_layouts(json.loads((README.parent / BENCH_RUN).read_text()))
 
 
-def _ms(doc: dict) -> dict[tuple[str, str, str, str, str], float]:
-    """(shape, load, weights, impl, phase) -> median ms of every measurement that ran."""
+def _ms(doc: dict, field: str = "median_ms") -> dict[tuple[str, str, str, str, str], float]:
+    """(shape, load, weights, impl, phase) -> ``field`` (median ms unless told) of every
+    measurement that ran."""
     return {
-        (r["shape"], r["load"], r["weights"], r["impl"], r["phase"]): r["median_ms"]
+        (r["shape"], r["load"], r["weights"], r["impl"], r["phase"]): r[field]
         for r in doc["results"]
         if r["status"] == "ok"
     }
@@ -120,11 +121,7 @@ def _bench_h200() -> str:
     and the weight gradient into main_grad against the bare bf16 GEMM."""
     doc = _bench_doc()
     ms = _ms(doc)
-    tflops = {
-        (r["shape"], r["load"], r["weights"], r["impl"], r["phase"]): r["tflops"]
-        for r in doc["results"]
-        if r["status"] == "ok"
-    }
+    tflops = _ms(doc, "tflops")
     env, settings = doc["environment"], doc["settings"]
     lines = [
         f"{env['device_name']}, torch {env['torch']}, Triton {env['triton']}, "

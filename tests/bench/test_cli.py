@@ -373,6 +373,7 @@ def test_an_implementation_that_raises_is_an_error_exit_1_and_the_run_goes_on():
         (["--impl", "no_such_package.no_module:factory"], "cannot import module"),
         (["--impl", "tests.bench.test_cli:missing"], "has no attribute 'missing'"),
         (["--load", "zipf"], "'zipf' is not one of"),
+        (["--weights", "all"], "'all' is not one of"),
         (["--device", "cpu", "--shape", "mixtral"], "runs on CUDA only"),
         (["--device", "cpu", "--shape", "all"], "runs on CUDA only"),
         (["--warmup", "0"], "0 is not in the range x>=1"),
