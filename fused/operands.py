@@ -1,6 +1,7 @@
 """How operands reach the fused kernels: device tables of pointers (cached by value), the
-pointer set of G expert matrices, TMA descriptors, and the choice between descriptors and
-pointers for a row GEMM; and the regions a weight-gradient launch writes.
+pointer set of G expert matrices, TMA descriptors (one over stacked matrices, or one per
+expert made on the device), and the choice between descriptors and pointers for a row GEMM;
+and the regions a weight-gradient launch writes.
 
 Pointer tables are built once per distinct set of pointers and kept on the device
 (``device_table``): a fresh ``torch.tensor(...).to(cuda)`` per launch would copy from pageable
@@ -158,9 +159,12 @@ def no_pointers(device: torch.device) -> torch.Tensor:
 @dataclass(frozen=True)
 class RowOperands:
     """What a row GEMM launch passes for A and the expert matrices: descriptors with TMA,
-    or the tensors themselves as placeholders in those slots without."""
+    or the tensors themselves as placeholders in those slots without. With
+    ``per_expert_desc`` each program makes its expert matrix's descriptor on the device from
+    ``b_pointers``, and ``b_desc`` is a placeholder."""
 
     tma: bool
+    per_expert_desc: bool
     a_desc: TensorDescriptor | torch.Tensor
     b_desc: TensorDescriptor | torch.Tensor
     b_desc_rows: int
@@ -176,28 +180,50 @@ def row_operands(
 ) -> RowOperands:
     """TMA descriptors when the tiles ask for them and the tensors allow, else pointers.
 
-    Along K the stacked matrices' tiles must not cross into the next expert: with B_g = W_g^T
-    (transpose) K runs along W's columns, never across experts; otherwise along the stacked
-    rows, so K must be a multiple of BLOCK_K (kernels/grouped_gemm.py)."""
+    One host descriptor over the stacked matrices where they lie back to back (a single
+    grouped weight). Along K its tiles must not cross into the next expert: with
+    B_g = W_g^T (transpose) K runs along W's columns, never across experts; otherwise along
+    the stacked rows, so K must be a multiple of BLOCK_K (kernels/grouped_gemm.py).
+    Otherwise (discrete weights) a descriptor per expert, made by each program on the device:
+    pointer loads of the weights took 10-15 % longer on the H200's Mixtral-sized GEMMs than
+    the stacked descriptor, and a copy into one stack would cost a pass over the weights."""
     k = a.shape[1]
     stacked = mats.stacked
-    usable = (
-        tiles.tma
-        and stacked is not None
-        and tma_ready(a)
-        and tma_ready(stacked)
-        and (transpose or k % tiles.block_k == 0)
-    )
-    if not usable:
-        return RowOperands(False, a, a, 0, mats.pointers)
-    b_block = (tiles.block_n, tiles.block_k) if transpose else (tiles.block_k, tiles.block_n)
-    return RowOperands(
-        True,
-        descriptor(a, (tiles.block_m, tiles.block_k)),
-        descriptor(stacked, b_block),
-        mats.rows,
-        no_pointers(a.device),
-    )
+    if not (tiles.tma and tma_ready(a)):
+        return RowOperands(False, False, a, a, 0, mats.pointers)
+    a_desc = descriptor(a, (tiles.block_m, tiles.block_k))
+    if stacked is not None and tma_ready(stacked) and (transpose or k % tiles.block_k == 0):
+        b_block = (tiles.block_n, tiles.block_k) if transpose else (tiles.block_k, tiles.block_n)
+        return RowOperands(
+            True, False, a_desc, descriptor(stacked, b_block), mats.rows, no_pointers(a.device)
+        )
+    # The experts share one stride pair (expert_pointers) and ALIGNED covers every pointer,
+    # so the first matrix speaks for all.
+    if mats.aligned and tma_ready(mats.tensors[0]):
+        if a.device.type == "cuda":
+            use_scratch_allocator()
+        return RowOperands(True, True, a_desc, a, mats.rows, mats.pointers)
+    return RowOperands(False, False, a, a, 0, mats.pointers)
+
+
+def use_scratch_allocator() -> None:
+    """Give Triton an allocator for the global scratch memory that kernels making descriptors
+    on the device need (Triton has none by default), unless one is set. Set per call, not
+    once: Triton 3.5 and later keep it per thread (a context variable), and autograd runs
+    backward on a thread of its own."""
+    from triton.runtime import _allocation
+
+    current = getattr(_allocation, "_allocator", None)
+    current = current.get() if hasattr(current, "get") else current
+    null = getattr(_allocation, "NullAllocator", None)
+    if current is None or null is None or isinstance(current, null):
+        triton.set_allocator(_scratch)
+
+
+def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    # PyTorch's caching allocator, on the current device and stream: 512-byte aligned,
+    # freed when Triton drops it after the launch is queued (the stream orders the reuse).
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def row_slots(num_tokens: int, num_experts: int, tiles: Tiles) -> int:
@@ -211,6 +237,7 @@ def row_gemm_options(
     return {
         "ALIGNED": b.aligned,
         "TMA": ops.tma,
+        "PER_EXPERT_DESC": ops.per_expert_desc,
         "EVEN_K": k % tiles.block_k == 0,
         "DOT_PRECISION": dot_precision(dtype),
         "BLOCK_M": tiles.block_m,

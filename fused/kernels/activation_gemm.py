@@ -49,6 +49,7 @@ def fc1_activation_kernel(
     HAS_PROBS: tl.constexpr,
     ALIGNED: tl.constexpr,
     TMA: tl.constexpr,
+    PER_EXPERT_DESC: tl.constexpr,
     EVEN_K: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -76,7 +77,11 @@ def fc1_activation_kernel(
     )
     if expert >= num_experts:
         return
-    w_base, desc_row0 = expert_matrix(W_PTRS, expert, w_desc_rows, X.dtype.element_ty, ALIGNED, TMA)
+    # W1_g stored [fc1 out, K].
+    w_base, w_desc, desc_row0 = expert_matrix(
+        W_PTRS, W_DESC, expert, w_desc_rows, K, stride_wn, X.dtype.element_ty,
+        ALIGNED, TMA, PER_EXPERT_DESC, BLOCK_N, BLOCK_K,
+    )  # fmt: skip
     # B_g[k, n] = W1_g[n, k]: the linear half's columns are W1_g's rows F.. (F + n0 on).
     linear_base = w_base + F * stride_wn
 
@@ -87,7 +92,7 @@ def fc1_activation_kernel(
         x = a_tile(X, X_DESC, row0, rows, row_ok, k0, K, stride_xm, stride_xk, BLOCK_K, TMA, EVEN_K)
         w = b_tile(
             w_base,
-            W_DESC,
+            w_desc,
             desc_row0,
             k0,
             n0,
@@ -105,7 +110,7 @@ def fc1_activation_kernel(
         if GLU:
             w_linear = b_tile(
                 linear_base,
-                W_DESC,
+                w_desc,
                 desc_row0 + F,
                 k0,
                 n0,
@@ -185,6 +190,7 @@ def fc2_dgrad_activation_kernel(
     HAS_PROBS: tl.constexpr,
     ALIGNED: tl.constexpr,
     TMA: tl.constexpr,
+    PER_EXPERT_DESC: tl.constexpr,
     EVEN_K: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -206,9 +212,11 @@ def fc2_dgrad_activation_kernel(
     )
     if expert >= num_experts:
         return
-    w_base, desc_row0 = expert_matrix(
-        W_PTRS, expert, w_desc_rows, DY.dtype.element_ty, ALIGNED, TMA
-    )
+    # W2_g stored [K, F].
+    w_base, w_desc, desc_row0 = expert_matrix(
+        W_PTRS, W_DESC, expert, w_desc_rows, F, stride_wk, DY.dtype.element_ty,
+        ALIGNED, TMA, PER_EXPERT_DESC, BLOCK_K, BLOCK_N,
+    )  # fmt: skip
     acc = row_tile_product(
         DY,
         DY_DESC,
@@ -218,7 +226,7 @@ def fc2_dgrad_activation_kernel(
         stride_dym,
         stride_dyk,
         w_base,
-        W_DESC,
+        w_desc,
         desc_row0,
         n0,
         K,

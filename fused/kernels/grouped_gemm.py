@@ -54,6 +54,7 @@ def grouped_gemm_kernel(
     HAS_BIAS: tl.constexpr,
     ALIGNED: tl.constexpr,
     TMA: tl.constexpr,
+    PER_EXPERT_DESC: tl.constexpr,
     B_TRANSPOSED: tl.constexpr,
     EVEN_K: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
@@ -78,7 +79,16 @@ def grouped_gemm_kernel(
     )
     if expert >= num_experts:
         return
-    b_base, desc_row0 = expert_matrix(B_PTRS, expert, b_desc_rows, A.dtype.element_ty, ALIGNED, TMA)
+    if B_TRANSPOSED:  # B_g = W_g^T, W_g stored [N, K]
+        b_base, b_desc, desc_row0 = expert_matrix(
+            B_PTRS, B_DESC, expert, b_desc_rows, K, stride_bn, A.dtype.element_ty,
+            ALIGNED, TMA, PER_EXPERT_DESC, BLOCK_N, BLOCK_K,
+        )  # fmt: skip
+    else:  # B_g stored [K, N]
+        b_base, b_desc, desc_row0 = expert_matrix(
+            B_PTRS, B_DESC, expert, b_desc_rows, N, stride_bk, A.dtype.element_ty,
+            ALIGNED, TMA, PER_EXPERT_DESC, BLOCK_K, BLOCK_N,
+        )  # fmt: skip
     acc = row_tile_product(
         A,
         A_DESC,
@@ -88,7 +98,7 @@ def grouped_gemm_kernel(
         stride_am,
         stride_ak,
         b_base,
-        B_DESC,
+        b_desc,
         desc_row0,
         n0,
         K,

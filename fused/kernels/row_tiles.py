@@ -31,12 +31,43 @@ def row_tile(
 
 @triton.jit
 def expert_matrix(
-    PTRS, expert, desc_rows, dtype: tl.constexpr, ALIGNED: tl.constexpr, TMA: tl.constexpr
+    PTRS,
+    DESC,
+    expert,
+    desc_rows,
+    desc_cols,
+    desc_row_stride,
+    dtype: tl.constexpr,
+    ALIGNED: tl.constexpr,
+    TMA: tl.constexpr,
+    PER_EXPERT_DESC: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
-    """(base pointer, first row in the stacked-matrix descriptor) of ``expert``'s matrix. TMA
-    launches pass no pointer table: PTRS is a placeholder there, never dereferenced."""
-    base = PTRS if TMA else expert_pointer(PTRS, expert, dtype, ALIGNED)
-    return base, expert * desc_rows
+    """(base pointer, descriptor, first row in the descriptor) of ``expert``'s matrix, stored
+    as [desc_rows, desc_cols] with unit column stride.
+
+    Without TMA the base pointer comes from the table and DESC is a placeholder. With TMA,
+    either one host descriptor covers the stacked matrices (expert g's rows from
+    g * desc_rows on; PTRS is a placeholder then), or (PER_EXPERT_DESC: matrices no one
+    descriptor covers, as discrete weights) this program makes a descriptor over its expert's
+    matrix alone, here on the device, from the table's pointer (the host checked alignment);
+    its BLOCK_R x BLOCK_C block is the tile b_tile loads."""
+    base = PTRS
+    desc = DESC
+    desc_row0 = expert * desc_rows
+    if not TMA:
+        base = expert_pointer(PTRS, expert, dtype, ALIGNED)
+    elif PER_EXPERT_DESC:
+        base = expert_pointer(PTRS, expert, dtype, True)
+        desc = tl.make_tensor_descriptor(
+            base,
+            shape=[desc_rows, desc_cols],
+            strides=[desc_row_stride, 1],
+            block_shape=[BLOCK_R, BLOCK_C],
+        )
+        desc_row0 = 0
+    return base, desc, desc_row0
 
 
 @triton.jit

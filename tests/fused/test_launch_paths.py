@@ -55,3 +55,67 @@ def test_wgrad_into_one_grouped_destination_equals_per_expert_regions():
     grouped_ops.grouped_wgrad(dy, x, splits(), list(enumerate(regions.unbind(0))), accumulate=True)
     torch.testing.assert_close(whole, regions, rtol=0, atol=0)
     assert torch.equal(whole[1], start[1])  # the empty expert, untouched
+
+
+def discrete(shape, seed):
+    """G matrices of ``shape`` that do not lie back to back (each expert its own slice of a
+    padded buffer), as discrete weights are: no one descriptor covers them."""
+    rows, cols = shape
+    padded = randn(G, rows + 8, cols, seed=seed)
+    return [padded[g, :rows] for g in range(G)]
+
+
+def without_tma(tiles):
+    return tiles.__class__(**{**vars(tiles), "tma": False})
+
+
+def test_discrete_weights_take_a_descriptor_per_expert():
+    a = randn(sum(SPLITS), IN, seed=5)
+    tiles = tiles_for("row_gemm", a.device, a.dtype)
+    mats = operands.expert_pointers(discrete((OUT, IN), seed=6), a.device)
+    assert mats.stacked is None
+    ops = operands.row_operands(a, mats, transpose=True, tiles=tiles)
+    assert ops.tma and ops.per_expert_desc
+    # An unaligned expert (one element in) cannot have a descriptor: pointers then.
+    shifted = [w.view(-1)[1 : 1 + OUT * IN // 2].view(OUT // 2, IN) for w in mats.tensors]
+    assert not operands.row_operands(
+        a, operands.expert_pointers(shifted, a.device), transpose=True, tiles=tiles
+    ).tma
+
+
+def test_descriptors_per_expert_agree_with_pointer_loads_in_every_row_kernel():
+    """grouped_gemm both ways round (K along the stored rows not a multiple of BLOCK_K, where
+    the stacked descriptor is refused), fc1 forward with GLU and fc2 dgrad with its
+    activation: discrete weights through per-expert descriptors give the pointer path's
+    results exactly."""
+    from gmlp_check.fused.kernels.activations import ACTIVATION_CODES
+
+    swiglu = ACTIVATION_CODES["swiglu"]
+    s = splits()
+    odd_k = 40  # BLOCK_K is 16 in the interpreter's tiles
+    x, a_odd = randn(sum(SPLITS), IN, seed=7), randn(sum(SPLITS), odd_k, seed=8)
+    w_t, w_n = discrete((OUT, IN), seed=9), discrete((odd_k, OUT), seed=10)
+    w1, w2 = discrete((2 * OUT, IN), seed=11), discrete((IN, OUT), seed=12)
+    dy, probs = randn(sum(SPLITS), IN, seed=13), randn(sum(SPLITS), seed=14).abs()
+    row, act = (tiles_for(k, x.device, x.dtype) for k in ("row_gemm", "activation_gemm"))
+    h, _ = grouped_ops.fc1_forward(
+        x, s, w1, None, activation=swiglu, glu=True, probs=probs, tiles=without_tma(act)
+    )
+    runs = {
+        "gemm, W^T": lambda t: grouped_ops.grouped_gemm(x, s, w_t, transpose=True, tiles=t(row)),
+        "gemm, B": lambda t: grouped_ops.grouped_gemm(a_odd, s, w_n, transpose=False, tiles=t(row)),
+        "fc1 forward": lambda t: grouped_ops.fc1_forward(
+            x, s, w1, None, activation=swiglu, glu=True, probs=probs, tiles=t(act)
+        ),
+        "fc2 dgrad": lambda t: grouped_ops.fc2_dgrad_activation(
+            dy, s, w2, h, activation=swiglu, glu=True, probs=probs, tiles=t(act)
+        ),
+    }
+    for name, run in runs.items():
+        per_expert, pointers = run(lambda t: t), run(without_tma)
+        for got, want in zip(_flat(per_expert), _flat(pointers)):
+            torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
+
+
+def _flat(result):
+    return [result] if isinstance(result, torch.Tensor) else [r for r in result if r is not None]

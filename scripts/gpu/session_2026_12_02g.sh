@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPU session G of 2026-12-02 (a libcst wheel in .whl/; TE from te-on-device for `checks` on).
+#   bash THIS smoke    before TE: the fused GPU tests with discrete weights (per-expert TMA
+#                      descriptors made on the device) and a Mixtral forward/dgrad bench, both
+#                      weight layouts, triton only
+#   bash THIS checks   after `bash .tew/device.sh install`: the warm-up's phases (finding in
+#                      this process against finding on workers), cold and warm
+#                      `gmlp-check diff --device cuda --megatron emulated`
+#   bash THIS tests    every gpu-marked test file, TE and megatron-core installed
+#   bash THIS bench    the recorded bench: every preset shape, both loads, both weight layouts,
+#                      te-ops beside the fused path
+# Logs and JSON under $OUT/, a summary line per step.
+PART=${1:?smoke, checks, tests or bench}
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:${PYTHONPATH:-} NCCL_NVLS_ENABLE=0 \
+  TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -1
+G=$OUT; S=$G/summary-$PART.txt
+step() {  # step NAME SECONDS OUTFILE CMD...
+  local name=$1 secs=$2 out=$3; shift 3; local s=$SECONDS
+  timeout "$secs" "$@" > "$out" 2>> $G/stderr-$PART.log; local rc=$?
+  echo "$name rc=$rc $((SECONDS - s))s" | tee -a $S
+}
+CK="python3 -m gmlp_check.cli"
+python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" > $G/env-$PART.txt 2>&1
+python3 -c "import transformer_engine as te, megatron.core as mc; print(te.__version__, mc.__version__)" >> $G/env-$PART.txt 2>&1
+if [ "$PART" = smoke ]; then
+  step fused-gpu 300 $G/fused-gpu.log python3 -m pytest -m gpu -q -rfs -p no:cacheprovider -x \
+    tests/fused/test_gpu.py
+  step bench-mixtral 200 $G/bench-mixtral.txt $CK bench --device cuda --shape mixtral --load uniform \
+    --weights both --impl triton --phases forward,dgrad,step --no-progress --output $G/bench-mixtral.json
+fi
+if [ "$PART" = checks ]; then
+  step phases 150 $G/warmup-phases.json env TRITON_CACHE_DIR=/tmp/tcP python3 scripts/gpu/warmup_phases.py
+  step cold 150 $G/cold.json env TRITON_CACHE_DIR=/tmp/tcG $CK diff --device cuda --megatron emulated --format json
+  find /tmp/tcG -name '*.cubin' | wc -l > $G/cubins.txt
+  step warm 100 $G/warm.json env TRITON_CACHE_DIR=/tmp/tcG $CK diff --device cuda --megatron emulated --format json
+  find /tmp/tcG -name '*.cubin' | wc -l >> $G/cubins.txt
+  step warm2 100 $G/warm2.json env TRITON_CACHE_DIR=/tmp/tcG $CK diff --device cuda --megatron emulated --format json
+fi
+if [ "$PART" = tests ]; then
+  step pytest-gpu 580 $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs -p no:cacheprovider \
+    tests/fused/test_gpu.py tests/gmlp_check/test_warmup.py tests/adapters/test_te_adapters.py \
+    tests/gmlp_check/test_fp8.py tests/engines/test_gpu_real.py tests/gmlp_check/test_mutants.py \
+    tests/gmlp_check/test_differential.py tests/test_readme.py
+fi
+if [ "$PART" = bench ]; then
+  step bench 560 $G/bench-table.txt $CK bench --device cuda --shape all --load both --weights both \
+    --impl refimpl,torch-grouped-mm,te-ops,triton --no-progress \
+    --output $G/bench-h200.json --plot $G/bench-h200.png
+fi
+cat $S
