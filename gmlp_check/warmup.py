@@ -8,20 +8,15 @@ cold run lacks is parallelism, and at the level of kernels, not cases: one case 
 or so kernels in sequence, so handing whole cases to workers leaves each worker compiling
 them one after another.
 
-So the warm-up first finds the kernels: worker processes run one case per set of kernels
-(``compile_key``) each, with Triton's ``jit_cache_hook`` answering "skip" for every launch,
-which records the launch's exact specialization (Triton's own serialized form) and neither
-compiles nor runs it. The fused side's results are garbage then and are discarded; the
-reference side runs for real, which is cheap. Finding ran in this process once, one case
-after another: 9-11 s of a 38 s cold run on the H200, most of it Python and small reference
-launches that parallelize like the compiling. The cases' findings come back in the cases'
-order, so the first launch of each kernel is known as if they had run in sequence. Then
-fresh worker processes compile the distinct specializations, one per job, with
-``JITFunction.preload`` (Triton's way of compiling a recorded specialization ahead of its
-launch), into the disk cache the run then loads from. Kernels are found by their module and
-name, so any Triton kernel defined at module level is warmed, anyone's factory included;
-others are left to the run. A backend is loaded in the workers from its spec, as the run
-loads it.
+So the warm-up first finds the kernels: it runs one case per set of kernels (``compile_key``)
+in this process with Triton's ``jit_cache_hook`` answering "skip" for every launch, which
+records the launch's exact specialization (Triton's own serialized form) and neither compiles
+nor runs it. The fused side's results are garbage then and are discarded; the reference side
+runs for real, which is cheap. Then worker processes compile the distinct specializations,
+one per job, with ``JITFunction.preload`` (Triton's way of compiling a recorded
+specialization ahead of its launch), into the disk cache the run then loads from. Kernels are
+found by their module and name, so any Triton kernel defined at module level is warmed,
+anyone's factory included; others are left to the run.
 
 Each worker first computes the kernels' cache keys in the order the run first launches them
 (the order they were found in). A kernel's key includes the constant globals of the helpers it
@@ -97,7 +92,6 @@ def default_workers(compiles_on_first_use: bool, device: torch.device, groups: i
 
 @dataclass(frozen=True)
 class Plan:
-    spec: str  # the backend, as --fused names it: each finding worker loads it
     device: torch.device
     sizes: Sizes
     workers: int  # at most; no more than there are kernels to compile
@@ -133,22 +127,27 @@ def plan(
     marker = warm_marker(spec, source, name, sizes, chosen)
     if marker is not None and marker.exists():
         return None
-    return Plan(spec, device, sizes, workers, tuple(chosen), marker)
+    return Plan(device, sizes, workers, tuple(chosen), marker)
 
 
-def find_kernels(plan: Plan, on_case: Callable[[int], None]) -> list[KernelJob]:
-    """Run the plan's cases on its workers with every Triton launch skipped, and return the
-    distinct kernel specializations they launched, in the order of their first launch;
-    ``on_case(1)`` after each case. A KeyboardInterrupt stops the workers and passes through."""
+def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -> list[KernelJob]:
+    """Run the plan's cases with every Triton launch skipped, and return the distinct
+    kernel specializations they launched; ``on_case(1)`` after each case."""
+    from .pair import run_pair
+
     jobs: dict[tuple[str, str, str], KernelJob] = {}
-    if not plan.cases:
-        return []
-    work = [(plan.spec, plan.sizes, plan.device, case) for case in plan.cases]
-    with _pool(min(plan.workers, len(work))) as pool:
-        # imap, not imap_unordered: in the cases' order, as the run will launch them.
-        for found in pool.imap(_find, work):
-            for key, job in found:
-                jobs.setdefault(key, job)
+
+    def record(*, key: Any, fn: Any, compile: dict, **_: Any) -> bool:
+        module = getattr(fn.module, "__name__", fn.module)
+        job = KernelJob(module, fn.name, compile["device"], compile["specialization_data"])
+        jobs.setdefault((module, fn.name, str(key)), job)
+        return True  # Triton then neither compiles nor launches
+
+    with _jit_cache_hook(record):
+        for case in plan.cases:
+            # The fused side computes nothing now: whatever it fails on is discarded.
+            with contextlib.suppress(Exception):
+                run_pair(case, plan.sizes, plan.device, backend)
             on_case(1)
     return list(jobs.values())
 
@@ -160,11 +159,14 @@ def compile_kernels(plan: Plan, jobs: Sequence[KernelJob], on_done: Callable[[in
     if jobs:
         # The kernels in the order the run first launches them (see the module's docstring).
         order = tuple(dict.fromkeys((job.module, job.name) for job in jobs))
-        # Fresh workers, not the finding ones: a worker must hash the kernels in the run's
-        # order before anything else hashes them.
-        with _pool(min(plan.workers, len(jobs))) as pool:
+        pool = _context().Pool(min(plan.workers, len(jobs)), initializer=_silence)
+        try:
             for _ in pool.imap_unordered(_compile, [(order, job) for job in jobs]):
                 on_done(1)
+            pool.close()
+        finally:
+            pool.terminate()
+            pool.join()
     if plan.marker is not None:
         try:
             plan.marker.parent.mkdir(parents=True, exist_ok=True)
@@ -186,21 +188,9 @@ def _jit_cache_hook(hook: Callable[..., bool]) -> Iterator[None]:
         runtime.jit_cache_hook = before
 
 
-@contextlib.contextmanager
-def _pool(workers: int) -> Iterator[Any]:
-    """``workers`` processes that are stopped however the block ends."""
-    pool = _context().Pool(workers, initializer=_silence)
-    try:
-        yield pool
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
-
-
 # Imported once by the fork server, so that each worker starts without importing torch, Triton
 # and the fused kernels again (seconds each, times the workers, on a cold run's critical path).
-_PRELOAD = ["torch", "triton", "gmlp_check.fused.mlp", "gmlp_check.pair"]
+_PRELOAD = ["torch", "triton", "gmlp_check.fused.mlp"]
 
 
 def _context():
@@ -218,37 +208,6 @@ def _silence() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-
-
-_backend: Backend | None = None  # per finding worker: loaded from the spec on first use
-
-
-def _find(
-    work: tuple[str, Sizes, torch.device, Case],
-) -> list[tuple[tuple[str, str, str], KernelJob]]:
-    """One case's kernel launches, in launch order, each with its in-memory key (Triton's
-    skip answer makes every launch of an uncompiled kernel reach the hook)."""
-    global _backend
-    spec, sizes, device, case = work
-    found: list[tuple[tuple[str, str, str], KernelJob]] = []
-
-    def record(*, key: Any, fn: Any, compile: dict, **_: Any) -> bool:
-        module = getattr(fn.module, "__name__", fn.module)
-        job = KernelJob(module, fn.name, compile["device"], compile["specialization_data"])
-        found.append(((module, fn.name, str(key)), job))
-        return True  # Triton then neither compiles nor launches
-
-    from . import backends
-    from .pair import run_pair
-
-    # The fused side computes nothing now: whatever it fails on is discarded, and a backend
-    # that cannot load here is left to the run, which reports it.
-    with contextlib.suppress(Exception):
-        if _backend is None:
-            _backend = backends.load(spec)
-        with torch.cuda.device(device), _jit_cache_hook(record):
-            run_pair(case, sizes, device, _backend)
-    return found
 
 
 _hashed_in_order = False  # per worker: the kernels' cache keys computed in the run's order

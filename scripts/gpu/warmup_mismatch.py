@@ -31,11 +31,9 @@ def main() -> None:
     cache = Path(os.environ["TRITON_CACHE_DIR"])
     cases = default_matrix(MatrixSelection(dtypes=DEVICE_DTYPES["cuda"]))
     device = torch.device("cuda")
-    plan = warmup.Plan(
-        "triton", device, DEVICE_SIZES["cuda"], 15, tuple(warmup.representatives(cases)), None
-    )
+    plan = warmup.Plan(device, DEVICE_SIZES["cuda"], 15, tuple(warmup.representatives(cases)), None)
     backend = backends.load("triton")
-    jobs = warmup.find_kernels(plan, lambda n: None)
+    jobs = warmup.find_kernels(plan, backend, lambda n: None)
     warmup.compile_kernels(plan, jobs, lambda n: None)
     before = entries(cache)
     for case in cases:

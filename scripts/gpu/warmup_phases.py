@@ -1,9 +1,6 @@
 """Time the two phases of the parallel warm-up (gmlp_check/warmup.py) on a GPU, with an empty
 Triton cache: finding the kernels of the default CUDA matrix, then compiling them on workers.
-Finding is timed twice: first in this process, one case after another (how the warm-up found
-them before it used workers; nothing is compiled, so the cache stays empty), then on the
-workers, whose specializations are compiled. Writes one JSON object to stdout: the counts,
-the seconds of each phase, whether both findings agree, the kernels per name.
+Writes one JSON object to stdout: the counts, the seconds of each phase, the kernels per name.
 
     TRITON_CACHE_DIR=$(mktemp -d) python scripts/gpu/warmup_phases.py [WORKERS]
 """
@@ -19,32 +16,9 @@ from pathlib import Path
 
 import torch
 
-from gmlp_check import warmup
+from gmlp_check import backends, warmup
 from gmlp_check.inputs import DEVICE_SIZES
 from gmlp_check.matrix import DEVICE_DTYPES, MatrixSelection, default_matrix
-
-
-def find_in_process(plan: warmup.Plan) -> list[warmup.KernelJob]:
-    """The plan's kernels found here, case after case, with every launch skipped."""
-    import contextlib
-
-    from gmlp_check import backends
-    from gmlp_check.pair import run_pair
-
-    backend = backends.load(plan.spec)
-    jobs: dict[tuple[str, str, str], warmup.KernelJob] = {}
-
-    def record(*, key, fn, compile, **_):
-        module = getattr(fn.module, "__name__", fn.module)
-        job = warmup.KernelJob(module, fn.name, compile["device"], compile["specialization_data"])
-        jobs.setdefault((module, fn.name, str(key)), job)
-        return True
-
-    with warmup._jit_cache_hook(record):
-        for case in plan.cases:
-            with contextlib.suppress(Exception):
-                run_pair(case, plan.sizes, plan.device, backend)
-    return list(jobs.values())
 
 
 def main() -> None:
@@ -56,11 +30,10 @@ def main() -> None:
     device = torch.device("cuda")
     cases = default_matrix(MatrixSelection(dtypes=DEVICE_DTYPES["cuda"]))
     chosen = tuple(warmup.representatives(cases))
-    plan = warmup.Plan("triton", device, DEVICE_SIZES["cuda"], workers, chosen, None)
+    plan = warmup.Plan(device, DEVICE_SIZES["cuda"], workers, chosen, None)
+    backend = backends.load("triton")
     start = time.perf_counter()
-    in_process = find_in_process(plan)
-    start_workers = time.perf_counter()
-    jobs = warmup.find_kernels(plan, lambda n: None)
+    jobs = warmup.find_kernels(plan, backend, lambda n: None)
     found = time.perf_counter()
     warmup.compile_kernels(plan, jobs, lambda n: None)
     compiled = time.perf_counter()
@@ -71,10 +44,7 @@ def main() -> None:
         "workers": workers,
         "jobs": len(jobs),
         "cubins": len(list(cache.rglob("*.cubin"))),
-        "find_in_process_s": round(start_workers - start, 2),
-        "find_s": round(found - start_workers, 2),
-        "same_jobs": [(j.module, j.name, j.specialization) for j in in_process]
-        == [(j.module, j.name, j.specialization) for j in jobs],
+        "find_s": round(found - start, 2),
         "compile_s": round(compiled - found, 2),
         "per_kernel": dict(collections.Counter(j.name for j in jobs)),
     }

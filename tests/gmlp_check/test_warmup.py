@@ -71,7 +71,7 @@ def test_a_finished_warm_up_leaves_its_marker(monkeypatch, tmp_path):
     cases = tuple(_cases()[:2])
     marker = warmup.warm_marker("triton", FUSED_SOURCES, "GPU A", DEVICE_SIZES["cuda"], cases)
     assert marker is not None and not marker.exists()
-    plan = warmup.Plan("triton", torch.device("cuda"), DEVICE_SIZES["cuda"], 2, cases, marker)
+    plan = warmup.Plan(torch.device("cuda"), DEVICE_SIZES["cuda"], 2, cases, marker)
     warmup.compile_kernels(plan, [], lambda n: None)
     assert marker.exists()
 
@@ -134,9 +134,9 @@ from gmlp_check.pair import run_pair
 
 cases = tuple(Case.from_id(i) for i in {[c.id for c in _gpu_cases()]!r})
 cache = Path({str(tmp_path / "cache")!r})
-plan = warmup.Plan("triton", torch.device("cuda"), DEVICE_SIZES["cuda"], 4, cases, None)
+plan = warmup.Plan(torch.device("cuda"), DEVICE_SIZES["cuda"], 4, cases, None)
 backend = backends.load("triton")
-jobs = warmup.find_kernels(plan, lambda n: None)
+jobs = warmup.find_kernels(plan, backend, lambda n: None)
 assert not list(cache.rglob("*.cubin")), "finding kernels compiled one"
 warmup.compile_kernels(plan, jobs, lambda n: None)
 compiled = set(cache.rglob("*.cubin"))
