@@ -185,8 +185,9 @@ def row_operands(
     B_g = W_g^T (transpose) K runs along W's columns, never across experts; otherwise along
     the stacked rows, so K must be a multiple of BLOCK_K (kernels/grouped_gemm.py).
     Otherwise (discrete weights) a descriptor per expert, made by each program on the device:
-    pointer loads of the weights took 10-15 % longer on the H200's Mixtral-sized GEMMs than
-    the stacked descriptor, and a copy into one stack would cost a pass over the weights."""
+    with pointer loads instead, Mixtral-sized forward, dgrad and step phases took 5-11 % longer
+    on the H200 (docs/perf-notes.md), and a copy into one stack would cost a pass over the
+    weights."""
     k = a.shape[1]
     stacked = mats.stacked
     if not (tiles.tma and tma_ready(a)):

@@ -16,7 +16,10 @@ Operands reach the kernels in one of two ways, chosen on the host per launch (TM
     are the next expert's rows: the products they give land only in output rows or columns
     that the masked store drops. Along K a stacked-matrix tile must not cross into the next
     expert (A's zero columns would meet another expert's weights there), so the launcher
-    takes TMA only where K % BLOCK_K == 0 when K runs along the stacked rows.
+    takes TMA only where K % BLOCK_K == 0 when K runs along the stacked rows. Matrices that do
+    not lie back to back (discrete weights) get a descriptor per expert instead, which each
+    program makes on the device from the pointer table (row_tiles.expert_matrix); it
+    zero-fills at its own expert's bounds, so no K condition applies there.
 Biases: a pointer table and one stride. Outputs are stored through pointers with masks.
 
 Grid: one program per (row-tile slot, column tile), in the grouped order of expert_rows.py

@@ -39,7 +39,9 @@ if [ "$PART" = checks ]; then
   step warm2 100 $G/warm2.json env TRITON_CACHE_DIR=/tmp/tcG $CK diff --device cuda --megatron emulated --format json
 fi
 if [ "$PART" = tests ]; then
-  step pytest-gpu 580 $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs -p no:cacheprovider \
+  step cold 150 $G/cold.json env TRITON_CACHE_DIR=/tmp/tcH $CK diff --device cuda --megatron emulated --format json
+  step warm 100 $G/warm.json env TRITON_CACHE_DIR=/tmp/tcH $CK diff --device cuda --megatron emulated --format json
+  step pytest-gpu $((585 - SECONDS)) $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs -p no:cacheprovider \
     tests/fused/test_gpu.py tests/gmlp_check/test_warmup.py tests/adapters/test_te_adapters.py \
     tests/gmlp_check/test_fp8.py tests/engines/test_gpu_real.py tests/gmlp_check/test_mutants.py \
     tests/gmlp_check/test_differential.py tests/test_readme.py
