@@ -11,17 +11,7 @@
 #                      te-ops beside the fused path
 # Logs and JSON under $OUT/, a summary line per step.
 PART=${1:?smoke, checks, tests or bench}
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:${PYTHONPATH:-} NCCL_NVLS_ENABLE=0 \
-  TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -1
-G=$OUT; S=$G/summary-$PART.txt
-step() {  # step NAME SECONDS OUTFILE CMD...
-  local name=$1 secs=$2 out=$3; shift 3; local s=$SECONDS
-  timeout "$secs" "$@" > "$out" 2>> $G/stderr-$PART.log; local rc=$?
-  echo "$name rc=$rc $((SECONDS - s))s" | tee -a $S
-}
-CK="python3 -m gmlp_check.cli"
+source scripts/gpu/session_common.sh
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" > $G/env-$PART.txt 2>&1
 python3 -c "import transformer_engine as te, megatron.core as mc; print(te.__version__, mc.__version__)" >> $G/env-$PART.txt 2>&1
 if [ "$PART" = smoke ]; then
@@ -41,10 +31,8 @@ fi
 if [ "$PART" = tests ]; then
   step cold 150 $G/cold.json env TRITON_CACHE_DIR=/tmp/tcH $CK diff --device cuda --megatron emulated --format json
   step warm 100 $G/warm.json env TRITON_CACHE_DIR=/tmp/tcH $CK diff --device cuda --megatron emulated --format json
-  step pytest-gpu $((585 - SECONDS)) $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs -p no:cacheprovider \
-    tests/fused/test_gpu.py tests/gmlp_check/test_warmup.py tests/adapters/test_te_adapters.py \
-    tests/gmlp_check/test_fp8.py tests/engines/test_gpu_real.py tests/gmlp_check/test_mutants.py \
-    tests/gmlp_check/test_differential.py tests/test_readme.py
+  step pytest-gpu $((585 - SECONDS)) $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs \
+    -p no:cacheprovider $GPU_TEST_FILES
 fi
 if [ "$PART" = bench ]; then
   step bench 560 $G/bench-table.txt $CK bench --device cuda --shape all --load both --weights both \
