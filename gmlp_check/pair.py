@@ -93,13 +93,33 @@ def run_pair(
         return _run_pair(case, sizes, device, backend, fault)
 
 
-def _run_pair(case, sizes, device, backend, fault) -> CaseRun:
+def run_fused_side(case: Case, sizes: Sizes, device: torch.device, backend: Backend) -> None:
+    """The fused side of ``case`` alone, on the data run_pair gives it, neither compared nor
+    reported: the launches of a run without the reference's and the comparison's cost, for
+    the warm-up to record (gmlp_check.warmup). Raises whatever the fused side raises."""
+    with uninitialized_memory_as_nan():
+        _, _, state, inputs, template = _case_data(case, sizes, device)
+        if case.quantized and fp8.unavailable_reason(case.fp8):
+            return
+        fused = build_fused(backend, case, sizes, device, None)
+        load_parameters(fused, state)
+        observe(fused, case, inputs, template, fp8.Autocast(case.fp8))
+
+
+def _case_data(case, sizes, device):
+    """(the fp32 reference module, parameter shapes, parameter values, inputs, main_grad
+    arena), all drawn from the case's own seed."""
     generator = torch.Generator(device="cpu").manual_seed(case_seed(sizes.seed, case))
     reference = GroupedMLP(case.mlp_config(sizes, device).replace(dtype=torch.float32))
     shapes = {n: p.shape for n, p in reference.named_parameters()}
     state = make_state(shapes, case, sizes, device, generator)
     inputs = make_inputs(case, sizes, state, device, generator)
     template = make_arena(case, shapes, device, generator)
+    return reference, shapes, state, inputs, template
+
+
+def _run_pair(case, sizes, device, backend, fault) -> CaseRun:
+    reference, shapes, state, inputs, template = _case_data(case, sizes, device)
     if case.quantized and (why := fp8.unavailable_reason(case.fp8)):
         return CaseRun(_reference_only(reference, case, inputs, template), None, None, why)
     try:

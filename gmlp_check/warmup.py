@@ -11,8 +11,9 @@ them one after another.
 So the warm-up first finds the kernels: it runs one case per set of kernels (``compile_key``)
 in this process with Triton's ``jit_cache_hook`` answering "skip" for every launch, which
 records the launch's exact specialization (Triton's own serialized form) and neither compiles
-nor runs it. The fused side's results are garbage then and are discarded; the reference side
-runs for real, which is cheap. Then worker processes compile the distinct specializations,
+nor runs it. Only the fused side runs (gmlp_check.pair.run_fused_side, on the data the run
+gives it), and its results, garbage then, are discarded: the reference and the comparison
+launch no Triton kernel. Then worker processes compile the distinct specializations,
 one per job, with ``JITFunction.preload`` (Triton's way of compiling a recorded
 specialization ahead of its launch), into the disk cache the run then loads from. Kernels are
 found by their module and name, so any Triton kernel defined at module level is warmed,
@@ -133,7 +134,7 @@ def plan(
 def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -> list[KernelJob]:
     """Run the plan's cases with every Triton launch skipped, and return the distinct
     kernel specializations they launched; ``on_case(1)`` after each case."""
-    from .pair import run_pair
+    from .pair import run_fused_side
 
     jobs: dict[tuple[str, str, str], KernelJob] = {}
 
@@ -147,7 +148,7 @@ def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -
         for case in plan.cases:
             # The fused side computes nothing now: whatever it fails on is discarded.
             with contextlib.suppress(Exception):
-                run_pair(case, plan.sizes, plan.device, backend)
+                run_fused_side(case, plan.sizes, plan.device, backend)
             on_case(1)
     return list(jobs.values())
 

@@ -12,8 +12,11 @@ import pytest
 import torch
 
 from gmlp_check import warmup
+from gmlp_check.backends import Backend
 from gmlp_check.inputs import DEVICE_SIZES
-from gmlp_check.matrix import MatrixSelection, default_matrix
+from gmlp_check.matrix import Case, MatrixSelection, default_matrix
+from gmlp_check.pair import run_fused_side, run_pair
+from gmlp_check.refimpl import GroupedMLP
 
 FUSED_SOURCES = Path(__file__).resolve().parents[2] / "fused"
 
@@ -95,6 +98,40 @@ def test_every_fused_kernel_is_found_by_module_and_name():
                 found += 1
     assert found >= 5
     assert warmup.jit_function(kernels.__name__ + ".wgrad", "no_such_kernel") is None
+
+
+def _recording_backend(calls: list) -> Backend:
+    """The reference module as a fused side, recording what the checker feeds it."""
+
+    def factory(**kwargs):
+        module = GroupedMLP(**kwargs)
+        forward, backward_dw = module.forward, module.backward_dw
+
+        def recorded_forward(x, split_sizes, probs=None):
+            splits = [int(s) for s in split_sizes]
+            calls.append(("forward", x.dtype, float(x.double().sum()), splits))
+            return forward(x, split_sizes, probs)
+
+        def recorded_backward_dw():
+            calls.append(("backward_dw",))
+            return backward_dw()
+
+        module.forward, module.backward_dw = recorded_forward, recorded_backward_dw
+        return module
+
+    return Backend("recording", factory)
+
+
+@pytest.mark.parametrize("case_id", [c.id for c in _cases() if c.microbatches == 2][:3])
+def test_the_fused_side_alone_gets_what_it_gets_in_a_pair(case_id):
+    """What the warm-up runs to find a case's kernels feeds the fused side the same inputs,
+    in the same calls, as the checked run does."""
+    case = Case.from_id(case_id)
+    in_pair, alone = [], []
+    run_pair(case, DEVICE_SIZES["cpu"], torch.device("cpu"), _recording_backend(in_pair))
+    run_fused_side(case, DEVICE_SIZES["cpu"], torch.device("cpu"), _recording_backend(alone))
+    assert any(call[0] == "forward" for call in alone)
+    assert alone == in_pair
 
 
 def test_negative_workers_is_a_usage_error():
