@@ -201,15 +201,34 @@ def _model(node: cst.ClassDef, is_layer: Callable[[cst.Call], bool]) -> ClassMod
                 )
     init = methods.get("__init__")
     if init is not None:
-        model.spells_delay = _spells_delay(init)
-        for inner in patterns.walk(init.body):
-            if isinstance(inner, cst.Assign) and _builds_layer(inner.value, is_layer):
-                for target in inner.targets:
-                    if _is_self_attr(target.target):
-                        model.layers.setdefault(target.target.attr.value, inner)
+        builders = _init_helpers(init, methods)
+        model.spells_delay = any(_spells_delay(builder) for builder in builders)
+        for builder in builders:
+            for inner in patterns.walk(builder.body):
+                if isinstance(inner, cst.Assign) and _builds_layer(inner.value, is_layer):
+                    for target in inner.targets:
+                        if _is_self_attr(target.target):
+                            model.layers.setdefault(target.target.attr.value, inner)
         for attr in _parameters_only(methods.values(), set(model.layers)):
             del model.layers[attr]
     return model
+
+
+def _init_helpers(init: cst.FunctionDef, methods: dict[str, cst.FunctionDef]):
+    """``__init__`` and the methods of the class it calls through ``self.`` (transitively):
+    a layer built in ``self._build_projections(config)`` is built at construction too."""
+    found, pending = [], [init]
+    while pending:
+        current = pending.pop()
+        if any(current is f for f in found):
+            continue
+        found.append(current)
+        pending.extend(
+            methods[n.func.attr.value]
+            for n in patterns.walk(current.body)
+            if type(n) is cst.Call and _is_self_attr(n.func) and n.func.attr.value in methods
+        )
+    return found
 
 
 # Attributes of a layer that are its parameters: using only these never runs its forward.
@@ -388,6 +407,11 @@ def layer_test(context: ModuleContext) -> Callable[[cst.Call], bool]:
     eager = context.eager_layers
 
     def is_layer(call: cst.Call) -> bool:
+        # Handed ``delay_wgrad_compute`` (not a literal False): whatever it builds delays
+        # its weight gradient, whatever its name.
+        delay = patterns.keyword_arg(call, DELAY)
+        if delay is not None and not patterns.is_false_literal(delay.value):
+            return True
         name = patterns.callee_name(call) or ""
         if name in SPEC_BUILDERS:
             spec = patterns.positional_args(call)
