@@ -15,8 +15,10 @@ single stored hook about gradients (it names a hook and a gradient, is not plura
 not a maker, registrar or trigger of hooks). Hooks kept in a container whose name is the
 plural of such a hook are fired for a known parameter too: ``hooks[p]()`` (or ``h()`` with
 ``h = hooks[p]``) for the key ``p``, and ``h()`` in ``for p, h in zip(params, hooks)`` for
-the parameter ``p`` it is paired with. A loop over the container alone (``for h in hooks:
-h()``) says nothing about whose hook it is and is not a firing here.
+the parameter ``p`` it is paired with; ``hook_owners`` has the other shapes (a position
+in ``enumerate``, ``hooks.get(p)``, ``getattr(p, ...)()``, pairs of a container that names
+hooks). A loop over the container alone (``for h in hooks: h()``) says nothing about whose
+hook it is and is not a firing here.
 
 *Bookkeeping* for ``p`` is a statement that assigns ``p.grad`` or
 ``p.grad_added_to_main_grad`` (directly or by ``setattr``), a test

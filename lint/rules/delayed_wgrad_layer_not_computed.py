@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 classes = LazyModule("..analysis.classes", __package__)
+late_layers = LazyModule("..analysis.late_layers", __package__)
 
 CODE = "GMLP014"
 RULE = Rule(
@@ -229,7 +230,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     index = context.shared(classes.class_index)
     for model in index.classes.values():
         backward_dw = index.method(model, classes.BACKWARD_DW)
-        late = classes.late_layers(model) if backward_dw is not None else {}
+        late = late_layers.late_layers(model) if backward_dw is not None else {}
         if not model.layers and not late:
             continue
         if backward_dw is None:
