@@ -312,6 +312,9 @@ def _builds_layer(value: ast.AST, is_layer) -> bool:
 
 def _is_layer_call(call: ast.Call, imports: dict[str, str], eager: Iterable[str]) -> bool:
     """The same test as ``analysis.classes.layer_test``'s, on CPython's tree."""
+    delay = next((k.value for k in call.keywords if k.arg == DELAY), None)
+    if delay is not None and not (isinstance(delay, ast.Constant) and delay.value in (False, None)):
+        return True
     name = _last_name(call.func) or ""
     if name in SPEC_BUILDERS:
         target = _last_name(call.args[0]) if call.args else None

@@ -64,6 +64,7 @@ RULE_MODULES = {
     "GMLP035": "delayed_wgrad_replaces_grad",
     "GMLP036": "wgrad_delivered_twice",
     "GMLP037": "copy_handed_as_weight",
+    "GMLP038": "delayed_wgrad_override_drops_work",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

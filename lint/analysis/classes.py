@@ -201,15 +201,34 @@ def _model(node: cst.ClassDef, is_layer: Callable[[cst.Call], bool]) -> ClassMod
                 )
     init = methods.get("__init__")
     if init is not None:
-        model.spells_delay = _spells_delay(init)
-        for inner in patterns.walk(init.body):
-            if isinstance(inner, cst.Assign) and _builds_layer(inner.value, is_layer):
-                for target in inner.targets:
-                    if _is_self_attr(target.target):
-                        model.layers.setdefault(target.target.attr.value, inner)
+        builders = _init_helpers(init, methods)
+        model.spells_delay = any(_spells_delay(builder) for builder in builders)
+        for builder in builders:
+            for inner in patterns.walk(builder.body):
+                if isinstance(inner, cst.Assign) and _builds_layer(inner.value, is_layer):
+                    for target in inner.targets:
+                        if _is_self_attr(target.target):
+                            model.layers.setdefault(target.target.attr.value, inner)
         for attr in _parameters_only(methods.values(), set(model.layers)):
             del model.layers[attr]
     return model
+
+
+def _init_helpers(init: cst.FunctionDef, methods: dict[str, cst.FunctionDef]):
+    """``__init__`` and the methods of the class it calls through ``self.`` (transitively):
+    a layer built in ``self._build_projections(config)`` is built at construction too."""
+    found, pending = [], [init]
+    while pending:
+        current = pending.pop()
+        if any(current is f for f in found):
+            continue
+        found.append(current)
+        pending.extend(
+            methods[n.func.attr.value]
+            for n in patterns.walk(current.body)
+            if type(n) is cst.Call and _is_self_attr(n.func) and n.func.attr.value in methods
+        )
+    return found
 
 
 # Attributes of a layer that are its parameters: using only these never runs its forward.
@@ -245,61 +264,6 @@ def _parameters_only(methods, layers: set[str]) -> set[str]:
         )
     # A layer the class never mentions again may run in a subclass's forward: still one.
     return (layers & parameters_used) - used_whole
-
-
-def late_layers(model: ClassModel) -> dict[str, cst.CSTNode]:
-    """Attributes given a weight layer outside ``__init__`` (not already a layer of
-    ``__init__``), each with the node a finding names: the assignment, or the first layer
-    call of the method that built it. A fused implementation made on the first forward
-    (``self._fused = (self._make_fused(),)``) is a weight layer the class's ``backward_dw``
-    must reach as much as one made in ``__init__``. Computed on demand: only a class with
-    a ``backward_dw`` to check needs it."""
-    found: dict[str, cst.CSTNode] = {}
-    builders = {
-        name: first
-        for name, method in model.methods.items()
-        if name != "__init__"
-        and (
-            first := next(
-                (n for n in patterns.walk(method.body) if _is_layer_node(n, model.is_layer)),
-                None,
-            )
-        )
-    }
-    if not builders:
-        return found
-    for name, method in model.methods.items():
-        if name == "__init__":
-            continue
-        for inner in patterns.walk(method.body):
-            if not isinstance(inner, cst.Assign):
-                continue
-            attrs = [t.target.attr.value for t in inner.targets if _is_self_attr(t.target)]
-            if not attrs:
-                continue
-            where = _layer_source(inner.value, builders, inner, model.is_layer)
-            for attr in attrs:
-                if where is not None and attr not in model.layers:
-                    found.setdefault(attr, where)
-    return found
-
-
-def _is_layer_node(node: cst.CSTNode, is_layer) -> bool:
-    return type(node) is cst.Call and is_layer(node)
-
-
-def _layer_source(value, builders, assignment, is_layer) -> cst.CSTNode | None:
-    """Where the value's layer is built: the assignment for a layer call, the first layer
-    call of a method of the class it calls (``self.m()``); None when it holds no layer."""
-    for node in patterns.walk(value):
-        if type(node) is not cst.Call:
-            continue
-        if is_layer(node):
-            return assignment
-        func = node.func
-        if _is_self_attr(func) and func.attr.value in builders:
-            return builders[func.attr.value]
-    return None
 
 
 def _mentions(method: cst.FunctionDef) -> set[str]:
@@ -388,6 +352,11 @@ def layer_test(context: ModuleContext) -> Callable[[cst.Call], bool]:
     eager = context.eager_layers
 
     def is_layer(call: cst.Call) -> bool:
+        # Handed ``delay_wgrad_compute`` (not a literal False): whatever it builds delays
+        # its weight gradient, whatever its name.
+        delay = patterns.keyword_arg(call, DELAY)
+        if delay is not None and not patterns.is_false_literal(delay.value):
+            return True
         name = patterns.callee_name(call) or ""
         if name in SPEC_BUILDERS:
             spec = patterns.positional_args(call)

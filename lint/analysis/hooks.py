@@ -15,8 +15,10 @@ single stored hook about gradients (it names a hook and a gradient, is not plura
 not a maker, registrar or trigger of hooks). Hooks kept in a container whose name is the
 plural of such a hook are fired for a known parameter too: ``hooks[p]()`` (or ``h()`` with
 ``h = hooks[p]``) for the key ``p``, and ``h()`` in ``for p, h in zip(params, hooks)`` for
-the parameter ``p`` it is paired with. A loop over the container alone (``for h in hooks:
-h()``) says nothing about whose hook it is and is not a firing here.
+the parameter ``p`` it is paired with; ``hook_owners`` has the other shapes (a position
+in ``enumerate``, ``hooks.get(p)``, ``getattr(p, ...)()``, pairs of a container that names
+hooks). A loop over the container alone (``for h in hooks: h()``) says nothing about whose
+hook it is and is not a firing here.
 
 *Bookkeeping* for ``p`` is a statement that assigns ``p.grad`` or
 ``p.grad_added_to_main_grad`` (directly or by ``setattr``), a test
@@ -34,16 +36,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import patterns
+from . import hook_owners, patterns
 from .cfg import Node
+from .hook_owners import is_hook_container, is_stored_hook
 from .module import Unit
 
 # Calls that are handed a parameter only to look at it.
 INSPECTING_CALLS = frozenset(
     {"getattr", "hasattr", "isinstance", "id", "len", "print", "type", "str", "repr", "iter"}
 )
-# Attribute names that make, register, remove or trigger hooks rather than hold one.
-NOT_A_STORED_HOOK = ("make", "register", "remove", "setup", "create", "trigger", "apply")
 BOOKKEEPING_ATTRS = ("grad", patterns.GRAD_ADDED)
 PROTOCOL_CALLS = frozenset({"backward_dw"})
 
@@ -53,15 +54,6 @@ class Firing:
     subject: str  # the parameter's local name
     call: cst.Call
     node: Node  # the graph node evaluating the call
-
-
-def is_stored_hook(attr: str) -> bool:
-    lowered = attr.lower()
-    return (
-        lowered.endswith("hook")
-        and ("grad" in lowered or "accum" in lowered)
-        and not any(word in lowered for word in NOT_A_STORED_HOOK)
-    )
 
 
 # ``fire = p._grad_accum_hook`` / ``fire = getattr(p, "_grad_accum_hook", None)`` /
@@ -74,8 +66,8 @@ _BOUND_HOOK = re.compile(
 
 # ``h = hooks[p]`` and ``for p, h in zip(params, hooks)``: a local holding a hook taken from
 # a container of hooks; ``hooks[p](...)``: one fired straight from it.
-_CONTAINER_LOCAL = re.compile(r"(\w+)\s*=\s*[\w.]*?(\w+hooks)\[")
-_ZIPPED_LOCALS = re.compile(r"for\s+\(?\s*(\w+)\s*,\s*(\w+)\s*\)?\s+in\s+zip\(")
+_CONTAINER_LOCAL = re.compile(r"(\w+)\s*=\s*[\w.]*?(\w+hooks)(?:\[|\.get\()")
+_ZIPPED_LOCALS = re.compile(r"for\s+\(?\s*(\w+)\s*,\s*(\w+)\s*\)?\s+in\s+(?:zip\(|[\w.]*hook)")
 _CONTAINER_FIRING = re.compile(r"(\w+hooks)\[[^\]]+\]\s*\(")
 
 
@@ -111,11 +103,6 @@ def may_fire(unit: Unit, bound: frozenset[str]) -> bool:
     )
 
 
-def is_hook_container(word: str) -> bool:
-    """The plural of a stored hook's name (``_grad_accum_hooks``)."""
-    return word.endswith("hooks") and is_stored_hook(word[:-1])
-
-
 def firings(unit: Unit) -> Iterator[Firing]:
     for root, node in unit.expression_roots():
         for sub in patterns.walk(root):
@@ -130,60 +117,19 @@ def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
     func = call.func
     if type(func) is cst.Attribute and type(func.value) is cst.Name:
         return func.value.value if is_stored_hook(func.attr.value) else None
-    if type(func) is cst.Subscript:
-        return _container_key(func)
+    if type(func) in (cst.Subscript, cst.Call):
+        # ``hooks[p]()`` / ``hooks[i]()``; ``getattr(p, "<hook>")()`` / ``hooks.get(p)()``
+        return hook_owners.hook_owner(func, unit, node)
     if type(func) is not cst.Name:
         return None
     subjects = {
-        _zipped_owner(d) if d.kind == "for" else _hook_owner(d.value)
+        hook_owners.paired_owner(d)
+        if d.kind == "for"
+        else hook_owners.hook_owner(d.value, unit, d.node)
         for d in unit.reaching.reaching(func.value, node)
     }
     if len(subjects) == 1 and None not in subjects:
         return subjects.pop()
-    return None
-
-
-def _container_key(expr: cst.CSTNode) -> str | None:
-    """``p`` for ``hooks[p]`` with ``hooks`` a container of stored hooks."""
-    if type(expr) is not cst.Subscript or len(expr.slice) != 1:
-        return None
-    index = expr.slice[0].slice
-    key = getattr(index, "value", None)
-    if type(key) is cst.Name and is_hook_container(_last_word(expr.value, lower=False)):
-        return key.value
-    return None
-
-
-def _zipped_owner(definition) -> str | None:
-    """``p`` for the ``h`` of ``for p, h in zip(params, hooks)``: the name paired with a
-    container of stored hooks (two names, two containers)."""
-    loop, target = definition.node.owner, definition.target
-    if type(loop) is not cst.For or type(loop.target) is not cst.Tuple:
-        return None
-    names = [e.value for e in loop.target.elements]
-    args = loop.iter.args if patterns.callee_name(loop.iter) == "zip" else ()
-    if len(names) != 2 or len(args) != 2 or not all(type(n) is cst.Name for n in names):
-        return None
-    mine = next((i for i, n in enumerate(names) if n is target), None)
-    if mine is None or not is_hook_container(_last_word(args[mine].value, lower=False)):
-        return None
-    return names[1 - mine].value
-
-
-def _hook_owner(value: cst.CSTNode | None) -> str | None:
-    """``p`` for ``getattr(p, "<stored hook>", ...)``, ``p.<stored hook>`` or
-    ``<hooks>[p]``."""
-    if type(value) is cst.Subscript:
-        return _container_key(value)
-    if type(value) is cst.IfExp and patterns.is_none_like(value.orelse):
-        return _hook_owner(value.body)  # ``p.<hook> if hasattr(p, "<hook>") else None``
-    if type(value) is cst.Attribute and type(value.value) is cst.Name:
-        return value.value.value if is_stored_hook(value.attr.value) else None
-    if patterns.callee_name(value) == "getattr" and type(value.func) is cst.Name:
-        args = patterns.positional_args(value)
-        word = patterns.string_value(args[1].value) if len(args) >= 2 else None
-        if word is not None and type(args[0].value) is cst.Name and is_stored_hook(word):
-            return args[0].value.value
     return None
 
 
@@ -194,7 +140,57 @@ def bookkeeping_nodes(unit: Unit, subject: str, firing: Firing) -> list[Node]:
     for root, node in unit.expression_roots():
         if node is not firing.node and _keeps_books(root, subject):
             found.append(node)
+    return found + _bookkeeping_loops(unit, subject, firing)
+
+
+def _bookkeeping_loops(unit: Unit, subject: str, firing: Firing) -> list[Node]:
+    """The heads of earlier loops ``for p in X:`` whose body keeps the books of each ``p``
+    unconditionally, when the hook is fired for each ``p`` of the same ``X`` (in a loop or
+    a comprehension): the two loops visit the same parameters, so an empty first loop
+    means an empty second one."""
+    iterables = {_code(i) for i in _iterables_of(unit, subject, firing.call)}
+    if not iterables:
+        return []
+    found = []
+    for stmt, _ in unit.statements():
+        if (
+            type(stmt) is cst.For
+            and _is_name(stmt.target, subject)
+            and _code(stmt.iter) in iterables
+            and not any(sub is firing.call for sub in patterns.walk(stmt.body))
+            and any(_keeps_books(small, subject) for small in _small_statements(stmt.body))
+        ):
+            node = unit.node_for(stmt)
+            if node is not None:
+                found.append(node)
     return found
+
+
+def _iterables_of(unit: Unit, subject: str, call: cst.Call) -> list[cst.BaseExpression]:
+    """What ``subject`` runs over where ``call`` is made: ``X`` of an enclosing ``for
+    subject in X`` loop or comprehension."""
+    found = []
+    for stmt, _ in unit.statements():
+        for sub in patterns.walk(stmt):
+            if type(sub) is cst.For or isinstance(sub, cst.BaseComp):
+                loop = sub if type(sub) is cst.For else sub.for_in
+                if not _is_name(loop.target, subject):
+                    continue
+                inner = sub.body if type(sub) is cst.For else sub
+                if any(part is call for part in patterns.walk(inner)):
+                    found.append(loop.iter)
+    return found
+
+
+def _small_statements(suite: cst.BaseSuite) -> list[cst.CSTNode]:
+    """The statements a suite runs on every pass (not those under a nested ``if``)."""
+    return [
+        small for line in suite.body if type(line) is cst.SimpleStatementLine for small in line.body
+    ]
+
+
+def _code(expr: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(expr)
 
 
 def _keeps_books(root: cst.CSTNode, subject: str) -> bool:
@@ -218,11 +214,21 @@ def _keeps_books(root: cst.CSTNode, subject: str) -> bool:
                 if word in wanted:
                     return True
             continue
-        if name in INSPECTING_CALLS:
+        if name in INSPECTING_CALLS or _fetches_hook(sub):
             continue
         if any(_is_name(arg.value, subject) for arg in sub.args):
             return True
     return False
+
+
+def _fetches_hook(call: cst.Call) -> bool:
+    """``hooks.get(p)``: looks the parameter's hook up, does nothing to the parameter."""
+    func = call.func
+    return (
+        type(func) is cst.Attribute
+        and func.attr.value == "get"
+        and is_hook_container(hook_owners.last_word(func.value, lower=False))
+    )
 
 
 def _is_name(expr: cst.CSTNode, word: str) -> bool:
@@ -280,7 +286,7 @@ def runs_delayed_wgrad(expr: cst.CSTNode) -> cst.Call | None:
         method, receiver = sub.func.attr.value, sub.func.value
         if method == REPLAY and not sub.args:
             return sub
-        if method == "pop" and any(word in _last_word(receiver) for word in WGRAD_WORDS):
+        if method == "pop" and any(word in hook_owners.last_word(receiver) for word in WGRAD_WORDS):
             return sub
     return None
 
@@ -300,13 +306,3 @@ def notifying_nodes(unit: Unit) -> list[Node]:
         elif not isinstance(stmt, cst.BaseCompoundStatement) and fires_hooks(stmt):
             found.append(node)
     return found
-
-
-def _last_word(expr: cst.CSTNode, lower: bool = True) -> str:
-    if type(expr) is cst.Name:
-        word = expr.value
-    elif type(expr) is cst.Attribute:
-        word = expr.attr.value
-    else:
-        return ""
-    return word.lower() if lower else word

@@ -50,7 +50,7 @@ def empty_pieces(context: ModuleContext) -> list[EmptyPiece]:
         found.extend(
             EmptyPiece(method, node.name.value, submodules)
             for method in methods
-            if _is_piece(method.name.value) and not _is_abstract(method) and _is_empty(method)
+            if _is_piece(method.name.value) and not is_abstract(method) and is_empty(method)
         )
     return found
 
@@ -63,11 +63,11 @@ def _is_piece(name: str) -> bool:
     return name.endswith(PIECE_SUFFIX) or PIECE_WORD in name.lower()
 
 
-def _is_abstract(method: cst.FunctionDef) -> bool:
+def is_abstract(method: cst.FunctionDef) -> bool:
     return any(_last_name(d.decorator) in ABSTRACT for d in method.decorators)
 
 
-def _is_empty(method: cst.FunctionDef) -> bool:
+def is_empty(method: cst.FunctionDef) -> bool:
     """Only ``pass``, ``...``, strings (a docstring) or a bare / ``None`` return."""
     for stmt in suite_body(method.body):
         if not isinstance(stmt, cst.SimpleStatementLine):

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 classes = LazyModule("..analysis.classes", __package__)
+late_layers = LazyModule("..analysis.late_layers", __package__)
 
 CODE = "GMLP014"
 RULE = Rule(
@@ -27,7 +28,9 @@ RULE = Rule(
         "there or returned by a method of the class that builds layers: a fused path made "
         "on first use), that the class's `backward_dw` (its own or an inherited one, "
         "following `self.m()` calls) never mentions; a class that takes "
-        "`delay_wgrad_compute` and builds weight layers in `__init__` but has no `backward_dw`"
+        "`delay_wgrad_compute` and builds weight layers in `__init__` (or a method it calls) "
+        "but has no `backward_dw`; a member handed `delay_wgrad_compute=` is a weight layer "
+        "whatever its builder's name"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). With `delay_wgrad_compute`, a
@@ -39,9 +42,12 @@ RULE = Rule(
         class built for delayed wgrad has no `backward_dw`, the layer's weight gradient is
         never computed and main_grad keeps whatever it held.
 
-        Seen: the class model of the file (bases, methods, the layers `__init__` assigns to
-        `self`: calls whose callee names a `Linear`, or `build_module` given a spec named
-        `linear_*` / `*_proj`, alone or in a container such as a `ModuleList`; PyTorch's
+        Seen: the class model of the file (bases, methods, the layers `__init__` and the
+        methods it calls through `self.` assign to `self`: calls handed
+        `delay_wgrad_compute=` (not a literal False: the member delays its wgrad, whatever
+        its builder is called), calls whose callee names a `Linear`, or `build_module` given
+        a spec named `linear_*` / `*_proj`, alone or in a container such as a `ModuleList`;
+        PyTorch's
         `nn.Linear` always computes its wgrad eagerly and is left out; and the layers other
         methods keep in `self.x`, built there or returned by a method of the class that
         builds them, such as a fused implementation made on the first forward: Megatron-LM
@@ -224,7 +230,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     index = context.shared(classes.class_index)
     for model in index.classes.values():
         backward_dw = index.method(model, classes.BACKWARD_DW)
-        late = classes.late_layers(model) if backward_dw is not None else {}
+        late = late_layers.late_layers(model) if backward_dw is not None else {}
         if not model.layers and not late:
             continue
         if backward_dw is None:

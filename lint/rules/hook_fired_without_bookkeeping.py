@@ -54,8 +54,14 @@ RULE = Rule(
         keeps the books of the weights it computes).
 
         Seen besides: hooks kept in a container named as their plural
-        (`_grad_accum_hooks`), fired for a known parameter: by key (`hooks[p]()`, or
-        `h = hooks[p]`) or paired with it by `zip(params, hooks)`.
+        (`_grad_accum_hooks`), fired for a known parameter: by key (`hooks[p]()`,
+        `h = hooks[p]`, `h = hooks.get(p)`), by its position (`hooks[i]()` in `for i, p in
+        enumerate(params)`: the hook is `p`'s) or paired with it by `zip(params, hooks)` or
+        by a container of pairs that names hooks (`for p, h in self.param_hook_pairs: h()`);
+        `getattr(p, "<hook>")()` called at once; firings in a nested function (a closure
+        made for one parameter), a `while` loop or a comprehension. Looking a hook up
+        (`hooks.get(p)`) is not bookkeeping for `p`; an earlier `for p in X:` loop whose body
+        keeps `p`'s books on every pass is, for hooks fired for each `p` of the same `X`.
 
         Not seen: bookkeeping done before the function is called (by its caller), hooks
         stored under other names, a loop over a container of hooks alone (`for h in
@@ -112,6 +118,19 @@ RULE = Rule(
                 param._grad_accum_hook(param)
             """
         ),
+        Example(
+            """
+            def replay(module, params):
+                for p in params:
+                    p.main_grad.add_(p.wgrad)
+                    p.grad_added_to_main_grad = True
+                for hook, hook_args in module.cuda_graph_manual_hooks:
+                    hook(*hook_args)
+                for submodule, hook in module.forward_pre_hooks:
+                    hook(submodule, None)
+                return [p._grad_accum_hook() for p in params]
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -134,6 +153,15 @@ RULE = Rule(
                 param._grad_accum_hook(param)
             """,
             line=5,
+        ),
+        Example(
+            """
+            def finish_experts(expert_params, grad_acc_hooks):
+                for i, p in enumerate(expert_params):
+                    p.main_grad.add_(p.expert_wgrad)
+                    grad_acc_hooks[i]()
+            """,
+            line=4,
         ),
     ),
 )

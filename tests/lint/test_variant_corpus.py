@@ -15,7 +15,13 @@ import pytest
 
 from gmlp_check.lint import engine
 
-from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3, variant_corpus_blind4
+from . import (
+    variant_corpus,
+    variant_corpus_blind2,
+    variant_corpus_blind3,
+    variant_corpus_blind4,
+    variant_corpus_classes56,
+)
 from .support import ALL_CODES
 
 VARIANTS = (
@@ -23,6 +29,7 @@ VARIANTS = (
     + variant_corpus_blind2.VARIANTS
     + variant_corpus_blind3.VARIANTS
     + variant_corpus_blind4.VARIANTS
+    + variant_corpus_classes56.VARIANTS
 )
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]

@@ -1,0 +1,120 @@
+"""Whose hook a hand-fired grad-accumulation hook is (issue #19, class 5): the parameter
+``p`` of ``p.<hook>()``, ``getattr(p, "<hook>")()``, ``hooks[p]()`` / ``hooks.get(p)()``,
+``hooks[i]()`` with ``i`` the position of ``p`` in ``for i, p in enumerate(params)``, and
+the ``h()`` of ``for p, h in zip(params, hooks)`` or of pairs kept in a container that names
+hooks. ``analysis.hooks`` finds the firings and the bookkeeping on the way to them."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from . import patterns
+from .cfg import Node
+from .module import Unit
+
+# Attribute names that make, register, remove or trigger hooks rather than hold one.
+NOT_A_STORED_HOOK = ("make", "register", "remove", "setup", "create", "trigger", "apply")
+
+
+def is_stored_hook(attr: str) -> bool:
+    lowered = attr.lower()
+    return (
+        lowered.endswith("hook")
+        and ("grad" in lowered or "accum" in lowered)
+        and not any(word in lowered for word in NOT_A_STORED_HOOK)
+    )
+
+
+def is_hook_container(word: str) -> bool:
+    """The plural of a stored hook's name (``_grad_accum_hooks``)."""
+    return word.endswith("hooks") and is_stored_hook(word[:-1])
+
+
+def container_key(expr: cst.CSTNode, unit: Unit, node: Node) -> str | None:
+    """``p`` for ``hooks[p]`` or ``hooks.get(p)`` with ``hooks`` a container of stored
+    hooks; for ``hooks[i]`` with ``i`` the position of ``p`` in ``for i, p in
+    enumerate(params)``, ``p`` (the hook is the parameter's, not the index's)."""
+    if type(expr) is cst.Subscript and len(expr.slice) == 1:
+        container, key = expr.value, getattr(expr.slice[0].slice, "value", None)
+    elif (
+        type(expr) is cst.Call
+        and type(expr.func) is cst.Attribute
+        and expr.func.attr.value == "get"
+    ):
+        args = patterns.positional_args(expr)
+        container, key = expr.func.value, args[0].value if args else None
+    else:
+        return None
+    if type(key) is not cst.Name or not is_hook_container(last_word(container, lower=False)):
+        return None
+    owners = {_enumerated_owner(d) for d in unit.reaching.reaching(key.value, node)}
+    if len(owners) == 1 and None not in owners:
+        return owners.pop()
+    return key.value
+
+
+def _enumerated_owner(definition) -> str | None:
+    """``p`` for the ``i`` of ``for i, p in enumerate(params)``."""
+    loop, target = definition.node.owner, definition.target
+    if definition.kind != "for" or type(loop) is not cst.For:
+        return None
+    if type(loop.target) is not cst.Tuple or patterns.callee_name(loop.iter) != "enumerate":
+        return None
+    names = [e.value for e in loop.target.elements]
+    if len(names) == 2 and names[0] is target and type(names[1]) is cst.Name:
+        return names[1].value
+    return None
+
+
+def paired_owner(definition) -> str | None:
+    """``p`` for the ``h`` of ``for p, h in zip(params, hooks)`` (the name paired with a
+    container of stored hooks: two names, two containers), or of ``for p, grad_hook in
+    pairs`` over pairs kept in a container that names hooks (``self.param_hook_pairs``),
+    the called name saying grad hook: ``p`` is the one it belongs to."""
+    loop, target = definition.node.owner, definition.target
+    if type(loop) is not cst.For or type(loop.target) is not cst.Tuple:
+        return None
+    names = [e.value for e in loop.target.elements]
+    if len(names) != 2 or not all(type(n) is cst.Name for n in names):
+        return None
+    mine = next((i for i, n in enumerate(names) if n is target), None)
+    if mine is None:
+        return None
+    if patterns.callee_name(loop.iter) != "zip":
+        # Pairs of any container: the called one must be named as a stored grad hook
+        # (``grad_hook``); a plain ``hook`` of pairs is a module's forward or manual hook.
+        paired = "hook" in last_word(loop.iter) and is_stored_hook(target.value)
+        return names[1 - mine].value if paired else None
+    args = loop.iter.args
+    if len(args) != 2 or not is_hook_container(last_word(args[mine].value, lower=False)):
+        return None
+    return names[1 - mine].value
+
+
+def hook_owner(value: cst.CSTNode | None, unit: Unit, node: Node) -> str | None:
+    """``p`` for ``getattr(p, "<stored hook>", ...)``, ``p.<stored hook>``,
+    ``<hooks>[p]`` or ``<hooks>.get(p)``."""
+    if type(value) is cst.Subscript or (
+        type(value) is cst.Call and patterns.callee_name(value) == "get"
+    ):
+        return container_key(value, unit, node)
+    if type(value) is cst.IfExp and patterns.is_none_like(value.orelse):
+        return hook_owner(value.body, unit, node)  # ``p.<hook> if hasattr(p, ...) else None``
+    if type(value) is cst.Attribute and type(value.value) is cst.Name:
+        return value.value.value if is_stored_hook(value.attr.value) else None
+    if patterns.callee_name(value) == "getattr" and type(value.func) is cst.Name:
+        args = patterns.positional_args(value)
+        word = patterns.string_value(args[1].value) if len(args) >= 2 else None
+        if word is not None and type(args[0].value) is cst.Name and is_stored_hook(word):
+            return args[0].value.value
+    return None
+
+
+def last_word(expr: cst.CSTNode, lower: bool = True) -> str:
+    if type(expr) is cst.Name:
+        word = expr.value
+    elif type(expr) is cst.Attribute:
+        word = expr.attr.value
+    else:
+        return ""
+    return word.lower() if lower else word

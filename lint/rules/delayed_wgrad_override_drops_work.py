@@ -1,0 +1,147 @@
+"""GMLP038: an override that keeps the class's own delayed weight gradients from being
+computed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+overrides = LazyModule("..analysis.overrides", __package__)
+
+CODE = "GMLP038"
+RULE = Rule(
+    code=CODE,
+    name="delayed-wgrad-override-drops-work",
+    summary=(
+        "A class overrides `backward_dw`, or a method its inherited `backward_dw` calls, so "
+        "that the delayed weight gradients of its own weights are never computed."
+    ),
+    flags=(
+        "a `backward_dw` in a class whose `__init__` hands `delay_wgrad_compute` to its base "
+        "(`super().__init__(..., delay_wgrad_compute=X)`) that never calls "
+        "`super().backward_dw()`, uses nothing it pops, writes no main_grad or `.grad` and "
+        "does not raise; an empty override (`pass`, `...`, a docstring, a bare return) of a "
+        "method that the `backward_dw` a base of the file defines calls through `self.`, "
+        "where the base's version does something"
+    ),
+    explanation="""
+        Issue #19, class 6 (delayed wgrad across classes). A layer built with
+        `delay_wgrad_compute` leaves its weights' gradient work in a store during backward;
+        its `backward_dw()` (Transformer Engine's `TransformerEngineBaseModule.backward_dw`)
+        pops the store and computes it. A framework wraps such a layer by subclassing it
+        (Megatron-LM's `TELinear`, `TEGroupedLinear`, `TELayerNormMLP` pass the switch to
+        `super().__init__` and override `backward_dw` to call `super().backward_dw()` when
+        the switch is on). An override that no longer runs the base's version - it only
+        logs, returns, or pops the store and throws the work away - leaves the weights
+        without a gradient: main_grad keeps the previous step's value and nothing fails.
+        The same happens when a subclass empties a piece that the inherited `backward_dw`
+        relies on (the method that pops the store and computes).
+        Seen: the class's own `backward_dw` and the methods of the class it calls through
+        `self.`; the delay handed to the base by keyword in `__init__` (not a literal
+        False, which turns the protocol off); for pieces, a base in the same file whose
+        `backward_dw` calls the piece, directly or through other methods.
+        Not seen: a delay handed to the base positionally or through `**kwargs`; bases in
+        other files for pieces (only the base's `backward_dw` in this file is followed); an
+        override that does unrelated work that looks like computing (it assigns a `.grad`
+        of something else); work done by a helper of another class or file the override
+        calls (any call not through `self.` is not followed, and does not count as work).
+    """,
+    fix="""
+        Call `super().backward_dw()` in the override (under the same delay-mode test the
+        class was built with), or raise `NotImplementedError` when the class does not
+        support delayed wgrad. No automatic fix.
+    """,
+    fix_summary="none (call the base's backward_dw, or raise)",
+    valid=(
+        Example(
+            """
+            class TELinear(te.pytorch.Linear):
+                def __init__(self, in_features, out_features, config):
+                    self.config = config
+                    super().__init__(
+                        in_features, out_features, delay_wgrad_compute=config.delay_wgrad_compute
+                    )
+
+                def backward_dw(self):
+                    if self.config.delay_wgrad_compute:
+                        super().backward_dw()
+            """
+        ),
+        Example(
+            """
+            class LMHeadLinear(te.pytorch.Linear):
+                def __init__(self, in_features, out_features):
+                    super().__init__(in_features, out_features, delay_wgrad_compute=False)
+
+                def backward_dw(self):
+                    pass
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class TELinear(te.pytorch.Linear):
+                def __init__(self, in_features, out_features, config):
+                    self.config = config
+                    super().__init__(
+                        in_features, out_features, delay_wgrad_compute=config.delay_wgrad_compute
+                    )
+
+                def backward_dw(self):
+                    if self.config.delay_wgrad_compute:
+                        self.wgrad_done = True
+            """,
+            line=8,
+        ),
+        Example(
+            """
+            class DelayedLinear(BaseModule):
+                def backward_dw(self):
+                    self._run_delayed_gemms()
+                    self._trigger_wgrad_accumulation_and_reduce_hooks()
+
+                def _run_delayed_gemms(self):
+                    (wgrad, _), _ = self.wgrad_store.pop()
+                    self.weight.grad = wgrad
+
+
+            class FrozenLinear(DelayedLinear):
+                def _run_delayed_gemms(self):
+                    pass
+            """,
+            line=12,
+        ),
+    ),
+)
+
+
+MESSAGE_OWN = (
+    "`{cls}.backward_dw` overrides the backward_dw of a base built with "
+    "delay_wgrad_compute, but never runs it (`super().backward_dw()`) nor computes what the "
+    "base stored: the base's weights never get their delayed gradient"
+)
+MESSAGE_PIECE = (
+    "`{cls}.{method}` empties a method that `{base}.backward_dw` calls to compute the "
+    "delayed weight gradients: for `{cls}` they are never computed"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "backward_dw" not in context.source:
+        return
+    for dropped in context.shared(overrides.dropped_work):
+        name = dropped.method.name
+        if dropped.base:
+            message = MESSAGE_PIECE.format(
+                cls=dropped.class_name, method=name.value, base=dropped.base
+            )
+        else:
+            message = MESSAGE_OWN.format(cls=dropped.class_name)
+        out.report(CODE, name, message)
