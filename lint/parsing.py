@@ -60,7 +60,7 @@ def syntax_error(text: str, path: str) -> SourceError | None:
     except SyntaxError as error:
         if "null bytes" in str(error.msg):
             return _null_byte(text)
-        newer = newer_grammar(text, path, str(error.msg))
+        newer = newer_grammar(text, path)
         if newer is not None:
             return newer if isinstance(newer, SourceError) else None
         return SourceError(f"cannot parse: {error.msg} ({PYTHON})", error.lineno, error.offset)
@@ -98,32 +98,33 @@ def depth_error(text: str, path: str) -> SourceError | None:
     try:
         tree = ast.parse(text, path)
     except SyntaxError as error:  # newer grammar (``syntax_error`` accepted it): its lowering
-        tree = newer_grammar(text, path, str(error.msg))
+        tree = newer_grammar(text, path)
         if not isinstance(tree, ast.AST):
             raise
     return _too_deep(nesting_depth(tree))
 
 
-# What may make the running Python reject a file that a newer one accepts: a PEP 695 type
-# parameter list or ``type`` statement on some line, or an f-string error (PEP 701). Only
-# such files are handed to libcst after the compiler said no: a file rejected for anything
-# else (a missing colon, 200 nested parentheses) costs no second parse.
+# What may make Python 3.11 reject a file that 3.12 accepts: a PEP 695 type parameter list
+# or ``type`` statement on some line, or an f-string (PEP 701 lets one nest quotes of its
+# own kind and backslashes). Only such files are handed to libcst after the compiler said
+# no: a file rejected for anything else (a missing colon, 200 nested parentheses) costs no
+# second parse.
 _NEWER_GRAMMAR = re.compile(
-    r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+\w+[ \t]*\[|^[ \t]*type[ \t]+\w+[ \t]*[\[=]",
+    r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+\w+[ \t]*\[|^[ \t]*type[ \t]+\w+[ \t]*[\[=]"
+    r"|(?<![\w.])(?:[fF][rR]?|[rR][fF])[\"']",
     re.MULTILINE,
 )
 
 
-def newer_grammar(text: str, path: str, message: str) -> ast.AST | SourceError | None:
-    """For a ``text`` the running Python rejected (with ``message``) that may use newer
-    syntax and that libcst parses: CPython's syntax tree of it with the newer-grammar
+def newer_grammar(text: str, path: str) -> ast.AST | SourceError | None:
+    """For a ``text`` the running Python rejected, that may use newer syntax and that libcst
+    parses: CPython's syntax tree of it with the newer-grammar
     constructs lowered, or the compiler's error on the lowered text (what the file holds
     besides the newer syntax; lowering keeps the line numbers). None when it is not newer
-    grammar (the compiler's first answer stands)."""
-    if sys.version_info >= (3, 12) and "f-string" not in message:
-        return None  # the running Python knows PEP 695
-    if "f-string" not in message and not _NEWER_GRAMMAR.search(text):
-        return None
+    grammar (the compiler's first answer stands). What the lowering drops is not checked:
+    a wrong conversion inside an f-string (``f"{x!z}"``) passes."""
+    if sys.version_info >= (3, 12) or not _NEWER_GRAMMAR.search(text):
+        return None  # the running Python knows PEP 695 and PEP 701, or neither is used
     from .newer_grammar import lowered
 
     try:
