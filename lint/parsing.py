@@ -16,12 +16,20 @@ crash or exhaust the run.
   the file's libcst tree is left out of the collection that ends it (``kept_from_collector``).
 * libcst's checks on each node it builds are skipped while it parses a file Python has
   compiled (``trusted_parse``): they are meant for trees written by hand.
+* Syntax newer than the running Python (PEP 695's ``class C[T: Bound]``, ``def f[T]`` and
+  ``type X = ...``; PEP 701's f-strings, all Python 3.12) is still valid: a file the
+  compiler rejects is given to libcst's parser, which knows the newer grammar; where it
+  parses, those constructs are lowered to what the running Python compiles (type parameters
+  dropped, ``type X = v`` as ``X = v``, f-strings as plain strings) and the result must
+  compile (``newer_grammar``). So the compiler's own checks still hold for the rest of the
+  file, and the rules analyse libcst's tree of the original text.
 """
 
 from __future__ import annotations
 
 import ast
 import gc
+import re
 import sys
 import threading
 import warnings
@@ -52,6 +60,9 @@ def syntax_error(text: str, path: str) -> SourceError | None:
     except SyntaxError as error:
         if "null bytes" in str(error.msg):
             return _null_byte(text)
+        newer = newer_grammar(text, path)
+        if newer is not None:
+            return newer if isinstance(newer, SourceError) else None
         return SourceError(f"cannot parse: {error.msg} ({PYTHON})", error.lineno, error.offset)
     except ValueError:  # Python 3.11 raises this for null bytes
         return _null_byte(text)
@@ -84,7 +95,54 @@ def analysis_error(text: str, path: str) -> SourceError | None:
 
 def depth_error(text: str, path: str) -> SourceError | None:
     """A refusal when ``text`` (valid Python) nests deeper than the analysis takes."""
-    return _too_deep(nesting_depth(ast.parse(text, path)))
+    try:
+        tree = ast.parse(text, path)
+    except SyntaxError as error:  # newer grammar (``syntax_error`` accepted it): its lowering
+        tree = newer_grammar(text, path)
+        if not isinstance(tree, ast.AST):
+            raise
+    return _too_deep(nesting_depth(tree))
+
+
+# What may make Python 3.11 reject a file that 3.12 accepts: a PEP 695 type parameter list
+# or ``type`` statement on some line, or an f-string (PEP 701 lets one nest quotes of its
+# own kind and backslashes). Only such files are handed to libcst after the compiler said
+# no: a file rejected for anything else (a missing colon, 200 nested parentheses) costs no
+# second parse.
+_NEWER_GRAMMAR = re.compile(
+    r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+\w+[ \t]*\[|^[ \t]*type[ \t]+\w+[ \t]*[\[=]"
+    r"|(?<![\w.])(?:[fF][rR]?|[rR][fF])[\"']",
+    re.MULTILINE,
+)
+
+
+def newer_grammar(text: str, path: str) -> ast.AST | SourceError | None:
+    """For a ``text`` the running Python rejected, that may use newer syntax and that libcst
+    parses: CPython's syntax tree of it with the newer-grammar
+    constructs lowered, or the compiler's error on the lowered text (what the file holds
+    besides the newer syntax; lowering keeps the line numbers). None when it is not newer
+    grammar (the compiler's first answer stands). What the lowering drops is not checked:
+    a wrong conversion inside an f-string (``f"{x!z}"``) passes."""
+    if sys.version_info >= (3, 12) or not _NEWER_GRAMMAR.search(text):
+        return None  # the running Python knows PEP 695 and PEP 701, or neither is used
+    from .newer_grammar import lowered
+
+    try:
+        text_lowered = run_deep(lambda: lowered(text))
+    except (RecursionError, MemoryError):
+        return None
+    if text_lowered is None:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = compile(text_lowered, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            compile(tree, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        return SourceError(f"cannot parse: {error.msg} ({PYTHON})", error.lineno, error.offset)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return tree
 
 
 def _too_deep(depth: int) -> SourceError | None:
