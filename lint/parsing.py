@@ -97,7 +97,7 @@ def depth_error(text: str, path: str) -> SourceError | None:
     """A refusal when ``text`` (valid Python) nests deeper than the analysis takes."""
     try:
         tree = ast.parse(text, path)
-    except SyntaxError as error:  # newer grammar (``syntax_error`` accepted it): its lowering
+    except SyntaxError:  # newer grammar (``syntax_error`` accepted it): its lowering
         tree = newer_grammar(text, path)
         if not isinstance(tree, ast.AST):
             raise

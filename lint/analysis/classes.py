@@ -201,7 +201,7 @@ def _model(node: cst.ClassDef, is_layer: Callable[[cst.Call], bool]) -> ClassMod
                 )
     init = methods.get("__init__")
     if init is not None:
-        builders = _init_helpers(init, methods)
+        builders = self_call_closure(init, methods)
         model.spells_delay = any(_spells_delay(builder) for builder in builders)
         for builder in builders:
             for inner in patterns.walk(builder.body):
@@ -214,10 +214,13 @@ def _model(node: cst.ClassDef, is_layer: Callable[[cst.Call], bool]) -> ClassMod
     return model
 
 
-def _init_helpers(init: cst.FunctionDef, methods: dict[str, cst.FunctionDef]):
-    """``__init__`` and the methods of the class it calls through ``self.`` (transitively):
-    a layer built in ``self._build_projections(config)`` is built at construction too."""
-    found, pending = [], [init]
+def self_call_closure(
+    method: cst.FunctionDef, methods: dict[str, cst.FunctionDef]
+) -> list[cst.FunctionDef]:
+    """``method`` and the ``methods`` of its class it calls through ``self.``, transitively:
+    a layer built in ``self._build_projections(config)`` from ``__init__`` is built at
+    construction too, and a piece ``backward_dw`` calls is part of its work."""
+    found, pending = [], [method]
     while pending:
         current = pending.pop()
         if any(current is f for f in found):

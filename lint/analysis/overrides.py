@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
-from .classes import BACKWARD_DW, DELAY, ClassModel, class_index
+from .classes import BACKWARD_DW, DELAY, ClassModel, class_index, self_call_closure
 from .module import ModuleContext, suite_body
 from .wgrad_pieces import is_abstract, is_empty
 
@@ -139,30 +139,9 @@ def _only_raises(method: cst.FunctionDef) -> bool:
 
 
 def _with_helpers(model: ClassModel, method: cst.FunctionDef) -> list[cst.FunctionDef]:
-    """``method`` and the methods of ``model`` it calls through ``self.``, transitively."""
-    found, pending = [], [method]
-    while pending:
-        current = pending.pop()
-        if any(current is f for f in found):
-            continue
-        found.append(current)
-        pending.extend(
-            model.methods[name] for name in _self_calls(current) if name in model.methods
-        )
-    return found
+    return self_call_closure(method, model.methods)
 
 
 def _pieces(owner: ClassModel, method: cst.FunctionDef) -> set[str]:
     """Methods of ``owner`` that its ``backward_dw`` calls through ``self.``, transitively."""
     return {f.name.value for f in _with_helpers(owner, method)} - {BACKWARD_DW}
-
-
-def _self_calls(method: cst.FunctionDef) -> set[str]:
-    return {
-        n.func.attr.value
-        for n in patterns.walk(method.body)
-        if type(n) is cst.Call
-        and type(n.func) is cst.Attribute
-        and type(n.func.value) is cst.Name
-        and n.func.value.value == "self"
-    }
