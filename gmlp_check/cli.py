@@ -132,14 +132,14 @@ def _warm_up(checker, cases, workers: int | None, show: bool = True) -> None:
     if plan is None:
         return
     console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
-    with progress_bar(console) as progress, stdout_to_stderr():
+    with progress_bar(console) as progress, stdout_to_stderr(), warmup.workers(plan) as pool:
         finding = progress.add_task("finding kernels", total=len(plan.cases), case="")
         jobs = warmup.find_kernels(
             plan, checker.backend, lambda n: progress.update(finding, advance=n)
         )
         label = f"compiling on {min(plan.workers, len(jobs))} workers"
         compiling = progress.add_task(label, total=len(jobs), case="")
-        warmup.compile_kernels(plan, jobs, lambda n: progress.update(compiling, advance=n))
+        warmup.compile_kernels(plan, jobs, lambda n: progress.update(compiling, advance=n), pool)
 
 
 def _run_with_progress(checker, cases, label: str, show: bool = True):

@@ -15,9 +15,15 @@ nor runs it. Only the fused side runs (gmlp_check.pair.run_fused_side, on the da
 gives it), and its results, garbage then, are discarded: the reference and the comparison
 launch no Triton kernel. Then worker processes compile the distinct specializations,
 one per job, with ``JITFunction.preload`` (Triton's way of compiling a recorded
-specialization ahead of its launch), into the disk cache the run then loads from. Kernels are
+specialization ahead of its launch), into the disk cache the run then loads from. The workers
+are started before the finding (``workers``): the fork server's imports and each worker's CUDA
+context take seconds, which then pass while this process finds the kernels. Kernels are
 found by their module and name, so any Triton kernel defined at module level is warmed,
 anyone's factory included; others are left to the run.
+
+Each worker also makes the kernel's launcher, as a first launch would: Triton before 3.7
+compiles one in C per signature (a second or so each, cached on disk), which a cold run would
+otherwise pay in its cases, one after another.
 
 Each worker first computes the kernels' cache keys in the order the run first launches them
 (the order they were found in). A kernel's key includes the constant globals of the helpers it
@@ -42,6 +48,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,21 +160,44 @@ def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -
     return list(jobs.values())
 
 
-def compile_kernels(plan: Plan, jobs: Sequence[KernelJob], on_done: Callable[[int], None]) -> None:
-    """Compile ``jobs`` on the plan's workers into Triton's disk cache; ``on_done(1)`` after
-    each, then the marker. A KeyboardInterrupt (or SIGTERM turned into one) stops the
-    workers and passes through."""
+@contextlib.contextmanager
+def workers(plan: Plan) -> Iterator[Future]:
+    """The plan's worker pool, starting in the background from now on and stopped on leaving:
+    a Future of it. Starting a pool blocks until the fork server has imported torch and the
+    kernels and forked every worker, and each worker makes its CUDA context as it starts:
+    seconds that pass while this process finds the kernels. A KeyboardInterrupt (or SIGTERM
+    turned into one) inside stops them and passes through."""
+    index = plan.device.index if plan.device.index is not None else 0
+    starter = ThreadPoolExecutor(1, thread_name_prefix="gmlp-check-warm-up")
+    pool = starter.submit(
+        _context().Pool, plan.workers, initializer=_start_worker, initargs=(index,)
+    )
+    starter.shutdown(wait=False)
+    try:
+        yield pool
+    finally:
+        with contextlib.suppress(Exception):
+            pool.result().terminate()
+            pool.result().join()
+
+
+def compile_kernels(
+    plan: Plan,
+    jobs: Sequence[KernelJob],
+    on_done: Callable[[int], None],
+    pool: Future | None = None,
+) -> None:
+    """Compile ``jobs`` into Triton's disk cache on ``pool`` (from ``workers``; started here
+    when not given); ``on_done(1)`` after each, then the marker."""
+    if jobs and pool is None:
+        with workers(plan) as started:
+            compile_kernels(plan, jobs, on_done, started)
+        return
     if jobs:
         # The kernels in the order the run first launches them (see the module's docstring).
         order = tuple(dict.fromkeys((job.module, job.name) for job in jobs))
-        pool = _context().Pool(min(plan.workers, len(jobs)), initializer=_silence)
-        try:
-            for _ in pool.imap_unordered(_compile, [(order, job) for job in jobs]):
-                on_done(1)
-            pool.close()
-        finally:
-            pool.terminate()
-            pool.join()
+        for _ in pool.result().imap_unordered(_compile, [(order, job) for job in jobs]):
+            on_done(1)
     if plan.marker is not None:
         try:
             plan.marker.parent.mkdir(parents=True, exist_ok=True)
@@ -204,11 +234,15 @@ def _context():
     return context
 
 
-def _silence() -> None:
-    """Workers write nothing where the report goes, and die quietly on Ctrl-C."""
+def _start_worker(device: int) -> None:
+    """Each worker writes nothing where the report goes, dies quietly on Ctrl-C, and makes its
+    CUDA context now rather than at its first job (a failure is met again there)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
+    with contextlib.suppress(Exception):
+        torch.cuda.set_device(device)
+        torch.cuda.init()
 
 
 _hashed_in_order = False  # per worker: the kernels' cache keys computed in the run's order
@@ -228,7 +262,14 @@ def _compile(work: tuple[tuple[tuple[str, str], ...], KernelJob]) -> None:
         kernel = jit_function(job.module, job.name)
         if kernel is not None:
             with torch.cuda.device(job.device):
-                kernel.preload(job.specialization)
+                compiled = kernel.preload(job.specialization)
+                # What the run's first launch does next: load the binary and make the
+                # launcher. Triton before 3.7 compiles each signature's launcher in C, with
+                # the host compiler, into the same disk cache: a second or so per kernel that
+                # a cold run would otherwise pay one after another in its cases.
+                load = getattr(compiled, "_init_handles", None)
+                if load is not None:
+                    load()
 
 
 def jit_function(module: str, name: str) -> Any:

@@ -79,6 +79,18 @@ def test_a_finished_warm_up_leaves_its_marker(monkeypatch, tmp_path):
     assert marker.exists()
 
 
+def test_the_workers_start_in_the_background_and_stop_on_leaving():
+    """Starting the pool (the fork server's imports, each worker's start) is left to a thread,
+    so the caller finds kernels meanwhile; leaving stops every worker."""
+    plan = warmup.Plan(torch.device("cuda"), DEVICE_SIZES["cuda"], 2, tuple(_cases()[:1]), None)
+    with warmup.workers(plan) as pool:
+        # The fork server imports torch before the first worker exists: not done yet.
+        assert not pool.done()
+        assert pool.result().apply(os.getpid) != os.getpid()
+        processes = list(pool.result()._pool)
+    assert processes and not any(p.is_alive() for p in processes)
+
+
 def test_every_fused_kernel_is_found_by_module_and_name():
     """What the workers look up from Triton's record of a launch (its kernel's module and
     qualified name) is the compiled kernel the fused path launches."""
@@ -178,10 +190,15 @@ assert not list(cache.rglob("*.cubin")), "finding kernels compiled one"
 warmup.compile_kernels(plan, jobs, lambda n: None)
 compiled = set(cache.rglob("*.cubin"))
 assert 0 < len(compiled) <= len(jobs), (len(compiled), len(jobs))
+# Triton before 3.7 compiles a launcher in C per signature at the first launch: the workers
+# make those too (3.7 on has one launcher for all, and the set stays empty).
+launchers = set(cache.rglob("__triton_launcher*"))
 for case in cases:
     run = run_pair(case, DEVICE_SIZES["cuda"], torch.device("cuda"), backend)
     assert run.fused is not None and run.fused.error is None
 assert set(cache.rglob("*.cubin")) == compiled, "the run compiled kernels the warm-up missed"
+assert set(cache.rglob("__triton_launcher*")) == launchers, "the run compiled launchers"
+print("launchers", len(launchers))
 print("jobs", len(jobs))
 """
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")}
@@ -220,8 +237,10 @@ def test_cold_run_compiles_in_workers_then_a_warm_run_starts_none(tmp_path):
     markers = list((tmp_path / "cache" / "gmlp-check-warm").iterdir())
     assert len(markers) == 1
     compiled = {p for p in (tmp_path / "cache").rglob("*.cubin")}
+    launchers = {p for p in (tmp_path / "cache").rglob("__triton_launcher*")}
     assert compiled
     warm = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert warm.returncode == 0, warm.stderr[-2000:]
-    # Nothing new compiled: every kernel came from the cache the workers filled.
+    # Nothing new compiled: every kernel (and launcher) came from the cache the workers filled.
     assert {p for p in (tmp_path / "cache").rglob("*.cubin")} == compiled
+    assert {p for p in (tmp_path / "cache").rglob("__triton_launcher*")} == launchers
