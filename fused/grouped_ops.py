@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
+from .kernels.activation_backward import activation_backward_kernel
 from .kernels.activation_gemm import fc1_activation_kernel, fc2_dgrad_activation_kernel
 from .kernels.grouped_gemm import grouped_gemm_kernel
 from .kernels.wgrad import grouped_bias_grad_kernel, grouped_wgrad_kernel
@@ -32,7 +33,13 @@ from .operands import (
     row_slots,
     tma_ready,
 )
-from .tiles import LONG_REDUCTION_ROWS, Tiles, dot_precision, tiles_for
+from .tiles import (
+    LONG_REDUCTION_ROWS,
+    Tiles,
+    dgrad_activation_apart,
+    dot_precision,
+    tiles_for,
+)
 
 
 @dataclass(frozen=True)
@@ -169,9 +176,17 @@ def fc2_dgrad_activation(
     glu: bool,
     probs: torch.Tensor | None,
     tiles: Tiles | None = None,
+    apart: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(dh, d probs): gradient of fc1's pre-activation [T, fc1 out] and, with probs, of probs
-    (fp32 [T])."""
+    (fp32 [T]). The derivative is applied in the GEMM's epilogue, or, ``apart``, by a kernel
+    of its own after a row GEMM that stores da (default: fused.tiles.dgrad_activation_apart;
+    ``tiles`` are the epilogue kernel's)."""
+    if apart is None:
+        apart = dgrad_activation_apart(dy.dtype)
+    if apart:
+        da = grouped_gemm(dy, splits, weights, transpose=False)
+        return activation_backward(da, h, activation=activation, glu=glu, probs=probs)
     num_tokens, k = dy.shape
     ffn = weights[0].shape[1]
     dh = dy.new_empty(h.shape)
@@ -208,6 +223,54 @@ def fc2_dgrad_activation(
         GLU=glu,
         HAS_PROBS=probs is not None,
         **launch.options,
+    )
+    return dh, (partial.sum(0) if probs is not None else None)
+
+
+def activation_backward(
+    da: torch.Tensor,
+    h: torch.Tensor,
+    *,
+    activation: int,
+    glu: bool,
+    probs: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(dh, d probs) from da [T, F], the gradient of the activation's output, and h."""
+    num_tokens, ffn = da.shape
+    dh = da.new_empty(h.shape)
+    tiles = tiles_for("activation_backward", da.device, da.dtype)
+    col_tiles = triton.cdiv(ffn, tiles.block_n)
+    partial = (
+        torch.empty((col_tiles, num_tokens), dtype=torch.float32, device=da.device)
+        if probs is not None
+        else torch.empty((1, 1), dtype=torch.float32, device=da.device)
+    )
+    if num_tokens == 0:
+        return dh, (partial.sum(0) if probs is not None else None)
+    grid = (triton.cdiv(num_tokens, tiles.block_m), col_tiles)
+    activation_backward_kernel[grid](
+        da,
+        da.stride(0),
+        da.stride(1),
+        h,
+        h.stride(0),
+        h.stride(1),
+        probs if probs is not None else da,
+        probs.stride(0) if probs is not None else 0,
+        dh,
+        dh.stride(0),
+        dh.stride(1),
+        partial,
+        partial.stride(0),
+        partial.stride(1),
+        num_tokens,
+        ffn,
+        ACT=activation,
+        GLU=glu,
+        HAS_PROBS=probs is not None,
+        BLOCK_M=tiles.block_m,
+        BLOCK_N=tiles.block_n,
+        **tiles.launch_options(),
     )
     return dh, (partial.sum(0) if probs is not None else None)
 

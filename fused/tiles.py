@@ -16,6 +16,11 @@ torch). What decided them:
     multiprocessor; within 5 % of the best candidate on every shape.
   * fc1 forward with GLU (two 128x128 accumulators sharing the x tile) and fc2 dgrad with the
     activation derivative in its epilogue: 128x128x64, 8 warps, 4 stages.
+  * fc2 dgrad, 16-bit: the row GEMM storing da, then the derivative in an elementwise kernel
+    (``dgrad_activation_apart``), rather than the epilogue above, whose two h loads and two
+    dh stores per tile sat exposed after the products (one program per multiprocessor). A/B
+    on the H200 (scripts/gpu/dgrad_apart_ab.py): Mixtral 8.5 -> 6.65 ms, Qwen3 1.30 -> 0.90,
+    DeepSeek 2.57 -> 2.11.
   * weight gradient, fp32 main_grad epilogue: with short per-expert reductions (Qwen3 ~1024
     rows, DeepSeek ~128) the fp32 read-modify-write of each 128x128 output tile costs as much
     as its matrix products, and is only hidden behind another program's products on the same
@@ -80,6 +85,8 @@ _GPU_16BIT = {
     ),
     "wgrad_long": Tiles(64, 128, 256, num_warps=8, num_stages=3, tma=True, start_from_dest=True),
     "bias_grad": Tiles(64, 128, 1, num_warps=4, num_stages=2),
+    # Elementwise (kernels/activation_backward.py): rows x columns of da per program.
+    "activation_backward": Tiles(32, 128, 1, num_warps=4, num_stages=1),
 }
 _GPU_FP32 = {
     "row_gemm": Tiles(64, 64, 32, num_warps=4, num_stages=2),
@@ -87,16 +94,27 @@ _GPU_FP32 = {
     "wgrad": Tiles(32, 64, 64, num_warps=4, num_stages=2),
     "wgrad_long": Tiles(32, 64, 64, num_warps=4, num_stages=2),
     "bias_grad": Tiles(64, 128, 1, num_warps=4, num_stages=2),
+    "activation_backward": Tiles(32, 64, 1, num_warps=4, num_stages=1),
 }
 
 
 def tiles_for(kernel: str, device: torch.device, dtype: torch.dtype) -> Tiles:
-    """Tiles of ``kernel`` (row_gemm, activation_gemm, wgrad, wgrad_long, bias_grad) on this
-    device/dtype."""
+    """Tiles of ``kernel`` (row_gemm, activation_gemm, wgrad, wgrad_long, bias_grad,
+    activation_backward) on this device/dtype."""
     if device.type == "cpu":
         return _INTERPRETER_FP32 if dtype == torch.float32 else _INTERPRETER_16BIT
     table = _GPU_FP32 if dtype == torch.float32 else _GPU_16BIT
     return table[kernel]
+
+
+def dgrad_activation_apart(dtype: torch.dtype) -> bool:
+    """Whether fc2's dgrad stores da with the row GEMM and applies the activation's derivative
+    in a kernel of its own (kernels/activation_backward.py) instead of the GEMM's epilogue.
+    16-bit: yes, on the GPU (less time on every preset shape: the epilogue's h loads and dh
+    stores were exposed) and in the interpreter alike, so that CPU tests run the GPU's path.
+    fp32 keeps the epilogue (its pointer-load GEMMs are not the row GEMM's, and nothing was
+    measured to gain)."""
+    return dtype != torch.float32
 
 
 def dot_precision(dtype: torch.dtype) -> str:

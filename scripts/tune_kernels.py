@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import inspect
 import json
 import statistics
 import sys
@@ -140,8 +141,20 @@ def make_case(p: Problem, kernel: str):
         ref = swiglu_backward(p.h, gmm(p.dy, p.w2, offs=p.offs))
 
         def call(tiles, ops):
+            # Tile variants are the epilogue kernel's; the default (no tiles) takes whichever
+            # path the package chooses (the derivative apart, for 16-bit, since 2026-12-03).
+            apart = "apart" in inspect.signature(ops.fc2_dgrad_activation).parameters
+            extra = {"apart": False} if tiles is not None and apart else {}
             return ops.fc2_dgrad_activation(
-                p.dy, p.splits, w2, p.h, activation=SWIGLU, glu=True, probs=None, **kw(tiles)
+                p.dy,
+                p.splits,
+                w2,
+                p.h,
+                activation=SWIGLU,
+                glu=True,
+                probs=None,
+                **kw(tiles),
+                **extra,
             )[0]
 
         return call, ref, lambda: gmm(p.dy, p.w2, offs=p.offs), 0.0

@@ -65,9 +65,15 @@ def test_grouped_gemm_reads_a_single_grouped_weight_and_strided_inputs():
         torch.testing.assert_close(out[rows(SPLITS, e)], a[rows(SPLITS, e)] @ weight[e].t())
 
 
+# fc2's dgrad with the derivative in the GEMM's epilogue, or in a kernel of its own after a
+# GEMM that stores da in the operands' type (the default for 16-bit: fused.tiles).
+APART = pytest.mark.parametrize("apart", [False, True], ids=["epilogue", "apart"])
+
+
 @DTYPES
+@APART
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
-def test_fc1_activation_and_fc2_dgrad_activation(dtype, activation):
+def test_fc1_activation_and_fc2_dgrad_activation(dtype, activation, apart):
     act = ACTIVATIONS[activation]
     g, hidden, ffn = len(SPLITS), IN, 20
     fc1_out = act.fc1_out_features(ffn)
@@ -95,10 +101,12 @@ def test_fc1_activation_and_fc2_dgrad_activation(dtype, activation):
     torch.testing.assert_close(a.float(), a_ref.detach(), **tol(dtype))
 
     dh, dprobs = grouped_ops.fc2_dgrad_activation(
-        dy, splits, w2, h, activation=code, glu=act.glu, probs=probs
+        dy, splits, w2, h, activation=code, glu=act.glu, probs=probs, apart=apart
     )
     da = torch.cat([dy[rows(SPLITS, e)].float() @ w2[e].float() for e in range(g)])
-    a_ref.backward(da)
+    # Apart, da is stored in the operands' type before the derivative, as autograd in that
+    # type stores it.
+    a_ref.backward(da.to(dtype).float() if apart else da)
     torch.testing.assert_close(dh.float(), h_ref.grad, **tol(dtype))
     if probs is None:
         assert dprobs is None
@@ -106,7 +114,8 @@ def test_fc1_activation_and_fc2_dgrad_activation(dtype, activation):
         torch.testing.assert_close(dprobs, p_ref.grad, **tol(dtype))
 
 
-def test_clamped_qgeglu_derivative_at_the_clamp_limits():
+@APART
+def test_clamped_qgeglu_derivative_at_the_clamp_limits(apart):
     """Gradients pass at exactly +-7 and vanish beyond, as the reference's clip does, whatever
     the torch version (clamp's derivative at the limit changed in torch 2.14)."""
     act = ACTIVATIONS["clamped_qgeglu"]
@@ -117,7 +126,14 @@ def test_clamped_qgeglu_derivative_at_the_clamp_limits():
     dy = torch.ones(5, ffn)
     splits = device_splits([5])
     dh, _ = grouped_ops.fc2_dgrad_activation(
-        dy, splits, w2, h, activation=ACTIVATION_CODES["clamped_qgeglu"], glu=True, probs=None
+        dy,
+        splits,
+        w2,
+        h,
+        activation=ACTIVATION_CODES["clamped_qgeglu"],
+        glu=True,
+        probs=None,
+        apart=apart,
     )
     h_ref = h.clone().requires_grad_()
     act(h_ref, None).backward(dy)
