@@ -55,6 +55,11 @@ RULE = Rule(
         no `else` (Transformer Engine sets bias gradients that way on purpose when the
         main backward already produced one, so that shape alone does not tell a bug).
 
+        Not reported: a gradient the weight itself held put back, `p.grad =
+        p._saved_grad_shard` or `p.grad = p._cpu_grad` (an attribute of the same X whose
+        name says grad): that is what was accumulated, moved, not a contribution computed
+        outside autograd (fairscale's FSDP restores its shards so after a backward).
+
         A producer is known by its name (the words above) and a weight by its spelling
         (`weight`, `param`) or a binding from such a spelling: a function or local renamed
         away from them is not seen.
@@ -85,6 +90,14 @@ RULE = Rule(
                 self.weight.grad = torch.zeros_like(self.weight)
                 self.weight.main_grad.add_(wgrad)
                 self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """
+        ),
+        Example(
+            """
+            def _wait_for_post_backward(self):
+                for p in self.params:
+                    if hasattr(p, "_saved_grad_shard"):
+                        p.grad = p._saved_grad_shard
             """
         ),
         Example(
@@ -156,7 +169,7 @@ def _check_unit(unit: Unit, out: Collector) -> None:
         return
     asked = None
     for stmt, reported, owner in assignments:
-        if not _is_weight(unit, stmt, owner):
+        if not _is_weight(unit, stmt, owner) or _own_stored_gradient(unit, stmt, owner):
             continue
         if asked is None:
             asked = _grads_read(unit)
@@ -198,6 +211,21 @@ def _is_weight(unit: Unit, stmt, owner) -> bool:
     return bool(defs) and all(
         d.value is not None and any(word in context.code(d.value).lower() for word in WEIGHT_WORDS)
         for d in defs
+    )
+
+
+def _own_stored_gradient(unit: Unit, stmt, owner) -> bool:
+    """``p.grad = p._saved_grad_shard``: what the weight itself held under a name that says
+    grad, put back; not a gradient computed outside autograd."""
+    value = (
+        stmt.value
+        if isinstance(stmt, cst.Assign)
+        else patterns.positional_args(stmt.value)[2].value
+    )
+    return (
+        isinstance(value, cst.Attribute)
+        and GRAD in value.attr.value.lower()
+        and unit.context.code(value.value) == unit.context.code(owner)
     )
 
 
