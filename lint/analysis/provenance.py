@@ -172,6 +172,15 @@ def of_value(
             return of_value(value.func, known)  # ctx.origin_weight_ref(): a weakref's object
     if kind is cst.Subscript:
         return of_value(value.value, known, helpers, ctx)
+    if kind is cst.ListComp or kind is cst.GeneratorExp:
+        # ``[quantize(w) for w in weights]``: a list of copies, whose items ``X[i]`` are
+        # copies (only a copy is carried: an element naming the loop variable says nothing)
+        if type(value.elt) is cst.Name:
+            return None
+        return _copy_or_none(of_value(value.elt, {}, helpers, ctx))
+    if kind is cst.List or kind is cst.Tuple:
+        kinds = {of_value(e.value, known, helpers, ctx) for e in value.elements}
+        return _copy_or_none(kinds.pop()) if len(kinds) == 1 else None
     return None
 
 

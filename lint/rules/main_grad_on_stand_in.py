@@ -162,6 +162,8 @@ EFFECTS = {
     "reduces (or the read fails)",
     "flag": "the Parameter itself stays unmarked and its hook adds the real gradient again",
     "weakref": "backward reaches the copy, not the Parameter, through this reference",
+    "grad": "the gradient lands on a temporary the optimizer never sees and the Parameter's "
+    "`.grad` stays empty",
 }
 
 
@@ -170,10 +172,14 @@ def check(context: ModuleContext, out: Collector) -> None:
     if "main_grad" not in source:
         return
     look_at_refs = "weakref" in source
+    # a ``.grad`` assignment can stand anywhere in a file that keeps main_grad (a delayed
+    # ``backward_dw`` spells neither main_grad nor the flag)
+    sets_grad = ".grad =" in source
     for unit in context.units:
         survey = unit.survey
         if (
-            survey.spells_main_grad
+            sets_grad
+            or survey.spells_main_grad
             or survey.spells_grad_added
             or (look_at_refs and survey.calls & {"ref", "proxy"})
         ):
@@ -199,6 +205,9 @@ def _candidates(unit: Unit):
         if subject is not None:
             yield subject, node, root, "`grad_added_to_main_grad` is set on", "flag"
         written = _assigned_ids(root)
+        for owner in _grad_targets(root):
+            # ``w.grad = wgrad`` through a copy: the Parameter never gets the gradient
+            yield owner, node, root, "the weight gradient is assigned to `.grad` of", "grad"
         for sub in patterns.walk(root):
             if id(sub) in written:
                 continue
@@ -209,6 +218,17 @@ def _candidates(unit: Unit):
                 yield owner, node, root, "main_grad is taken from", "main_grad"
             elif (referent := provenance.weakref_referent(sub)) is not None:
                 yield referent, node, root, "a weakref is taken of", "weakref"
+
+
+def _grad_targets(root) -> list:
+    """The objects whose ``.grad`` an assignment statement sets (``X.grad = ...``)."""
+    if not isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        return []
+    return [
+        t.value
+        for t in patterns.assignment_targets(root)
+        if type(t) is cst.Attribute and t.attr.value == "grad"
+    ]
 
 
 def _may_stand_in(unit: Unit, subject, node) -> bool:

@@ -20,6 +20,7 @@ from . import (
     variant_corpus_blind2,
     variant_corpus_blind3,
     variant_corpus_blind4,
+    variant_corpus_classes12,
     variant_corpus_classes56,
 )
 from .support import ALL_CODES
@@ -29,6 +30,7 @@ VARIANTS = (
     + variant_corpus_blind2.VARIANTS
     + variant_corpus_blind3.VARIANTS
     + variant_corpus_blind4.VARIANTS
+    + variant_corpus_classes12.VARIANTS
     + variant_corpus_classes56.VARIANTS
 )
 
