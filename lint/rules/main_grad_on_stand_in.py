@@ -21,13 +21,14 @@ RULE = Rule(
     code=CODE,
     name="main-grad-on-stand-in",
     summary=(
-        "main_grad is read or written, `grad_added_to_main_grad` is set, or a weakref is "
-        "taken through a tensor standing in for the Parameter (a restored, quantized or "
+        "main_grad is read or written, `grad_added_to_main_grad` is set, the weight gradient "
+        "is put on `.grad`, or a weakref is taken through a tensor standing in for the "
+        "Parameter (a restored, quantized or "
         "materialized copy), which carries none of the Parameter's attributes."
     ),
     flags=(
-        "`X.main_grad` / `getattr(X, 'main_grad')`, `X.grad_added_to_main_grad = True` or "
-        "`weakref.ref(X)` where X is known to be a quantized or gathered copy of the weight "
+        "`X.main_grad` / `getattr(X, 'main_grad')`, `X.grad_added_to_main_grad = True`, "
+        "`X.grad = ...` / `X.grad += ...` or `weakref.ref(X)` where X is known to be a quantized or gathered copy of the weight "
         "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
         "the restored copy of a Parameter the function names `origin_X`"
     ),
@@ -51,7 +52,8 @@ RULE = Rule(
         GMLP007's; reads of `overwrite_main_grad` / `zero_out_wgrad` from a stand-in are
         GMLP007's too.
 
-        Not seen: copies made by helpers in other files, copies kept in containers, a
+        Not seen: copies made by helpers in other files, copies kept in dicts or filled
+        into a list item by item, a helper some of whose paths return the Parameter, a
         `ctx` attribute or saved-tensor position that two functions of the file fill with
         different objects (then nothing is assumed), and stand-ins whose name and producer
         say nothing (a plain `weight` restored from `ctx` with no `origin_weight` beside it is
@@ -131,6 +133,17 @@ RULE = Rule(
                 ctx.weight_ref = weakref.ref(weight_fp8)
                 ctx.fuse_wgrad = hasattr(weight, "main_grad")
                 return x @ weight_fp8
+            """,
+            line=6,
+        ),
+        Example(
+            """
+            def backward_dw(self, wgrads):
+                members = [quantize(w) for w in self.weights]
+                if self.fuse:
+                    return [w.main_grad.add_(g) for w, g in zip(self.weights, wgrads)]
+                for i, g in enumerate(wgrads):
+                    members[i].grad = g if members[i].grad is None else members[i].grad + g
             """,
             line=6,
         ),

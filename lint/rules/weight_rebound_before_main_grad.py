@@ -21,6 +21,15 @@ CODE = "GMLP015"
 PER_PARAMETER = ("main_grad", "grad_added_to_main_grad", "overwrite_main_grad", "zero_out_wgrad")
 # Calls that make a new object out of a weight: a Parameter wrapper, or a tensor copy.
 FRESH_CALLS = frozenset({"Parameter", "clone", "detach", "deepcopy", "copy", "contiguous"})
+# Tensor methods that always return a new Python object (a view), never the Parameter itself:
+# a weight rebound through a chain holding one (``w = w.t().contiguous().t()``, ``w =
+# w.view(n, -1)``) has lost its attributes even when the chain ends in a view of the
+# original storage. (``to`` / ``float`` / ``type`` may return the object itself: not counted.)
+VIEW_CALLS = frozenset(
+    {"t", "view", "view_as", "transpose", "reshape", "permute", "flatten", "unflatten",
+     "squeeze", "unsqueeze", "narrow", "expand", "expand_as", "as_strided", "split", "chunk",
+     "unbind"}
+)  # fmt: skip
 RULE = Rule(
     code=CODE,
     name="weight-rebound-before-main-grad",
@@ -29,7 +38,8 @@ RULE = Rule(
         "or its flags are then read from the new object, which carries none of them."
     ),
     flags=(
-        "`w = Parameter(w, ...)` / `w = w.clone()` / `w.detach()` followed by a read of "
+        "`w = Parameter(w, ...)` / `w = w.clone()` / `w.detach()` / a chain on `w` holding a "
+        "copy or a view (`w.t().contiguous().t()`, `w.view(...)`) followed by a read of "
         "`w.main_grad`, `grad_added_to_main_grad`, `overwrite_main_grad` or `zero_out_wgrad` "
         "that this binding reaches"
     ),
@@ -53,6 +63,12 @@ RULE = Rule(
         main_grad, which are then not reported; the flags are still missing (Transformer
         Engine #1573 kept the weight object itself for that reason).
 
+        The weight rebound to a method chain on itself one link of which is a copy or a
+        view (`w = w.t().contiguous().t()`, MindSpeed's SoC-friendly operand before !1534;
+        `w = w.view(n, -1)`; `w = w.transpose(0, 1).reshape(...)`) is a new object too,
+        even when the chain ends in a view of the Parameter's storage. `.to(...)`,
+        `.float()` and `.type(...)` may hand back the object itself and are not counted.
+
         A helper of the module whose every `return` is such a call counts as one
         (`weight = _as_param(weight)`).
 
@@ -62,7 +78,9 @@ RULE = Rule(
         read the Parameter's flag, which stays unset (the buffer put back on the copy is
         not reported, the flag is).
 
-        Not seen: a rebinding in a helper of another file, attributes copied over by a
+        Not seen: a rebinding in a helper of another file (MindSpeed !1534's rebinding
+        helper returns the copy to a caller whose matmul reads main_grad elsewhere), an
+        attribute rebound (`module.weight = Parameter(...)`, Automodel #2986's re-tie), attributes copied over by a
         helper, whether a put-back runs on every path, copies kept under another name (that
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
         GTP does that for dgrad and turns the fused main_grad path off itself).
@@ -99,6 +117,16 @@ RULE = Rule(
         ),
     ),
     invalid=(
+        Example(
+            """
+            def matmul_add(x, weight, dy, aligned):
+                if not aligned:
+                    weight = weight.t().contiguous().t()
+                weight.main_grad.add_(dy.t() @ x)
+                return x @ weight
+            """,
+            line=3,
+        ),
         Example(
             """
             def backward(ctx, grad_output):
@@ -246,7 +274,19 @@ def _makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[st
     if callee in FRESH_CALLS or (callee in makers and isinstance(value.func, cst.Name)):
         return True
     rebinds = name in {n.value for n in patterns.read_names(value)}
+    if rebinds and _chain_makes_new(value):
+        return True
     return rebinds and provenance.of_value(value, {}, helpers) == provenance.QUANTIZED
+
+
+def _chain_makes_new(value) -> bool:
+    """A method chain on the weight itself (``w.t().contiguous().t()``) one link of which
+    is a copy or a view: the result is a new object whatever the last link is."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute:
+        if value.func.attr.value in FRESH_CALLS or value.func.attr.value in VIEW_CALLS:
+            return True
+        value = value.func.value
+    return False
 
 
 def _attribute_writes(root):

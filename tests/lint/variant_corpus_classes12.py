@@ -4,7 +4,13 @@ the copy a `ctx` attribute or a saved-tensor position holds, the list a module h
 builds from quantized members), written from the class's description and from how
 Transformer Engine's delayed `backward_dw` hands `.grad` over, not from any fix. Each
 buggy version adds into `.grad` correctly (so only the object is wrong); each twin makes
-the same write on the Parameter. Same format as variant_corpus.py.
+the same write on the Parameter.
+
+Class 2 (a parameter rebound): the weight name rebound through a method chain one link of
+which makes a new object, a copy or a view (``w.t().contiguous().t()`` to make an operand
+SoC-friendly, ``w.view(...)`` to flatten experts, ``w.transpose(0, 1).reshape(...)``), and
+main_grad or a flag then taken from the new object; each twin keeps the Parameter under its
+own name. Same format as variant_corpus.py.
 """
 
 from __future__ import annotations
@@ -153,6 +159,65 @@ VARIANTS = (
                 x, wq = ctx.saved_tensors
                 wgrad = dy.t() @ x
                 return dy, wgrad
+        """,
+    ),
+    # ------------------------------------ 2: rebound through a transpose round trip
+    Variant(
+        2,
+        "weight-rebound-by-transpose-round-trip",
+        """
+        def aligned_matmul_add(x, weight, dy, mn_aligned):
+            if not mn_aligned:
+                weight = weight.t().contiguous().t()  # bug
+            out = x @ weight
+            weight.main_grad.add_(dy.t() @ x)
+            return out
+        """,
+        """
+        def aligned_matmul_add(x, weight, dy, mn_aligned):
+            operand = weight
+            if not mn_aligned:
+                operand = weight.t().contiguous().t()
+            out = x @ operand
+            weight.main_grad.add_(dy.t() @ x)
+            return out
+        """,
+    ),
+    # ------------------------------------ 2: rebound to a flattened view
+    Variant(
+        2,
+        "expert-weight-rebound-to-view-then-flag",
+        """
+        def expert_wgrad(expert_weight, x, dy, num_experts):
+            expert_weight = expert_weight.view(num_experts, -1)  # bug
+            expert_weight.main_grad.add_(dy.t() @ x)
+            expert_weight.grad_added_to_main_grad = True
+        """,
+        """
+        def expert_wgrad(expert_weight, x, dy, num_experts):
+            flat = expert_weight.view(num_experts, -1)
+            expert_weight.main_grad.add_(dy.t() @ x)
+            expert_weight.grad_added_to_main_grad = True
+            return flat
+        """,
+    ),
+    # ------------------------------------ 2: rebound by transpose then reshape, flag asked
+    Variant(
+        2,
+        "weight-rebound-transpose-reshape-then-getattr-flag",
+        """
+        def finish(w, wgrad, rows):
+            w = w.transpose(0, 1).reshape(rows, -1)  # bug
+            if getattr(w, "grad_added_to_main_grad", False):
+                return None
+            return wgrad
+        """,
+        """
+        def finish(w, wgrad, rows):
+            w_t = w.transpose(0, 1).reshape(rows, -1)
+            if getattr(w, "grad_added_to_main_grad", False):
+                return None
+            return wgrad if w_t is not None else None
         """,
     ),
 )
