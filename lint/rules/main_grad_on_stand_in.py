@@ -138,6 +138,15 @@ RULE = Rule(
         ),
         Example(
             """
+            def backward(ctx, dy, wgrad):
+                weight = all_gather_along_first_dim(ctx.weight)
+                weight.grad_added_to_main_grad = True
+                return wgrad
+            """,
+            line=3,
+        ),
+        Example(
+            """
             def backward_dw(self, wgrads):
                 members = [quantize(w) for w in self.weights]
                 if self.fuse:
@@ -146,15 +155,6 @@ RULE = Rule(
                     members[i].grad = g if members[i].grad is None else members[i].grad + g
             """,
             line=6,
-        ),
-        Example(
-            """
-            def backward(ctx, dy, wgrad):
-                weight = all_gather_along_first_dim(ctx.weight)
-                weight.grad_added_to_main_grad = True
-                return wgrad
-            """,
-            line=3,
         ),
     ),
 )

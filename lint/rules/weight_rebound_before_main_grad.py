@@ -119,16 +119,6 @@ RULE = Rule(
     invalid=(
         Example(
             """
-            def matmul_add(x, weight, dy, aligned):
-                if not aligned:
-                    weight = weight.t().contiguous().t()
-                weight.main_grad.add_(dy.t() @ x)
-                return x @ weight
-            """,
-            line=3,
-        ),
-        Example(
-            """
             def backward(ctx, grad_output):
                 weights = list(ctx.saved_weights)
                 for i in range(ctx.num_gemms):
@@ -172,6 +162,16 @@ RULE = Rule(
                 return wgrad
             """,
             line=2,
+        ),
+        Example(
+            """
+            def matmul_add(x, weight, dy, aligned):
+                if not aligned:
+                    weight = weight.t().contiguous().t()
+                weight.main_grad.add_(dy.t() @ x)
+                return x @ weight
+            """,
+            line=3,
         ),
     ),
 )

@@ -44,6 +44,7 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
             {
                 "GMLP015-invalid-1",
                 "GMLP015-invalid-2",
+                "GMLP015-invalid-4",
                 "class2-fresh-parameter-from-helper",
                 "class2-rebound-to-data-copy",
             }
