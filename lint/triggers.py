@@ -35,6 +35,31 @@ ACCUMULATOR_WORD = "next_functions"  # ``p.expand_as(p).grad_fn.next_functions[0
 _BYTE_HOOK_TRIGGER = HOOK_TRIGGER.encode()
 
 
+# A function handed an overwrite-or-add switch for a buffer it writes (``def
+# reduce_gradients(self, accumulate=False)``): a gradient accumulator under any name, whose
+# own choice GMLP016 holds its other writes to. Found by a parameter of a ``def`` named
+# ``accumulate*`` / ``overwrite*`` (``_`` and ``*`` prefixes allowed).
+SWITCH_WORDS = ("accumulat", "overwrite")
+_SWITCH_PARAMETER = re.compile(r"[(,][ \t]*(?:\\?\r?\n[ \t]*)*\**_?(?:accumulat|overwrite)\w*[ \t]*[:=,)]")
+
+
+def hands_in_switch(source: str) -> bool:
+    """Some ``def`` of the text takes a parameter named for the overwrite-or-add choice: a
+    match of the parameter's shape whose nearest ``def`` before it is still open (its
+    parenthesis not closed before the match). Comments and strings are not told apart: a
+    yes may only cost a parse."""
+    if not any(word in source for word in SWITCH_WORDS):
+        return False
+    for match in _SWITCH_PARAMETER.finditer(source):
+        start = source.rfind("def ", 0, match.start())
+        if start < 0:
+            continue
+        between = source[start : match.start() + 1]
+        if between.count("(") - between.count(")") == 1 and ":\n" not in between:
+            return True
+    return False
+
+
 def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
     """The text names one of ``TRIGGERS``, ``HOOK_TRIGGER`` and ``ACCUMULATOR_WORD`` or a
     call of something named ``*reduce*``, or one of ``CONTRACT_TRIGGERS`` in a run that uses
@@ -42,6 +67,8 @@ def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
     if any(trigger in source for trigger in TRIGGERS):
         return True
     if HOOK_TRIGGER in source and (ACCUMULATOR_WORD in source or calls_reduce(source)):
+        return True
+    if hands_in_switch(source):
         return True
     return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
         facts.delayed_wgrad or delayed_wgrad_in(source)
@@ -87,5 +114,7 @@ def may_be_analysed(data: bytes, facts: RunFacts) -> bool:
     if any(t in data for t in _BYTE_TRIGGERS):
         return True
     if _BYTE_HOOK_TRIGGER in data and (b"reduce" in data or ACCUMULATOR_WORD.encode() in data):
+        return True
+    if any(word.encode() in data for word in SWITCH_WORDS):
         return True
     return bool(facts.delayed_wgrad) and any(t in data for t in _BYTE_CONTRACT_TRIGGERS)

@@ -197,6 +197,33 @@ RULE = Rule(
                 self.reduce(staged, accumulate=accumulate)
             """
         ),
+        Example(
+            """
+            def partition_grad(param, buffer, n, accumulate=False):
+                dest = buffer.narrow(0, 0, n)
+                src = param.grad.view(-1).narrow(0, 0, n)
+                if not accumulate:
+                    dest.copy_(src)
+                elif src.device == dest.device:
+                    dest.add_(src)
+                else:
+                    staged = torch.empty(n, dtype=src.dtype, device=src.device)
+                    staged.copy_(dest)
+                    staged.add_(src)
+                    dest.copy_(staged)
+            """
+        ),
+        Example(
+            """
+            def tally(counts, rows, accumulate=True):
+                for row in rows:
+                    if row.key in counts:
+                        counts[row.key] += row.value
+                    else:
+                        counts[row.key] = row.value
+                counts["total"] = len(rows)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -276,6 +303,20 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def reduce_gradients(self, accumulate=False):
+                if self.fsdp_size > 1:
+                    reduced = reduce_scatter(self.grad_buffer)
+                    if accumulate:
+                        triton_add(self.grad_shard, reduced, self.grad_shard)
+                    else:
+                        triton_copy(reduced, self.grad_shard)
+                else:
+                    triton_copy(self.grad_buffer, self.grad_shard)
+            """,
+            line=9,
+        ),
     ),
 )
 
@@ -300,6 +341,19 @@ RESET_FUNCTION_WORDS = ("hook", "backward")
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     if "main_grad" not in source:
+        # A gradient accumulator under another name (a grad shard, an output buffer handed
+        # in): the function's own overwrite-or-add choice is the evidence, no spelling is.
+        # Only a choice on a switch the caller hands in counts there: a choice on the
+        # function's own state may be a dict's or a counter's, not a gradient's.
+        for unit in context.units:
+            if isinstance(unit.owner, cst.FunctionDef):
+                switches = overwrite_switch.Switches(unit)
+                switches.governed = {
+                    key: (stmt, terms)
+                    for key, (stmt, terms) in switches.governed.items()
+                    if overwrite_switch.handed_in(unit, terms, key)
+                }
+                _check_unheeded_switch(unit, switches, set(), out, tensors_only=True)
         return
     if "fsdp" in source.lower() and patterns.OVERWRITE not in source:
         _check_fsdp_resets(context, out)
@@ -507,7 +561,11 @@ def _check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
 
 
 def _check_unheeded_switch(
-    unit: Unit, switches: overwrite_switch.Switches, reported: set[int], out: Collector
+    unit: Unit,
+    switches: overwrite_switch.Switches,
+    reported: set[int],
+    out: Collector,
+    tensors_only: bool = False,
 ) -> None:
     """A switch handed in and heeded on one path only (Megatron-FSDP v2's
     ``reduce_grad(overwrite_grad=...)`` on a fork, before dca96853's fix): an ``if`` chooses
@@ -515,7 +573,7 @@ def _check_unheeded_switch(
     destination's write mode is decided by that test; another write that replaces the same
     destination on a path no test on the same values decides ignores the switch."""
     if not switches.governed:
-        _check_switch_never_read(unit, reported, out)
+        _check_switch_never_read(unit, reported, out, tensors_only)
         return
     code = unit.context.code
     for root, node in unit.expression_roots():
@@ -543,7 +601,9 @@ IGNORED_MESSAGE = (
 )
 
 
-def _check_switch_never_read(unit: Unit, reported: set[int], out: Collector) -> None:
+def _check_switch_never_read(
+    unit: Unit, reported: set[int], out: Collector, tensors_only: bool = False
+) -> None:
     """The switch handed in and never read at all (the degenerate form of the above): a
     function with an ``overwrite_*`` / ``accumulate*`` parameter that it never reads, and a
     write that replaces a destination it did not allocate (a parameter, an attribute, a
@@ -565,6 +625,8 @@ def _check_switch_never_read(unit: Unit, reported: set[int], out: Collector) -> 
         for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
             if kind != "replace" or id(at) in reported:
                 continue
+            if tensors_only and type(at) is cst.Assign:
+                continue  # ``d[k] = v`` may fill a dict: only a tensor's own writes count
             if not tensor_writes.handed_in(unit, dest, node, params):
                 continue
             reported.add(id(at))
