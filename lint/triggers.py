@@ -18,6 +18,9 @@ TRIGGERS = (
     "backward_dw",  # delayed wgrad across classes (GMLP014): such files may never write main_grad
     "delay_wgrad_compute",
     "_dw(self",  # a delayed-wgrad piece defined (GMLP025): a stub names no other trigger
+    # the per-micro-step accumulation state of ZeRO-style optimizers, whose FP32 gradient
+    # partitions are main_grad under another name (GMLP016's consumer side)
+    "accumulation_boundary",
 )
 _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 # Worth parsing only in a run that uses TE's delayed-wgrad contract (``RunFacts.delayed_wgrad``,

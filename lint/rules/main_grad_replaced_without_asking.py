@@ -15,6 +15,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
 overwrite_switch = LazyModule("..analysis.overwrite_switch", __package__)
+step_consumers = LazyModule("..analysis.step_consumers", __package__)
 
 CODE = "GMLP016"
 # Words that show the code asks how main_grad is to be written: the per-parameter flag, or
@@ -354,6 +355,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                     if overwrite_switch.handed_in(unit, terms, key)
                 }
                 _check_unheeded_switch(unit, switches, set(), out, tensors_only=True)
+                _check_step_consumer(unit, out)
         return
     if "fsdp" in source.lower() and patterns.OVERWRITE not in source:
         _check_fsdp_resets(context, out)
@@ -632,3 +634,23 @@ def _check_switch_never_read(
             reported.add(id(at))
             message = IGNORED_MESSAGE.format(target=out.text(dest), how=how, switch=ignored[0])
             out.report(CODE, at, message)
+
+
+STEP_MESSAGE = (
+    "this replaces `{target}`'s contents (copy_) in code that runs once per micro-step (it "
+    "reads `{evidence}`) and adds into nothing: the gradients of the earlier micro-steps "
+    "are dropped; accumulate them (add_ after the first micro-step) before this copy"
+)
+
+
+def _check_step_consumer(unit: Unit, out: Collector) -> None:
+    """The consumer side on a gradient accumulator under another name (an FP32 partition's
+    ``.grad``, a view of it): a function that reads the per-micro-step accumulation state
+    and copies into gradient storage, and never adds into anything."""
+    if unit.survey.spells_overwrite:
+        return
+    evidence = step_consumers.step_evidence(unit)
+    if evidence is None:
+        return
+    for dest, at in step_consumers.replaced_only(unit):
+        out.report(CODE, at, STEP_MESSAGE.format(target=out.text(dest), evidence=evidence))

@@ -178,4 +178,52 @@ VARIANTS = (
                 fused_copy(reduced, self.grad_shard)
         """,
     ),
+    # ------------------------------------------------ the consumer side: an FP32 partition's .grad
+    Variant(
+        4,
+        "master-grad-copied-at-the-boundary-earlier-steps-dropped",
+        """
+        class OffloadOptimizer:
+            def flush_partition(self, group_id, grads):
+                flat = torch.cat(grads).float()
+                if self.at_accumulation_boundary:
+                    master = self.fp32_groups[group_id]
+                    master.grad.copy_(flat)  # bug
+        """,
+        """
+        class OffloadOptimizer:
+            def flush_partition(self, group_id, grads):
+                flat = torch.cat(grads).float()
+                staging = self.staging[group_id]
+                if self.micro_step == 0:
+                    staging.copy_(flat)
+                else:
+                    staging.add_(flat)
+                if self.at_accumulation_boundary:
+                    self.fp32_groups[group_id].grad.copy_(staging)
+        """,
+    ),
+    Variant(
+        4,
+        "view-of-flat-fp32-grad-copied-each-micro-step",
+        """
+        def reduce_partition(self, param, reduced):
+            start, numel = self.offsets[param]
+            dest = self.fp32_flat.grad.view(-1).narrow(0, start, numel)
+            dest.copy_(reduced.view(-1))  # bug
+            if self.is_gradient_accumulation_boundary:
+                self.ready.add(param)
+        """,
+        """
+        def reduce_partition(self, param, reduced):
+            start, numel = self.offsets[param]
+            dest = self.fp32_flat.grad.view(-1).narrow(0, start, numel)
+            if self.micro_step_id == 0:
+                dest.copy_(reduced.view(-1))
+            else:
+                dest.add_(reduced.view(-1))
+            if self.is_gradient_accumulation_boundary:
+                self.ready.add(param)
+        """,
+    ),
 )
