@@ -44,7 +44,11 @@ RULE = Rule(
         "that copies into main_grad and never adds into it; a write that replaces a "
         "destination on a path no test of the function's own overwrite-or-add choice for "
         "that destination decides, or in a function with an `overwrite*` / `accumulate*` "
-        "parameter it never reads"
+        "parameter it never reads; on accumulators under other names (a grad shard, an "
+        "output buffer, an FP32 partition's `.grad`), in files that never spell main_grad: "
+        "the same choice on a switch the caller hands in (also kernels written as functions: "
+        "`copy(src, dst)`, `add(a, b, out=a)`), and a function reading the micro-step "
+        "accumulation state that `copy_`s into `.grad` storage and adds into nothing"
     ),
     explanation="""
         Issue #19, class 4. main_grad accumulates the weight gradient over microbatches;
@@ -122,6 +126,30 @@ RULE = Rule(
         function allocates are left alone; a function that reads one of several such
         parameters is left alone. Not seen: the parameter read only to be ignored
         (`del overwrite`), and a parameter named otherwise.
+
+        Accumulators under other names (issue #19 class 4, from Fast-LLM #551 and DeepSpeed
+        #7906, generalised): a file that never spells main_grad is analysed when a `def`
+        takes a parameter named `accumulate*` / `overwrite*` (a switch handed in) or it
+        names the accumulation boundary. There, (a) the switch-handed-in check above runs
+        with the buffer under any name, counting kernels written as functions that take
+        their destination (`triton_copy(src, dst)` / a `*copy*` function of two positional
+        arguments replaces the second, `_foreach_copy_(dst, src)` / `copyto(dst, src)` the
+        first; `torch.add(a, b, out=a)` / `fused_add(a, b, a)` adds into its output when
+        that is one of its inputs), but only a choice whose test reads a parameter of the
+        function (directly or through a local bound from one; not the destination itself)
+        counts, and the never-read form judges only tensors' own writes (`d[k] = v` may
+        fill a dict); (b) a function that reads the per-micro-step accumulation state (a
+        name with `microbatch`, `micro_step` or `accumulation_boundary`) and `copy_`s into
+        gradient storage (`X.grad`, a `narrow` / `view` / slice of it, or a local bound to
+        one) while adding into nothing (a `+= 1` counter aside) drops the earlier
+        micro-steps' gradients. Everywhere, a side of a choice that reads the destination
+        it replaces (`tmp.copy_(D); tmp.add_(g); D.copy_(tmp)`, an add staged through
+        another device) is an add, not an overwrite. Not seen: a decision taken from a
+        configuration count instead of the per-step state (DeepSpeed #7981's
+        `gradient_accumulation_steps > 1`: both are attributes, the file does not say
+        which is state), kernels named neither copy nor add, destinations reached through
+        two different expressions, consumers whose micro-step evidence is in a caller, and
+        files naming none of the triggers.
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
