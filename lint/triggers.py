@@ -43,7 +43,9 @@ _BYTE_HOOK_TRIGGER = HOOK_TRIGGER.encode()
 # own choice GMLP016 holds its other writes to. Found by a parameter of a ``def`` named
 # ``accumulate*`` / ``overwrite*`` (``_`` and ``*`` prefixes allowed).
 SWITCH_WORDS = ("accumulat", "overwrite")
-_SWITCH_PARAMETER = re.compile(r"[(,][ \t]*(?:\\?\r?\n[ \t]*)*\**_?(?:accumulat|overwrite)\w*[ \t]*[:=,)]")
+_SWITCH_PARAMETER = re.compile(
+    r"[(,][ \t]*(?:\\?\r?\n[ \t]*)*\**_?(?:accumulat|overwrite)\w*[ \t]*[:=,)]"
+)
 
 
 def hands_in_switch(source: str) -> bool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .module import Unit
 
 # Names of the per-micro-step accumulation state: a function reading one runs once per
-# backward, not once per optimizer step. Also a trigger of the engine (``triggers.py``).
+# backward, not once per optimizer step (``accumulation_boundary`` is also a trigger).
 STEP_WORDS = ("microbatch", "micro_step", "accumulation_boundary")
 # Methods that give a view of a tensor's storage: a write into the view writes the tensor.
 VIEW_METHODS = frozenset({"narrow", "view", "view_as", "reshape", "flatten", "chunk"})
@@ -33,8 +33,13 @@ def step_evidence(unit: Unit) -> str | None:
     for stmt in unit.body:
         for sub in patterns.walk(stmt):
             kind = type(sub)
-            name = sub.value if kind is cst.Name else sub.attr.value if kind is cst.Attribute else None
-            if name is not None and any(word in name.lower() for word in STEP_WORDS):
+            if kind is cst.Name:
+                name = sub.value
+            elif kind is cst.Attribute:
+                name = sub.attr.value
+            else:
+                continue
+            if any(word in name.lower() for word in STEP_WORDS):
                 return name
     return None
 

@@ -132,7 +132,7 @@ VARIANTS = (
                 self.fp32_partition.copy_(partition)
         """,
     ),
-    # ------------------------------------------------ the switch, renamed into a local, skipped in a loop
+    # ------------------------------------------------ a local derived from the switch, skipped
     Variant(
         4,
         "per-chunk-loop-copies-past-the-local-switch",
