@@ -43,26 +43,53 @@ _BYTE_HOOK_TRIGGER = HOOK_TRIGGER.encode()
 # own choice GMLP016 holds its other writes to. Found by a parameter of a ``def`` named
 # ``accumulate*`` / ``overwrite*`` (``_`` and ``*`` prefixes allowed).
 SWITCH_WORDS = ("accumulat", "overwrite")
-_SWITCH_PARAMETER = re.compile(
-    r"[(,][ \t]*(?:\\?\r?\n[ \t]*)*\**_?(?:accumulat|overwrite)\w*[ \t]*[:=,)]"
-)
+# With it, the text must spell a write that replaces a buffer (``copy_``, a ``*copy*``
+# kernel, ``zero_``, ``fill_``, a GEMM's ``out=``): what GMLP016 judges there. A buffer
+# replaced only by slice assignment in such a file is not seen.
+REPLACING_WORDS = ("copy", "zero_(", "fill_(", "out=")
+# How far back the ``def`` of a parameter may start (a signature is shorter than this).
+_SIGNATURE_SPAN = 2000
 
 
 def hands_in_switch(source: str) -> bool:
-    """Some ``def`` of the text takes a parameter named for the overwrite-or-add choice: a
-    match of the parameter's shape whose nearest ``def`` before it is still open (its
-    parenthesis not closed before the match). Comments and strings are not told apart: a
-    yes may only cost a parse."""
-    if not any(word in source for word in SWITCH_WORDS):
-        return False
-    for match in _SWITCH_PARAMETER.finditer(source):
-        start = source.rfind("def ", 0, match.start())
-        if start < 0:
-            continue
-        between = source[start : match.start() + 1]
-        if between.count("(") - between.count(")") == 1 and ":\n" not in between:
-            return True
+    """Some ``def`` of the text takes a parameter named for the overwrite-or-add choice: one
+    of the words at the start of a name (after ``_`` or ``*``) that follows ``(`` or ``,``
+    and is followed by ``:``, ``=``, ``,`` or ``)``, whose nearest ``def`` before it is still
+    open (its parenthesis not closed before the word). Found with ``str.find``, each
+    occurrence looked at once. Comments and strings are not told apart: a yes may only cost
+    a parse."""
+    for word in SWITCH_WORDS:
+        at = source.find(word)
+        while at >= 0:
+            if _is_parameter(source, at) and _in_open_def(source, at):
+                return True
+            at = source.find(word, at + len(word))
     return False
+
+
+def _is_parameter(source: str, at: int) -> bool:
+    start = at
+    while start and source[start - 1] in "_*":
+        start -= 1
+    before = start - 1
+    while before >= 0 and source[before] in " \t\r\n\\":
+        before -= 1
+    if before < 0 or source[before] not in "(,":
+        return False
+    end = _NAME_TAIL.match(source, at).end()
+    while end < len(source) and source[end] in " \t":
+        end += 1
+    return source[end : end + 1] in (":", ",", ")") or (
+        source[end : end + 1] == "=" and source[end + 1 : end + 2] != "="
+    )
+
+
+def _in_open_def(source: str, at: int) -> bool:
+    start = source.rfind("def ", max(0, at - _SIGNATURE_SPAN), at)
+    if start < 0:
+        return False
+    between = source[start:at]
+    return between.count("(") - between.count(")") == 1 and ":\n" not in between
 
 
 def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
@@ -73,7 +100,7 @@ def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
         return True
     if HOOK_TRIGGER in source and (ACCUMULATOR_WORD in source or calls_reduce(source)):
         return True
-    if hands_in_switch(source):
+    if hands_in_switch(source) and any(word in source for word in REPLACING_WORDS):
         return True
     return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
         facts.delayed_wgrad or delayed_wgrad_in(source)

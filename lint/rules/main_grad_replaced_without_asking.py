@@ -251,6 +251,7 @@ RULE = Rule(
                     else:
                         counts[row.key] = row.value
                 counts["total"] = len(rows)
+                counts["seen"] = copy(rows)
             """
         ),
     ),

@@ -97,9 +97,9 @@ def test_a_file_registering_a_hook_on_a_gradient_accumulator_is_analysed():
 @pytest.mark.parametrize(
     "source",
     [
-        "def reduce_gradients(self, distributed, accumulate: bool = False):\n    pass\n",
-        "def flush(\n    self,\n    *,\n    overwrite_grad=False,\n):\n    pass\n",
-        "def fold(buf, x, _accumulate):\n    pass\n",
+        "def reduce_gradients(self, distributed, accumulate: bool = False):\n    copy(x, y)\n",
+        "def flush(\n    self,\n    *,\n    overwrite_grad=False,\n):\n    self.buf.zero_()\n",
+        "def fold(buf, x, _accumulate):\n    torch.mul(x, 2, out=buf)\n",
         "def step(self):\n    if self.is_gradient_accumulation_boundary:\n        pass\n",
     ],
 )
@@ -113,6 +113,8 @@ def test_a_switch_handed_in_or_the_accumulation_state_is_a_trigger(source):
         # a call's keyword and a body's name are not a parameter of a ``def``
         "def gemm(a, b):\n    return general_gemm(a, b, accumulate=False)\n",
         "def step(self):\n    accumulate = self.steps > 1\n    return accumulate\n",
+        # a switch handed in with no write that replaces a buffer in the file
+        "def gemm(a, b, accumulate=False):\n    return general_gemm(a, b, accumulate)\n",
     ],
 )
 def test_the_words_alone_are_not_a_trigger(source):
