@@ -55,7 +55,7 @@ def hands_in_switch(source: str) -> bool:
     """Some ``def`` of the text takes a parameter named for the overwrite-or-add choice: one
     of the words at the start of a name (after ``_`` or ``*``) that follows ``(`` or ``,``
     and is followed by ``:``, ``=``, ``,`` or ``)``, whose nearest ``def`` before it is still
-    open (its parenthesis not closed before the word). Found with ``str.find``, each
+    open (its parenthesis not closed before the word) and is not a pytest ``test_*``. Found with ``str.find``, each
     occurrence looked at once. Comments and strings are not told apart: a yes may only cost
     a parse."""
     for word in SWITCH_WORDS:
@@ -86,8 +86,8 @@ def _is_parameter(source: str, at: int) -> bool:
 
 def _in_open_def(source: str, at: int) -> bool:
     start = source.rfind("def ", max(0, at - _SIGNATURE_SPAN), at)
-    if start < 0:
-        return False
+    if start < 0 or source.startswith("test_", start + 4):
+        return False  # a pytest function's parameters are parametrized values, not a switch
     between = source[start:at]
     return between.count("(") - between.count(")") == 1 and ":\n" not in between
 

@@ -12,7 +12,6 @@ import libcst as cst
 from . import patterns
 from .tensor_writes import (
     ACCUMULATING_METHODS,
-    ADD_WORD,
     LazyDicts,
     after,
     kinds_by_destination,
@@ -43,10 +42,7 @@ class Switches:
         # A choice needs a write that adds: an in-place add, ``+=`` or a GEMM's ``out=``
         # (from the unit's survey, which every rule shares: nothing is walked here).
         survey = unit.survey
-        # (or an add written as a function handed its destination: ``fused_add(a, b, a)``)
-        if not (survey.adds_in_place or survey.calls & ACCUMULATING_METHODS) and not any(
-            ADD_WORD in name.lower() for name in survey.calls
-        ):
+        if not (survey.adds_in_place or survey.calls & ACCUMULATING_METHODS):
             return
         # The other side of an ``if`` is its ``else``, or, when its body ends by leaving
         # (``return``, ``continue``, ``break``, ``raise``), the statements after it.

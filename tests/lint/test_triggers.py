@@ -113,6 +113,8 @@ def test_a_switch_handed_in_or_the_accumulation_state_is_a_trigger(source):
         # a call's keyword and a body's name are not a parameter of a ``def``
         "def gemm(a, b):\n    return general_gemm(a, b, accumulate=False)\n",
         "def step(self):\n    accumulate = self.steps > 1\n    return accumulate\n",
+        # a pytest function's parametrized value is no switch a caller hands in
+        "def test_gemm(accumulate):\n    out.copy_(ref)\n",
         # a switch handed in with no write that replaces a buffer in the file
         "def gemm(a, b, accumulate=False):\n    return general_gemm(a, b, accumulate)\n",
     ],
