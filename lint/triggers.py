@@ -55,9 +55,9 @@ def hands_in_switch(source: str) -> bool:
     """Some ``def`` of the text takes a parameter named for the overwrite-or-add choice: one
     of the words at the start of a name (after ``_`` or ``*``) that follows ``(`` or ``,``
     and is followed by ``:``, ``=``, ``,`` or ``)``, whose nearest ``def`` before it is still
-    open (its parenthesis not closed before the word) and is not a pytest ``test_*``. Found with ``str.find``, each
-    occurrence looked at once. Comments and strings are not told apart: a yes may only cost
-    a parse."""
+    open (its parenthesis not closed before the word) and is not a pytest ``test_*``. Found
+    with ``str.find``, each occurrence looked at once. Comments and strings are not told
+    apart: a yes may only cost a parse."""
     for word in SWITCH_WORDS:
         at = source.find(word)
         while at >= 0:
