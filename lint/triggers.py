@@ -148,5 +148,9 @@ def may_be_analysed(data: bytes, facts: RunFacts) -> bool:
     if _BYTE_HOOK_TRIGGER in data and (b"reduce" in data or ACCUMULATOR_WORD.encode() in data):
         return True
     if any(word.encode() in data for word in SWITCH_WORDS):
-        return True
+        # decoded only when one of the words is there: most files that name one hand no
+        # switch in, and an estimate that says yes to them all skews the workers' shares
+        text = data.decode("utf-8", "replace")
+        if hands_in_switch(text) and any(word in text for word in REPLACING_WORDS):
+            return True
     return bool(facts.delayed_wgrad) and any(t in data for t in _BYTE_CONTRACT_TRIGGERS)

@@ -51,9 +51,13 @@ def note(found: Survey, node: cst.CSTNode) -> None:
                 if arg.keyword is not None and arg.keyword.value == "out":
                     found.adds_in_place = True
             # an add written as a function handed its destination: ``fused_add(a, b, a)``
-            if name is not None and "add" in name.lower() and len(node.args) == 3:
-                if all(arg.keyword is None and not arg.star for arg in node.args):
-                    found.adds_in_place = True
+            if (
+                name is not None
+                and "add" in name.lower()
+                and len(node.args) == 3
+                and all(arg.keyword is None and not arg.star for arg in node.args)
+            ):
+                found.adds_in_place = True
     elif kind is cst.Attribute:
         attr = node.attr.value
         if type(node.value) is cst.Name and node.value.value == "ctx":
