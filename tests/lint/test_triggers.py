@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gmlp_check.lint import engine, triggers
+from gmlp_check.lint.project import NO_RUN_FACTS
 from gmlp_check.lint.registry import rule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "deferred_variants"
@@ -121,3 +122,14 @@ def test_a_switch_handed_in_or_the_accumulation_state_is_a_trigger(source):
 )
 def test_the_words_alone_are_not_a_trigger(source):
     assert not triggers.mentions_contract(source)
+
+
+def test_the_work_estimate_asks_for_the_switch_as_the_engine_does():
+    # A keyword argument in a call is no parameter: neither analysed nor weighed as if.
+    called = b"def gemm(a, b):\n    out.copy_(general_gemm(a, b, accumulate=False))\n"
+    handed = b"def gemm(a, b, out, accumulate=False):\n    out.copy_(a @ b)\n"
+    for data in (called, handed):
+        assert triggers.may_be_analysed(data, NO_RUN_FACTS) == triggers.mentions_contract(
+            data.decode()
+        )
+    assert triggers.may_be_analysed(handed, NO_RUN_FACTS)
