@@ -18,6 +18,9 @@ TRIGGERS = (
     "backward_dw",  # delayed wgrad across classes (GMLP014): such files may never write main_grad
     "delay_wgrad_compute",
     "_dw(self",  # a delayed-wgrad piece defined (GMLP025): a stub names no other trigger
+    # the per-micro-step accumulation state of ZeRO-style optimizers, whose FP32 gradient
+    # partitions are main_grad under another name (GMLP016's consumer side)
+    "accumulation_boundary",
 )
 _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 # Worth parsing only in a run that uses TE's delayed-wgrad contract (``RunFacts.delayed_wgrad``,
@@ -35,6 +38,60 @@ ACCUMULATOR_WORD = "next_functions"  # ``p.expand_as(p).grad_fn.next_functions[0
 _BYTE_HOOK_TRIGGER = HOOK_TRIGGER.encode()
 
 
+# A function handed an overwrite-or-add switch for a buffer it writes (``def
+# reduce_gradients(self, accumulate=False)``): a gradient accumulator under any name, whose
+# own choice GMLP016 holds its other writes to. Found by a parameter of a ``def`` named
+# ``accumulate*`` / ``overwrite*`` (``_`` and ``*`` prefixes allowed).
+SWITCH_WORDS = ("accumulat", "overwrite")
+# With it, the text must spell a write that replaces a buffer (``copy_``, a ``*copy*``
+# kernel, ``zero_``, ``fill_``, a GEMM's ``out=``): what GMLP016 judges there. A buffer
+# replaced only by slice assignment in such a file is not seen.
+REPLACING_WORDS = ("copy", "zero_(", "fill_(", "out=")
+# How far back the ``def`` of a parameter may start (a signature is shorter than this).
+_SIGNATURE_SPAN = 2000
+
+
+def hands_in_switch(source: str) -> bool:
+    """Some ``def`` of the text takes a parameter named for the overwrite-or-add choice: one
+    of the words at the start of a name (after ``_`` or ``*``) that follows ``(`` or ``,``
+    and is followed by ``:``, ``=``, ``,`` or ``)``, whose nearest ``def`` before it is still
+    open (its parenthesis not closed before the word) and is not a pytest ``test_*``. Found
+    with ``str.find``, each occurrence looked at once. Comments and strings are not told
+    apart: a yes may only cost a parse."""
+    for word in SWITCH_WORDS:
+        at = source.find(word)
+        while at >= 0:
+            if _is_parameter(source, at) and _in_open_def(source, at):
+                return True
+            at = source.find(word, at + len(word))
+    return False
+
+
+def _is_parameter(source: str, at: int) -> bool:
+    start = at
+    while start and source[start - 1] in "_*":
+        start -= 1
+    before = start - 1
+    while before >= 0 and source[before] in " \t\r\n\\":
+        before -= 1
+    if before < 0 or source[before] not in "(,":
+        return False
+    end = _NAME_TAIL.match(source, at).end()
+    while end < len(source) and source[end] in " \t":
+        end += 1
+    return source[end : end + 1] in (":", ",", ")") or (
+        source[end : end + 1] == "=" and source[end + 1 : end + 2] != "="
+    )
+
+
+def _in_open_def(source: str, at: int) -> bool:
+    start = source.rfind("def ", max(0, at - _SIGNATURE_SPAN), at)
+    if start < 0 or source.startswith("test_", start + 4):
+        return False  # a pytest function's parameters are parametrized values, not a switch
+    between = source[start:at]
+    return between.count("(") - between.count(")") == 1 and ":\n" not in between
+
+
 def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
     """The text names one of ``TRIGGERS``, ``HOOK_TRIGGER`` and ``ACCUMULATOR_WORD`` or a
     call of something named ``*reduce*``, or one of ``CONTRACT_TRIGGERS`` in a run that uses
@@ -42,6 +99,8 @@ def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
     if any(trigger in source for trigger in TRIGGERS):
         return True
     if HOOK_TRIGGER in source and (ACCUMULATOR_WORD in source or calls_reduce(source)):
+        return True
+    if hands_in_switch(source) and any(word in source for word in REPLACING_WORDS):
         return True
     return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
         facts.delayed_wgrad or delayed_wgrad_in(source)
@@ -88,4 +147,10 @@ def may_be_analysed(data: bytes, facts: RunFacts) -> bool:
         return True
     if _BYTE_HOOK_TRIGGER in data and (b"reduce" in data or ACCUMULATOR_WORD.encode() in data):
         return True
+    if any(word.encode() in data for word in SWITCH_WORDS):
+        # decoded only when one of the words is there: most files that name one hand no
+        # switch in, and an estimate that says yes to them all skews the workers' shares
+        text = data.decode("utf-8", "replace")
+        if hands_in_switch(text) and any(word in text for word in REPLACING_WORDS):
+            return True
     return bool(facts.delayed_wgrad) and any(t in data for t in _BYTE_CONTRACT_TRIGGERS)

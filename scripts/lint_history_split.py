@@ -43,7 +43,8 @@ DEVELOPMENT, HELD_OUT = "development", "held-out"
 HEAD_WORDS = (b"main_grad", b"zero_out_wgrad", b"dummy_wgrad", b"skip_backward_post_hook",
               b"backward_dw", b"delay_wgrad_compute", b"_dw(self", b"register_hook(",
               b"register_post_accumulate_grad_hook",  # parsed in a run using the contract
-              b"register_wgrad_accumulation_and_reduce_hooks")  # fmt: skip
+              b"register_wgrad_accumulation_and_reduce_hooks",
+              b"accumulat", b"overwrite")  # a def handed an overwrite-or-add switch  # fmt: skip
 
 
 def load_data(path: Path) -> dict:

@@ -54,21 +54,27 @@ class Switches:
             if not body_writes:
                 continue
             if stmt.orelse is not None:
-                other_writes = list(writes(stmt.orelse, None, dicts))
+                other_roots = [stmt.orelse]
             elif leaves(stmt.body):
-                following = after(stmt, suite)
-                other_writes = [w for rest in following for w in writes(rest, None, dicts)]
+                other_roots = after(stmt, suite)
             else:
                 continue
+            other_writes = [w for rest in other_roots for w in writes(rest, None, dicts)]
             kinds = {k for _, k, _, _ in body_writes} | {k for _, k, _, _ in other_writes}
             if len(kinds) < 2:
                 continue
             body = kinds_by_destination(body_writes, code)
             other = kinds_by_destination(other_writes, code)
+            # A side that reads what it replaces adds to it: that removes a choice (never
+            # makes one).
+            body_rmw = _read_modify_write(body, [stmt.body], body_writes, code)
+            other_rmw = _read_modify_write(other, other_roots, other_writes, code)
             for key, mine in body.items():
                 theirs = other.get(key, set())
                 # Each side only replaces or only adds to it, and they differ: a choice.
                 if len(mine) == 1 and len(theirs) == 1 and mine != theirs:
+                    if body_rmw[key] == other_rmw.get(key, set()):
+                        continue
                     terms = switch_terms(stmt.test, code)
                     if terms and key not in self.governed:
                         self.governed[key] = (stmt, terms)
@@ -88,6 +94,25 @@ class Switches:
         if not self.governed:
             return False
         return any(self.under(terms, node) for _, terms in self.governed.values())
+
+
+def _read_modify_write(kinds: dict[str, set[str]], roots, side_writes, code) -> dict[str, set[str]]:
+    """A side that reads a destination it replaces adds to it: ``tmp.copy_(D); tmp.add_(g);
+    D.copy_(tmp)`` (an add staged through another device) is not a choice to overwrite D."""
+    replaced = {key for key, found in kinds.items() if found == {"replace"}}
+    if not replaced:
+        return kinds
+    targets = {id(dest) for dest, _, _, _ in side_writes}
+    read = set()
+    for root in roots:
+        for sub in patterns.walk(root):
+            if type(sub) in (cst.Name, cst.Attribute, cst.Subscript) and id(sub) not in targets:
+                text = code(sub).strip()
+                if text in replaced:
+                    read.add(text)
+    if not read:
+        return kinds
+    return {key: ({"accumulate"} if key in read else found) for key, found in kinds.items()}
 
 
 def switch_parameters(unit: Unit) -> list[str]:
@@ -128,3 +153,27 @@ def switch_taint(unit: Unit, terms: frozenset[str]):
         return kind is cst.Attribute and code(node).strip() in terms
 
     return Taint(unit.graph, unit.reaching, unit.control, is_source)
+
+
+def handed_in(unit: Unit, terms: frozenset[str], destination: str) -> bool:
+    """A test on ``terms`` is the caller's decision: it reads a parameter of the function
+    (not ``self``, not the destination itself), directly or through a local the function
+    binds from one (``add_mode = not overwrite_grad``). A choice on the function's own state
+    (a device, a dtype, whether a key is already in a dict) may be one that a dict or a
+    counter makes, not a switch handed in."""
+    params = unit.params
+    if params is None:
+        return False
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    names -= _OBJECT_NAMES | {destination.split(".")[0].split("[")[0]}
+    if terms & names:
+        return True
+    for stmt, _ in unit.statements():
+        smalls = stmt.body if type(stmt) is cst.SimpleStatementLine else (stmt,)
+        for small in smalls:
+            if type(small) is not cst.Assign:
+                continue
+            bound = {t.target.value for t in small.targets if type(t.target) is cst.Name}
+            if bound & terms and {n.value for n in patterns.read_names(small.value)} & names:
+                return True
+    return False

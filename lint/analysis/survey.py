@@ -15,8 +15,9 @@ class Survey:
         self.spells_main_grad = False  # spells main_grad (attribute, getattr string, fetch call)
         self.spells_grad_added = False  # spells grad_added_to_main_grad (attribute or string)
         self.empty_alloc = False  # calls an empty allocator
-        # ``x += y`` / ``x -= y``, or a call given ``out=``: a write that may add into a
-        # buffer beyond the in-place methods ``calls`` names (GMLP016's overwrite-or-add choice)
+        # ``x += y`` / ``x -= y``, a call given ``out=`` or an ``*add*`` call of three
+        # arguments: a write that may add into a buffer beyond the in-place methods
+        # ``calls`` names (GMLP016's overwrite-or-add choice)
         self.adds_in_place = False
         self.calls: set[str] = set()
         self.ctx_attrs: set[str] = set()  # A for every ``ctx.A`` it mentions
@@ -49,6 +50,14 @@ def note(found: Survey, node: cst.CSTNode) -> None:
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "out":
                     found.adds_in_place = True
+            # an add written as a function handed its destination: ``fused_add(a, b, a)``
+            if (
+                name is not None
+                and "add" in name.lower()
+                and len(node.args) == 3
+                and all(arg.keyword is None and not arg.star for arg in node.args)
+            ):
+                found.adds_in_place = True
     elif kind is cst.Attribute:
         attr = node.attr.value
         if type(node.value) is cst.Name and node.value.value == "ctx":

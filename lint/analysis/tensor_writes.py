@@ -21,6 +21,10 @@ ACCUMULATE_KEYWORDS = ("accumulate", "beta")
 # Methods of a tensor that replace its contents, and those that add to them.
 REPLACING_METHODS = frozenset({"copy_", "zero_", "fill_"})
 ACCUMULATING_METHODS = frozenset({"add_", "addmm_", "baddbmm_", "addmv_", "addr_", "addcmul_"})
+# Pointwise kernels written as functions that take their destination as an argument
+# (``triton_copy(src, dst)``, ``torch.add(a, b, out=a)``, ``fused_add(a, b, a)``): known by
+# what the call does with its arguments, the name only saying copy or add.
+COPY_WORD, ADD_WORD = "copy", "add"
 
 
 class Buffers:
@@ -90,6 +94,10 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
             if method is not None and method[1] in ACCUMULATING_METHODS:
                 yield unsubscripted(method[0]), "accumulate", sub, method[1]
                 continue
+            functional = functional_write(sub)
+            if functional is not None:
+                yield unsubscripted(functional[0]), functional[1], sub, functional[2]
+                continue
             if buffers is None:  # syntax only: the keywords as written, ``**`` dict literals
                 arguments = _syntactic_arguments(sub, dicts if dicts is not None else {})
             else:
@@ -110,6 +118,57 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
             for target in sub.targets:
                 if type(target.target) is cst.Subscript:
                     yield target.target.value, "replace", sub, "an assignment into it"
+
+
+def functional_write(call):
+    """(destination, kind, how) for a pointwise kernel written as a function that is handed
+    its destination: a ``*copy*`` function of exactly two positional arguments replaces the
+    second (``triton_copy(src, dst)``: source first, as ``shutil.copy``); an ``*add*``
+    function whose output (``out=``, or a third positional argument) is, by its text, one of
+    its two inputs adds into it (``torch.add(a, b, out=a)``, ``fused_add(a, b, a)``). None
+    for anything else (methods of a tensor are the in-place methods' business; an ``add``
+    whose output is a fresh tensor writes nothing that was there)."""
+    name = patterns.callee_name(call)
+    if name is None:
+        return None
+    lowered = name.lower()
+    if COPY_WORD not in lowered and ADD_WORD not in lowered:
+        return None
+    if type(call.func) is cst.Attribute and patterns.method_call(call) is not None:
+        owner = call.func.value
+        # ``x.copy(y)`` / ``t.add(y)`` are methods of a value; ``torch.add`` / ``ops.copy``
+        # are functions of a module (a plain name, lower case, not a local tensor: judged
+        # by the argument shapes below, which a method of one tensor never has).
+        if type(owner) is not cst.Name:
+            return None
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    if any(arg.star for arg in call.args):
+        return None
+    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    if COPY_WORD in lowered and lowered != "deepcopy":
+        if len(positional) != 2 or keywords.keys() - {"non_blocking"}:
+            return None
+        # In-place spellings (``torch._foreach_copy_(dst, src)``) and ``copyto(dst, src)``
+        # write their first argument.
+        first = lowered.endswith("_") or "copyto" in lowered.replace("_", "")
+        return positional[0 if first else 1], "replace", f"{name}(...)"
+    if lowered.endswith("_"):
+        return (positional[0], "accumulate", f"{name}(...)") if positional else None
+    out = keywords.get("out")
+    if out is None and len(positional) == 3:
+        out, inputs = positional[2], positional[:2]
+    else:
+        inputs = positional[:2]
+    if out is None or len(inputs) != 2:
+        return None
+    if any(_same_text(out, value) for value in inputs):
+        return out, "accumulate", f"{name}(..., out=<an input>)"
+    return None
+
+
+def _same_text(a, b) -> bool:
+    """The two expressions are written alike (``self.shards[i]`` twice)."""
+    return type(a) is type(b) and a.deep_equals(b)
 
 
 def _syntactic_arguments(call, dicts) -> dict:

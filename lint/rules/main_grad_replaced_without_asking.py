@@ -15,6 +15,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
 overwrite_switch = LazyModule("..analysis.overwrite_switch", __package__)
+overwrite_findings = LazyModule("..analysis.overwrite_findings", __package__)
 
 CODE = "GMLP016"
 # Words that show the code asks how main_grad is to be written: the per-parameter flag, or
@@ -43,7 +44,11 @@ RULE = Rule(
         "that copies into main_grad and never adds into it; a write that replaces a "
         "destination on a path no test of the function's own overwrite-or-add choice for "
         "that destination decides, or in a function with an `overwrite*` / `accumulate*` "
-        "parameter it never reads"
+        "parameter it never reads; on accumulators under other names (a grad shard, an "
+        "output buffer, an FP32 partition's `.grad`), in files that never spell main_grad: "
+        "the same choice on a switch the caller hands in (also kernels written as functions: "
+        "`copy(src, dst)`, `add(a, b, out=a)`), and a function reading the micro-step "
+        "accumulation state that `copy_`s into `.grad` storage and adds into nothing"
     ),
     explanation="""
         Issue #19, class 4. main_grad accumulates the weight gradient over microbatches;
@@ -121,6 +126,30 @@ RULE = Rule(
         function allocates are left alone; a function that reads one of several such
         parameters is left alone. Not seen: the parameter read only to be ignored
         (`del overwrite`), and a parameter named otherwise.
+
+        Accumulators under other names (issue #19 class 4, from Fast-LLM #551 and DeepSpeed
+        #7906, generalised): a file that never spells main_grad is analysed when a `def`
+        takes a parameter named `accumulate*` / `overwrite*` (a switch handed in) or it
+        names the accumulation boundary. There, (a) the switch-handed-in check above runs
+        with the buffer under any name, counting kernels written as functions that take
+        their destination (`triton_copy(src, dst)` / a `*copy*` function of two positional
+        arguments replaces the second, `_foreach_copy_(dst, src)` / `copyto(dst, src)` the
+        first; `torch.add(a, b, out=a)` / `fused_add(a, b, a)` adds into its output when
+        that is one of its inputs), but only a choice whose test reads a parameter of the
+        function (directly or through a local bound from one; not the destination itself)
+        counts, and the never-read form judges only tensors' own writes (`d[k] = v` may
+        fill a dict); (b) a function that reads the per-micro-step accumulation state (a
+        name with `microbatch`, `micro_step` or `accumulation_boundary`) and `copy_`s into
+        gradient storage (`X.grad`, a `narrow` / `view` / slice of it, or a local bound to
+        one) while adding into nothing (a `+= 1` counter aside) drops the earlier
+        micro-steps' gradients. Everywhere, a side of a choice that reads the destination
+        it replaces (`tmp.copy_(D); tmp.add_(g); D.copy_(tmp)`, an add staged through
+        another device) is an add, not an overwrite. Not seen: a decision taken from a
+        configuration count instead of the per-step state (DeepSpeed #7981's
+        `gradient_accumulation_steps > 1`: both are attributes, the file does not say
+        which is state), kernels named neither copy nor add, destinations reached through
+        two different expressions, consumers whose micro-step evidence is in a caller, and
+        files naming none of the triggers.
     """,
     fix="""
         Accumulate (`accumulate=True`, `main_grad.add_(...)`), or decide by
@@ -195,6 +224,34 @@ RULE = Rule(
                 staged = torch.empty_like(param.main_grad)
                 staged.copy_(param.main_grad)
                 self.reduce(staged, accumulate=accumulate)
+            """
+        ),
+        Example(
+            """
+            def partition_grad(param, buffer, n, accumulate=False):
+                dest = buffer.narrow(0, 0, n)
+                src = param.grad.view(-1).narrow(0, 0, n)
+                if not accumulate:
+                    dest.copy_(src)
+                elif src.device == dest.device:
+                    dest.add_(src)
+                else:
+                    staged = torch.empty(n, dtype=src.dtype, device=src.device)
+                    staged.copy_(dest)
+                    staged.add_(src)
+                    dest.copy_(staged)
+            """
+        ),
+        Example(
+            """
+            def tally(counts, rows, accumulate=True):
+                for row in rows:
+                    if row.key in counts:
+                        counts[row.key] += row.value
+                    else:
+                        counts[row.key] = row.value
+                counts["total"] = len(rows)
+                counts["seen"] = copy(rows)
             """
         ),
     ),
@@ -276,6 +333,20 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def reduce_gradients(self, accumulate=False):
+                if self.fsdp_size > 1:
+                    reduced = reduce_scatter(self.grad_buffer)
+                    if accumulate:
+                        triton_add(self.grad_shard, reduced, self.grad_shard)
+                    else:
+                        triton_copy(reduced, self.grad_shard)
+                else:
+                    triton_copy(self.grad_buffer, self.grad_shard)
+            """,
+            line=9,
+        ),
     ),
 )
 
@@ -300,6 +371,22 @@ RESET_FUNCTION_WORDS = ("hook", "backward")
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     if "main_grad" not in source:
+        # A gradient accumulator under another name (a grad shard, an output buffer handed
+        # in): the function's own overwrite-or-add choice is the evidence, no spelling is.
+        # Only a choice on a switch the caller hands in counts there: a choice on the
+        # function's own state may be a dict's or a counter's, not a gradient's.
+        for unit in context.units:
+            if isinstance(unit.owner, cst.FunctionDef):
+                switches = overwrite_switch.Switches(unit)
+                switches.governed = {
+                    key: (stmt, terms)
+                    for key, (stmt, terms) in switches.governed.items()
+                    if overwrite_switch.handed_in(unit, terms, key)
+                }
+                overwrite_findings.check_unheeded_switch(
+                    unit, switches, set(), out, tensors_only=True
+                )
+                overwrite_findings.check_step_consumer(unit, out)
         return
     if "fsdp" in source.lower() and patterns.OVERWRITE not in source:
         _check_fsdp_resets(context, out)
@@ -338,10 +425,10 @@ def check(context: ModuleContext, out: Collector) -> None:
                     for sub in patterns.walk(root):
                         if _check_call(sub, tensor_writes.Buffers(unit, node), out):
                             reported.add(id(sub))
-            elif function and _consumes_per_backward(unit):
-                _check_consumer(unit, reported, out)
+            elif function and overwrite_findings.consumes_per_backward(unit):
+                overwrite_findings.check_consumer(unit, reported, out)
         if function:
-            _check_unheeded_switch(unit, switches_of(unit), reported, out)
+            overwrite_findings.check_unheeded_switch(unit, switches_of(unit), reported, out)
 
 
 def _callers(context: ModuleContext) -> dict[str, list[Unit]]:
@@ -430,143 +517,3 @@ def _check_fsdp_resets(context: ModuleContext, out: Collector) -> None:
             found = patterns.attribute_set(root, patterns.GRAD_ADDED)
             if found is not None and patterns.is_false_literal(found[1]):
                 out.report(CODE, root, RESET_MESSAGE.format(subject=out.text(found[0])))
-
-
-# -- the consumer side and the switch handed in ----------------------------------------
-# What shows a function runs once per backward (per microbatch), not once per step: it
-# reads the per-backward write flag, or a microbatch counter or switch.
-PER_BACKWARD_WORD = "microbatch"
-
-CONSUMER_MESSAGE = (
-    "this replaces `{target}`'s contents (copy_) in code that runs once per backward (it "
-    "reads {evidence}) and never adds into main_grad nor asks overwrite_main_grad: with "
-    "gradient accumulation each microbatch erases the ones before it; add_ unless this "
-    "microbatch's buffer is fresh"
-)
-SWITCH_MESSAGE = (
-    "this replaces `{target}`'s contents ({how}) without asking `{switch}`, which decides "
-    "elsewhere in this function (line {line}) whether `{target}` is overwritten or added "
-    "to: on this path an accumulate request is ignored and the earlier microbatches' "
-    "gradient is lost"
-)
-
-
-def _consumes_per_backward(unit: Unit) -> str | None:
-    """What shows that the function runs once per backward: the write flag read, or a
-    microbatch name (``ctx.is_last_microbatch``); None when nothing does."""
-    if unit.survey.spells_grad_added:
-        return "grad_added_to_main_grad"
-    if PER_BACKWARD_WORD not in unit.context.source:
-        return None
-    for stmt in unit.body:
-        for sub in patterns.walk(stmt):
-            name = None
-            if type(sub) is cst.Name:
-                name = sub.value
-            elif type(sub) is cst.Attribute:
-                name = sub.attr.value
-            if name is not None and PER_BACKWARD_WORD in name.lower():
-                return f"`{name}`"
-    return None
-
-
-def _asks_overwrite(unit: Unit) -> bool:
-    current: Unit | None = unit
-    while current is not None:
-        if current.survey.spells_overwrite:
-            return True
-        current = current.parent
-    return False
-
-
-def _check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
-    """The consumer side (Megatron-FSDP v2's reduction on a fork, before 4a4c5706's fix): a
-    function that runs once per backward copies a gradient into main_grad storage
-    (``main_grad = param.get_main_grad(); main_grad.copy_(param.grad)``) and never adds into
-    it: in accumulate mode only the last microbatch survives. A function that also adds
-    into main_grad on some path has made the choice; one that asks overwrite_main_grad
-    too."""
-    evidence = _consumes_per_backward(unit)
-    if evidence is None or _asks_overwrite(unit):
-        return
-    copies = []
-    for root, node in unit.expression_roots():
-        buffers = tensor_writes.Buffers(unit, node)
-        for dest, kind, at, how in tensor_writes.writes(root, buffers):
-            if not unit.aliases.expr(dest, node):
-                continue
-            if kind == "accumulate":
-                return
-            if how == "copy_" and buffers.main_grad(dest):
-                copies.append((dest, at))
-    for dest, at in copies:
-        if id(at) not in reported:
-            reported.add(id(at))
-            message = CONSUMER_MESSAGE.format(target=out.text(dest), evidence=evidence)
-            out.report(CODE, at, message)
-
-
-def _check_unheeded_switch(
-    unit: Unit, switches: overwrite_switch.Switches, reported: set[int], out: Collector
-) -> None:
-    """A switch handed in and heeded on one path only (Megatron-FSDP v2's
-    ``reduce_grad(overwrite_grad=...)`` on a fork, before dca96853's fix): an ``if`` chooses
-    between replacing and adding to a destination, so the function itself says that
-    destination's write mode is decided by that test; another write that replaces the same
-    destination on a path no test on the same values decides ignores the switch."""
-    if not switches.governed:
-        _check_switch_never_read(unit, reported, out)
-        return
-    code = unit.context.code
-    for root, node in unit.expression_roots():
-        for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
-            key = code(dest).strip()
-            if kind != "replace" or key not in switches.governed or id(at) in reported:
-                continue
-            stmt, terms = switches.governed[key]
-            if switches.under(terms, node):
-                continue
-            reported.add(id(at))
-            message = SWITCH_MESSAGE.format(
-                target=key,
-                how=how,
-                switch=code(stmt.test).strip(),
-                line=unit.context.line_of(stmt),
-            )
-            out.report(CODE, at, message)
-
-
-IGNORED_MESSAGE = (
-    "this replaces `{target}`'s contents ({how}), but this function never reads its "
-    "`{switch}` parameter: a caller asking to accumulate gets an overwrite, and the earlier "
-    "microbatches' gradient is lost"
-)
-
-
-def _check_switch_never_read(unit: Unit, reported: set[int], out: Collector) -> None:
-    """The switch handed in and never read at all (the degenerate form of the above): a
-    function with an ``overwrite_*`` / ``accumulate*`` parameter that it never reads, and a
-    write that replaces a destination it did not allocate (a parameter, an attribute, a
-    buffer fetched from an object)."""
-    switches = overwrite_switch.switch_parameters(unit)
-    if not switches:
-        return
-    read = set()
-    for stmt in unit.body:
-        for sub in patterns.walk(stmt):
-            if type(sub) is cst.Name:
-                read.add(sub.value)
-    ignored = [name for name in switches if name not in read]
-    if not ignored or len(ignored) != len(switches):
-        return  # one switch read is asking: the others may be passed on under another name
-    params = {p.name.value for p in (*unit.params.posonly_params, *unit.params.params)}
-    params |= {p.name.value for p in unit.params.kwonly_params}
-    for root, node in unit.expression_roots():
-        for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
-            if kind != "replace" or id(at) in reported:
-                continue
-            if not tensor_writes.handed_in(unit, dest, node, params):
-                continue
-            reported.add(id(at))
-            message = IGNORED_MESSAGE.format(target=out.text(dest), how=how, switch=ignored[0])
-            out.report(CODE, at, message)

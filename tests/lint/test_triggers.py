@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gmlp_check.lint import engine, triggers
+from gmlp_check.lint.project import NO_RUN_FACTS
 from gmlp_check.lint.registry import rule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "deferred_variants"
@@ -92,3 +93,43 @@ def test_a_file_registering_a_hook_on_a_gradient_accumulator_is_analysed():
     assert not triggers.calls_reduce(source)
     assert engine.mentions_contract(source)
     assert triggers.ACCUMULATOR_WORD == grad_ready_hooks.ACCUMULATOR
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def reduce_gradients(self, distributed, accumulate: bool = False):\n    copy(x, y)\n",
+        "def flush(\n    self,\n    *,\n    overwrite_grad=False,\n):\n    self.buf.zero_()\n",
+        "def fold(buf, x, _accumulate):\n    torch.mul(x, 2, out=buf)\n",
+        "def step(self):\n    if self.is_gradient_accumulation_boundary:\n        pass\n",
+    ],
+)
+def test_a_switch_handed_in_or_the_accumulation_state_is_a_trigger(source):
+    assert triggers.mentions_contract(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a call's keyword and a body's name are not a parameter of a ``def``
+        "def gemm(a, b):\n    return general_gemm(a, b, accumulate=False)\n",
+        "def step(self):\n    accumulate = self.steps > 1\n    return accumulate\n",
+        # a pytest function's parametrized value is no switch a caller hands in
+        "def test_gemm(accumulate):\n    out.copy_(ref)\n",
+        # a switch handed in with no write that replaces a buffer in the file
+        "def gemm(a, b, accumulate=False):\n    return general_gemm(a, b, accumulate)\n",
+    ],
+)
+def test_the_words_alone_are_not_a_trigger(source):
+    assert not triggers.mentions_contract(source)
+
+
+def test_the_work_estimate_asks_for_the_switch_as_the_engine_does():
+    # A keyword argument in a call is no parameter: neither analysed nor weighed as if.
+    called = b"def gemm(a, b):\n    out.copy_(general_gemm(a, b, accumulate=False))\n"
+    handed = b"def gemm(a, b, out, accumulate=False):\n    out.copy_(a @ b)\n"
+    for data in (called, handed):
+        assert triggers.may_be_analysed(data, NO_RUN_FACTS) == triggers.mentions_contract(
+            data.decode()
+        )
+    assert triggers.may_be_analysed(handed, NO_RUN_FACTS)

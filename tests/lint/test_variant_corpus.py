@@ -20,6 +20,7 @@ from . import (
     variant_corpus_blind2,
     variant_corpus_blind3,
     variant_corpus_blind4,
+    variant_corpus_class4,
     variant_corpus_classes12,
     variant_corpus_classes56,
 )
@@ -32,6 +33,7 @@ VARIANTS = (
     + variant_corpus_blind4.VARIANTS
     + variant_corpus_classes12.VARIANTS
     + variant_corpus_classes56.VARIANTS
+    + variant_corpus_class4.VARIANTS
 )
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]

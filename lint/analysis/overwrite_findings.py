@@ -1,0 +1,188 @@
+"""GMLP016's findings on the consumer side and on switches handed in: a per-backward consumer
+that copies into main_grad and never adds, a write that replaces a destination on a path no
+test of the function's own overwrite-or-add choice decides, a switch parameter never read,
+and a per-micro-step consumer of a gradient accumulator under another name. Kept apart from
+the rule's module (lint/rules/main_grad_replaced_without_asking.py), which holds the
+producer side and the documentation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import overwrite_switch, patterns, step_consumers, tensor_writes
+
+if TYPE_CHECKING:
+    from .collector import Collector
+    from .module import Unit
+
+CODE = "GMLP016"  # the rule whose findings these are (its page documents them)
+
+
+# -- the consumer side and the switch handed in ----------------------------------------
+# What shows a function runs once per backward (per microbatch), not once per step: it
+# reads the per-backward write flag, or a microbatch counter or switch.
+PER_BACKWARD_WORD = "microbatch"
+
+CONSUMER_MESSAGE = (
+    "this replaces `{target}`'s contents (copy_) in code that runs once per backward (it "
+    "reads {evidence}) and never adds into main_grad nor asks overwrite_main_grad: with "
+    "gradient accumulation each microbatch erases the ones before it; add_ unless this "
+    "microbatch's buffer is fresh"
+)
+SWITCH_MESSAGE = (
+    "this replaces `{target}`'s contents ({how}) without asking `{switch}`, which decides "
+    "elsewhere in this function (line {line}) whether `{target}` is overwritten or added "
+    "to: on this path an accumulate request is ignored and the earlier microbatches' "
+    "gradient is lost"
+)
+
+
+def consumes_per_backward(unit: Unit) -> str | None:
+    """What shows that the function runs once per backward: the write flag read, or a
+    microbatch name (``ctx.is_last_microbatch``); None when nothing does."""
+    if unit.survey.spells_grad_added:
+        return "grad_added_to_main_grad"
+    if PER_BACKWARD_WORD not in unit.context.source:
+        return None
+    for stmt in unit.body:
+        for sub in patterns.walk(stmt):
+            name = None
+            if type(sub) is cst.Name:
+                name = sub.value
+            elif type(sub) is cst.Attribute:
+                name = sub.attr.value
+            if name is not None and PER_BACKWARD_WORD in name.lower():
+                return f"`{name}`"
+    return None
+
+
+def _asks_overwrite(unit: Unit) -> bool:
+    current: Unit | None = unit
+    while current is not None:
+        if current.survey.spells_overwrite:
+            return True
+        current = current.parent
+    return False
+
+
+def check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
+    """The consumer side (Megatron-FSDP v2's reduction on a fork, before 4a4c5706's fix): a
+    function that runs once per backward copies a gradient into main_grad storage
+    (``main_grad = param.get_main_grad(); main_grad.copy_(param.grad)``) and never adds into
+    it: in accumulate mode only the last microbatch survives. A function that also adds
+    into main_grad on some path has made the choice; one that asks overwrite_main_grad
+    too."""
+    evidence = consumes_per_backward(unit)
+    if evidence is None or _asks_overwrite(unit):
+        return
+    copies = []
+    for root, node in unit.expression_roots():
+        buffers = tensor_writes.Buffers(unit, node)
+        for dest, kind, at, how in tensor_writes.writes(root, buffers):
+            if not unit.aliases.expr(dest, node):
+                continue
+            if kind == "accumulate":
+                return
+            if how == "copy_" and buffers.main_grad(dest):
+                copies.append((dest, at))
+    for dest, at in copies:
+        if id(at) not in reported:
+            reported.add(id(at))
+            message = CONSUMER_MESSAGE.format(target=out.text(dest), evidence=evidence)
+            out.report(CODE, at, message)
+
+
+def check_unheeded_switch(
+    unit: Unit,
+    switches: overwrite_switch.Switches,
+    reported: set[int],
+    out: Collector,
+    tensors_only: bool = False,
+) -> None:
+    """A switch handed in and heeded on one path only (Megatron-FSDP v2's
+    ``reduce_grad(overwrite_grad=...)`` on a fork, before dca96853's fix): an ``if`` chooses
+    between replacing and adding to a destination, so the function itself says that
+    destination's write mode is decided by that test; another write that replaces the same
+    destination on a path no test on the same values decides ignores the switch."""
+    if not switches.governed:
+        _check_switch_never_read(unit, reported, out, tensors_only)
+        return
+    code = unit.context.code
+    for root, node in unit.expression_roots():
+        for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
+            key = code(dest).strip()
+            if kind != "replace" or key not in switches.governed or id(at) in reported:
+                continue
+            stmt, terms = switches.governed[key]
+            if switches.under(terms, node):
+                continue
+            reported.add(id(at))
+            message = SWITCH_MESSAGE.format(
+                target=key,
+                how=how,
+                switch=code(stmt.test).strip(),
+                line=unit.context.line_of(stmt),
+            )
+            out.report(CODE, at, message)
+
+
+IGNORED_MESSAGE = (
+    "this replaces `{target}`'s contents ({how}), but this function never reads its "
+    "`{switch}` parameter: a caller asking to accumulate gets an overwrite, and the earlier "
+    "microbatches' gradient is lost"
+)
+
+
+def _check_switch_never_read(
+    unit: Unit, reported: set[int], out: Collector, tensors_only: bool = False
+) -> None:
+    """The switch handed in and never read at all (the degenerate form of the above): a
+    function with an ``overwrite_*`` / ``accumulate*`` parameter that it never reads, and a
+    write that replaces a destination it did not allocate (a parameter, an attribute, a
+    buffer fetched from an object)."""
+    switches = overwrite_switch.switch_parameters(unit)
+    if not switches:
+        return
+    read = set()
+    for stmt in unit.body:
+        for sub in patterns.walk(stmt):
+            if type(sub) is cst.Name:
+                read.add(sub.value)
+    ignored = [name for name in switches if name not in read]
+    if not ignored or len(ignored) != len(switches):
+        return  # one switch read is asking: the others may be passed on under another name
+    params = {p.name.value for p in (*unit.params.posonly_params, *unit.params.params)}
+    params |= {p.name.value for p in unit.params.kwonly_params}
+    for root, node in unit.expression_roots():
+        for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
+            if kind != "replace" or id(at) in reported:
+                continue
+            if tensors_only and type(at) is cst.Assign:
+                continue  # ``d[k] = v`` may fill a dict: only a tensor's own writes count
+            if not tensor_writes.handed_in(unit, dest, node, params):
+                continue
+            reported.add(id(at))
+            message = IGNORED_MESSAGE.format(target=out.text(dest), how=how, switch=ignored[0])
+            out.report(CODE, at, message)
+
+
+STEP_MESSAGE = (
+    "this replaces `{target}`'s contents (copy_) in code that runs once per micro-step (it "
+    "reads `{evidence}`) and adds into nothing: the gradients of the earlier micro-steps "
+    "are dropped; accumulate them (add_ after the first micro-step) before this copy"
+)
+
+
+def check_step_consumer(unit: Unit, out: Collector) -> None:
+    """The consumer side on a gradient accumulator under another name (an FP32 partition's
+    ``.grad``, a view of it): a function that reads the per-micro-step accumulation state
+    and copies into gradient storage, and never adds into anything."""
+    if unit.survey.spells_overwrite:
+        return
+    evidence = step_consumers.step_evidence(unit)
+    if evidence is None:
+        return
+    for dest, at in step_consumers.replaced_only(unit):
+        out.report(CODE, at, STEP_MESSAGE.format(target=out.text(dest), evidence=evidence))
