@@ -192,14 +192,9 @@ def fc2_dgrad_activation(
     dh = dy.new_empty(h.shape)
     tiles = tiles or tiles_for("activation_gemm", dy.device, dy.dtype)
     col_tiles = triton.cdiv(ffn, tiles.block_n)
-    # One row of partial sums per column tile; every (tile, token) element is written.
-    partial = (
-        torch.empty((col_tiles, num_tokens), dtype=torch.float32, device=dy.device)
-        if probs is not None
-        else torch.empty((1, 1), dtype=torch.float32, device=dy.device)
-    )
+    partial = _dprobs_partials(col_tiles, num_tokens, probs, dy.device)
     if num_tokens == 0:
-        return dh, (partial.sum(0) if probs is not None else None)
+        return dh, _dprobs(partial, probs)
     launch = row_launch(dy, weights, transpose=False, tiles=tiles)
     fc2_dgrad_activation_kernel[(launch.slots * col_tiles,)](
         *launch.operands,
@@ -224,7 +219,7 @@ def fc2_dgrad_activation(
         HAS_PROBS=probs is not None,
         **launch.options,
     )
-    return dh, (partial.sum(0) if probs is not None else None)
+    return dh, _dprobs(partial, probs)
 
 
 def activation_backward(
@@ -240,13 +235,9 @@ def activation_backward(
     dh = da.new_empty(h.shape)
     tiles = tiles_for("activation_backward", da.device, da.dtype)
     col_tiles = triton.cdiv(ffn, tiles.block_n)
-    partial = (
-        torch.empty((col_tiles, num_tokens), dtype=torch.float32, device=da.device)
-        if probs is not None
-        else torch.empty((1, 1), dtype=torch.float32, device=da.device)
-    )
+    partial = _dprobs_partials(col_tiles, num_tokens, probs, da.device)
     if num_tokens == 0:
-        return dh, (partial.sum(0) if probs is not None else None)
+        return dh, _dprobs(partial, probs)
     grid = (triton.cdiv(num_tokens, tiles.block_m), col_tiles)
     activation_backward_kernel[grid](
         da,
@@ -272,7 +263,20 @@ def activation_backward(
         BLOCK_N=tiles.block_n,
         **tiles.launch_options(),
     )
-    return dh, (partial.sum(0) if probs is not None else None)
+    return dh, _dprobs(partial, probs)
+
+
+def _dprobs_partials(
+    col_tiles: int, num_tokens: int, probs: torch.Tensor | None, device: torch.device
+) -> torch.Tensor:
+    """Where the activation-gradient kernels put d probs: one row of partial sums per column
+    tile, every (tile, token) element written; a placeholder without probs."""
+    shape = (col_tiles, num_tokens) if probs is not None else (1, 1)
+    return torch.empty(shape, dtype=torch.float32, device=device)
+
+
+def _dprobs(partial: torch.Tensor, probs: torch.Tensor | None) -> torch.Tensor | None:
+    return partial.sum(0) if probs is not None else None
 
 
 def grouped_wgrad(

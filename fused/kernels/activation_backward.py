@@ -13,10 +13,58 @@ columns in row (its column tile) of DPROBS_PARTIAL, summed on the host, as the f
 does: no atomics, so the result does not depend on scheduling.
 """
 
+import triton
 import triton.language as tl
 
 from ..dual_jit import dual_jit
 from .activations import glu_backward, glu_forward, pointwise_backward, pointwise_forward
+
+
+@triton.jit
+def store_activation_grad(
+    grad,
+    rows,
+    cols,
+    row_ok,
+    mask,
+    col_tile,
+    H,
+    stride_hm,
+    stride_hn,
+    PROBS,
+    stride_p,
+    DH,
+    stride_dhm,
+    stride_dhn,
+    DPROBS_PARTIAL,
+    stride_ppn,
+    stride_ppm,
+    F,
+    ACT: tl.constexpr,
+    GLU: tl.constexpr,
+    HAS_PROBS: tl.constexpr,
+):
+    """Store dh = act'(h) * grad (* probs) for a [rows, cols] tile of the activation's output
+    gradient ``grad`` (fp32), and with probs the tile's partial d probs in row ``col_tile`` of
+    DPROBS_PARTIAL. Shared by this kernel and fc2_dgrad_activation_kernel's epilogue."""
+    h_ptrs = H + rows[:, None] * stride_hm + cols[None, :] * stride_hn
+    h = tl.load(h_ptrs, mask=mask, other=0.0).to(tl.float32)
+    if GLU:
+        h_linear = tl.load(h_ptrs + F * stride_hn, mask=mask, other=0.0).to(tl.float32)
+    if HAS_PROBS:
+        activated = glu_forward(h, h_linear, ACT) if GLU else pointwise_forward(h, ACT)
+        partial = tl.sum(tl.where(mask, grad * activated, 0.0), 1)
+        tl.store(DPROBS_PARTIAL + col_tile * stride_ppn + rows * stride_ppm, partial, mask=row_ok)
+        probs = tl.load(PROBS + rows * stride_p, mask=row_ok, other=0.0).to(tl.float32)
+        grad = grad * probs[:, None]
+    dh_ptrs = DH + rows[:, None] * stride_dhm + cols[None, :] * stride_dhn
+    if GLU:
+        d_gate, d_linear = glu_backward(h, h_linear, grad, ACT)
+        tl.store(dh_ptrs, d_gate.to(DH.dtype.element_ty), mask=mask)
+        tl.store(dh_ptrs + F * stride_dhn, d_linear.to(DH.dtype.element_ty), mask=mask)
+    else:
+        d_h = pointwise_backward(h, grad, ACT)
+        tl.store(dh_ptrs, d_h.to(DH.dtype.element_ty), mask=mask)
 
 
 @dual_jit
@@ -52,21 +100,7 @@ def activation_backward_kernel(
     grad = tl.load(
         DA + rows[:, None] * stride_am + cols[None, :] * stride_an, mask=mask, other=0.0
     ).to(tl.float32)
-    h_ptrs = H + rows[:, None] * stride_hm + cols[None, :] * stride_hn
-    h = tl.load(h_ptrs, mask=mask, other=0.0).to(tl.float32)
-    if GLU:
-        h_linear = tl.load(h_ptrs + F * stride_hn, mask=mask, other=0.0).to(tl.float32)
-    if HAS_PROBS:
-        activated = glu_forward(h, h_linear, ACT) if GLU else pointwise_forward(h, ACT)
-        partial = tl.sum(tl.where(mask, grad * activated, 0.0), 1)
-        tl.store(DPROBS_PARTIAL + col_tile * stride_ppn + rows * stride_ppm, partial, mask=row_ok)
-        probs = tl.load(PROBS + rows * stride_p, mask=row_ok, other=0.0).to(tl.float32)
-        grad = grad * probs[:, None]
-    dh_ptrs = DH + rows[:, None] * stride_dhm + cols[None, :] * stride_dhn
-    if GLU:
-        d_gate, d_linear = glu_backward(h, h_linear, grad, ACT)
-        tl.store(dh_ptrs, d_gate.to(DH.dtype.element_ty), mask=mask)
-        tl.store(dh_ptrs + F * stride_dhn, d_linear.to(DH.dtype.element_ty), mask=mask)
-    else:
-        d_h = pointwise_backward(h, grad, ACT)
-        tl.store(dh_ptrs, d_h.to(DH.dtype.element_ty), mask=mask)
+    store_activation_grad(
+        grad, rows, cols, row_ok, mask, col_tile, H, stride_hm, stride_hn, PROBS, stride_p,
+        DH, stride_dhm, stride_dhn, DPROBS_PARTIAL, stride_ppn, stride_ppm, F, ACT, GLU, HAS_PROBS,
+    )  # fmt: skip

@@ -6,7 +6,8 @@ operands reach a program, with more work after the products.
 import triton.language as tl
 
 from ..dual_jit import dual_jit
-from .activations import glu_backward, glu_forward, pointwise_backward, pointwise_forward
+from .activation_backward import store_activation_grad
+from .activations import glu_forward, pointwise_forward
 from .row_tiles import (
     a_tile,
     add_expert_bias,
@@ -244,23 +245,7 @@ def fc2_dgrad_activation_kernel(
 
     cols = n0 + tl.arange(0, BLOCK_N)
     mask = row_ok[:, None] & (cols < F)[None, :]
-    h_ptrs = H + rows[:, None] * stride_hm + cols[None, :] * stride_hn
-    h = tl.load(h_ptrs, mask=mask, other=0.0).to(tl.float32)
-    if GLU:
-        h_linear = tl.load(h_ptrs + F * stride_hn, mask=mask, other=0.0).to(tl.float32)
-    if HAS_PROBS:
-        activated = glu_forward(h, h_linear, ACT) if GLU else pointwise_forward(h, ACT)
-        partial = tl.sum(tl.where(mask, acc * activated, 0.0), 1)
-        tl.store(
-            DPROBS_PARTIAL + (n0 // BLOCK_N) * stride_ppn + rows * stride_ppm, partial, mask=row_ok
-        )
-        probs = tl.load(PROBS + rows * stride_p, mask=row_ok, other=0.0).to(tl.float32)
-        acc = acc * probs[:, None]
-    dh_ptrs = DH + rows[:, None] * stride_dhm + cols[None, :] * stride_dhn
-    if GLU:
-        d_gate, d_linear = glu_backward(h, h_linear, acc, ACT)
-        tl.store(dh_ptrs, d_gate.to(DH.dtype.element_ty), mask=mask)
-        tl.store(dh_ptrs + F * stride_dhn, d_linear.to(DH.dtype.element_ty), mask=mask)
-    else:
-        d_h = pointwise_backward(h, acc, ACT)
-        tl.store(dh_ptrs, d_h.to(DH.dtype.element_ty), mask=mask)
+    store_activation_grad(
+        acc, rows, cols, row_ok, mask, n0 // BLOCK_N, H, stride_hm, stride_hn, PROBS, stride_p,
+        DH, stride_dhm, stride_dhn, DPROBS_PARTIAL, stride_ppn, stride_ppm, F, ACT, GLU, HAS_PROBS,
+    )  # fmt: skip
