@@ -102,6 +102,22 @@ def test_ci_runs_the_install_commands_verbatim():
             assert text in ci, text
 
 
+def test_a_failure_anywhere_in_a_readme_chain_fails_ci():
+    """Each README chain runs as one subshell: under `set -e` a bare `a && b && c` stops CI
+    only when its last command fails, so a failing `ruff check` would skip pytest and pass."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in ci
+    chains = {text for how, text in README_COMMANDS.values() if how == "ci" and "&&" in text}
+    for text in chains:
+        assert f"({text})" in ci, text
+    # And bash behaves so: the bare chain's failure passes, the subshell's fails.
+    bare = subprocess.run(["bash", "-c", "set -e; false && true; echo reached"], text=True,
+                          capture_output=True)  # fmt: skip
+    wrapped = subprocess.run(["bash", "-c", "set -e; (false && true); echo reached"], text=True,
+                             capture_output=True)  # fmt: skip
+    assert bare.stdout == "reached\n" and wrapped.returncode != 0 and wrapped.stdout == ""
+
+
 def _run(command: str) -> subprocess.CompletedProcess:
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}

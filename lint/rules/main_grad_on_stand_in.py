@@ -28,7 +28,8 @@ RULE = Rule(
     ),
     flags=(
         "`X.main_grad` / `getattr(X, 'main_grad')`, `X.grad_added_to_main_grad = True`, "
-        "`X.grad = ...` / `X.grad += ...` or `weakref.ref(X)` where X is known to be a quantized or gathered copy of the weight "
+        "`X.grad = ...` / `X.grad += ...` or `weakref.ref(X)` where X is known to be a "
+        "quantized or gathered copy of the weight "
         "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
         "the restored copy of a Parameter the function names `origin_X`"
     ),

@@ -80,8 +80,9 @@ RULE = Rule(
 
         Not seen: a rebinding in a helper of another file (MindSpeed !1534's rebinding
         helper returns the copy to a caller whose matmul reads main_grad elsewhere), an
-        attribute rebound (`module.weight = Parameter(...)`, Automodel #2986's re-tie), attributes copied over by a
-        helper, whether a put-back runs on every path, copies kept under another name (that
+        attribute rebound (`module.weight = Parameter(...)`, Automodel #2986's re-tie),
+        attributes copied over by a helper, whether a put-back runs on every path, copies
+        kept under another name (that
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
         GTP does that for dgrad and turns the fused main_grad path off itself).
 
