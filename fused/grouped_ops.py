@@ -198,17 +198,7 @@ def fc2_dgrad_activation(
     launch = row_launch(dy, weights, transpose=False, tiles=tiles)
     fc2_dgrad_activation_kernel[(launch.slots * col_tiles,)](
         *launch.operands,
-        h,
-        h.stride(0),
-        h.stride(1),
-        probs if probs is not None else dy,
-        probs.stride(0) if probs is not None else 0,
-        dh,
-        dh.stride(0),
-        dh.stride(1),
-        partial,
-        partial.stride(0),
-        partial.stride(1),
+        *_activation_grad_operands(h, probs, dh, partial),
         splits,
         len(weights),
         launch.slots,
@@ -243,17 +233,7 @@ def activation_backward(
         da,
         da.stride(0),
         da.stride(1),
-        h,
-        h.stride(0),
-        h.stride(1),
-        probs if probs is not None else da,
-        probs.stride(0) if probs is not None else 0,
-        dh,
-        dh.stride(0),
-        dh.stride(1),
-        partial,
-        partial.stride(0),
-        partial.stride(1),
+        *_activation_grad_operands(h, probs, dh, partial),
         num_tokens,
         ffn,
         ACT=activation,
@@ -264,6 +244,27 @@ def activation_backward(
         **tiles.launch_options(),
     )
     return dh, _dprobs(partial, probs)
+
+
+def _activation_grad_operands(
+    h: torch.Tensor, probs: torch.Tensor | None, dh: torch.Tensor, partial: torch.Tensor
+) -> tuple:
+    """The arguments both activation-gradient kernels take alike, in the order of
+    kernels/activation_backward.py's store_activation_grad: h, probs (h itself as a
+    placeholder without), dh and the d probs partials, each with its strides."""
+    return (
+        h,
+        h.stride(0),
+        h.stride(1),
+        probs if probs is not None else h,
+        probs.stride(0) if probs is not None else 0,
+        dh,
+        dh.stride(0),
+        dh.stride(1),
+        partial,
+        partial.stride(0),
+        partial.stride(1),
+    )
 
 
 def _dprobs_partials(
