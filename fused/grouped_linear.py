@@ -14,12 +14,21 @@ import torch
 from gmlp_check.refimpl.layout import GroupedLinearParams
 
 
+class Splits(NamedTuple):
+    """One forward's split sizes twice: for the kernels, which never read them back, and on
+    the host, where a choice per expert (fused.tiles.wgrad_by_cublas) needs them without
+    waiting for the device."""
+
+    device: torch.Tensor  # int32 [G] on the tensors' device
+    host: tuple[int, ...]
+
+
 class DeferredWgrad(NamedTuple):
     """Inputs of one weight-gradient GEMM deferred to backward_dw(): dW_g = dy_g^T x_g."""
 
     x: torch.Tensor
     dy: torch.Tensor
-    splits: torch.Tensor  # int32 split sizes on the tensors' device
+    splits: Splits
 
 
 class FusedGroupedLinear(GroupedLinearParams):

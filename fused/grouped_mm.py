@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from .grouped_linear import Splits
 from .main_grad import WgradPlan
 from .mlp_base import FusedGroupedMLPBase
 
@@ -90,9 +91,7 @@ class TorchGroupedMMMLP(FusedGroupedMLPBase):
         check_supported(dtype, device)
         check_aligned(hidden, ffn)
 
-    def _forward(
-        self, x: torch.Tensor, splits: torch.Tensor, probs: torch.Tensor | None
-    ) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor, splits: Splits, probs: torch.Tensor | None) -> torch.Tensor:
         h = _GroupedMMLinear.apply(x, self, self.fc1, splits, *self._params(self.fc1))
         a = self.activation(h, probs).to(h.dtype)
         return _GroupedMMLinear.apply(a, self, self.fc2, splits, *self._params(self.fc2))
@@ -102,8 +101,9 @@ class TorchGroupedMMMLP(FusedGroupedMLPBase):
         return [*layer.weight_params(), *layer.bias_params()]
 
     def _compute_wgrads(
-        self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
+        self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, all_splits: Splits
     ) -> None:
+        splits = all_splits.device
         num_experts = splits.shape[0]
         if x.shape[0] == 0:
             wgrad = x.new_zeros((num_experts, dy.shape[1], x.shape[1]))
@@ -128,7 +128,8 @@ class TorchGroupedMMMLP(FusedGroupedMLPBase):
 
 class _GroupedMMLinear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, mlp: TorchGroupedMMMLP, layer, splits, *params):
+    def forward(ctx, x, mlp: TorchGroupedMMMLP, layer, all_splits: Splits, *params):
+        splits = all_splits.device
         weights = _stacked_weights(layer)
         y = _rows_times_experts(x, weights.transpose(-2, -1), splits)
         if layer.use_bias:
@@ -136,7 +137,7 @@ class _GroupedMMLinear(torch.autograd.Function):
             y = y + biases[_expert_of_row(splits, x.shape[0])]
         ctx.mlp = mlp
         ctx.layer = layer
-        ctx.splits = splits
+        ctx.splits = all_splits
         ctx.save_for_backward(x)
         return y
 
@@ -144,11 +145,12 @@ class _GroupedMMLinear(torch.autograd.Function):
     def backward(ctx, dy):
         mlp: TorchGroupedMMMLP = ctx.mlp
         layer = ctx.layer
-        splits = ctx.splits
+        all_splits: Splits = ctx.splits
+        splits = all_splits.device
         (x,) = ctx.saved_tensors
         dy = dy.contiguous()
         dx = _rows_times_experts(dy, _stacked_weights(layer), splits)
-        weight_grads = mlp.wgrads_for_backward(layer, x, dy, splits)
+        weight_grads = mlp.wgrads_for_backward(layer, x, dy, all_splits)
         bias_grads = []
         if layer.use_bias:
             sums = torch.zeros(

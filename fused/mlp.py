@@ -6,7 +6,9 @@ Backward: fc2 dgrad with the activation derivative in its epilogue (dh, and the 
           gradient); fc2 bias and weight gradients from (a, dy); fc1 dgrad; fc1 bias and weight
           gradients from (x, dh). Weight gradients are written by the wgrad kernel directly
           into the regions fused.main_grad planned (main_grad itself in output-into-main-grad
-          mode), or deferred to backward_dw() with delay_wgrad_compute.
+          mode), or deferred to backward_dw() with delay_wgrad_compute. Few experts with long
+          reductions (fused.tiles.wgrad_by_cublas) take cuBLAS instead, one GEMM per expert
+          into the same regions (fused/cublas_wgrad.py).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from __future__ import annotations
 import torch
 
 from . import grouped_ops
+from .cublas_wgrad import per_expert_wgrad
 from .dual_jit import compiles
+from .grouped_linear import Splits
 from .kernels.activations import ACTIVATION_CODES
 from .main_grad import WgradPlan
 from .mlp_base import FusedGroupedMLPBase
+from .tiles import wgrad_by_cublas
 
 
 class TritonGroupedMLP(FusedGroupedMLPBase):
@@ -41,9 +46,7 @@ class TritonGroupedMLP(FusedGroupedMLPBase):
                 f"does only for CPU tensors, not {device.type} ones; unset it or use --device cpu"
             )
 
-    def _forward(
-        self, x: torch.Tensor, splits: torch.Tensor, probs: torch.Tensor | None
-    ) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor, splits: Splits, probs: torch.Tensor | None) -> torch.Tensor:
         params = [
             *self.fc1.weight_params(),
             *self.fc1.bias_params(),
@@ -53,25 +56,28 @@ class TritonGroupedMLP(FusedGroupedMLPBase):
         return _FusedGroupedMLPFunction.apply(x, probs, self, splits, *params)
 
     def _compute_wgrads(
-        self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
+        self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: Splits
     ) -> None:
+        if wgrad_by_cublas(splits.host, dy.shape[1], x.shape[1], dy.device, dy.dtype):
+            per_expert_wgrad(dy, x, splits.host, plan)
+            return
         grouped = plan.grouped_destination()
         if grouped is not None:
             destination, accumulate = grouped
-            grouped_ops.grouped_wgrad(dy, x, splits, destination, accumulate=accumulate)
+            grouped_ops.grouped_wgrad(dy, x, splits.device, destination, accumulate=accumulate)
             return
         for accumulate in (False, True):
             regions = [(e.expert, e.region) for e in plan.experts if e.accumulate == accumulate]
-            grouped_ops.grouped_wgrad(dy, x, splits, regions, accumulate=accumulate)
+            grouped_ops.grouped_wgrad(dy, x, splits.device, regions, accumulate=accumulate)
 
 
 class _FusedGroupedMLPFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, probs, mlp: TritonGroupedMLP, splits, *params):
+    def forward(ctx, x, probs, mlp: TritonGroupedMLP, splits: Splits, *params):
         activation = mlp.activation
         h, a = grouped_ops.fc1_forward(
             x,
-            splits,
+            splits.device,
             mlp.fc1.expert_weights(),
             mlp.fc1.expert_biases(),
             activation=ACTIVATION_CODES[activation.name],
@@ -79,7 +85,11 @@ class _FusedGroupedMLPFunction(torch.autograd.Function):
             probs=probs,
         )
         y = grouped_ops.grouped_gemm(
-            a, splits, mlp.fc2.expert_weights(), transpose=True, biases=mlp.fc2.expert_biases()
+            a,
+            splits.device,
+            mlp.fc2.expert_weights(),
+            transpose=True,
+            biases=mlp.fc2.expert_biases(),
         )
         ctx.mlp = mlp
         ctx.splits = splits
@@ -89,13 +99,13 @@ class _FusedGroupedMLPFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         mlp: TritonGroupedMLP = ctx.mlp
-        splits = ctx.splits
+        splits: Splits = ctx.splits
         x, probs, h, a = ctx.saved_tensors
         dy = dy.contiguous()
         activation = mlp.activation
         dh, dprobs = grouped_ops.fc2_dgrad_activation(
             dy,
-            splits,
+            splits.device,
             mlp.fc2.expert_weights(),
             h,
             activation=ACTIVATION_CODES[activation.name],
@@ -104,14 +114,14 @@ class _FusedGroupedMLPFunction(torch.autograd.Function):
         )
         fc2_weight_grads = mlp.wgrads_for_backward(mlp.fc2, a, dy, splits)
         fc2_bias_grads = (
-            mlp.fc2.bias_grads(grouped_ops.grouped_bias_grad(dy, splits))
+            mlp.fc2.bias_grads(grouped_ops.grouped_bias_grad(dy, splits.device))
             if mlp.fc2.use_bias
             else []
         )
-        dx = grouped_ops.grouped_gemm(dh, splits, mlp.fc1.expert_weights(), transpose=False)
+        dx = grouped_ops.grouped_gemm(dh, splits.device, mlp.fc1.expert_weights(), transpose=False)
         fc1_weight_grads = mlp.wgrads_for_backward(mlp.fc1, x, dh, splits)
         fc1_bias_grads = (
-            mlp.fc1.bias_grads(grouped_ops.grouped_bias_grad(dh, splits))
+            mlp.fc1.bias_grads(grouped_ops.grouped_bias_grad(dh, splits.device))
             if mlp.fc1.use_bias
             else []
         )

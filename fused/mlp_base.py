@@ -13,7 +13,7 @@ import torch
 
 from gmlp_check.refimpl.layout import GroupedMLPParams
 
-from .grouped_linear import DeferredWgrad, FusedGroupedLinear
+from .grouped_linear import DeferredWgrad, FusedGroupedLinear, Splits
 from .main_grad import MainGradPolicy, WgradPlan, finish_wgrads, plan_wgrads
 
 
@@ -49,23 +49,21 @@ class FusedGroupedMLPBase(GroupedMLPParams):
         probs: torch.Tensor | None = None,
     ) -> torch.Tensor:
         sizes = self.check_call(x, split_sizes, probs)
-        splits = device_split_sizes(split_sizes, sizes, x.device)
+        splits = Splits(device_split_sizes(split_sizes, sizes, x.device), tuple(sizes))
         return self._forward(x, splits, probs)
 
-    def _forward(
-        self, x: torch.Tensor, splits: torch.Tensor, probs: torch.Tensor | None
-    ) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor, splits: Splits, probs: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
 
     def _compute_wgrads(
-        self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
+        self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: Splits
     ) -> None:
         """Write dy_g^T x_g into every region of ``plan`` with its accumulate flag."""
         raise NotImplementedError
 
     # -- weight gradients ---------------------------------------------------------------------
     def deliver_wgrads(
-        self, layer: FusedGroupedLinear, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
+        self, layer: FusedGroupedLinear, x: torch.Tensor, dy: torch.Tensor, splits: Splits
     ) -> list[torch.Tensor | None]:
         """Compute and deliver one layer's weight gradients as CONTRACT.md says; returns what
         autograd must see as each weight's gradient."""
@@ -74,7 +72,7 @@ class FusedGroupedMLPBase(GroupedMLPParams):
         return finish_wgrads(plan, self.main_grad_policy)
 
     def wgrads_for_backward(
-        self, layer: FusedGroupedLinear, x: torch.Tensor, dy: torch.Tensor, splits: torch.Tensor
+        self, layer: FusedGroupedLinear, x: torch.Tensor, dy: torch.Tensor, splits: Splits
     ) -> list[torch.Tensor | None]:
         """Weight gradients for the autograd backward: delivered now, or queued for
         backward_dw() (then None, as the reference returns)."""

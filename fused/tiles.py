@@ -40,9 +40,12 @@ mantissa bits (relative error about 1e-3), far outside the fp32 tolerance a chec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+from .cublas_wgrad import has_fp32_output_gemms
 
 # Weight gradients whose experts average at least this many rows take "wgrad_long".
 LONG_REDUCTION_ROWS = 2048
@@ -115,6 +118,29 @@ def dgrad_activation_apart(dtype: torch.dtype) -> bool:
     fp32 keeps the epilogue (its pointer-load GEMMs are not the row GEMM's, and nothing was
     measured to gain)."""
     return dtype != torch.float32
+
+
+# Mean multiply-adds per expert (n * k * rows) from which the weight gradient goes to cuBLAS
+# one expert at a time (fused/cublas_wgrad.py). Measured on the H200 (bf16, uniform load,
+# scripts/gpu/wgrad_cublas_ab.py): Mixtral's 8 experts (2.4e11 and 4.8e11) 8 % faster by
+# cuBLAS (fc1 12.0 against 13.1 ms accumulating); DeepSeek-V3's 256 (3.8e9) and Qwen3's
+# 128 (3.2e9) 1.4-3.8x slower (per-expert launches, host-bound). Nothing was measured in
+# between: the threshold sits near the middle on a log scale.
+CUBLAS_WGRAD_MIN_MACS_PER_EXPERT = 2**35
+
+
+def wgrad_by_cublas(
+    sizes: Sequence[int], n: int, k: int, device: torch.device, dtype: torch.dtype
+) -> bool:
+    """Whether the [n, k] weight gradients of experts with ``sizes`` rows go to cuBLAS per
+    expert instead of the grouped Triton kernel: 16-bit operands on a CUDA device whose torch
+    has fp32-output GEMMs, with enough work per expert to amortise a launch each."""
+    if device.type != "cuda" or dtype == torch.float32 or not sizes:
+        return False
+    mean_rows = sum(sizes) / len(sizes)
+    if n * k * mean_rows < CUBLAS_WGRAD_MIN_MACS_PER_EXPERT:
+        return False
+    return has_fp32_output_gemms()
 
 
 def dot_precision(dtype: torch.dtype) -> str:

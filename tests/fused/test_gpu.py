@@ -12,6 +12,7 @@ import torch
 
 from gmlp_check import refimpl
 from gmlp_check.fused.grouped_mm import TorchGroupedMMMLP
+from gmlp_check.fused.tiles import wgrad_by_cublas
 
 from ..harness import MainGrads, attach, main_grad_buffers, nonempty
 from .harness import (
@@ -135,6 +136,55 @@ def test_accumulate_into_main_grad(dtype, how, delay, single, microbatches):
             else fused.main_grads["fc2.weight1"]
         )
         assert torch.count_nonzero(empty) == 0
+
+
+# fc1's weight gradients (mean n * k * rows 3.8e10) go to cuBLAS one expert at a time, fc2's
+# (1.9e10) to the grouped Triton kernel: fused.tiles.wgrad_by_cublas. Expert 1 has no rows.
+LARGE = Case(splits=(4096, 0, 2049, 3000), hidden=4096, ffn=2048, device="cuda")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize(
+    ("how", "delay", "single", "microbatches"),
+    [
+        (MainGrads(), False, False, 2),
+        (MainGrads(overwrite=True, fill="nan", zero_out=True), False, True, 1),
+        (MainGrads(fsdp=True, overwrite=True, fill="nan"), True, False, 2),
+    ],
+    ids=["accumulate-2mb", "overwrite-zero-out", "fsdp-delayed-2mb"],
+)
+def test_weight_gradients_by_cublas(dtype, how, delay, single, microbatches):
+    case = LARGE.with_(dtype=dtype, accumulate_into_main_grad=True, delay=delay, single=single)
+    cuda = torch.device("cuda")
+    assert wgrad_by_cublas(case.splits, 2 * case.ffn, case.hidden, cuda, dtype)
+    assert not wgrad_by_cublas(case.splits, case.hidden, case.ffn, cuda, dtype)
+    torch.manual_seed(0)
+    fused = build_fused(case)
+    ref = fp32_reference_of(fused, case)
+    batches = make_inputs(case)
+    splits = list(case.splits)
+    ref_run = run(
+        ref, upcast(batches), splits, main_grads=attach(ref, how), microbatches=microbatches
+    )
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fused_run = run(
+            fused, batches, splits, main_grads=attach(fused, how), microbatches=microbatches
+        )
+    gemms = [e for e in prof.events() if e.name in ("aten::addmm", "aten::mm")]
+    # One cuBLAS GEMM per fc1 expert and microbatch, none for fc2.
+    assert len(gemms) == len(case.splits) * microbatches
+    check_outputs(ref_run, fused_run, dtype)
+    for name, r in nonempty(ref_run.main_grads.items(), "main_grads"):
+        f = fused_run.main_grads[name]
+        assert not f.isnan().any(), f"{name}: a NaN sentinel survived"
+        start = 0 if how.overwrite else main_grad_buffers(module_shaped_like(case), how)[name]
+        close(f - start, r - start, dtype, name)
+        assert fused_run.grad_added[name] is True
+    if how.overwrite:
+        for layer in ("fc1", "fc2"):
+            buf = fused_run.main_grads[f"{layer}.weight" if single else f"{layer}.weight1"]
+            empty = buf.view(len(case.splits), -1)[1] if single else buf
+            assert torch.count_nonzero(empty) == 0, layer
 
 
 def module_shaped_like(case):
