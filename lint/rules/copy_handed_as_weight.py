@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 callee_weights = LazyModule("..analysis.callee_weights", __package__)
+call_provenance = LazyModule("..analysis.call_provenance", __package__)
 
 CODE = "GMLP037"
 RULE = Rule(
@@ -19,7 +20,8 @@ RULE = Rule(
     name="copy-handed-as-weight",
     summary=(
         "A name that some path binds to a gathered or quantized copy of a weight (while its "
-        "`origin_` twin names the Parameter) is handed to a function (of the file, or imported "
+        "`origin_` twin names the Parameter), or that every path binds to such a copy, is "
+        "handed to a function (of the file, an autograd Function's `apply`, or imported "
         "from another file of the run) that takes main_grad, weakrefs or main_grad flags from "
         "that argument."
     ),
@@ -29,7 +31,11 @@ RULE = Rule(
         "where `origin_w` is in scope and a binding of `w` to a copy (all-gather, "
         "materialize, quantize) reaches the call, when `f` reads `.main_grad` / "
         "`.get_main_grad` / a main_grad flag from that parameter, or takes a weakref of it "
-        "(also through `P[i]` and a loop or comprehension variable over `P`)"
+        "(also through `P[i]` and a loop or comprehension variable over `P`); and, with no "
+        "twin needed, an argument every binding of which is such a copy handed to `Fn.apply` "
+        "(into `Fn.forward` after `ctx`, a starred list into its `*args`) or to a function of "
+        "the file, whose parameter is so used (also kept on `ctx` or saved for backward and "
+        "used there), unless the caller gives the copy main_grad first"
     ),
     explanation="""
         Issue #19, class 1 (which object), across functions of one file; found from
@@ -61,6 +67,26 @@ RULE = Rule(
         (`from helpers import f`, also `from helpers import f as g`) and does not define
         itself. Looked for only among the names that files naming an `origin_` twin and
         main_grad import.
+
+        Also seen, with no `origin_` twin (lint/analysis/call_provenance.py): an argument
+        that is a copy on every path reaching the call (a name every binding of which is a
+        quantize / cast / all-gather call, `.to(<float8 dtype>)`, a helper of the file
+        returning a copy, also two helpers deep, or a list comprehension of such calls; or
+        the call itself), handed by position, keyword or as a starred list to a function of
+        the file or to an autograd Function of the file through `Fn.apply(...)`: the call
+        binds `ctx` itself, so the arguments go to `forward`'s parameters after it, and
+        arguments past its named parameters, or a starred list right after them, go to its
+        `*args`. The callee uses the parameter as the Parameter as above, also through a
+        name bound to a slice of it (`weights = weights_and_biases[:n]`), and, for `apply`,
+        through what `forward` keeps of it on `ctx` (`ctx.w = w`) or saves for backward
+        (`ctx.save_for_backward(x, w)`) and another method of the class (backward) uses so,
+        read back as `ctx.w` or unpacked from `ctx.saved_tensors` at that position. Not
+        reported when the caller sets the copy's `main_grad` (also on a loop variable over
+        it): the copy then carries the Parameter's buffer on purpose. Not seen there: an
+        argument that is a copy on some paths only (the helper returning the members of a
+        grouped weight on one branch and the Parameters on another: Transformer Engine
+        #3178 is of this shape), `apply` reached through an alias (`fn = Fn.apply`), a
+        starred argument ahead of the positional ones, and `ctx` state kept in containers.
 
         Not seen: methods of other files and module-qualified calls (`helpers.f(...)`),
         star imports, helpers outside the files linted together (one file linted alone
@@ -125,8 +151,21 @@ MESSAGE = (
 )
 
 
+SURE_MESSAGE = (
+    "`{name}` is {kind} here, and `{callee}` uses its parameter `{parameter}` as the "
+    "Parameter (line {line}: main_grad, weakref or flags): it takes them from the copy; hand "
+    "it the Parameter, or give the copy the Parameter's main_grad first"
+)
+KINDS = {
+    "quantized": "a quantized copy of the weight",
+    "materialized": "a materialized (gathered) copy of the weight",
+}
+
+
 def check(context: ModuleContext, out: Collector) -> None:
+    reported = set()
     for found in context.shared(callee_weights.handed_copies):
+        reported.add(id(found.argument))
         out.report(
             CODE,
             found.argument,
@@ -138,5 +177,19 @@ def check(context: ModuleContext, out: Collector) -> None:
                 where="in another file of the run"
                 if found.use_line is None
                 else f"line {found.use_line}",
+            ),
+        )
+    for sure in context.shared(call_provenance.handed_stand_ins):
+        if id(sure.argument) in reported:
+            continue  # the twin-based message above already names the Parameter to hand
+        out.report(
+            CODE,
+            sure.argument,
+            SURE_MESSAGE.format(
+                name=out.text(sure.argument),
+                kind=KINDS[sure.kind],
+                callee=sure.callee,
+                parameter=sure.parameter,
+                line=sure.use_line,
             ),
         )
