@@ -207,11 +207,13 @@ def _parameter_use(
                     for t in node.targets
                     if provenance.on_ctx(t.target)
                 )
-        elif type(node) is cst.Call and patterns.callee_name(node) == "save_for_backward":
-            if provenance.on_ctx(node.func) and not any(a.star for a in node.args):
-                positions.update(
-                    i for i, a in enumerate(node.args) if _owner_key(a.value) in names
-                )
+        elif (
+            type(node) is cst.Call
+            and patterns.callee_name(node) == "save_for_backward"
+            and provenance.on_ctx(node.func)
+            and not any(a.star for a in node.args)
+        ):
+            positions.update(i for i, a in enumerate(node.args) if _owner_key(a.value) in names)
     if not attrs and not positions:
         return None
     for other in siblings:
@@ -264,10 +266,14 @@ def _callees(
     itself (``ctx`` for ``Fn.apply``, ``self`` for a method), and, for ``apply``, the
     class's other methods (backward reads back what forward keeps on ``ctx``)."""
     func = call.func
-    if type(func) is cst.Attribute and type(func.value) is cst.Name:
-        if func.attr.value == "apply" and func.value.value in forwards:
-            forward, siblings = forwards[func.value.value]
-            return forward, 1, siblings
+    if (
+        type(func) is cst.Attribute
+        and type(func.value) is cst.Name
+        and func.attr.value == "apply"
+        and func.value.value in forwards
+    ):
+        forward, siblings = forwards[func.value.value]
+        return forward, 1, siblings
     callee = callee_weights._callee(call, functions, classes)
     if callee is None:
         return None
@@ -284,10 +290,11 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
     functions = callee_weights._functions(context)
     forwards = _autograd_forwards(context) if ".apply(" in context.source else {}
     classes = {n.name.value for n in patterns.walk(context.module) if type(n) is cst.ClassDef}
+    callable_here = set(functions) | ({"apply"} if forwards else set())
     uses: dict[tuple[int, str], cst.CSTNode | None] = {}
     found = []
     for unit in context.units:
-        if not isinstance(unit.owner, cst.FunctionDef):
+        if not isinstance(unit.owner, cst.FunctionDef) or not unit.survey.calls & callable_here:
             continue
         # Syntactic first: provenance is built only where a call hands an argument to a
         # parameter its callee uses as the Parameter.
@@ -315,6 +322,8 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
             kind = provenance.surely_stand_in(objects, unit, argument, node)
             if kind not in provenance.COPIES:
                 continue
+            if _spelled_only(unit, argument, node, functions, objects.helpers):
+                continue
             owner = _owner_key(argument)
             if owner is not None and _given_main_grad(unit, owner):
                 continue
@@ -322,3 +331,18 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
                 HandedStandIn(argument, kind, callee.name.value, parameter, context.line_of(use))
             )
     return found
+
+
+def _spelled_only(unit: Unit, argument, node, functions, helpers: dict[str, str]) -> bool:
+    """The argument is a copy only by the name of a function of the file whose returns say
+    no such thing (``_param_list_for_unshard(module)`` returning ``module.parameters()``):
+    the file's own code outranks its spelling."""
+    if type(argument) is cst.Call:
+        values = [argument]
+    elif (owner := _owner_key(argument)) is not None and not owner.startswith("ctx."):
+        values = [d.value for d in unit.reaching.reaching(owner, node) if d.value is not None]
+    else:
+        return False
+    return any(
+        (name := patterns.callee_name(v)) in functions and name not in helpers for v in values
+    )

@@ -163,9 +163,9 @@ KINDS = {
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    reported = set()
+    # The twin-based findings first: the collector keeps one finding per site, and theirs
+    # names the Parameter to hand instead.
     for found in context.shared(callee_weights.handed_copies):
-        reported.add(id(found.argument))
         out.report(
             CODE,
             found.argument,
@@ -180,8 +180,6 @@ def check(context: ModuleContext, out: Collector) -> None:
             ),
         )
     for sure in context.shared(call_provenance.handed_stand_ins):
-        if id(sure.argument) in reported:
-            continue  # the twin-based message above already names the Parameter to hand
         out.report(
             CODE,
             sure.argument,

@@ -148,11 +148,11 @@ VARIANTS = (
 
         class Fc(torch.nn.Module):
             def forward(self, x):
-                w = self._materialize(self.weight)
+                w = self._for_compute(self.weight)
                 return _Fc.apply(x, w)  # bug
 
-            def _materialize(self, w):
-                return gather_from_tensor_model_parallel_region(w)
+            def _for_compute(self, w):
+                return gather_along_first_dim(w, self.tp_group)
         """,
         """
         class _Fc(torch.autograd.Function):
@@ -173,8 +173,8 @@ VARIANTS = (
                 w = self.weight
                 return _Fc.apply(x, w)
 
-            def _materialize(self, w):
-                return gather_from_tensor_model_parallel_region(w)
+            def _for_compute(self, w):
+                return gather_along_first_dim(w, self.tp_group)
         """,
     ),
     # ---------------------------- a helper writing main_grad, handed the copy by keyword
