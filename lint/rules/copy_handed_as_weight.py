@@ -80,20 +80,22 @@ RULE = Rule(
         name bound to a slice of it (`weights = weights_and_biases[:n]`), and, for `apply`,
         through what `forward` keeps of it on `ctx` (`ctx.w = w`) or saves for backward
         (`ctx.save_for_backward(x, w)`) and another method of the class (backward) uses so,
-        read back as `ctx.w` or unpacked from `ctx.saved_tensors` at that position. Not
-        reported when the caller sets the copy's `main_grad` (also on a loop variable over
-        it): the copy then carries the Parameter's buffer on purpose. Not seen there: an
-        argument that is a copy on some paths only (the helper returning the members of a
-        grouped weight on one branch and the Parameters on another: Transformer Engine
-        #3178 is of this shape), `apply` reached through an alias (`fn = Fn.apply`), a
-        starred argument ahead of the positional ones, and `ctx` state kept in containers.
+        read back as `ctx.w` or unpacked from `ctx.saved_tensors` at that position. A
+        function of the file counts by what it returns, not by its name
+        (`_param_list_for_unshard(module)` returning `module.parameters()` hands the
+        Parameters). Not reported when the caller sets the copy's `main_grad` (also on a
+        loop variable over it): the copy then carries the Parameter's buffer on purpose. Not
+        seen there: an argument that is a copy on some paths only (the helper returning the
+        members of a grouped weight on one branch and the Parameters on another: Transformer
+        Engine #3178 is of this shape), `apply` reached through an alias (`fn = Fn.apply`),
+        a starred argument ahead of the positional ones, and `ctx` state kept in containers.
 
-        Not seen: methods of other files and module-qualified calls (`helpers.f(...)`),
-        star imports, helpers outside the files linted together (one file linted alone
-        knows only its own functions), a calling file that names no trigger of the linter
-        (main_grad and the others: such a file is not analysed), copies with no `origin_`
-        twin in scope (the code may then hold only the copy on purpose), arguments that
-        are expressions, `*args` / `**kwargs`, positions inside `zip(...)`, names defined
+        Not seen: methods of other files and module-qualified calls (`helpers.f(...)`), star
+        imports, helpers outside the files linted together (one file linted alone knows only
+        its own functions), a calling file that names no trigger of the linter (main_grad
+        and the others: such a file is not analysed), copies on some paths only with no
+        `origin_` twin in scope (the code may then hold only the copy on purpose), other
+        expressions as arguments, `**kwargs`, positions inside `zip(...)`, names defined
         more than once in the file (methods of two classes named alike).
     """,
     fix="""
@@ -139,6 +141,26 @@ RULE = Rule(
                     return _Grouped._forward_grouped(ctx, inp, weights=weights)
             """,
             line=13,
+        ),
+        Example(
+            """
+            class _Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, weight)
+                    return x @ weight.t()
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    weight.main_grad.add_(dy.t() @ x)
+                    return dy @ weight, None
+
+
+            def linear(x, weight):
+                return _Linear.apply(x, quantize(weight))
+            """,
+            line=15,
         ),
     ),
 )
