@@ -107,9 +107,7 @@ def _autograd_forwards(
     return found
 
 
-def _pairs(
-    call: cst.Call, callee: cst.FunctionDef, skip: int
-) -> Iterator[tuple[str, cst.BaseExpression]]:
+def _pairs(args, callee: cst.FunctionDef, skip: int) -> Iterator[tuple[str, cst.BaseExpression]]:
     """(parameter, argument): positional arguments in order after ``skip`` bound
     parameters, those past the named ones (and a starred list right after them) into
     ``*args``, keywords by name. After a starred list of unknown length no position is
@@ -119,7 +117,7 @@ def _pairs(
     star = p.star_arg.name.value if isinstance(p.star_arg, cst.Param) else None
     kwonly = {q.name.value for q in p.kwonly_params} | set(params)
     position = 0
-    for arg in call.args:
+    for arg in args:
         if arg.keyword is not None:
             if arg.keyword.value in kwonly:
                 yield arg.keyword.value, arg.value
@@ -217,13 +215,17 @@ def _parameter_use(
     if not attrs and not positions:
         return None
     for other in siblings:
-        owners = set(attrs)
+        owners, restored = set(attrs), set()  # restored: names of the whole saved tuple
         for node in patterns.walk(other.body):
             if type(node) is cst.Assign and len(node.targets) == 1:
-                target = node.targets[0].target
-                if type(target) is cst.Name and _owner_key(node.value) in attrs:
+                target, value = node.targets[0].target, node.value
+                if type(target) is cst.Name and _saved(value):
+                    restored.add(target.value)
+                elif type(target) is cst.Name and _owner_key(value) in attrs:
                     owners.add(target.value)
-                elif type(target) in (cst.Tuple, cst.List) and _saved(node.value):
+                elif type(target) is cst.Name and _saved_item(value, restored) in positions:
+                    owners.add(target.value)  # ``saved = ctx.saved_tensors; w = saved[1]``
+                elif type(target) in (cst.Tuple, cst.List) and _saved(value):
                     owners.update(
                         e.value.value
                         for i, e in enumerate(target.elements)
@@ -237,6 +239,19 @@ def _parameter_use(
 
 def _saved(value: cst.CSTNode) -> bool:
     return type(value) is cst.Attribute and value.attr.value == "saved_tensors"
+
+
+def _saved_item(value: cst.CSTNode, restored: set[str]) -> int | None:
+    """i for ``S[i]`` where S names the restored saved tensors."""
+    if type(value) is cst.Subscript and type(value.value) is cst.Name and len(value.slice) == 1:
+        index = value.slice[0].slice
+        if (
+            value.value.value in restored
+            and type(index) is cst.Index
+            and type(index.value) is cst.Integer
+        ):
+            return int(index.value.value)
+    return None
 
 
 def _given_main_grad(unit: Unit, name: str) -> bool:
@@ -259,13 +274,32 @@ def _given_main_grad(unit: Unit, name: str) -> bool:
     return False
 
 
-def _callees(
-    call: cst.Call, functions, classes: set[str], forwards
-) -> tuple[cst.FunctionDef, int, list[cst.FunctionDef]] | None:
+def _entry_aliases(unit: Unit, forwards) -> dict[str, tuple[str, frozenset[str]]]:
+    """Names the unit binds to an autograd Function's entry (``fn = Fn.apply``, under no
+    grad ``fn = Fn.forward``): name -> (class, the entries bound)."""
+    found: dict[str, tuple[str, set[str]]] = {}
+    for stmt, _ in unit.statements():
+        if type(stmt) is not cst.Assign or len(stmt.targets) != 1:
+            continue
+        target, value = stmt.targets[0].target, stmt.value
+        if (
+            type(target) is cst.Name
+            and type(value) is cst.Attribute
+            and value.attr.value in ("apply", "forward")
+            and type(value.value) is cst.Name
+            and value.value.value in forwards
+        ):
+            cls, entries = found.setdefault(target.value, (value.value.value, set()))
+            entries.add(value.attr.value if cls == value.value.value else "?")
+    return {n: (c, frozenset(e)) for n, (c, e) in found.items() if "?" not in e}
+
+
+def _callees(call: cst.Call, functions, classes: set[str], forwards, entries):
     """The function of the file ``call`` runs, how many of its parameters the call binds
-    itself (``ctx`` for ``Fn.apply``, ``self`` for a method), and, for ``apply``, the
-    class's other methods (backward reads back what forward keeps on ``ctx``)."""
-    func = call.func
+    itself (``ctx`` for ``Fn.apply``, ``self`` for a method), for ``apply`` the class's
+    other methods (backward reads back what forward keeps on ``ctx``), and the arguments
+    to pair with the rest; None when unknown."""
+    func, args = call.func, call.args
     if (
         type(func) is cst.Attribute
         and type(func.value) is cst.Name
@@ -273,12 +307,22 @@ def _callees(
         and func.value.value in forwards
     ):
         forward, siblings = forwards[func.value.value]
-        return forward, 1, siblings
+        return forward, 1, siblings, args
+    if type(func) is cst.Name and func.value in entries:
+        cls, bound = entries[func.value]
+        forward, siblings = forwards[cls]
+        if args and args[0].star == "*":
+            # ``fn(*autograd_ctx, x, w)``: the leading list fills ``ctx`` where ``fn`` is
+            # ``forward`` (``[None]``) and is empty where it is ``apply``
+            return forward, 1, siblings, args[1:]
+        if len(bound) == 1:
+            return forward, int(bound == {"apply"}), siblings, args
+        return None
     callee = callee_weights._callee(call, functions, classes)
     if callee is None:
         return None
     skip = int(type(func) is cst.Attribute and not callee_weights._is_static(callee))
-    return callee, skip, []
+    return callee, skip, [], args
 
 
 def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
@@ -288,23 +332,28 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
     if "main_grad" not in context.source:
         return []
     functions = callee_weights._functions(context)
-    forwards = _autograd_forwards(context) if ".apply(" in context.source else {}
+    source = context.source
+    # the file's autograd Functions, where something can reach them (``Fn.apply``, an alias)
+    forwards = _autograd_forwards(context) if ".apply" in source or ".forward" in source else {}
     classes = {n.name.value for n in patterns.walk(context.module) if type(n) is cst.ClassDef}
     callable_here = set(functions) | ({"apply"} if forwards else set())
     uses: dict[tuple[int, str], cst.CSTNode | None] = {}
     found = []
     for unit in context.units:
-        if not isinstance(unit.owner, cst.FunctionDef) or not unit.survey.calls & callable_here:
+        if not isinstance(unit.owner, cst.FunctionDef):
+            continue
+        entries = _entry_aliases(unit, forwards) if forwards else {}
+        if not unit.survey.calls & callable_here and not unit.survey.calls & entries.keys():
             continue
         # Syntactic first: provenance is built only where a call hands an argument to a
         # parameter its callee uses as the Parameter.
         candidates = []
         for call in (n for n in callee_weights._own_nodes(unit.body) if type(n) is cst.Call):
-            resolved = _callees(call, functions, classes, forwards)
+            resolved = _callees(call, functions, classes, forwards, entries)
             if resolved is None or resolved[0] is unit.owner:
                 continue
-            callee, skip, siblings = resolved
-            for parameter, argument in _pairs(call, callee, skip):
+            callee, skip, siblings, args = resolved
+            for parameter, argument in _pairs(args, callee, skip):
                 if type(argument) not in (cst.Name, cst.Call, cst.Subscript):
                     continue
                 key = (id(callee), parameter)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from gmlp_check.lint import engine
 
 from .support import ALL_CODES
@@ -64,3 +66,37 @@ def test_a_helper_of_the_file_is_judged_by_its_returns_not_its_name():
     elsewhere = source.replace("def _params_to_unshard", "def _unused")
     handed = [f.line for f in engine.lint_source(elsewhere, "f.py", ALL_CODES)]
     assert handed == [13]
+
+
+ALIASED = """
+    class _Fn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.ref = weakref.ref(w)
+            return x @ w.t()
+
+        @staticmethod
+        def backward(ctx, dy):
+            ctx.ref().main_grad.add_(dy)
+
+
+    def run(ctx, x, weight):
+        {binding}
+        copy = quantize(weight)
+        return fn({args})
+"""
+
+
+@pytest.mark.parametrize(
+    ("binding", "args", "lines"),
+    [
+        ("fn = _Fn.apply", "x, copy", [16]),  # apply binds ctx itself
+        ("fn = _Fn.forward", "ctx, x, copy", [16]),  # forward called directly is given it
+        # either entry and no leading ctx list: which parameter ``copy`` lands on is unknown
+        ("fn = _Fn.apply if ctx else _Fn.forward", "x, copy", []),
+    ],
+)
+def test_an_alias_of_apply_or_forward_binds_ctx_as_the_entry_does(binding, args, lines):
+    source = textwrap.dedent(ALIASED).format(binding=binding, args=args)
+    handed = [f.line for f in engine.lint_source(source, "f.py", ALL_CODES) if f.code == "GMLP037"]
+    assert handed == lines

@@ -392,4 +392,47 @@ VARIANTS = (
             return x @ full
         """,
     ),
+    # ---------------------------- apply through a local alias, the ctx slot as a leading list
+    Variant(
+        1,
+        "apply-alias-with-ctx-list-hands-gathered-weight",
+        """
+        class _Mlp(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, w1, w2):
+                ctx.main_grad_of = [lambda: w1.main_grad, lambda: w2.main_grad]
+                return gelu(x @ w1.t()) @ w2.t()
+
+
+        class Mlp(torch.nn.Module):
+            def forward(self, x):
+                if torch.is_grad_enabled():
+                    fn = _Mlp.apply
+                    args = []
+                else:
+                    fn = _Mlp.forward
+                    args = [None]
+                w1 = all_gather_along_first_dim(self.fc1, self.group)
+                return fn(*args, x, w1, self.fc2)  # bug
+        """,
+        """
+        class _Mlp(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, w1, w2, group):
+                ctx.main_grad_of = [lambda: w1.main_grad, lambda: w2.main_grad]
+                full = all_gather_along_first_dim(w1, group)
+                return gelu(x @ full.t()) @ w2.t()
+
+
+        class Mlp(torch.nn.Module):
+            def forward(self, x):
+                if torch.is_grad_enabled():
+                    fn = _Mlp.apply
+                    args = []
+                else:
+                    fn = _Mlp.forward
+                    args = [None]
+                return fn(*args, x, self.fc1, self.fc2, self.group)
+        """,
+    ),
 )
