@@ -70,25 +70,31 @@ RULE = Rule(
 
         Also seen, with no `origin_` twin (lint/analysis/call_provenance.py): an argument
         that is a copy on every path reaching the call (a name every binding of which is a
-        quantize / cast / all-gather call, `.to(<float8 dtype>)`, a helper of the file
-        returning a copy, also two helpers deep, or a list comprehension of such calls; or
-        the call itself), handed by position, keyword or as a starred list to a function of
-        the file or to an autograd Function of the file through `Fn.apply(...)`: the call
-        binds `ctx` itself, so the arguments go to `forward`'s parameters after it, and
-        arguments past its named parameters, or a starred list right after them, go to its
-        `*args`. The callee uses the parameter as the Parameter as above, also through a
-        name bound to a slice of it (`weights = weights_and_biases[:n]`), and, for `apply`,
-        through what `forward` keeps of it on `ctx` (`ctx.w = w`) or saves for backward
-        (`ctx.save_for_backward(x, w)`) and another method of the class (backward) uses so,
-        read back as `ctx.w` or unpacked from `ctx.saved_tensors` at that position. A
-        function of the file counts by what it returns, not by its name
-        (`_param_list_for_unshard(module)` returning `module.parameters()` hands the
-        Parameters). Not reported when the caller sets the copy's `main_grad` (also on a
-        loop variable over it): the copy then carries the Parameter's buffer on purpose. Not
-        seen there: an argument that is a copy on some paths only (the helper returning the
-        members of a grouped weight on one branch and the Parameters on another: Transformer
-        Engine #3178 is of this shape), `apply` reached through an alias (`fn = Fn.apply`),
-        a starred argument ahead of the positional ones, and `ctx` state kept in containers.
+        quantize / cast / all-gather call, `.to(<float8 dtype>)`, a list comprehension of
+        such calls, or a helper of the file whose returned value provenance.py classifies as
+        a copy, also two helpers deep; or the call itself), handed by position, keyword or
+        as a starred list to a function of the file or to an autograd Function of the file
+        through `Fn.apply(...)`, or through a local bound to `Fn.apply` / `Fn.forward`
+        (`linear_fn(*autograd_ctx, x, *weights)`: a leading starred list is the `ctx` slot,
+        empty for `apply` and `[None]` for `forward`). `apply` binds `ctx` itself, so the
+        arguments go to `forward`'s parameters after it; arguments past its named
+        parameters, or a starred list right after them, go to its `*args`. The callee uses
+        the parameter as the Parameter as above, also through a name bound to a slice of it
+        (`weights = weights_and_biases[:n]`), and, for `apply`, through what `forward` keeps
+        of it on `ctx` (`ctx.w = w`) or saves for backward (`ctx.save_for_backward(x, w)`)
+        and another method of the class (backward) uses so, read back as `ctx.w` or restored
+        from `ctx.saved_tensors` at that position (unpacked, or indexed). A function of the
+        file counts by what it returns, not by its name (`_param_list_for_unshard(module)`
+        returning `module.parameters()` hands the Parameters). A helper's returned value is
+        classified by its last binding provenance.py can classify, so a helper returning a
+        grouped weight's member views on one branch and the Parameters on another counts as
+        returning copies: the finding then holds on the branch that makes them (Transformer
+        Engine #3178's shape at a fork's head). Not reported when the caller sets the copy's
+        `main_grad` (also on a loop variable over it): the copy then carries the Parameter's
+        buffer on purpose. Not seen there: a copy made on some paths of the caller only, a
+        starred argument ahead of the positional ones other than the `ctx` slot of an alias,
+        an alias bound to both `apply` and `forward` with no leading list, and `ctx` state
+        kept in containers.
 
         Not seen: methods of other files and module-qualified calls (`helpers.f(...)`), star
         imports, helpers outside the files linted together (one file linted alone knows only
