@@ -52,6 +52,13 @@ CALL_WORDS = (
 )
 
 
+def _helpers(context: ModuleContext) -> dict[str, str]:
+    """What the module's helpers return (call_provenance.py, which builds on this module)."""
+    from .call_provenance import returned_provenance
+
+    return context.shared(returned_provenance)
+
+
 def is_origin_name(word: str) -> bool:
     return any(word.startswith(p) and len(word) > len(p) for p in ORIGIN_PREFIXES)
 
@@ -79,7 +86,7 @@ def ctx_facts(context: ModuleContext) -> CtxFacts:
     facts = CtxFacts()
     if "ctx." not in context.source:
         return facts
-    helpers = context.shared(returned_provenance)
+    helpers = _helpers(context)
     attrs: dict[str, set[str | None]] = {}
     refs: dict[str, set[str | None]] = {}
     saves: list[tuple[str | None, ...]] = []
@@ -166,6 +173,8 @@ def of_value(
         for provenance, words in CALL_WORDS:
             if any(w in name for w in words):
                 return provenance
+        if name == "to" and _to_fp8(value):
+            return QUANTIZED  # ``w.to(torch.float8_e4m3fn)``: a cast copy
         if on_ctx(value.func) and ctx and name in ctx.refs:
             return ctx.refs[name]  # ctx.weight_ref(): a weakref taken of a copy
         if isinstance(value.func, cst.Attribute) and name.endswith("_ref"):
@@ -184,24 +193,6 @@ def of_value(
     return None
 
 
-def returned_provenance(context: ModuleContext) -> dict[str, str]:
-    """For ``context.shared``: the module's functions whose every ``return`` value has one
-    known provenance (a helper that quantizes or gathers the weight it is given)."""
-    found: dict[str, str] = {}
-    for unit in context.units:
-        if not isinstance(unit.owner, cst.FunctionDef):
-            continue
-        names = Provenance(unit, {}, CtxFacts())
-        kinds = {
-            names.of(stmt.value)
-            for stmt, _ in unit.statements()
-            if isinstance(stmt, cst.Return) and stmt.value is not None
-        }
-        if len(kinds) == 1 and None not in kinds:
-            found[unit.name] = kinds.pop()
-    return found
-
-
 class Provenance:
     """The provenance of the names of one unit (and the units it is nested in)."""
 
@@ -209,7 +200,7 @@ class Provenance:
         self, unit: Unit, helpers: dict[str, str] | None = None, ctx: CtxFacts | None = None
     ) -> None:
         if helpers is None:
-            helpers = unit.context.shared(returned_provenance)
+            helpers = _helpers(unit.context)
         if ctx is None:
             ctx = unit.context.shared(ctx_facts)
         self.helpers = helpers
@@ -291,6 +282,14 @@ class Provenance:
         if len(kinds) == 1:
             return False
         return (PARAMETER in kinds and bool(kinds & STAND_INS)) or bool(kinds & COPIES)
+
+
+def _to_fp8(call: cst.Call) -> bool:
+    return any(
+        type(n) is cst.Attribute and n.attr.value.startswith("float8")
+        for a in call.args
+        for n in patterns.walk(a.value)
+    )
 
 
 def _is_saved_tensors(value: cst.CSTNode) -> bool:

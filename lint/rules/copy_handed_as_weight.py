@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 callee_weights = LazyModule("..analysis.callee_weights", __package__)
+call_provenance = LazyModule("..analysis.call_provenance", __package__)
 
 CODE = "GMLP037"
 RULE = Rule(
@@ -19,7 +20,8 @@ RULE = Rule(
     name="copy-handed-as-weight",
     summary=(
         "A name that some path binds to a gathered or quantized copy of a weight (while its "
-        "`origin_` twin names the Parameter) is handed to a function (of the file, or imported "
+        "`origin_` twin names the Parameter), or that every path binds to such a copy, is "
+        "handed to a function (of the file, an autograd Function's `apply`, or imported "
         "from another file of the run) that takes main_grad, weakrefs or main_grad flags from "
         "that argument."
     ),
@@ -29,7 +31,11 @@ RULE = Rule(
         "where `origin_w` is in scope and a binding of `w` to a copy (all-gather, "
         "materialize, quantize) reaches the call, when `f` reads `.main_grad` / "
         "`.get_main_grad` / a main_grad flag from that parameter, or takes a weakref of it "
-        "(also through `P[i]` and a loop or comprehension variable over `P`)"
+        "(also through `P[i]` and a loop or comprehension variable over `P`); and, with no "
+        "twin needed, an argument every binding of which is such a copy handed to `Fn.apply` "
+        "(into `Fn.forward` after `ctx`, a starred list into its `*args`) or to a function of "
+        "the file, whose parameter is so used (also kept on `ctx` or saved for backward and "
+        "used there), unless the caller gives the copy main_grad first"
     ),
     explanation="""
         Issue #19, class 1 (which object), across functions of one file; found from
@@ -62,12 +68,40 @@ RULE = Rule(
         itself. Looked for only among the names that files naming an `origin_` twin and
         main_grad import.
 
-        Not seen: methods of other files and module-qualified calls (`helpers.f(...)`),
-        star imports, helpers outside the files linted together (one file linted alone
-        knows only its own functions), a calling file that names no trigger of the linter
-        (main_grad and the others: such a file is not analysed), copies with no `origin_`
-        twin in scope (the code may then hold only the copy on purpose), arguments that
-        are expressions, `*args` / `**kwargs`, positions inside `zip(...)`, names defined
+        Also seen, with no `origin_` twin (lint/analysis/call_provenance.py): an argument
+        that is a copy on every path reaching the call (a name every binding of which is a
+        quantize / cast / all-gather call, `.to(<float8 dtype>)`, a list comprehension of
+        such calls, or a helper of the file whose returned value provenance.py classifies as
+        a copy, also two helpers deep; or the call itself), handed by position, keyword or
+        as a starred list to a function of the file or to an autograd Function of the file
+        through `Fn.apply(...)`, or through a local bound to `Fn.apply` / `Fn.forward`
+        (`linear_fn(*autograd_ctx, x, *weights)`: a leading starred list is the `ctx` slot,
+        empty for `apply` and `[None]` for `forward`). `apply` binds `ctx` itself, so the
+        arguments go to `forward`'s parameters after it; arguments past its named
+        parameters, or a starred list right after them, go to its `*args`. The callee uses
+        the parameter as the Parameter as above, also through a name bound to a slice of it
+        (`weights = weights_and_biases[:n]`), and, for `apply`, through what `forward` keeps
+        of it on `ctx` (`ctx.w = w`) or saves for backward (`ctx.save_for_backward(x, w)`)
+        and another method of the class (backward) uses so, read back as `ctx.w` or restored
+        from `ctx.saved_tensors` at that position (unpacked, or indexed). A function of the
+        file counts by what it returns, not by its name (`_param_list_for_unshard(module)`
+        returning `module.parameters()` hands the Parameters). A helper's returned value is
+        classified by its last binding provenance.py can classify, so a helper returning a
+        grouped weight's member views on one branch and the Parameters on another counts as
+        returning copies: the finding then holds on the branch that makes them (Transformer
+        Engine #3178's shape at a fork's head). Not reported when the caller sets the copy's
+        `main_grad` (also on a loop variable over it): the copy then carries the Parameter's
+        buffer on purpose. Not seen there: a copy made on some paths of the caller only, a
+        starred argument ahead of the positional ones other than the `ctx` slot of an alias,
+        an alias bound to both `apply` and `forward` with no leading list, and `ctx` state
+        kept in containers.
+
+        Not seen: methods of other files and module-qualified calls (`helpers.f(...)`), star
+        imports, helpers outside the files linted together (one file linted alone knows only
+        its own functions), a calling file that names no trigger of the linter (main_grad
+        and the others: such a file is not analysed), copies on some paths only with no
+        `origin_` twin in scope (the code may then hold only the copy on purpose), other
+        expressions as arguments, `**kwargs`, positions inside `zip(...)`, names defined
         more than once in the file (methods of two classes named alike).
     """,
     fix="""
@@ -114,6 +148,26 @@ RULE = Rule(
             """,
             line=13,
         ),
+        Example(
+            """
+            class _Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, weight)
+                    return x @ weight.t()
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    weight.main_grad.add_(dy.t() @ x)
+                    return dy @ weight, None
+
+
+            def linear(x, weight):
+                return _Linear.apply(x, quantize(weight))
+            """,
+            line=15,
+        ),
     ),
 )
 
@@ -125,7 +179,20 @@ MESSAGE = (
 )
 
 
+SURE_MESSAGE = (
+    "`{name}` is {kind} here, and `{callee}` uses its parameter `{parameter}` as the "
+    "Parameter (line {line}: main_grad, weakref or flags): it takes them from the copy; hand "
+    "it the Parameter, or give the copy the Parameter's main_grad first"
+)
+KINDS = {
+    "quantized": "a quantized copy of the weight",
+    "materialized": "a materialized (gathered) copy of the weight",
+}
+
+
 def check(context: ModuleContext, out: Collector) -> None:
+    # The twin-based findings first: the collector keeps one finding per site, and theirs
+    # names the Parameter to hand instead.
     for found in context.shared(callee_weights.handed_copies):
         out.report(
             CODE,
@@ -138,5 +205,17 @@ def check(context: ModuleContext, out: Collector) -> None:
                 where="in another file of the run"
                 if found.use_line is None
                 else f"line {found.use_line}",
+            ),
+        )
+    for sure in context.shared(call_provenance.handed_stand_ins):
+        out.report(
+            CODE,
+            sure.argument,
+            SURE_MESSAGE.format(
+                name=out.text(sure.argument),
+                kind=KINDS[sure.kind],
+                callee=sure.callee,
+                parameter=sure.parameter,
+                line=sure.use_line,
             ),
         )

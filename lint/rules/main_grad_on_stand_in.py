@@ -42,8 +42,10 @@ RULE = Rule(
         `main_grad` fails or lands in a buffer nobody reduces; a dummy sized from it, a flag
         set on it or a weakref kept of it leaves the Parameter's bookkeeping undone.
 
-        Seen (analysis/provenance.py): names bound to a quantize / cast / all-gather call or
-        to a helper of the module whose returns all are such copies; names spelled as
+        Seen (analysis/provenance.py): names bound to a quantize / cast / all-gather call,
+        `.to(<float8 dtype>)`, or a helper of the module whose returns all are such copies
+        (analysis/call_provenance.py: also a helper returning another helper's copy, and a
+        buffer an all-gather fills, `all_gather_into_tensor(buf, w); return buf`); names spelled as
         copies (`*_fp8`, `weightmat`, `full_weight`, `gathered`); `ctx` attributes every
         function of the file stores a copy in (`ctx.w = weight_fp8` in forward makes
         `ctx.w` a copy in backward); `ctx.w_ref = weakref.ref(<copy>)` dereferenced as
@@ -60,8 +62,9 @@ RULE = Rule(
         say nothing (a plain `weight` restored from `ctx` with no `origin_weight` beside it is
         taken to be the Parameter: Transformer Engine saves the Parameter itself).
 
-        Not seen: the read moved into a helper function of the file handed the copy (GMLP037
-        reports a copy handed to a helper only where its `origin_` twin is in scope).
+        Not seen: the read moved into a helper function of the file, or into an autograd
+        Function's forward / backward, handed the copy: GMLP037 reports the call (where
+        the copy's `origin_` twin is in scope, or where every path makes it a copy).
     """,
     fix="""
         Keep the Parameter beside the stand-in (`origin_weight`, or a weakref of the

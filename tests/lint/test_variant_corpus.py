@@ -20,6 +20,7 @@ from . import (
     variant_corpus_blind2,
     variant_corpus_blind3,
     variant_corpus_blind4,
+    variant_corpus_class1_calls,
     variant_corpus_class4,
     variant_corpus_classes12,
     variant_corpus_classes56,
@@ -34,6 +35,7 @@ VARIANTS = (
     + variant_corpus_classes12.VARIANTS
     + variant_corpus_classes56.VARIANTS
     + variant_corpus_class4.VARIANTS
+    + variant_corpus_class1_calls.VARIANTS
 )
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]
