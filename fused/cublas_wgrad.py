@@ -13,6 +13,7 @@ of addmm / mm, which run on CUDA only: CPU runs always take the Triton kernel.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from .main_grad import WgradPlan
 
 
+@functools.cache  # asked on every backward; the answer is the installed torch's
 def has_fp32_output_gemms() -> bool:
     """Whether this torch has addmm / mm with an fp32 output from 16-bit operands."""
     return "dtype_out" in torch.ops.aten.addmm.overloads() and (

@@ -1,4 +1,4 @@
-"""The triton backend: a grouped MLP whose every GEMM is one Triton launch over all experts.
+"""The triton backend: a grouped MLP whose GEMMs are each one Triton launch over all experts.
 
 Forward:  fc1 grouped GEMM with the activation (and probs scale) in its epilogue, saving the
           pre-activation h and the activation a; fc2 grouped GEMM (+ bias).

@@ -4,9 +4,9 @@ provenance.py classifies names within a function (and across forward and backwar
 ``ctx``). A stand-in also crosses calls:
 
 - out of a helper of the file: ``def _cast(w): return w.to(torch.float8_e4m3fn)`` makes
-  ``_cast(weight)`` a quantized copy wherever it is called (``returned_provenance``; a
-  helper returning another helper's copy, and a buffer an all-gather fills and the helper
-  returns, count too);
+  ``_cast(weight)`` a quantized copy wherever it is called (a helper returning another
+  helper's copy, and a buffer an all-gather fills and the helper returns, count too): that
+  part is module_provenance.returned_provenance, which every function's classifier uses;
 - into a function of the file: ``Fn.apply(x, w_q)`` binds ``w_q`` to the parameter of
   ``Fn.forward`` after ``ctx`` (a starred list ``*copies`` to its ``*weights``), and a
   helper called with the copy (by position or keyword) takes whatever it does with its
@@ -27,60 +27,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import callee_weights, patterns, provenance
+from . import callee_weights, module_provenance, patterns, provenance
 from .module import ModuleContext, Unit
-
-GATHERS_INTO = ("all_gather", "_gather_base")  # calls filling their first argument
-
-
-def returned_provenance(context: ModuleContext) -> dict[str, str]:
-    """For ``context.shared``: the module's functions whose every ``return`` value has one
-    known provenance (a helper that quantizes or gathers the weight it is given). Two
-    rounds: a helper returning what another helper of the file returns is followed once."""
-    returning = []
-    for unit in context.units:
-        if not isinstance(unit.owner, cst.FunctionDef):
-            continue
-        values = [
-            stmt.value
-            for stmt, _ in unit.statements()
-            if type(stmt) is cst.Return and stmt.value is not None
-        ]
-        if values:  # a function returning nothing needs no provenance (and none is built)
-            returning.append((unit, values))
-    found: dict[str, str] = {}
-    for first in (True, False):
-        for unit, values in returning:
-            if unit.name in found:
-                continue
-            if not first and not any(
-                patterns.callee_name(n) in found for v in values for n in patterns.walk(v)
-            ):
-                continue  # nothing found in the first round is called here
-            names = provenance.Provenance(unit, dict(found), provenance.CtxFacts())
-            kinds = {names.of(v) or _filled_by_gather(unit, v) for v in values}
-            if len(kinds) == 1 and None not in kinds:
-                found[unit.name] = kinds.pop()
-    return found
-
-
-def _filled_by_gather(unit: Unit, value: cst.CSTNode) -> str | None:
-    """``buf = torch.empty(...); all_gather_into_tensor(buf, shard); return buf``: the
-    returned buffer holds the materialized weight."""
-    if type(value) is not cst.Name:
-        return None
-    for stmt, _ in unit.statements():
-        if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
-            name = patterns.callee_name(stmt.value) or ""
-            args = patterns.positional_args(stmt.value)
-            if (
-                any(g in name for g in GATHERS_INTO)
-                and args
-                and type(args[0].value) is cst.Name
-                and args[0].value.value == value.value
-            ):
-                return provenance.MATERIALIZED
-    return None
 
 
 @dataclass(frozen=True)
@@ -363,7 +311,7 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
                     candidates.append((call, callee, parameter, argument, uses[key]))
         if not candidates:
             continue
-        objects = provenance.Provenance(unit)
+        objects = module_provenance.of_unit(unit)
         for call, callee, parameter, argument, use in candidates:
             node = callee_weights._node_of(unit, call)
             if node is None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import patterns, provenance
+from . import module_provenance, patterns, provenance
 from .module import ModuleContext, iter_statements
 
 ATTRIBUTES = (
@@ -252,7 +252,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
                         candidates.append((call, callee, parameter, argument, uses[key]))
         if not candidates:
             continue
-        objects = provenance.Provenance(unit)
+        objects = module_provenance.of_unit(unit)
         for call, callee, parameter, argument, use in candidates:
             twin = next(
                 (

@@ -29,7 +29,7 @@ from __future__ import annotations
 import libcst as cst
 
 from . import patterns
-from .module import ModuleContext, Unit
+from .module import Unit
 
 PARAMETER = "parameter"
 SAVED = "saved"
@@ -52,13 +52,6 @@ CALL_WORDS = (
 )
 
 
-def _helpers(context: ModuleContext) -> dict[str, str]:
-    """What the module's helpers return (call_provenance.py, which builds on this module)."""
-    from .call_provenance import returned_provenance
-
-    return context.shared(returned_provenance)
-
-
 def is_origin_name(word: str) -> bool:
     return any(word.startswith(p) and len(word) > len(p) for p in ORIGIN_PREFIXES)
 
@@ -74,52 +67,12 @@ def by_name(word: str) -> str | None:
 
 class CtxFacts:
     """What the file's functions store on ``ctx``, as provenances of copies (see the module
-    docstring). Use as ``context.shared(ctx_facts)``."""
+    docstring; built by module_provenance.ctx_facts)."""
 
     def __init__(self) -> None:
         self.attrs: dict[str, str] = {}  # ctx.A holds a copy of this provenance
         self.refs: dict[str, str] = {}  # ctx.A() dereferences a weakref of such a copy
         self.saved: tuple[str | None, ...] = ()  # provenance by position of saved_tensors
-
-
-def ctx_facts(context: ModuleContext) -> CtxFacts:
-    facts = CtxFacts()
-    if "ctx." not in context.source:
-        return facts
-    helpers = _helpers(context)
-    attrs: dict[str, set[str | None]] = {}
-    refs: dict[str, set[str | None]] = {}
-    saves: list[tuple[str | None, ...]] = []
-    for unit in context.units:
-        if not unit.survey.ctx_attrs:
-            continue
-        names = Provenance(unit, helpers, CtxFacts())
-        for stmt, _ in unit.statements():
-            if isinstance(stmt, cst.Assign):
-                for target in stmt.targets:
-                    attr = _ctx_attr(target.target)
-                    if attr is None:
-                        continue
-                    referent = weakref_referent(stmt.value)
-                    if referent is not None:
-                        refs.setdefault(attr, set()).add(names.of(referent))
-                    else:
-                        attrs.setdefault(attr, set()).add(names.of(stmt.value))
-            elif isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
-                call = stmt.value
-                if patterns.callee_name(call) == "save_for_backward" and on_ctx(call.func):
-                    saves.append(tuple(_copy_or_none(names.of(a.value)) for a in call.args))
-    facts.attrs = {a: k.pop() for a, k in attrs.items() if len(k) == 1 and k <= COPIES}
-    facts.refs = {a: k.pop() for a, k in refs.items() if len(k) == 1 and k <= COPIES}
-    if len(set(saves)) == 1:
-        facts.saved = saves[0]
-    return facts
-
-
-def _ctx_attr(target: cst.CSTNode) -> str | None:
-    if isinstance(target, cst.Attribute) and on_ctx(target):
-        return target.attr.value
-    return None
 
 
 def on_ctx(attribute: cst.CSTNode) -> bool:
@@ -141,7 +94,7 @@ def weakref_referent(value: cst.CSTNode) -> cst.BaseExpression | None:
     return None
 
 
-def _copy_or_none(kind: str | None) -> str | None:
+def copy_or_none(kind: str | None) -> str | None:
     return kind if kind in COPIES else None
 
 
@@ -186,23 +139,19 @@ def of_value(
         # copies (only a copy is carried: an element naming the loop variable says nothing)
         if type(value.elt) is cst.Name:
             return None
-        return _copy_or_none(of_value(value.elt, {}, helpers, ctx))
+        return copy_or_none(of_value(value.elt, {}, helpers, ctx))
     if kind is cst.List or kind is cst.Tuple:
         kinds = {of_value(e.value, known, helpers, ctx) for e in value.elements}
-        return _copy_or_none(kinds.pop()) if len(kinds) == 1 else None
+        return copy_or_none(kinds.pop()) if len(kinds) == 1 else None
     return None
 
 
 class Provenance:
     """The provenance of the names of one unit (and the units it is nested in)."""
 
-    def __init__(
-        self, unit: Unit, helpers: dict[str, str] | None = None, ctx: CtxFacts | None = None
-    ) -> None:
-        if helpers is None:
-            helpers = _helpers(unit.context)
-        if ctx is None:
-            ctx = unit.context.shared(ctx_facts)
+    def __init__(self, unit: Unit, helpers: dict[str, str], ctx: CtxFacts) -> None:
+        # helpers: what the module's own functions return (function name -> provenance);
+        # ctx: what the file stores on ctx. module_provenance.of_unit supplies both.
         self.helpers = helpers
         self.ctx = ctx
         chain = []

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+module_provenance = LazyModule("..analysis.module_provenance", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 
@@ -324,17 +325,17 @@ def check(context: ModuleContext, out: Collector) -> None:
         if survey.spells_grad_added:
             experts = _grouped_gemm_code(unit)
             for mark in wgrad.marks(unit):
-                _check_block(mark, provenance.Provenance(unit), out, experts)
+                _check_block(mark, module_provenance.of_unit(unit), out, experts)
         if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
             for stmt, _ in unit.statements():
                 if not isinstance(stmt, cst.BaseCompoundStatement):
                     for sub in patterns.walk(stmt):
                         if isinstance(sub, (cst.Call, cst.Dict)):
-                            _check_arguments(sub, provenance.Provenance(unit), out)
+                            _check_arguments(sub, module_provenance.of_unit(unit), out)
         if survey.spells_overwrite and "origin" in source:
-            _check_twins(unit, provenance.Provenance(unit), out)
+            _check_twins(unit, module_provenance.of_unit(unit), out)
         if survey.spells_overwrite:
-            _check_copies(unit, provenance.Provenance(unit), out)
+            _check_copies(unit, module_provenance.of_unit(unit), out)
 
 
 # Callee words of grouped (per-expert) GEMMs: MindSpeed's gmm / npu_groupmatmul, TE's and

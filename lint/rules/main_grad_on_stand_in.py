@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+module_provenance = LazyModule("..analysis.module_provenance", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 
@@ -44,7 +45,7 @@ RULE = Rule(
 
         Seen (analysis/provenance.py): names bound to a quantize / cast / all-gather call,
         `.to(<float8 dtype>)`, or a helper of the module whose returns all are such copies
-        (analysis/call_provenance.py: also a helper returning another helper's copy, and a
+        (analysis/module_provenance.py: also a helper returning another helper's copy, and a
         buffer an all-gather fills, `all_gather_into_tensor(buf, w); return buf`); names spelled as
         copies (`*_fp8`, `weightmat`, `full_weight`, `gathered`); `ctx` attributes every
         function of the file stores a copy in (`ctx.w = weight_fp8` in forward makes
@@ -207,7 +208,7 @@ def _check_unit(unit: Unit, out: Collector) -> None:
     candidates = [c for c in _candidates(unit) if _may_stand_in(unit, c[0], c[1])]
     if not candidates:
         return  # no subject bound by an assignment, no ctx attribute, no call: nothing to ask
-    objects = provenance.Provenance(unit)
+    objects = module_provenance.of_unit(unit)
     in_mark_blocks = _mark_block_ids(unit)
     for subject, node, root, what, effect in candidates:
         if effect == "main_grad" and id(root) in in_mark_blocks:

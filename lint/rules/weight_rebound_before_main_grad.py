@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
-call_provenance = LazyModule("..analysis.call_provenance", __package__)
+module_provenance = LazyModule("..analysis.module_provenance", __package__)
 fresh_flags = LazyModule("..analysis.fresh_flags", __package__)
 
 CODE = "GMLP015"
@@ -205,7 +205,7 @@ def check(context: ModuleContext, out: Collector) -> None:
 def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
     """The flag set on a fresh object whose binding was not reported already (a read of the
     flag from the same copy is one bug, reported once at the rebinding)."""
-    helpers = unit.context.shared(call_provenance.returned_provenance)
+    helpers = unit.context.shared(module_provenance.returned_provenance)
     makers = unit.context.shared(fresh_makers)
     for found in fresh_flags.flags_on_copies(
         unit, lambda d: _makes_fresh(d.name, d.value, helpers, makers)
@@ -219,7 +219,7 @@ def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
 
 def _check_unit(unit: Unit, out: Collector) -> set[int]:
     """Reports the rebindings read from; returns their definitions' indices."""
-    helpers = unit.context.shared(call_provenance.returned_provenance)
+    helpers = unit.context.shared(module_provenance.returned_provenance)
     makers = unit.context.shared(fresh_makers)
     fresh = {
         d

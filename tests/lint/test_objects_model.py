@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from gmlp_check.lint.analysis import deliveries, provenance
+from gmlp_check.lint.analysis import deliveries, module_provenance, provenance
 from gmlp_check.lint.analysis.module import ModuleContext
 
 
@@ -32,7 +32,7 @@ def test_ctx_facts_carry_copies_from_forward_to_backward():
             ctx.save_for_backward(x, all_gather_along_first_dim(weight))
         """
     )
-    facts = context.shared(provenance.ctx_facts)
+    facts = context.shared(module_provenance.ctx_facts)
     assert facts.attrs == {"weightmat": provenance.QUANTIZED}
     assert facts.refs == {"fp8_ref": provenance.QUANTIZED}
     assert facts.saved == (None, provenance.MATERIALIZED)
@@ -48,7 +48,7 @@ def test_a_ctx_slot_filled_differently_is_assumed_nothing():
             ctx.weight = weight
         """
     )
-    assert context.shared(provenance.ctx_facts).attrs == {}
+    assert context.shared(module_provenance.ctx_facts).attrs == {}
 
 
 def test_a_stand_in_only_when_every_reaching_binding_makes_one():
@@ -66,7 +66,7 @@ def test_a_stand_in_only_when_every_reaching_binding_makes_one():
         """
     )
     unit = _unit(context, "backward")
-    objects = provenance.Provenance(unit)
+    objects = module_provenance.of_unit(unit)
     kinds = {}
     for stmt, _ in unit.statements():
         text = context.code(stmt).strip()
@@ -129,7 +129,7 @@ def test_an_origin_name_restored_from_ctx_is_the_parameter_beside_its_copy():
         """
     )
     unit = _unit(context, "backward")
-    objects = provenance.Provenance(unit)
+    objects = module_provenance.of_unit(unit)
     returned = next(r for r, _ in unit.expression_roots() if type(r).__name__ == "Return")
     origin, copy = (e.value for e in returned.value.elements)
     assert objects.of(origin) == provenance.PARAMETER

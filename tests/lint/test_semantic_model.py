@@ -8,7 +8,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from gmlp_check.lint.analysis import classes, provenance
+from gmlp_check.lint.analysis import classes, module_provenance, provenance
 from gmlp_check.lint.analysis.module import ModuleContext
 
 BACKWARD = """
@@ -49,13 +49,13 @@ def unit_named(context: ModuleContext, name: str):
 )
 def test_names_are_classified_by_what_is_assigned_and_how_they_are_spelled(name, expected):
     context = ModuleContext(textwrap.dedent(BACKWARD), "x.py")
-    names = provenance.Provenance(unit_named(context, "backward"))
+    names = module_provenance.of_unit(unit_named(context, "backward"))
     assert names.of(cst.Name(name)) == expected
 
 
 def test_a_parameter_and_its_stand_in_differ_but_two_unknowns_do_not():
     context = ModuleContext(textwrap.dedent(BACKWARD), "x.py")
-    names = provenance.Provenance(unit_named(context, "backward"))
+    names = module_provenance.of_unit(unit_named(context, "backward"))
     assert names.differ(cst.Name("origin_weight"), cst.Name("weight"))
     assert names.differ(cst.Name("grad_output"), cst.Name("weight_fp8"))  # a copy
     assert not names.differ(cst.Name("grad_output"), cst.Name("restored"))  # TE saves params
