@@ -347,8 +347,17 @@ def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
 def _run_pool(jobs, work, mode, workers, results, on_result, pool=None, ahead=None) -> None:
     """The jobs' results, linted by ``pool`` (started here when None); ``ahead``: chunks
     already given to it, by the indices of ``jobs``."""
-    futures = dict(ahead or {})
-    given = {i for chunk in futures.values() for i in chunk}
+    futures: dict[Future, list[int]] = {}
+    given: set[int] = set()
+    later: list[list[int]] = []
+    for future, chunk in (ahead or {}).items():
+        given.update(chunk)
+        # Not started yet: handed out again after the others, small chunks that even out
+        # the end of the run (the analysed files' chunks are up to 100 times heavier).
+        if future.cancel():
+            later.append(chunk)
+        else:
+            futures[future] = chunk
     left = [i for i in range(len(jobs)) if i not in given]
     chunks = [
         [left[k] for k in chunk]
@@ -357,7 +366,7 @@ def _run_pool(jobs, work, mode, workers, results, on_result, pool=None, ahead=No
     if pool is None:
         pool = Workers(min(workers, len(chunks)))
     try:
-        for chunk in chunks:
+        for chunk in chunks + later:
             futures[pool.submit(_process_chunk, [jobs[i] for i in chunk], mode)] = chunk
     except BaseException:
         pool.stop()

@@ -4,6 +4,7 @@ before the facts are known (``engine._start_early``, ``workload.files_ahead``)."
 from __future__ import annotations
 
 import multiprocessing
+from concurrent.futures import Future
 
 from gmlp_check.lint import engine, workload
 from gmlp_check.lint.cache import Cache
@@ -77,3 +78,43 @@ def test_the_workers_start_before_the_facts_only_when_no_cache_is_read(tmp_path,
     # A cache may hold every file: then no worker is started for nothing.
     engine.run(jobs, engine.Mode(), workers=2, cache=Cache(tmp_path / "cache"))
     assert started[0] == 2 and started[1] == 0
+
+
+class _InlinePool:
+    """Runs each task at once, recording which jobs were handed out, in order."""
+
+    def __init__(self) -> None:
+        self.handed: list[list[str]] = []
+
+    def submit(self, function, jobs, mode) -> Future:
+        self.handed.append([job.path for job in jobs])
+        future: Future = Future()
+        future.set_result(function(jobs, mode))
+        return future
+
+    def close(self) -> None:
+        pass
+
+    stop = close
+
+
+def test_files_ahead_not_yet_started_are_handed_out_after_the_analysed_files(tmp_path):
+    jobs = [engine._with_data(job) for job in _jobs(tmp_path)]
+    started, waiting = Future(), Future()
+    started.set_running_or_notify_cancel()  # a worker holds it: it is not handed out again
+    started.set_result([engine.process(jobs[4], engine.Mode())])
+    ahead = {started: [4], waiting: [5]}  # cfg.py, plain.py
+    pool = _InlinePool()
+    results: list = [None] * len(jobs)
+    work = [workload.estimate_work(job) for job in jobs]
+    engine._run_pool(jobs, work, engine.Mode(), 2, results, None, pool, ahead)
+    names = [[path.rsplit("/", 1)[-1] for path in chunk] for chunk in pool.handed]
+    assert names[-1] == ["plain.py"] and all("cfg.py" not in chunk for chunk in names)
+    assert sorted(n for chunk in names for n in chunk) == [
+        "ddp.py",
+        "fsdp.py",
+        "gated.py",
+        "mlp.py",
+        "plain.py",
+    ]
+    assert all(result is not None for result in results)
