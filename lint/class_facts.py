@@ -69,26 +69,8 @@ def class_facts(
     ``__init__``; only the blocks of the classes some file needs are parsed. ``eager``: the
     run's eager layer classes (``layer_facts.eager_layers``), which build no layer here."""
     files = list(files)
-    candidates: dict[str, list[tuple[str, bytes]]] = {}  # name -> (path, block) defining it
-    for path, data in files:
-        if any(word in data for word in _DEFINES):
-            for block in _class_blocks(data):
-                if _DEFINES[0] in block or (_DEFINES[1] in block and b"def __init__" in block):
-                    name, _ = _header(block, 0)
-                    candidates.setdefault(name, []).append((path, block))
-    if not candidates:
-        return {}
-    headers = {path: list(_headers(data)) for path, data in files}
     contents = dict(files)
-    _add_intermediates(candidates, headers, contents)
-    wanted: dict[str, set[str]] = {}  # path -> the candidates its classes derive from
-    for path, found_headers in headers.items():
-        own = {name for name, _ in found_headers}
-        needed = {
-            b for _, bases in found_headers for b in bases if b in candidates and b not in own
-        }
-        if needed:
-            wanted[path] = needed
+    candidates, wanted = _subclasses(files, contents)
     summaries: dict[str, list[ClassFact]] = {}
     found: dict[str, tuple[ClassFact, ...]] = {}
     for path, needed in wanted.items():
@@ -104,6 +86,41 @@ def class_facts(
         if lineage and _may_lose_layers(contents[path], needed, lineage):
             found[path] = tuple(sorted(lineage))
     return found
+
+
+def subclass_files(files: Iterable[tuple[str, bytes]]) -> set[str]:
+    """The paths ``class_facts`` may give summaries to, found without the run's eager layers
+    (which decide what the summaries hold, not who gets them)."""
+    files = list(files)
+    return set(_subclasses(files, dict(files))[1])
+
+
+def _subclasses(
+    files: list[tuple[str, bytes]], contents: dict[str, bytes]
+) -> tuple[dict[str, list[tuple[str, bytes]]], dict[str, set[str]]]:
+    """The delayed-wgrad classes and those deriving from them (name -> (path, block) of
+    each definition), and for each file that subclasses one of them in a class of its own,
+    the ones it derives from."""
+    candidates: dict[str, list[tuple[str, bytes]]] = {}
+    for path, data in files:
+        if any(word in data for word in _DEFINES):
+            for block in _class_blocks(data):
+                if _DEFINES[0] in block or (_DEFINES[1] in block and b"def __init__" in block):
+                    name, _ = _header(block, 0)
+                    candidates.setdefault(name, []).append((path, block))
+    if not candidates:
+        return {}, {}
+    headers = {path: list(_headers(data)) for path, data in files}
+    _add_intermediates(candidates, headers, contents)
+    wanted: dict[str, set[str]] = {}
+    for path, found_headers in headers.items():
+        own = {name for name, _ in found_headers}
+        needed = {
+            b for _, bases in found_headers for b in bases if b in candidates and b not in own
+        }
+        if needed:
+            wanted[path] = needed
+    return candidates, wanted
 
 
 def _may_lose_layers(data: bytes, needed: set[str], lineage: list[ClassFact]) -> bool:

@@ -142,7 +142,7 @@ def _is_name_char(char: str) -> bool:
 
 def may_be_analysed(data: bytes, facts: RunFacts) -> bool:
     """An estimate of ``mentions_contract`` on a file's bytes, for weighing the work
-    (``engine.estimate_work``): it may say yes where the text is only compiled."""
+    (``workload.estimate_work``): it may say yes where the text is only compiled."""
     if any(t in data for t in _BYTE_TRIGGERS):
         return True
     if _BYTE_HOOK_TRIGGER in data and (b"reduce" in data or ACCUMULATOR_WORD.encode() in data):
