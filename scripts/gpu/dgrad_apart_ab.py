@@ -12,10 +12,9 @@ GEMM of the same product is the yardstick. Writes one JSON object to stdout.
 
 from __future__ import annotations
 
-import argparse
-import json
 from itertools import accumulate
 
+import probe_shapes  # beside this file
 import torch
 import triton
 
@@ -70,16 +69,5 @@ def measure(name: str) -> dict:
     return doc
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--shapes", default="mixtral,qwen3,deepseek")
-    args = parser.parse_args()
-    results = []
-    for name in args.shapes.split(","):
-        results.append(measure(name))
-        torch.cuda.empty_cache()
-    print(json.dumps({"device": torch.cuda.get_device_name(), "results": results}, indent=1))
-
-
 if __name__ == "__main__":
-    main()
+    probe_shapes.run(measure)

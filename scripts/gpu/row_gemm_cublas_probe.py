@@ -12,10 +12,9 @@ Question: the weight gradient of few large experts is faster by cuBLAS per exper
 
 from __future__ import annotations
 
-import argparse
-import json
 from itertools import accumulate
 
+import probe_shapes  # beside this file
 import torch
 import triton
 
@@ -75,17 +74,5 @@ def measure(name: str) -> dict:
     return doc
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--shapes", default="mixtral,qwen3,deepseek")
-    args = parser.parse_args()
-    results = []
-    for name in args.shapes.split(","):
-        results.append(measure(name))
-        torch.cuda.empty_cache()
-    doc = {"torch": torch.__version__, "triton": triton.__version__, "results": results}
-    print(json.dumps(doc, indent=1))
-
-
 if __name__ == "__main__":
-    main()
+    probe_shapes.run(measure)

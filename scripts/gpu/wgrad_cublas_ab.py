@@ -15,11 +15,10 @@ torch._grouped_mm of the same product is the yardstick. Writes one JSON object t
 
 from __future__ import annotations
 
-import argparse
-import json
 from contextlib import nullcontext
 from itertools import accumulate
 
+import probe_shapes  # beside this file
 import torch
 import triton
 
@@ -120,18 +119,5 @@ def measure(name: str) -> dict:
     return doc
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--shapes", default="mixtral,qwen3,deepseek")
-    args = parser.parse_args()
-    doc = {
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "device": torch.cuda.get_device_name(),
-        "results": [measure(name) for name in args.shapes.split(",")],
-    }
-    print(json.dumps(doc, indent=1))
-
-
 if __name__ == "__main__":
-    main()
+    probe_shapes.run(measure)

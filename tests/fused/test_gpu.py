@@ -33,6 +33,17 @@ pytestmark = [
 SPLITS = (700, 0, 1, 513, 0, 900, 127, 759)
 REAL = Case(splits=SPLITS, hidden=512, ffn=768, device="cuda")
 TOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 4e-2}
+# Accumulating over microbatches (DDP), overwriting with zero_out_wgrad (one grouped weight),
+# Megatron-FSDP's sharded overwrite with the weight gradients delayed.
+MAIN_GRAD_MODES = pytest.mark.parametrize(
+    ("how", "delay", "single", "microbatches"),
+    [
+        (MainGrads(), False, False, 2),
+        (MainGrads(overwrite=True, fill="nan", zero_out=True), False, True, 1),
+        (MainGrads(fsdp=True, overwrite=True, fill="nan"), True, False, 2),
+    ],
+    ids=["accumulate-2mb", "overwrite-zero-out", "fsdp-delayed-2mb"],
+)
 DTYPES = pytest.mark.parametrize(
     "dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"]
 )
@@ -102,15 +113,7 @@ def test_plain_mode(dtype, activation, bias, single):
 
 
 @DTYPES
-@pytest.mark.parametrize(
-    ("how", "delay", "single", "microbatches"),
-    [
-        (MainGrads(), False, False, 2),
-        (MainGrads(overwrite=True, fill="nan", zero_out=True), False, True, 1),
-        (MainGrads(fsdp=True, overwrite=True, fill="nan"), True, False, 2),
-    ],
-    ids=["accumulate-2mb", "overwrite-zero-out", "fsdp-delayed-2mb"],
-)
+@MAIN_GRAD_MODES
 def test_accumulate_into_main_grad(dtype, how, delay, single, microbatches):
     case = REAL.with_(dtype=dtype, accumulate_into_main_grad=True, delay=delay, single=single)
     ref, fused = run_against_fp32_reference(case, how, mb=microbatches)
@@ -144,15 +147,7 @@ LARGE = Case(splits=(4096, 0, 2049, 3000), hidden=4096, ffn=2048, device="cuda")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize(
-    ("how", "delay", "single", "microbatches"),
-    [
-        (MainGrads(), False, False, 2),
-        (MainGrads(overwrite=True, fill="nan", zero_out=True), False, True, 1),
-        (MainGrads(fsdp=True, overwrite=True, fill="nan"), True, False, 2),
-    ],
-    ids=["accumulate-2mb", "overwrite-zero-out", "fsdp-delayed-2mb"],
-)
+@MAIN_GRAD_MODES
 def test_weight_gradients_by_cublas(dtype, how, delay, single, microbatches):
     case = LARGE.with_(dtype=dtype, accumulate_into_main_grad=True, delay=delay, single=single)
     cuda = torch.device("cuda")
