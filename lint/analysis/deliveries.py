@@ -27,6 +27,9 @@ from .module import Unit
 # Calls that only inspect or size from their arguments, or make a dummy.
 _INSPECTING = patterns.NON_ALIASING_CALLS | patterns.ALLOCATORS
 _TESTS = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
+# Methods that put their argument into a Python container: giving them a weight queues it
+# for later (another function's write), it writes nothing here.
+_QUEUEING = frozenset({"append", "appendleft", "extend", "insert"})
 
 
 class Deliveries:
@@ -142,6 +145,8 @@ class Deliveries:
                 if name in _INSPECTING or "dummy" in name or name in ("setattr", "size"):
                     continue
                 if name in pure:
+                    continue
+                if name in _QUEUEING and type(sub.func) is cst.Attribute:
                     continue
                 for arg in sub.args:
                     for value in wgrad.elements(arg.value):

@@ -68,6 +68,7 @@ _BOUND_HOOK = re.compile(
 # a container of hooks; ``hooks[p](...)``: one fired straight from it.
 _CONTAINER_LOCAL = re.compile(r"(\w+)\s*=\s*[\w.]*?(\w+hooks)(?:\[|\.get\()")
 _ZIPPED_LOCALS = re.compile(r"for\s+\(?\s*(\w+)\s*,\s*(\w+)\s*\)?\s+in\s+(?:zip\(|[\w.]*hook)")
+_LISTED_LOCAL = re.compile(r"for\s+(\w+)\s+in\s+[\w.]*?(\w+(?:hooks|callbacks))\b")
 _CONTAINER_FIRING = re.compile(r"(\w+hooks)\[[^\]]+\]\s*\(")
 
 
@@ -78,6 +79,11 @@ def hook_locals(source: str) -> frozenset[str]:
     container (``hooks[p]()``): every unit is then worth the walk."""
     found = set()
     for line in source.splitlines():
+        if "callbacks" in line or "hooks" in line:
+            # ``for cb in self._grad_ready_callbacks:``: a local bound to each hook of a list
+            for match in _LISTED_LOCAL.finditer(line):
+                if is_hook_list(match.group(2)):
+                    found.add(match.group(1))
         if "hook" in line:
             for match in _BOUND_HOOK.finditer(line):
                 if is_stored_hook(match.group(2) or match.group(3)):
@@ -122,15 +128,46 @@ def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
         return hook_owners.hook_owner(func, unit, node)
     if type(func) is not cst.Name:
         return None
+    defs = unit.reaching.reaching(func.value, node)
+    handed = _param_handed_to_listed_hook(call, defs)
+    if handed is not None:
+        return handed
     subjects = {
         hook_owners.paired_owner(d)
         if d.kind == "for"
         else hook_owners.hook_owner(d.value, unit, d.node)
-        for d in unit.reaching.reaching(func.value, node)
+        for d in defs
     }
     if len(subjects) == 1 and None not in subjects:
         return subjects.pop()
     return None
+
+
+def is_hook_list(word: str) -> bool:
+    """A list of grad-ready hooks or callbacks (``_grad_ready_callbacks``,
+    ``_post_accumulate_hooks``): plural, about gradients, not makers or registrars."""
+    lowered = word.lower()
+    return (
+        lowered.endswith(("hooks", "callbacks"))
+        and ("grad" in lowered or "accum" in lowered)
+        and not any(w in lowered for w in hook_owners.NOT_A_STORED_HOOK)
+    )
+
+
+def _param_handed_to_listed_hook(call: cst.Call, defs) -> str | None:
+    """``p`` for ``cb(p)`` with ``cb`` each hook of a list of grad hooks or callbacks (``for
+    cb in self._grad_ready_callbacks``, ``for h in self._post_accumulate_hooks[p]``): a
+    hook handed its parameter is that parameter's hook."""
+    args = patterns.positional_args(call)
+    if len(args) != 1 or type(args[0].value) is not cst.Name or len(call.args) != 1 or not defs:
+        return None
+    for d in defs:
+        if d.kind != "for" or d.value is None:
+            return None
+        container = d.value.value if type(d.value) is cst.Subscript else d.value
+        if not is_hook_list(hook_owners.last_word(container, lower=False)):
+            return None
+    return args[0].value.value
 
 
 def bookkeeping_nodes(unit: Unit, subject: str, firing: Firing) -> list[Node]:

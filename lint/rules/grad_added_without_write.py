@@ -72,6 +72,10 @@ RULE = Rule(
           function that names main_grad (the file need not name the flag). Not seen: the
           identity compared in a helper, or kept in a local flag computed before the test.
 
+        A captured graph's replay (`graph.replay()`) counts as a write: the captured
+        kernels may have written main_grad. Giving a weight to a list (`append`,
+        `extend`, `insert`) queues it and writes nothing.
+
         Not seen: a function that never touches main_grad at all (the write may have
         happened in a captured graph, a hook or another function: Megatron's CUDA-graph
         replay marks exactly so); writes in helpers of other files that are not handed the
@@ -254,6 +258,9 @@ def _check_mark(unit: Unit, facts: Deliveries, gradients, mark: Mark, out: Colle
     subject = unit.context.code(mark.subject).strip()
     writes = facts.handing(frozenset({wgrad.stem(mark.subject)} - {None}))
     writes.discard(mark.node.index)
+    if writes:
+        # A captured graph's replay runs whatever wrote main_grad when it was captured.
+        writes |= _replays(unit)
     if (
         writes
         and _only_loops_and_guards(unit, mark)
@@ -277,6 +284,20 @@ def _check_mark(unit: Unit, facts: Deliveries, gradients, mark: Mark, out: Colle
     if gemm is not None:
         line = unit.context.line_of(gemm)
         out.report(CODE, mark.stmt, NEVER_HANDED.format(subject=subject, line=line))
+
+
+def _replays(unit: Unit) -> set[int]:
+    """Nodes that replay a captured graph (``graph.replay()``)."""
+    found = set()
+    for root, node in unit.expression_roots():
+        if isinstance(root, cst.BaseCompoundStatement):
+            continue
+        for sub in patterns.walk(root):
+            if type(sub) is cst.Call and patterns.method_call(sub) is not None:
+                if patterns.callee_name(sub) == "replay":
+                    found.add(node.index)
+                    break
+    return found
 
 
 def _gemm_without_main_grad(unit: Unit, writes: set[int]):

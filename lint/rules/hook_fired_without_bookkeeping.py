@@ -176,7 +176,7 @@ MESSAGE = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if "hook" not in context.source:
+    if "hook" not in context.source and "callbacks" not in context.source:
         return
     bound = hooks.hook_locals(context.source)
     for unit in context.units:

@@ -18,6 +18,8 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 
 CODE = "GMLP033"
+# Calls given main_grad first that read it rather than write into it.
+_NOT_KERNELS = frozenset({"setattr", "getattr", "hasattr", "isinstance", "print", "id", "len"})
 # In-place methods that put their argument into the buffer they are called on.
 DELIVERING = frozenset({"add_", "copy_"})
 RULE = Rule(
@@ -116,7 +118,10 @@ MESSAGE = (
 
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
-    if "main_grad" not in source or not ("add_" in source or "copy_" in source or "+=" in source):
+    # ``main_grad,``: the buffer handed first to a kernel that takes its destination.
+    if "main_grad" not in source or not (
+        "add_" in source or "copy_" in source or "+=" in source or "main_grad," in source
+    ):
         return
     helpers = None
     for unit in context.units:
@@ -151,9 +156,26 @@ def _writes(unit: Unit, facts: Deliveries):
                 value = method[2][0].value
         if value is None and isinstance(root, cst.Expr):
             value = _helper_gradient(unit.context, root.value)
+        if value is None and isinstance(root, cst.Expr):
+            value = _kernel_gradient(unit, facts, root.value, node)
         if isinstance(value, cst.Name):
             for d in unit.reaching.reaching(value.value, node):
                 yield node, d
+
+
+def _kernel_gradient(unit: Unit, facts: Deliveries, call, node) -> cst.BaseExpression | None:
+    """The gradient a kernel that takes its destination first puts into main_grad:
+    ``fused_accumulate(p.main_grad, g)`` -> g (a function, not a method of a tensor: an
+    in-place ``x.copy_(p.main_grad)`` reads the buffer)."""
+    if not isinstance(call, cst.Call) or patterns.callee_name(call) in _NOT_KERNELS:
+        return None
+    name = patterns.callee_name(call) or ""
+    if name.endswith("_") or patterns.method_call(call) is not None and name in DELIVERING:
+        return None
+    args = patterns.positional_args(call)
+    if len(args) == 2 and _is_buffer(unit, facts, args[0].value, node):
+        return args[1].value
+    return None
 
 
 def _helper_gradient(context: ModuleContext, call) -> cst.BaseExpression | None:
@@ -234,16 +256,20 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
     is_backward = unit.name == "backward"
     for root, node in unit.expression_roots():
         handed: list[cst.Name] = []
+        # (name, node where its value is taken) when the gradients went into a tuple first
+        built: list[tuple[cst.Name, object]] = []
         if is_backward and isinstance(root, cst.Return) and root.value is not None:
             handed = [e for e in wgrad.elements(root.value) if isinstance(e, cst.Name)]
+            if isinstance(root.value, cst.Name):
+                built = list(_built_tuple(unit, root.value, node))
         elif (
             isinstance(root, cst.Assign)
             and isinstance(root.value, cst.Name)
             and any(patterns.is_attr(t.target, "grad") for t in root.targets)
         ):
             handed = [root.value]
-        for name in handed:
-            reaching = unit.reaching.reaching(name.value, node)
+        for name, at in [(n, node) for n in handed] + built:
+            reaching = unit.reaching.reaching(name.value, at)
             for write_node, d in writes:
                 if d in reaching and deliveries.through(
                     unit.graph, write_node, node, facts.mark_nodes
@@ -251,3 +277,13 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
                     line = unit.context.line_of(write_node.owner)
                     out.report(CODE, root, MESSAGE.format(name=name.value, line=line))
                     break
+
+
+def _built_tuple(unit: Unit, name: cst.Name, node):
+    """(element, its node) for ``grads = (dx, wgrad); return grads``: the names a tuple or
+    list bound to the returned name displays, read where it was built."""
+    for d in unit.reaching.reaching(name.value, node):
+        if d.kind == "assign" and isinstance(d.value, (cst.Tuple, cst.List)):
+            for element in wgrad.elements(d.value):
+                if isinstance(element, cst.Name):
+                    yield element, d.node

@@ -23,6 +23,7 @@ from . import (
     variant_corpus_class1_calls,
     variant_corpus_class4,
     variant_corpus_classes12,
+    variant_corpus_classes35,
     variant_corpus_classes56,
 )
 from .support import ALL_CODES
@@ -36,6 +37,7 @@ VARIANTS = (
     + variant_corpus_classes56.VARIANTS
     + variant_corpus_class4.VARIANTS
     + variant_corpus_class1_calls.VARIANTS
+    + variant_corpus_classes35.VARIANTS
 )
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]
