@@ -293,10 +293,14 @@ def _replays(unit: Unit) -> set[int]:
         if isinstance(root, cst.BaseCompoundStatement):
             continue
         for sub in patterns.walk(root):
-            if type(sub) is cst.Call and patterns.method_call(sub) is not None:
-                if patterns.callee_name(sub) == "replay":
-                    found.add(node.index)
-                    break
+            func = getattr(sub, "func", None)
+            if (
+                type(sub) is cst.Call
+                and type(func) is cst.Attribute
+                and func.attr.value == "replay"
+            ):
+                found.add(node.index)
+                break
     return found
 
 

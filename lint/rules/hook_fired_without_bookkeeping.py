@@ -26,7 +26,8 @@ RULE = Rule(
     flags=(
         "`p._grad_accum_hook(...)` / `h()` with `h = getattr(p, '<grad hook>')`, or a hook "
         "of a container of them fired for `p` (`hooks[p]()`, `h()` in "
-        "`for p, h in zip(params, hooks)`), reached on a "
+        "`for p, h in zip(params, hooks)`), or `cb(p)` for each `cb` of a list of grad "
+        "hooks or callbacks, reached on a "
         "path with no `p.grad = ...`, no `p.grad_added_to_main_grad = ...`, no call handed "
         "`p` and no `backward_dw()`"
     ),
@@ -62,9 +63,14 @@ RULE = Rule(
         made for one parameter), a `while` loop or a comprehension. Looking a hook up
         (`hooks.get(p)`) is not bookkeeping for `p`; an earlier `for p in X:` loop whose body
         keeps `p`'s books on every pass is, for hooks fired for each `p` of the same `X`.
+        A hook taken from a list of grad hooks or callbacks (plural, naming grad or
+        accumulation: `for cb in self._grad_ready_callbacks`, `for h in
+        self._post_accumulate_hooks[p]`) and handed one parameter (`cb(p)`) is fired for
+        that parameter (a CUDA-graph replay path calling the callbacks itself).
 
         Not seen: bookkeeping done before the function is called (by its caller), hooks
-        stored under other names, a loop over a container of hooks alone (`for h in
+        stored under other names (`p._hook_fn()`: no gradient or accumulation in the name),
+        a loop over a container of hooks alone (`for h in
         hooks: h()`: whose hook each is, and so what bookkeeping it needs, is not known;
         Megatron-LM's head collects such lists only from parameters whose `.grad` is set,
         right after `backward_dw()`), and whether the hooked parameter's

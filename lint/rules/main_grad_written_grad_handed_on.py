@@ -31,7 +31,8 @@ RULE = Rule(
         "path that sets no `grad_added_to_main_grad` and makes no dummy."
     ),
     flags=(
-        "`X.main_grad.add_(g)` / `copy_(g)` / `+= g` followed, on a path with no "
+        "`X.main_grad.add_(g)` / `copy_(g)` / `+= g` / `kernel(X.main_grad, g)` followed, "
+        "on a path with no "
         "`grad_added_to_main_grad` mark and no dummy, by `return ..., g` in a `backward` or "
         "`p.grad = g`"
     ),
@@ -48,9 +49,15 @@ RULE = Rule(
         to the hand-off passes no mark of `grad_added_to_main_grad` (any weight's, or a
         `setattr` / helper marking it) and no call making a dummy.
 
+        A kernel that takes its destination first (`fused_accumulate(p.main_grad, g)`, a
+        function, not an in-place method of another tensor) puts its second argument into
+        main_grad; a tuple or list bound to a name and returned (`grads = (dx, g); return
+        grads`) hands on the names it displays.
+
         Not seen: writes by GEMMs (`out=main_grad`: their result *is* main_grad, GMLP031's
-        and GMLP005's ground), hand-offs in helpers of other files, the flag set by the
-        caller.
+        and GMLP005's ground; a gradient computed apart and returned next to such a kernel
+        is not tied to it), hand-offs in helpers of other files, the flag set by the
+        caller, gradients handed on through a comprehension or a loop variable of `zip`.
 
         A call of a helper of the file that puts one of its parameters into another's
         main_grad (`P.main_grad.add_(Q)`) and marks nothing counts as that write, of the
@@ -167,10 +174,10 @@ def _kernel_gradient(unit: Unit, facts: Deliveries, call, node) -> cst.BaseExpre
     """The gradient a kernel that takes its destination first puts into main_grad:
     ``fused_accumulate(p.main_grad, g)`` -> g (a function, not a method of a tensor: an
     in-place ``x.copy_(p.main_grad)`` reads the buffer)."""
-    if not isinstance(call, cst.Call) or patterns.callee_name(call) in _NOT_KERNELS:
+    if not isinstance(call, cst.Call):
         return None
     name = patterns.callee_name(call) or ""
-    if name.endswith("_") or patterns.method_call(call) is not None and name in DELIVERING:
+    if name in _NOT_KERNELS or name.endswith("_"):  # in-place methods: ``add_``, ``copy_``
         return None
     args = patterns.positional_args(call)
     if len(args) == 2 and _is_buffer(unit, facts, args[0].value, node):

@@ -77,7 +77,8 @@ VARIANTS = (
             return dx, wgrad
         """,
         unseen=(
-            "the function never touches main_grad: the write may have happened in a captured graph, a hook or the caller (GMLP032 does not judge such functions)"
+            "the function never touches main_grad: the write may have happened in a captured "
+            "graph, a hook or the caller (GMLP032 does not judge such functions)"
         ),
     ),
     # ------------------------------------------------ 3: a loop marks all, writes some
@@ -124,7 +125,8 @@ VARIANTS = (
             return dx, None
         """,
         unseen=(
-            "the returned gradient is not an argument of the kernel that wrote main_grad: tying a separately computed product to the kernel's output needs the kernel's meaning"
+            "the returned gradient is not an argument of the kernel that wrote main_grad: tying a"
+            " separately computed product to the kernel's output needs the kernel's meaning"
         ),
     ),
     # ------------------------------------------------ 3 converse: buffer as first argument
@@ -151,7 +153,7 @@ VARIANTS = (
             return grads
         """,
     ),
-    # ------------------------------------------------ 3 converse: grads handed on by a comprehension
+    # ----------------------------------------------- 3 converse: handed on by a comprehension
     Variant(
         3,
         "grads-added-and-handed-on-by-a-comprehension",
@@ -173,7 +175,8 @@ VARIANTS = (
             return (None, *[None for _ in wgrads])
         """,
         unseen=(
-            "the gradient written is a loop variable of zip(weights, wgrads) and the hand-off a starred comprehension over wgrads: no element-wise provenance through iteration"
+            "the gradient written is a loop variable of zip(weights, wgrads) and the hand-off a "
+            "starred comprehension over wgrads: no element-wise provenance through iteration"
         ),
     ),
     # ------------------------------------------------ 5: a callback list after graph replay
@@ -222,7 +225,8 @@ VARIANTS = (
                     p._hook_fn()
         """,
         unseen=(
-            "`_hook_fn` names neither a gradient nor accumulation: a method called on a parameter is not taken as its grad hook without one (widening it risks any `p.<x>_hook()`)"
+            "`_hook_fn` names neither a gradient nor accumulation: a method called on a parameter"
+            " is not taken as its grad hook without one (widening it risks any `p.<x>_hook()`)"
         ),
     ),
     # ------------------------------------------------ 5: post-accumulate hooks fired by hand
