@@ -89,6 +89,16 @@ RULE = Rule(
     valid=(
         Example(
             """
+            def replay_backward(self, params):
+                self.graph.replay()
+                for p in params:
+                    p.grad_added_to_main_grad = True
+                    for cb in self.callbacks:
+                        cb(p)
+            """
+        ),
+        Example(
+            """
             def fuser_backward(self, ctx, dy, x, accumulate_into_main_grad):
                 weight = self.weight
                 weight.main_grad = weight.get_main_grad()
