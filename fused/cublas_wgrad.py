@@ -23,9 +23,18 @@ if TYPE_CHECKING:
     from .main_grad import WgradPlan
 
 
+# The oldest torch this route ran on (the H200 sessions of 2026-12-03). Older releases may have
+# the overloads yet refuse an fp32 ``self`` beside 16-bit operands in the middle of backward
+# (one revision of ATen's Blas.cpp checks that self and mat2 share a dtype); they take Triton.
+OLDEST_TORCH_RUN = (2, 11)
+
+
 @functools.cache  # asked on every backward; the answer is the installed torch's
 def has_fp32_output_gemms() -> bool:
-    """Whether this torch has addmm / mm with an fp32 output from 16-bit operands."""
+    """Whether this torch has addmm / mm with an fp32 output from 16-bit operands, in a
+    release this route ran on."""
+    if torch.torch_version.TorchVersion(torch.__version__) < OLDEST_TORCH_RUN:
+        return False
     return "dtype_out" in torch.ops.aten.addmm.overloads() and (
         "dtype_out" in torch.ops.aten.mm.overloads()
     )
@@ -41,8 +50,10 @@ def per_expert_wgrad(
     for rows in sizes:
         starts.append(starts[-1] + rows)
     for expert in plan.experts:
-        rows = slice(starts[expert.expert], starts[expert.expert + 1])
-        dy_g, x_g = dy[rows], x[rows]
+        first, end = starts[expert.expert], starts[expert.expert + 1]
+        if first == end and expert.accumulate:
+            continue  # adding nothing: addmm would still read and write the whole region
+        dy_g, x_g = dy[first:end], x[first:end]
         if expert.accumulate:
             torch.addmm(expert.region, dy_g.t(), x_g, out_dtype=torch.float32, out=expert.region)
         else:

@@ -123,9 +123,10 @@ def dgrad_activation_apart(dtype: torch.dtype) -> bool:
 # Mean multiply-adds per expert (n * k * rows) from which the weight gradient goes to cuBLAS
 # one expert at a time (fused/cublas_wgrad.py). Measured on the H200 (bf16, uniform load,
 # scripts/gpu/wgrad_cublas_ab.py): Mixtral's 8 experts (2.4e11 and 4.8e11) 8 % faster by
-# cuBLAS (fc1 12.0 against 13.1 ms accumulating); DeepSeek-V3's 256 (3.8e9) and Qwen3's
-# 128 (3.2e9) 1.4-3.8x slower (per-expert launches, host-bound). Nothing was measured in
-# between: the threshold sits near the middle on a log scale.
+# cuBLAS (fc1 12.0 against 13.1 ms accumulating, 2-3 % overwriting); accumulating,
+# DeepSeek-V3's 256 (3.8e9) and Qwen3's 128 (3.2e9) 1.4-3.8x slower (per-expert launches,
+# host-bound). Nothing was measured in between: the threshold sits near the middle on a log
+# scale. fp16 takes the route too; only bf16 was timed.
 CUBLAS_WGRAD_MIN_MACS_PER_EXPERT = 2**35
 
 
