@@ -28,10 +28,12 @@ from .operands import (
     grouped_regions,
     no_pointers,
     region_layouts,
+    region_tma_ready,
     row_gemm_options,
     row_operands,
     row_slots,
     tma_ready,
+    use_scratch_allocator,
 )
 from .tiles import (
     LONG_REDUCTION_ROWS,
@@ -312,6 +314,9 @@ def grouped_wgrad(
     x_desc = descriptor(x, (tiles.block_m, tiles.block_k)) if tma else x
     tiles_per_expert = triton.cdiv(n, tiles.block_n) * triton.cdiv(k, tiles.block_k)
     for launch in launches:
+        tma_dest = tiles.tma_dest and tma and region_tma_ready(launch)
+        if tma_dest and dy.device.type == "cuda":
+            use_scratch_allocator()
         grouped_wgrad_kernel[(launch.count * tiles_per_expert,)](
             dy,
             dy_desc,
@@ -332,6 +337,7 @@ def grouped_wgrad(
             ACCUMULATE=accumulate,
             ALIGNED=launch.aligned,
             TMA=tma,
+            TMA_DEST=tma_dest,
             START_FROM_DEST=tiles.start_from_dest,
             DOT_PRECISION=dot_precision(dy.dtype),
             BLOCK_N=tiles.block_n,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from . import grouped_ops
-from .cublas_wgrad import per_expert_wgrad
+from .cublas_wgrad import has_fp32_output_gemms, per_expert_wgrad
 from .dual_jit import compiles
 from .grouped_linear import Splits
 from .kernels.activations import ACTIVATION_CODES
@@ -55,10 +55,14 @@ class TritonGroupedMLP(FusedGroupedMLPBase):
         ]
         return _FusedGroupedMLPFunction.apply(x, probs, self, splits, *params)
 
+    def _wgrads_by_cublas(self, splits: Splits, dy: torch.Tensor, x: torch.Tensor) -> bool:
+        """Whether this layer's weight gradients go to cuBLAS per expert (fused.tiles)."""
+        return wgrad_by_cublas(splits.host, dy.shape[1], x.shape[1], dy.device, dy.dtype)
+
     def _compute_wgrads(
         self, plan: WgradPlan, x: torch.Tensor, dy: torch.Tensor, splits: Splits
     ) -> None:
-        if wgrad_by_cublas(splits.host, dy.shape[1], x.shape[1], dy.device, dy.dtype):
+        if self._wgrads_by_cublas(splits, dy, x):
             per_expert_wgrad(dy, x, splits.host, plan)
             return
         grouped = plan.grouped_destination()
@@ -69,6 +73,34 @@ class TritonGroupedMLP(FusedGroupedMLPBase):
         for accumulate in (False, True):
             regions = [(e.expert, e.region) for e in plan.experts if e.accumulate == accumulate]
             grouped_ops.grouped_wgrad(dy, x, splits.device, regions, accumulate=accumulate)
+
+
+class TritonCublasWgradMLP(TritonGroupedMLP):
+    """The triton backend with every weight gradient by cuBLAS per expert, whatever the
+    experts' sizes. The triton backend takes that route only for few large experts (Mixtral),
+    far above every case of the checker's matrix; this backend puts the route itself through
+    the matrix, the mutants and the engines."""
+
+    backend = "triton-cublas-wgrad"
+
+    @classmethod
+    def check_supported(
+        cls, *, dtype: torch.dtype, device: torch.device, hidden: int, ffn: int
+    ) -> None:
+        super().check_supported(dtype=dtype, device=device, hidden=hidden, ffn=ffn)
+        if device.type != "cuda" or dtype == torch.float32:
+            raise NotImplementedError(
+                "the cuBLAS weight-gradient route runs 16-bit operands on CUDA only "
+                "(fp32 output from bf16/fp16 GEMMs); use --fused triton elsewhere"
+            )
+        if not has_fp32_output_gemms():
+            raise NotImplementedError(
+                f"torch {torch.__version__} has no fp32-output GEMMs from 16-bit operands "
+                f"(torch.addmm(..., out_dtype=torch.float32), torch >= 2.11)"
+            )
+
+    def _wgrads_by_cublas(self, splits: Splits, dy: torch.Tensor, x: torch.Tensor) -> bool:
+        return True
 
 
 class _FusedGroupedMLPFunction(torch.autograd.Function):

@@ -281,6 +281,14 @@ def region_layouts(
     ]
 
 
+def region_tma_ready(launch: RegionLaunch) -> bool:
+    """Whether a descriptor made on the device can describe every fp32 region of the launch:
+    16-byte aligned bases (ALIGNED covers every pointer), unit column stride, a row stride of
+    whole 16-byte units."""
+    row_stride, col_stride = launch.strides
+    return launch.aligned and col_stride == 1 and (row_stride * 4) % 16 == 0
+
+
 def grouped_regions(destination: torch.Tensor, device: torch.device) -> RegionLaunch:
     """Every expert's slice of one [G, N, K] destination."""
     num = destination.shape[0]

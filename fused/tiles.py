@@ -64,6 +64,9 @@ class Tiles:
     tma: bool = False
     # Weight gradient, accumulate mode: start the reduction from main_grad (kernels/wgrad.py).
     start_from_dest: bool = False
+    # Weight gradient: main_grad's tile read and written through a descriptor each program
+    # makes over its expert's region, where the regions allow (kernels/wgrad.py).
+    tma_dest: bool = False
     # Register cap per thread (ptxas), None for the compiler's choice.
     max_registers: int | None = None
 

@@ -65,6 +65,14 @@ BUILTIN: dict[str, BackendEntry] = {
         ("fp32", "fp16", "bf16"),
         compiles_on_first_use=True,
     ),
+    "triton-cublas-wgrad": BackendEntry(
+        "gmlp_check.fused.mlp:TritonCublasWgradMLP",
+        "our Triton fused path with every weight gradient by cuBLAS per expert (the route "
+        "the triton backend takes for few large experts)",
+        ("cuda",),
+        ("fp16", "bf16"),
+        compiles_on_first_use=True,
+    ),
     "torch-grouped-mm": BackendEntry(
         "gmlp_check.fused.grouped_mm:TorchGroupedMMMLP",
         "the same contract on torch._grouped_mm (bf16, sm90+)",

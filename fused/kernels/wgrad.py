@@ -37,6 +37,7 @@ def grouped_wgrad_kernel(
     ACCUMULATE: tl.constexpr,
     ALIGNED: tl.constexpr,
     TMA: tl.constexpr,
+    TMA_DEST: tl.constexpr,
     START_FROM_DEST: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -60,7 +61,13 @@ def grouped_wgrad_kernel(
     instead of adding them after it. The load then overlaps the first operand fetches and the
     epilogue holds no second [BLOCK_N, BLOCK_K] fp32 tile in registers, which keeps two
     programs per multiprocessor so that one's fp32 read-modify-write hides behind the other's
-    matrix products. The sum is the same up to fp32 rounding order."""
+    matrix products. The sum is the same up to fp32 rounding order.
+
+    TMA_DEST: the program reads and writes its fp32 tile of the destination through a
+    descriptor it makes on the device over its expert's region (the host checked alignment
+    and strides): the store goes out as one bulk copy from shared memory instead of each
+    thread's scattered pieces of the matrix-product layout, and the descriptor clips the
+    tile at the region's edges."""
     num_n = tl.cdiv(N, BLOCK_N)
     num_k = tl.cdiv(K, BLOCK_K)
     per_expert = num_n * num_k
@@ -83,9 +90,18 @@ def grouped_wgrad_kernel(
     n_ok = ns < N
     k_ok = ks < K
     mask = n_ok[:, None] & k_ok[None, :]
+    dest_base = expert_pointer(DEST_PTRS, entry, tl.float32, ALIGNED)
+    if TMA_DEST:
+        dest_desc = tl.make_tensor_descriptor(
+            dest_base, shape=[N, K], strides=[stride_dest_n, 1], block_shape=[BLOCK_N, BLOCK_K]
+        )
     if ACCUMULATE and START_FROM_DEST:
-        start = expert_pointer(DEST_PTRS, entry, tl.float32, ALIGNED)
-        acc = tl.load(start + ns[:, None] * stride_dest_n + ks[None, :] * stride_dest_k, mask=mask)
+        if TMA_DEST:
+            acc = dest_desc.load([n0, k0])
+        else:
+            acc = tl.load(
+                dest_base + ns[:, None] * stride_dest_n + ks[None, :] * stride_dest_k, mask=mask
+            )
     else:
         acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     if TMA:
@@ -132,11 +148,15 @@ def grouped_wgrad_kernel(
                 DOT_PRECISION,
             )
 
-    dest_base = expert_pointer(DEST_PTRS, entry, tl.float32, ALIGNED)
-    dest = dest_base + ns[:, None] * stride_dest_n + ks[None, :] * stride_dest_k
-    if ACCUMULATE and not START_FROM_DEST:
-        acc += tl.load(dest, mask=mask, other=0.0)
-    tl.store(dest, acc, mask=mask)
+    if TMA_DEST:
+        if ACCUMULATE and not START_FROM_DEST:
+            acc += dest_desc.load([n0, k0])
+        dest_desc.store([n0, k0], acc)
+    else:
+        dest = dest_base + ns[:, None] * stride_dest_n + ks[None, :] * stride_dest_k
+        if ACCUMULATE and not START_FROM_DEST:
+            acc += tl.load(dest, mask=mask, other=0.0)
+        tl.store(dest, acc, mask=mask)
 
 
 @triton.jit

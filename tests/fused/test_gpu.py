@@ -161,14 +161,22 @@ def test_weight_gradients_by_cublas(dtype, how, delay, single, microbatches):
     ref_run = run(
         ref, upcast(batches), splits, main_grads=attach(ref, how), microbatches=microbatches
     )
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    profiler = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True
+    )
+    with profiler as prof:
         fused_run = run(
             fused, batches, splits, main_grads=attach(fused, how), microbatches=microbatches
         )
     gemms = [e for e in prof.events() if e.name in ("aten::addmm", "aten::mm")]
-    # One cuBLAS GEMM per expert and microbatch of one layer (fc1 and fc2 both have four
-    # experts here: the count alone does not say which layer took the route).
-    assert len(gemms) == len(case.splits) * microbatches
+    # One cuBLAS GEMM per expert and microbatch (an accumulating expert without rows is
+    # skipped), all of them fc1's: fc2's operands a_g and its gradient have ffn columns, and no
+    # dimension of fc1's (hidden, 2 * ffn, the split sizes) equals ffn here.
+    experts = sum(1 for rows in case.splits if rows or how.overwrite)
+    assert case.ffn not in (case.hidden, 2 * case.ffn, *case.splits)
+    assert len(gemms) == experts * microbatches
+    for e in gemms:
+        assert case.ffn not in {d for shape in e.input_shapes for d in shape}, e.input_shapes
     check_outputs(ref_run, fused_run, dtype)
     for name, r in nonempty(ref_run.main_grads.items(), "main_grads"):
         f = fused_run.main_grads[name]

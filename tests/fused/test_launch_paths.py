@@ -119,3 +119,54 @@ def test_descriptors_per_expert_agree_with_pointer_loads_in_every_row_kernel():
 
 def _flat(result):
     return [result] if isinstance(result, torch.Tensor) else [r for r in result if r is not None]
+
+
+def padded_regions(start, row_pad, offset):
+    """Each expert's [OUT, IN] region inside its own NaN-filled buffer: rows ``IN + row_pad``
+    long, the region ``offset`` elements in. Returns (buffers, (expert, region) pairs)."""
+    buffers, regions = [], []
+    for g in range(G):
+        buffer = torch.full((offset + OUT * (IN + row_pad),), float("nan"))
+        region = buffer[offset:].view(OUT, IN + row_pad)[:, :IN]
+        region.copy_(start[g])
+        buffers.append(buffer)
+        regions.append((g, region))
+    return buffers, regions
+
+
+def with_tma_dest(tiles, on):
+    return tiles.__class__(**{**vars(tiles), "tma_dest": on})
+
+
+def test_wgrad_through_destination_descriptors_writes_what_pointers_write():
+    """The fp32 tiles read and written through per-expert descriptors: the same bits as
+    through pointers, in both modes, with tiles clipped at the region's edges (OUT and IN
+    are not multiples of the interpreter's tile) and nothing written past them."""
+    dy, x = randn(sum(SPLITS), OUT, seed=15), randn(sum(SPLITS), IN, seed=16)
+    start = torch.randn(G, OUT, IN, generator=torch.Generator().manual_seed(17))
+    tiles = tiles_for("wgrad", dy.device, dy.dtype)
+    assert OUT % tiles.block_n  # a clipped tile along N
+    for accumulate in (True, False):
+        results = {}
+        for on in (False, True):
+            buffers, regions = padded_regions(start, row_pad=4, offset=4)
+            launches = operands.region_layouts(regions, dy.device)
+            assert [operands.region_tma_ready(launch) for launch in launches] == [True]
+            grouped_ops.grouped_wgrad(
+                dy, x, splits(), regions, accumulate=accumulate, tiles=with_tma_dest(tiles, on)
+            )
+            for buffer in buffers:
+                outside = torch.ones_like(buffer, dtype=torch.bool)
+                outside[4:].view(OUT, IN + 4)[:, :IN] = False
+                assert buffer[outside].isnan().all(), "wrote outside a region"
+            results[on] = torch.stack([region for _, region in regions])
+        torch.testing.assert_close(results[True], results[False], rtol=0, atol=0)
+        assert torch.equal(results[True][1], start[1] if accumulate else torch.zeros(OUT, IN))
+
+
+def test_regions_no_descriptor_can_describe_take_pointers():
+    start = torch.zeros(G, OUT, IN)
+    for row_pad, offset in ((4, 1), (3, 4)):  # a base off 16 bytes; a row stride off 16 bytes
+        _, regions = padded_regions(start, row_pad=row_pad, offset=offset)
+        launches = operands.region_layouts(regions, torch.device("cpu"))
+        assert not any(operands.region_tma_ready(launch) for launch in launches)

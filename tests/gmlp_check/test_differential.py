@@ -10,8 +10,13 @@ from gmlp_check.session import Checker
 
 from .support import MATRIX
 
-# torch-grouped-mm is a bf16 backend (torch._grouped_mm on sm90+); triton runs every dtype.
-GPU_DTYPES = {"triton": DEVICE_DTYPES["cuda"], "torch-grouped-mm": ("bf16",)}
+# torch-grouped-mm is a bf16 backend (torch._grouped_mm on sm90+); triton runs every dtype;
+# triton-cublas-wgrad the 16-bit ones (its weight gradients are fp32-output cuBLAS GEMMs).
+GPU_DTYPES = {
+    "triton": DEVICE_DTYPES["cuda"],
+    "triton-cublas-wgrad": ("fp16", "bf16"),
+    "torch-grouped-mm": ("bf16",),
+}
 GPU_CASES = [
     (backend, case)
     for backend, dtypes in GPU_DTYPES.items()

@@ -41,10 +41,13 @@ def test_every_fault_is_caught_on_cpu():
 
 
 @pytest.mark.gpu
-def test_every_fault_is_caught_on_gpu():
+@pytest.mark.parametrize("fused", ["triton", "triton-cublas-wgrad"])
+def test_every_fault_is_caught_on_gpu(fused):
     # --stop-early keeps the device time short; `gmlp-check mutants --device cuda` runs the
-    # full matrix per fault.
-    code, doc = run_mutants("--device", "cuda", "--stop-early")
+    # full matrix per fault. triton-cublas-wgrad: the faults at the contract's surface and in
+    # the main_grad policy reach the cuBLAS weight-gradient route as they reach the kernel.
+    code, doc = run_mutants("--device", "cuda", "--fused", fused, "--stop-early")
+    assert doc["fused"] == fused
     assert_every_fault_caught(code, doc)
 
 
