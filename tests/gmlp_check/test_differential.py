@@ -14,7 +14,7 @@ from .support import MATRIX
 # triton-cublas-wgrad the 16-bit ones (its weight gradients are fp32-output cuBLAS GEMMs).
 GPU_DTYPES = {
     "triton": DEVICE_DTYPES["cuda"],
-    "triton-cublas-wgrad": ("fp16", "bf16"),
+    "triton-cublas-wgrad": ("bf16", "fp16"),
     "torch-grouped-mm": ("bf16",),
 }
 GPU_CASES = [
