@@ -4,11 +4,14 @@
 #                     against pointers (scripts/gpu/wgrad_tma_dest_ab.py), the fused path's gpu
 #                     tests, then the triton-cublas-wgrad backend through the CUDA matrix and
 #                     the mutants
+#   bash THIS overhead  fresh machine, no TE: where the weight-gradient phases lose time beyond
+#                     their kernels (scripts/gpu/wgrad_phase_overhead.py, backward_dw_host.py
+#                     on DeepSeek-V3), then the cuBLAS route's matrix and mutants again
 #   bash THIS tests   after `bash .tew/device.sh install`: every gpu-marked test file
 #   bash THIS bench   after `bash .tew/device.sh install`: the recorded bench (every preset
 #                     shape, both loads, both weight layouts, te-ops beside the fused path)
 # Logs and JSON in $OUT/session-PART.tgz, a summary line per step beside it.
-PART=${1:?probe, tests or bench}
+PART=${1:?probe, overhead, tests or bench}
 source scripts/gpu/session_common.sh
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" > $G/env-$PART.txt 2>&1
 if [ "$PART" = probe ]; then
@@ -19,12 +22,21 @@ if [ "$PART" = probe ]; then
   step cublas-route $((585 - SECONDS)) $G/cublas-route.log python3 -m pytest -m gpu -q -rfs \
     -p no:cacheprovider tests/gmlp_check/test_differential.py tests/gmlp_check/test_mutants.py \
     -k "cublas"
-  tail -5 $G/fused-gpu.log $G/cublas-route.log
+  tail -n 5 $G/fused-gpu.log $G/cublas-route.log
+fi
+if [ "$PART" = overhead ]; then
+  step phase-overhead 300 $G/wgrad-phase-overhead.json python3 scripts/gpu/wgrad_phase_overhead.py
+  cat $G/wgrad-phase-overhead.json
+  step dw-host 90 $G/backward-dw-host-deepseek.jsonl python3 scripts/gpu/backward_dw_host.py deepseek
+  step cublas-route $((585 - SECONDS)) $G/cublas-route.log python3 -m pytest -m gpu -q -rfs \
+    -p no:cacheprovider tests/gmlp_check/test_differential.py tests/gmlp_check/test_mutants.py \
+    -k "cublas"
+  tail -n 5 $G/cublas-route.log
 fi
 if [ "$PART" = tests ]; then
   step pytest-gpu $((585 - SECONDS)) $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs \
     -p no:cacheprovider $GPU_TEST_FILES
-  tail -8 $G/pytest-gpu.log
+  tail -n 8 $G/pytest-gpu.log
 fi
 if [ "$PART" = bench ]; then
   step bench 560 $G/bench-table.txt $CK bench --device cuda --shape all --load both \
