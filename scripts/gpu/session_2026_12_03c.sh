@@ -7,11 +7,14 @@
 #   bash THIS overhead  fresh machine, no TE: where the weight-gradient phases lose time beyond
 #                     their kernels (scripts/gpu/wgrad_phase_overhead.py, backward_dw_host.py
 #                     on DeepSeek-V3), then the cuBLAS route's matrix and mutants again
+#   bash THIS final   after `bash .tew/device.sh install`: the recorded bench first, then the
+#                     fused path's gpu tests, the triton backends' CUDA matrix and the
+#                     phase-overhead probe again (backward_dw's bookkeeping after its launches)
 #   bash THIS tests   after `bash .tew/device.sh install`: every gpu-marked test file
 #   bash THIS bench   after `bash .tew/device.sh install`: the recorded bench (every preset
 #                     shape, both loads, both weight layouts, te-ops beside the fused path)
 # Logs and JSON in $OUT/session-PART.tgz, a summary line per step beside it.
-PART=${1:?probe, overhead, tests or bench}
+PART=${1:?probe, overhead, final, tests or bench}
 source scripts/gpu/session_common.sh
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" > $G/env-$PART.txt 2>&1
 if [ "$PART" = probe ]; then
@@ -33,6 +36,18 @@ if [ "$PART" = overhead ]; then
     -k "cublas"
   tail -n 5 $G/cublas-route.log
 fi
+if [ "$PART" = final ]; then
+  step bench 300 $G/bench-table.txt $CK bench --device cuda --shape all --load both \
+    --weights both --impl refimpl,torch-grouped-mm,te-ops,triton --no-progress \
+    --output $G/bench-h200.json --plot $G/bench-h200.png
+  cp $G/bench-h200.json $G/bench-h200.png $G/bench-table.txt /tmp/
+  step fused-gpu 150 $G/fused-gpu.log python3 -m pytest -m gpu -q -rfs -p no:cacheprovider \
+    tests/fused/test_gpu.py
+  step phase-overhead 40 $G/wgrad-phase-overhead.json python3 scripts/gpu/wgrad_phase_overhead.py
+  step matrix $((580 - SECONDS)) $G/matrix.log python3 -m pytest -m gpu -q -rfs \
+    -p no:cacheprovider tests/gmlp_check/test_differential.py -k "not torch-grouped-mm"
+  tail -n 3 $G/fused-gpu.log $G/matrix.log
+fi
 if [ "$PART" = tests ]; then
   step pytest-gpu $((585 - SECONDS)) $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs \
     -p no:cacheprovider $GPU_TEST_FILES
@@ -48,4 +63,4 @@ cat $S
 # At most 8 files come back: everything but the summary in one archive.
 (cd $G && tar czf /tmp/session-$PART.tgz --exclude=summary-$PART.txt . \
   && find . -type f ! -name summary-$PART.txt -delete && mv /tmp/session-$PART.tgz .)
-if [ "$PART" = bench ]; then cp /tmp/bench-h200.json /tmp/bench-h200.png /tmp/bench-table.txt $G/; fi
+if [ "$PART" = bench ] || [ "$PART" = final ]; then cp /tmp/bench-h200.json /tmp/bench-h200.png /tmp/bench-table.txt $G/; fi
