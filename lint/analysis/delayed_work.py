@@ -81,7 +81,7 @@ def file_facts(context: ModuleContext) -> FileFacts:
             called |= unit.survey.calls
         if not any(_registers(name) for name in unit.survey.calls):
             continue
-        for root, _ in unit.expression_roots():
+        for root in _roots(unit):
             for sub in patterns.walk(root):
                 if type(sub) is cst.Call and _registers(patterns.callee_name(sub) or ""):
                     # ``register_wgrad_accumulation_and_reduce_hooks(self._start_reduce)``,
@@ -121,6 +121,38 @@ def says_deferred_wgrad(word: str) -> bool:
 
 
 # -- the work -------------------------------------------------------------------------
+def _roots(unit: Unit):
+    """The code ``unit.expression_roots`` yields, without the control-flow graph: most
+    functions are asked only whether they do work or fire hooks, and building a graph for
+    each of them was most of this analysis' time."""
+    for stmt, _ in unit.statements():
+        kind = type(stmt)
+        if kind is cst.If or kind is cst.While:
+            yield stmt.test
+        elif kind is cst.For:
+            yield stmt.iter
+        elif kind is cst.With:
+            yield from (item.item for item in stmt.items)
+        elif not isinstance(stmt, cst.BaseCompoundStatement):
+            yield stmt
+
+
+def may_work(unit: Unit, facts: FileFacts) -> bool:
+    """``unit`` runs delayed wgrad work, asked without its graph (``work_calls`` then says
+    where)."""
+    calls = unit.survey.calls
+    if not (
+        calls & WORK_CALLS
+        or unit.survey.spells_main_grad
+        or any(name in facts.functions for name in calls)
+    ):
+        return False
+    return _unit_does_work(unit, facts, 0)
+
+
+WORK_CALLS = TAKE_METHODS | {REPLAY}
+
+
 def work_calls(unit: Unit, facts: FileFacts) -> list[tuple[cst.CSTNode, Node]]:
     """(the code to report, its graph node) for each place ``unit`` runs delayed wgrad
     work itself or through a helper of this file."""
@@ -220,7 +252,7 @@ def _memo(cache: dict[str, bool], name: str, depth: int, facts: FileFacts, ask) 
 
 
 def _unit_does_work(unit: Unit, facts: FileFacts, depth: int) -> bool:
-    for root, _ in unit.expression_roots():
+    for root in _roots(unit):
         if _direct_work(root, unit.name == BACKWARD_DW) is not None:
             return True
         if _helper_call(root, facts, lambda f, n, _d: _does_work(f, n, depth + 1)):
@@ -235,7 +267,7 @@ def _unit_does_work(unit: Unit, facts: FileFacts, depth: int) -> bool:
 
 def _unit_fires(unit: Unit, facts: FileFacts, depth: int) -> bool:
     bound = hook_locals(unit)
-    return any(_fires_in(root, bound, facts, depth) for root, _ in unit.expression_roots())
+    return any(_fires_in(root, bound, facts, depth) for root in _roots(unit))
 
 
 def is_helper_of_file(unit: Unit, facts: FileFacts) -> bool:
