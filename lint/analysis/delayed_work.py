@@ -66,6 +66,7 @@ class FileFacts:
     called: frozenset[str] = frozenset()  # names called somewhere in the file
     _work: dict[str, bool] = field(default_factory=dict)
     _fires: dict[str, bool] = field(default_factory=dict)
+    _writes: dict[str, bool] = field(default_factory=dict)
 
 
 def file_facts(context: ModuleContext) -> FileFacts:
@@ -166,7 +167,7 @@ def work_calls(unit: Unit, facts: FileFacts) -> list[tuple[cst.CSTNode, Node]]:
     for stmt, _ in unit.statements():
         if type(stmt) is cst.For and says_deferred_wgrad(_word(stmt.iter)):
             node = unit.node_for(stmt)
-            if node is not None and _writes_main_grad(stmt.body):
+            if node is not None and _writes_main_grad(stmt.body, facts):
                 found.append((stmt.iter, node))
     return found
 
@@ -189,21 +190,17 @@ def _direct_work(expr: cst.CSTNode, in_backward_dw: bool) -> cst.Call | None:
     return None
 
 
-def _writes_main_grad(body: cst.CSTNode) -> bool:
-    """A GEMM (or any call) given ``out=<...>.main_grad``, or an in-place method of a
-    main_grad (``w.main_grad.add_(g)``): the draining loop computes the weight gradients."""
+def _writes_main_grad(body: cst.CSTNode, facts: FileFacts, depth: int = 1) -> bool:
+    """The body names a main_grad (``out=w.main_grad``, ``w.main_grad.add_(g)``, a local
+    bound to it, ``getattr(w, "main_grad")``, a kwargs dict holding it) or calls a function
+    of the file that does: a loop over a store of deferred wgrads that reaches main_grad
+    computes the weight gradients. Any spelling counts, not only a write: the store's name
+    already says what the loop is for, and a write can hide behind a local or a dict."""
     for sub in patterns.walk(body):
-        if type(sub) is not cst.Call:
-            continue
-        out = patterns.keyword_arg(sub, "out")
-        if out is not None and _word(out.value) == patterns.MAIN_GRAD:
+        if patterns.spells(sub, patterns.MAIN_GRAD):
             return True
-        func = sub.func
-        if (
-            type(func) is cst.Attribute
-            and func.attr.value.endswith("_")
-            and patterns.is_attr(func.value, patterns.MAIN_GRAD)
-        ):
+        helper = _own_function(sub, facts)
+        if helper is not None and _memo(facts._writes, helper, depth + 1, facts, _unit_writes):
             return True
     return False
 
@@ -260,9 +257,13 @@ def _unit_does_work(unit: Unit, facts: FileFacts, depth: int) -> bool:
     return any(
         type(stmt) is cst.For
         and says_deferred_wgrad(_word(stmt.iter))
-        and _writes_main_grad(stmt.body)
+        and _writes_main_grad(stmt.body, facts, depth)
         for stmt, _ in unit.statements()
     )
+
+
+def _unit_writes(unit: Unit, facts: FileFacts, depth: int) -> bool:
+    return any(_writes_main_grad(root, facts, depth) for root in _roots(unit))
 
 
 def _unit_fires(unit: Unit, facts: FileFacts, depth: int) -> bool:

@@ -30,7 +30,7 @@ RULE = Rule(
     ),
     flags=(
         "`<wgrad store>.pop()`, `<wgrad graph>.replay()` (any `<graph>.replay()` in a "
-        "`backward_dw`), a loop over deferred wgrads writing main_grad, or a call of a "
+        "`backward_dw`), a loop over deferred wgrads reaching main_grad, or a call of a "
         "helper of the file doing one of these, from which a return is reached without "
         "firing a hook (by a hook's name, a local or callable bound to one, or a helper "
         "of the file that fires one)"
@@ -62,7 +62,8 @@ RULE = Rule(
         gradients (`wgrad`, a `dw` part, or `deferred`/`delayed`/`pending`/`queued` beside
         `grad`); a `.replay()` with no arguments of a graph so named (`bwd_dw_graphs[i]`),
         or of any graph inside a `backward_dw`; a `for` loop over such a store whose body
-        gives a main_grad to a call's `out=` or calls an in-place method of it; a call of a
+        names a main_grad (a GEMM's `out=`, an in-place method, a local or kwargs dict
+        holding it, `getattr`) or calls a function of the file that does; a call of a
         function of the same file that does any of these (three calls deep). A function
         called by name elsewhere in the file is left to its callers, which are judged
         with its work. Over the function's control-flow graph, a normal exit reachable from
