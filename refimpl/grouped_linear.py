@@ -86,6 +86,7 @@ class GroupedLinear(GroupedLinearParams):
         """Run every deferred weight-gradient computation, oldest first; True if any ran."""
         ran = bool(self._pending_wgrads)
         while self._pending_wgrads:
+            # gmlp: ignore[GMLP019] a single-process reference: no grad hook is registered to fire
             x, dy, split_sizes = self._pending_wgrads.popleft()
             grads = self.weight_grads(x, dy, split_sizes)
             for p, grad in zip(self.weight_params(), grads):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ..lazy import LazyModule
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 hooks = LazyModule("..analysis.hooks", __package__)
+delayed_work = LazyModule("..analysis.delayed_work", __package__)
 paths = LazyModule("..analysis.paths", __package__)
 
 CODE = "GMLP019"
@@ -22,14 +24,16 @@ RULE = Rule(
     code=CODE,
     name="delayed-wgrad-without-hook",
     summary=(
-        "A `backward_dw` runs the delayed weight-gradient work itself (pops the wgrad "
-        "store, replays a captured graph) and reaches its end on a path that fires no "
-        "grad-accumulation / reduce hook."
+        "A function that runs delayed weight-gradient work (pops the wgrad store, replays "
+        "the wgrad graph, drains deferred wgrads into main_grad), under any name, reaches "
+        "its end on a path that fires no grad-accumulation / reduce hook."
     ),
     flags=(
-        "`<wgrad store>.pop()` / `<graph>.replay()` in a function named `backward_dw` "
-        "from which a return is reached without a call of a hook (`hook()`, "
-        "`self._trigger_..._hooks()`) or a loop whose body fires one"
+        "`<wgrad store>.pop()`, `<wgrad graph>.replay()` (any `<graph>.replay()` in a "
+        "`backward_dw`), a loop over deferred wgrads reaching main_grad, or a call of a "
+        "helper of the file doing one of these, from which a return is reached without "
+        "firing a hook (by a hook's name, a local or callable bound to one, or a helper "
+        "of the file that fires one)"
     ),
     explanation="""
         Issue #19, class 5, the converse (a hook never fired, or fired too early). With
@@ -48,22 +52,37 @@ RULE = Rule(
 
         GMLP011 covers the other half: a class that marks its weights
         `skip_backward_post_hook` (autograd fires nothing for them) and whose `backward_dw`
-        misses the hooks on some way out; this rule leaves such classes to it and reports
-        the `backward_dw` of code that marks nothing, where the hook fired in the backward
-        pass, too early, and never after the work.
+        misses the hooks on some way out; this rule leaves such classes' `backward_dw` to
+        it and reports the rest.
 
-        Seen: functions and methods named `backward_dw` (nested ones too); the work is a
-        `.pop()` on a receiver whose name says wgrad or a `.replay()` with no arguments;
-        over the function's control-flow graph, a normal exit reachable from the work
-        without passing a statement that calls a hook-firing callee (a name with `hook`
-        that does not register, remove, make, set up or create one) or the head of a
-        loop whose body does (a loop over the modules or the hooks: each item that needs
-        it is taken as notified).
+        Classes caught: 5 (the converse: delayed work that notifies nobody).
 
-        Not seen: work done under other names (a stored closure called directly, a helper
-        of another file that pops the store), hooks fired by the caller after
-        `backward_dw` returns (such code is reported; suppress it with a reason), and
-        which of the popped gradients actually went to main_grad.
+        Seen (by what the function does, lint/analysis/delayed_work.py; its name does not
+        matter): a `.pop()` / `.popleft()` on a store whose name says deferred weight
+        gradients (`wgrad`, a `dw` part, or `deferred`/`delayed`/`pending`/`queued` beside
+        `grad`); a `.replay()` with no arguments of a graph so named (`bwd_dw_graphs[i]`),
+        or of any graph inside a `backward_dw`; a `for` loop over such a store whose body
+        names a main_grad (a GEMM's `out=`, an in-place method, a local or kwargs dict
+        holding it, `getattr`) or calls a function of the file that does; a call of a
+        function of the same file that does any of these (three calls deep). A function
+        called by name elsewhere in the file is left to its callers, which are judged
+        with its work. Over the function's control-flow graph, a normal exit reachable from
+        the work without passing a statement that fires a hook or the head of a loop whose
+        body fires one. Firing: a call of a name that says hook or grad-ready callback and
+        not register, remove, make, set up or create (`_grad_accum_hook`,
+        `post_wgrad_grad_acc_hook`, `_trigger_wgrad_accumulation_and_reduce_hooks`); a
+        local bound to one (`for fn in self.wgrad_accumulation_and_reduce_hooks: fn()`,
+        `fn = getattr(p, "_grad_accum_hook", None)`); a callable the file hands to a
+        `register_*hook*` call (`register_grad_accum_hook(node, finish)`); a function of
+        the file that fires one.
+
+        Not seen: work done by helpers of other files or by a stored closure called
+        directly (`store.pop()()`: the layer's own `backward_dw`, which announces itself);
+        hooks fired by a caller in another file after the function returns (such code is
+        reported; suppress it with a reason); hooks kept under names that say neither hook
+        nor a grad-ready callback; stores and graphs whose names do not say weight
+        gradients; which of the popped gradients actually went to main_grad; a hook fired
+        for some weights and not others (any firing counts for all).
     """,
     fix="""
         After the delayed work, fire the hooks registered for the module's weights (TE:
@@ -94,6 +113,16 @@ RULE = Rule(
                             module._trigger_wgrad_accumulation_and_reduce_hooks()
 
                 return backward_dw
+            """
+        ),
+        Example(
+            """
+            class ExpertLinear(BaseModule):
+                def finish_expert_wgrads(self):
+                    (wgrad, _), _ = self.wgrad_store.pop()
+                    self.weight.main_grad.add_(wgrad)
+                    for fn in self.wgrad_accumulation_and_reduce_hooks:
+                        fn()
             """
         ),
         Example(
@@ -141,6 +170,16 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            class ExpertParallelWgrad:
+                def flush(self):
+                    for x, dy, w in self._deferred_expert_wgrads:
+                        general_gemm(x, dy, out=w.main_grad, accumulate=True)
+                        w.grad_added_to_main_grad = True
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -155,31 +194,66 @@ MESSAGE = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if BACKWARD_DW not in context.source:
+    if not _may_defer(context.source):
         return
+    facts = context.shared(delayed_work.file_facts)
     announced = _announced_by_backward_dw(context)
     for unit in context.units:
-        if unit.name != BACKWARD_DW or id(unit.owner) in announced:
+        if type(unit.owner) is not cst.FunctionDef or id(unit.owner) in announced:
             continue
-        work = [
-            (call, node)
-            for root, node in unit.expression_roots()
-            if (call := hooks.runs_delayed_wgrad(root)) is not None
-        ]
+        # What the function does decides, not its name: any function that runs the
+        # delayed work (itself or through a helper of this file). A helper called from
+        # elsewhere in the file is left to its callers, which then do its work.
+        if delayed_work.is_helper_of_file(unit, facts) or not delayed_work.may_work(unit, facts):
+            continue
+        work = delayed_work.work_calls(unit, facts)
         if not work:
             continue
-        notified = hooks.notifying_nodes(unit)
+        notified = delayed_work.notifying_nodes(unit, facts)
         for call, node in work:
             if paths.exits_avoiding(unit.graph, node, notified):
                 out.report(CODE, call, MESSAGE.format(name=unit.name))
                 break  # one finding per function: the first work left unannounced
 
 
+def _may_defer(source: str) -> bool:
+    """The text spells some delayed work ``delayed_work`` can find (a superset: a store or
+    graph named for deferred wgrads taken from, replayed or looped over, or any replay in a
+    file with a ``backward_dw``). A helper's work needs direct work somewhere in the file,
+    so a file without any is not walked: most files with main_grad have none. Found with
+    ``str.find`` and a line-anchored pattern (a case-blind pattern of the words over the
+    whole text took about 4 ms per file)."""
+    if ".replay()" in source and BACKWARD_DW in source:
+        return True
+    for method in _TAKES:
+        at = source.find(method)
+        while at >= 0:
+            start = at
+            while start and (source[start - 1].isalnum() or source[start - 1] in "_[]"):
+                start -= 1
+            if _says_later(source[start:at]):
+                return True
+            at = source.find(method, at + len(method))
+    return any(_says_later(match.group(1)) for match in _LOOP.finditer(source))
+
+
+_TAKES = (".pop(", ".popleft(", ".replay(")
+_LOOP = re.compile(r"^[ \t]*for[ \t][^\n]*?[ \t]in[ \t]+([\w.\[\]]+)[ \t]*:", re.MULTILINE)
+_WORDS = ("wgrad", "dw", "deferred", "delayed", "pending", "queued")
+
+
+def _says_later(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _WORDS)
+
+
 def _announced_by_backward_dw(context: ModuleContext) -> set[int]:
     """The ``backward_dw`` methods of classes that mark their weights
     ``skip_backward_post_hook``: autograd fires nothing for them, and GMLP011 holds their
     ``backward_dw`` to firing the hooks on every way out."""
-    found = set()
+    found: set[int] = set()
+    if hooks.SKIP_POST_HOOK not in context.source:
+        return found
     for unit in context.units:
         if not isinstance(unit.owner, cst.ClassDef):
             continue

@@ -1,5 +1,5 @@
 """Issue #19's class-variant corpus (variant_corpus.py, and variant_corpus_blind2.py for the
-second blind set's classes): every buggy variant is reported on
+second blind set's classes, and the others below): every buggy variant is reported on
 its ``# bug`` line, and its correct twin gives no finding at all.
 
 ``python -m tests.lint.test_variant_corpus`` prints the recall per class (what the
@@ -22,6 +22,7 @@ from . import (
     variant_corpus_blind4,
     variant_corpus_class1_calls,
     variant_corpus_class4,
+    variant_corpus_class5_converse,
     variant_corpus_classes12,
     variant_corpus_classes35,
     variant_corpus_classes56,
@@ -38,7 +39,13 @@ VARIANTS = (
     + variant_corpus_class4.VARIANTS
     + variant_corpus_class1_calls.VARIANTS
     + variant_corpus_classes35.VARIANTS
+    + variant_corpus_class5_converse.VARIANTS
 )
+# Correct code alone (variant_corpus_class5_converse.py): no rule may report it.
+CLEAN = [
+    pytest.param(variant_corpus_class5_converse.clean_source(code), id=f"clean-{name}")
+    for name, code in variant_corpus_class5_converse.CLEAN
+]
 
 CASES = [pytest.param(v, id=f"class{v.cls}-{v.name}") for v in VARIANTS]
 BUGS = [
@@ -75,6 +82,11 @@ def test_correct_twin_is_not_reported(variant):
     assert engine.lint_source(variant.twin_source, "variant.py", ALL_CODES) == []
 
 
+@pytest.mark.parametrize("source", CLEAN)
+def test_clean_snippet_is_not_reported(source):
+    assert engine.lint_source(source, "variant.py", ALL_CODES) == []
+
+
 def main() -> int:
     caught: Counter[int] = Counter()
     total: Counter[int] = Counter()
@@ -88,6 +100,12 @@ def main() -> int:
         print(f"class {cls}: {caught[cls]} of {total[cls]}")
     print(f"all: {sum(caught.values())} of {sum(total.values())}")
     print(f"twins flagged: {len(flagged_twins)} {flagged_twins}")
+    flagged_clean = [
+        name
+        for name, code in variant_corpus_class5_converse.CLEAN
+        if engine.lint_source(variant_corpus_class5_converse.clean_source(code), "v.py", ALL_CODES)
+    ]
+    print(f"clean snippets flagged: {len(flagged_clean)} {flagged_clean}")
     unseen = [v.name for v in VARIANTS if v.unseen]
     print(f"declared unseen: {len(unseen)} {unseen}")
     return 0

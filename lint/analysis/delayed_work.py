@@ -1,0 +1,352 @@
+"""What a function does about delayed weight gradients, read from its code rather than its
+name (issue #19, class 5's converse, GMLP019).
+
+With ``delay_wgrad_compute`` the backward pass leaves the weight-gradient GEMMs for later;
+some function runs them afterwards (TE calls it ``backward_dw``, but a finalizer, a helper
+it calls or a graphed closure does the same work under other names). Autograd's
+AccumulateGrad never sees that work, so Megatron's DDP hears that the weights are ready only
+if the function that did the work fires the hooks itself. Two questions are asked of each
+function of a file:
+
+* **does it run delayed wgrad work?** It takes queued work out of a store whose name says
+  deferred weight gradients (``self.wgrad_store.pop()``, ``self._deferred_wgrads.popleft()``),
+  replays a captured graph of the weight gradients (``bwd_dw_graphs[i].replay()``; a bare
+  ``graph.replay()`` only inside a ``backward_dw``, where the protocol says what it holds),
+  drains such a store in a loop whose body writes a main_grad (a GEMM given
+  ``out=<w>.main_grad``, ``<w>.main_grad.add_(...)``), or calls a helper of this file that
+  does any of these.
+* **does a statement fire a grad-accumulation / reduce hook?** A call of a name that says
+  hook (``_grad_accum_hook``, ``post_wgrad_grad_acc_hook``,
+  ``_trigger_wgrad_accumulation_and_reduce_hooks``) or a grad-ready callback, not one that
+  registers or builds one; a local bound to such a hook (``fn = p._grad_accum_hook``, ``for
+  fn in self.wgrad_accumulation_and_reduce_hooks``) under any name; a callable this file
+  hands to a ``register_*hook*`` call; or a helper of this file that fires one.
+
+Helpers are resolved by name inside the file only (``self.name(...)`` or ``name(...)`` with
+a ``def name`` here). ``backward_dw`` calls are never resolved that way: each layer's
+``backward_dw`` announces its own weights, and a caller that forwards to it does no work of
+its own (the protocol, not a helper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from . import patterns
+from .cfg import Node
+from .module import ModuleContext, Unit
+
+BACKWARD_DW = "backward_dw"
+# Taking one piece of queued work out of a store.
+TAKE_METHODS = frozenset({"pop", "popleft"})
+REPLAY = "replay"
+# Words of a store or graph name that say it holds deferred weight-gradient work. ``dw``
+# must be a whole ``_``-separated part (``bwd_dw_graphs``), not a letter pair of a word.
+WGRAD_WORDS = ("wgrad",)
+DW_PART = "dw"
+# Words that say "later" and need a gradient word beside them (``_deferred_grads``): alone
+# they name every queue of the code base (``_deferred_kv_handoffs``).
+LATER_WORDS = ("deferred", "delayed", "pending", "queued")
+# Callees that register, remove or build hooks rather than fire them.
+NOT_A_FIRING = ("register", "remove", "make", "setup", "create")
+# Words of a callback that is a gradient-ready notification (``_grad_ready_callback``).
+CALLBACK_WORDS = ("grad", "reduce", "accum")
+# How deep helper calls are followed (a helper of a helper of a helper).
+HELPER_DEPTH = 3
+
+
+@dataclass
+class FileFacts:
+    """What the functions of one file do, by name (a name defined twice: any of them)."""
+
+    functions: dict[str, list[Unit]] = field(default_factory=dict)
+    registered: frozenset[str] = frozenset()  # callables handed to ``register_*hook*``
+    called: frozenset[str] = frozenset()  # names called somewhere in the file
+    _work: dict[str, bool] = field(default_factory=dict)
+    _fires: dict[str, bool] = field(default_factory=dict)
+    _writes: dict[str, bool] = field(default_factory=dict)
+
+
+def file_facts(context: ModuleContext) -> FileFacts:
+    """The file's functions by name, and the callables it registers as hooks (shared by the
+    rules through ``context.shared``)."""
+    functions: dict[str, list[Unit]] = {}
+    registered: set[str] = set()
+    called: set[str] = set()
+    for unit in context.units:
+        if type(unit.owner) is cst.FunctionDef:
+            functions.setdefault(unit.name, []).append(unit)
+        if type(unit.owner) is not cst.Module:
+            called |= unit.survey.calls
+        if not any(_registers(name) for name in unit.survey.calls):
+            continue
+        for root in _roots(unit):
+            for sub in patterns.walk(root):
+                if type(sub) is cst.Call and _registers(patterns.callee_name(sub) or ""):
+                    # ``register_wgrad_accumulation_and_reduce_hooks(self._start_reduce)``,
+                    # ``p.register_grad_accum_hook(node, finish)``: calling that callable
+                    # later is firing the hook, whatever it is called.
+                    for arg in sub.args:
+                        word = _word(arg.value)
+                        if word:
+                            registered.add(word)
+    return FileFacts(functions, frozenset(registered), frozenset(called))
+
+
+def _registers(name: str) -> bool:
+    lowered = name.lower()
+    return "register" in lowered and ("hook" in lowered or "callback" in lowered)
+
+
+def _word(expr: cst.CSTNode) -> str:
+    """The last name of ``a.b.c`` or ``a.b[i]`` (``c``, ``b``), as spelled."""
+    while type(expr) is cst.Subscript:
+        expr = expr.value
+    if type(expr) is cst.Name:
+        return expr.value
+    if type(expr) is cst.Attribute:
+        return expr.attr.value
+    return ""
+
+
+def says_deferred_wgrad(word: str) -> bool:
+    """A store or graph name that says it holds deferred weight-gradient work."""
+    lowered = word.lower()
+    if "hook" in lowered or "callback" in lowered:
+        return False
+    if any(w in lowered for w in WGRAD_WORDS) or DW_PART in lowered.split("_"):
+        return True
+    return "grad" in lowered and any(w in lowered for w in LATER_WORDS)
+
+
+# -- the work -------------------------------------------------------------------------
+def _roots(unit: Unit):
+    """The code ``unit.expression_roots`` yields, without the control-flow graph: most
+    functions are asked only whether they do work or fire hooks, and building a graph for
+    each of them was most of this analysis' time."""
+    for stmt, _ in unit.statements():
+        kind = type(stmt)
+        if kind is cst.If or kind is cst.While:
+            yield stmt.test
+        elif kind is cst.For:
+            yield stmt.iter
+        elif kind is cst.With:
+            yield from (item.item for item in stmt.items)
+        elif not isinstance(stmt, cst.BaseCompoundStatement):
+            yield stmt
+
+
+def may_work(unit: Unit, facts: FileFacts) -> bool:
+    """``unit`` runs delayed wgrad work, asked without its graph (``work_calls`` then says
+    where)."""
+    calls = unit.survey.calls
+    if not (
+        calls & WORK_CALLS
+        or unit.survey.spells_main_grad
+        or any(name in facts.functions for name in calls)
+    ):
+        return False
+    return _unit_does_work(unit, facts, 0)
+
+
+WORK_CALLS = TAKE_METHODS | {REPLAY}
+
+
+def work_calls(unit: Unit, facts: FileFacts) -> list[tuple[cst.CSTNode, Node]]:
+    """(the code to report, its graph node) for each place ``unit`` runs delayed wgrad
+    work itself or through a helper of this file."""
+    found = []
+    for root, node in unit.expression_roots():
+        hit = _direct_work(root, unit.name == BACKWARD_DW)
+        if hit is None:
+            hit = _helper_call(root, facts, _does_work)
+        if hit is not None:
+            found.append((hit, node))
+    for stmt, _ in unit.statements():
+        if type(stmt) is cst.For and says_deferred_wgrad(_word(stmt.iter)):
+            node = unit.node_for(stmt)
+            if node is not None and _writes_main_grad(stmt.body, facts):
+                found.append((stmt.iter, node))
+    return found
+
+
+def _direct_work(expr: cst.CSTNode, in_backward_dw: bool) -> cst.Call | None:
+    # ``store.pop()()`` runs a stored callable (a layer's own backward_dw, which announces
+    # itself), not the store's raw work.
+    called = {id(s.func) for s in patterns.walk(expr) if type(s) is cst.Call}
+    for sub in patterns.walk(expr):
+        if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute or id(sub) in called:
+            continue
+        method, receiver = sub.func.attr.value, sub.func.value
+        if method == REPLAY and not sub.args:
+            # A captured graph of the weight gradients by its name; any graph inside a
+            # backward_dw (the forward and input-gradient graphs are replayed by autograd).
+            if in_backward_dw or says_deferred_wgrad(_word(receiver)):
+                return sub
+        elif method in TAKE_METHODS and says_deferred_wgrad(_word(receiver)):
+            return sub
+    return None
+
+
+def _writes_main_grad(body: cst.CSTNode, facts: FileFacts, depth: int = 1) -> bool:
+    """The body names a main_grad (``out=w.main_grad``, ``w.main_grad.add_(g)``, a local
+    bound to it, ``getattr(w, "main_grad")``, a kwargs dict holding it) or calls a function
+    of the file that does: a loop over a store of deferred wgrads that reaches main_grad
+    computes the weight gradients. Any spelling counts, not only a write: the store's name
+    already says what the loop is for, and a write can hide behind a local or a dict."""
+    for sub in patterns.walk(body):
+        if patterns.spells(sub, patterns.MAIN_GRAD):
+            return True
+        helper = _own_function(sub, facts)
+        if helper is not None and _memo(facts._writes, helper, depth + 1, facts, _unit_writes):
+            return True
+    return False
+
+
+def _helper_call(expr: cst.CSTNode, facts: FileFacts, question) -> cst.Call | None:
+    """The call in ``expr`` of a function of this file for which ``question`` holds."""
+    for sub in patterns.walk(expr):
+        name = _own_function(sub, facts)
+        if name is not None and question(facts, name, 1):
+            return sub
+    return None
+
+
+def _own_function(node: cst.CSTNode, facts: FileFacts) -> str | None:
+    """The name of the function of this file that ``node`` calls (``f()``, ``self.f()``,
+    ``module.f()``), never ``backward_dw``; None for any other node."""
+    if type(node) is not cst.Call:
+        return None
+    func = node.func
+    if type(func) is cst.Name:
+        name = func.value
+    elif type(func) is cst.Attribute and type(func.value) is cst.Name:
+        name = func.attr.value
+    else:
+        return None
+    return name if name != BACKWARD_DW and name in facts.functions else None
+
+
+def _does_work(facts: FileFacts, name: str, depth: int) -> bool:
+    return _memo(facts._work, name, depth, facts, _unit_does_work)
+
+
+def _fires(facts: FileFacts, name: str, depth: int) -> bool:
+    return _memo(facts._fires, name, depth, facts, _unit_fires)
+
+
+def _memo(cache: dict[str, bool], name: str, depth: int, facts: FileFacts, ask) -> bool:
+    if name in cache:
+        return cache[name]
+    if depth > HELPER_DEPTH:
+        return False
+    cache[name] = False  # a recursive helper asks itself no further
+    answer = any(ask(unit, facts, depth) for unit in facts.functions.get(name, ()))
+    cache[name] = answer
+    return answer
+
+
+def _unit_does_work(unit: Unit, facts: FileFacts, depth: int) -> bool:
+    for root in _roots(unit):
+        if _direct_work(root, unit.name == BACKWARD_DW) is not None:
+            return True
+        if _helper_call(root, facts, lambda f, n, _d: _does_work(f, n, depth + 1)):
+            return True
+    return any(
+        type(stmt) is cst.For
+        and says_deferred_wgrad(_word(stmt.iter))
+        and _writes_main_grad(stmt.body, facts, depth)
+        for stmt, _ in unit.statements()
+    )
+
+
+def _unit_writes(unit: Unit, facts: FileFacts, depth: int) -> bool:
+    return any(_writes_main_grad(root, facts, depth) for root in _roots(unit))
+
+
+def _unit_fires(unit: Unit, facts: FileFacts, depth: int) -> bool:
+    bound = hook_locals(unit)
+    return any(_fires_in(root, bound, facts, depth) for root in _roots(unit))
+
+
+def is_helper_of_file(unit: Unit, facts: FileFacts) -> bool:
+    """``unit`` is called by name elsewhere in this file (and is no ``backward_dw``): its
+    callers are judged with its work, and may fire the hooks after it returns."""
+    return unit.name != BACKWARD_DW and unit.name in facts.called
+
+
+# -- the hooks ------------------------------------------------------------------------
+def hook_locals(unit: Unit) -> frozenset[str]:
+    """Locals that hold a hook under a name of their own: ``for fn in <hooks>``, ``fn =
+    p.<hook>``, ``fn = getattr(p, "<hook>", None)``, ``fn = <hooks>[i]``."""
+    found = set()
+    for stmt, _ in unit.statements():
+        if type(stmt) is cst.For and type(stmt.target) is cst.Name:
+            if _names_hook(_word(stmt.iter)):
+                found.add(stmt.target.value)
+        elif type(stmt) is cst.Assign and len(stmt.targets) == 1:
+            target = stmt.targets[0].target
+            if type(target) is cst.Name and _names_hook(_hook_word(stmt.value)):
+                found.add(target.value)
+    return frozenset(found)
+
+
+def _hook_word(value: cst.CSTNode) -> str:
+    if type(value) is cst.IfExp:
+        value = value.body
+    if type(value) is cst.Call and patterns.callee_name(value) == "getattr":
+        args = patterns.positional_args(value)
+        return patterns.string_value(args[1].value) or "" if len(args) >= 2 else ""
+    return _word(value)
+
+
+def _names_hook(word: str) -> bool:
+    """A hook (or a list of them) about gradients, or a grad-ready callback; not a maker
+    or registrar of one."""
+    lowered = word.lower()
+    if any(w in lowered for w in NOT_A_FIRING):
+        return False
+    if "hook" in lowered:
+        return True
+    return "callback" in lowered and any(w in lowered for w in CALLBACK_WORDS)
+
+
+def fires_hook(expr: cst.CSTNode, bound: frozenset[str], facts: FileFacts) -> bool:
+    """``expr`` calls a hook: by a name that says so, through a local bound to one, a
+    callable this file registered as one, or a helper of this file that fires one."""
+    return _fires_in(expr, bound, facts, 1)
+
+
+def _fires_in(expr: cst.CSTNode, bound: frozenset[str], facts: FileFacts, depth: int) -> bool:
+    for sub in patterns.walk(expr):
+        if type(sub) is not cst.Call:
+            continue
+        name = patterns.callee_name(sub) or ""
+        if _names_hook(name) or name in facts.registered:
+            return True
+        if type(sub.func) is cst.Name and name in bound:
+            return True
+        helper = _own_function(sub, facts)
+        if helper is not None and _fires(facts, helper, depth + 1):
+            return True
+    return False
+
+
+def notifying_nodes(unit: Unit, facts: FileFacts) -> list[Node]:
+    """Nodes after which the weights' hooks count as fired: a statement that fires one,
+    and the head of a loop whose body fires one (a loop over the modules or the hooks: an
+    empty one has nobody to notify)."""
+    bound = hook_locals(unit)
+    found = []
+    for stmt, _ in unit.statements():
+        node = unit.node_for(stmt)
+        if node is None:
+            continue
+        if type(stmt) in (cst.For, cst.While):
+            if fires_hook(stmt.body, bound, facts):
+                found.append(node)
+        elif not isinstance(stmt, cst.BaseCompoundStatement) and fires_hook(stmt, bound, facts):
+            found.append(node)
+    return found
