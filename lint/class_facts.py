@@ -111,7 +111,7 @@ def _subclasses(
                 if _DEFINES[0] in block or (_DEFINES[1] in block and b"def __init__" in block):
                     name, _ = _header(block, 0)
                     candidates.setdefault(name, []).append((path, block))
-    if not candidates:
+    if not candidates and not any(registration_facts.registers(data) for _, data in files):
         return {}, {}
     headers = {path: _aliased(_headers(data), data) for path, data in files}
     _add_intermediates(candidates, headers, contents)

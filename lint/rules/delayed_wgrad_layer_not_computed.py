@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 classes = LazyModule("..analysis.classes", __package__)
 late_layers = LazyModule("..analysis.late_layers", __package__)
+outside = LazyModule("..analysis.outside_registrations", __package__)
+registration_facts = LazyModule("..registration_facts", __package__)
 
 CODE = "GMLP014"
 RULE = Rule(
@@ -204,6 +206,8 @@ RULE = Rule(
             line=1,
         ),
     ),
+    # Registrations from outside a class need the summaries of the run's other classes.
+    reads_subclasses=True,
 )
 
 
@@ -222,11 +226,29 @@ NONE = (
     "`{name}` takes delay_wgrad_compute and builds weight layers ({attrs}) but has no "
     "backward_dw: with delayed wgrad their weight gradients are never computed"
 )
+# Registrations from outside the class (analysis/outside_registrations.py), by kind.
+OUTSIDE = {
+    "layer": (
+        "`{receiver}.{attr}` gets a delayed weight layer from outside `{cls}`, but "
+        "`{cls}.backward_dw` never reaches `self.{attr}` (or `{cls}` has none): its weight "
+        "gradient is never computed"
+    ),
+    "delay": (
+        "delayed wgrad is switched on for `{cls}` from outside, but `{cls}` builds weight "
+        "layers and has no backward_dw: their weight gradients are never computed"
+    ),
+    "wrapper": (
+        "`{receiver}.backward_dw` is replaced by a function that never calls the original "
+        "`{cls}.backward_dw`: the delayed weight gradients it computes are dropped"
+    ),
+}
 
 
 def check(context: ModuleContext, out: Collector) -> None:
     if classes.BACKWARD_DW not in context.source and classes.DELAY not in context.source:
         return
+    if registration_facts.registers(context.source.encode()):
+        _check_registrations(context, out)
     index = context.shared(classes.class_index)
     for model in index.classes.values():
         backward_dw = index.method(model, classes.BACKWARD_DW)
@@ -248,3 +270,15 @@ def check(context: ModuleContext, out: Collector) -> None:
         for attr, where in late.items():
             if attr not in reached:
                 out.report(CODE, where, LATE.format(attr=attr, owner=owner))
+
+
+def _check_registrations(context: ModuleContext, out: Collector) -> None:
+    """Layers, delay modes and ``backward_dw`` wrappers put on instances from outside their
+    class, against the class as this file and the run's summaries know it."""
+    index = context.shared(classes.class_index_with_run)
+    is_layer = context.shared(classes.layer_test)
+    for found in outside.registrations(context.module, index, is_layer):
+        message = OUTSIDE[found.kind].format(
+            receiver=found.receiver, attr=found.attr, cls=found.class_name
+        )
+        out.report(CODE, found.node, message)
