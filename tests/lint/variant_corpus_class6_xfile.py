@@ -289,6 +289,54 @@ CASES = (
             """,
         },
     ),
+    # ---------------------------------------------------------- (a) setattr in the base
+    XCase(
+        "base-sets-layer-with-setattr-subclass-drops-it",
+        "a",
+        {
+            "blocks/routed.py": """
+                class RoutedMLP(MegatronModule):
+                    def __init__(self, config, submodules):
+                        super().__init__(config)
+                        self.linear_fc1 = build_module(submodules.linear_fc1, config)
+                        setattr(self, "router_proj", TELinear(config.hidden, config.experts))
+
+                    def backward_dw(self):
+                        self.router_proj.backward_dw()
+                        self.linear_fc1.backward_dw()
+            """,
+            "blocks/fast.py": """
+                from blocks.routed import RoutedMLP
+
+
+                class FastRoutedMLP(RoutedMLP):  # expect: GMLP020
+                    def backward_dw(self):
+                        self.linear_fc1.backward_dw()
+            """,
+        },
+        {
+            "blocks/routed.py": """
+                class RoutedMLP(MegatronModule):
+                    def __init__(self, config, submodules):
+                        super().__init__(config)
+                        self.linear_fc1 = build_module(submodules.linear_fc1, config)
+                        setattr(self, "router_proj", TELinear(config.hidden, config.experts))
+
+                    def backward_dw(self):
+                        self.router_proj.backward_dw()
+                        self.linear_fc1.backward_dw()
+            """,
+            "blocks/fast.py": """
+                from blocks.routed import RoutedMLP
+
+
+                class FastRoutedMLP(RoutedMLP):
+                    def backward_dw(self):
+                        self.linear_fc1.backward_dw()
+                        self.router_proj.backward_dw()
+            """,
+        },
+    ),
     # ---------------------------------------------------------- (b) aliased base
     XCase(
         "base-imported-under-alias",
