@@ -128,13 +128,24 @@ def _subclasses(
     for path, names in registration_facts.registered_classes(files, headers).items():
         for name, where in names.items():
             if name not in candidates:
-                candidates[name] = [(where, b) for b in _blocks_named(contents[where], name)]
+                # Only a class whose construction may build a layer can lose one (a config
+                # dataclass of thousands of lines is not summarised for nothing).
+                blocks = _blocks_named(contents[where], name)
+                blocks = [b for b in blocks if any(w in _construction_text(b) for w in LAYER_TEXT)]
+                if not blocks:
+                    continue
+                candidates[name] = [(where, b) for b in blocks]
             wanted.setdefault(path, set()).add(name)
     return candidates, wanted
 
 
 def _aliased(found: Iterable[tuple[str, list[str]]], data: bytes) -> list[tuple[str, list[str]]]:
-    """Class headers with each base spelled by an import alias given its real name."""
+    """Class headers with each base spelled by an import alias given its real name (the
+    file's imports are read only when some base is spelled after an ``as``: most files
+    import no base under an alias, and this runs on every file of the run)."""
+    found = list(found)
+    if not any(b" as " + b.encode() in data for _, bases in found for b in bases):
+        return found
     aliases = layer_facts.aliases(data)
     return [(name, [aliases.get(b, b) for b in bases]) for name, bases in found]
 

@@ -49,12 +49,23 @@ def construction(methods: Methods) -> list[ast.FunctionDef | ast.AsyncFunctionDe
 
 
 def built_layers(methods: Methods, is_layer: Callable[[ast.Call], bool]) -> list[str]:
-    """The attributes construction gives a weight layer, in the order they are met."""
+    """The attributes construction gives a weight layer, in the order they are met. A
+    method with no layer call is walked once (the run pays for this before linting)."""
     layers: list[str] = []
     for method in construction(methods):
-        holders = _layer_locals(method, is_layer)
-        for node in ast.walk(method):
-            attr = filled_attribute(node, lambda v, h=holders: _holds_layer(v, is_layer, h))
+        nodes = list(ast.walk(method))
+        calls = {id(n) for n in nodes if type(n) is ast.Call and is_layer(n)}
+        if not calls:
+            continue
+        holders = {  # locals bound to a layer: ``expert = Linear(...)``
+            target.id
+            for node in nodes
+            if type(node) is ast.Assign and _holds_layer(node.value, calls, set())
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in nodes:
+            attr = filled_attribute(node, lambda v, c=calls, h=holders: _holds_layer(v, c, h))
             if attr is not None and attr not in layers:
                 layers.append(attr)
     return layers
@@ -93,23 +104,9 @@ def filled_attribute(node: ast.AST, holds_layer: Callable[[ast.AST], bool]) -> s
     return None
 
 
-def _layer_locals(method: ast.AST, is_layer) -> set[str]:
-    """Local names bound to a layer (``expert = Linear(...)`` before
-    ``self.local_experts.append(expert)``)."""
-    return {
-        target.id
-        for node in ast.walk(method)
-        if isinstance(node, ast.Assign) and _holds_layer(node.value, is_layer, set())
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
-
-
-def _holds_layer(value: ast.AST, is_layer, holders: set[str]) -> bool:
-    return any(
-        (isinstance(n, ast.Call) and is_layer(n)) or (isinstance(n, ast.Name) and n.id in holders)
-        for n in ast.walk(value)
-    )
+def _holds_layer(value: ast.AST, calls: set[int], holders: set[str]) -> bool:
+    """``value`` holds one of the layer ``calls`` (by identity) or a local bound to one."""
+    return any(id(n) in calls or (type(n) is ast.Name and n.id in holders) for n in ast.walk(value))
 
 
 def is_layer_call(

@@ -18,22 +18,27 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# An attribute of something other than ``self`` given a backward_dw, a delay mode or a
-# built layer; or the same through ``setattr``.
-_REGISTRATION = re.compile(
-    rb"(?<!\bself)\.\s*(?:backward_dw|delay_wgrad_compute)\s*=(?!=)"
-    rb"|\b(?!self\b)[A-Za-z_]\w*\.\w+\s*=\s*[\w.]*(?:Linear\w*|build_module)\s*\("
-    rb"|setattr\(\s*(?!self\b)\w+\s*,\s*['\"](?:backward_dw|delay_wgrad_compute)['\"]"
+# An attribute of something other than ``self`` given a backward_dw or a delay mode (the
+# receiver is checked after the match: a look-behind on every dot would be slow), a built
+# layer (anchored at a line's start: cheap on large files), or the same through ``setattr``.
+_PROTOCOL_SET = re.compile(rb"\.[ \t]*(?:backward_dw|delay_wgrad_compute)[ \t]*=(?!=)")
+_LAYER_SET = re.compile(
+    rb"(?m)^[ \t]*(?!self\.)[A-Za-z_]\w*\.\w+[ \t]*=[ \t]*[\w.]*(?:Linear|build_module)"
 )
+_SETATTR = re.compile(rb"setattr\(\s*(?!self\b)\w+\s*,\s*['\"](?:backward_dw|delay_wgrad_compute)")
 # Where a class is named as the type of an instance: a call, ``isinstance`` or an annotation.
 _CLASS_USE = re.compile(rb"\b([A-Z]\w*)\s*\(|isinstance\(\s*\w+\s*,\s*([A-Z]\w*)|:\s*([A-Z]\w*)")
 
 
 def registers(data: bytes) -> bool:
     """The file may register a layer, a delay mode or a ``backward_dw`` from outside."""
-    return (b"backward_dw" in data or b"delay_wgrad_compute" in data) and bool(
-        _REGISTRATION.search(data)
-    )
+    if b"backward_dw" not in data and b"delay_wgrad_compute" not in data:
+        return False
+    if any(
+        data[max(0, m.start() - 4) : m.start()] != b"self" for m in _PROTOCOL_SET.finditer(data)
+    ):
+        return True
+    return bool(_LAYER_SET.search(data)) or (b"setattr(" in data and bool(_SETATTR.search(data)))
 
 
 def registered_classes(
