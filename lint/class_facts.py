@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import layer_facts
+from . import fact_layers, layer_facts, registration_facts
 
 BACKWARD_DW = "backward_dw"
 DELAY = "delay_wgrad_compute"
@@ -83,7 +83,10 @@ def class_facts(
                 if fact not in lineage:
                     lineage.append(fact)
                     pending.extend(b for b in fact.bases if b in candidates)
-        if lineage and _may_lose_layers(contents[path], needed, lineage):
+        if lineage and (
+            _may_lose_layers(contents[path], needed, lineage)
+            or registration_facts.registers(contents[path])
+        ):
             found[path] = tuple(sorted(lineage))
     return found
 
@@ -108,9 +111,9 @@ def _subclasses(
                 if _DEFINES[0] in block or (_DEFINES[1] in block and b"def __init__" in block):
                     name, _ = _header(block, 0)
                     candidates.setdefault(name, []).append((path, block))
-    if not candidates:
+    if not candidates and not any(registration_facts.registers(data) for _, data in files):
         return {}, {}
-    headers = {path: list(_headers(data)) for path, data in files}
+    headers = {path: _aliased(_headers(data), data) for path, data in files}
     _add_intermediates(candidates, headers, contents)
     wanted: dict[str, set[str]] = {}
     for path, found_headers in headers.items():
@@ -120,7 +123,35 @@ def _subclasses(
         }
         if needed:
             wanted[path] = needed
+    # Files that register layers or delay modes on instances of classes of other files
+    # (``registration_facts``) need those classes' summaries too, whatever they subclass.
+    for path, names in registration_facts.registered_classes(files, headers).items():
+        for name, where in names.items():
+            if name not in candidates:
+                # Only a class whose construction may build a layer can lose one (a config
+                # dataclass of thousands of lines is not summarised for nothing).
+                blocks = _blocks_named(contents[where], name)
+                blocks = [b for b in blocks if any(w in _construction_text(b) for w in LAYER_TEXT)]
+                if not blocks:
+                    continue
+                candidates[name] = [(where, b) for b in blocks]
+            wanted.setdefault(path, set()).add(name)
     return candidates, wanted
+
+
+def _aliased(found: Iterable[tuple[str, list[str]]], data: bytes) -> list[tuple[str, list[str]]]:
+    """Class headers with each base spelled by an import alias given its real name (the
+    file's imports are read only when some base is spelled after an ``as``: most files
+    import no base under an alias, and this runs on every file of the run)."""
+    found = list(found)
+    if not any(b" as " + b.encode() in data for _, bases in found for b in bases):
+        return found
+    aliases = layer_facts.aliases(data)
+    return [(name, [aliases.get(b, b) for b in bases]) for name, bases in found]
+
+
+def _blocks_named(data: bytes, name: str) -> list[bytes]:
+    return [block for block in _class_blocks(data) if _header(block, 0)[0] == name]
 
 
 def _may_lose_layers(data: bytes, needed: set[str], lineage: list[ClassFact]) -> bool:
@@ -131,13 +162,22 @@ def _may_lose_layers(data: bytes, needed: set[str], lineage: list[ClassFact]) ->
     defs = [
         b"def " + name.encode() + b"(" for name in {BACKWARD_DW, *_reached_by_backward_dw(lineage)}
     ]
+    aliases = layer_facts.aliases(data)
     for block in _class_blocks(data):
-        if not set(_header(block, 0)[1]) & needed:
+        if not {aliases.get(b, b) for b in _header(block, 0)[1]} & needed:
             continue
-        init = _method_text(block, b"__init__")
+        init = _construction_text(block)
         if any(word in init for word in LAYER_TEXT) or any(d in block for d in defs):
             return True
     return False
+
+
+def _construction_text(block: bytes) -> bytes:
+    """The text of ``__init__`` and of the methods of the block it calls through ``self.``
+    (one level: a layer built by ``self._build_layers()`` is built at construction)."""
+    init = _method_text(block, b"__init__")
+    helpers = set(re.findall(rb"self\.(\w+)\(", init))
+    return init + b"".join(_method_text(block, name) for name in sorted(helpers))
 
 
 def _method_text(block: bytes, name: bytes) -> bytes:
@@ -180,9 +220,8 @@ def _add_intermediates(candidates, headers, contents) -> None:
         if not added:
             return
         for name, path in added:
-            for block in _class_blocks(contents[path]):
-                if _header(block, 0)[0] == name:
-                    candidates.setdefault(name, []).append((path, block))
+            for block in _blocks_named(contents[path], name):
+                candidates.setdefault(name, []).append((path, block))
 
 
 def _summaries(
@@ -194,12 +233,15 @@ def _summaries(
             tree = ast.parse(block)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # the file's own lint reports it
-        imports = layer_facts.imported_from(contents[path].decode("utf-8", errors="replace"))
+        text = contents[path].decode("utf-8", errors="replace")
+        imports, aliases = layer_facts.imported_from(text), layer_facts.aliases(text)
 
-        def is_layer(call: ast.Call, imports=imports) -> bool:
-            return _is_layer_call(call, imports, eager)
+        def is_layer(call: ast.Call, imports=imports, aliases=aliases) -> bool:
+            return fact_layers.is_layer_call(call, imports, eager, aliases)
 
-        found.extend(_summary(n, path, is_layer) for n in tree.body if isinstance(n, ast.ClassDef))
+        found.extend(
+            _summary(n, path, is_layer, aliases) for n in tree.body if isinstance(n, ast.ClassDef)
+        )
     return found
 
 
@@ -241,16 +283,18 @@ def _class_blocks(data: bytes) -> Iterable[bytes]:
             return
 
 
-def _summary(node: ast.ClassDef, path: str, is_layer) -> ClassFact:
+def _summary(node: ast.ClassDef, path: str, is_layer, aliases: dict[str, str]) -> ClassFact:
     """One walk over each method (the run pays for this before any file is linted)."""
-    bases = tuple(name for base in node.bases if (name := _last_name(base)))
+    bases = tuple(aliases.get(name, name) for base in node.bases if (name := _last_name(base)))
     methods: dict[str, set[str]] = {}
     stores: dict[str, set[str]] = {}
-    layers: list[str] = []
     spells_delay = False
-    for item in node.body:
-        if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
+    nodes = {
+        item.name: item
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    for item in nodes.values():
         mentioned = methods.setdefault(item.name, set())
         init = item.name == "__init__"
         if init and any(a.arg == DELAY for a in item.args.args + item.args.kwonlyargs):
@@ -274,13 +318,7 @@ def _summary(node: ast.ClassDef, path: str, is_layer) -> ClassFact:
                     stores.setdefault(attr, set()).update(
                         n.attr for n in ast.walk(value) if _is_self_attr(n)
                     )
-                    if (
-                        init
-                        and kind is ast.Assign
-                        and attr not in layers
-                        and _builds_layer(value, is_layer)
-                    ):
-                        layers.append(attr)
+    layers = fact_layers.built_layers(nodes, is_layer)
     return ClassFact(
         node.name,
         path,
@@ -320,31 +358,6 @@ def _stored(node: ast.AST) -> tuple[str, ast.AST] | None:
     ):
         return node.func.value.attr, ast.Tuple(elts=[*node.args], ctx=ast.Load())
     return None
-
-
-def _builds_layer(value: ast.AST, is_layer) -> bool:
-    """The value holds a call that builds a weight layer (alone or in a container)."""
-    return any(isinstance(n, ast.Call) and is_layer(n) for n in ast.walk(value))
-
-
-def _is_layer_call(call: ast.Call, imports: dict[str, str], eager: Iterable[str]) -> bool:
-    """The same test as ``analysis.classes.layer_test``'s, on CPython's tree."""
-    delay = next((k.value for k in call.keywords if k.arg == DELAY), None)
-    if delay is not None and not (isinstance(delay, ast.Constant) and delay.value in (False, None)):
-        return True
-    name = _last_name(call.func) or ""
-    if name in SPEC_BUILDERS:
-        target = _last_name(call.args[0]) if call.args else None
-        return target is not None and any(word in target.lower() for word in LAYER_WORDS)
-    if "Linear" not in name:
-        return False
-    func = call.func
-    spelled = (
-        f"{_last_name(func.value)}.{func.attr}"
-        if isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute))
-        else name
-    )
-    return not layer_facts.is_eager(spelled, imports.get(spelled), eager)
 
 
 def _is_self_attr(node: ast.AST) -> bool:

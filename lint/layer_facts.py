@@ -229,3 +229,23 @@ def _spelled(expr: ast.AST) -> str | None:
         qualifier = inner.id if isinstance(inner, ast.Name) else getattr(inner, "attr", None)
         return f"{qualifier}.{expr.attr}" if qualifier else expr.attr
     return None
+
+
+def aliases(text: str | bytes) -> dict[str, str]:
+    """``A -> N`` for each top-level ``from M import N as A`` of the file (issue #19, class
+    6: ``from .base import GroupedMLP as _Base; class Experts(_Base)`` derives from
+    ``GroupedMLP``, and ``GL(...)`` with ``GroupedLinear as GL`` builds a ``Linear``).
+    Classes are matched by name across files, so a base or callee spelled by its alias
+    would otherwise be a class nobody defines."""
+    if isinstance(text, bytes):
+        if b" as " not in text:
+            return {}
+        text = text.decode("utf-8", errors="replace")
+    elif " as " not in text:
+        return {}
+    found = {}
+    for alias, reference in imported_from(text).items():
+        name = reference.rpartition(".")[2]
+        if name != alias:
+            found[alias] = name
+    return found

@@ -21,7 +21,7 @@ import libcst as cst
 
 from .. import class_facts, layer_facts
 from ..class_facts import ClassFact
-from . import patterns
+from . import layer_builds, patterns
 from .module import ModuleContext, suite_body
 
 DELAY = "delay_wgrad_compute"
@@ -85,9 +85,10 @@ class ClassIndex:
     def __init__(self, context: ModuleContext, outside: Iterable[ClassFact] = ()) -> None:
         self.classes: dict[str, ClassModel] = {}
         is_layer = context.shared(layer_test)
+        aliases = layer_facts.aliases(context.source)  # ``Base as _Base``: bases by name
         for stmt in context.module.body:  # top-level classes: the ones a base can name
             if isinstance(stmt, cst.ClassDef):
-                model = _model(stmt, is_layer)
+                model = _model(stmt, is_layer, aliases)
                 self.classes[model.name] = model
         # Classes of other files, by name; a name two files define differently is unknown.
         by_name: dict[str, dict[ClassFact, ClassFact]] = {}
@@ -184,8 +185,10 @@ def _without_path(fact: ClassFact) -> ClassFact:
     return replace(fact, path="")
 
 
-def _model(node: cst.ClassDef, is_layer: Callable[[cst.Call], bool]) -> ClassModel:
-    bases = [name for arg in node.bases if (name := _last_name(arg.value))]
+def _model(
+    node: cst.ClassDef, is_layer: Callable[[cst.Call], bool], aliases: dict[str, str]
+) -> ClassModel:
+    bases = [aliases.get(name, name) for arg in node.bases if (name := _last_name(arg.value))]
     methods = {
         stmt.name.value: stmt for stmt in suite_body(node.body) if isinstance(stmt, cst.FunctionDef)
     }
@@ -203,13 +206,10 @@ def _model(node: cst.ClassDef, is_layer: Callable[[cst.Call], bool]) -> ClassMod
     if init is not None:
         builders = self_call_closure(init, methods)
         model.spells_delay = any(_spells_delay(builder) for builder in builders)
-        for builder in builders:
-            for inner in patterns.walk(builder.body):
-                if isinstance(inner, cst.Assign) and _builds_layer(inner.value, is_layer):
-                    for target in inner.targets:
-                        if _is_self_attr(target.target):
-                            model.layers.setdefault(target.target.attr.value, inner)
-        for attr in _parameters_only(methods.values(), set(model.layers)):
+        # Assigned, appended one at a time, set by key or registered by name.
+        model.layers.update(layer_builds.filled_layers(builders, is_layer))
+        eager_only = layer_builds.parameters_only(methods.values(), set(model.layers), _walk_all)
+        for attr in eager_only:
             del model.layers[attr]
     return model
 
@@ -232,41 +232,6 @@ def self_call_closure(
             if type(n) is cst.Call and _is_self_attr(n.func) and n.func.attr.value in methods
         )
     return found
-
-
-# Attributes of a layer that are its parameters: using only these never runs its forward.
-PARAMETER_ATTRS = frozenset({"weight", "bias"})
-
-
-def _parameters_only(methods, layers: set[str]) -> set[str]:
-    """Layers the class uses only through their parameters (``self.x.weight``): their
-    forward never runs, so they compute no weight gradient to delay (THUDM/slime's
-    ``weights_proj``, built as a projection and used as a weight for an eager autograd
-    function). A layer called, or handed on whole, anywhere in the class is still one, and
-    so is one the class never mentions again."""
-    used_whole: set[str] = set()
-    parameters_used: set[str] = set()
-    for method in methods:
-        nodes = list(_walk_all(method.body))
-        owners = {  # ``self.x`` as the owner of one of its parameters
-            id(n.value): n.value.attr.value
-            for n in nodes
-            if type(n) is cst.Attribute  # exact type: isinstance on libcst's ABCs is slow
-            and n.attr.value in PARAMETER_ATTRS
-            and _is_self_attr(n.value)
-        }
-        parameters_used.update(owners.values())
-        assigned = {id(t.target) for n in nodes if type(n) is cst.Assign for t in n.targets}
-        used_whole.update(
-            n.attr.value
-            for n in nodes
-            if _is_self_attr(n)
-            and n.attr.value in layers
-            and id(n) not in owners
-            and id(n) not in assigned
-        )
-    # A layer the class never mentions again may run in a subclass's forward: still one.
-    return (layers & parameters_used) - used_whole
 
 
 def _mentions(method: cst.FunctionDef) -> set[str]:
@@ -339,12 +304,6 @@ def _spells_delay(init: cst.FunctionDef) -> bool:
     )
 
 
-def _builds_layer(value: cst.CSTNode, is_layer) -> bool:
-    """The value is a call that builds a weight layer, or a container (list, dict,
-    ``ModuleList``, comprehension) that holds such calls."""
-    return any(type(n) is cst.Call and is_layer(n) for n in patterns.walk(value))
-
-
 def layer_test(context: ModuleContext) -> Callable[[cst.Call], bool]:
     """For ``context.shared``: whether a call builds a weight layer whose wgrad may be
     delayed. Its callee names a linear layer that the run does not show to be eager
@@ -352,6 +311,7 @@ def layer_test(context: ModuleContext) -> Callable[[cst.Call], bool]:
     the run with no delayed-wgrad protocol), or it is a spec builder given a submodule spec
     whose name says linear or projection."""
     imports = layer_facts.imported_from(context.source)
+    aliases = layer_facts.aliases(context.source)  # ``GroupedLinear as GL``: still a Linear
     eager = context.eager_layers
 
     def is_layer(call: cst.Call) -> bool:
@@ -365,7 +325,7 @@ def layer_test(context: ModuleContext) -> Callable[[cst.Call], bool]:
             spec = patterns.positional_args(call)
             target = _last_name(spec[0].value) if spec else None
             return target is not None and any(word in target.lower() for word in LAYER_WORDS)
-        if "Linear" not in name:
+        if "Linear" not in aliases.get(name, name):
             return False
         spelled = _dotted_tail(call.func) or name
         return not layer_facts.is_eager(spelled, imports.get(spelled), eager)

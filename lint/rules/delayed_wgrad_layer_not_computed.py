@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 classes = LazyModule("..analysis.classes", __package__)
 late_layers = LazyModule("..analysis.late_layers", __package__)
+outside = LazyModule("..analysis.outside_registrations", __package__)
+registration_facts = LazyModule("..registration_facts", __package__)
 
 CODE = "GMLP014"
 RULE = Rule(
@@ -30,7 +32,12 @@ RULE = Rule(
         "following `self.m()` calls) never mentions; a class that takes "
         "`delay_wgrad_compute` and builds weight layers in `__init__` (or a method it calls) "
         "but has no `backward_dw`; a member handed `delay_wgrad_compute=` is a weight layer "
-        "whatever its builder's name"
+        "whatever its builder's name; layers appended one at a time, set by key or registered "
+        "with `add_module` / `setattr`, and layer classes imported under an alias, count; "
+        "from outside the class (a function of any file of the run, the class resolved across "
+        "files): a delayed layer hung on an instance that the class's `backward_dw` never "
+        "reaches, delayed wgrad switched on for a class with layers and no `backward_dw`, an "
+        "instance's `backward_dw` replaced by a function that never calls the original"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). With `delay_wgrad_compute`, a
@@ -58,6 +65,25 @@ RULE = Rule(
         mentions an attribute that was given delayed-wgrad callables naming it (a list,
         dict, `partial` or lambda stored in `self.x`, or appended to it).
 
+        Containers filled one at a time count as layers too (issue #19's weak spots, since
+        2026-12-03): `self.experts = ModuleList()` then `self.experts.append(expert)` in a
+        loop (Megatron-LM's `SequentialMLP` builds its `local_experts` so), also through a
+        local bound to a layer, `self.gates[name] = Linear(...)`, `self.add_module("x",
+        layer)` and `setattr(self, "x", layer)` with a literal name; a callee imported under
+        an alias (`from te import GroupedLinear as GL`) is judged by its real name.
+
+        Registrations from outside the class: in any function, a name known to hold an
+        instance of a class of the run (bound from a call of the class, a parameter
+        annotated with it, or tested with `isinstance(x, C)`; the class resolved in this
+        file or, through the run's summaries, in another) that is given a weight layer
+        (`mlp.lora_proj = TELinear(..., delay_wgrad_compute=...)`) its class's
+        `backward_dw` never reaches (or, with no `backward_dw`, a layer handed the delay
+        mode); `x.delay_wgrad_compute = <not False>` (or `setattr`) on a class that builds
+        layers and has no `backward_dw` anywhere in a lineage known to the end; and
+        `x.backward_dw = f`, `f` a lambda or a `def` of the same function, that never calls
+        the original (a name bound to `x.backward_dw`, or any `....backward_dw(...)` call),
+        on a class whose `backward_dw` computes something.
+
         Left alone: a layer the class uses only through its parameters (`self.x.weight`
         handed to an autograd function of its own, as THUDM/slime's indexer does): its
         forward never runs, so there is no delayed gradient for `backward_dw` to compute.
@@ -65,9 +91,14 @@ RULE = Rule(
         Not seen: bases defined in other files (they may define `backward_dw` or reach the
         layer: such classes are not reported here, nor is a `backward_dw` that calls
         `super()` into such a base; GMLP020 resolves those found in the run), layers built
-        outside the class and handed in, layers
+        outside the class and handed in to `__init__`, layers
         that legitimately compute their wgrad eagerly, and which layers the configuration
-        actually builds.
+        actually builds; modules registered under a computed name (`add_module(f"fc{i}",
+        ...)`); registrations on instances whose class the function does not name (a
+        `model.modules()` loop with no `isinstance`, an instance handed in unannotated, a
+        class of a file outside the run or a name two files define), on `self`, or through
+        helpers of helpers; a wrapper made by another function (`layer.backward_dw =
+        make_timed(layer.backward_dw)` is trusted); whether a registration's branch runs.
     """,
     fix="""
         Call the layer's `backward_dw()` from the class's `backward_dw` (override it in the
@@ -204,6 +235,8 @@ RULE = Rule(
             line=1,
         ),
     ),
+    # Registrations from outside a class need the summaries of the run's other classes.
+    reads_subclasses=True,
 )
 
 
@@ -222,11 +255,29 @@ NONE = (
     "`{name}` takes delay_wgrad_compute and builds weight layers ({attrs}) but has no "
     "backward_dw: with delayed wgrad their weight gradients are never computed"
 )
+# Registrations from outside the class (analysis/outside_registrations.py), by kind.
+OUTSIDE = {
+    "layer": (
+        "`{receiver}.{attr}` gets a delayed weight layer from outside `{cls}`, but "
+        "`{cls}.backward_dw` never reaches `self.{attr}` (or `{cls}` has none): its weight "
+        "gradient is never computed"
+    ),
+    "delay": (
+        "delayed wgrad is switched on for `{cls}` from outside, but `{cls}` builds weight "
+        "layers and has no backward_dw: their weight gradients are never computed"
+    ),
+    "wrapper": (
+        "`{receiver}.backward_dw` is replaced by a function that never calls the original "
+        "`{cls}.backward_dw`: the delayed weight gradients it computes are dropped"
+    ),
+}
 
 
 def check(context: ModuleContext, out: Collector) -> None:
     if classes.BACKWARD_DW not in context.source and classes.DELAY not in context.source:
         return
+    if registration_facts.registers(context.source.encode()):
+        _check_registrations(context, out)
     index = context.shared(classes.class_index)
     for model in index.classes.values():
         backward_dw = index.method(model, classes.BACKWARD_DW)
@@ -248,3 +299,15 @@ def check(context: ModuleContext, out: Collector) -> None:
         for attr, where in late.items():
             if attr not in reached:
                 out.report(CODE, where, LATE.format(attr=attr, owner=owner))
+
+
+def _check_registrations(context: ModuleContext, out: Collector) -> None:
+    """Layers, delay modes and ``backward_dw`` wrappers put on instances from outside their
+    class, against the class as this file and the run's summaries know it."""
+    index = context.shared(classes.class_index_with_run)
+    is_layer = context.shared(classes.layer_test)
+    for found in outside.registrations(context.module, index, is_layer):
+        message = OUTSIDE[found.kind].format(
+            receiver=found.receiver, attr=found.attr, cls=found.class_name
+        )
+        out.report(CODE, found.node, message)

@@ -92,9 +92,17 @@ RULE = Rule(
         Not seen: bases in files outside the run, or in a file that neither defines
         `backward_dw` nor takes `delay_wgrad_compute` in an `__init__` (an intermediate base
         there is unknown, and such classes are not reported); a class name defined
-        differently in two files (unknown); layers built outside `__init__`; which layers a
+        differently in two files (unknown); layers built outside `__init__` and the methods
+        it calls through `self.`; modules registered under a computed name; which layers a
         configuration builds; a `backward_dw` that only raises (the class refuses delayed
         wgrad loudly).
+
+        Since 2026-12-03 (issue #19's weak spots), on both sides (this file's classes and
+        the summaries of other files): layers appended to a container one at a time
+        (`self.local_experts.append(expert)` in a loop), set by key (`self.gates[name] =
+        ...`), registered with `add_module` / `setattr` under a literal name, or built by
+        helpers `__init__` calls (`self._build_projections()`); bases and layer classes
+        named through an import alias (`from blocks.mlp import ExpertMLP as _Base`).
     """,
     fix="""
         Override `backward_dw` in the subclass (calling `super().backward_dw()` and the new

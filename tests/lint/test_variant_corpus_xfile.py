@@ -1,0 +1,92 @@
+"""Issue #19, class 6 across files (variant_corpus_class6_xfile.py): each case's files are
+written to a temporary tree and linted together as one run, all rules on. A buggy case must
+be reported exactly on its ``# expect: CODE`` lines, by that rule; its correct twin must give
+no finding at all.
+
+``python -m tests.lint.test_variant_corpus_xfile`` prints how many buggy cases are caught
+(any expected line reported by its rule) and which twins are flagged: the before/after
+figures in docs/lint-semantics.md.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gmlp_check.lint import engine
+
+from .support import ALL_CODES
+from .variant_corpus_class6_xfile import CASES
+
+EXPECT = re.compile(r"#\s*expect:\s*(GMLP\d+)")
+
+
+def expected(files: dict[str, str]) -> set[tuple[str, int, str]]:
+    return {
+        (path, number, code)
+        for path, text in files.items()
+        for number, line in enumerate(text.splitlines(), start=1)
+        for code in EXPECT.findall(line)
+    }
+
+
+def lint_files(files: dict[str, str]) -> set[tuple[str, int, str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for path, text in files.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
+        jobs = [engine.Job(str(root / path), ALL_CODES) for path in sorted(files)]
+        results = engine.run(jobs, engine.Mode(), workers=1)
+        assert all(r.error is None for r in results), [r.error for r in results]
+        return {
+            (Path(f.path).relative_to(root).as_posix(), f.line, f.code)
+            for r in results
+            for f in r.findings
+        }
+
+
+def test_every_case_marks_its_bug_and_has_a_twin():
+    names = [case.name for case in CASES]
+    assert len(names) == len(set(names))
+    for case in CASES:
+        assert expected(case.files("bug")), case.name
+        assert not expected(case.files("twin")), case.name
+        assert len(case.bug) > 1 and set(case.bug) == set(case.twin), case.name
+    assert {case.weak_spot for case in CASES} == {"a", "b", "c", "d"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_buggy_case_is_reported_exactly_where_expected(case):
+    files = case.files("bug")
+    assert lint_files(files) == expected(files)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_correct_twin_is_not_reported(case):
+    assert lint_files(case.files("twin")) == set()
+
+
+def main() -> int:
+    caught, exact, flagged = [], [], []
+    for case in CASES:
+        files = case.files("bug")
+        found, wanted = lint_files(files), expected(files)
+        if found & wanted:
+            caught.append(case.name)
+        if found == wanted:
+            exact.append(case.name)
+        if lint_files(case.files("twin")):
+            flagged.append(case.name)
+    print(f"caught: {len(caught)} of {len(CASES)} (exactly as expected: {len(exact)})")
+    print(f"missed: {[c.name for c in CASES if c.name not in caught]}")
+    print(f"twins flagged: {len(flagged)} {flagged}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
