@@ -285,7 +285,9 @@ def _class_blocks(data: bytes) -> Iterable[bytes]:
 
 def _summary(node: ast.ClassDef, path: str, is_layer, aliases: dict[str, str]) -> ClassFact:
     """One walk over each method (the run pays for this before any file is linted)."""
-    bases = tuple(aliases.get(name, name) for base in node.bases if (name := _last_name(base)))
+    bases = tuple(
+        aliases.get(name, name) for base in node.bases if (name := fact_layers.last_name(base))
+    )
     methods: dict[str, set[str]] = {}
     stores: dict[str, set[str]] = {}
     spells_delay = False
@@ -366,11 +368,3 @@ def _is_self_attr(node: ast.AST) -> bool:
         and isinstance(node.value, ast.Name)
         and node.value.id == "self"
     )
-
-
-def _last_name(expr: ast.AST) -> str | None:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return None

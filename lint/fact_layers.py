@@ -118,15 +118,15 @@ def is_layer_call(
     delay = next((k.value for k in call.keywords if k.arg == DELAY), None)
     if delay is not None and not (isinstance(delay, ast.Constant) and delay.value in (False, None)):
         return True
-    name = _last_name(call.func) or ""
+    name = last_name(call.func) or ""
     if name in SPEC_BUILDERS:
-        target = _last_name(call.args[0]) if call.args else None
+        target = last_name(call.args[0]) if call.args else None
         return target is not None and any(word in target.lower() for word in LAYER_WORDS)
     if "Linear" not in (aliases or {}).get(name, name):
         return False
     func = call.func
     spelled = (
-        f"{_last_name(func.value)}.{func.attr}"
+        f"{last_name(func.value)}.{func.attr}"
         if isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute))
         else name
     )
@@ -141,7 +141,7 @@ def _is_self_attr(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and _is_self(node.value)
 
 
-def _last_name(expr: ast.AST) -> str | None:
+def last_name(expr: ast.AST) -> str | None:
     if isinstance(expr, ast.Name):
         return expr.id
     if isinstance(expr, ast.Attribute):

@@ -188,7 +188,7 @@ def _without_path(fact: ClassFact) -> ClassFact:
 def _model(
     node: cst.ClassDef, is_layer: Callable[[cst.Call], bool], aliases: dict[str, str]
 ) -> ClassModel:
-    bases = [aliases.get(name, name) for arg in node.bases if (name := _last_name(arg.value))]
+    bases = [aliases.get(name, name) for arg in node.bases if (name := last_name(arg.value))]
     methods = {
         stmt.name.value: stmt for stmt in suite_body(node.body) if isinstance(stmt, cst.FunctionDef)
     }
@@ -323,7 +323,7 @@ def layer_test(context: ModuleContext) -> Callable[[cst.Call], bool]:
         name = patterns.callee_name(call) or ""
         if name in SPEC_BUILDERS:
             spec = patterns.positional_args(call)
-            target = _last_name(spec[0].value) if spec else None
+            target = last_name(spec[0].value) if spec else None
             return target is not None and any(word in target.lower() for word in LAYER_WORDS)
         if "Linear" not in aliases.get(name, name):
             return False
@@ -335,7 +335,7 @@ def layer_test(context: ModuleContext) -> Callable[[cst.Call], bool]:
 
 def _dotted_tail(func: cst.CSTNode) -> str | None:
     if isinstance(func, cst.Attribute) and isinstance(func.value, (cst.Name, cst.Attribute)):
-        return f"{_last_name(func.value)}.{func.attr.value}"
+        return f"{last_name(func.value)}.{func.attr.value}"
     return None
 
 
@@ -345,7 +345,7 @@ def _is_self_attr(node: cst.CSTNode) -> bool:
     )
 
 
-def _last_name(expr: cst.CSTNode) -> str | None:
+def last_name(expr: cst.CSTNode) -> str | None:
     if isinstance(expr, cst.Name):
         return expr.value
     if isinstance(expr, cst.Attribute):

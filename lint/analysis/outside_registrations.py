@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
-from .classes import BACKWARD_DW, DELAY, ClassIndex, Model, super_chain_open
+from .classes import BACKWARD_DW, DELAY, ClassIndex, Model, last_name, super_chain_open
 from .walking import children
 
 
@@ -111,12 +111,12 @@ def _instance_types(function: cst.FunctionDef, index: ClassIndex) -> dict[str, s
     types: dict[str, str] = {}
     for param in function.params.params + function.params.kwonly_params:
         if param.annotation is not None:
-            name = _last_name(param.annotation.annotation)
+            name = last_name(param.annotation.annotation)
             if name and index.resolve(name) is not None:
                 types[param.name.value] = name
     for node in patterns.walk(function.body):
         if type(node) is cst.Assign and type(node.value) is cst.Call:
-            name = _last_name(node.value.func)
+            name = last_name(node.value.func)
             if name and name[:1].isupper() and index.resolve(name) is not None:
                 for target in node.targets:
                     if type(target.target) is cst.Name:
@@ -124,7 +124,7 @@ def _instance_types(function: cst.FunctionDef, index: ClassIndex) -> dict[str, s
         elif type(node) is cst.Call and patterns.callee_name(node) == "isinstance":
             args = patterns.positional_args(node)
             if len(args) == 2 and type(args[0].value) is cst.Name:
-                name = _last_name(args[1].value)
+                name = last_name(args[1].value)
                 if name and index.resolve(name) is not None:
                     types[args[0].value.value] = name
     return types
@@ -190,11 +190,3 @@ def _all_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = stack.pop()
         yield current
         stack.extend(children(current))
-
-
-def _last_name(expr: cst.CSTNode) -> str | None:
-    if type(expr) is cst.Name:
-        return expr.value
-    if type(expr) is cst.Attribute:
-        return expr.attr.value
-    return None
