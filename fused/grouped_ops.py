@@ -338,6 +338,7 @@ def grouped_wgrad(
             ALIGNED=launch.aligned,
             TMA=tma,
             TMA_DEST=tma_dest,
+            EVICT_FIRST_DEST=tiles.evict_first_dest,
             START_FROM_DEST=tiles.start_from_dest,
             DOT_PRECISION=dot_precision(dy.dtype),
             BLOCK_N=tiles.block_n,

@@ -67,6 +67,10 @@ class Tiles:
     # Weight gradient: main_grad's tile read and written through a descriptor each program
     # makes over its expert's region, where the regions allow (kernels/wgrad.py).
     tma_dest: bool = False
+    # Weight gradient: main_grad's tile stored with an evict-first cache hint (pointer path),
+    # so the fp32 stream, which nothing reads again in the kernel, passes L2 without pushing
+    # out the operand tiles the next programs reuse (kernels/wgrad.py).
+    evict_first_dest: bool = False
     # Register cap per thread (ptxas), None for the compiler's choice.
     max_registers: int | None = None
 

@@ -38,6 +38,7 @@ def grouped_wgrad_kernel(
     ALIGNED: tl.constexpr,
     TMA: tl.constexpr,
     TMA_DEST: tl.constexpr,
+    EVICT_FIRST_DEST: tl.constexpr,
     START_FROM_DEST: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -67,7 +68,11 @@ def grouped_wgrad_kernel(
     descriptor it makes on the device over its expert's region (the host checked alignment
     and strides): the store goes out as one bulk copy from shared memory instead of each
     thread's scattered pieces of the matrix-product layout, and the descriptor clips the
-    tile at the region's edges."""
+    tile at the region's edges.
+
+    EVICT_FIRST_DEST (pointer path): the tile is stored with an evict-first hint: main_grad
+    is written once and never read again by this kernel, while the operand tiles in L2 are
+    reused by the expert's other programs."""
     num_n = tl.cdiv(N, BLOCK_N)
     num_k = tl.cdiv(K, BLOCK_K)
     per_expert = num_n * num_k
@@ -156,7 +161,10 @@ def grouped_wgrad_kernel(
         dest = dest_base + ns[:, None] * stride_dest_n + ks[None, :] * stride_dest_k
         if ACCUMULATE and not START_FROM_DEST:
             acc += tl.load(dest, mask=mask, other=0.0)
-        tl.store(dest, acc, mask=mask)
+        if EVICT_FIRST_DEST:
+            tl.store(dest, acc, mask=mask, eviction_policy="evict_first")
+        else:
+            tl.store(dest, acc, mask=mask)
 
 
 @triton.jit

@@ -1,5 +1,6 @@
 """The launchers' fast paths give the same results as the general ones (interpreter, fp16)."""
 
+import pytest
 import torch
 
 from gmlp_check.fused import grouped_ops, operands
@@ -134,14 +135,23 @@ def padded_regions(start, row_pad, offset):
     return buffers, regions
 
 
-def with_tma_dest(tiles, on):
-    return tiles.__class__(**{**vars(tiles), "tma_dest": on})
+def with_option(tiles, option, on):
+    return tiles.__class__(**{**vars(tiles), option: on})
 
 
-def test_wgrad_through_destination_descriptors_writes_what_pointers_write():
-    """The fp32 tiles read and written through per-expert descriptors: the same bits as
-    through pointers, in both modes, with tiles clipped at the region's edges (OUT and IN
-    are not multiples of the interpreter's tile) and nothing written past them."""
+# Launch options of the weight-gradient kernel that change how main_grad's tile is read and
+# written, never what: (Tiles field, what it changes).
+DEST_OPTIONS = [
+    ("tma_dest", "the fp32 tiles read and written through per-expert descriptors"),
+    ("evict_first_dest", "the fp32 tiles stored with an evict-first cache hint"),
+]
+
+
+@pytest.mark.parametrize("option", [name for name, _ in DEST_OPTIONS])
+def test_wgrad_destination_options_write_what_pointers_write(option):
+    """Each option on: the same bits as off, in both modes, with tiles clipped at the
+    region's edges (OUT and IN are not multiples of the interpreter's tile) and nothing
+    written past them."""
     dy, x = randn(sum(SPLITS), OUT, seed=15), randn(sum(SPLITS), IN, seed=16)
     start = torch.randn(G, OUT, IN, generator=torch.Generator().manual_seed(17))
     tiles = tiles_for("wgrad", dy.device, dy.dtype)
@@ -152,9 +162,8 @@ def test_wgrad_through_destination_descriptors_writes_what_pointers_write():
             buffers, regions = padded_regions(start, row_pad=4, offset=4)
             launches = operands.region_layouts(regions, dy.device)
             assert [operands.region_tma_ready(launch) for launch in launches] == [True]
-            grouped_ops.grouped_wgrad(
-                dy, x, splits(), regions, accumulate=accumulate, tiles=with_tma_dest(tiles, on)
-            )
+            tried = with_option(tiles, option, on)
+            grouped_ops.grouped_wgrad(dy, x, splits(), regions, accumulate=accumulate, tiles=tried)
             for buffer in buffers:
                 outside = torch.ones_like(buffer, dtype=torch.bool)
                 outside[4:].view(OUT, IN + 4)[:, :IN] = False

@@ -1,0 +1,144 @@
+"""Sweep on a GPU: tile and store variants of the short-reduction weight-gradient kernel
+("wgrad" tiles: Qwen3's and DeepSeek-V3's experts), overwriting and accumulating.
+
+Question: DeepSeek-V3's wgrad-overwrite trails te-ops (0.77x in docs/bench-h200.json); its
+kernels write 45 GB of fp32 at about 2.7 TB/s with two 8-warp programs per multiprocessor.
+The overwrite kernel was only ever timed with 8-warp 128x128 / 128x256 tiles
+(scripts/tune_variants.py). Do smaller tiles with more programs in flight, one reduction step
+per program (BLOCK_T = 128 for DeepSeek's 128 rows per expert), fewer stages, or an
+evict-first hint on the fp32 store (``Tiles.evict_first_dest``) raise the write rate, and what
+do they do to the accumulate mode and to Qwen3?
+
+For each shape (bf16, uniform load, discrete fp32 regions as the module hands them) and each
+of fc1's and fc2's weight gradients, production's result is computed first in both modes
+(overwrite over NaN-poisoned regions, so a tile left unwritten shows; accumulate from a known
+start); each variant is checked against it (max |difference| / max |result|), then timed with
+triton.testing.do_bench (median ms, L2 cleared before each call), two passes in turn. One JSON
+line per (shape, gemm, mode, variant) on stdout as it is measured, so a run cut short keeps
+what it measured.
+
+    python scripts/gpu/wgrad_tiles_sweep.py [--shapes deepseek,qwen3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+import torch
+import triton
+
+from gmlp_check.bench.shapes import PRESETS, split_sizes
+from gmlp_check.fused import grouped_ops
+from gmlp_check.fused.tiles import Tiles, tiles_for
+
+T = Tiles
+
+
+def variants() -> list[tuple[str, Tiles]]:
+    """(label, tiles): production first. A label spells BLOCK_T x BLOCK_N x BLOCK_K, warps,
+    stages, then r (register cap), g (group), e (evict-first store) where set."""
+    prod = tiles_for("wgrad", torch.device("cuda"), torch.bfloat16)
+    tma = {"tma": True, "start_from_dest": True}
+    return [
+        ("production", prod),
+        ("production+e", dataclasses.replace(prod, evict_first_dest=True)),
+        ("64x128x128w8s2r128", T(64, 128, 128, 8, 2, max_registers=128, **tma)),
+        ("128x128x128w8s2", T(128, 128, 128, 8, 2, **tma)),
+        ("128x128x128w8s2r128", T(128, 128, 128, 8, 2, max_registers=128, **tma)),
+        ("64x64x128w4s2r128", T(64, 64, 128, 4, 2, max_registers=128, **tma)),
+        (
+            "64x64x128w4s2r128e",
+            T(64, 64, 128, 4, 2, max_registers=128, evict_first_dest=True, **tma),
+        ),
+        ("64x128x64w4s2r128", T(64, 128, 64, 4, 2, max_registers=128, **tma)),
+        ("128x64x128w4s2", T(128, 64, 128, 4, 2, **tma)),
+        ("64x64x64w4s3", T(64, 64, 64, 4, 3, **tma)),
+        ("32x128x128w8s3r128", T(32, 128, 128, 8, 3, max_registers=128, **tma)),
+        ("64x128x128w8s3r128g16", dataclasses.replace(prod, group=16)),
+        ("64x128x128w8s3r128g2", dataclasses.replace(prod, group=2)),
+        ("64x256x128w8s2", T(64, 256, 128, 8, 2, **tma)),
+        ("64x128x128w4s2", T(64, 128, 128, 4, 2, **tma)),
+    ]
+
+
+def emit(doc: dict) -> None:
+    print(json.dumps(doc), flush=True)
+
+
+def sweep_gemm(shape: str, label: str, dy, x, splits) -> None:
+    experts = splits.shape[0]
+    n, k = dy.shape[1], x.shape[1]
+    g = torch.Generator(device=dy.device).manual_seed(1)
+    start = [torch.randn(n, k, generator=g, device=dy.device) for _ in range(experts)]
+    regions = [torch.empty_like(s) for s in start]
+    destinations = list(enumerate(regions))
+    table = variants()
+
+    def run(tiles: Tiles, accumulate: bool) -> None:
+        grouped_ops.grouped_wgrad(dy, x, splits, destinations, accumulate=accumulate, tiles=tiles)
+
+    def reset(accumulate: bool) -> None:
+        for region, first in zip(regions, start):
+            if accumulate:
+                region.copy_(first)
+            else:
+                region.fill_(float("nan"))
+
+    for mode, accumulate in (("overwrite", False), ("accumulate", True)):
+        reset(accumulate)
+        run(table[0][1], accumulate)
+        reference = torch.stack(regions)
+        scale = reference.abs().max().item()
+        checked: list[tuple[str, Tiles]] = []
+        for name, tiles in table:
+            doc = {"shape": shape, "gemm": label, "mode": mode, "variant": name, "n": n, "k": k}
+            try:
+                reset(accumulate)
+                run(tiles, accumulate)
+                torch.cuda.synchronize()
+            except Exception as exc:  # a compiler refusal is this variant's answer
+                emit({**doc, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                continue
+            worst = max((r - ref).abs().max().item() for r, ref in zip(regions, reference))
+            doc["max_rel_difference"] = worst / scale
+            doc["nan"] = any(r.isnan().any().item() for r in regions)
+            emit({**doc, "checked": True})
+            if not doc["nan"] and doc["max_rel_difference"] < 1e-4:
+                checked.append((name, tiles))
+        del reference
+        times: dict[str, list[float]] = {}
+        for _ in range(2):
+            for name, tiles in checked:
+                ms = triton.testing.do_bench(lambda tiles=tiles, acc=accumulate: run(tiles, acc))
+                times.setdefault(name, []).append(round(ms, 3))
+        for name, ms in times.items():
+            emit({"shape": shape, "gemm": label, "mode": mode, "variant": name, "ms": ms})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shapes", default="deepseek,qwen3")
+    args = parser.parse_args()
+    emit({"torch": torch.__version__, "triton": triton.__version__,
+          "device": torch.cuda.get_device_name()})  # fmt: skip
+    for name in args.shapes.split(","):
+        shape = PRESETS[name]
+        sizes = split_sizes(shape, "uniform")
+        rows = sum(sizes)
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(rows, shape.hidden, generator=g, device="cuda").to(torch.bfloat16)
+        dh = torch.randn(rows, 2 * shape.ffn, generator=g, device="cuda").to(torch.bfloat16)
+        act = torch.randn(rows, shape.ffn, generator=g, device="cuda").to(torch.bfloat16)
+        dy = torch.randn(rows, shape.hidden, generator=g, device="cuda").to(torch.bfloat16)
+        splits = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+        for label, (a, b) in (("fc2", (dy, act)), ("fc1", (dh, x))):
+            sweep_gemm(name, label, a, b, splits)
+            torch.cuda.empty_cache()
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
