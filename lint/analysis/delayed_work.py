@@ -185,9 +185,19 @@ def _direct_work(expr: cst.CSTNode, in_backward_dw: bool) -> cst.Call | None:
             # backward_dw (the forward and input-gradient graphs are replayed by autograd).
             if in_backward_dw or says_deferred_wgrad(_word(receiver)):
                 return sub
-        elif method in TAKE_METHODS and says_deferred_wgrad(_word(receiver)):
-            return sub
+        elif method in TAKE_METHODS:
+            store = _word(receiver)
+            if says_deferred_wgrad(store) and not names_protocol_callables(store):
+                return sub
     return None
+
+
+def names_protocol_callables(word: str) -> bool:
+    """A store named for the backward_dw protocol (``chunk_backward_dw_funcs``): it holds
+    layers' own ``backward_dw`` callables, each of which announces its weights, as a
+    ``backward_dw`` call does (never followed: see the module docstring). A pipeline
+    schedule that queues them and runs them later does no wgrad work of its own."""
+    return BACKWARD_DW in word.lower()
 
 
 def _writes_main_grad(body: cst.CSTNode, facts: FileFacts, depth: int = 1) -> bool:

@@ -77,7 +77,10 @@ RULE = Rule(
         the file that fires one.
 
         Not seen: work done by helpers of other files or by a stored closure called
-        directly (`store.pop()()`: the layer's own `backward_dw`, which announces itself);
+        directly (`store.pop()()`: the layer's own `backward_dw`, which announces itself),
+        nor by callables taken from a store named for the protocol
+        (`chunk_backward_dw_funcs.pop(0)`: a pipeline schedule's queue of each chunk's
+        `backward_dw`, run later);
         hooks fired by a caller in another file after the function returns (such code is
         reported; suppress it with a reason); hooks kept under names that say neither hook
         nor a grad-ready callback; stores and graphs whose names do not say weight

@@ -238,6 +238,23 @@ CLEAN = (
                 return main_grad_ready
         """,
     ),
+    (
+        # a pipeline schedule queueing each chunk's backward_dw callable (the protocol: each
+        # one announces its own weights) and running them later; it holds no wgrad itself.
+        # The shape of HYGON-AI/Megatron-LM-das's dualpipev schedules, judged at its head.
+        "queue-of-backward-dw-callables",
+        """
+        def cooldown(schedule, helper, main_grad_sync):
+            chunk_backward_dw_funcs = []
+            for step in schedule:
+                _, grad, chunk_backward_dw_func = helper(step, wgrad_later=True)
+                chunk_backward_dw_funcs.append((chunk_backward_dw_func, False))
+                chunk_backward_dw_func, is_last = chunk_backward_dw_funcs.pop(0)
+                if chunk_backward_dw_func is not None:
+                    chunk_backward_dw_func()
+            main_grad_sync()
+        """,
+    ),
 )
 
 
