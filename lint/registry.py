@@ -91,6 +91,20 @@ class Example:
             object.__setattr__(self, "fixed", _dedent(self.fixed))
 
 
+# Issue #19's classes of main_grad bugs, by number: what each rule's ``classes`` names (its
+# page and the rule table say which it catches; a rule with none checks the contract itself).
+ISSUE_CLASSES = {
+    1: "which object",
+    2: "a parameter rebound",
+    3: "flags without writes",
+    4: "overwrite without asking",
+    5: "hooks without bookkeeping",
+    6: "delayed wgrad across classes",
+    7: "the seed shape in other syntax",
+    8: "main_grad not made available before the op runs",
+}
+
+
 @dataclass(frozen=True)
 class Rule:
     code: str
@@ -106,13 +120,30 @@ class Rule:
     # Also run on a file that names no trigger but subclasses a delayed-wgrad class of
     # another file of the run (``class_facts``).
     reads_subclasses: bool = False
+    # The numbers of ``ISSUE_CLASSES`` this rule catches (none: a check of the contract
+    # itself, outside the eight).
+    classes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [number for number in self.classes if number not in ISSUE_CLASSES]
+        if unknown:
+            raise ValueError(f"{self.code}: classes {unknown} are not in ISSUE_CLASSES")
+
+    def classes_caught(self) -> str:
+        """The classes as a phrase: ``3 (flags without writes)``, or what a rule of none
+        checks."""
+        if not self.classes:
+            return "none of the eight (a check of the contract itself)"
+        return ", ".join(f"{number} ({ISSUE_CLASSES[number]})" for number in self.classes)
 
     def documentation(self) -> str:
-        """Markdown: what the rule flags, why, the fix, and a bad and a good example."""
+        """Markdown: what the rule flags, the issue #19 classes it catches, why (with what
+        it cannot see), the fix, and a bad and a good example."""
         bad = self.invalid[0]
         good = self.valid[0]
         return (
             f"# {self.code} ({self.name})\n\n{self.summary}\n\n"
+            f"Classes caught (issue #19): {self.classes_caught()}.\n\n"
             f"## Why\n\n{_dedent(self.explanation).strip()}\n\n"
             f"## Fix\n\n{_dedent(self.fix).strip()}\n\n"
             f"## Bad\n\n```python\n{bad.source}```\n\n"
@@ -168,10 +199,12 @@ def suppression_code() -> str:
 
 
 def markdown_table() -> str:
-    """The README's rule table (code | what it flags | fix), one row per rule."""
-    rows = ["| code | what it flags | fix |", "|---|---|---|"]
+    """The README's rule table (code | what it flags | issue #19 classes | fix), one row per
+    rule."""
+    rows = ["| code | what it flags | classes | fix |", "|---|---|---|---|"]
     for r in all_rules():
-        rows.append(f"| {r.code} | {_cell(r.flags)} | {_cell(r.fix_summary)} |")
+        classes = ", ".join(map(str, r.classes)) or "-"
+        rows.append(f"| {r.code} | {_cell(r.flags)} | {classes} | {_cell(r.fix_summary)} |")
     return "\n".join(rows) + "\n"
 
 

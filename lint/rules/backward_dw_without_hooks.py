@@ -22,6 +22,7 @@ hook_model = LazyModule("..analysis.hooks", __package__)
 CODE = "GMLP011"
 RULE = Rule(
     code=CODE,
+    classes=(5,),
     name="backward-dw-without-hooks",
     summary=(
         "`backward_dw()` of an op whose weights skip the backward post-hook returns, after "

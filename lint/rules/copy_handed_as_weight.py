@@ -17,6 +17,7 @@ call_provenance = LazyModule("..analysis.call_provenance", __package__)
 CODE = "GMLP037"
 RULE = Rule(
     code=CODE,
+    classes=(1,),
     name="copy-handed-as-weight",
     summary=(
         "A name that some path binds to a gathered or quantized copy of a weight (while its "

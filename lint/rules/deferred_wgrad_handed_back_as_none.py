@@ -16,6 +16,7 @@ deferred_none = LazyModule("..analysis.deferred_none", __package__)
 CODE = "GMLP024"
 RULE = Rule(
     code=CODE,
+    classes=(5,),
     name="deferred-wgrad-handed-back-as-none",
     summary=(
         "A backward hands the weight to a store that computes its gradient into main_grad "

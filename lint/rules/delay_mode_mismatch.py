@@ -17,6 +17,7 @@ modes = LazyModule("..analysis.delay_modes", __package__)
 CODE = "GMLP021"
 RULE = Rule(
     code=CODE,
+    classes=(6,),
     name="delay-mode-mismatch",
     summary=(
         "A class builds a layer with one delay mode (`delay_wgrad_compute=A`) but its "

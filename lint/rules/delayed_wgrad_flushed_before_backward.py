@@ -16,6 +16,7 @@ dw_order = LazyModule("..analysis.dw_order", __package__)
 CODE = "GMLP027"
 RULE = Rule(
     code=CODE,
+    classes=(6,),
     name="delayed-wgrad-flushed-before-backward",
     summary=(
         "A schedule calls a layer's `backward_dw()` before that layer's `backward(...)` on "

@@ -19,6 +19,7 @@ registration_facts = LazyModule("..registration_facts", __package__)
 CODE = "GMLP014"
 RULE = Rule(
     code=CODE,
+    classes=(6,),
     name="delayed-wgrad-layer-not-computed",
     summary=(
         "A class builds a weight layer that delayed wgrad computation covers, but the "

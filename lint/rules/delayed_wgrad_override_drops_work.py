@@ -17,6 +17,7 @@ overrides = LazyModule("..analysis.overrides", __package__)
 CODE = "GMLP038"
 RULE = Rule(
     code=CODE,
+    classes=(6,),
     name="delayed-wgrad-override-drops-work",
     summary=(
         "A class overrides `backward_dw`, or a method its inherited `backward_dw` calls, so "

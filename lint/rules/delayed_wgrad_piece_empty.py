@@ -16,6 +16,7 @@ wgrad_pieces = LazyModule("..analysis.wgrad_pieces", __package__)
 CODE = "GMLP025"
 RULE = Rule(
     code=CODE,
+    classes=(6,),
     name="delayed-wgrad-piece-empty",
     summary=(
         "A method that computes a delayed weight gradient (`backward_dw`, `*_dw`, "

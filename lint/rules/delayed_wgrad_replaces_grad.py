@@ -22,6 +22,7 @@ GRAD = "grad"
 WEIGHT_WORDS = ("weight", "param")
 RULE = Rule(
     code=CODE,
+    classes=(4,),
     name="delayed-wgrad-replaces-grad",
     summary=(
         "A weight gradient computed outside autograd (delayed wgrad, a wgrad closure) is "

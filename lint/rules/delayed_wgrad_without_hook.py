@@ -22,6 +22,7 @@ CODE = "GMLP019"
 BACKWARD_DW = "backward_dw"
 RULE = Rule(
     code=CODE,
+    classes=(5,),
     name="delayed-wgrad-without-hook",
     summary=(
         "A function that runs delayed weight-gradient work (pops the wgrad store, replays "

@@ -18,6 +18,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 CODE = "GMLP022"
 RULE = Rule(
     code=CODE,
+    classes=(5,),
     name="dummy-wgrad-copied-as-real",
     summary=(
         "Gradients from a helper of the module that puts dummy wgrads in place of the "

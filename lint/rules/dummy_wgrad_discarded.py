@@ -19,6 +19,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 CODE = "GMLP018"
 RULE = Rule(
     code=CODE,
+    classes=(3,),
     name="dummy-wgrad-discarded",
     summary=(
         "The weight gradients returned by the main_grad bookkeeping (a flag set and a dummy "

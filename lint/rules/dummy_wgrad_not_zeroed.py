@@ -23,6 +23,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 CODE = "GMLP003"
 RULE = Rule(
     code=CODE,
+    classes=(3,),
     name="dummy-wgrad-not-zeroed",
     summary=(
         "A dummy weight gradient is handed back where the parameter may carry "

@@ -21,6 +21,7 @@ deliveries = LazyModule("..analysis.deliveries", __package__)
 CODE = "GMLP032"
 RULE = Rule(
     code=CODE,
+    classes=(3,),
     name="grad-added-without-write",
     summary=(
         "`grad_added_to_main_grad = True` is reached on a path where nothing wrote the "

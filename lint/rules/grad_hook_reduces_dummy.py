@@ -16,6 +16,7 @@ grad_hooks = LazyModule("..analysis.grad_hooks", __package__)
 CODE = "GMLP026"
 RULE = Rule(
     code=CODE,
+    classes=(5,),
     name="grad-hook-reduces-dummy",
     summary=(
         "A hook registered on the weight of a Megatron / TE linear all-reduces the gradient "

@@ -30,6 +30,7 @@ _DDP = (
 
 RULE = Rule(
     code=CODE,
+    classes=(5,),
     name="grad-ready-hook-ignores-delayed-wgrad",
     summary=(
         "A gradient-ready hook registered on every parameter in a loop, in a run that uses "

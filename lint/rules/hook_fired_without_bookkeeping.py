@@ -18,6 +18,7 @@ paths = LazyModule("..analysis.paths", __package__)
 CODE = "GMLP017"
 RULE = Rule(
     code=CODE,
+    classes=(5,),
     name="hook-fired-without-bookkeeping",
     summary=(
         "A parameter's grad-accumulation hook is fired by hand on a path that neither sets "

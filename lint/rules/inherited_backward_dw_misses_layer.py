@@ -36,6 +36,7 @@ class SelfAttention(MegatronModule):
 CODE = "GMLP020"
 RULE = Rule(
     code=CODE,
+    classes=(6,),
     name="inherited-backward-dw-misses-layer",
     summary=(
         "A class inherits the delayed-wgrad protocol (a base's `backward_dw` or "

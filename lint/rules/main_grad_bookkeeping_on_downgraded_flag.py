@@ -21,6 +21,7 @@ flag_origin = LazyModule("..analysis.flag_origin", __package__)
 CODE = "GMLP002"
 RULE = Rule(
     code=CODE,
+    classes=(7,),
     name="main-grad-bookkeeping-on-downgraded-flag",
     summary=(
         "`grad_added_to_main_grad = True`, a dummy wgrad, or None weight gradients are gated "

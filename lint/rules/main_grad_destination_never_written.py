@@ -20,6 +20,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 CODE = "GMLP013"
 RULE = Rule(
     code=CODE,
+    classes=(3,),
     name="main-grad-destination-never-written",
     summary=(
         "A name is bound to main_grad as the wgrad destination, but no GEMM that takes that "

@@ -18,6 +18,7 @@ flag_origin = LazyModule("..analysis.flag_origin", __package__)
 CODE = "GMLP001"
 RULE = Rule(
     code=CODE,
+    classes=(7,),
     name="main-grad-destination-on-downgraded-flag",
     summary=(
         "main_grad (or a name bound to it) is chosen as the weight-gradient output under a "

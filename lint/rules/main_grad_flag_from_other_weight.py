@@ -26,6 +26,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 CODE = "GMLP007"
 RULE = Rule(
     code=CODE,
+    classes=(1,),
     name="main-grad-flag-from-other-weight",
     summary=(
         "Where one weight's main_grad is written or marked, `zero_out_wgrad`, "

@@ -20,6 +20,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 CODE = "GMLP012"
 RULE = Rule(
     code=CODE,
+    classes=(),
     name="main-grad-gemm-out-dtype",
     summary=(
         "A GEMM whose `out` is main_grad is given an `out_dtype` that is not main_grad's "

@@ -20,6 +20,7 @@ CODE = "GMLP031"
 PRODUCER_WORDS = ("backward", "wgrad", "grad_weight", "weight_grad", "_dw")
 RULE = Rule(
     code=CODE,
+    classes=(2,),
     name="main-grad-handed-on-as-grad",
     summary=(
         "An autograd `backward` returns main_grad itself (or a name or view bound to it) as a "

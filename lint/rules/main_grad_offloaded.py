@@ -20,6 +20,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 CODE = "GMLP010"
 RULE = Rule(
     code=CODE,
+    classes=(),
     name="main-grad-offloaded",
     summary="A parameter's main_grad is marked for CPU offloading.",
     flags=(

@@ -20,6 +20,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 CODE = "GMLP030"
 RULE = Rule(
     code=CODE,
+    classes=(1,),
     name="main-grad-on-stand-in",
     summary=(
         "main_grad is read or written, `grad_added_to_main_grad` is set, the weight gradient "

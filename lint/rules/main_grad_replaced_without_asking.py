@@ -27,6 +27,7 @@ ASKING_WORDS = ("overwrite", "sharding", "fsdp", "zero_stage", "optim_grads")
 PRODUCER_WORDS = ("backward", "wgrad", "grad_weight", "weight_grad", "_dw")
 RULE = Rule(
     code=CODE,
+    classes=(4,),
     name="main-grad-replaced-without-asking",
     summary=(
         "A write replaces main_grad's contents (a GEMM with `accumulate=False`, "

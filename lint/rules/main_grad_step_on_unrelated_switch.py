@@ -22,6 +22,7 @@ branches = LazyModule("..analysis.branches", __package__)
 CODE = "GMLP006"
 RULE = Rule(
     code=CODE,
+    classes=(7,),
     name="main-grad-step-on-unrelated-switch",
     summary=(
         "`grad_added_to_main_grad = True`, or re-attaching a parameter's main_grad, happens "

@@ -17,6 +17,7 @@ saved = LazyModule("..analysis.saved", __package__)
 CODE = "GMLP034"
 RULE = Rule(
     code=CODE,
+    classes=(1,),
     name="main-grad-through-saved-tensors",
     summary=(
         "main_grad is put into the saved tensors in forward and the tensor restored from "

@@ -20,6 +20,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 CODE = "GMLP004"
 RULE = Rule(
     code=CODE,
+    classes=(),
     name="main-grad-truthiness",
     summary=(
         "The truth value of a main_grad tensor is tested (`if p.main_grad:`, "

@@ -22,6 +22,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 CODE = "GMLP005"
 RULE = Rule(
     code=CODE,
+    classes=(3,),
     name="main-grad-without-dummy-grad",
     summary=(
         "The weight gradient went into main_grad, but what is handed back as the weight's "

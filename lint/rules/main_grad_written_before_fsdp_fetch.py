@@ -22,6 +22,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 CODE = "GMLP008"
 RULE = Rule(
     code=CODE,
+    classes=(8,),
     name="main-grad-written-before-fsdp-fetch",
     summary=(
         "In a module that supports Megatron-FSDP, a GEMM writes into `param.main_grad` on a "

@@ -24,6 +24,7 @@ _NOT_KERNELS = frozenset({"setattr", "getattr", "hasattr", "isinstance", "print"
 DELIVERING = frozenset({"add_", "copy_"})
 RULE = Rule(
     code=CODE,
+    classes=(3,),
     name="main-grad-written-grad-handed-on",
     summary=(
         "A weight gradient is added (or copied) into main_grad and the same tensor is then "

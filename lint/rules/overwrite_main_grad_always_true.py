@@ -18,6 +18,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 CODE = "GMLP009"
 RULE = Rule(
     code=CODE,
+    classes=(4,),
     name="overwrite-main-grad-always-true",
     summary=(
         "`param.overwrite_main_grad` is set to a constant True outside any test of how "

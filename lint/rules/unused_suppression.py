@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 CODE = "GMLP100"
 RULE = Rule(
     code=CODE,
+    classes=(),
     name="unused-suppression",
     summary=(
         "A `# gmlp: ignore[...]` comment names a rule that reports nothing on its line or "

@@ -33,6 +33,7 @@ VIEW_CALLS = frozenset(
 )  # fmt: skip
 RULE = Rule(
     code=CODE,
+    classes=(2,),
     name="weight-rebound-before-main-grad",
     summary=(
         "A weight name is rebound to a fresh `Parameter(...)` or a tensor copy, and main_grad "

@@ -16,6 +16,7 @@ double_delivery = LazyModule("..analysis.double_delivery", __package__)
 CODE = "GMLP036"
 RULE = Rule(
     code=CODE,
+    classes=(3,),
     name="wgrad-delivered-twice",
     summary=(
         "A backward hands its weight-gradient work to a store, sets the returned weight "

@@ -17,6 +17,7 @@ double_delivery = LazyModule("..analysis.double_delivery", __package__)
 CODE = "GMLP023"
 RULE = Rule(
     code=CODE,
+    classes=(6,),
     name="wgrad-queued-on-every-path",
     summary=(
         "A backward hands its weight-gradient work (a callable that writes main_grad) to a "

@@ -62,13 +62,42 @@ def test_fix_summary_names_the_applicabilities_of_the_examples(code):
 
 def test_markdown_table_has_one_row_per_rule_from_its_own_words():
     lines = registry.markdown_table().splitlines()
-    assert lines[:2] == ["| code | what it flags | fix |", "|---|---|---|"]
+    assert lines[:2] == ["| code | what it flags | classes | fix |", "|---|---|---|---|"]
     rows = [line.split(" | ") for line in lines[2:]]
     assert [row[0] for row in rows] == [f"| {code}" for code in registry.CODES]
     for code, row in zip(registry.CODES, rows):
         rule = registry.rule(code)
         assert row[1] == " ".join(rule.flags.split())
-        assert row[2] == " ".join(rule.fix_summary.split()) + " |"
+        assert row[2] == (", ".join(map(str, rule.classes)) or "-")
+        assert row[3] == " ".join(rule.fix_summary.split()) + " |"
+
+
+def test_every_issue_class_is_caught_by_some_rule():
+    declared = {number for rule in registry.all_rules() for number in rule.classes}
+    assert declared == set(registry.ISSUE_CLASSES)
+
+
+@pytest.mark.parametrize("code", registry.CODES)
+def test_a_class_the_explanation_claims_is_declared_and_on_the_page(code):
+    """Prose that says "issue #19, class N" and the declared classes agree, and the page
+    names each declared class by its number and its name."""
+    rule = registry.rule(code)
+    claimed = {
+        int(n)
+        for n in re.findall(r"[Ii]ssue #19,? class(?:es)? (\d)", " ".join(rule.explanation.split()))
+    }
+    assert claimed <= set(rule.classes)
+    page = rule.documentation()
+    for number in rule.classes:
+        assert f"{number} ({registry.ISSUE_CLASSES[number]})" in page
+    if not rule.classes:
+        assert "Classes caught (issue #19): none" in page
+
+
+def test_a_rule_naming_an_unknown_class_is_refused():
+    rule = registry.rule(registry.CODES[0])
+    with pytest.raises(ValueError, match="not in ISSUE_CLASSES"):
+        registry.Rule(**{**vars(rule), "classes": (len(registry.ISSUE_CLASSES) + 1,)})
 
 
 def test_readme_rule_table_is_the_generated_one():
