@@ -55,10 +55,18 @@ RULE = Rule(
         main_grad; a tuple or list bound to a name and returned (`grads = (dx, g); return
         grads`) hands on the names it displays.
 
+        Lists of per-expert gradients, element by element: a loop variable of `for g in L`,
+        `for i, g in enumerate(L)` or `for w, g in zip(W, L)` (nested the same way), or `L[i]`,
+        put into main_grad writes the elements of `L`; returning `L`, `*L`,
+        `*[g for g in L]`, `*(g for g in L)`, `*tuple(L)` or `*list(L)` from the same
+        binding of `L` hands them all on.
+
         Not seen: writes by GEMMs (`out=main_grad`: their result *is* main_grad, GMLP031's
         and GMLP005's ground; a gradient computed apart and returned next to such a kernel
         is not tied to it), hand-offs in helpers of other files, the flag set by the
-        caller, gradients handed on through a comprehension or a loop variable of `zip`.
+        caller; a list rebuilt from the written one (`[g.float() for g in L]`), elements
+        handed on one by one by index (`p.grad = L[i]`) after a write through another
+        name, and loops over anything but a plain name, `zip` and `enumerate`.
 
         A call of a helper of the file that puts one of its parameters into another's
         main_grad (`P.main_grad.add_(Q)`) and marks nothing counts as that write, of the
@@ -91,6 +99,16 @@ RULE = Rule(
                 return None, wgrad
             """
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                wgrads = [dy[i].t() @ x[i] for i in range(len(ctx.weights))]
+                for w, g in zip(ctx.weights, wgrads):
+                    w.main_grad.add_(g)
+                    w.grad_added_to_main_grad = True
+                return None, *[make_dummy_wgrad(w) for w in ctx.weights]
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -112,6 +130,16 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                wgrads = [dy[i].t() @ x[i] for i in range(len(ctx.weights))]
+                for w, g in zip(ctx.weights, wgrads):
+                    w.main_grad.add_(g)
+                return None, *wgrads
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -121,6 +149,13 @@ MESSAGE = (
     "`{name}` went into main_grad at line {line} and is handed on here as the real gradient "
     "with no grad_added_to_main_grad set on the way: Megatron's hook adds it to main_grad a "
     "second time"
+)
+
+
+ELEMENTS_MESSAGE = (
+    "the elements of `{name}` went into main_grad at line {line} and are handed on here as "
+    "the real gradients with no grad_added_to_main_grad set on the way: Megatron's hook adds "
+    "them to main_grad a second time"
 )
 
 
@@ -147,7 +182,9 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _writes(unit: Unit, facts: Deliveries):
-    """(node, the binding of g) for each statement that puts a local ``g`` into main_grad."""
+    """(node, the binding of g, the message) for each statement that puts a local ``g`` into
+    main_grad; also the binding of the list ``g`` is an element of (``for w, g in zip(ws,
+    grads)``, ``grads[i]``), whose hand-off hands on every element."""
     for root, node in unit.expression_roots():
         value = None
         if isinstance(root, cst.AugAssign) and isinstance(root.operator, cst.AddAssign):
@@ -168,7 +205,54 @@ def _writes(unit: Unit, facts: Deliveries):
             value = _kernel_gradient(unit, facts, root.value, node)
         if isinstance(value, cst.Name):
             for d in unit.reaching.reaching(value.value, node):
-                yield node, d
+                yield node, d, MESSAGE
+                if d.kind == "for":  # an element of a list of gradients: the list too
+                    source = element_source(d.node.owner, d.target)
+                    yield from _container_writes(unit, source, node)
+        elif isinstance(value, cst.Subscript):  # ``wgrads[i]``: an element of ``wgrads``
+            yield from _container_writes(unit, value.value, node)
+
+
+def _container_writes(unit: Unit, container, node):
+    """(node, binding, message) of a local list or tuple whose elements went into
+    main_grad at ``node``: what a hand-off of the whole list hands on."""
+    if isinstance(container, cst.Name):
+        for d in unit.reaching.reaching(container.value, node):
+            yield node, d, ELEMENTS_MESSAGE
+
+
+def element_source(loop: cst.For, name: cst.Name | None) -> cst.BaseExpression | None:
+    """The sequence whose elements the loop binds to ``name``: ``L`` for ``for g in L``,
+    ``for i, g in enumerate(L)`` and ``for w, g in zip(W, L)`` (nested the same way:
+    ``for i, (w, g) in enumerate(zip(W, L))``); None where it is not that plain."""
+    if name is None or not isinstance(loop, cst.For):
+        return None
+    return _source_of(loop.target, loop.iter, name)
+
+
+def _source_of(target, sequence, name: cst.Name):
+    if target is name:
+        return sequence
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(sequence, cst.Call):
+        return None
+    parts = [element.value for element in target.elements]
+    if any(isinstance(element, cst.StarredElement) for element in target.elements):
+        return None
+    args = sequence.args
+    if any(arg.keyword is not None or arg.star for arg in args):
+        return None
+    callee = patterns.callee_name(sequence)
+    if callee == "zip" and len(args) == len(parts):
+        pairs = zip(parts, (arg.value for arg in args))
+    elif callee == "enumerate" and len(args) == 1 and len(parts) == 2:
+        pairs = [(parts[1], args[0].value)]
+    else:
+        return None
+    for part, inner in pairs:
+        found = _source_of(part, inner, name)
+        if found is not None:
+            return found
+    return None
 
 
 def _kernel_gradient(unit: Unit, facts: Deliveries, call, node) -> cst.BaseExpression | None:
@@ -267,7 +351,9 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
         # (name, node where its value is taken) when the gradients went into a tuple first
         built: list[tuple[cst.Name, object]] = []
         if is_backward and isinstance(root, cst.Return) and root.value is not None:
-            handed = [e for e in wgrad.elements(root.value) if isinstance(e, cst.Name)]
+            handed = [
+                e for e in map(_whole_list, wgrad.elements(root.value)) if isinstance(e, cst.Name)
+            ]
             if isinstance(root.value, cst.Name):
                 built = list(_built_tuple(unit, root.value, node))
         elif (
@@ -278,13 +364,32 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
             handed = [root.value]
         for name, at in [(n, node) for n in handed] + built:
             reaching = unit.reaching.reaching(name.value, at)
-            for write_node, d in writes:
+            for write_node, d, message in writes:
                 if d in reaching and deliveries.through(
                     unit.graph, write_node, node, facts.mark_nodes
                 ):
                     line = unit.context.line_of(write_node.owner)
-                    out.report(CODE, root, MESSAGE.format(name=name.value, line=line))
+                    out.report(CODE, root, message.format(name=name.value, line=line))
                     break
+
+
+def _whole_list(element: cst.BaseExpression) -> cst.BaseExpression:
+    """The list a returned element hands on whole: ``L`` for ``*L`` (the element itself),
+    ``*[g for g in L]``, ``*(g for g in L)``, ``*tuple(L)`` and ``*list(L)``."""
+    if isinstance(element, (cst.ListComp, cst.GeneratorExp)):
+        loop = element.for_in
+        if (
+            loop.inner_for_in is None
+            and isinstance(loop.target, cst.Name)
+            and isinstance(element.elt, cst.Name)
+            and element.elt.value == loop.target.value
+        ):
+            return loop.iter
+    elif isinstance(element, cst.Call) and patterns.callee_name(element) in ("tuple", "list"):
+        args = element.args
+        if len(args) == 1 and args[0].keyword is None and not args[0].star:
+            return args[0].value
+    return element
 
 
 def _built_tuple(unit: Unit, name: cst.Name, node):

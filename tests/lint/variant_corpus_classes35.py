@@ -174,10 +174,6 @@ VARIANTS = (
                 w.grad_added_to_main_grad = True
             return (None, *[None for _ in wgrads])
         """,
-        unseen=(
-            "the gradient written is a loop variable of zip(weights, wgrads) and the hand-off a "
-            "starred comprehension over wgrads: no element-wise provenance through iteration"
-        ),
     ),
     # ------------------------------------------------ 5: a callback list after graph replay
     Variant(
