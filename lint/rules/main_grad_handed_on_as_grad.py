@@ -51,8 +51,13 @@ RULE = Rule(
         `grad_added_to_main_grad`. (GMLP005 reports a GEMM result written into main_grad and
         returned under the mark.)
 
+        Per-expert lists: a list or tuple every element of which holds main_grad
+        (`[w.main_grad for w in weights]`, `list(getattr(w, "main_grad") for w in ws)`,
+        `[fc1.main_grad, fc2.main_grad]`), returned whole or starred (`*wgrad_list`).
+
         Not seen: main_grad returned through a helper of another file or a container filled
-        elsewhere; optimizers and grad-buffer code that set `.grad = main_grad` on purpose
+        elsewhere (`append` in a loop, a list some of whose elements are other tensors);
+        optimizers and grad-buffer code that set `.grad = main_grad` on purpose
         (they are not producers and are left alone).
     """,
     fix="""
@@ -133,6 +138,15 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                wgrad_list = [w.main_grad for w in ctx.weights]
+                grouped_gemm(x, dy, out=wgrad_list, accumulate=True)
+                return None, *wgrad_list
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -206,6 +220,14 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
         return expr.attr.value in patterns.VIEW_ATTRS and _holds(
             unit, expr.value, node, seen, tests
         )
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        # ``[w.main_grad for w in weights]``: per-expert buffers, every element main_grad
+        return _holds(unit, expr.elt, node, seen, tests)
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        # ``[fc1.main_grad, fc2.main_grad]`` bound to a name and returned whole or starred
+        return bool(expr.elements) and all(
+            _holds(unit, element.value, node, seen, tests) for element in expr.elements
+        )
     if isinstance(expr, cst.IfExp):
         # ``wgrad if w.requires_grad else None``: main_grad on the path that takes it
         arms = (expr.body, expr.orelse)
@@ -215,6 +237,8 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
             return True
         return False
     if isinstance(expr, cst.Call):
+        if patterns.callee_name(expr) in ("list", "tuple") and len(expr.args) == 1:
+            return _holds(unit, expr.args[0].value, node, seen, tests)  # ``list(<comp>)``
         out = wgrad.keyword_value(unit, expr, node, "out")  # also from a **kwargs dict
         if out is not None and _holds(unit, out, node, seen, tests):
             return True  # a call given ``out=`` returns that tensor: the GEMM's result

@@ -26,6 +26,7 @@ from . import (
     variant_corpus_classes12,
     variant_corpus_classes35,
     variant_corpus_classes56,
+    variant_corpus_expert_lists,
 )
 from .support import ALL_CODES
 
@@ -40,6 +41,7 @@ VARIANTS = (
     + variant_corpus_class1_calls.VARIANTS
     + variant_corpus_classes35.VARIANTS
     + variant_corpus_class5_converse.VARIANTS
+    + variant_corpus_expert_lists.VARIANTS
 )
 # Correct code alone (variant_corpus_class5_converse.py): no rule may report it.
 CLEAN = [

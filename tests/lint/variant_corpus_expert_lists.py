@@ -1,0 +1,123 @@
+"""Class variants on per-expert lists, for issue #19's classes 2 (main_grad itself handed on
+as a gradient) and 3 (a write into main_grad with no flag and the real gradient handed on):
+a grouped MLP keeps one weight, one main_grad and one gradient per expert, in lists built by
+comprehensions and walked with ``zip`` / ``enumerate``, and its ``backward`` returns them
+starred. Written from the classes' descriptions and the shape of Transformer Engine's
+GroupedLinear (per-expert ``wgrad_list``, ``return (..., *wgrad_list, ...)``), not from any
+fix. Same format as variant_corpus.py.
+"""
+
+from __future__ import annotations
+
+from .variant_corpus import Variant
+
+VARIANTS = (
+    # ------------------------------------------------ 2: main_grads returned, starred
+    Variant(
+        2,
+        "main-grads-of-every-expert-returned-starred",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrad_list = [w.main_grad for w in ctx.weights]
+            grouped_gemm(x, dy, out=wgrad_list, accumulate=True)
+            return (None, *wgrad_list)  # bug
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrad_list = [w.main_grad for w in ctx.weights]
+            grouped_gemm(x, dy, out=wgrad_list, accumulate=True)
+            for w in ctx.weights:
+                w.grad_added_to_main_grad = True
+            wgrad_list = [
+                get_dummy_wgrad(w, zero=getattr(w, "zero_out_wgrad", False)) for w in ctx.weights
+            ]
+            return (None, *wgrad_list)
+        """,
+    ),
+    Variant(
+        2,
+        "main-grads-listed-by-hand-returned-whole",
+        """
+        def backward(ctx, dy):
+            x, h = ctx.saved_tensors
+            outs = [ctx.fc1.main_grad, ctx.fc2.main_grad]
+            fused_wgrads(x, h, dy, out=outs)
+            return None, None, *outs  # bug
+        """,
+        """
+        def backward(ctx, dy):
+            x, h = ctx.saved_tensors
+            outs = [ctx.fc1.main_grad, ctx.fc2.main_grad]
+            fused_wgrads(x, h, dy, out=outs)
+            ctx.fc1.grad_added_to_main_grad = True
+            ctx.fc2.grad_added_to_main_grad = True
+            return None, None, None, None
+        """,
+    ),
+    Variant(
+        2,
+        "main-grads-through-list-of-a-generator",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            dests = list(getattr(w, "main_grad") for w in ctx.weights)
+            for i, d in enumerate(dests):
+                general_gemm(x[i], dy[i], out=d, accumulate=True)
+            return (None, *dests)  # bug
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            dests = list(getattr(w, "main_grad") for w in ctx.weights)
+            for i, d in enumerate(dests):
+                general_gemm(x[i], dy[i], out=d, accumulate=True)
+            return (None, *[None for _ in dests])
+        """,
+    ),
+    # ------------------------------------------------ 3: written by element, handed on whole
+    Variant(
+        3,
+        "expert-grads-added-by-index-and-returned-starred",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrads = [dy[i].t() @ x[i] for i in range(ctx.num_experts)]
+            for i in range(ctx.num_experts):
+                ctx.weights[i].main_grad.add_(wgrads[i])
+            return (None, *wgrads)  # bug
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrads = [dy[i].t() @ x[i] for i in range(ctx.num_experts)]
+            for i in range(ctx.num_experts):
+                ctx.weights[i].main_grad.add_(wgrads[i])
+                ctx.weights[i].grad_added_to_main_grad = True
+            return (None, *[None] * ctx.num_experts)
+        """,
+    ),
+    Variant(
+        3,
+        "expert-grads-added-through-enumerate-of-zip-returned-as-tuple",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrads = [dy[i].t() @ x[i] for i in range(len(ctx.weights))]
+            for i, (w, g) in enumerate(zip(ctx.weights, wgrads)):
+                w.main_grad.add_(g)
+            return (None, *tuple(wgrads))  # bug
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrads = [dy[i].t() @ x[i] for i in range(len(ctx.weights))]
+            for i, (w, g) in enumerate(zip(ctx.weights, wgrads)):
+                w.main_grad.add_(g)
+            zero = [getattr(w, "zero_out_wgrad", False) for w in ctx.weights]
+            wgrads = [get_dummy_wgrad(w, zero=z) for w, z in zip(ctx.weights, zero)]
+            return (None, *tuple(wgrads))
+        """,
+    ),
+)
