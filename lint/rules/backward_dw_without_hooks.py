@@ -46,6 +46,15 @@ RULE = Rule(
         `wgrad_store.pop()` of its `backward_dw` method to a way out must pass a call whose
         name contains `hook` (a `_trigger_*_hooks()` helper, or `hook()` in a loop over the
         registered hooks).
+
+        Not seen: a class whose weights are marked elsewhere (by a base class, even one of the
+        same file, by `setattr(w, "skip_backward_post_hook", True)`, or by code outside the class);
+        a `backward_dw` inherited rather than defined in the marking class; a store not spelled
+        `wgrad_store` (`self._delayed_queue.pop()`); a pop done in a helper method that
+        `backward_dw` calls. Any call whose name contains `hook` counts as firing them, a
+        registration included (`self.register_wgrad_hook(fn)`); a helper that fires them under
+        another name (`self._finish()`) is not seen, and such code is reported (suppress it with a
+        reason).
     """,
     fix="""
         Call the class's `_trigger_*hook*` method before each such exit (unsafe: check that

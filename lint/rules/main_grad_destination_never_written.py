@@ -42,6 +42,13 @@ RULE = Rule(
         main_grads) from which no GEMM-like call (a `gemm`/`matmul`/`*mm` call or one with
         `out=`) that reads the name can be reached, while such a call exists and reads the
         name's other bindings.
+
+        Not seen: a destination filled item by item (`wgrad_list.append(w.main_grad)`), made of
+        views (`[w.main_grad.view(-1) for w in weights]`) or kept on an attribute
+        (`ctx.dst = [...]`); a main_grad binding not under an `if` (the main_grad path that follows
+        an early `return` of the scratch path); a GEMM that says neither gemm, matmul nor mm and
+        takes no `out=` (`run_wgrad(x, dy, wgrad_list)`), or one in a helper or another function:
+        with no GEMM reading the name in the function itself, nothing is reported.
     """,
     fix="""
         Call the GEMM where both bindings reach it (dedent it out of the `else`). No

@@ -37,6 +37,13 @@ RULE = Rule(
         Checked in calls and in dict literals of GEMM arguments: when `out` is main_grad (a
         `p.main_grad`, a local bound to it, or a conditional expression choosing it),
         `out_dtype` must mention main_grad or be fp32.
+
+        Not seen: `out` and `out_dtype` given in different places (`out` in a `**kwargs` dict,
+        `out_dtype` in the call); an output passed positionally or under another keyword
+        (`D=w.main_grad`); a view of main_grad (`out=w.main_grad.view(-1)`); a choice whose other
+        arm is not None (`out=w.main_grad if fuse else buf`); a dtype whose text merely contains an
+        fp32 spelling (`torch.float16` passes for `torch.float`, as does
+        `torch.float32 if c else ctx.activation_dtype`).
     """,
     fix="""
         `out_dtype=(M.dtype if M is not None else <old>)` when `out=M` (a buffer kept on

@@ -37,6 +37,15 @@ RULE = Rule(
 
         Reported: an assignment to an attribute of `X.main_grad` whose name contains
         `offload`, and `X.main_grad` passed to a call whose name contains `offload`.
+
+        Not seen: main_grad marked through a local (`mg = w.main_grad` then
+        `mg.weight_offloading = True`; a local handed to an `*offload*` call is seen), through
+        `setattr(w.main_grad, "weight_offloading", True)`, inside a list or tuple
+        (`mark_offload([w.main_grad, x])`), by a call whose result is kept
+        (`handle = mark_offload(w.main_grad)`), or by an offload handler whose method does not say
+        offload (`offload_handler.push(w.main_grad)`); main_grad saved for backward inside an
+        offloading context (`with cpu_offload_context(): ctx.save_for_backward(w.main_grad)`);
+        marking done by helpers of other files.
     """,
     fix="""
         Remove the marking (unsafe: make sure the backward still re-attaches the device

@@ -54,6 +54,14 @@ RULE = Rule(
         main_grad and the saved buffer was the same tensor), and only when a later read of
         the same weight's main_grad sits outside the switch and the weight object does not
         itself exist only under the switch.
+
+        Not seen: a switch that is not an enclosing `if` (an early `if not runner.gtp_remat:
+        return` before the mark, a `while`) or whose test names a related word anyway
+        (`if runner.offload_weights:` says weight); a mark made by a helper called under the
+        switch, or set to a value other than the literal `True` (`= done`); marks on `ctx`, where
+        forward records whether the parameter has the attribute. Left alone: a switch whose body
+        also writes that weight's main_grad, or whose other path marks it too, and re-attachments in
+        modules that never mention Megatron-FSDP.
     """,
     fix="""
         Move the statement out of the unrelated `if` (keep the op-level and `hasattr`

@@ -37,6 +37,14 @@ RULE = Rule(
         one-element buffer it tests the value, so a buffer holding 0.0 is fetched again or
         treated as missing. Covers `if`/`while`/`assert` tests, `not`, `bool()`, the operands
         of `and`/`or`, conditional-expression tests, and locals that hold main_grad.
+
+        Not seen: main_grad held anywhere but a plain local of the function (an attribute,
+        `self.buf = p.main_grad; if self.buf:`; a parameter that a caller hands main_grad; a walrus,
+        `if (g := p.main_grad):`); a local some of whose bindings are something else
+        (`g = p.main_grad if c else p.grad`) or a view (`g = p.main_grad.view(-1)`); the attribute
+        under another name (`p._main_grad`); and truth tests made by a callee
+        (`any(p.main_grad for p in params)`, `filter(lambda p: p.main_grad, params)`). Tests of
+        main_grad's contents (`p.main_grad.any()`, `bool(p.main_grad.numel())`) are left alone.
     """,
     fix="""
         In a pure truth test `X` becomes `X is not None` and `not X` becomes `X is None`

@@ -56,6 +56,19 @@ RULE = Rule(
         The op-level setting and a test on delayed wgrad are known by their spellings
         (`accumulate_into_main_grad`, `fuse_wgrad_accumulation`; the word `delay`): renamed
         locals are not seen as such.
+
+        Not seen: a wgrad handed back through a helper that returns None or main_grad
+        (`wgrad = finish_wgrad(w, wgrad)` in the marked branch); a handed-back wgrad that is
+        main_grad without a GEMM binding it through `out=` (`wgrad = w.main_grad`, or a GEMM
+        that takes main_grad positionally, `wgrad = gemm_accum(x, dy, w.main_grad)`); a
+        `return None` in the marked branch, and gradients handed back in a dict
+        (`return {"weight": wgrad}`). For the third shape: a None under a test that names no
+        op-level setting (`if ctx.use_fused_path:`) or nested in a further `if` inside the one
+        that does, and any function that calls something named `dummy` or `grad_added`, or a
+        bookkeeping helper of the file (it is taken to do the bookkeeping). What the marked
+        branch binds is not checked beyond None: any other value passes, main_grad itself
+        included (`wgrad = w.main_grad` there), and so does a dummy not zeroed under
+        `zero_out_wgrad`.
     """,
     fix="""
         Hand back a dummy: `torch.zeros_like(param)` (unsafe: it allocates and fills on every

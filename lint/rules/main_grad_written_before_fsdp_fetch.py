@@ -54,6 +54,13 @@ RULE = Rule(
         Each function is judged alone: a helper of the file that writes its parameter's
         main_grad is reported even where every caller fetched first, and a write moved into
         such a helper is not seen from the caller.
+
+        Not seen: writes whose destination is not `X.main_grad` itself or a local bound to it (a
+        view, `out=w.main_grad.view(-1)`; a buffer kept on `ctx` or `self`, `ctx.main_grad`);
+        calls that neither look like a GEMM nor take `out=` (`fused_wgrad_accumulate(x, dy,
+        w.main_grad)`); in-place updates (`w.main_grad.add_(wgrad)`); code outside functions
+        (lambdas, module level). Any fetch on the way counts, whichever weight it fetched:
+        `w1.main_grad = w1.get_main_grad()` hides a later write into `w2.main_grad`.
     """,
     fix="""
         Insert `if hasattr(X, "__fsdp_param__"): X.main_grad = X.get_main_grad()` before the

@@ -41,6 +41,14 @@ RULE = Rule(
         True)`) unless an enclosing test names the sharding: a strategy, `shard`, `zero`,
         `optim_grads`, or an `overwrite` setting computed elsewhere. `hasattr`/`getattr` on
         the attribute itself and tests of the fusion setting do not count.
+
+        Not seen: True reaching the attribute other than as a literal (`flag = True` then
+        `p.overwrite_main_grad = flag`), an annotated assignment
+        (`p.overwrite_main_grad: bool = True`), other spellings of the set
+        (`p.__dict__.update(overwrite_main_grad=True)`), and sets under an enclosing test whose
+        text holds a deciding word for another reason (`if getattr(p, "zero_out_wgrad", False):`
+        passes for `zero`). A strategy decided by an early `return` is not seen either: such code is
+        reported (suppress it with a reason).
     """,
     fix="""
         Compute the value from the sharding strategy, as Megatron-FSDP does

@@ -28,6 +28,13 @@ RULE = Rule(
         enabled for the file are judged: a suppression of a rule that `ignore` turns off is
         left alone. A bare `# gmlp: ignore` (no codes) is reported too: blanket suppressions
         would hide future rules.
+
+        Not seen: suppressions of rules not enabled for the file (with `--select GMLP100` alone,
+        none of them is judged); comments not spelled `# gmlp: ignore` (`# GMLP: ignore[GMLP004]`,
+        `# noqa: GMLP004`), which neither silence nor get reported; the same text inside a string.
+        A finding covered both on its line and from the line above uses the suppression on its own
+        line, and the one above is reported. A suppression of GMLP100 itself silences nothing (its
+        findings come after the others') and is reported as unused.
     """,
     fix="""
         Remove the unused codes, or the whole comment when none is used (safe).
