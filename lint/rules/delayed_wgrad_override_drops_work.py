@@ -47,6 +47,7 @@ RULE = Rule(
         `self.`; the delay handed to the base by keyword in `__init__` (not a literal
         False, which turns the protocol off); for pieces, a base in the same file whose
         `backward_dw` calls the piece, directly or through other methods.
+
         Not seen: a delay handed to the base positionally or through `**kwargs`; bases in
         other files for pieces (only the base's `backward_dw` in this file is followed); an
         override that does unrelated work that looks like computing (it assigns a `.grad`

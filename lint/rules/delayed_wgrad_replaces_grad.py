@@ -50,7 +50,9 @@ RULE = Rule(
         or `X.grad + g` counts as asking, so the usual fix (`if p.grad is None: p.grad =
         g` / `else: p.grad += g`) is clean.
 
-        Also `setattr(X, "grad", g)`. Not seen: a caller that zeroes `.grad` right
+        Also `setattr(X, "grad", g)`.
+
+        Not seen: a caller that zeroes `.grad` right
         before (then the assignment is correct, and a suppression with that reason is
         the answer); the converse, a contribution dropped under `if p.grad is None:` with
         no `else` (Transformer Engine sets bias gradients that way on purpose when the

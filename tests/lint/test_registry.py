@@ -94,6 +94,14 @@ def test_a_class_the_explanation_claims_is_declared_and_on_the_page(code):
         assert "Classes caught (issue #19): none" in page
 
 
+@pytest.mark.parametrize("code", registry.CODES)
+def test_every_page_says_what_the_rule_cannot_see(code):
+    """Issue #19: each rule's page names what it misses, in a paragraph of its own."""
+    page = registry.rule(code).documentation()
+    paragraphs = [p.strip() for p in page.split("\n\n")]
+    assert any(p.startswith("Not seen:") and len(p.split()) > 8 for p in paragraphs)
+
+
 def test_a_rule_naming_an_unknown_class_is_refused():
     rule = registry.rule(registry.CODES[0])
     with pytest.raises(ValueError, match="not in ISSUE_CLASSES"):
