@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import patterns
+from . import iteration, patterns
 from .module import Unit
 
 PARAMETER = "parameter"
@@ -170,7 +170,10 @@ class Provenance:
                 self._note(stmt)
 
     def _note(self, stmt: cst.CSTNode) -> None:
-        if type(stmt) is not cst.Assign:  # exact type: isinstance on libcst's ABCs is slow
+        if type(stmt) is cst.For:  # exact type: isinstance on libcst's ABCs is slow
+            self._note_loop(stmt)
+            return
+        if type(stmt) is not cst.Assign:
             return
         for target in stmt.targets:
             names = _target_names(target.target)
@@ -196,6 +199,16 @@ class Provenance:
                         found = spelled or found
                 if found is not None:
                     self.known[names[0]] = found
+
+    def _note_loop(self, loop: cst.For) -> None:
+        """``for i, wq in enumerate(weights_fp8)``: a name bound to the elements of a list
+        of copies is such a copy (only copies are carried, as for a list's items ``X[i]``;
+        the name keeps a provenance its spelling gives it)."""
+        for name, sequence in iteration.element_sequences(loop):
+            self.names.add(name.value)
+            copy = copy_or_none(of_value(sequence, self.known, self.helpers, self.ctx))
+            if copy is not None and by_name(name.value) is None:
+                self.known[name.value] = copy
 
     def of(self, expr: cst.CSTNode) -> str | None:
         """PARAMETER, one of STAND_INS, or None when unknown."""
@@ -267,18 +280,38 @@ def surely_stand_in(
         if expr.value in seen:
             return None
         defs = unit.reaching.reaching(expr.value, node)
-        if not defs or any(d.kind != "assign" or d.value is None for d in defs):
+        if not defs:
             return None
-        kinds = {_binding_kind(objects, unit, d, seen | {expr.value}) for d in defs}
+        kinds = set()
+        for d in defs:
+            if d.kind == "for":  # an element of a list of copies is a copy
+                kinds.add(_element_kind(objects, unit, d, seen | {expr.value}))
+            elif d.kind != "assign" or d.value is None:
+                return None
+            else:
+                kinds.add(_binding_kind(objects, unit, d, seen | {expr.value}))
         return kinds.pop() if len(kinds) == 1 else None
     if isinstance(expr, cst.Subscript):
         return surely_stand_in(objects, unit, expr.value, node, seen)
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        kind = objects.of(expr)
+        return kind if kind in COPIES else None
     if isinstance(expr, cst.Attribute):
         return objects.ctx.attrs.get(expr.attr.value) if on_ctx(expr) else None
     if isinstance(expr, cst.Call):
         kind = objects.of(expr)
         return kind if kind in COPIES else None
     return None
+
+
+def _element_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> str | None:
+    """The copy a loop variable surely is: its loop walks a sequence (plainly, through
+    ``enumerate`` or ``zip``) every element of which is that copy where the loop starts."""
+    sequence = iteration.element_source(d.node.owner, d.target)
+    if sequence is None:
+        return None
+    kind = surely_stand_in(objects, unit, sequence, d.node, seen)
+    return kind if kind in COPIES else None
 
 
 def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> str | None:

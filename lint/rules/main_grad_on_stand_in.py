@@ -53,7 +53,10 @@ RULE = Rule(
         `ctx.w` a copy in backward); `ctx.w_ref = weakref.ref(<copy>)` dereferenced as
         `ctx.w_ref()`; the positions of `ctx.save_for_backward(...)` unpacked from
         `ctx.saved_tensors`; and a restored name `w` where the function also names the
-        Parameter `origin_w`. Reads of main_grad inside the block that marks one weight are
+        Parameter `origin_w`; per expert, a list or comprehension of such copies
+        (`[quantize(w) for w in weights]`), its items `L[i]` and the loop variables that walk
+        it (`for wq in L`, `enumerate(L)`, `zip(W, L)`, analysis/iteration.py). Reads of
+        main_grad inside the block that marks one weight are
         GMLP007's; reads of `overwrite_main_grad` / `zero_out_wgrad` from a stand-in are
         GMLP007's too.
 
@@ -251,11 +254,12 @@ def _grad_targets(root) -> list:
 
 
 def _may_stand_in(unit: Unit, subject, node) -> bool:
-    """A cheap first look: only a name every reaching binding of which is an assignment, a
-    ``ctx`` attribute, or a call can be a known stand-in."""
+    """A cheap first look: only a name every reaching binding of which is an assignment or
+    a loop over a sequence (an element of a list of copies), a ``ctx`` attribute, or a call
+    can be a known stand-in."""
     if isinstance(subject, cst.Name):
         defs = unit.reaching.reaching(subject.value, node)
-        return bool(defs) and all(d.kind == "assign" for d in defs)
+        return bool(defs) and all(d.kind in ("assign", "for") for d in defs)
     if isinstance(subject, cst.Attribute):
         return provenance.on_ctx(subject)
     return isinstance(subject, (cst.Call, cst.Subscript))

@@ -16,6 +16,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
+iteration = LazyModule("..analysis.iteration", __package__)
 
 CODE = "GMLP033"
 # Calls given main_grad first that read it rather than write into it.
@@ -207,7 +208,7 @@ def _writes(unit: Unit, facts: Deliveries):
             for d in unit.reaching.reaching(value.value, node):
                 yield node, d, MESSAGE
                 if d.kind == "for":  # an element of a list of gradients: the list too
-                    source = element_source(d.node.owner, d.target)
+                    source = iteration.element_source(d.node.owner, d.target)
                     yield from _container_writes(unit, source, node)
         elif isinstance(value, cst.Subscript):  # ``wgrads[i]``: an element of ``wgrads``
             yield from _container_writes(unit, value.value, node)
@@ -219,40 +220,6 @@ def _container_writes(unit: Unit, container, node):
     if isinstance(container, cst.Name):
         for d in unit.reaching.reaching(container.value, node):
             yield node, d, ELEMENTS_MESSAGE
-
-
-def element_source(loop: cst.For, name: cst.Name | None) -> cst.BaseExpression | None:
-    """The sequence whose elements the loop binds to ``name``: ``L`` for ``for g in L``,
-    ``for i, g in enumerate(L)`` and ``for w, g in zip(W, L)`` (nested the same way:
-    ``for i, (w, g) in enumerate(zip(W, L))``); None where it is not that plain."""
-    if name is None or not isinstance(loop, cst.For):
-        return None
-    return _source_of(loop.target, loop.iter, name)
-
-
-def _source_of(target, sequence, name: cst.Name):
-    if target is name:
-        return sequence
-    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(sequence, cst.Call):
-        return None
-    parts = [element.value for element in target.elements]
-    if any(isinstance(element, cst.StarredElement) for element in target.elements):
-        return None
-    args = sequence.args
-    if any(arg.keyword is not None or arg.star for arg in args):
-        return None
-    callee = patterns.callee_name(sequence)
-    if callee == "zip" and len(args) == len(parts):
-        pairs = zip(parts, (arg.value for arg in args))
-    elif callee == "enumerate" and len(args) == 1 and len(parts) == 2:
-        pairs = [(parts[1], args[0].value)]
-    else:
-        return None
-    for part, inner in pairs:
-        found = _source_of(part, inner, name)
-        if found is not None:
-            return found
-    return None
 
 
 def _kernel_gradient(unit: Unit, facts: Deliveries, call, node) -> cst.BaseExpression | None:

@@ -1,5 +1,6 @@
-"""Class variants on per-expert lists, for issue #19's classes 2 (main_grad itself handed on
-as a gradient) and 3 (a write into main_grad with no flag and the real gradient handed on):
+"""Class variants on per-expert lists, for issue #19's classes 1 (the bookkeeping on a
+quantized copy), 2 (main_grad itself handed on as a gradient) and 3 (a write into main_grad
+with no flag and the real gradient handed on):
 a grouped MLP keeps one weight, one main_grad and one gradient per expert, in lists built by
 comprehensions and walked with ``zip`` / ``enumerate``, and its ``backward`` returns them
 starred. Written from the classes' descriptions and the shape of Transformer Engine's
@@ -12,6 +13,29 @@ from __future__ import annotations
 from .variant_corpus import Variant
 
 VARIANTS = (
+    # ------------------------------------------------ 1: each expert's copy, not its weight
+    Variant(
+        1,
+        "flags-set-on-each-experts-quantized-copy",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            weights_fp8 = [quantize(w) for w in ctx.weights]
+            for i, wq in enumerate(weights_fp8):
+                general_gemm(x[i], dy[i], out=ctx.weights[i].main_grad, accumulate=True)
+                wq.grad_added_to_main_grad = True  # bug
+            return (None, *[None for _ in ctx.weights])
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            weights_fp8 = [quantize(w) for w in ctx.weights]
+            for i, (w, wq) in enumerate(zip(ctx.weights, weights_fp8)):
+                general_gemm(x[i], dy[i], out=w.main_grad, accumulate=True)
+                w.grad_added_to_main_grad = True
+            return (None, *[None for _ in ctx.weights])
+        """,
+    ),
     # ------------------------------------------------ 2: main_grads returned, starred
     Variant(
         2,
