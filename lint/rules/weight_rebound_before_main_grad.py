@@ -16,6 +16,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
 module_provenance = LazyModule("..analysis.module_provenance", __package__)
 fresh_flags = LazyModule("..analysis.fresh_flags", __package__)
+iteration = LazyModule("..analysis.iteration", __package__)
 
 CODE = "GMLP015"
 # The per-parameter attributes a fresh object does not carry.
@@ -74,6 +75,11 @@ RULE = Rule(
         A helper of the module whose every `return` is such a call counts as one
         (`weight = _as_param(weight)`).
 
+        Per expert: a list of such new objects, one per weight (`weights =
+        [Parameter(w.detach()) for w in weights]`, `list(w.clone() for w in ws)`), read
+        through its items (`weights[i].main_grad`) or a loop variable walking it (`for w in
+        weights`, `enumerate`, `zip`; analysis/iteration.py).
+
         Also reported: `grad_added_to_main_grad` set on such a fresh object, or on an item
         of a list the fresh object was stored into (`weights[i] = w` then
         `weights[i].grad_added_to_main_grad = ...`, Transformer Engine #2265): the hooks
@@ -83,7 +89,8 @@ RULE = Rule(
         Not seen: a rebinding in a helper of another file (MindSpeed !1534's rebinding
         helper returns the copy to a caller whose matmul reads main_grad elsewhere), an
         attribute rebound (`module.weight = Parameter(...)`, Automodel #2986's re-tie),
-        attributes copied over by a helper, whether a put-back runs on every path, copies
+        attributes copied over by a helper, whether a put-back runs on every path, lists
+        filled by `append` or holding new objects for some weights only, copies
         kept under another name (that
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
         GTP does that for dgrad and turns the fused main_grad path off itself).
@@ -187,6 +194,12 @@ MESSAGE = (
 )
 
 
+LIST_MESSAGE = (
+    "`{name}` is bound here to new objects ({how}, one per weight), and `{attr}` is read from "
+    "one of them at line {line}: the new objects carry no main_grad or flags of the Parameters"
+)
+
+
 FLAG_MESSAGE = (
     "`grad_added_to_main_grad` is set here on a fresh copy of the weight (made by `{how}` at "
     "line {line}): Megatron's hooks read the flag from the Parameter, which stays unmarked; "
@@ -227,30 +240,80 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
         for d in unit.graph.defs
         if d.kind == "assign" and _makes_fresh(d.name, d.value, helpers, makers)
     }
+    lists = _fresh_lists(unit, helpers, makers)
     reported: set[int] = set()
-    if not fresh:
+    if not fresh and not lists:
         return reported
     # Attributes put back on the new object (``w.main_grad = main_grad``) by a statement
     # that the rebinding reaches: reads of those are answered by the copy put there.
     restored: set[tuple[int, str]] = set()
     for root, node in unit.expression_roots():
         for owner, attr in _attribute_writes(root):
-            for d in unit.reaching.reaching(owner.value, node):
-                if d in fresh:
-                    restored.add((d.index, attr))
+            for d in _bindings(unit, owner, node, fresh, lists):
+                restored.add((d.index, attr))
     for root, node in unit.expression_roots():
         for owner, attr in _attribute_reads(root):
-            for d in unit.reaching.reaching(owner.value, node):
-                if d in fresh and (d.index, attr) not in restored:
-                    message = MESSAGE.format(
-                        name=owner.value,
-                        how=unit.context.code(d.value.func).strip(),
-                        attr=attr,
-                        line=unit.context.line_of(owner),
-                    )
-                    out.report(CODE, d.node.owner, message)
-                    reported.add(d.index)
+            for d in _bindings(unit, owner, node, fresh, lists):
+                if (d.index, attr) in restored:
+                    continue
+                template = MESSAGE if d in fresh else LIST_MESSAGE
+                message = template.format(
+                    name=d.name,
+                    how=unit.context.code(_maker(d.value).func).strip(),
+                    attr=attr,
+                    line=unit.context.line_of(owner),
+                )
+                out.report(CODE, d.node.owner, message)
+                reported.add(d.index)
     return reported
+
+
+def _bindings(unit: Unit, owner, node, fresh, lists):
+    """The rebindings (of ``fresh``) and fresh lists (of ``lists``) that ``owner`` reads
+    where ``node`` runs: the name's own binding, a list's item ``L[i]``, or a loop variable
+    walking such a list (``for w in L``, ``enumerate(L)``, ``zip(W, L)``)."""
+    if isinstance(owner, cst.Subscript):
+        if isinstance(owner.value, cst.Name):
+            yield from (d for d in unit.reaching.reaching(owner.value.value, node) if d in lists)
+        return
+    for d in unit.reaching.reaching(owner.value, node):
+        if d in fresh:
+            yield d
+        elif d.kind == "for":
+            sequence = iteration.element_source(d.node.owner, d.target)
+            if isinstance(sequence, cst.Name):
+                reaching = unit.reaching.reaching(sequence.value, d.node)
+                yield from (e for e in reaching if e in lists)
+
+
+def _fresh_lists(unit: Unit, helpers, makers) -> set:
+    """Bindings of a list of new objects, one per weight: ``[Parameter(w.detach()) for w in
+    weights]``, ``list(w.clone() for w in weights)``."""
+    found = set()
+    for d in unit.graph.defs:
+        comprehension = _comprehension(d.value) if d.kind == "assign" else None
+        if comprehension is None:
+            continue
+        target = comprehension.for_in.target
+        if (
+            comprehension.for_in.inner_for_in is None
+            and isinstance(target, cst.Name)
+            and _makes_fresh(target.value, comprehension.elt, helpers, makers)
+        ):
+            found.add(d)
+    return found
+
+
+def _comprehension(value):
+    if isinstance(value, cst.Call) and patterns.callee_name(value) in ("list", "tuple"):
+        value = value.args[0].value if len(value.args) == 1 else None
+    return value if isinstance(value, (cst.ListComp, cst.GeneratorExp)) else None
+
+
+def _maker(value):
+    """The call that makes the new object: the value itself, or a comprehension's element."""
+    comprehension = _comprehension(value)
+    return comprehension.elt if comprehension is not None else value
 
 
 def fresh_makers(context: ModuleContext) -> frozenset[str]:
@@ -298,12 +361,19 @@ def _attribute_writes(root):
     Megatron's hooks read the Parameter's.)"""
     if isinstance(root, (cst.Assign, cst.AnnAssign)):
         for target in patterns.assignment_targets(root):
-            if patterns.is_attr(target, patterns.MAIN_GRAD) and isinstance(target.value, cst.Name):
+            if patterns.is_attr(target, patterns.MAIN_GRAD) and _is_owner(target.value):
                 yield target.value, patterns.MAIN_GRAD
     elif isinstance(root, cst.Expr):
         found = patterns.attribute_set(root, patterns.MAIN_GRAD)
-        if found is not None and isinstance(found[0], cst.Name):
+        if found is not None and _is_owner(found[0]):
             yield found[0], patterns.MAIN_GRAD
+
+
+def _is_owner(expr) -> bool:
+    """A plain name, or an item of one (``weights[i]``)."""
+    return isinstance(expr, cst.Name) or (
+        isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name)
+    )
 
 
 def _attribute_reads(root):
@@ -317,11 +387,11 @@ def _attribute_reads(root):
         if id(sub) in targets:
             continue
         if isinstance(sub, cst.Attribute) and sub.attr.value in PER_PARAMETER:
-            if isinstance(sub.value, cst.Name):
+            if _is_owner(sub.value):
                 yield sub.value, sub.attr.value
         elif patterns.callee_name(sub) in ("getattr", "hasattr") and isinstance(sub.func, cst.Name):
             args = patterns.positional_args(sub)
-            if len(args) >= 2 and isinstance(args[0].value, cst.Name):
+            if len(args) >= 2 and _is_owner(args[0].value):
                 word = patterns.string_value(args[1].value)
                 if word in PER_PARAMETER:
                     yield args[0].value, word

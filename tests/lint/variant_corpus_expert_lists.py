@@ -36,6 +36,29 @@ VARIANTS = (
             return (None, *[None for _ in ctx.weights])
         """,
     ),
+    # ------------------------------------------------ 2: each expert's weight rebound
+    Variant(
+        2,
+        "every-experts-weight-rebound-to-a-fresh-parameter",
+        """
+        def backward(ctx, dy, weights):
+            x = ctx.saved_tensors[0]
+            weights = [torch.nn.Parameter(w.detach()) for w in weights]  # bug
+            for i, w in enumerate(weights):
+                general_gemm(x[i], dy[i], out=w.main_grad, accumulate=True)
+                w.grad_added_to_main_grad = True
+            return None, None
+        """,
+        """
+        def backward(ctx, dy, weights):
+            x = ctx.saved_tensors[0]
+            detached = [w.detach() for w in weights]
+            for i, w in enumerate(weights):
+                general_gemm(x[i], dy[i], out=w.main_grad, accumulate=True)
+                w.grad_added_to_main_grad = True
+            return None, None
+        """,
+    ),
     # ------------------------------------------------ 2: main_grads returned, starred
     Variant(
         2,
