@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import hook_owners, patterns
+from . import hook_owners, iteration, patterns
 from .cfg import Node
 from .hook_owners import is_hook_container, is_stored_hook
 from .module import Unit
@@ -185,15 +185,14 @@ def _bookkeeping_loops(unit: Unit, subject: str, firing: Firing) -> list[Node]:
     unconditionally, when the hook is fired for each ``p`` of the same ``X`` (in a loop or
     a comprehension): the two loops visit the same parameters, so an empty first loop
     means an empty second one."""
-    iterables = {_code(i) for i in _iterables_of(unit, subject, firing.call)}
+    iterables = set(_iterables_of(unit, subject, firing.call))
     if not iterables:
         return []
     found = []
     for stmt, _ in unit.statements():
         if (
             type(stmt) is cst.For
-            and _is_name(stmt.target, subject)
-            and _code(stmt.iter) in iterables
+            and _walks(stmt, subject) & iterables
             and not any(sub is firing.call for sub in patterns.walk(stmt.body))
             and any(_keeps_books(small, subject) for small in _small_statements(stmt.body))
         ):
@@ -203,20 +202,30 @@ def _bookkeeping_loops(unit: Unit, subject: str, firing: Firing) -> list[Node]:
     return found
 
 
-def _iterables_of(unit: Unit, subject: str, call: cst.Call) -> list[cst.BaseExpression]:
-    """What ``subject`` runs over where ``call`` is made: ``X`` of an enclosing ``for
-    subject in X`` loop or comprehension."""
+def _iterables_of(unit: Unit, subject: str, call: cst.Call) -> list[str]:
+    """What ``subject`` runs over where ``call`` is made, as code: ``X`` of an enclosing
+    ``for subject in X`` loop or comprehension (also ``enumerate(X)``, ``zip(..., X)``)."""
     found = []
     for stmt, _ in unit.statements():
         for sub in patterns.walk(stmt):
             if type(sub) is cst.For or isinstance(sub, cst.BaseComp):
                 loop = sub if type(sub) is cst.For else sub.for_in
-                if not _is_name(loop.target, subject):
+                walked = _walks(loop, subject)
+                if not walked:
                     continue
                 inner = sub.body if type(sub) is cst.For else sub
                 if any(part is call for part in patterns.walk(inner)):
-                    found.append(loop.iter)
+                    found.extend(walked)
     return found
+
+
+def _walks(loop, subject: str) -> set[str]:
+    """The code of the sequences whose elements ``loop`` binds to ``subject``."""
+    return {
+        _code(sequence)
+        for name, sequence in iteration.element_sequences(loop)
+        if name.value == subject
+    }
 
 
 def _small_statements(suite: cst.BaseSuite) -> list[cst.CSTNode]:

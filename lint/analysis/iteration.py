@@ -10,12 +10,12 @@ import libcst as cst
 from . import patterns
 
 
-def element_sequences(loop: cst.For) -> list[tuple[cst.Name, cst.BaseExpression]]:
-    """(name, sequence) for each name the loop binds to the elements of a sequence it
-    walks plainly: ``L`` for ``for g in L``, ``for i, g in enumerate(L)`` and ``for w, g in
-    zip(W, L)``, nested the same way (``for i, (w, g) in enumerate(zip(W, L))``). Names
-    bound any other way (an index, a starred target, a call of anything else) are left
-    out."""
+def element_sequences(loop: cst.For | cst.CompFor) -> list[tuple[cst.Name, cst.BaseExpression]]:
+    """(name, sequence) for each name the loop (a ``for`` statement or a comprehension's
+    ``for``) binds to the elements of a sequence it walks plainly: ``L`` for ``for g in
+    L``, ``for i, g in enumerate(L)`` and ``for w, g in zip(W, L)``, nested the same way
+    (``for i, (w, g) in enumerate(zip(W, L))``). Names bound any other way (an index, a
+    starred target, a call of anything else) are left out."""
     found: list[tuple[cst.Name, cst.BaseExpression]] = []
     _pair(loop.target, loop.iter, found)
     return found

@@ -63,7 +63,9 @@ RULE = Rule(
         `getattr(p, "<hook>")()` called at once; firings in a nested function (a closure
         made for one parameter), a `while` loop or a comprehension. Looking a hook up
         (`hooks.get(p)`) is not bookkeeping for `p`; an earlier `for p in X:` loop whose body
-        keeps `p`'s books on every pass is, for hooks fired for each `p` of the same `X`.
+        keeps `p`'s books on every pass is, for hooks fired for each `p` of the same `X`
+        (either loop may walk `X` through `enumerate(X)` or `zip(..., X)`: `for w, g in
+        zip(self.expert_weights, wgrads)` marks each expert weight).
         A hook taken from a list of grad hooks or callbacks (plural, naming grad or
         accumulation: `for cb in self._grad_ready_callbacks`, `for h in
         self._post_accumulate_hooks[p]`) and handed one parameter (`cb(p)`) is fired for

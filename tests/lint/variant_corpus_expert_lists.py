@@ -1,6 +1,7 @@
 """Class variants on per-expert lists, for issue #19's classes 1 (the bookkeeping on a
-quantized copy), 2 (main_grad itself handed on as a gradient) and 3 (a write into main_grad
-with no flag and the real gradient handed on):
+quantized copy), 2 (weights rebound; main_grad itself handed on as a gradient), 3 (a write
+into main_grad with no flag and the real gradient handed on) and 5 (hooks fired with no
+bookkeeping, the books kept in another loop over the same experts):
 a grouped MLP keeps one weight, one main_grad and one gradient per expert, in lists built by
 comprehensions and walked with ``zip`` / ``enumerate``, and its ``backward`` returns them
 starred. Written from the classes' descriptions and the shape of Transformer Engine's
@@ -165,6 +166,36 @@ VARIANTS = (
             zero = [getattr(w, "zero_out_wgrad", False) for w in ctx.weights]
             wgrads = [get_dummy_wgrad(w, zero=z) for w, z in zip(ctx.weights, zero)]
             return (None, *tuple(wgrads))
+        """,
+    ),
+    # ------------------------------------------------ 5: books in one loop, hooks in another
+    Variant(
+        5,
+        "experts-written-in-a-zip-loop-hooks-fired-in-another-unmarked",
+        """
+        class GroupedExperts(torch.nn.Module):
+            def backward_dw(self):
+                if not self.delay_wgrad_compute:
+                    return
+                (wgrads, _), _ = self.wgrad_store.pop()
+                for w, g in zip(self.expert_weights, wgrads):
+                    w.main_grad.add_(g)
+                for w in self.expert_weights:
+                    if w.grad_accum_hook is not None:
+                        w.grad_accum_hook()  # bug
+        """,
+        """
+        class GroupedExperts(torch.nn.Module):
+            def backward_dw(self):
+                if not self.delay_wgrad_compute:
+                    return
+                (wgrads, _), _ = self.wgrad_store.pop()
+                for w, g in zip(self.expert_weights, wgrads):
+                    w.main_grad.add_(g)
+                    w.grad_added_to_main_grad = True
+                for w in self.expert_weights:
+                    if w.grad_accum_hook is not None:
+                        w.grad_accum_hook()
         """,
     ),
 )
