@@ -274,6 +274,22 @@ def is_main_grad_direct(node: cst.CSTNode) -> bool:
     return is_attr(node, MAIN_GRAD) or is_getattr_of(node, MAIN_GRAD) or is_main_grad_fetch(node)
 
 
+def is_main_grad_list(node: cst.CSTNode) -> bool:
+    """Per-expert buffers: ``[w.main_grad for w in weights]`` (a list, tuple or generator
+    comprehension), ``list(...)`` / ``tuple(...)`` of one, or a display every element of
+    which is main_grad (``[fc1.main_grad, fc2.main_grad]``)."""
+    kind = type(node)
+    if kind is cst.Call and callee_name(node) in ("list", "tuple") and len(node.args) == 1:
+        return is_main_grad_list(node.args[0].value)
+    if kind is cst.ListComp or kind is cst.GeneratorExp:
+        return is_main_grad_direct(node.elt)
+    if kind is cst.List or kind is cst.Tuple:
+        return bool(node.elements) and all(
+            is_main_grad_direct(element.value) for element in node.elements
+        )
+    return False
+
+
 def spells(node: cst.CSTNode, word: str) -> bool:
     """The node names ``word`` as an attribute, a variable or a getattr/hasattr string."""
     kind = type(node)

@@ -25,6 +25,9 @@ ACCUMULATING_METHODS = frozenset({"add_", "addmm_", "baddbmm_", "addmv_", "addr_
 # (``triton_copy(src, dst)``, ``torch.add(a, b, out=a)``, ``fused_add(a, b, a)``): known by
 # what the call does with its arguments, the name only saying copy or add.
 COPY_WORD, ADD_WORD = "copy", "add"
+# torch's list kernels that replace each tensor of their first argument and take no other
+# (``_foreach_copy_`` and ``_foreach_add_`` are the copy and add spellings above).
+REPLACING_FOREACH = frozenset({"_foreach_zero_"})
 
 
 class Buffers:
@@ -38,9 +41,20 @@ class Buffers:
         self.node = node
 
     def main_grad(self, expr) -> bool:
-        if patterns.is_main_grad_direct(expr):
+        """main_grad storage: the buffer, a local bound to it, or per-expert buffers (a list
+        of main_grads, or a local every reaching binding of which is one) that a
+        ``torch._foreach_*_`` kernel writes element by element."""
+        if patterns.is_main_grad_direct(expr) or patterns.is_main_grad_list(expr):
             return True
-        return isinstance(expr, cst.Name) and self.unit.aliases.surely(expr.value, self.node)
+        if not isinstance(expr, cst.Name):
+            return False
+        if self.unit.aliases.surely(expr.value, self.node):
+            return True
+        defs = self.unit.reaching.reaching(expr.value, self.node)
+        return bool(defs) and all(
+            d.kind == "assign" and d.value is not None and patterns.is_main_grad_list(d.value)
+            for d in defs
+        )
 
     def off(self, value) -> bool:
         if literal_off(value):
@@ -132,6 +146,9 @@ def functional_write(call):
     if name is None:
         return None
     lowered = name.lower()
+    if lowered in REPLACING_FOREACH:  # ``torch._foreach_zero_(buffers)``: each one zeroed
+        first = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        return (first[0], "replace", f"{name}(...)") if len(first) == 1 else None
     if COPY_WORD not in lowered and ADD_WORD not in lowered:
         return None
     if type(call.func) is cst.Attribute and patterns.method_call(call) is not None:

@@ -63,7 +63,9 @@ RULE = Rule(
         `accumulate=False` or `beta=0` (literals, or a local every reaching binding of which
         is such a literal), the same arguments passed as `**kwargs` where `kwargs` is one
         dict literal, a `matmul` / `mm` / `bmm` with such an `out=` and no accumulate
-        switch, `copy_` into main_grad or a local bound to it, and `X.main_grad[...] =
+        switch, `copy_` into main_grad or a local bound to it, a kernel handed main_grad as
+        its destination (`triton_copy(g, p.main_grad)`; per expert, a list of main_grads
+        given to `torch._foreach_copy_` or `torch._foreach_zero_`), and `X.main_grad[...] =
         value`; the function and the functions it is nested in are searched for a mention
         of overwrite, sharding, FSDP or the ZeRO stage. Only producer code is judged: a
         function, or one it is nested in, named `backward*`, `*wgrad*`, `*grad_weight*`,
@@ -478,6 +480,15 @@ def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
             out.report(CODE, node, MESSAGE.format(target=out.text(method[0]), how=how))
             return True
         return False
+    functional = tensor_writes.functional_write(node)
+    if functional is not None:
+        # a kernel handed its destination: ``torch._foreach_copy_(main_grads, grads)``,
+        # ``torch._foreach_zero_(main_grads)``, ``triton_copy(g, p.main_grad)``
+        dest, kind, how = functional
+        if kind != "replace" or not buffers.main_grad(dest):
+            return False
+        out.report(CODE, node, MESSAGE.format(target=out.context.code(dest).strip(), how=how))
+        return True
     arguments = buffers.arguments(node)
     target = arguments.get("out") if arguments is not None else None
     if target is None or not buffers.main_grad(target):

@@ -23,6 +23,8 @@ CODE = "GMLP033"
 _NOT_KERNELS = frozenset({"setattr", "getattr", "hasattr", "isinstance", "print", "id", "len"})
 # In-place methods that put their argument into the buffer they are called on.
 DELIVERING = frozenset({"add_", "copy_"})
+# torch's list kernels that put each tensor of their second argument into the first's.
+FOREACH_DELIVERING = frozenset({"_foreach_add_", "_foreach_copy_"})
 RULE = Rule(
     code=CODE,
     classes=(3,),
@@ -60,7 +62,8 @@ RULE = Rule(
         `for i, g in enumerate(L)` or `for w, g in zip(W, L)` (nested the same way), or `L[i]`,
         put into main_grad writes the elements of `L`; returning `L`, `*L`,
         `*[g for g in L]`, `*(g for g in L)`, `*tuple(L)` or `*list(L)` from the same
-        binding of `L` hands them all on.
+        binding of `L` hands them all on. So does `torch._foreach_add_(<main_grads>, L)` /
+        `_foreach_copy_` (a list of main_grads, or a local bound to one).
 
         Not seen: writes by GEMMs (`out=main_grad`: their result *is* main_grad, GMLP031's
         and GMLP005's ground; a gradient computed apart and returned next to such a kernel
@@ -165,7 +168,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     # ``main_grad,``: the buffer handed first to a kernel that takes its destination.
     if "main_grad" not in source or not (
         "add_" in source or "copy_" in source or "+=" in source or "main_grad," in source
-    ):
+    ):  # (``_foreach_add_`` / ``_foreach_copy_`` hold the first two)
         return
     helpers = None
     for unit in context.units:
@@ -204,6 +207,11 @@ def _writes(unit: Unit, facts: Deliveries):
             value = _helper_gradient(unit.context, root.value)
         if value is None and isinstance(root, cst.Expr):
             value = _kernel_gradient(unit, facts, root.value, node)
+        if value is None and isinstance(root, cst.Expr):
+            listed = _foreach_gradients(unit, root.value, node)
+            if listed is not None:  # every element of the list went into a main_grad
+                yield from _container_writes(unit, listed, node)
+                continue
         if isinstance(value, cst.Name):
             for d in unit.reaching.reaching(value.value, node):
                 yield node, d, MESSAGE
@@ -220,6 +228,27 @@ def _container_writes(unit: Unit, container, node):
     if isinstance(container, cst.Name):
         for d in unit.reaching.reaching(container.value, node):
             yield node, d, ELEMENTS_MESSAGE
+
+
+def _foreach_gradients(unit: Unit, call, node) -> cst.BaseExpression | None:
+    """L for ``torch._foreach_add_(<main_grads>, L)`` / ``_foreach_copy_``: each element of
+    L put into its expert's main_grad (the buffers a list of main_grads, or a local every
+    reaching binding of which is one)."""
+    if not isinstance(call, cst.Call) or patterns.callee_name(call) not in FOREACH_DELIVERING:
+        return None
+    args = patterns.positional_args(call)
+    if len(args) < 2:
+        return None
+    buffers = args[0].value
+    if isinstance(buffers, cst.Name):
+        defs = unit.reaching.reaching(buffers.value, node)
+        listed = bool(defs) and all(
+            d.kind == "assign" and d.value is not None and patterns.is_main_grad_list(d.value)
+            for d in defs
+        )
+    else:
+        listed = patterns.is_main_grad_list(buffers)
+    return args[1].value if listed else None
 
 
 def _kernel_gradient(unit: Unit, facts: Deliveries, call, node) -> cst.BaseExpression | None:

@@ -1,7 +1,8 @@
 """Class variants on per-expert lists, for issue #19's classes 1 (the bookkeeping on a
 quantized copy), 2 (weights rebound; main_grad itself handed on as a gradient), 3 (a write
-into main_grad with no flag and the real gradient handed on) and 5 (hooks fired with no
-bookkeeping, the books kept in another loop over the same experts):
+into main_grad with no flag and the real gradient handed on), 4 (main_grads replaced by a
+list kernel without asking) and 5 (hooks fired with no bookkeeping, the books kept in
+another loop over the same experts):
 a grouped MLP keeps one weight, one main_grad and one gradient per expert, in lists built by
 comprehensions and walked with ``zip`` / ``enumerate``, and its ``backward`` returns them
 starred. Written from the classes' descriptions and the shape of Transformer Engine's
@@ -196,6 +197,48 @@ VARIANTS = (
                 for w in self.expert_weights:
                     if w.grad_accum_hook is not None:
                         w.grad_accum_hook()
+        """,
+    ),
+    # ------------------------------------------------ 3 and 4: torch's list kernels
+    Variant(
+        3,
+        "expert-grads-added-by-a-foreach-kernel-and-returned-starred",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrads = [dy[i].t() @ x[i] for i in range(len(ctx.weights))]
+            torch._foreach_add_([w.main_grad for w in ctx.weights], wgrads)
+            return (None, *wgrads)  # bug
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrads = [dy[i].t() @ x[i] for i in range(len(ctx.weights))]
+            torch._foreach_add_([w.main_grad for w in ctx.weights], wgrads)
+            for w in ctx.weights:
+                w.grad_added_to_main_grad = True
+            return (None, *[None for _ in wgrads])
+        """,
+    ),
+    Variant(
+        4,
+        "expert-main-grads-replaced-by-a-foreach-copy-without-asking",
+        """
+        def finish_expert_wgrads(weights, wgrads):
+            main_grads = [w.main_grad for w in weights]
+            torch._foreach_copy_(main_grads, wgrads)  # bug
+            for w in weights:
+                w.grad_added_to_main_grad = True
+        """,
+        """
+        def finish_expert_wgrads(weights, wgrads):
+            main_grads = [w.main_grad for w in weights]
+            if getattr(weights[0], "overwrite_main_grad", False):
+                torch._foreach_copy_(main_grads, wgrads)
+            else:
+                torch._foreach_add_(main_grads, wgrads)
+            for w in weights:
+                w.grad_added_to_main_grad = True
         """,
     ),
 )
