@@ -144,7 +144,7 @@ def may_work(unit: Unit, facts: FileFacts) -> bool:
         calls & WORK_CALLS
         or unit.survey.spells_main_grad
         or any(name in facts.functions for name in calls)
-        or any(_local_names(facts, facts.run_work) & calls)
+        or bool(_local_names(facts, facts.run_work) & calls)
     ):
         return False
     return _unit_does_work(unit, facts, 0)
