@@ -28,6 +28,11 @@ helper is renamed, a project writes its own, or it sits in another module than i
   a lambda). A file that imports one and hands it a gathered or quantized copy of a weight
   hands the bookkeeping the copy (GMLP037 across files). Looked for only among the names
   that files naming an ``origin_`` twin and main_grad import (GMLP037 follows nothing else).
+* the delayed-wgrad helpers (``wgrad_work``, ``hook_firing``): top-level functions another
+  file of the run imports that run delayed wgrad work (pop a wgrad store, replay a wgrad
+  graph, drain deferred wgrads into main_grad) or fire grad-accumulation / reduce hooks
+  (``delayed_helpers``). GMLP019 counts a call of one, by its imported name, as that work
+  or that firing, and leaves a work helper's own end to its callers.
 
 Found with CPython's ``ast`` in the few functions that spell the words, so it costs next to
 nothing. From other files only functions defined at the top level count as bookkeeping
@@ -46,6 +51,7 @@ from functools import partial
 
 from . import layer_facts
 from .contract_facts import DELAYED_WGRAD_BYTES, DELAYED_WGRAD_WORDS, delayed_wgrad_in
+from .delayed_helpers import run_helpers
 from .function_index import FunctionNode, Functions, callee_name, own_nodes
 from .weight_users import (
     ORIGIN_BYTES,
@@ -81,6 +87,10 @@ class RunFacts:
     # docstring), as ``name:parameter:position`` (position among the positional parameters,
     # -1 for a keyword-only one).
     weight_users: tuple[str, ...] = ()
+    # Top-level functions imported by another file of the run that run delayed wgrad work,
+    # and those that fire a gradient hook (see the module docstring).
+    wgrad_work: tuple[str, ...] = ()
+    hook_firing: tuple[str, ...] = ()
 
     def __or__(self, other: RunFacts) -> RunFacts:
         return RunFacts(
@@ -103,9 +113,11 @@ def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
     found = NO_RUN_FACTS
     layers: list[layer_facts.LayerClass] = []
     files: list[bytes] = []
+    named: list[tuple[str, bytes]] = []
     wanted: set[bytes] = set()  # names imported by files with an ``origin_`` twin
     for path, data in contents:
         files.append(data)
+        named.append((path, data))
         if b"main_grad" in data and any(o in data for o in ORIGIN_BYTES):
             wanted |= imported_by(data)
         helpers = any(word.encode() in data for word in _WORDS) or _PRODUCT_BYTES.search(data)
@@ -132,10 +144,13 @@ def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
             text = data.decode("utf-8", errors="replace")
             names = {name.decode() for name in defined}
             weight_users.update(weight_users_in(text, names))
+    work, fires = run_helpers(named)
     return replace(
         found,
         eager_layers=layer_facts.eager_layers(layers),
         weight_users=tuple(sorted(weight_users)),
+        wgrad_work=tuple(work),
+        hook_firing=tuple(fires),
     )
 
 

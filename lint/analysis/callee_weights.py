@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import module_provenance, patterns, provenance
-from .module import ModuleContext, iter_statements
+from . import imports, module_provenance, patterns, provenance
+from .module import ModuleContext
 
 ATTRIBUTES = (
     patterns.MAIN_GRAD,
@@ -59,20 +59,6 @@ class Imported:
 
     name: str
     parameters: tuple[tuple[str, int], ...]
-
-
-def _imported_names(context: ModuleContext) -> dict[str, str]:
-    """The names ``from ... import`` binds anywhere in the file, with the name imported
-    (``from helpers import mark as finish``: finish -> mark)."""
-    names = {}
-    for unit in context.units:
-        for stmt, _ in iter_statements(unit.body):
-            if isinstance(stmt, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
-                for alias in stmt.names:
-                    bound = alias.asname.name if alias.asname is not None else alias.name
-                    if isinstance(bound, cst.Name) and isinstance(alias.name, cst.Name):
-                        names[bound.value] = alias.name.value
-    return names
 
 
 def _imported_pairs(call: cst.Call, callee: Imported) -> Iterator[tuple[str, cst.BaseExpression]]:
@@ -232,7 +218,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
                 if name is None or name in functions or not context.weight_users:
                     continue
                 if imported is None:
-                    imported = _imported_names(context)
+                    imported = imports.imported_names(context)
                 original = imported.get(name)
                 if original not in context.weight_users:
                     continue

@@ -14,16 +14,20 @@ function of a file:
   ``graph.replay()`` only inside a ``backward_dw``, where the protocol says what it holds),
   drains such a store in a loop whose body writes a main_grad (a GEMM given
   ``out=<w>.main_grad``, ``<w>.main_grad.add_(...)``), or calls a helper of this file that
-  does any of these.
+  does any of these, or a helper of another file of the run that does
+  (``RunFacts.wgrad_work``).
 * **does a statement fire a grad-accumulation / reduce hook?** A call of a name that says
   hook (``_grad_accum_hook``, ``post_wgrad_grad_acc_hook``,
   ``_trigger_wgrad_accumulation_and_reduce_hooks``) or a grad-ready callback, not one that
   registers or builds one; a local bound to such a hook (``fn = p._grad_accum_hook``, ``for
   fn in self.wgrad_accumulation_and_reduce_hooks``) under any name; a callable this file
-  hands to a ``register_*hook*`` call; or a helper of this file that fires one.
+  hands to a ``register_*hook*`` call; or a helper of this file, or of another file of the
+  run (``RunFacts.hook_firing``), that fires one.
 
-Helpers are resolved by name inside the file only (``self.name(...)`` or ``name(...)`` with
-a ``def name`` here). ``backward_dw`` calls are never resolved that way: each layer's
+Helpers of this file are resolved by name (``self.name(...)`` or ``name(...)`` with a ``def
+name`` here); helpers of other files by the name they are imported under (``from m import
+f as g``: ``g(...)``; ``import m``: ``m.f(...)``), top-level functions only
+(``delayed_helpers``). ``backward_dw`` calls are never resolved that way: each layer's
 ``backward_dw`` announces its own weights, and a caller that forwards to it does no work of
 its own (the protocol, not a helper).
 """
@@ -34,7 +38,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import patterns
+from ..wgrad_words import names_hook as _names_hook
+from ..wgrad_words import names_protocol_callables, says_deferred_wgrad
+from . import imports, patterns
 from .cfg import Node
 from .module import ModuleContext, Unit
 
@@ -42,17 +48,6 @@ BACKWARD_DW = "backward_dw"
 # Taking one piece of queued work out of a store.
 TAKE_METHODS = frozenset({"pop", "popleft"})
 REPLAY = "replay"
-# Words of a store or graph name that say it holds deferred weight-gradient work. ``dw``
-# must be a whole ``_``-separated part (``bwd_dw_graphs``), not a letter pair of a word.
-WGRAD_WORDS = ("wgrad",)
-DW_PART = "dw"
-# Words that say "later" and need a gradient word beside them (``_deferred_grads``): alone
-# they name every queue of the code base (``_deferred_kv_handoffs``).
-LATER_WORDS = ("deferred", "delayed", "pending", "queued")
-# Callees that register, remove or build hooks rather than fire them.
-NOT_A_FIRING = ("register", "remove", "make", "setup", "create")
-# Words of a callback that is a gradient-ready notification (``_grad_ready_callback``).
-CALLBACK_WORDS = ("grad", "reduce", "accum")
 # How deep helper calls are followed (a helper of a helper of a helper).
 HELPER_DEPTH = 3
 
@@ -64,6 +59,12 @@ class FileFacts:
     functions: dict[str, list[Unit]] = field(default_factory=dict)
     registered: frozenset[str] = frozenset()  # callables handed to ``register_*hook*``
     called: frozenset[str] = frozenset()  # names called somewhere in the file
+    # Helpers of other files called here: the name a ``from`` import binds -> the name
+    # defined, and the names bound to whole modules (``import m``: ``m.f()``).
+    imported: dict[str, str] = field(default_factory=dict)
+    modules: frozenset[str] = frozenset()
+    run_work: frozenset[str] = frozenset()  # ``RunFacts.wgrad_work``
+    run_fires: frozenset[str] = frozenset()  # ``RunFacts.hook_firing``
     _work: dict[str, bool] = field(default_factory=dict)
     _fires: dict[str, bool] = field(default_factory=dict)
     _writes: dict[str, bool] = field(default_factory=dict)
@@ -92,7 +93,14 @@ def file_facts(context: ModuleContext) -> FileFacts:
                         word = _word(arg.value)
                         if word:
                             registered.add(word)
-    return FileFacts(functions, frozenset(registered), frozenset(called))
+    facts = FileFacts(functions, frozenset(registered), frozenset(called))
+    run_work, run_fires = context.wgrad_work_helpers, context.hook_firing_helpers
+    # The file's imports are read only where it spells a helper of the run.
+    if any(name in context.source for name in run_work | run_fires):
+        facts.imported = imports.imported_names(context)
+        facts.modules = imports.imported_modules(context)
+        facts.run_work, facts.run_fires = run_work, run_fires
+    return facts
 
 
 def _registers(name: str) -> bool:
@@ -109,16 +117,6 @@ def _word(expr: cst.CSTNode) -> str:
     if type(expr) is cst.Attribute:
         return expr.attr.value
     return ""
-
-
-def says_deferred_wgrad(word: str) -> bool:
-    """A store or graph name that says it holds deferred weight-gradient work."""
-    lowered = word.lower()
-    if "hook" in lowered or "callback" in lowered:
-        return False
-    if any(w in lowered for w in WGRAD_WORDS) or DW_PART in lowered.split("_"):
-        return True
-    return "grad" in lowered and any(w in lowered for w in LATER_WORDS)
 
 
 # -- the work -------------------------------------------------------------------------
@@ -146,12 +144,22 @@ def may_work(unit: Unit, facts: FileFacts) -> bool:
         calls & WORK_CALLS
         or unit.survey.spells_main_grad
         or any(name in facts.functions for name in calls)
+        or bool(_local_names(facts, facts.run_work) & calls)
     ):
         return False
     return _unit_does_work(unit, facts, 0)
 
 
 WORK_CALLS = TAKE_METHODS | {REPLAY}
+
+
+def _local_names(facts: FileFacts, defined: frozenset[str]) -> set[str]:
+    """The names under which this file may call the helpers ``defined`` (bare, or as an
+    attribute of a module it imports)."""
+    if not defined:
+        return set()
+    bound = {local for local, name in facts.imported.items() if name in defined}
+    return bound | set(defined) if facts.modules or facts.imported else bound
 
 
 def work_calls(unit: Unit, facts: FileFacts) -> list[tuple[cst.CSTNode, Node]]:
@@ -161,7 +169,7 @@ def work_calls(unit: Unit, facts: FileFacts) -> list[tuple[cst.CSTNode, Node]]:
     for root, node in unit.expression_roots():
         hit = _direct_work(root, unit.name == BACKWARD_DW)
         if hit is None:
-            hit = _helper_call(root, facts, _does_work)
+            hit = _helper_call(root, facts, _does_work, facts.run_work)
         if hit is not None:
             found.append((hit, node))
     for stmt, _ in unit.statements():
@@ -192,14 +200,6 @@ def _direct_work(expr: cst.CSTNode, in_backward_dw: bool) -> cst.Call | None:
     return None
 
 
-def names_protocol_callables(word: str) -> bool:
-    """A store named for the backward_dw protocol (``chunk_backward_dw_funcs``): it holds
-    layers' own ``backward_dw`` callables, each of which announces its weights, as a
-    ``backward_dw`` call does (never followed: see the module docstring). A pipeline
-    schedule that queues them and runs them later does no wgrad work of its own."""
-    return BACKWARD_DW in word.lower()
-
-
 def _writes_main_grad(body: cst.CSTNode, facts: FileFacts, depth: int = 1) -> bool:
     """The body names a main_grad (``out=w.main_grad``, ``w.main_grad.add_(g)``, a local
     bound to it, ``getattr(w, "main_grad")``, a kwargs dict holding it) or calls a function
@@ -215,13 +215,43 @@ def _writes_main_grad(body: cst.CSTNode, facts: FileFacts, depth: int = 1) -> bo
     return False
 
 
-def _helper_call(expr: cst.CSTNode, facts: FileFacts, question) -> cst.Call | None:
-    """The call in ``expr`` of a function of this file for which ``question`` holds."""
+def _helper_call(
+    expr: cst.CSTNode, facts: FileFacts, question, of_run: frozenset[str]
+) -> cst.Call | None:
+    """The call in ``expr`` of a function of this file for which ``question`` holds, or of
+    one of ``of_run`` imported from another file."""
     for sub in patterns.walk(expr):
         name = _own_function(sub, facts)
         if name is not None and question(facts, name, 1):
             return sub
+        if of_run and _imported_function(sub, facts) in of_run:
+            return sub
     return None
+
+
+def _imported_function(node: cst.CSTNode, facts: FileFacts) -> str | None:
+    """The name (as defined) of the function of another file that ``node`` calls: ``g()``
+    after ``from m import f as g``, ``m.f()`` after ``import m`` or ``from p import m``;
+    None for any other node. A method is never one: ``self.f()`` names no import."""
+    if type(node) is not cst.Call:
+        return None
+    func = node.func
+    if type(func) is cst.Name:
+        return facts.imported.get(func.value)
+    if type(func) is cst.Attribute:
+        # ``import m`` / ``from . import m`` (a module bound by a ``from`` import), then
+        # ``m.f()``.
+        root = _root_name(func.value)
+        if root in facts.modules or root in facts.imported:
+            return func.attr.value
+    return None
+
+
+def _root_name(expr: cst.BaseExpression) -> str:
+    """``a`` of ``a.b.c`` (an imported package's module: ``a.b.f()``)."""
+    while type(expr) is cst.Attribute:
+        expr = expr.value
+    return expr.value if type(expr) is cst.Name else ""
 
 
 def _own_function(node: cst.CSTNode, facts: FileFacts) -> str | None:
@@ -262,7 +292,8 @@ def _unit_does_work(unit: Unit, facts: FileFacts, depth: int) -> bool:
     for root in _roots(unit):
         if _direct_work(root, unit.name == BACKWARD_DW) is not None:
             return True
-        if _helper_call(root, facts, lambda f, n, _d: _does_work(f, n, depth + 1)):
+        deeper = lambda f, n, _d: _does_work(f, n, depth + 1)  # noqa: E731
+        if _helper_call(root, facts, deeper, facts.run_work):
             return True
     return any(
         type(stmt) is cst.For
@@ -282,9 +313,19 @@ def _unit_fires(unit: Unit, facts: FileFacts, depth: int) -> bool:
 
 
 def is_helper_of_file(unit: Unit, facts: FileFacts) -> bool:
-    """``unit`` is called by name elsewhere in this file (and is no ``backward_dw``): its
-    callers are judged with its work, and may fire the hooks after it returns."""
-    return unit.name != BACKWARD_DW and unit.name in facts.called
+    """``unit`` is called by name elsewhere in this file, or is a top-level function that
+    another file of the run imports and that runs delayed work (``RunFacts.wgrad_work``),
+    and is no ``backward_dw``: its callers are judged with its work, and may fire the hooks
+    after it returns."""
+    if unit.name == BACKWARD_DW:
+        return False
+    if unit.name in facts.called:
+        return True
+    # Only a function defined at the top level: another file imports it by that name,
+    # while a method of the same name belongs to a class of its own.
+    return unit.name in facts.run_work and any(
+        stmt is unit.owner for stmt in unit.context.module.body
+    )
 
 
 # -- the hooks ------------------------------------------------------------------------
@@ -312,17 +353,6 @@ def _hook_word(value: cst.CSTNode) -> str:
     return _word(value)
 
 
-def _names_hook(word: str) -> bool:
-    """A hook (or a list of them) about gradients, or a grad-ready callback; not a maker
-    or registrar of one."""
-    lowered = word.lower()
-    if any(w in lowered for w in NOT_A_FIRING):
-        return False
-    if "hook" in lowered:
-        return True
-    return "callback" in lowered and any(w in lowered for w in CALLBACK_WORDS)
-
-
 def fires_hook(expr: cst.CSTNode, bound: frozenset[str], facts: FileFacts) -> bool:
     """``expr`` calls a hook: by a name that says so, through a local bound to one, a
     callable this file registered as one, or a helper of this file that fires one."""
@@ -341,7 +371,18 @@ def _fires_in(expr: cst.CSTNode, bound: frozenset[str], facts: FileFacts, depth:
         helper = _own_function(sub, facts)
         if helper is not None and _fires(facts, helper, depth + 1):
             return True
+        if facts.run_fires and _imported_function(sub, facts) in facts.run_fires:
+            return True
     return False
+
+
+def calls_imported_firing(expr: cst.CSTNode, facts: FileFacts) -> bool:
+    """``expr`` calls a helper of another file of the run that fires a gradient hook
+    (``RunFacts.hook_firing``), by the name it is imported under: for rules that count
+    firings their own way (GMLP011)."""
+    return bool(facts.run_fires) and any(
+        _imported_function(sub, facts) in facts.run_fires for sub in patterns.walk(expr)
+    )
 
 
 def notifying_nodes(unit: Unit, facts: FileFacts) -> list[Node]:

@@ -269,6 +269,10 @@ class ModuleContext:
         for entry in known.weight_users:
             name, parameter, position = entry.split(":")
             self.weight_users.setdefault(name, []).append((parameter, int(position)))
+        # Top-level functions of other files of the run that run delayed wgrad work, and
+        # those that fire a gradient hook (``delayed_helpers``), by their defined names.
+        self.wgrad_work_helpers = frozenset(known.wgrad_work)
+        self.hook_firing_helpers = frozenset(known.hook_firing)
         self._shared: dict[Callable, object] = {}
 
     def unit_of(self, owner: cst.CSTNode) -> Unit:

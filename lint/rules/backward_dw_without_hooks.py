@@ -18,6 +18,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 paths = LazyModule("..analysis.paths", __package__)
 hook_model = LazyModule("..analysis.hooks", __package__)
+delayed_work = LazyModule("..analysis.delayed_work", __package__)
 
 CODE = "GMLP011"
 RULE = Rule(
@@ -45,7 +46,9 @@ RULE = Rule(
         Checked: in a class that sets `skip_backward_post_hook`, every path from the
         `wgrad_store.pop()` of its `backward_dw` method to a way out must pass a call whose
         name contains `hook` (a `_trigger_*_hooks()` helper, or `hook()` in a loop over the
-        registered hooks).
+        registered hooks), or a call of a top-level function of another file of the run
+        that fires a gradient hook, by the name it is imported under (`from m import f as
+        g`: `g(self)`; `import m`: `m.f(self)`; lint/delayed_helpers.py).
 
         Not seen: a class whose weights are marked elsewhere (by a base class, even one of the
         same file, by `setattr(w, "skip_backward_post_hook", True)`, or by code outside the class);
@@ -54,7 +57,8 @@ RULE = Rule(
         `backward_dw` calls. Any call whose name contains `hook` counts as firing them, a
         registration included (`self.register_wgrad_hook(fn)`); a helper that fires them under
         another name (`self._finish()`) is not seen, and such code is reported (suppress it with a
-        reason).
+        reason); nor a helper of another file that fires the hooks only through a helper of
+        its own, or under names that say no gradient hook, or a method of another class.
     """,
     fix="""
         Call the class's `_trigger_*hook*` method before each such exit (unsafe: check that
@@ -163,11 +167,14 @@ def _check_class(cls: Unit, out: Collector) -> None:
 def _check_method(unit: Unit, out: Collector, trigger: str | None) -> None:
     start: Node | None = None
     hooks: list[Node] = []
+    facts = out.context.shared(delayed_work.file_facts)
     for root, node in unit.expression_roots():
         text = out.context.code(root)
         if start is None and "wgrad_store" in text and ".pop(" in text:
             start = node
-        calls_hook = any("hook" in (patterns.callee_name(s) or "") for s in patterns.walk(root))
+        calls_hook = any(
+            "hook" in (patterns.callee_name(s) or "") for s in patterns.walk(root)
+        ) or delayed_work.calls_imported_firing(root, facts)
         if calls_hook or (node.kind == "for" and "hook" in text):
             hooks.append(node)
     if start is None:

@@ -32,9 +32,10 @@ RULE = Rule(
     flags=(
         "`<wgrad store>.pop()`, `<wgrad graph>.replay()` (any `<graph>.replay()` in a "
         "`backward_dw`), a loop over deferred wgrads reaching main_grad, or a call of a "
-        "helper of the file doing one of these, from which a return is reached without "
-        "firing a hook (by a hook's name, a local or callable bound to one, or a helper "
-        "of the file that fires one)"
+        "helper of the file, or of a top-level helper of another file of the run, doing "
+        "one of these, from which a return is reached without firing a hook (by a hook's "
+        "name, a local or callable bound to one, or a helper of the file or of another "
+        "file that fires one)"
     ),
     explanation="""
         Issue #19, class 5, the converse (a hook never fired, or fired too early). With
@@ -65,9 +66,13 @@ RULE = Rule(
         or of any graph inside a `backward_dw`; a `for` loop over such a store whose body
         names a main_grad (a GEMM's `out=`, an in-place method, a local or kwargs dict
         holding it, `getattr`) or calls a function of the file that does; a call of a
-        function of the same file that does any of these (three calls deep). A function
-        called by name elsewhere in the file is left to its callers, which are judged
-        with its work. Over the function's control-flow graph, a normal exit reachable from
+        function of the same file that does any of these (three calls deep); a call of a
+        top-level function of another file of the run that does one of them itself, by
+        the name it is imported under (`from m import f as g`: `g(...)`; `import m` or
+        `from p import m`: `m.f(...)`; lint/delayed_helpers.py). A function called by
+        name elsewhere in the file, or a top-level one another file of the run imports
+        and that does the work, is left to its callers, which are judged with its work.
+        Over the function's control-flow graph, a normal exit reachable from
         the work without passing a statement that fires a hook or the head of a loop whose
         body fires one. Firing: a call of a name that says hook or grad-ready callback and
         not register, remove, make, set up or create (`_grad_accum_hook`,
@@ -75,15 +80,25 @@ RULE = Rule(
         local bound to one (`for fn in self.wgrad_accumulation_and_reduce_hooks: fn()`,
         `fn = getattr(p, "_grad_accum_hook", None)`); a callable the file hands to a
         `register_*hook*` call (`register_grad_accum_hook(node, finish)`); a function of
-        the file that fires one.
+        the file that fires one; a top-level function of another file of the run, called
+        by its imported name, that fires one itself (its hook's name must also say grad,
+        accum or reduce: `checkpoint` or `make_graphed_callables` call hooks of other
+        kinds).
 
-        Not seen: work done by helpers of other files or by a stored closure called
-        directly (`store.pop()()`: the layer's own `backward_dw`, which announces itself),
-        nor by callables taken from a store named for the protocol
-        (`chunk_backward_dw_funcs.pop(0)`: a pipeline schedule's queue of each chunk's
-        `backward_dw`, run later);
-        hooks fired by a caller in another file after the function returns (such code is
-        reported; suppress it with a reason); hooks kept under names that say neither hook
+        Classes caught across files: 5, where the work or the firing sits in a helper
+        module (tests/lint/variant_corpus_class5_xfile.py).
+
+        Not seen: work done by a stored closure called directly (`store.pop()()`: the
+        layer's own `backward_dw`, which announces itself), nor by callables taken from a
+        store named for the protocol (`chunk_backward_dw_funcs.pop(0)`: a pipeline
+        schedule's queue of each chunk's `backward_dw`, run later); a helper of another file
+        that is a method (a method's name is shared by unrelated classes), is imported by no
+        file naming main_grad or `backward_dw`, or does the work or fires the hook only
+        through a helper of its own, or a callable its file registers as a hook; a caller
+        whose file names none of the contract's words (the linter never reads it); a
+        `from m import m2 as x` then `x.f()`; hooks fired by a caller in another file
+        after a function that is imported by no other file of the run returns (such code
+        is reported; suppress it with a reason); hooks kept under names that say neither hook
         nor a grad-ready callback; stores and graphs whose names do not say weight
         gradients; which of the popped gradients actually went to main_grad; a hook fired
         for some weights and not others (any firing counts for all).
@@ -198,7 +213,10 @@ MESSAGE = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if not _may_defer(context.source):
+    # A work helper of another file of the run may be called here under its own name (or
+    # an alias, which its ``from`` import spells beside the name).
+    helpers = context.wgrad_work_helpers
+    if not _may_defer(context.source) and not any(n in context.source for n in helpers):
         return
     facts = context.shared(delayed_work.file_facts)
     announced = _announced_by_backward_dw(context)

@@ -1,0 +1,54 @@
+"""The spellings that say "deferred weight-gradient work" and "a gradient hook", shared by
+the per-file analysis (``analysis.delayed_work``, libcst) and the run's facts
+(``delayed_helpers``, CPython's ast): one place decides what a name says, whichever parser
+read it. Plain string functions, so the run's facts load no parser."""
+
+from __future__ import annotations
+
+# Words of a store or graph name that say it holds deferred weight-gradient work. ``dw``
+# must be a whole ``_``-separated part (``bwd_dw_graphs``), not a letter pair of a word.
+WGRAD_WORDS = ("wgrad",)
+DW_PART = "dw"
+# Words that say "later" and need a gradient word beside them (``_deferred_grads``): alone
+# they name every queue of the code base (``_deferred_kv_handoffs``).
+LATER_WORDS = ("deferred", "delayed", "pending", "queued")
+# Callees that register, remove or build hooks rather than fire them.
+NOT_A_FIRING = ("register", "remove", "make", "setup", "create")
+# Words of a callback that is a gradient-ready notification (``_grad_ready_callback``).
+CALLBACK_WORDS = ("grad", "reduce", "accum")
+
+
+def says_deferred_wgrad(word: str) -> bool:
+    """A store or graph name that says it holds deferred weight-gradient work."""
+    lowered = word.lower()
+    if "hook" in lowered or "callback" in lowered:
+        return False
+    if any(w in lowered for w in WGRAD_WORDS) or DW_PART in lowered.split("_"):
+        return True
+    return "grad" in lowered and any(w in lowered for w in LATER_WORDS)
+
+
+def names_protocol_callables(word: str) -> bool:
+    """A store named for the backward_dw protocol (``chunk_backward_dw_funcs``): it holds
+    layers' own ``backward_dw`` callables, each of which announces its weights, as a
+    ``backward_dw`` call does. A pipeline schedule that takes them out and runs them later
+    does no wgrad work of its own."""
+    return "backward_dw" in word.lower()
+
+
+def names_hook(word: str) -> bool:
+    """A hook (or a list of them) about gradients, or a grad-ready callback; not a maker
+    or registrar of one."""
+    lowered = word.lower()
+    if any(w in lowered for w in NOT_A_FIRING):
+        return False
+    if "hook" in lowered:
+        return True
+    return "callback" in lowered and any(w in lowered for w in CALLBACK_WORDS)
+
+
+def names_grad_hook(word: str) -> bool:
+    """``names_hook``, and the name says gradients (grad, accum or reduce): a hook of the
+    weight-gradient contract, not a saved-tensor, forward or checkpoint hook."""
+    lowered = word.lower()
+    return names_hook(word) and any(w in lowered for w in CALLBACK_WORDS)
