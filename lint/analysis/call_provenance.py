@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import callee_weights, module_provenance, patterns, provenance
+from . import callee_weights, module_provenance, patterns, provenance, stand_ins
 from .module import ModuleContext, Unit
 
 
@@ -316,7 +316,7 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
             node = callee_weights._node_of(unit, call)
             if node is None:
                 continue
-            kind = provenance.surely_stand_in(objects, unit, argument, node)
+            kind = stand_ins.surely_stand_in(objects, unit, argument, node)
             if kind not in provenance.COPIES:
                 continue
             if _spelled_only(unit, argument, node, functions, objects.helpers):

@@ -1,13 +1,20 @@
-"""Which sequence a loop variable is an element of: per-expert code keeps one weight, one
-main_grad and one gradient per expert in lists and walks them with ``zip`` and
-``enumerate``, so what holds for a list's elements holds for the variable bound to each
-(``for w, g in zip(weights, wgrads)``: ``g`` is an element of ``wgrads``)."""
+"""Per-expert lists: which sequence a loop variable is an element of, and what a list filled
+one element at a time was given. Per-expert code keeps one weight, one main_grad and one
+gradient per expert in lists, walks them with ``zip`` and ``enumerate`` and fills them with
+``append``, so what holds for a list's elements holds for the variable bound to each (``for
+w, g in zip(weights, wgrads)``: ``g`` is an element of ``wgrads``) and for what was appended
+(``wgrads.append(g)``)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from . import patterns
+
+if TYPE_CHECKING:
+    from .module import Unit
 
 
 def element_sequences(loop: cst.For | cst.CompFor) -> list[tuple[cst.Name, cst.BaseExpression]]:
@@ -53,3 +60,35 @@ def _pair(target, sequence, found: list) -> None:
 def _keywords(call: cst.Call) -> int:
     """How many of ``zip``'s arguments are its ``strict`` option."""
     return sum(1 for arg in call.args if arg.keyword is not None and arg.keyword.value == "strict")
+
+
+def appends(unit: Unit) -> list[tuple[str, cst.BaseExpression, object]]:
+    """(list name, value, graph node) for each ``L.append(value)`` statement of the unit: a
+    list filled one element at a time (``L = []`` before a loop) holds what was appended."""
+    found = []
+    for root, node in unit.expression_roots():
+        if type(root) is not cst.Expr or type(root.value) is not cst.Call:
+            continue
+        call = root.value
+        func = call.func
+        if (
+            type(func) is cst.Attribute
+            and func.attr.value == "append"
+            and type(func.value) is cst.Name
+            and len(call.args) == 1
+            and call.args[0].keyword is None
+            and not call.args[0].star
+        ):
+            found.append((func.value.value, call.args[0].value, node))
+    return found
+
+
+def lists_given(unit: Unit, bindings: dict[int, object]):
+    """(binding, list binding) for each value of one of ``bindings`` (by id) appended to a
+    list: ``wgrads.append(g)`` puts that binding of ``g`` among the elements of ``wgrads``."""
+    for name, value, at in appends(unit):
+        if type(value) is cst.Name:
+            for d in unit.reaching.reaching(value.value, at):
+                if id(d) in bindings:
+                    for listed in unit.reaching.reaching(name, at):
+                        yield d, listed

@@ -176,12 +176,12 @@ class Provenance:
         if type(stmt) is not cst.Assign:
             return
         for target in stmt.targets:
-            names = _target_names(target.target)
+            names = target_names(target.target)
             self.names.update(names)
             if len(names) > 1 or isinstance(target.target, (cst.Tuple, cst.List)):
                 # tuple unpacking: of ctx.saved_tensors, or of a helper
                 provenance = of_value(stmt.value, self.known, self.helpers, self.ctx)
-                saved = self.ctx.saved if _is_saved_tensors(stmt.value) else ()
+                saved = self.ctx.saved if is_saved_tensors(stmt.value) else ()
                 if len(saved) != len(names):
                     saved = (None,) * len(names)
                 for name, copy in zip(names, saved):
@@ -254,151 +254,14 @@ def _to_fp8(call: cst.Call) -> bool:
     )
 
 
-def _is_saved_tensors(value: cst.CSTNode) -> bool:
+def is_saved_tensors(value: cst.CSTNode) -> bool:
     return isinstance(value, cst.Attribute) and value.attr.value == "saved_tensors"
 
 
-def _target_names(target: cst.CSTNode) -> list[str]:
+def target_names(target: cst.CSTNode) -> list[str]:
     kind = type(target)
     if kind is cst.Name:
         return [target.value]
     if kind is cst.Tuple or kind is cst.List:
         return [e.value.value for e in target.elements if type(e.value) is cst.Name]
     return []
-
-
-def surely_stand_in(
-    objects: Provenance, unit: Unit, expr: cst.CSTNode, node, seen: frozenset[str] = frozenset()
-) -> str | None:
-    """The stand-in ``expr`` surely is where graph node ``node`` of ``unit`` runs. For a
-    name, every binding reaching there must make it one (a weight gathered only under
-    ``if gtp:`` is the Parameter on the other path; a loop variable or a parameter is never
-    assumed a copy by its spelling, ``w_fp8`` over an FP8 model's parameters being the
-    Parameter); a ``ctx`` attribute is one by what the file stores in it; a call by its
-    producer."""
-    if isinstance(expr, cst.Name):
-        if expr.value in seen:
-            return None
-        defs = unit.reaching.reaching(expr.value, node)
-        if not defs:
-            return None
-        kinds = set()
-        for d in defs:
-            if d.kind == "for":  # an element of a list of copies is a copy
-                kinds.add(_element_kind(objects, unit, d, seen | {expr.value}))
-            elif d.kind != "assign" or d.value is None:
-                return None
-            else:
-                kinds.add(_binding_kind(objects, unit, d, seen | {expr.value}))
-        return kinds.pop() if len(kinds) == 1 else None
-    if isinstance(expr, cst.Subscript):
-        return surely_stand_in(objects, unit, expr.value, node, seen)
-    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
-        kind = objects.of(expr)
-        return kind if kind in COPIES else None
-    if isinstance(expr, cst.Attribute):
-        return objects.ctx.attrs.get(expr.attr.value) if on_ctx(expr) else None
-    if isinstance(expr, cst.Call):
-        kind = objects.of(expr)
-        return kind if kind in COPIES else None
-    return None
-
-
-def _element_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> str | None:
-    """The copy a loop variable surely is: its loop walks a sequence (plainly, through
-    ``enumerate`` or ``zip``) every element of which is that copy where the loop starts."""
-    sequence = iteration.element_source(d.node.owner, d.target)
-    if sequence is None:
-        return None
-    kind = surely_stand_in(objects, unit, sequence, d.node, seen)
-    return kind if kind in COPIES else None
-
-
-def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> str | None:
-    """The stand-in one binding makes of its name, flow-sensitively."""
-    if _unpacked(d):
-        value = d.node.owner.value
-        kind = by_name(d.name)
-        if _is_saved_tensors(value):
-            saved = objects.ctx.saved
-            targets = [t.target for t in d.node.owner.targets]
-            names = _target_names(targets[0]) if len(targets) == 1 else []
-            if len(saved) == len(names) and d.name in names:
-                kind = saved[names.index(d.name)] or kind or SAVED
-            kind = kind or SAVED
-        elif of_value(value, {}, objects.helpers, objects.ctx) == SAVED:
-            kind = kind or SAVED
-        return _as_stand_in(objects, d.name, kind)
-    value = d.value
-    restored = _item_of_saved(objects, unit, value, d.node)
-    if restored is not None:
-        # ``saved = ctx.saved_tensors; w = saved[0]``: as ``w, ... = ctx.saved_tensors``
-        return _as_stand_in(objects, d.name, restored or by_name(d.name) or SAVED)
-    if isinstance(value, (cst.Name, cst.Subscript)):
-        return surely_stand_in(objects, unit, value, d.node, seen)
-    if isinstance(value, cst.Attribute):
-        if on_ctx(value):
-            kind = objects.ctx.attrs.get(value.attr.value) or SAVED
-            return _as_stand_in(objects, d.name, kind)
-        return None
-    return _as_stand_in(objects, d.name, objects.of(value))
-
-
-def _item_of_saved(objects: Provenance, unit: Unit, value, node) -> str | None:
-    """For ``X[i]`` where every binding of X reaching ``node`` restores the saved tensors
-    (``ctx.saved_tensors``, ``restore_from_saved(...)``): what forward saved at position i
-    (``""`` when unknown); None for anything else."""
-    if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)):
-        return None
-    defs = unit.reaching.reaching(value.value.value, node)
-    if not defs or not all(
-        d.kind == "assign"
-        and d.value is not None
-        and (
-            _is_saved_tensors(d.value)
-            or (
-                isinstance(d.value, cst.Call)
-                and of_value(d.value, {}, objects.helpers, objects.ctx) == SAVED
-            )
-        )
-        for d in defs
-    ):
-        return None
-    if not all(_is_saved_tensors(d.value) for d in defs):
-        return ""
-    index = value.slice[0].slice if len(value.slice) == 1 else None
-    if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-        position = int(index.value.value)
-        if position < len(objects.ctx.saved):
-            return objects.ctx.saved[position] or ""
-    return ""
-
-
-def _as_stand_in(objects: Provenance, name: str, kind: str | None) -> str | None:
-    """Copies are stand-ins; a saved tensor only when the Parameter has its own
-    ``origin_`` name beside it."""
-    if kind in COPIES:
-        return kind
-    if kind == SAVED and any(p + name in objects.names for p in ORIGIN_PREFIXES):
-        return SAVED
-    return None
-
-
-def rebound_to_itself(unit: Unit, name: str, node) -> bool:
-    """A binding of ``name`` reaching ``node`` computes it from itself (``w = quantize(w)``):
-    the weight name rebound to its own copy, GMLP015's finding."""
-    return any(
-        d.value is not None and name in {n.value for n in patterns.read_names(d.value)}
-        for d in unit.reaching.reaching(name, node)
-    )
-
-
-def _unpacked(d) -> bool:
-    """``a, w = <one value>``: the binding's value is the whole right-hand side, so the
-    name's own classification (saved-tensor positions, its ``origin_`` twin) decides."""
-    owner = d.node.owner
-    return (
-        isinstance(owner, cst.Assign)
-        and d.value is owner.value
-        and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in owner.targets)
-    )

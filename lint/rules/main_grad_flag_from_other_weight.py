@@ -21,6 +21,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 module_provenance = LazyModule("..analysis.module_provenance", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
+stand_ins = LazyModule("..analysis.stand_ins", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 
 CODE = "GMLP007"
@@ -469,9 +470,9 @@ def _check_copies(unit, objects: Provenance, out: Collector) -> None:
             if owner is None:
                 continue
             base = owner.value if isinstance(owner, cst.Subscript) else owner
-            if provenance.surely_stand_in(objects, unit, base, node) not in provenance.COPIES:
+            if stand_ins.surely_stand_in(objects, unit, base, node) not in provenance.COPIES:
                 continue
-            if isinstance(base, cst.Name) and provenance.rebound_to_itself(unit, base.value, node):
+            if isinstance(base, cst.Name) and stand_ins.rebound_to_itself(unit, base.value, node):
                 continue
             message = STAND_IN_COPY.format(other=out.text(owner))
             out.report(CODE, owner, message)

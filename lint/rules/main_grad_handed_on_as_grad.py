@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
+iteration = LazyModule("..analysis.iteration", __package__)
 
 CODE = "GMLP031"
 # Functions that produce a weight gradient (as GMLP016 judges producers).
@@ -53,10 +54,12 @@ RULE = Rule(
 
         Per-expert lists: a list or tuple every element of which holds main_grad
         (`[w.main_grad for w in weights]`, `list(getattr(w, "main_grad") for w in ws)`,
-        `[fc1.main_grad, fc2.main_grad]`), returned whole or starred (`*wgrad_list`).
+        `[fc1.main_grad, fc2.main_grad]`, or `L = []` filled only by `L.append(<main_grad>)`),
+        returned whole or starred (`*wgrad_list`).
 
         Not seen: main_grad returned through a helper of another file or a container filled
-        elsewhere (`append` in a loop, a list some of whose elements are other tensors);
+        elsewhere (`extend`, `insert`, an item assigned, a list some of whose elements are
+        other tensors);
         optimizers and grad-buffer code that set `.grad = main_grad` on purpose
         (they are not producers and are left alone).
     """,
@@ -272,6 +275,8 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
 def _binding_holds(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:
     if d.kind != "assign" or d.value is None:
         return False
+    if isinstance(d.value, cst.List) and not d.value.elements:
+        return _filled_with_main_grads(unit, d, seen, tests)
     owner = d.node.owner
     if isinstance(owner, cst.Assign) and d.value is owner.value:
         targets = [t.target for t in owner.targets]
@@ -283,6 +288,17 @@ def _binding_holds(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:
                 return False
             return _first_output_holds(unit, d.value, d.node, seen, tests)
     return _holds(unit, d.value, d.node, seen, tests)
+
+
+def _filled_with_main_grads(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:
+    """``L = []`` then ``L.append(w.main_grad)`` (in a loop over the experts): every element
+    appended to this binding of L holds main_grad, and something is."""
+    given = [
+        (value, at)
+        for name, value, at in iteration.appends(unit)
+        if name == d.name and d in unit.reaching.reaching(name, at)
+    ]
+    return bool(given) and all(_holds(unit, value, at, seen, tests) for value, at in given)
 
 
 def _first_output_holds(unit: Unit, value, node, seen: set[str], tests: set[str]) -> bool:

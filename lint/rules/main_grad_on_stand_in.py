@@ -15,6 +15,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 module_provenance = LazyModule("..analysis.module_provenance", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
+stand_ins = LazyModule("..analysis.stand_ins", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 
 CODE = "GMLP030"
@@ -54,8 +55,9 @@ RULE = Rule(
         `ctx.w_ref()`; the positions of `ctx.save_for_backward(...)` unpacked from
         `ctx.saved_tensors`; and a restored name `w` where the function also names the
         Parameter `origin_w`; per expert, a list or comprehension of such copies
-        (`[quantize(w) for w in weights]`), its items `L[i]` and the loop variables that walk
-        it (`for wq in L`, `enumerate(L)`, `zip(W, L)`, analysis/iteration.py). Reads of
+        (`[quantize(w) for w in weights]`, or `L = []` filled only by `L.append(<copy>)`), its
+        items `L[i]` and the loop variables that walk it (`for wq in L`, `enumerate(L)`,
+        `zip(W, L)`; analysis/iteration.py, analysis/stand_ins.py). Reads of
         main_grad inside the block that marks one weight are
         GMLP007's; reads of `overwrite_main_grad` / `zero_out_wgrad` from a stand-in are
         GMLP007's too.
@@ -283,12 +285,12 @@ class _Reporter:
         out.report(CODE, subject, message)
 
     def _kind(self, subject) -> str | None:
-        return provenance.surely_stand_in(self.objects, self.unit, subject, self.node)
+        return stand_ins.surely_stand_in(self.objects, self.unit, subject, self.node)
 
     def _rebinds_itself(self, subject) -> bool:
         """``w = quantize(w)`` reaching here: the weight name rebound to its own copy is
         GMLP015's finding."""
-        return isinstance(subject, cst.Name) and provenance.rebound_to_itself(
+        return isinstance(subject, cst.Name) and stand_ins.rebound_to_itself(
             self.unit, subject.value, self.node
         )
 

@@ -59,8 +59,9 @@ RULE = Rule(
         grads`) hands on the names it displays.
 
         Lists of per-expert gradients, element by element: a loop variable of `for g in L`,
-        `for i, g in enumerate(L)` or `for w, g in zip(W, L)` (nested the same way), or `L[i]`,
-        put into main_grad writes the elements of `L`; returning `L`, `*L`,
+        `for i, g in enumerate(L)` or `for w, g in zip(W, L)` (nested the same way), `L[i]`,
+        or a `g` appended to `L` (`L.append(g)`), put into main_grad writes the elements of
+        `L`; returning `L`, `*L`,
         `*[g for g in L]`, `*(g for g in L)`, `*tuple(L)` or `*list(L)` from the same
         binding of `L` hands them all on. So does `torch._foreach_add_(<main_grads>, L)` /
         `_foreach_copy_` (a list of main_grads, or a local bound to one).
@@ -181,6 +182,10 @@ def check(context: ModuleContext, out: Collector) -> None:
                 continue
         facts = deliveries.Deliveries(unit)
         writes = list(_writes(unit, facts))
+        if writes and "append" in source:  # ``wgrads.append(g)`` after g went in
+            written = {id(d): node for node, d, _ in writes}
+            for d, listed in list(iteration.lists_given(unit, written)):
+                writes.append((written[id(d)], listed, ELEMENTS_MESSAGE))
         if writes:
             _check_unit(unit, facts, writes, out)
 

@@ -76,7 +76,8 @@ RULE = Rule(
         (`weight = _as_param(weight)`).
 
         Per expert: a list of such new objects, one per weight (`weights =
-        [Parameter(w.detach()) for w in weights]`, `list(w.clone() for w in ws)`), read
+        [Parameter(w.detach()) for w in weights]`, `list(w.clone() for w in ws)`, `L = []`
+        filled only by `L.append(Parameter(...))`), read
         through its items (`weights[i].main_grad`) or a loop variable walking it (`for w in
         weights`, `enumerate`, `zip`; analysis/iteration.py).
 
@@ -90,7 +91,7 @@ RULE = Rule(
         helper returns the copy to a caller whose matmul reads main_grad elsewhere), an
         attribute rebound (`module.weight = Parameter(...)`, Automodel #2986's re-tie),
         attributes copied over by a helper, whether a put-back runs on every path, lists
-        filled by `append` or holding new objects for some weights only, copies
+        filled by `extend` or holding new objects for some weights only, copies
         kept under another name (that
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
         GTP does that for dgrad and turns the fused main_grad path off itself).
@@ -259,7 +260,7 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
                 template = MESSAGE if d in fresh else LIST_MESSAGE
                 message = template.format(
                     name=d.name,
-                    how=unit.context.code(_maker(d.value).func).strip(),
+                    how=unit.context.code(lists.get(d, d.value).func).strip(),
                     attr=attr,
                     line=unit.context.line_of(owner),
                 )
@@ -286,11 +287,17 @@ def _bindings(unit: Unit, owner, node, fresh, lists):
                 yield from (e for e in reaching if e in lists)
 
 
-def _fresh_lists(unit: Unit, helpers, makers) -> set:
-    """Bindings of a list of new objects, one per weight: ``[Parameter(w.detach()) for w in
-    weights]``, ``list(w.clone() for w in weights)``."""
-    found = set()
+def _fresh_lists(unit: Unit, helpers, makers) -> dict:
+    """Bindings of a list of new objects, one per weight, with the call that makes them:
+    ``[Parameter(w.detach()) for w in weights]``, ``list(w.clone() for w in weights)``,
+    ``L = []`` filled by ``L.append(Parameter(...))``."""
+    found = {}
     for d in unit.graph.defs:
+        if d.kind == "assign" and isinstance(d.value, cst.List) and not d.value.elements:
+            given = [v for name, v, at in iteration.appends(unit) if name == d.name]
+            if given and all(_makes_fresh("", v, helpers, makers) for v in given):
+                found[d] = given[0]
+            continue
         comprehension = _comprehension(d.value) if d.kind == "assign" else None
         if comprehension is None:
             continue
@@ -300,7 +307,7 @@ def _fresh_lists(unit: Unit, helpers, makers) -> set:
             and isinstance(target, cst.Name)
             and _makes_fresh(target.value, comprehension.elt, helpers, makers)
         ):
-            found.add(d)
+            found[d] = comprehension.elt
     return found
 
 
@@ -308,12 +315,6 @@ def _comprehension(value):
     if isinstance(value, cst.Call) and patterns.callee_name(value) in ("list", "tuple"):
         value = value.args[0].value if len(value.args) == 1 else None
     return value if isinstance(value, (cst.ListComp, cst.GeneratorExp)) else None
-
-
-def _maker(value):
-    """The call that makes the new object: the value itself, or a comprehension's element."""
-    comprehension = _comprehension(value)
-    return comprehension.elt if comprehension is not None else value
 
 
 def fresh_makers(context: ModuleContext) -> frozenset[str]:

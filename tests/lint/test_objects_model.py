@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from gmlp_check.lint.analysis import deliveries, module_provenance, provenance
+from gmlp_check.lint.analysis import deliveries, module_provenance, provenance, stand_ins
 from gmlp_check.lint.analysis.module import ModuleContext
 
 
@@ -72,7 +72,7 @@ def test_a_stand_in_only_when_every_reaching_binding_makes_one():
         text = context.code(stmt).strip()
         if text.startswith("use("):
             owner = stmt.value.args[0].value.value
-            kinds[owner.value] = provenance.surely_stand_in(
+            kinds[owner.value] = stand_ins.surely_stand_in(
                 objects, unit, owner, unit.node_for(stmt)
             )
     assert kinds == {"weight": None, "full": provenance.MATERIALIZED, "w_fp8": None}

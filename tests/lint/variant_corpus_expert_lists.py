@@ -241,4 +241,110 @@ VARIANTS = (
                 w.grad_added_to_main_grad = True
         """,
     ),
+    # ------------------------------------------------ 2 and 3: lists filled by append
+    Variant(
+        2,
+        "main-grads-appended-per-expert-and-returned-starred",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrad_list = []
+            for w in ctx.weights:
+                wgrad_list.append(w.main_grad)
+            grouped_gemm(x, dy, out=wgrad_list, accumulate=True)
+            return (None, *wgrad_list)  # bug
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrad_list = []
+            for w in ctx.weights:
+                wgrad_list.append(w.main_grad if ctx.fuse else torch.empty_like(w))
+            grouped_gemm(x, dy, out=wgrad_list, accumulate=True)
+            for w in ctx.weights:
+                w.grad_added_to_main_grad = ctx.fuse
+            return (None, *[None if ctx.fuse else g for g in wgrad_list])
+        """,
+    ),
+    Variant(
+        3,
+        "expert-grad-added-then-appended-and-returned-starred",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrads = []
+            for i, w in enumerate(ctx.weights):
+                g = dy[i].t() @ x[i]
+                w.main_grad.add_(g)
+                wgrads.append(g)
+            return (None, *wgrads)  # bug
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            wgrads = []
+            for i, w in enumerate(ctx.weights):
+                g = dy[i].t() @ x[i]
+                if ctx.fuse:
+                    w.main_grad.add_(g)
+                    w.grad_added_to_main_grad = True
+                    wgrads.append(None)
+                else:
+                    wgrads.append(g)
+            return (None, *wgrads)
+        """,
+    ),
+    # ------------------------------------------------ 1 and 2: copies and fresh objects appended
+    Variant(
+        1,
+        "quantized-copies-appended-per-expert-then-marked",
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            weights_fp8 = []
+            for w in ctx.weights:
+                weights_fp8.append(quantize(w))
+            for i, wq in enumerate(weights_fp8):
+                general_gemm(x[i], dy[i], out=ctx.weights[i].main_grad, accumulate=True)
+                wq.grad_added_to_main_grad = True  # bug
+            return (None, *[None for _ in ctx.weights])
+        """,
+        """
+        def backward(ctx, dy):
+            x = ctx.saved_tensors[0]
+            weights_fp8 = []
+            for w in ctx.weights:
+                weights_fp8.append(quantize(w))
+            for i, w in enumerate(ctx.weights):
+                general_gemm(x[i], dy[i], out=w.main_grad, accumulate=True)
+                w.grad_added_to_main_grad = True
+            return (None, *[None for _ in ctx.weights])
+        """,
+    ),
+    Variant(
+        2,
+        "fresh-parameters-appended-per-expert-then-read",
+        """
+        def backward(ctx, dy, weights):
+            x = ctx.saved_tensors[0]
+            fresh = []  # bug
+            for w in weights:
+                fresh.append(torch.nn.Parameter(w.detach()))
+            for i, w in enumerate(fresh):
+                general_gemm(x[i], dy[i], out=w.main_grad, accumulate=True)
+                w.grad_added_to_main_grad = True
+            return None, None
+        """,
+        """
+        def backward(ctx, dy, weights):
+            x = ctx.saved_tensors[0]
+            detached = []
+            for w in weights:
+                detached.append(w.detach())
+            for i, w in enumerate(weights):
+                general_gemm(x[i], dy[i], out=w.main_grad, accumulate=True)
+                w.grad_added_to_main_grad = True
+            return None, None
+        """,
+    ),
 )
