@@ -64,7 +64,21 @@ def _keywords(call: cst.Call) -> int:
 
 def appends(unit: Unit) -> list[tuple[str, cst.BaseExpression, object]]:
     """(list name, value, graph node) for each ``L.append(value)`` statement of the unit: a
-    list filled one element at a time (``L = []`` before a loop) holds what was appended."""
+    list filled one element at a time (``L = []`` before a loop) holds what was appended.
+    Found once per unit however many bindings and rules ask."""
+    table = unit.context.shared(_appends_by_unit)
+    found = table.get(id(unit))
+    if found is None:  # (units live as long as their file's context: ids are not reused)
+        found = table[id(unit)] = _appends_of(unit)
+    return found
+
+
+def _appends_by_unit(context) -> dict[int, list]:
+    """(For ``context.shared``: one table per file, filled unit by unit as asked.)"""
+    return {}
+
+
+def _appends_of(unit: Unit) -> list[tuple[str, cst.BaseExpression, object]]:
     found = []
     for root, node in unit.expression_roots():
         if type(root) is not cst.Expr or type(root.value) is not cst.Call:
