@@ -1,5 +1,6 @@
-"""The command line the GPU probes share: ``--shapes a,b,c`` (preset names), one
-``measure(name) -> dict`` per shape, and one JSON object on stdout with the versions.
+"""What the GPU probes share: the command line ``--shapes a,b,c`` (preset names), one
+``measure(name) -> dict`` per shape, and one JSON object on stdout with the versions; and the
+bf16 operands of one training step's weight gradients for a preset (``wgrad_operands``).
 
 Imported as ``probe_shapes`` by the scripts beside it (a script's own folder is first on
 sys.path when it runs)."""
@@ -9,9 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import triton
+
+from gmlp_check.bench.shapes import PRESETS, split_sizes
 
 
 def run(measure: Callable[[str], dict], default: str = "mixtral,qwen3,deepseek") -> None:
@@ -29,3 +33,35 @@ def run(measure: Callable[[str], dict], default: str = "mixtral,qwen3,deepseek")
         "results": results,
     }
     print(json.dumps(doc, indent=1))
+
+
+@dataclass(frozen=True)
+class WgradOperands:
+    """bf16 operands of a preset shape's weight gradients under uniform load: fc1's is
+    dh^T @ x, fc2's dy^T @ act, per expert over ``splits`` (int32, on the device)."""
+
+    sizes: list[int]
+    x: torch.Tensor  # [rows, hidden]
+    dh: torch.Tensor  # [rows, 2 * ffn]
+    act: torch.Tensor  # [rows, ffn]
+    dy: torch.Tensor  # [rows, hidden]
+    splits: torch.Tensor
+
+    @property
+    def rows(self) -> int:
+        return sum(self.sizes)
+
+
+def wgrad_operands(name: str, device: str = "cuda") -> WgradOperands:
+    """The same random operands every weight-gradient probe draws (seed 0, in this order)."""
+    shape = PRESETS[name]
+    sizes = split_sizes(shape, "uniform")
+    rows = sum(sizes)
+    g = torch.Generator(device=device).manual_seed(0)
+
+    def draw(width: int) -> torch.Tensor:
+        return torch.randn(rows, width, generator=g, device=device).to(torch.bfloat16)
+
+    x, dh, act, dy = draw(shape.hidden), draw(2 * shape.ffn), draw(shape.ffn), draw(shape.hidden)
+    splits = torch.tensor(sizes, dtype=torch.int32, device=device)
+    return WgradOperands(sizes, x, dh, act, dy, splits)

@@ -22,7 +22,6 @@ import probe_shapes  # beside this file
 import torch
 import triton
 
-from gmlp_check.bench.shapes import PRESETS, split_sizes
 from gmlp_check.fused import grouped_ops
 
 
@@ -101,17 +100,11 @@ def measure_gemm(label: str, dy, x, sizes, splits, offs) -> dict:
 
 
 def measure(name: str) -> dict:
-    shape = PRESETS[name]
-    sizes = split_sizes(shape, "uniform")
-    rows = sum(sizes)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(rows, shape.hidden, generator=g, device="cuda").to(torch.bfloat16)
-    dh = torch.randn(rows, 2 * shape.ffn, generator=g, device="cuda").to(torch.bfloat16)
-    act = torch.randn(rows, shape.ffn, generator=g, device="cuda").to(torch.bfloat16)
-    dy = torch.randn(rows, shape.hidden, generator=g, device="cuda").to(torch.bfloat16)
-    splits = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+    ops = probe_shapes.wgrad_operands(name)
+    sizes, rows, splits = ops.sizes, ops.rows, ops.splits
+    x, dh, act, dy = ops.x, ops.dh, ops.act, ops.dy
     offs = torch.tensor(list(accumulate(sizes)), dtype=torch.int32, device="cuda")
-    doc: dict = {"shape": name, "rows": rows, "experts": shape.experts}
+    doc: dict = {"shape": name, "rows": rows, "experts": len(sizes)}
     doc["fc1"] = measure_gemm("fc1", dh, x, sizes, splits, offs)
     torch.cuda.empty_cache()
     doc["fc2"] = measure_gemm("fc2", dy, act, sizes, splits, offs)

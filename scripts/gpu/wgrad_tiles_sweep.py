@@ -27,10 +27,10 @@ import dataclasses
 import json
 import sys
 
+import probe_shapes  # beside this file
 import torch
 import triton
 
-from gmlp_check.bench.shapes import PRESETS, split_sizes
 from gmlp_check.fused import grouped_ops
 from gmlp_check.fused.tiles import Tiles, tiles_for
 
@@ -125,17 +125,9 @@ def main() -> None:
     emit({"torch": torch.__version__, "triton": triton.__version__,
           "device": torch.cuda.get_device_name()})  # fmt: skip
     for name in args.shapes.split(","):
-        shape = PRESETS[name]
-        sizes = split_sizes(shape, "uniform")
-        rows = sum(sizes)
-        g = torch.Generator(device="cuda").manual_seed(0)
-        x = torch.randn(rows, shape.hidden, generator=g, device="cuda").to(torch.bfloat16)
-        dh = torch.randn(rows, 2 * shape.ffn, generator=g, device="cuda").to(torch.bfloat16)
-        act = torch.randn(rows, shape.ffn, generator=g, device="cuda").to(torch.bfloat16)
-        dy = torch.randn(rows, shape.hidden, generator=g, device="cuda").to(torch.bfloat16)
-        splits = torch.tensor(sizes, dtype=torch.int32, device="cuda")
-        for label, (a, b) in (("fc2", (dy, act)), ("fc1", (dh, x))):
-            sweep_gemm(name, label, a, b, splits)
+        ops = probe_shapes.wgrad_operands(name)
+        for label, (a, b) in (("fc2", (ops.dy, ops.act)), ("fc1", (ops.dh, ops.x))):
+            sweep_gemm(name, label, a, b, ops.splits)
             torch.cuda.empty_cache()
     sys.stdout.flush()
 

@@ -24,7 +24,6 @@ import probe_shapes  # beside this file
 import torch
 import triton
 
-from gmlp_check.bench.shapes import PRESETS, split_sizes
 from gmlp_check.fused import grouped_ops
 from gmlp_check.fused.tiles import LONG_REDUCTION_ROWS, tiles_for
 
@@ -82,19 +81,11 @@ def measure_gemm(label: str, dy, x, splits, layout: str) -> dict:
 
 
 def measure(name: str) -> dict:
-    shape = PRESETS[name]
-    sizes = split_sizes(shape, "uniform")
-    rows = sum(sizes)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(rows, shape.hidden, generator=g, device="cuda").to(torch.bfloat16)
-    dh = torch.randn(rows, 2 * shape.ffn, generator=g, device="cuda").to(torch.bfloat16)
-    act = torch.randn(rows, shape.ffn, generator=g, device="cuda").to(torch.bfloat16)
-    dy = torch.randn(rows, shape.hidden, generator=g, device="cuda").to(torch.bfloat16)
-    splits = torch.tensor(sizes, dtype=torch.int32, device="cuda")
-    doc: dict = {"shape": name, "rows": rows, "experts": shape.experts, "gemms": []}
+    ops = probe_shapes.wgrad_operands(name)
+    doc: dict = {"shape": name, "rows": ops.rows, "experts": len(ops.sizes), "gemms": []}
     for layout in ("discrete", "single"):
-        for label, (a, b) in (("fc1", (dh, x)), ("fc2", (dy, act))):
-            doc["gemms"].append(measure_gemm(label, a, b, splits, layout))
+        for label, (a, b) in (("fc1", (ops.dh, ops.x)), ("fc2", (ops.dy, ops.act))):
+            doc["gemms"].append(measure_gemm(label, a, b, ops.splits, layout))
             torch.cuda.empty_cache()
     return doc
 
