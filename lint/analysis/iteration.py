@@ -97,6 +97,16 @@ def _appends_of(unit: Unit) -> list[tuple[str, cst.BaseExpression, object]]:
     return found
 
 
+def appended_to(unit: Unit, listed) -> list[tuple[cst.BaseExpression, object]]:
+    """(value, graph node) for each ``L.append(value)`` that fills the binding ``listed`` of
+    L (``L = []``): what that list holds, element by element."""
+    return [
+        (value, at)
+        for name, value, at in appends(unit)
+        if name == listed.name and listed in unit.reaching.reaching(name, at)
+    ]
+
+
 def lists_given(unit: Unit, bindings: dict[int, object]):
     """(binding, list binding) for each value of one of ``bindings`` (by id) appended to a
     list: ``wgrads.append(g)`` puts that binding of ``g`` among the elements of ``wgrads``."""

@@ -75,8 +75,7 @@ def _appended_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> 
     appended to this binding of L is one of the same kind."""
     kinds = {
         surely_stand_in(objects, unit, value, at, seen)
-        for name, value, at in iteration.appends(unit)
-        if name == d.name and d in unit.reaching.reaching(name, at)
+        for value, at in iteration.appended_to(unit, d)
     }
     kind = kinds.pop() if len(kinds) == 1 else None
     return kind if kind in COPIES else None

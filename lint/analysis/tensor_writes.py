@@ -44,17 +44,11 @@ class Buffers:
         """main_grad storage: the buffer, a local bound to it, or per-expert buffers (a list
         of main_grads, or a local every reaching binding of which is one) that a
         ``torch._foreach_*_`` kernel writes element by element."""
-        if patterns.is_main_grad_direct(expr) or patterns.is_main_grad_list(expr):
+        if patterns.is_main_grad_direct(expr):
             return True
-        if not isinstance(expr, cst.Name):
-            return False
-        if self.unit.aliases.surely(expr.value, self.node):
+        if isinstance(expr, cst.Name) and self.unit.aliases.surely(expr.value, self.node):
             return True
-        defs = self.unit.reaching.reaching(expr.value, self.node)
-        return bool(defs) and all(
-            d.kind == "assign" and d.value is not None and patterns.is_main_grad_list(d.value)
-            for d in defs
-        )
+        return main_grad_list(self.unit, expr, self.node)
 
     def off(self, value) -> bool:
         if literal_off(value):
@@ -85,6 +79,20 @@ class Buffers:
         if len(defs) != 1:
             return None
         return patterns.dict_entries(defs[0].value)
+
+
+def main_grad_list(unit: Unit, expr, node) -> bool:
+    """Per-expert buffers where ``node`` runs: a list of main_grads
+    (``patterns.is_main_grad_list``), or a local every reaching binding of which is one."""
+    if patterns.is_main_grad_list(expr):
+        return True
+    if not isinstance(expr, cst.Name):
+        return False
+    defs = unit.reaching.reaching(expr.value, node)
+    return bool(defs) and all(
+        d.kind == "assign" and d.value is not None and patterns.is_main_grad_list(d.value)
+        for d in defs
+    )
 
 
 def literal_off(value) -> bool:

@@ -293,11 +293,7 @@ def _binding_holds(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:
 def _filled_with_main_grads(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:
     """``L = []`` then ``L.append(w.main_grad)`` (in a loop over the experts): every element
     appended to this binding of L holds main_grad, and something is."""
-    given = [
-        (value, at)
-        for name, value, at in iteration.appends(unit)
-        if name == d.name and d in unit.reaching.reaching(name, at)
-    ]
+    given = iteration.appended_to(unit, d)
     return bool(given) and all(_holds(unit, value, at, seen, tests) for value, at in given)
 
 

@@ -17,6 +17,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
+tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
 
 CODE = "GMLP033"
 # Calls given main_grad first that read it rather than write into it.
@@ -244,15 +245,7 @@ def _foreach_gradients(unit: Unit, call, node) -> cst.BaseExpression | None:
     args = patterns.positional_args(call)
     if len(args) < 2:
         return None
-    buffers = args[0].value
-    if isinstance(buffers, cst.Name):
-        defs = unit.reaching.reaching(buffers.value, node)
-        listed = bool(defs) and all(
-            d.kind == "assign" and d.value is not None and patterns.is_main_grad_list(d.value)
-            for d in defs
-        )
-    else:
-        listed = patterns.is_main_grad_list(buffers)
+    listed = tensor_writes.main_grad_list(unit, args[0].value, node)
     return args[1].value if listed else None
 
 

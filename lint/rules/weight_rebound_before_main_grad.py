@@ -294,7 +294,7 @@ def _fresh_lists(unit: Unit, helpers, makers) -> dict:
     found = {}
     for d in unit.graph.defs:
         if d.kind == "assign" and isinstance(d.value, cst.List) and not d.value.elements:
-            given = [v for name, v, at in iteration.appends(unit) if name == d.name]
+            given = [value for value, _ in iteration.appended_to(unit, d)]
             if given and all(_makes_fresh("", v, helpers, makers) for v in given):
                 found[d] = given[0]
             continue
