@@ -18,12 +18,24 @@ import triton
 from gmlp_check.bench.shapes import PRESETS, split_sizes
 
 
+def shape_names(text: str) -> list[str]:
+    """``--shapes``: comma-separated preset names (argparse reports anything else in one
+    line and exits 2)."""
+    names = text.split(",")
+    unknown = [name for name in names if name not in PRESETS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown preset {', '.join(unknown)}; expected names from {', '.join(PRESETS)}"
+        )
+    return names
+
+
 def run(measure: Callable[[str], dict], default: str = "mixtral,qwen3,deepseek") -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shapes", default=default)
+    parser.add_argument("--shapes", type=shape_names, default=default)  # default: through type
     args = parser.parse_args()
     results = []
-    for name in args.shapes.split(","):
+    for name in args.shapes:
         results.append(measure(name))
         torch.cuda.empty_cache()  # the next shape's operands, not this one's cache
     doc = {

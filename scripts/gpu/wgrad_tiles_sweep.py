@@ -120,11 +120,12 @@ def sweep_gemm(shape: str, label: str, dy, x, splits) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shapes", default="deepseek,qwen3")
+    # argparse hands a string default through ``type`` too
+    parser.add_argument("--shapes", type=probe_shapes.shape_names, default="deepseek,qwen3")
     args = parser.parse_args()
     emit({"torch": torch.__version__, "triton": triton.__version__,
           "device": torch.cuda.get_device_name()})  # fmt: skip
-    for name in args.shapes.split(","):
+    for name in args.shapes:
         ops = probe_shapes.wgrad_operands(name)
         for label, (a, b) in (("fc2", (ops.dy, ops.act)), ("fc1", (ops.dh, ops.x))):
             sweep_gemm(name, label, a, b, ops.splits)
