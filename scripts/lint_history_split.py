@@ -13,7 +13,9 @@ run, ``lint/project.py``'s run facts, comes from them alone); the fix is caught 
 finding lands on a site line. Then every non-test Python
 file at each repository's head is linted, and each finding is joined with the data file's
 ``[[head]]`` verdicts and those of ``--judgements`` (one linter run per repository): the
-report counts true, false and unjudged findings.
+report counts true, false and unjudged findings. ``--repo NAME@REV=GITDIR`` lints REV (a
+tag, a commit) instead of the head, with NAME's verdicts: a repository's releases are judged
+with the same verdicts as its head.
 
 ``--bench FILE`` (repeatable) adds the real-tree timings of scripts/bench_lint.py's JSON
 (``--tree NAME=PATH``), with the command that made them, as a "Speed" section.
@@ -109,12 +111,14 @@ def measure_heads(
     gits: dict[str, Git], verdicts: list[dict]
 ) -> tuple[dict, list[dict], list[dict]]:
     """The head commit of each repository, every finding at the heads with its verdict
-    ("true", "false" or None), and the files the linter could not check (with why)."""
+    ("true", "false" or None), and the files the linter could not check (with why). A
+    repository named ``NAME@REV`` is linted at REV instead of its head, and its findings take
+    NAME's verdicts (the same line of the same file judged once, whatever the revision)."""
     sides: dict[str, Side] = {}
     keyed = []
     heads = {}
     for name, git in gits.items():
-        head = heads[name] = git.commit("HEAD")
+        head = heads[name] = git.commit(name.partition("@")[2] or "HEAD")
         paths = tree_files(git, head)
         for path, blob in zip(paths, git.blobs([f"{head}:{p}" for p in paths])):
             if blob is not None and any(word in blob for word in HEAD_WORDS):
@@ -128,7 +132,8 @@ def measure_heads(
         lines = sides[key].blob.decode(errors="replace").splitlines()
         for finding in sides[key].findings:
             text = lines[finding["line"] - 1].strip() if finding["line"] <= len(lines) else ""
-            verdict = judged.get((name, path, finding["code"], text), {}).get("verdict")
+            repo = name.partition("@")[0]
+            verdict = judged.get((repo, path, finding["code"], text), {}).get("verdict")
             place = {"repo": name, "path": path, "line": finding["line"]}
             findings.append({**place, "code": finding["code"], "text": text, "verdict": verdict})
     return heads, findings, unchecked

@@ -116,7 +116,7 @@ def check_unheeded_switch(
             if kind != "replace" or key not in switches.governed or id(at) in reported:
                 continue
             stmt, terms = switches.governed[key]
-            if switches.under(terms, node):
+            if switches.under(terms, node) or _masks_a_range(at):
                 continue
             reported.add(id(at))
             message = SWITCH_MESSAGE.format(
@@ -126,6 +126,23 @@ def check_unheeded_switch(
                 line=unit.context.line_of(stmt),
             )
             out.report(CODE, at, message)
+
+
+def _masks_a_range(write) -> bool:
+    """``d[a:].fill_(0)`` / ``d[:, a:b].zero_()``: a constant written over a range of the
+    destination (the padding past the last sequence, a shard's tail), which sets that range
+    whatever was accumulated there before; not the whole buffer replaced by this step's
+    values (TE's context-parallel attention backward zeroes dq's and dkv's padding rows after
+    its ``i == 0`` copy-or-add loop). A copy into a range still counts: it carries values."""
+    if type(write) is not cst.Call:
+        return False
+    method = patterns.method_call(write)
+    if method is None or method[1] not in ("fill_", "zero_"):
+        return False
+    receiver = method[0]
+    return type(receiver) is cst.Subscript and any(
+        type(element.slice) is cst.Slice for element in receiver.slice
+    )
 
 
 IGNORED_MESSAGE = (

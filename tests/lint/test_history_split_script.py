@@ -128,3 +128,32 @@ def test_each_repository_is_its_own_linter_run(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "## Heads: 1 findings, 0 true, 0 false, 1 unjudged" in done.stdout
     assert "| uses | fsdp.py:8 | GMLP028 |" in done.stdout
+
+
+def test_a_revision_after_the_name_lints_that_revision_with_the_names_verdicts(tmp_path):
+    repo = make_repo(tmp_path)
+    old = commit(repo, {"pkg/a.py": TRUTHINESS}, "a release with the bug")
+    commit(repo, {"pkg/a.py": FIXED}, "head: fixed")
+    flagged = rule("GMLP004").invalid[0]
+    text = TRUTHINESS.splitlines()[flagged.line - 1].strip().replace('"', '\\"')
+    data = tmp_path / "releases.toml"
+    data.write_text(
+        'cutoff = "2026-01-01"\n'
+        f'[[head]]\nrepo = "demo"\npath = "pkg/a.py"\ncode = "GMLP004"\ntext = "{text}"\n'
+        'verdict = "true"\nreason = "r"\n'
+    )
+    empty = tmp_path / "judgements.toml"
+    empty.write_text("")
+    git_dir = repo / ".git"
+    done = run_script(
+        "--repo", f"demo@{old[:10]}={git_dir}", "--repo", f"demo={git_dir}",
+        "--data", str(data), "--judgements", str(empty),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # The release holds the finding (judged by demo's verdict); the head holds none.
+    assert "## Heads: 1 findings, 1 true, 0 false, 0 unjudged" in done.stdout
+    assert f"| demo@{old[:10]} | pkg/a.py:{flagged.line} | GMLP004 | true |" in done.stdout
+    assert f"demo@{old[:10]} `{old[:12]}`" in done.stdout
+    bad = run_script("--repo", f"demo@no-such-tag={git_dir}", "--data", str(data))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "'no-such-tag' is not a commit" in bad.stderr

@@ -44,3 +44,31 @@ def test_a_replacing_write_outside_the_choice_is_reported_once():
     """
     findings = _lint(source)
     assert [(f.code, f.line) for f in findings] == [("GMLP016", 3)]
+
+
+_MASKED_AFTER_THE_CHOICE = """
+    # a file that also handles main_grad elsewhere (and so is analysed)
+    def backward(ctx, dout, steps, pad):
+        dq = torch.empty_like(dout)
+        for i in range(steps):
+            part = attention_step_grad(ctx, dout, i)
+            if i == 0:
+                dq.copy_(part)
+            else:
+                dq.add_(part)
+        {write}
+        return dq
+"""
+
+
+def test_a_constant_over_a_range_after_the_choice_is_padding_not_a_lost_sum():
+    # TE's context-parallel attention backward (v2.0): after the copy-or-add loop over the
+    # steps, the rows past the last sequence are zeroed on purpose.
+    for write in ("dq[pad:].fill_(0)", "dq[:, pad:].zero_()", "dq[pad:-1].fill_(0.0)"):
+        assert _lint(_MASKED_AFTER_THE_CHOICE.format(write=write)) == [], write
+
+
+def test_values_or_the_whole_buffer_replaced_after_the_choice_are_still_reported():
+    for write in ("dq[pad:].copy_(dout[pad:])", "dq.zero_()", "dq[0].fill_(0)"):
+        findings = _lint(_MASKED_AFTER_THE_CHOICE.format(write=write))
+        assert [(f.code, f.line) for f in findings] == [("GMLP016", 10)], write
