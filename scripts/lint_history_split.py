@@ -15,7 +15,8 @@ file at each repository's head is linted, and each finding is joined with the da
 ``[[head]]`` verdicts and those of ``--judgements`` (one linter run per repository): the
 report counts true, false and unjudged findings. ``--repo NAME@REV=GITDIR`` lints REV (a
 tag, a commit) instead of the head, with NAME's verdicts: a repository's releases are judged
-with the same verdicts as its head.
+with the same verdicts as its head. A data file's ``forks = {FORK = "UPSTREAM"}`` lets a
+fork's line without a verdict of its own take the upstream's verdict on the same line.
 
 ``--bench FILE`` (repeatable) adds the real-tree timings of scripts/bench_lint.py's JSON
 (``--tree NAME=PATH``), with the command that made them, as a "Speed" section.
@@ -108,12 +109,14 @@ def measure_fixes(gits: dict[str, Git], fixes: list[dict]) -> list[dict]:
 
 
 def measure_heads(
-    gits: dict[str, Git], verdicts: list[dict]
+    gits: dict[str, Git], verdicts: list[dict], forks: dict[str, str] | None = None
 ) -> tuple[dict, list[dict], list[dict]]:
     """The head commit of each repository, every finding at the heads with its verdict
     ("true", "false" or None), and the files the linter could not check (with why). A
     repository named ``NAME@REV`` is linted at REV instead of its head, and its findings take
-    NAME's verdicts (the same line of the same file judged once, whatever the revision)."""
+    NAME's verdicts (the same line of the same file judged once, whatever the revision).
+    ``forks`` maps a fork's NAME to its upstream's: a line of the fork that has no verdict of
+    its own takes the upstream's verdict on the same line of the same file."""
     sides: dict[str, Side] = {}
     keyed = []
     heads = {}
@@ -133,7 +136,10 @@ def measure_heads(
         for finding in sides[key].findings:
             text = lines[finding["line"] - 1].strip() if finding["line"] <= len(lines) else ""
             repo = name.partition("@")[0]
-            verdict = judged.get((repo, path, finding["code"], text), {}).get("verdict")
+            entry = judged.get((repo, path, finding["code"], text))
+            if entry is None and repo in (forks or {}):
+                entry = judged.get((forks[repo], path, finding["code"], text))
+            verdict = (entry or {}).get("verdict")
             place = {"repo": name, "path": path, "line": finding["line"]}
             findings.append({**place, "code": finding["code"], "text": text, "verdict": verdict})
     return heads, findings, unchecked
@@ -222,8 +228,12 @@ def run(args: argparse.Namespace) -> str:
         verdicts = load_judgements(Path(args.judgements))["judgement"] + data.get("head", [])
     except BadJudgements as error:
         raise BadInput(str(error)) from None
+    for path in args.heads_from:  # another data file's verdicts at heads (its fixes unused)
+        verdicts += load_data(Path(path)).get("head", [])
     benches = [load_bench(Path(path)) for path in args.bench]
-    commits, heads, unchecked = ({}, [], []) if args.no_heads else measure_heads(gits, verdicts)
+    commits, heads, unchecked = (
+        ({}, [], []) if args.no_heads else measure_heads(gits, verdicts, data.get("forks", {}))
+    )
     text = markdown(measure_fixes(gits, fixes), commits, heads, data["cutoff"], unchecked)
     return text + ("\n" + "\n".join(speed_markdown(benches)) if benches else "")
 
@@ -234,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="the split (TOML)")
     parser.add_argument("--judgements", default=str(DEFAULT_JUDGEMENTS),
                         help="verdicts on findings from the history corpus (TOML)")  # fmt: skip
+    parser.add_argument("--heads-from", action="append", default=[], metavar="FILE",
+                        help="also the [[head]] verdicts of this data file")  # fmt: skip
     parser.add_argument("--no-heads", action="store_true", help="measure the fixes only")
     parser.add_argument("--bench", action="append", default=[], metavar="FILE",
                         help="a bench_lint.py JSON with --tree timings (repeatable)")  # fmt: skip

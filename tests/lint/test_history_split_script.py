@@ -157,3 +157,29 @@ def test_a_revision_after_the_name_lints_that_revision_with_the_names_verdicts(t
     bad = run_script("--repo", f"demo@no-such-tag={git_dir}", "--data", str(data))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "'no-such-tag' is not a commit" in bad.stderr
+
+
+def test_a_fork_takes_its_upstreams_verdict_on_the_same_line(tmp_path):
+    repo = make_repo(tmp_path)
+    commit(repo, {"pkg/a.py": TRUTHINESS}, "the fork carries the upstream's line")
+    flagged = rule("GMLP004").invalid[0]
+    text = TRUTHINESS.splitlines()[flagged.line - 1].strip().replace('"', '\\"')
+    verdict = (
+        f'[[head]]\nrepo = "upstream"\npath = "pkg/a.py"\ncode = "GMLP004"\ntext = "{text}"\n'
+        'verdict = "true"\nreason = "r"\n'
+    )
+    empty = tmp_path / "judgements.toml"
+    empty.write_text("")
+    git_dir = repo / ".git"
+    mapped = 'forks = { fork = "upstream" }\n'
+    for forks, counts in (
+        ("", "0 true, 0 false, 1 unjudged"),
+        (mapped, "1 true, 0 false, 0 unjudged"),
+    ):
+        data = tmp_path / "forks.toml"
+        data.write_text(f'cutoff = "2026-01-01"\n{forks}{verdict}')
+        done = run_script(
+            "--repo", f"fork={git_dir}", "--data", str(data), "--judgements", str(empty)
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"## Heads: 1 findings, {counts}" in done.stdout
