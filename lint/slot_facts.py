@@ -48,6 +48,8 @@ BACKWARD_DW = b"backward_dw"
 # Bases that hold no backward_dw (``analysis.classes.BASES_WITHOUT_BACKWARD_DW``).
 PLAIN_BASES = frozenset({"object", "Module", "ABC", "MegatronModule", "Protocol", "Generic"})
 _CALLED = re.compile(rb"\.(\w+)\.backward_dw\b")
+# ``ModuleSpec``'s own keywords: a wrapper's ``self.module.backward_dw()`` plugs nothing.
+SPEC_KEYWORDS = frozenset({b"module", b"submodules", b"params", b"metainfo"})
 _GUARDED = re.compile(rb"(?:hasattr|getattr)\(\s*[\w.]*?(\w+)\s*,\s*['\"]backward_dw['\"]")
 # ``assert not ...delay_wgrad_compute`` or ``if ...delay_wgrad_compute...:`` then ``raise``.
 _REFUSES = re.compile(
@@ -79,7 +81,9 @@ def called_slots(files: Iterable[tuple[str, bytes]]) -> dict[str, str]:
         for match in _CALLED.finditer(data):
             slot = match.group(1)
             line_start = data.rfind(b"\n", 0, match.start()) + 1
-            if slot in guarded or data[line_start : match.start()].lstrip().startswith(b"#"):
+            if slot in guarded or slot in SPEC_KEYWORDS:
+                continue
+            if data[line_start : match.start()].lstrip().startswith(b"#"):
                 continue
             name = slot.decode()
             if name not in found:

@@ -82,17 +82,18 @@ RULE = Rule(
         the config), or the schedule fails on the missing method: Megatron-LM #2997 added
         `GatedDeltaNet.backward_dw` for this.
 
-        Seen, across the files of the run (found before the files are linted, with
-        CPython's `ast`, in the files naming `ModuleSpec` and `backward_dw` only): the
-        slots whose `backward_dw` is called or read as `X.<slot>.backward_dw` (not on a
-        comment line; a file that asks `hasattr` / `getattr` for that slot's `backward_dw`
-        guards its calls there, and those are not counted); the classes handed to such a
-        slot as a keyword (`self_attention=`) or dict key (`"self_attention": ...`):
-        `ModuleSpec(module=C)` or `ModuleSpec(C)`, the class itself, a name bound to one
-        in the function or at the top of the file, either side of a conditional, or the
-        call of a function of a file naming `ModuleSpec` that returns one (followed through
-        such functions, by name); classes imported under an alias by their real name. The
-        class is reported, in its own file, when every base up to `torch.nn.Module` (or
+        Seen, across the files of the run (found before the files are linted, with CPython's
+        `ast`, in the files naming `ModuleSpec` and `backward_dw` only): the slots whose
+        `backward_dw` is called or read as `X.<slot>.backward_dw` (not on a comment line,
+        not `ModuleSpec`'s own keywords: a wrapper's `self.module.backward_dw()` names no
+        slot; a file that asks `hasattr` / `getattr` for that slot's `backward_dw` guards
+        its calls there, and those are not counted); the classes handed to such a slot as a
+        keyword (`self_attention=`) or dict key (`"self_attention": ...`):
+        `ModuleSpec(module=C)` or `ModuleSpec(C)`, the class itself, a name bound to one in
+        the function or at the top of the file, either side of a conditional, or the call of
+        a function of a file naming `ModuleSpec` that returns one (followed through such
+        functions, by name); classes imported under an alias by their real name. The class
+        is reported, in its own file, when every base up to `torch.nn.Module` (or
         `MegatronModule`) is defined in the run, no class of the lineage spells
         `backward_dw` or defines `__getattr__`, no `__init__` of it refuses delayed wgrad
         (an `assert` on `delay_wgrad_compute`, or an `if` on it that raises), and its

@@ -69,6 +69,8 @@ def test_calls_on_comment_lines_and_guarded_slots_are_not_calls():
 
 def test_a_slot_nobody_calls_plugs_nothing():
     assert _run(caller="def flush(layer):\n    layer.mlp.backward_dw()\n") == {}
+    # A wrapper forwarding to ``self.module`` names ModuleSpec's keyword, not a slot.
+    assert _run(caller="def flush(self):\n    self.module.backward_dw()\n") == {}
 
 
 def test_a_backward_dw_in_the_lineage_or_a_refusal_keeps_the_class_out():
