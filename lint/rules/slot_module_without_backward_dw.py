@@ -95,8 +95,8 @@ RULE = Rule(
         functions, by name); classes imported under an alias by their real name. The class
         is reported, in its own file, when every base up to `torch.nn.Module` (or
         `MegatronModule`) is defined in the run, no class of the lineage spells
-        `backward_dw` or defines `__getattr__`, no `__init__` of it refuses delayed wgrad
-        (an `assert` on `delay_wgrad_compute`, or an `if` on it that raises), and its
+        `backward_dw` or defines `__getattr__`, no class of it refuses delayed wgrad in any
+        method (an `assert` on `delay_wgrad_compute`, or an `if` on it that raises), and its
         construction builds weight layers as GMLP014 counts them (a `Linear` the run does
         not show to be eager, `build_module` of a `*_proj` / `linear_*` spec, a member
         handed `delay_wgrad_compute=`).
