@@ -34,6 +34,7 @@ from .parsing import (
 )
 from .pool import Workers, available_cpus, chunks_by_work, gather, run_alone
 from .project import NO_RUN_FACTS, RunFacts, run_facts
+from .slot_facts import SlotFact, slot_facts
 from .source import SourceError, decode, read_bytes
 from .suppressions import apply as apply_suppressions
 from .suppressions import parse as parse_suppressions
@@ -60,6 +61,9 @@ class Job:
     # Delayed-wgrad classes of the other files (``class_facts``), given only to a file that
     # subclasses one of them: such a file is analysed even when it names no trigger.
     class_facts: tuple[ClassFact, ...] = ()
+    # Classes of this file that the run plugs into a slot whose backward_dw it calls, with
+    # no backward_dw (``slot_facts``): such a file is analysed even when it names no trigger.
+    slot_facts: tuple[SlotFact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,23 +78,28 @@ def lint_source(
     enabled: frozenset[str],
     facts: RunFacts = NO_RUN_FACTS,
     classes: tuple[ClassFact, ...] = (),
+    slots: tuple[SlotFact, ...] = (),
 ) -> list[Finding]:
     """The findings in ``source``, sorted; ``facts`` are what the run knows of the
     functions and layer classes of its files (``project.RunFacts``), ``classes`` the
-    delayed-wgrad classes of those files that this one subclasses. Raises SourceError when
-    it is not valid Python."""
+    delayed-wgrad classes of those files that this one subclasses, ``slots`` its classes
+    the run plugs into a slot whose backward_dw it calls. Raises SourceError when it is not
+    valid Python."""
     checked = enabled
     mentions = mentions_contract(source, facts)
-    if not mentions and classes:
-        checked = enabled & registry.codes_reading_subclasses()  # only those rules need it
-    analysed = (mentions or classes) and checked & registry.codes_in_scope(registry.MODULE)
+    if not mentions and (classes or slots):  # only the rules reading them need it
+        readers = registry.codes_reading_subclasses() if classes else frozenset()
+        if slots:
+            readers = readers | registry.codes_reading_slots()
+        checked = enabled & readers
+    analysed = (mentions or classes or slots) and checked & registry.codes_in_scope(registry.MODULE)
     findings: list[Finding] = []
     if analysed:
         with no_collections():
             error = analysis_error(source, path)
             if error is not None:
                 raise error
-            findings = run_deep(lambda: _run_checks(source, path, checked, facts, classes))
+            findings = run_deep(lambda: _run_checks(source, path, checked, facts, classes, slots))
     else:
         error = syntax_error(source, path)
         if error is not None:
@@ -101,7 +110,7 @@ def lint_source(
     return sorted(findings, key=lambda f: (f.line, f.column, f.code))
 
 
-def _run_checks(source: str, path: str, enabled, facts, classes=()) -> list[Finding]:
+def _run_checks(source: str, path: str, enabled, facts, classes=(), slots=()) -> list[Finding]:
     """Parse ``source`` and run every enabled rule's check on it."""
     import libcst
 
@@ -111,7 +120,7 @@ def _run_checks(source: str, path: str, enabled, facts, classes=()) -> list[Find
 
     def checks(module: libcst.Module) -> list[Finding]:
         with patterns.children_kept():  # one tree, walked many times
-            context = ModuleContext(source, path, facts, classes, module)
+            context = ModuleContext(source, path, facts, classes, module, slots)
             out = Collector(context, enabled)
             for check in registry.module_checks(enabled):
                 check(context, out)
@@ -141,27 +150,28 @@ def fix_source(
     unsafe: bool,
     facts: RunFacts = NO_RUN_FACTS,
     classes: tuple[ClassFact, ...] = (),
+    slots: tuple[SlotFact, ...] = (),
 ) -> tuple[str, int, list[Finding]]:
     """Apply fixes until none applies (or MAX_FIX_PASSES). Returns the new text, the number
     of fixes applied and the findings that remain. Raises SourceError if the input is not
     valid Python, or if a fix would make it invalid."""
-    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe, facts, classes)
+    fixed, applied, remaining, _ = _fix(source, path, enabled, unsafe, facts, classes, slots)
     return fixed, applied, remaining
 
 
 def _fix(
-    source, path, enabled, unsafe, facts=NO_RUN_FACTS, classes=()
+    source, path, enabled, unsafe, facts=NO_RUN_FACTS, classes=(), slots=()
 ) -> tuple[str, int, list[Finding], list[Finding]]:
     """fix_source's answer and the findings of ``source`` itself."""
     current = source
     applied = 0
-    original = findings = lint_source(current, path, enabled, facts, classes)
+    original = findings = lint_source(current, path, enabled, facts, classes, slots)
     for _ in range(MAX_FIX_PASSES):
         candidate, count = apply_fixes(current, findings, unsafe)
         if count == 0:
             break
         try:
-            next_findings = lint_source(candidate, path, enabled, facts, classes)
+            next_findings = lint_source(candidate, path, enabled, facts, classes, slots)
         except SourceError as error:
             raise SourceError(
                 f"a fix produced invalid code, nothing written ({error.message})"
@@ -192,6 +202,7 @@ def process(job: Job, mode: Mode) -> FileResult:
                 mode.unsafe_fixes,
                 job.run_facts,
                 job.class_facts,
+                job.slot_facts,
             )
             if fixed != source.text:
                 result.fixed_source = fixed
@@ -199,7 +210,7 @@ def process(job: Job, mode: Mode) -> FileResult:
             result.unfixed_findings = original
         else:
             findings = lint_source(
-                source.text, job.path, job.enabled, job.run_facts, job.class_facts
+                source.text, job.path, job.enabled, job.run_facts, job.class_facts, job.slot_facts
             )
     except SourceError as error:
         result.error = FileError(job.path, error.message, error.line, error.column)
@@ -333,15 +344,21 @@ def with_project_facts(jobs: Sequence[Job]) -> list[Job]:
     facts = run_facts((job.path, job.data) for job in jobs if job.data is not None)
     if facts:
         jobs = [replace(job, run_facts=job.run_facts | facts) for job in jobs]
-    if not any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
-        return list(jobs)  # no rule enabled reads them: no summaries to pay for
-    facts_by_path = class_facts(
-        ((job.path, job.data) for job in jobs if job.data is not None), facts.eager_layers
-    )
-    return [
-        replace(job, class_facts=facts_by_path[job.path]) if job.path in facts_by_path else job
-        for job in jobs
-    ]
+    files = [(job.path, job.data) for job in jobs if job.data is not None]
+    # Only what an enabled rule reads is paid for.
+    if any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
+        facts_by_path = class_facts(files, facts.eager_layers)
+        jobs = [
+            replace(job, class_facts=facts_by_path[job.path]) if job.path in facts_by_path else job
+            for job in jobs
+        ]
+    if any(job.enabled & registry.codes_reading_slots() for job in jobs):
+        slots_by_path = slot_facts(files, facts.eager_layers)
+        jobs = [
+            replace(job, slot_facts=slots_by_path[job.path]) if job.path in slots_by_path else job
+            for job in jobs
+        ]
+    return list(jobs)
 
 
 def _run_pool(jobs, work, mode, workers, results, on_result, pool=None, ahead=None) -> None:

@@ -65,6 +65,7 @@ RULE_MODULES = {
     "GMLP036": "wgrad_delivered_twice",
     "GMLP037": "copy_handed_as_weight",
     "GMLP038": "delayed_wgrad_override_drops_work",
+    "GMLP039": "slot_module_without_backward_dw",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)
@@ -120,6 +121,9 @@ class Rule:
     # Also run on a file that names no trigger but subclasses a delayed-wgrad class of
     # another file of the run (``class_facts``).
     reads_subclasses: bool = False
+    # Also run on a file that names no trigger but defines a class the run plugs into a
+    # slot whose backward_dw it calls (``slot_facts``).
+    reads_slots: bool = False
     # The numbers of ``ISSUE_CLASSES`` this rule catches (none: a check of the contract
     # itself, outside the eight).
     classes: tuple[int, ...] = ()
@@ -184,6 +188,11 @@ def codes_in_scope(scope: str) -> frozenset[str]:
 @cache
 def codes_reading_subclasses() -> frozenset[str]:
     return frozenset(code for code in CODES if rule(code).reads_subclasses)
+
+
+@cache
+def codes_reading_slots() -> frozenset[str]:
+    return frozenset(code for code in CODES if rule(code).reads_slots)
 
 
 def module_checks(enabled: frozenset[str]) -> list[Callable]:

@@ -11,6 +11,7 @@ from . import registry
 from .class_facts import subclass_files
 from .contract_facts import DELAYED_WGRAD_WORDS
 from .project import RunFacts
+from .slot_facts import candidate_files
 from .suppressions import MARKER
 from .triggers import may_be_analysed
 
@@ -36,7 +37,7 @@ def estimate_work(job: Job, analysed: bool | None = None) -> int:
         return 0  # unreadable: ``process`` reports it, at no cost
     if analysed is None:
         analysed = may_be_analysed(data, job.run_facts)
-    weighty = analysed or MARKER.encode() in data or bool(job.class_facts)
+    weighty = analysed or MARKER.encode() in data or bool(job.class_facts or job.slot_facts)
     return len(data) * (ANALYSIS_WEIGHT if weighty else 1)
 
 
@@ -44,17 +45,21 @@ def files_ahead(jobs: Sequence[Job], whatever: list[bool]) -> list[int]:
     """The indices of the files whose lint the project facts cannot change: each names no
     trigger whatever the facts (``whatever``: ``may_be_analysed`` with every fact that makes
     more files analysed) and subclasses no delayed-wgrad class of another file
-    (``subclass_files``: the only files given ``class_facts``). It is compiled, never
-    analysed, and its result does not depend on its job's facts."""
-    if not any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
-        subclasses: set[str] = set()  # no class facts are looked for (``with_project_facts``)
-    else:
-        subclasses = subclass_files((job.path, job.data) for job in jobs if job.data is not None)
+    (``subclass_files``: the only files given ``class_facts``) and defines no class the run
+    may plug into a slot whose backward_dw it calls (``slot_facts.candidate_files``). It is
+    compiled, never analysed, and its result does not depend on its job's facts."""
+    files = [(job.path, job.data) for job in jobs if job.data is not None]
+    held: set[str] = set()  # files whose facts may be given (none looked for: none)
+    if any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
+        held = subclass_files(files)
+    if any(job.enabled & registry.codes_reading_slots() for job in jobs):
+        held |= candidate_files(files)
     return [
         i
         for i, job in enumerate(jobs)
         if job.data is not None
         and not whatever[i]
         and not job.class_facts  # given by the caller: its facts decide how it is analysed
-        and job.path not in subclasses
+        and not job.slot_facts
+        and job.path not in held
     ]

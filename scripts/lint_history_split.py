@@ -8,9 +8,9 @@ The data file (described at its top) lists fixes that docs/lint-history-judgemen
 not name, each with its date and the lines where the bug sat, and a cut-off date: fixes
 before it are the development split, the others the held-out split. For each fix the files
 of its sites are read at the buggy revision (``git cat-file``, bare clones are fine) and
-linted, in one run with no other files (what the linter learns from the other files of a
-run, ``lint/project.py``'s run facts, comes from them alone); the fix is caught when a
-finding lands on a site line. Then every non-test Python
+linted, in one run with no other files but the fix's ``context`` ones (what the linter
+learns from the other files of a run, ``lint/project.py``'s run facts, comes from them
+alone); the fix is caught when a finding lands on a site line. Then every non-test Python
 file at each repository's head is linted, and each finding is joined with the data file's
 ``[[head]]`` verdicts and those of ``--judgements`` (one linter run per repository): the
 report counts true, false and unjudged findings. ``--repo NAME@REV=GITDIR`` lints REV (a
@@ -47,7 +47,9 @@ HEAD_WORDS = (b"main_grad", b"zero_out_wgrad", b"dummy_wgrad", b"skip_backward_p
               b"backward_dw", b"delay_wgrad_compute", b"_dw(self", b"register_hook(",
               b"register_post_accumulate_grad_hook",  # parsed in a run using the contract
               b"register_wgrad_accumulation_and_reduce_hooks",
-              b"accumulat", b"overwrite")  # a def handed an overwrite-or-add switch  # fmt: skip
+              b"accumulat", b"overwrite",  # a def handed an overwrite-or-add switch
+              # GMLP039: the specs, and the classes they plug into a slot
+              b"ModuleSpec", b"build_module")  # fmt: skip
 
 
 def load_data(path: Path) -> dict:
@@ -82,7 +84,9 @@ def measure_fixes(gits: dict[str, Git], fixes: list[dict]) -> list[dict]:
         git = gits[fix["repo"]]
         revision = buggy_revision(git, fix)
         sites = [parse_site(site) for site in fix["sites"]]
-        paths = sorted({path for path, _, _ in sites})
+        # ``context``: more files of the revision for the run's facts (a spec and a caller
+        # across files, GMLP039); a finding counts only on a site.
+        paths = sorted({path for path, _, _ in sites} | set(fix.get("context", ())))
         keys = {}
         for path, blob in zip(paths, git.blobs([f"{revision}:{p}" for p in paths])):
             if blob is None:

@@ -244,10 +244,13 @@ class ModuleContext:
         facts: RunFacts = NO_RUN_FACTS,
         class_facts=(),
         module: cst.Module | None = None,
+        slot_facts=(),
     ) -> None:
         self.source = source
         self.path = path
         self.class_facts = class_facts  # delayed-wgrad classes of the run's other files
+        # classes of this file plugged into a slot whose backward_dw the run calls
+        self.slot_facts = slot_facts
         # ``module``: ``source`` already parsed by the caller (the engine, see
         # ``parsing.kept_from_collector``).
         self.module = cst.parse_module(source) if module is None else module

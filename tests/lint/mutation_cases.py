@@ -16,6 +16,7 @@ from gmlp_check.lint import engine
 from gmlp_check.lint.class_facts import class_facts
 from gmlp_check.lint.project import NO_RUN_FACTS, run_facts
 from gmlp_check.lint.registry import MODULE, all_rules
+from gmlp_check.lint.slot_facts import slot_facts
 
 from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3, variant_corpus_blind4
 from .mutations import MARK
@@ -51,9 +52,23 @@ def facts(case: Case, source: str):
     return run_facts([*files, ("example.py", source.encode())])
 
 
+def slots(case: Case, source: str):
+    """The case's classes its other files plug into a slot whose backward_dw they call
+    (GMLP039), as the engine gives them to the case's file."""
+    if not case.others:
+        return ()
+    files = [(path, text.encode()) for path, text in case.others]
+    return slot_facts([*files, ("example.py", source.encode())]).get("example.py", ())
+
+
 def lint(case: Case, source: str):
     return engine.lint_source(
-        source, "example.py", ALL_CODES, facts(case, source), classes(case, source)
+        source,
+        "example.py",
+        ALL_CODES,
+        facts(case, source),
+        classes(case, source),
+        slots(case, source),
     )
 
 

@@ -183,3 +183,32 @@ def test_a_fork_takes_its_upstreams_verdict_on_the_same_line(tmp_path):
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert f"## Heads: 1 findings, {counts}" in done.stdout
+
+
+def test_context_files_join_the_fix_run_but_not_its_sites(tmp_path):
+    # GMLP039 needs the spec and the caller of a slot, in other files than the class: a fix's
+    # ``context`` lints them in the same run; only a finding on a site counts.
+    example = rule("GMLP039").invalid[0]
+    fixed = rule("GMLP039").valid[0]
+    others = dict(example.others)
+    repo = make_repo(tmp_path)
+    commit(repo, {"example.py": example.source, **others}, "add the mixer")
+    first = commit(repo, {"example.py": fixed.source}, "give the mixer a backward_dw")
+    commit(repo, {"example.py": example.source}, "lose it again")
+    second = commit(repo, {"example.py": fixed.source}, "give it back")
+    entry = (
+        '[[fix]]\nrepo = "demo"\ncommit = "{sha}"\ndate = "2026-05-01"\nref = "held#{n}"\n'
+        'issue_class = 6\nsites = ["example.py:1"]\nwhat = ""\n'
+    )
+    data = tmp_path / "split.toml"
+    context = "context = [" + ", ".join(f'"{path}"' for path in sorted(others)) + "]\n"
+    data.write_text(
+        'cutoff = "2026-01-01"\n'
+        + entry.format(sha=first, n=1)
+        + entry.format(sha=second, n=2)
+        + context
+    )
+    done = run_script("--repo", f"demo={repo / '.git'}", "--data", str(data), "--no-heads")
+    assert done.returncode == 0, done.stderr
+    assert "| held#1 | 2026-05-01 | 6 | missed | - |" in done.stdout
+    assert "| held#2 | 2026-05-01 | 6 | caught | GMLP039 |" in done.stdout

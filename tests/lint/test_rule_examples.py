@@ -9,6 +9,7 @@ from gmlp_check.lint import engine
 from gmlp_check.lint.class_facts import class_facts
 from gmlp_check.lint.project import NO_RUN_FACTS, run_facts
 from gmlp_check.lint.registry import all_rules
+from gmlp_check.lint.slot_facts import slot_facts
 
 from .support import ALL_CODES
 
@@ -38,9 +39,17 @@ def _facts(example):
     return run_facts([*files, ("example.py", example.source.encode())]) if files else NO_RUN_FACTS
 
 
+def _slots(example):
+    """The example's classes that its other files plug into a slot whose backward_dw they
+    call (``slot_facts``), as the engine gives them to the example's file."""
+    files = [(path, text.encode()) for path, text in example.others]
+    facts = slot_facts([*files, ("example.py", example.source.encode())])
+    return facts.get("example.py", ())
+
+
 def _run(example):
     """The keyword arguments that lint the example as the engine lints it with its others."""
-    return {"facts": _facts(example), "classes": _classes(example)}
+    return {"facts": _facts(example), "classes": _classes(example), "slots": _slots(example)}
 
 
 def test_every_rule_has_examples_both_ways():

@@ -1,5 +1,5 @@
 """Issue #19, classes 6 and 5 across files (variant_corpus_class6_xfile.py,
-variant_corpus_class5_xfile.py): each case's files are
+variant_corpus_class6_slots.py, variant_corpus_class5_xfile.py): each case's files are
 written to a temporary tree and linted together as one run, all rules on. A buggy case must
 be reported exactly on its ``# expect: CODE`` lines, by that rule; its correct twin must give
 no finding at all.
@@ -22,9 +22,10 @@ from gmlp_check.lint import engine
 
 from .support import ALL_CODES
 from .variant_corpus_class5_xfile import CASES as CLASS5
+from .variant_corpus_class6_slots import CASES as SLOTS
 from .variant_corpus_class6_xfile import CASES as CLASS6
 
-CASES = CLASS6 + CLASS5
+CASES = CLASS6 + SLOTS + CLASS5
 
 EXPECT = re.compile(r"#\s*expect:\s*(GMLP\d+)")
 
@@ -62,6 +63,7 @@ def test_every_case_marks_its_bug_and_has_a_twin():
         assert not expected(case.files("twin")), case.name
         assert len(case.bug) > 1 and set(case.bug) == set(case.twin), case.name
     assert {case.weak_spot for case in CLASS6} == {"a", "b", "c", "d"}
+    assert {case.weak_spot for case in SLOTS} == {"s"}
     assert {case.weak_spot for case in CLASS5} == {"e", "f"}
 
 
@@ -77,7 +79,12 @@ def test_correct_twin_is_not_reported(case):
 
 
 def main() -> int:
-    for title, cases in (("class 6", CLASS6), ("class 5", CLASS5), ("all", CASES)):
+    for title, cases in (
+        ("class 6", CLASS6),
+        ("class 6 slots", SLOTS),
+        ("class 5", CLASS5),
+        ("all", CASES),
+    ):
         print(f"-- {title}")
         _report(cases)
     return 0
