@@ -65,6 +65,7 @@ RULE_MODULES = {
     "GMLP036": "wgrad_delivered_twice",
     "GMLP037": "copy_handed_as_weight",
     "GMLP038": "delayed_wgrad_override_drops_work",
+    "GMLP040": "delayed_wgrad_layer_never_run",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)
