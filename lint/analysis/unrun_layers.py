@@ -18,6 +18,7 @@ running it when a method ``backward_dw`` does not reach mentions it at all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,7 +43,8 @@ from .classes import (
 )
 from .walking import children
 
-# What may be read off a layer without running it: its parameters and its sizes.
+# What may be read off a layer without running it: its parameters and its sizes (and any
+# attribute that is not called and does not name its forward).
 PARAMETER_ATTRS = frozenset({"weight", "bias", "in_features", "out_features"})
 # Arguments that carry the model's configuration, and so its delay mode.
 CONFIG_WORDS = ("config", "cfg")
@@ -71,23 +73,49 @@ def unrun_layers(context) -> list[UnrunLayer]:
     index = context.shared(class_index_with_run if context.class_facts else class_index)
     is_layer = context.shared(layer_test)
     found: list[UnrunLayer] = []
+    seen: set[tuple[int, str]] = set()  # a base's finding, inherited unchanged: once
+    built: dict[str, dict[str, cst.CSTNode]] = {}  # class -> its own __init__'s builds
     for model in index.classes.values():
-        if "__init__" not in model.methods or index.owner(model, BACKWARD_DW) is None:
+        if index.owner(model, BACKWARD_DW) is None or index.only_raises(model, BACKWARD_DW):
             continue
-        if index.only_raises(model, BACKWARD_DW):
-            continue
-        builds = _delayed_builds(model, is_layer)
+        builds = _inherited_builds(index, model, is_layer, built)
+        # Only a layer whose parameters the text reads can be consumed through them.
+        builds = {a: n for a, n in builds.items() if _reads_parameters(source, a)}
         if not builds:
             continue
         reached = index.reached_attributes(model, BACKWARD_DW)
-        candidates = {attr for attr in builds if attr in reached}
-        if not candidates:
-            continue
-        found.extend(_judge(index, model, builds, candidates, reached))
+        for layer in _judge(index, model, builds, reached):
+            if (key := (id(layer.node), layer.attr)) not in seen:
+                seen.add(key)
+                found.append(layer)
     return found
 
 
-def _judge(index: ClassIndex, model: ClassModel, builds, candidates, reached):
+def _reads_parameters(source: str, attr: str) -> bool:
+    """``attr.weight``, ``attr, "weight"``, ``attr").bias``: the text may read the layer's
+    parameters."""
+    return re.search(rf"\b{re.escape(attr)}\W{{1,4}}(?:weight|bias)\b", source) is not None
+
+
+def _inherited_builds(index, model, is_layer, built) -> dict[str, cst.CSTNode]:
+    """The delayed layers the construction of ``model`` builds: its nearest ``__init__``
+    of the file and those above it that ``super().__init__`` reaches."""
+    found: dict[str, cst.CSTNode] = {}
+    for current in index.lineage(model):
+        if "__init__" not in current.mentions:
+            continue
+        if not isinstance(current, ClassModel):
+            break
+        if current.name not in built:
+            built[current.name] = _delayed_builds(current, is_layer)
+        for attr, node in built[current.name].items():
+            found.setdefault(attr, node)
+        if SUPER not in current.mentions["__init__"]:
+            break
+    return found
+
+
+def _judge(index: ClassIndex, model: ClassModel, builds, reached) -> list[UnrunLayer]:
     closure = reached | {BACKWARD_DW}
     effective = _effective_methods(index, model)
     subclasses = [
@@ -106,18 +134,18 @@ def _judge(index: ClassIndex, model: ClassModel, builds, candidates, reached):
                 return []  # ``getattr(self, name)``: any layer may run
             if use == "run":
                 runs.add(attr)
-            elif use in DRIVES and (in_closure or use == "dw-kept"):
+            elif use in DRIVES and (in_closure or (use == "dw-kept" and attr in reached)):
                 drives.setdefault(attr, ref)
     for owner, name in effective:
         if isinstance(owner, Outside):
-            mentioned = owner.mentions.get(name, set()) & candidates
+            mentioned = owner.mentions.get(name, set()) & builds.keys()
             if name in closure:
                 for attr in mentioned:
                     drives.setdefault(attr, builds[attr])
             else:
                 runs |= mentioned
     out = []
-    for attr in sorted(candidates - runs):
+    for attr in sorted(builds.keys() - runs):
         if attr in drives:
             out.append(UnrunLayer(attr, model.name, drives[attr], builds[attr]))
     return out
@@ -257,12 +285,14 @@ def _use(node, parent, parents, attr) -> str:
     if kind is cst.AssignTarget or (kind is cst.AnnAssign and parent.target is node):
         return "set"
     if kind is cst.Attribute and parent.value is node:
-        if parent.attr.value in PARAMETER_ATTRS:
-            return "param"
-        if parent.attr.value == BACKWARD_DW:
-            grand = parents.get(id(parent))
-            use = "dw" if type(grand) is cst.Call and grand.func is parent else "dw-kept"
+        name = parent.attr.value
+        grand = parents.get(id(parent))
+        called = type(grand) is cst.Call and grand.func is parent
+        if name == BACKWARD_DW:
+            use = "dw" if called else "dw-kept"
             return f"guarded-{use}" if _guarded(parent, parents, attr) else use
+        if name in PARAMETER_ATTRS or not (called or "forward" in name or "call" in name):
+            return "param"  # a parameter, or state read off the layer: it does not run it
         return "run"
     if kind is cst.Arg:
         call = parents.get(id(parent))
