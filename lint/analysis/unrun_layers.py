@@ -68,15 +68,16 @@ def unrun_layers(context) -> list[UnrunLayer]:
     """For ``context.shared``: the delayed layers of the file's classes that no method runs
     but whose ``backward_dw`` the class's ``backward_dw`` calls."""
     source = context.source
-    if BACKWARD_DW not in source or not any(word in source for word in _PARAMETER_TEXT):
+    if BACKWARD_DW not in source and not context.class_facts:
+        return []  # no backward_dw here, nor in a base of another file
+    if not any(word in source for word in _PARAMETER_TEXT):
         return []
     index = context.shared(class_index_with_run if context.class_facts else class_index)
     is_layer = context.shared(layer_test)
     found: list[UnrunLayer] = []
-    seen: set[tuple[int, str]] = set()  # a base's finding, inherited unchanged: once
     built: dict[str, dict[str, cst.CSTNode]] = {}  # class -> its own __init__'s builds
     for model in index.classes.values():
-        if index.owner(model, BACKWARD_DW) is None or index.only_raises(model, BACKWARD_DW):
+        if index.owner(model, BACKWARD_DW) is None:
             continue
         builds = _inherited_builds(index, model, is_layer, built)
         # Only a layer whose parameters the text reads can be consumed through them.
@@ -84,10 +85,7 @@ def unrun_layers(context) -> list[UnrunLayer]:
         if not builds:
             continue
         reached = index.reached_attributes(model, BACKWARD_DW)
-        for layer in _judge(index, model, builds, reached):
-            if (key := (id(layer.node), layer.attr)) not in seen:
-                seen.add(key)
-                found.append(layer)
+        found.extend(_judge(index, model, builds, reached))
     return found
 
 

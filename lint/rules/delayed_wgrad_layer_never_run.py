@@ -128,6 +128,9 @@ RULE = Rule(
             line=17,
         ),
     ),
+    # A subclass in a file that never spells backward_dw may absorb a layer its base's
+    # backward_dw (in another file of the run) drives.
+    reads_subclasses=True,
 )
 
 
