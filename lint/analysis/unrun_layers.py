@@ -50,16 +50,16 @@ PARAMETER_ATTRS = frozenset({"weight", "bias", "in_features", "out_features"})
 CONFIG_WORDS = ("config", "cfg")
 # Text a file must hold for a class of it to read a layer's parameters.
 _PARAMETER_TEXT = ("weight", "bias")
-# Uses of ``self.X.backward_dw``: called where it stands or kept (in a container that
-# ``backward_dw`` walks: ``reached_attributes`` followed the store), under a test of the
-# layer or not.
+# Uses of ``self.X.backward_dw`` that drive the layer: called where it stands, or kept (in
+# a container that ``backward_dw`` walks: ``reached_attributes`` followed the store). Under
+# a test that mentions the layer they are "guarded-" and drive nothing.
 DRIVES = frozenset({"dw", "dw-kept"})
 
 
 @dataclass(frozen=True)
 class UnrunLayer:
     attr: str
-    owner: str  # the class whose construction builds the layer
+    owner: str  # the class judged (its construction builds the layer, here or in a base)
     node: cst.CSTNode  # where to report: the backward_dw reference, or the build
     build: cst.CSTNode  # the assignment that builds it
 
