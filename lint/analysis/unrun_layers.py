@@ -289,9 +289,11 @@ def _use(node, parent, parents, attr) -> str:
         if name == BACKWARD_DW:
             use = "dw" if called else "dw-kept"
             return f"guarded-{use}" if _guarded(parent, parents, attr) else use
-        if name in PARAMETER_ATTRS or not (called or "forward" in name or "call" in name):
-            return "param"  # a parameter, or state read off the layer: it does not run it
-        return "run"
+        if name in PARAMETER_ATTRS:
+            return "param"  # ``self.X.weight.view(...)``: a parameter, however used
+        if "forward" in name or "call" in name or _chain_called(parent, parents):
+            return "run"  # its forward, a method, or its machinery (``wgrad_store.put``)
+        return "param"  # state read off the layer (``self.X.tp_size``): it does not run it
     if kind is cst.Arg:
         call = parents.get(id(parent))
         if patterns.callee_name(call) == "getattr":
@@ -301,6 +303,19 @@ def _use(node, parent, parents, attr) -> str:
                 if name in PARAMETER_ATTRS:
                     return "param"
     return "run"
+
+
+def _chain_called(node, parents) -> bool:
+    """``node`` (``self.X.a``) starts a chain of attributes and subscripts that is called:
+    ``self.X.a(...)``, ``self.X.a.b[0].c(...)``."""
+    current = node
+    while True:
+        parent = parents.get(id(current))
+        kind = type(parent)
+        if (kind is cst.Attribute or kind is cst.Subscript) and parent.value is current:
+            current = parent
+            continue
+        return kind is cst.Call and parent.func is current
 
 
 def _guarded(node, parents, attr) -> bool:

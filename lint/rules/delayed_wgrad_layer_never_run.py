@@ -28,9 +28,9 @@ RULE = Rule(
         "following `self.m()` calls and containers of callables), where `self.X` is built in "
         "`__init__` (or a method it calls) as a weight layer handed `delay_wgrad_compute` or "
         "a config not switched off there, and no method of the class, of its bases or of "
-        "its subclasses in the file uses `self.X` other than for its `weight` / `bias` / "
-        "sizes (also through `getattr`), its `backward_dw` or an assignment; a call under a "
-        "test that mentions `self.X` is left alone"
+        "its subclasses in the file uses `self.X` other than for its `weight` / `bias` (also "
+        "through `getattr`), state it does not call, its `backward_dw` or an assignment; a "
+        "call under a test that mentions `self.X` is left alone"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes), found from Megatron-LM 60704e19
@@ -54,7 +54,9 @@ RULE = Rule(
         literal False) or, with none, an argument named `config` / `cfg`, unless that config
         was switched off in the same construction (`cfg.delay_wgrad_compute = False`, or
         bound to a call handed `delay_wgrad_compute=False`). Any other use of `self.X` (a
-        call, `self.X.forward`, handing it on, a rarely taken branch) counts as running it,
+        call, `self.X.forward`, a method of it or of its state such as
+        `self.X.wgrad_store.put(...)`, handing it on, a rarely taken branch) counts as
+        running it,
         as does `getattr(self, name)` with a computed name (the class is left alone), and a
         method of a base of another file that mentions `self.X` outside `backward_dw`.
 

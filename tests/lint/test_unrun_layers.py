@@ -107,8 +107,17 @@ def test_builds_that_do_not_delay_are_left_alone(build):
         "        w = [m(x) for m in (self.kv_up, self.q_proj)] + self.kv_up.bias",
         "        w = self.kv_up.weight\n        self.kv_up.some_method(x)",
         "        w = self.kv_up.weight\n        w = getattr(self, self.names[0])(x)",
+        "        w = self.kv_up.weight\n        self.kv_up.wgrad_store.put([x], gemm)",
     ],
-    ids=["rare-branch", "forward", "handed-on", "iterated", "method", "computed-getattr"],
+    ids=[
+        "rare-branch",
+        "forward",
+        "handed-on",
+        "iterated",
+        "method",
+        "computed-getattr",
+        "queued-by-hand",
+    ],
 )
 def test_a_layer_run_on_some_path_is_left_alone(use):
     assert lines(source(use=use)) == []
