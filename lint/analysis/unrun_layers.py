@@ -50,6 +50,10 @@ PARAMETER_ATTRS = frozenset({"weight", "bias", "in_features", "out_features"})
 CONFIG_WORDS = ("config", "cfg")
 # Text a file must hold for a class of it to read a layer's parameters.
 _PARAMETER_TEXT = ("weight", "bias")
+# Calls that only inspect an object handed to them: ``self`` given to one runs no layer.
+_INSPECTING = frozenset(
+    {"getattr", "hasattr", "setattr", "isinstance", "super", "type", "id", "print", "repr", "str"}
+)
 # Uses of ``self.X.backward_dw`` that drive the layer: called where it stands, or kept (in
 # a container that ``backward_dw`` walks: ``reached_attributes`` followed the store). Under
 # a test that mentions the layer they are "guarded-" and drive nothing.
@@ -254,18 +258,34 @@ def _references(method: cst.FunctionDef) -> Iterator[tuple[str, cst.CSTNode, str
     nested functions included; use is "param" (its parameters or sizes read), "dw" (its
     ``backward_dw`` called; "dw-kept" when not called there), "guarded-" before either
     (under a test that mentions the layer), "set" (an
-    assignment to it) or "run" (anything else). ``getattr(self, <not a literal>)`` yields
+    assignment to it) or "run" (anything else). ``getattr(self, <not a literal>)`` and
+    ``self`` handed to a function (``fused_forward(self, x)``: it may run any layer) yield
     attribute "*"."""
     parents: dict[int, cst.CSTNode] = {}
     for node in _walk_all(method.body):
         for child in children(node):
             parents[id(child)] = node
     for node in _walk_all(method.body):
+        if type(node) is cst.Name and node.value == "self" and _handed_on(node, parents):
+            yield "*", node, "run"
+            continue
         attr = _self_attr(node)
         if attr is None:
             continue
         parent = parents.get(id(node))
         yield attr, node, _use(node, parent, parents, attr)
+
+
+def _handed_on(name: cst.Name, parents) -> bool:
+    """``self`` is an argument of a call that may use its layers (not ``getattr``,
+    ``isinstance``, ``super`` and the like)."""
+    arg = parents.get(id(name))
+    call = parents.get(id(arg))
+    return (
+        type(arg) is cst.Arg
+        and type(call) is cst.Call
+        and patterns.callee_name(call) not in _INSPECTING
+    )
 
 
 def _self_attr(node: cst.CSTNode) -> str | None:

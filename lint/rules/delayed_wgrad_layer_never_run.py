@@ -57,8 +57,9 @@ RULE = Rule(
         call, `self.X.forward`, a method of it or of its state such as
         `self.X.wgrad_store.put(...)`, handing it on, a rarely taken branch) counts as
         running it,
-        as does `getattr(self, name)` with a computed name (the class is left alone), and a
-        method of a base of another file that mentions `self.X` outside `backward_dw`.
+        as does `getattr(self, name)` with a computed name or `self` handed to a function
+        (`fused_forward(self, x)`: the class is left alone), and a method of a base of
+        another file that mentions `self.X` outside `backward_dw`.
 
         Not seen: layers whose forward runs from outside the class (a function of another
         file calling `attn.linear_kv_up(x)`), layers built in containers or handed in to

@@ -108,6 +108,7 @@ def test_builds_that_do_not_delay_are_left_alone(build):
         "        w = self.kv_up.weight\n        self.kv_up.some_method(x)",
         "        w = self.kv_up.weight\n        w = getattr(self, self.names[0])(x)",
         "        w = self.kv_up.weight\n        self.kv_up.wgrad_store.put([x], gemm)",
+        "        w = self.kv_up.weight + fused_forward(self, x)",
     ],
     ids=[
         "rare-branch",
@@ -117,6 +118,7 @@ def test_builds_that_do_not_delay_are_left_alone(build):
         "method",
         "computed-getattr",
         "queued-by-hand",
+        "self-handed-on",
     ],
 )
 def test_a_layer_run_on_some_path_is_left_alone(use):
