@@ -66,6 +66,7 @@ RULE_MODULES = {
     "GMLP037": "copy_handed_as_weight",
     "GMLP038": "delayed_wgrad_override_drops_work",
     "GMLP039": "slot_module_without_backward_dw",
+    "GMLP040": "delayed_wgrad_layer_never_run",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

@@ -23,6 +23,7 @@ from . import (
     variant_corpus_class1_calls,
     variant_corpus_class4,
     variant_corpus_class5_converse,
+    variant_corpus_class6_absorbed,
     variant_corpus_classes12,
     variant_corpus_classes35,
     variant_corpus_classes56,
@@ -42,6 +43,7 @@ VARIANTS = (
     + variant_corpus_classes35.VARIANTS
     + variant_corpus_class5_converse.VARIANTS
     + variant_corpus_expert_lists.VARIANTS
+    + variant_corpus_class6_absorbed.VARIANTS
 )
 # Correct code alone (variant_corpus_class5_converse.py): no rule may report it.
 CLEAN = [
