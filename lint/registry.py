@@ -67,6 +67,7 @@ RULE_MODULES = {
     "GMLP038": "delayed_wgrad_override_drops_work",
     "GMLP039": "slot_module_without_backward_dw",
     "GMLP040": "delayed_wgrad_layer_never_run",
+    "GMLP041": "main_grad_write_once_per_step",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

@@ -199,6 +199,29 @@ def keyword_value(unit: Unit, call: cst.Call, node: Node, word: str) -> cst.Base
     return None
 
 
+def writes_main_grad_of(code: cst.CSTNode, word: str | None) -> bool:
+    """``code`` writes the main_grad of the weight ``word`` names (``stem``): an in-place
+    method of it (``w.main_grad.add_(...)``, not a reset) or a GEMM handed it
+    (``gemm(x, dy, out=w.main_grad)``, ``fused_matmul_add(x, dy, w.main_grad)``)."""
+    for sub in patterns.walk(code):
+        if type(sub) is not cst.Call:
+            continue
+        func = sub.func
+        if (
+            type(func) is cst.Attribute
+            and func.attr.value.endswith("_")
+            and func.attr.value not in patterns.RESET_METHODS
+            and patterns.is_attr(func.value, patterns.MAIN_GRAD)
+            and stem(func.value.value) == word
+        ):
+            return True
+        if looks_like_gemm(sub) and any(
+            stem(owner) == word for arg in sub.args for owner in main_grad_owners(arg.value)
+        ):
+            return True
+    return False
+
+
 def looks_like_gemm(call: cst.Call) -> bool:
     """A call that computes a product into an output: its name has ``gemm`` or ``matmul``
     or ends in ``mm`` (``addmm``, ``bmm``), or it takes ``out=``."""

@@ -204,7 +204,7 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
         if subject is not None:
             word, guarded = wgrad.stem(subject), _guarded(guards[-1])
             if (
-                not _writes_main_grad(guarded, word)
+                not wgrad.writes_main_grad_of(guarded, word)
                 and not _marked_otherwise(unit, guards[-1], word)
                 and (guards[-1].side == "body" or _main_grad_outside(unit, guarded))
             ):
@@ -241,30 +241,6 @@ def _main_grad_outside(unit: Unit, guarded: cst.CSTNode) -> bool:
 def _condition(out: Collector, guard) -> str:
     test = out.text(guard.stmt.test)
     return test if guard.side == "body" else f"not ({test})"
-
-
-def _writes_main_grad(guarded: cst.CSTNode, word: str | None) -> bool:
-    """The guarded code also writes this weight's main_grad (``w.main_grad.add_(...)``, a
-    GEMM into it): then the flag follows the write, wherever the switch puts it."""
-    for sub in patterns.walk(guarded):
-        if not isinstance(sub, cst.Call):
-            continue
-        func = sub.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value.endswith("_")
-            and func.attr.value not in patterns.RESET_METHODS
-            and patterns.is_attr(func.value, patterns.MAIN_GRAD)
-            and wgrad.stem(func.value.value) == word
-        ):
-            return True
-        if wgrad.looks_like_gemm(sub) and any(
-            wgrad.stem(owner) == word
-            for arg in sub.args
-            for owner in wgrad.main_grad_owners(arg.value)
-        ):
-            return True
-    return False
 
 
 def _marked_otherwise(unit: Unit, side_guard, word: str | None) -> bool:

@@ -28,6 +28,7 @@ from . import (
     variant_corpus_classes35,
     variant_corpus_classes56,
     variant_corpus_expert_lists,
+    variant_corpus_flag_guard,
 )
 from .support import ALL_CODES
 
@@ -44,6 +45,7 @@ VARIANTS = (
     + variant_corpus_class5_converse.VARIANTS
     + variant_corpus_expert_lists.VARIANTS
     + variant_corpus_class6_absorbed.VARIANTS
+    + variant_corpus_flag_guard.VARIANTS
 )
 # Correct code alone (variant_corpus_class5_converse.py): no rule may report it.
 CLEAN = [
