@@ -103,6 +103,16 @@ class Cache:
             digest.update(b"\0%s\0%d\0" % (field.name.encode(), len(text)) + text)
         return digest.hexdigest()
 
+    def holds_nothing(self) -> bool:
+        """No pack of this linter version is there (a first run, or a new linter): every file
+        will be linted, so a run may start its workers before it knows the keys."""
+        if self._known is not None:
+            return not self._known
+        try:
+            return next(self.folder.glob("pack-*.json"), None) is None
+        except OSError:
+            return True
+
     def load(self, key: str, path: str) -> list[Finding] | None:
         """The findings stored under ``key`` (reported under ``path``); None when there are
         none or the entry cannot be read."""

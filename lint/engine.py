@@ -245,7 +245,8 @@ def run(
     early: Workers | None = None
     ahead: dict[Future, list[int]] = {}
     try:
-        if (cache is None or mode.fix) and workers > 1 and len(jobs) > 1:
+        cold = cache is None or mode.fix or cache.holds_nothing()
+        if cold and workers > 1 and len(jobs) > 1:
             early, ahead = _start_early(jobs, mode, workers)
         if len(jobs) > 1:
             jobs = with_project_facts(jobs)
@@ -256,6 +257,8 @@ def run(
                 if job.data is None:
                     continue
                 keys[i] = cache.key(job)
+                if early is not None:
+                    continue  # the pool started on every file: none is read back
                 findings = cache.load(keys[i], job.path)
                 if findings is not None:
                     results[i] = FileResult(job.path, findings)
@@ -279,7 +282,8 @@ def run(
 def _start_early(
     jobs: Sequence[Job], mode: Mode, workers: int
 ) -> tuple[Workers | None, dict[Future, list[int]]]:
-    """When every job will be linted (no cache) and they are work enough for the pool even
+    """When every job will be linted (no cache, or one that holds nothing yet: a first
+    run, whose entries are still written) and they are work enough for the pool even
     before the project facts add any (they only add: a file the facts make analysed weighs
     more), the pool, started now, and the chunks of files already given to it (by the
     indices of ``jobs``). Its workers load the parser and the rules while this process works

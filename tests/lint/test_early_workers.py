@@ -75,9 +75,15 @@ def test_the_workers_start_before_the_facts_only_when_no_cache_is_read(tmp_path,
     monkeypatch.setattr(engine, "with_project_facts", spy)
     jobs = _jobs(tmp_path, bulk=True)
     engine.run(jobs, engine.Mode(), workers=2)
-    # A cache may hold every file: then no worker is started for nothing.
-    engine.run(jobs, engine.Mode(), workers=2, cache=Cache(tmp_path / "cache"))
-    assert started[0] == 2 and started[1] == 0
+    # A cache that holds nothing yet (a first run) lints every file: the workers start early
+    # and the run's entries are still written.
+    first = engine.run(jobs, engine.Mode(), workers=2, cache=Cache(tmp_path / "cache"))
+    # Now it may hold every file: then no worker is started for nothing.
+    again = engine.run(jobs, engine.Mode(), workers=2, cache=Cache(tmp_path / "cache"))
+    assert started == [2, 2, 0]
+    found = [{(f.code, f.line) for f in r.findings} for r in first]
+    assert found == [{(f.code, f.line) for f in r.findings} for r in again]
+    assert any(found)
 
 
 class _InlinePool:
