@@ -265,6 +265,9 @@ def run(
                     if on_result is not None:
                         on_result(results[i])
         todo = [i for i, result in enumerate(results) if result is None]
+        # The chunks given ahead name files by their index in ``jobs``: that holds only while
+        # every file is still to lint (an early start reads nothing back from the cache).
+        assert early is None or len(todo) == len(jobs)
         done = _lint([jobs[i] for i in todo], mode, workers, on_result, early, ahead)
     except BaseException:
         if early is not None:

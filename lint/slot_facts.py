@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from . import class_facts, layer_facts
 from .fact_layers import last_name
+from .function_index import own_nodes
 
 SPEC_NAME = "ModuleSpec"
 SPEC_WORD = SPEC_NAME.encode()
@@ -56,7 +57,10 @@ _REFUSES = re.compile(
     rb"assert\b[^\n]*delay_wgrad_compute|\bif\b[^\n]*delay_wgrad_compute[^\n]*:\s*\n\s*raise\b"
 )
 NEWLINE = b"\n"
-_CAPITALISED = re.compile(rb"\b[A-Z]\w*")
+# Every identifier a spec file spells: ``slot_facts`` takes any name handed as a spec's
+# module (lowercase ones too), so the files held back from the early workers must be found
+# by the same names, or a file linted ahead would miss its fact (and be cached without it).
+_IDENTIFIER = re.compile(rb"\b[A-Za-z_]\w*")
 MAX_DEPTH = 12  # how many names and calls an expression is followed through
 # The start of a line that begins a top-level statement (``class_facts``'s).
 _TOP_LEVEL = class_facts._TOP_LEVEL
@@ -102,7 +106,7 @@ def candidate_files(files: Iterable[tuple[str, bytes]]) -> set[str]:
     words: set[bytes] = set()
     for _, data in files:
         if SPEC_WORD in data:
-            words.update(_CAPITALISED.findall(data))
+            words.update(_IDENTIFIER.findall(data))
     return {
         path
         for path, data in files
@@ -236,7 +240,7 @@ class _Specs:
         if key not in self._returned:
             self._returned[key] = set()  # a recursive call gives nothing more
             found = set()
-            for node in _own_nodes(function):
+            for node in own_nodes(function):
                 if isinstance(node, ast.Return) and node.value is not None:
                     found |= module.classes(node.value, function, self, depth + 1)
             self._returned[key] = found
@@ -368,7 +372,7 @@ def _bindings(owner: ast.AST) -> dict[str, list[ast.expr]]:
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
             if arg is not None:
                 found.setdefault(arg.arg, [])
-    for node in _own_nodes(owner):
+    for node in own_nodes(owner):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -379,19 +383,6 @@ def _bindings(owner: ast.AST) -> dict[str, list[ast.expr]]:
         elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
             found.setdefault(node.target.id, [])
     return found
-
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
-
-def _own_nodes(owner: ast.AST) -> Iterable[ast.AST]:
-    """The nodes of ``owner``'s body, not those of functions or classes nested in it."""
-    pending = list(ast.iter_child_nodes(owner))
-    while pending:
-        node = pending.pop()
-        yield node
-        if not isinstance(node, _SCOPES):
-            pending.extend(ast.iter_child_nodes(node))
 
 
 def _nodes_at(tree: ast.Module, line: int) -> Iterable[tuple[ast.AST | None, ast.AST]]:

@@ -15,7 +15,8 @@ file at each repository's head is linted, and each finding is joined with the da
 ``[[head]]`` verdicts and those of ``--judgements`` (one linter run per repository): the
 report counts true, false and unjudged findings. ``--repo NAME@REV=GITDIR`` lints REV (a
 tag, a commit) instead of the head, with NAME's verdicts: a repository's releases are judged
-with the same verdicts as its head. A data file's ``forks = {FORK = "UPSTREAM"}`` lets a
+with the same verdicts as its head (a data file's fixes are measured on the repositories
+named without ``@REV``). A data file's ``forks = {FORK = "UPSTREAM"}`` lets a
 fork's line without a verdict of its own take the upstream's verdict on the same line.
 
 ``--bench FILE`` (repeatable) adds the real-tree timings of scripts/bench_lint.py's JSON

@@ -139,10 +139,18 @@ def _masks_a_range(write) -> bool:
     method = patterns.method_call(write)
     if method is None or method[1] not in ("fill_", "zero_"):
         return False
+    if method[1] == "fill_":
+        value = write.args[0].value if len(write.args) == 1 else None
+        if type(value) is cst.UnaryOperation:  # ``fill_(-1)``
+            value = value.expression
+        if type(value) not in (cst.Integer, cst.Float):
+            return False  # a tensor or a name: values, not a constant
     receiver = method[0]
     return type(receiver) is cst.Subscript and any(
-        type(element.slice) is cst.Slice for element in receiver.slice
-    )
+        type(element.slice) is cst.Slice
+        and (element.slice.lower is not None or element.slice.upper is not None)
+        for element in receiver.slice
+    )  # ``d[:]`` is the whole buffer
 
 
 IGNORED_MESSAGE = (

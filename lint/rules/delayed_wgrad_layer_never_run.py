@@ -66,7 +66,9 @@ RULE = Rule(
         `__init__`, configurations switched off in another function or file, and whether
         the configuration actually turns delayed wgrad on; a guard that tests the delay
         mode without naming the layer (`if self.config.delay_wgrad_compute:`) does not
-        excuse the call.
+        excuse the call. A base outside the run is taken to run none of the class's layers:
+        one that does (by the attribute's name, through `super().forward(x)`) would make
+        this a false alarm.
     """,
     fix="""
         Build the layer without delayed wgrad (hand it a copy of the config with

@@ -53,19 +53,17 @@ RULE = Rule(
         `get_main_grad` or test `__fsdp_param__`: before that, the parameter kept its own
         main_grad and the saved buffer was the same tensor), and only when a later read of
         the same weight's main_grad sits outside the switch and the weight object does not
-        itself exist only under the switch. A mark in the `else` / `elif` of a switch is
-        reported only when the function spells main_grad outside that branch too (the
-        switch's own path may hand on a real gradient that needs no mark).
+        itself exist only under the switch.
 
         Not seen: a switch that is not an enclosing `if` (an early `if not runner.gtp_remat:
         return` before the mark, a `while`) or whose test names a related word anyway
         (`if runner.offload_weights:` says weight); a mark made by a helper called under the
         switch, or set to a value other than the literal `True` (`= done`); marks on `ctx`, where
-        forward records whether the parameter has the attribute; a mark in an `else` whose
-        unconditional write sits in a helper. Left alone: a switch whose side
-        holding the mark also writes that weight's main_grad (`if ctx.fp8: <real wgrad> elif
-        fuse: <write; mark>`), or whose other path marks it too, and re-attachments in modules
-        that never mention Megatron-FSDP.
+        forward records whether the parameter has the attribute; a mark made only in the
+        `else` / `elif` of an unrelated switch (the switch's path may hand on a real gradient
+        that needs no mark: `if ctx.fp8: <real wgrad> elif fuse: <write; mark>`). Left alone:
+        a switch whose body also writes that weight's main_grad, or whose other path marks it
+        too, and re-attachments in modules that never mention Megatron-FSDP.
     """,
     fix="""
         Move the statement out of the unrelated `if` (keep the op-level and `hasattr`
@@ -111,19 +109,6 @@ RULE = Rule(
         ),
     ),
     invalid=(
-        Example(
-            """
-            def after_replay(runner, params):
-                for param in params:
-                    param.main_grad.add_(param.grad)
-                if runner.capturing:
-                    return
-                else:
-                    for param in params:
-                        param.grad_added_to_main_grad = True
-            """,
-            line=8,
-        ),
         Example(
             """
             def after_replay(runner):
@@ -202,13 +187,16 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
             continue
         guard = guards[-1].stmt
         if subject is not None:
-            word, guarded = wgrad.stem(subject), _guarded(guards[-1])
+            # A mark in the ``else`` / ``elif`` of a switch is left alone: the switch's own path
+            # may hand on a real gradient that needs no mark (``if ctx.fp8: <real wgrad> elif
+            # fuse: <write; mark>``), which its text alone does not tell from a forgotten one.
+            word = wgrad.stem(subject)
             if (
-                not wgrad.writes_main_grad_of(guarded, word)
-                and not _marked_otherwise(unit, guards[-1], word)
-                and (guards[-1].side == "body" or _main_grad_outside(unit, guarded))
+                guards[-1].side == "body"
+                and not wgrad.writes_main_grad_of(guard.body, word)
+                and not _marked_otherwise(unit, guard, word)
             ):
-                out.report(CODE, stmt, MARK.format(guard=_condition(out, guards[-1])))
+                out.report(CODE, stmt, MARK.format(guard=out.text(guard.test)))
         elif not _made_under(unit, reattached, node, guards[-1].stmt) and _read_later_outside(
             unit, reattached, stmt, guards[-1].stmt
         ):
@@ -216,41 +204,11 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
             out.report(CODE, stmt, message)
 
 
-def _guarded(guard) -> cst.CSTNode:
-    """The code the switch guards on the mark's side: its body, or its ``else`` / ``elif``
-    (``if ctx.fp8: <real wgrad> elif fuse: <write main_grad; mark>``)."""
-    return guard.stmt.body if guard.side == "body" else guard.stmt.orelse
-
-
-def _main_grad_outside(unit: Unit, guarded: cst.CSTNode) -> bool:
-    """Some statement of the function outside ``guarded`` spells main_grad (a write, a local
-    bound to it, ``getattr(p, "main_grad")``). A mark in the ``else`` / ``elif`` of a switch
-    is reported only with that evidence that main_grad is written whichever way the switch
-    goes: the switch's own path may compute a real gradient that needs no mark (``if
-    ctx.fp8: <real wgrad> elif fuse: <write; mark>``, the write perhaps through a local or a
-    helper)."""
-    inside = {id(node) for node in patterns.walk(guarded)}
-    return any(
-        id(stmt) not in inside
-        and any(patterns.spells(sub, patterns.MAIN_GRAD) for sub in patterns.walk(stmt))
-        for stmt, _ in unit.statements()
-        if not isinstance(stmt, cst.BaseCompoundStatement)
-    )
-
-
-def _condition(out: Collector, guard) -> str:
-    test = out.text(guard.stmt.test)
-    return test if guard.side == "body" else f"not ({test})"
-
-
-def _marked_otherwise(unit: Unit, side_guard, word: str | None) -> bool:
-    """The path that skips the switch's side holding the mark marks the same weight too: the
-    other branch, or, when the body ends in a jump (``if switch: ...; mark; return``), the
-    statements after the ``if``. The mark then does not depend on the switch."""
-    guard = side_guard.stmt
-    if side_guard.side != "body":
-        other = module.suite_body(guard.body)
-    elif isinstance(guard.orelse, cst.Else):
+def _marked_otherwise(unit: Unit, guard: cst.If, word: str | None) -> bool:
+    """The path that skips the switch's body marks the same weight too: its ``else``, or,
+    when the body ends in a jump (``if switch: ...; mark; return``), the statements after
+    the ``if``. The mark then does not depend on the switch."""
+    if isinstance(guard.orelse, cst.Else):
         other = module.suite_body(guard.orelse.body)
     elif guard.orelse is None and branches.ends_in_jump(module.suite_body(guard.body)):
         suite = next((s for stmt, s in unit.statements() if stmt is guard), ())

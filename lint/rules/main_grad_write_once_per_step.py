@@ -17,6 +17,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 module = LazyModule("..analysis.module", __package__)
+branches = LazyModule("..analysis.branches", __package__)
 
 CODE = "GMLP041"
 RULE = Rule(
@@ -94,6 +95,14 @@ RULE = Rule(
                 return grad_out, make_dummy_wgrad(weight)
             """
         ),
+        Example(
+            """
+            def step(params, g):
+                if g is not None:
+                    params[0].main_grad.add_(g)
+                params[0].grad_added_to_main_grad = True
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -142,18 +151,34 @@ def _check_unit(unit: Unit, out: Collector) -> None:
         wgrad.stem(subject)
         for stmt, _ in unit.statements()
         if (subject := wgrad.marked_subject(stmt)) is not None
-    }
+    } - {None}  # a subject that is not a name (``params[0]``) names no weight to compare
     if not marked:
         return
-    for stmt, _ in unit.statements():
+    for stmt, suite in unit.statements():
         if type(stmt) is not cst.If:
             continue
         for operand in _and_operands(stmt.test):
             subject = _flag_false(operand)
-            word = wgrad.stem(subject) if subject is not None else None
-            if word in marked and _touches_main_grad(unit, stmt.body, word):
+            if subject is None or wgrad.stem(subject) not in marked:
+                continue
+            word = wgrad.stem(subject)
+            # ``if not flag: main_grad.copy_(g); mark  else: main_grad.add_(g)`` adds on the
+            # later microbatches: the test chooses how to write, not whether.
+            if _touches_main_grad(unit, stmt.body, word) and not _touches_otherwise(
+                unit, stmt, suite, word
+            ):
                 out.report(CODE, operand, MESSAGE.format(subject=out.text(subject)))
                 break
+
+
+def _touches_otherwise(unit: Unit, test: cst.If, suite, word: str) -> bool:
+    """The path where the flag is already True writes main_grad too: the ``else`` / ``elif``,
+    or, when the guarded code ends in a jump, the statements after the ``if``."""
+    if test.orelse is not None:
+        return _touches_main_grad(unit, test.orelse, word)
+    if branches.ends_in_jump(module.suite_body(test.body)):
+        return any(_touches_main_grad(unit, later, word) for later in branches.after(test, suite))
+    return False
 
 
 def _touches_main_grad(unit: Unit, body: cst.CSTNode, word: str) -> bool:
@@ -163,20 +188,29 @@ def _touches_main_grad(unit: Unit, body: cst.CSTNode, word: str) -> bool:
     that spells main_grad."""
     if any(wgrad.stem(owner) == word for owner in wgrad.main_grad_owners(body)):
         return True
-    for stmt, _ in module.iter_statements(module.suite_body(body)):
+    for stmt, _ in module.iter_statements(_statements_of(body)):
         node = unit.node_for(stmt)
         if node is not None and any(
             type(sub) is cst.Name and unit.aliases.surely(sub.value, node)
             for sub in patterns.walk(stmt)
         ):
             return True  # a local every binding of which is main_grad storage
-    helpers = _main_grad_helpers(unit.context)
+    helpers = unit.context.shared(_main_grad_helpers)
     return any(
         type(sub) is cst.Call
         and patterns.callee_name(sub) in helpers
         and any(wgrad.stem(arg.value) == word for arg in sub.args)
         for sub in patterns.walk(body)
     )
+
+
+def _statements_of(code: cst.CSTNode):
+    """The statements of a suite, of an ``else``, or the statement itself."""
+    if type(code) is cst.Else:
+        return module.suite_body(code.body)
+    if type(code) in (cst.IndentedBlock, cst.SimpleStatementSuite):
+        return module.suite_body(code)
+    return (code,)
 
 
 def _main_grad_helpers(context: ModuleContext) -> frozenset[str]:

@@ -132,17 +132,6 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
         "write moved into a helper given `p` reads as bookkeeping done there",
         frozenset({"GMLP017-invalid-2"}),
     ),
-    ("extract-write-helper", "GMLP006"): (
-        "a mark in the `else` / `elif` of a switch is reported only when the function itself "
-        "spells main_grad outside that branch (GMLP006's page): a write moved into a helper "
-        "is not that evidence",
-        frozenset({"GMLP006-invalid-0"}),
-    ),
-    ("early-return", "GMLP006"): (
-        "a switch is an enclosing `if`: an early `if switch: return` before the mark is not "
-        "seen (GMLP006's page), so the mark left after it reads as unconditional",
-        frozenset({"GMLP006-invalid-0"}),
-    ),
     ("rename-locals", "GMLP017"): (
         "a container of hooks is recognised by its name, the plural of a stored grad hook "
         "(`grad_acc_hooks`: its page); a parameter renamed away from it is an ordinary list",

@@ -69,6 +69,12 @@ def test_a_constant_over_a_range_after_the_choice_is_padding_not_a_lost_sum():
 
 
 def test_values_or_the_whole_buffer_replaced_after_the_choice_are_still_reported():
-    for write in ("dq[pad:].copy_(dout[pad:])", "dq.zero_()", "dq[0].fill_(0)"):
+    for write in (
+        "dq[pad:].copy_(dout[pad:])",
+        "dq.zero_()",
+        "dq[0].fill_(0)",
+        "dq[:].zero_()",
+        "dq[pad:].fill_(part)",
+    ):
         findings = _lint(_MASKED_AFTER_THE_CHOICE.format(write=write))
         assert [(f.code, f.line) for f in findings] == [("GMLP016", 10)], write

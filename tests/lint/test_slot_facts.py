@@ -144,6 +144,16 @@ def test_candidate_files_hold_every_file_given_facts_and_go_last():
     assert "model/mixer.py" not in ahead and "other.py" in ahead
 
 
+def test_every_file_given_a_fact_is_a_candidate_whatever_its_class_is_called():
+    # A file given a fact must not be linted ahead of the facts (its result, cached under a
+    # key holding the fact, would lack the finding): the names are slot_facts' own.
+    mixer = MIXER.replace("ConvMixer", "conv_mixer_impl")
+    specs = SPECS.replace("ConvMixer", "conv_mixer_impl")
+    files = _files(model__mixer=mixer, model__specs=specs, sched=CALLER)
+    assert set(slot_facts(files)) == {"model/mixer.py"}
+    assert candidate_files(files) == {"model/mixer.py"}
+
+
 def test_the_engine_gives_the_facts_to_the_defining_file_only():
     files = _files(model__mixer=MIXER, model__specs=SPECS, sched=CALLER)
     jobs = engine.with_project_facts([engine.Job(p, ALL_CODES, d) for p, d in files])
