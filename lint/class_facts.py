@@ -28,6 +28,11 @@ BACKWARD_DW = "backward_dw"
 DELAY = "delay_wgrad_compute"
 _DEFINES = (b"def " + BACKWARD_DW.encode(), DELAY.encode())
 # The words of a call that builds a weight layer; the same test as analysis/classes.py's.
+# Bases known not to define backward_dw: a class deriving only from these (and from classes
+# of the run that lack it) has none.
+BASES_WITHOUT_BACKWARD_DW = frozenset(
+    {"object", "Module", "ABC", "MegatronModule", "Protocol", "Generic"}
+)
 SPEC_BUILDERS = frozenset({"build_module"})
 LAYER_WORDS = ("linear", "proj")
 # Text that may build a weight layer (a gate on which subclass files to analyse: it may say

@@ -46,8 +46,6 @@ from .function_index import own_nodes
 SPEC_NAME = "ModuleSpec"
 SPEC_WORD = SPEC_NAME.encode()
 BACKWARD_DW = b"backward_dw"
-# Bases that hold no backward_dw (``analysis.classes.BASES_WITHOUT_BACKWARD_DW``).
-PLAIN_BASES = frozenset({"object", "Module", "ABC", "MegatronModule", "Protocol", "Generic"})
 _CALLED = re.compile(rb"\.(\w+)\.backward_dw\b")
 # ``ModuleSpec``'s own keywords: a wrapper's ``self.module.backward_dw()`` plugs nothing.
 SPEC_KEYWORDS = frozenset({b"module", b"submodules", b"params", b"metainfo"})
@@ -196,7 +194,7 @@ def _unprotected_layers(
             lineage.append((where, block))
             for base in class_facts._header(block, 0)[1]:
                 base = aliases.get(base, base)
-                if base in PLAIN_BASES:
+                if base in class_facts.BASES_WITHOUT_BACKWARD_DW:
                     continue
                 defined = _definition(base, where, contents, index) if base != current else None
                 if defined is None:

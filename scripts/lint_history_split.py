@@ -53,17 +53,18 @@ HEAD_WORDS = (b"main_grad", b"zero_out_wgrad", b"dummy_wgrad", b"skip_backward_p
               b"ModuleSpec", b"build_module")  # fmt: skip
 
 
-def load_data(path: Path) -> dict:
+def load_data(path: Path, option: str = "--data") -> dict:
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise BadInput(f"--data {path}: cannot be read as TOML ({error})") from None
+        raise BadInput(f"{option} {path}: cannot be read as TOML ({error})") from None
     if not isinstance(data.get("cutoff"), str):
-        raise BadInput(f'--data {path}: expected cutoff = "YYYY-MM-DD" at the top')
+        raise BadInput(f'{option} {path}: expected cutoff = "YYYY-MM-DD" at the top')
     for index, fix in enumerate(data.get("fix", []), 1):
         sites = [parse_site(site) for site in fix.get("sites", [])]
         if not sites or None in sites or not ({"commit", "buggy"} & set(fix)):
-            raise BadInput(f"--data {path}: fix #{index} needs commit or buggy and PATH:LINE sites")
+            needs = "needs commit or buggy and PATH:LINE sites"
+            raise BadInput(f"{option} {path}: fix #{index} {needs}")
     return data
 
 
@@ -234,7 +235,7 @@ def run(args: argparse.Namespace) -> str:
     except BadJudgements as error:
         raise BadInput(str(error)) from None
     for path in args.heads_from:  # another data file's verdicts at heads (its fixes unused)
-        verdicts += load_data(Path(path)).get("head", [])
+        verdicts += load_data(Path(path), "--heads-from").get("head", [])
     benches = [load_bench(Path(path)) for path in args.bench]
     commits, heads, unchecked = (
         ({}, [], []) if args.no_heads else measure_heads(gits, verdicts, data.get("forks", {}))

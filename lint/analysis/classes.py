@@ -29,11 +29,7 @@ BACKWARD_DW = "backward_dw"
 # Pseudo-attributes of a method's mentions: it calls ``super()``; its body only raises (a
 # class that does not support the protocol says so loudly: nothing is dropped silently).
 SUPER, RAISES = class_facts.SUPER, class_facts.RAISES
-# Bases known not to define backward_dw: a class deriving only from these (and from classes
-# of the same file that lack it) has none.
-BASES_WITHOUT_BACKWARD_DW = frozenset(
-    {"object", "Module", "ABC", "MegatronModule", "Protocol", "Generic"}
-)
+BASES_WITHOUT_BACKWARD_DW = class_facts.BASES_WITHOUT_BACKWARD_DW
 # A call builds a weight layer when its callee names a linear layer, or when it is a spec
 # builder (``build_module``) given a submodule spec whose name says linear or projection.
 SPEC_BUILDERS = frozenset({"build_module"})

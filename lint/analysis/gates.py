@@ -56,7 +56,7 @@ def unrelated_guards(context: ModuleContext, node: Node) -> list[Guard]:
 
 
 def _related(context: ModuleContext, test: cst.BaseExpression, side: str) -> bool:
-    operands = _and_operands(test)
+    operands = and_operands(test)
     if side == "body":
         # ``if feature and fuse:`` runs the body only when ``feature`` holds as well.
         return all(_operand_related(context, op) for op in operands)
@@ -86,7 +86,8 @@ def _is_presence_check(expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _and_operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+def and_operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an ``and`` chain (each must hold for the body to run)."""
     if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.And):
-        return _and_operands(expr.left) + _and_operands(expr.right)
+        return and_operands(expr.left) + and_operands(expr.right)
     return [expr]

@@ -18,6 +18,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 module = LazyModule("..analysis.module", __package__)
 branches = LazyModule("..analysis.branches", __package__)
+gates = LazyModule("..analysis.gates", __package__)
 
 CODE = "GMLP041"
 RULE = Rule(
@@ -157,7 +158,7 @@ def _check_unit(unit: Unit, out: Collector) -> None:
     for stmt, suite in unit.statements():
         if type(stmt) is not cst.If:
             continue
-        for operand in _and_operands(stmt.test):
+        for operand in gates.and_operands(stmt.test):
             subject = _flag_false(operand)
             if subject is None or wgrad.stem(subject) not in marked:
                 continue
@@ -221,13 +222,6 @@ def _main_grad_helpers(context: ModuleContext) -> frozenset[str]:
         if type(stmt) is cst.FunctionDef
         and any(patterns.spells(sub, patterns.MAIN_GRAD) for sub in patterns.walk(stmt.body))
     )
-
-
-def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The operands of an ``and`` chain (each must hold for the body to run)."""
-    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
-        return [*_and_operands(test.left), *_and_operands(test.right)]
-    return [test]
 
 
 def _flag_false(expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -212,3 +212,17 @@ def test_context_files_join_the_fix_run_but_not_its_sites(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "| held#1 | 2026-05-01 | 6 | missed | - |" in done.stdout
     assert "| held#2 | 2026-05-01 | 6 | caught | GMLP039 |" in done.stdout
+
+
+def test_an_unreadable_heads_from_file_is_named_by_its_option(tmp_path):
+    repo = make_repo(tmp_path)
+    commit(repo, {"pkg/a.py": FIXED}, "add")
+    data = tmp_path / "releases.toml"
+    data.write_text('cutoff = "2026-01-01"\n')
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[head]\n")
+    done = run_script(
+        "--repo", f"demo={repo / '.git'}", "--data", str(data), "--heads-from", str(broken)
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"--heads-from {broken}: cannot be read as TOML" in done.stderr
