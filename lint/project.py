@@ -33,6 +33,11 @@ helper is renamed, a project writes its own, or it sits in another module than i
   graph, drain deferred wgrads into main_grad) or fire grad-accumulation / reduce hooks
   (``delayed_helpers``). GMLP019 counts a call of one, by its imported name, as that work
   or that firing, and leaves a work helper's own end to its callers.
+* the alternatives (``alternatives``): attributes a class of the run gives a weight layer on
+  one branch of an ``if`` and sets to None on the other, which builds other layers instead
+  (``alternative_layers``), as ``Class.c=a,b``; only those some file naming ``backward_dw``
+  spells on another object than ``self``. GMLP042 holds a list of ``X.c`` for backward_dw
+  outside the class to them.
 
 Found with CPython's ``ast`` in the few functions that spell the words, so it costs next to
 nothing. From other files only functions defined at the top level count as bookkeeping
@@ -50,6 +55,7 @@ from dataclasses import dataclass, fields, replace
 from functools import partial
 
 from . import layer_facts
+from .alternative_layers import alternatives_in
 from .contract_facts import DELAYED_WGRAD_BYTES, DELAYED_WGRAD_WORDS, delayed_wgrad_in
 from .delayed_helpers import run_helpers
 from .function_index import FunctionNode, Functions, callee_name, own_nodes
@@ -91,6 +97,9 @@ class RunFacts:
     # and those that fire a gradient hook (see the module docstring).
     wgrad_work: tuple[str, ...] = ()
     hook_firing: tuple[str, ...] = ()
+    # Weight layers a class builds in place of one another, as ``Class.c=a,b``
+    # (``alternative_layers``): GMLP042 holds lists of ``X.c`` for backward_dw to them.
+    alternatives: tuple[str, ...] = ()
 
     def __or__(self, other: RunFacts) -> RunFacts:
         return RunFacts(
@@ -145,9 +154,11 @@ def run_facts(contents: Iterable[tuple[str, bytes]]) -> RunFacts:
             names = {name.decode() for name in defined}
             weight_users.update(weight_users_in(text, names))
     work, fires = run_helpers(named)
+    eager = layer_facts.eager_layers(layers)
     return replace(
         found,
-        eager_layers=layer_facts.eager_layers(layers),
+        eager_layers=eager,
+        alternatives=tuple(sorted(alternatives_in(named, eager))),
         weight_users=tuple(sorted(weight_users)),
         wgrad_work=tuple(work),
         hook_firing=tuple(fires),
@@ -168,10 +179,16 @@ def facts_in(text: str, imported: bool = False) -> RunFacts:
     # (A file's own classes are under the module "": its bare names need no import.)
     eager = () if imported else layer_facts.eager_layers(layer_facts.layer_classes(text, ""))
     contract = () if imported else delayed_wgrad_in(text)  # ``run_facts`` asks for it itself
+    alternatives = (
+        ()
+        if imported or "backward_dw" not in text
+        else alternatives_in([("", text.encode())], eager)
+    )
     return RunFacts(
         **{field: tuple(sorted(names)) for field, names in found.items()},
         eager_layers=eager,
         delayed_wgrad=contract,
+        alternatives=tuple(sorted(alternatives)),
     )
 
 

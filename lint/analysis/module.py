@@ -276,6 +276,9 @@ class ModuleContext:
         # those that fire a gradient hook (``delayed_helpers``), by their defined names.
         self.wgrad_work_helpers = frozenset(known.wgrad_work)
         self.hook_firing_helpers = frozenset(known.hook_firing)
+        # Weight layers classes of the run build in place of one another (``Class.c=a,b``,
+        # ``alternative_layers``: GMLP042).
+        self.alternatives = known.alternatives
         self._shared: dict[Callable, object] = {}
 
     def unit_of(self, owner: cst.CSTNode) -> Unit:

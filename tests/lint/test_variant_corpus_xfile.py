@@ -1,5 +1,6 @@
 """Issue #19, classes 6 and 5 across files (variant_corpus_class6_xfile.py,
-variant_corpus_class6_slots.py, variant_corpus_class5_xfile.py): each case's files are
+variant_corpus_class6_slots.py, variant_corpus_class6_lists.py,
+variant_corpus_class5_xfile.py): each case's files are
 written to a temporary tree and linted together as one run, all rules on. A buggy case must
 be reported exactly on its ``# expect: CODE`` lines, by that rule; its correct twin must give
 no finding at all.
@@ -22,10 +23,11 @@ from gmlp_check.lint import engine
 
 from .support import ALL_CODES
 from .variant_corpus_class5_xfile import CASES as CLASS5
+from .variant_corpus_class6_lists import CASES as LISTS
 from .variant_corpus_class6_slots import CASES as SLOTS
 from .variant_corpus_class6_xfile import CASES as CLASS6
 
-CASES = CLASS6 + SLOTS + CLASS5
+CASES = CLASS6 + SLOTS + LISTS + CLASS5
 
 EXPECT = re.compile(r"#\s*expect:\s*(GMLP\d+)")
 
@@ -64,6 +66,7 @@ def test_every_case_marks_its_bug_and_has_a_twin():
         assert len(case.bug) > 1 and set(case.bug) == set(case.twin), case.name
     assert {case.weak_spot for case in CLASS6} == {"a", "b", "c", "d"}
     assert {case.weak_spot for case in SLOTS} == {"s"}
+    assert {case.weak_spot for case in LISTS} == {"l"}
     assert {case.weak_spot for case in CLASS5} == {"e", "f"}
 
 
@@ -82,6 +85,7 @@ def main() -> int:
     for title, cases in (
         ("class 6", CLASS6),
         ("class 6 slots", SLOTS),
+        ("class 6 lists", LISTS),
         ("class 5", CLASS5),
         ("all", CASES),
     ):

@@ -1,0 +1,146 @@
+"""Weight layers a class builds in place of one another (issue #19, class 6: delayed wgrad
+across classes; GMLP042).
+
+Code outside a layer class often names the layer's delayed-wgrad members one by one, to
+call their ``backward_dw`` on its own schedule: Megatron-LM's fine-grained callables append
+``layer.eh_proj`` to the MTP layer's list of weight-gradient callables. When the class
+builds a different set of projections on another path (under hyper-connections the MTP
+layer builds ``e_proj`` and ``h_proj`` and sets ``eh_proj`` to None), a list that names
+``eh_proj`` alone holds None there, and the projections built instead never get their
+weight gradients (Megatron-LM #5471).
+
+Found here, with CPython's ``ast``, in the class blocks of the files where some ``self.c``
+is set to None and also given a weight layer (a scan of the text first: a few classes per
+tree): an ``if`` of a construction method one branch of which gives ``self.c`` a weight
+layer while the other sets ``self.c = None`` (there, or before the ``if``) and gives other
+attributes weight layers the first branch does not build. Each such ``c`` is kept as
+``Class.c=a,b`` (``RunFacts.alternatives``: names only, so a line moved in the class
+re-lints nothing); GMLP042 holds lists of ``X.c`` outside the class to it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from . import class_facts, fact_layers, layer_facts
+
+# ``self.c = None`` and ``self.c = <a call that may build a layer>``, on the raw text.
+_SET_NONE = re.compile(rb"self\.(\w+)[ \t]*(?::[^=\n]*)?=[ \t]*None\b")
+_SET_LAYER = re.compile(
+    rb"self\.(\w+)[ \t]*(?::[^=\n]*)?=[ \t]*\(?\s*[\w.]*(?:build_module|Linear\w*)\("
+)
+_GATE = (b"= None", b"self.")
+BACKWARD_DW = b"backward_dw"
+
+
+def alternatives_in(files: Iterable[tuple[str, bytes]], eager: Iterable[str] = ()) -> set[str]:
+    """``Class.c=a,b`` for each attribute ``c`` a class of ``files`` (path, bytes) builds a
+    weight layer into on one path and sets to None on another where it builds ``a``, ``b``;
+    only for the ``c`` some file naming ``backward_dw`` spells on another object than
+    ``self`` (the only ``c`` GMLP042 asks about: the others' classes are not parsed)."""
+    files = list(files)
+    candidates: dict[str, set[bytes]] = {}
+    for path, data in files:
+        if not all(word in data for word in _GATE):
+            continue
+        if b"build_module(" not in data and b"Linear" not in data:
+            continue
+        both = set(_SET_NONE.findall(data)) & set(_SET_LAYER.findall(data))
+        if both:
+            candidates[path] = both
+    if not candidates:
+        return set()
+    names = sorted(set().union(*candidates.values()))
+    spelled = re.compile(rb"\.(" + b"|".join(names) + rb")\b")
+    used: set[bytes] = set()
+    for _, data in files:
+        if BACKWARD_DW in data:
+            used.update(m.group(1) for m in spelled.finditer(data) if _not_on_self(data, m.start()))
+    found: set[str] = set()
+    eager = tuple(eager)
+    contents = dict(files)
+    for path, both in candidates.items():
+        if both & used:
+            found |= _in_file(path, contents[path], both & used, eager)
+    return found
+
+
+def _not_on_self(data: bytes, dot: int) -> bool:
+    """The name before the ``.`` at ``dot`` is not ``self`` (nor another attribute's end)."""
+    return not data.endswith(b"self", 0, dot) or data[dot - 5 : dot - 4].isalnum()
+
+
+def _in_file(path: str, data: bytes, names: set[bytes], eager: tuple[str, ...]) -> set[str]:
+    text = data.decode("utf-8", errors="replace")
+    imports, aliases = layer_facts.imported_from(text), layer_facts.aliases(text)
+
+    def is_layer(call: ast.Call) -> bool:
+        return fact_layers.is_layer_call(call, imports, eager, aliases)
+
+    wanted = [b"self." + name for name in names]
+    found: set[str] = set()
+    for block in class_facts._class_blocks(data):
+        if not any(word in block for word in wanted):
+            continue
+        try:
+            tree = ast.parse(block)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # the file's own lint reports it
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                found |= _in_class(node, is_layer)
+    return found
+
+
+def _in_class(node: ast.ClassDef, is_layer) -> set[str]:
+    methods = {
+        item.name: item
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    found: set[str] = set()
+    for method in fact_layers.construction(methods):
+        set_none = _set_none(method.body, nested=False)  # before an ``if`` of the method
+        for test in ast.walk(method):
+            if not isinstance(test, ast.If) or not test.orelse:
+                continue
+            for built, other in ((test.body, test.orelse), (test.orelse, test.body)):
+                here, there = _built(built, is_layer), _built(other, is_layer)
+                for attr in here:
+                    if attr in there or not (attr in _set_none(other) or attr in set_none):
+                        continue
+                    instead = [a for a in there if a not in here and a != attr]
+                    if instead:
+                        found.add(f"{node.name}.{attr}={','.join(instead)}")
+    return found
+
+
+def _built(statements: list[ast.stmt], is_layer) -> list[str]:
+    """The ``self`` attributes the statements give a weight layer, in order."""
+    nodes = [n for s in statements for n in ast.walk(s)]
+    calls = {id(n) for n in nodes if type(n) is ast.Call and is_layer(n)}
+    if not calls:
+        return []
+    attrs: list[str] = []
+    for n in nodes:
+        attr = fact_layers.filled_attribute(n, lambda v: any(id(c) in calls for c in ast.walk(v)))
+        if attr is not None and attr not in attrs:
+            attrs.append(attr)
+    return attrs
+
+
+def _set_none(statements: list[ast.stmt], nested: bool = True) -> set[str]:
+    """The ``self`` attributes the statements set to None (with ``nested``, also in the
+    blocks nested in them: an ``elif`` chain's other branches)."""
+    nodes = (n for s in statements for n in ast.walk(s)) if nested else iter(statements)
+    return {
+        target.attr
+        for s in nodes
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and s.value.value is None
+        for target in s.targets
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    }
