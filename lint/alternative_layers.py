@@ -1,5 +1,5 @@
 """Weight layers a class builds in place of one another (issue #19, class 6: delayed wgrad
-across classes; GMLP042).
+across classes; GMLP043).
 
 Code outside a layer class often names the layer's delayed-wgrad members one by one, to
 call their ``backward_dw`` on its own schedule: Megatron-LM's fine-grained callables append
@@ -15,7 +15,7 @@ tree): an ``if`` of a construction method one branch of which gives ``self.c`` a
 layer while the other sets ``self.c = None`` (there, or before the ``if``) and gives other
 attributes weight layers the first branch does not build. Each such ``c`` is kept as
 ``Class.c=a,b`` (``RunFacts.alternatives``: names only, so a line moved in the class
-re-lints nothing); GMLP042 holds lists of ``X.c`` outside the class to it.
+re-lints nothing); GMLP043 holds lists of ``X.c`` outside the class to it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def alternatives_in(files: Iterable[tuple[str, bytes]], eager: Iterable[str] = (
     """``Class.c=a,b`` for each attribute ``c`` a class of ``files`` (path, bytes) builds a
     weight layer into on one path and sets to None on another where it builds ``a``, ``b``;
     only for the ``c`` some file naming ``backward_dw`` spells on another object than
-    ``self`` (the only ``c`` GMLP042 asks about: the others' classes are not parsed)."""
+    ``self`` (the only ``c`` GMLP043 asks about: the others' classes are not parsed)."""
     files = list(files)
     candidates: dict[str, set[bytes]] = {}
     for path, data in files:

@@ -36,7 +36,7 @@ helper is renamed, a project writes its own, or it sits in another module than i
 * the alternatives (``alternatives``): attributes a class of the run gives a weight layer on
   one branch of an ``if`` and sets to None on the other, which builds other layers instead
   (``alternative_layers``), as ``Class.c=a,b``; only those some file naming ``backward_dw``
-  spells on another object than ``self``. GMLP042 holds a list of ``X.c`` for backward_dw
+  spells on another object than ``self``. GMLP043 holds a list of ``X.c`` for backward_dw
   outside the class to them.
 
 Found with CPython's ``ast`` in the few functions that spell the words, so it costs next to
@@ -98,7 +98,7 @@ class RunFacts:
     wgrad_work: tuple[str, ...] = ()
     hook_firing: tuple[str, ...] = ()
     # Weight layers a class builds in place of one another, as ``Class.c=a,b``
-    # (``alternative_layers``): GMLP042 holds lists of ``X.c`` for backward_dw to them.
+    # (``alternative_layers``): GMLP043 holds lists of ``X.c`` for backward_dw to them.
     alternatives: tuple[str, ...] = ()
 
     def __or__(self, other: RunFacts) -> RunFacts:

@@ -1,5 +1,5 @@
 """Layers named one by one for their ``backward_dw`` from outside their class, that miss the
-layers the class builds in their place (issue #19, class 6; GMLP042).
+layers the class builds in their place (issue #19, class 6; GMLP043).
 
 A schedule that runs the weight-gradient pass itself lists a layer's delayed-wgrad members
 by attribute: ``backward_dw["attn"].append(layer.eh_proj)``, ``dw = [layer.q, layer.kv]``,

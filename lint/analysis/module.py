@@ -277,7 +277,7 @@ class ModuleContext:
         self.wgrad_work_helpers = frozenset(known.wgrad_work)
         self.hook_firing_helpers = frozenset(known.hook_firing)
         # Weight layers classes of the run build in place of one another (``Class.c=a,b``,
-        # ``alternative_layers``: GMLP042).
+        # ``alternative_layers``: GMLP043).
         self.alternatives = known.alternatives
         self._shared: dict[Callable, object] = {}
 

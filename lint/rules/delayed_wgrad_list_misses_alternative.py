@@ -1,4 +1,4 @@
-"""GMLP042: a layer listed for its backward_dw from outside its class, while the class
+"""GMLP043: a layer listed for its backward_dw from outside its class, while the class
 builds other layers in its place on another path."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 listed_layers = LazyModule("..analysis.listed_layers", __package__)
 
-CODE = "GMLP042"
+CODE = "GMLP043"
 
 # The layer class of the examples, in another file of the run: under hyper-connections it
 # builds ``e_proj`` and ``h_proj`` and sets ``eh_proj`` to None (Megatron-LM's MTP layer).

@@ -35,11 +35,11 @@ OP_LEVEL_NAMES = (
 )
 
 MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
-    ("rename-locals", "GMLP042"): (
-        "GMLP042 takes a list for one of weight-gradient work when the container it fills "
+    ("rename-locals", "GMLP043"): (
+        "GMLP043 takes a list for one of weight-gradient work when the container it fills "
         "is named for it (a name part dw, wgrad: its page); renamed away, `backward_dw[...]` "
         "is any list",
-        frozenset({"GMLP042-invalid-0"}),
+        frozenset({"GMLP043-invalid-0"}),
     ),
     ("rename-classes", "GMLP039"): (
         "GMLP039 finds the class by the name the spec of another file plugs in (its page): "

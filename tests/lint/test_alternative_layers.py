@@ -1,5 +1,5 @@
 """lint/alternative_layers.py (which layers a class builds in place of one another) and
-GMLP042's reading of the lists that name them (analysis/listed_layers.py)."""
+GMLP043's reading of the lists that name them (analysis/listed_layers.py)."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def _lint(files: list[tuple[str, bytes]], tmp_path) -> list[tuple[str, int, str]
 
 
 def test_a_listing_is_reported_unless_its_function_names_every_alternative(tmp_path):
-    assert _lint(_files(mtp=LAYER, sched=CALLER), tmp_path) == [("sched.py", 2, "GMLP042")]
+    assert _lint(_files(mtp=LAYER, sched=CALLER), tmp_path) == [("sched.py", 2, "GMLP043")]
     named = """
         def callables(layer, backward_dw):
             projs = [layer.e_proj, getattr(layer, "h_proj")] if layer.mhc else [layer.eh_proj]
@@ -147,4 +147,4 @@ def test_containers_not_named_for_wgrad_work_are_not_listings(tmp_path):
             delayed_wgrad_modules = [layer.eh_proj]
             return delayed_wgrad_modules
     """
-    assert _lint(_files(mtp=LAYER, sched=wgrad_list), tmp_path) == [("sched.py", 2, "GMLP042")]
+    assert _lint(_files(mtp=LAYER, sched=wgrad_list), tmp_path) == [("sched.py", 2, "GMLP043")]

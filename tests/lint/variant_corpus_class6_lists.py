@@ -1,6 +1,6 @@
 """Issue #19, class 6 (delayed wgrad across classes) through lists of layers: code outside a
 layer class names the layer's delayed-wgrad members one by one for their ``backward_dw``,
-while the class builds other layers in place of one of them on another path (GMLP042).
+while the class builds other layers in place of one of them on another path (GMLP043).
 Each case is a small tree of files linted together as one run (``test_variant_corpus_xfile``
 runs them): a buggy version (``# expect: CODE`` on each line that must be reported) and its
 fixed twin (no finding at all).
@@ -86,7 +86,7 @@ CASES = (
                 class MLPCallables:
                     def __init__(self, mlp):
                         self.mlp = mlp
-                        self.wgrad_layers = [mlp.linear_fc2, mlp.linear_fc1]  # expect: GMLP042
+                        self.wgrad_layers = [mlp.linear_fc2, mlp.linear_fc1]  # expect: GMLP043
 
                     def backward_dw(self):
                         for layer in self.wgrad_layers:
@@ -119,7 +119,7 @@ CASES = (
             "model/attention.py": SEPARATE_QKV,
             "schedule/overlap.py": """
                 def attention_backward_dw(attn):
-                    for module in (attn.qkv, attn.proj):  # expect: GMLP042
+                    for module in (attn.qkv, attn.proj):  # expect: GMLP043
                         module.backward_dw()
             """,
         },
@@ -144,7 +144,7 @@ CASES = (
             "pipeline/schedule.py": """
                 def flush_mixer(node):
                     node.layer.mixer.out_proj.backward_dw()
-                    node.layer.mixer.in_proj.backward_dw()  # expect: GMLP042
+                    node.layer.mixer.in_proj.backward_dw()  # expect: GMLP043
             """,
         },
         {
@@ -170,7 +170,7 @@ CASES = (
                 def build_mlp_chunk(layer):
                     forward = [layer.mlp.forward]
                     dw_callables = {
-                        "fc1": layer.mlp.linear_fc1,  # expect: GMLP042
+                        "fc1": layer.mlp.linear_fc1,  # expect: GMLP043
                         "fc2": layer.mlp.linear_fc2,
                     }
                     return forward, dw_callables
@@ -211,7 +211,7 @@ CASES = (
                     mixer = node.layer.mixer
                     projections = [*[mixer.in_proj], mixer.out_proj]
                     backward_dw["mixer"].extend(projections)
-                    backward_dw["mixer"] += [*[mixer.in_proj]]  # expect: GMLP042
+                    backward_dw["mixer"] += [*[mixer.in_proj]]  # expect: GMLP043
                     return backward_dw
             """,
         },
@@ -238,7 +238,7 @@ CASES = (
                     if attn.qkv is None:
                         wgrad_modules.extend([attn.q, attn.k])
                     else:
-                        wgrad_modules.append(attn.qkv)  # expect: GMLP042
+                        wgrad_modules.append(attn.qkv)  # expect: GMLP043
                     wgrad_modules.append(attn.proj)
                     for module in wgrad_modules:
                         module.backward_dw()
