@@ -68,6 +68,7 @@ RULE_MODULES = {
     "GMLP039": "slot_module_without_backward_dw",
     "GMLP040": "delayed_wgrad_layer_never_run",
     "GMLP041": "main_grad_write_once_per_step",
+    "GMLP042": "grad_ready_hook_skipped",
     "GMLP043": "delayed_wgrad_list_misses_alternative",
     "GMLP100": "unused_suppression",
 }

@@ -55,6 +55,18 @@ _REFUSES = re.compile(
     rb"assert\b[^\n]*delay_wgrad_compute|\bif\b[^\n]*delay_wgrad_compute[^\n]*:\s*\n\s*raise\b"
 )
 NEWLINE = b"\n"
+# Comments and string literals, scanned left to right (so a quote inside a comment, or a
+# ``#`` inside a string, is taken as what it is): a ``.<slot>.backward_dw`` inside one is
+# prose (a docstring, an error message), not a call. String prefixes need no alternative:
+# the literal starts at its quote either way.
+_PROSE = re.compile(
+    rb"#[^\r\n]*"
+    rb'|"""(?:\\.|[^\\])*?"""'
+    rb"|'''(?:\\.|[^\\])*?'''"
+    rb'|"(?:\\.|[^"\\\r\n])*"'
+    rb"|'(?:\\.|[^'\\\r\n])*'",
+    re.DOTALL,
+)
 # Every identifier a spec file spells: ``slot_facts`` takes any name handed as a spec's
 # module (lowercase ones too), so the files held back from the early workers must be found
 # by the same names, or a file linted ahead would miss its fact (and be cached without it).
@@ -80,17 +92,25 @@ def called_slots(files: Iterable[tuple[str, bytes]]) -> dict[str, str]:
         if BACKWARD_DW not in data:
             continue
         guarded = set(_GUARDED.findall(data))
+        prose: list[tuple[int, int]] | None = None
         for match in _CALLED.finditer(data):
             slot = match.group(1)
-            line_start = data.rfind(b"\n", 0, match.start()) + 1
             if slot in guarded or slot in SPEC_KEYWORDS:
                 continue
-            if data[line_start : match.start()].lstrip().startswith(b"#"):
+            if prose is None:  # only files that spell a slot's backward_dw are scanned
+                prose = [m.span() for m in _PROSE.finditer(data)]
+            if _inside(prose, match.start()):
                 continue
             name = slot.decode()
             if name not in found:
                 found[name] = f"{path}:{data.count(NEWLINE, 0, match.start()) + 1}"
     return found
+
+
+def _inside(spans: list[tuple[int, int]], position: int) -> bool:
+    """Whether ``position`` falls in one of ``spans`` (sorted, not overlapping)."""
+    at = bisect.bisect_right(spans, (position + 1,)) - 1  # the last span starting by then
+    return at >= 0 and position < spans[at][1]
 
 
 def candidate_files(files: Iterable[tuple[str, bytes]]) -> set[str]:

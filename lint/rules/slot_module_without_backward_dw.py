@@ -110,8 +110,9 @@ RULE = Rule(
         (they may define `backward_dw`), a class name two files define when the spec file
         does not import it from one of them, and whether the configuration ever turns
         delayed wgrad or the overlapping schedule on for a model using that spec. A slot
-        keyword shared by unrelated layers is taken as the same slot, and a call spelled in
-        a docstring or string (not a comment line) is taken as a call.
+        keyword shared by unrelated layers is taken as the same slot. A slot spelled only in
+        comments, docstrings or other strings is not taken as called (an f-string's
+        replacement field is a string to this scan too).
     """,
     fix="""
         Give the class a `backward_dw` that calls the `backward_dw` of each weight layer it

@@ -67,6 +67,21 @@ def test_calls_on_comment_lines_and_guarded_slots_are_not_calls():
     assert called_slots(_files(a=read)) == {}
 
 
+def test_calls_spelled_in_docstrings_strings_and_trailing_comments_are_not_calls():
+    prose = '''
+        def flush(layer):
+            """Runs ``layer.self_attention.backward_dw()`` when the schedule asks."""
+            log("skipping layer.mlp.backward_dw() here; a '#' in a string")
+            keep = 1  # then layer.mixer.backward_dw() "later"
+            message = 'it\\'s layer.router.backward_dw()'
+    '''
+    assert called_slots(_files(a=prose)) == {}
+    assert _run(caller=prose) == {}
+    # The same file with one real call after the prose: only that slot is called.
+    called = prose + "    layer.self_attention.backward_dw()\n"
+    assert list(called_slots(_files(a=called))) == ["self_attention"]
+
+
 def test_a_slot_nobody_calls_plugs_nothing():
     assert _run(caller="def flush(layer):\n    layer.mlp.backward_dw()\n") == {}
     # A wrapper forwarding to ``self.module`` names ModuleSpec's keyword, not a slot.

@@ -23,6 +23,7 @@ from . import (
     variant_corpus_class1_calls,
     variant_corpus_class4,
     variant_corpus_class5_converse,
+    variant_corpus_class5_paths,
     variant_corpus_class6_absorbed,
     variant_corpus_classes12,
     variant_corpus_classes35,
@@ -43,6 +44,7 @@ VARIANTS = (
     + variant_corpus_class1_calls.VARIANTS
     + variant_corpus_classes35.VARIANTS
     + variant_corpus_class5_converse.VARIANTS
+    + variant_corpus_class5_paths.VARIANTS
     + variant_corpus_expert_lists.VARIANTS
     + variant_corpus_class6_absorbed.VARIANTS
     + variant_corpus_flag_guard.VARIANTS
