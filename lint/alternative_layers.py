@@ -21,6 +21,7 @@ re-lints nothing); GMLP043 holds lists of ``X.c`` outside the class to it.
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from collections.abc import Iterable
 
@@ -64,7 +65,15 @@ def alternatives_in(files: Iterable[tuple[str, bytes]], eager: Iterable[str] = (
     for path, both in candidates.items():
         if both & used:
             found |= _in_file(path, contents[path], both & used, eager)
-    return found
+    return {entry for entry in found if _defined_once(entry.split(".", 1)[0], files)}
+
+
+def _defined_once(name: str, files: list[tuple[str, bytes]]) -> bool:
+    """Only one file of the run defines a class ``name``: a listing's ``X`` of another
+    class of the same name (a vendored copy, a test double) would be judged by this one's
+    layers otherwise (the listing is matched to the class by attribute name only)."""
+    pattern = re.compile(rb"^[ \t]*class[ \t]+" + re.escape(name.encode()) + rb"\b", re.MULTILINE)
+    return sum(1 for _, data in files if pattern.search(data)) == 1
 
 
 def _not_on_self(data: bytes, dot: int) -> bool:
@@ -106,10 +115,15 @@ def _in_class(node: ast.ClassDef, is_layer) -> set[str]:
         for test in ast.walk(method):
             if not isinstance(test, ast.If) or not test.orelse:
                 continue
+            # Built outside this ``if`` too (``if self.c is None: self.c = ...`` after it):
+            # the None is not where the method leaves it.
+            rebuilt = set(_built(_outside_of(method.body, test), is_layer))
             for built, other in ((test.body, test.orelse), (test.orelse, test.body)):
                 here, there = _built(built, is_layer), _built(other, is_layer)
                 for attr in here:
-                    if attr in there or not (attr in _set_none(other) or attr in set_none):
+                    if attr in there or attr in rebuilt:
+                        continue
+                    if not (attr in _set_none(other) or attr in set_none):
                         continue
                     instead = [a for a in there if a not in here and a != attr]
                     if instead:
@@ -120,7 +134,7 @@ def _in_class(node: ast.ClassDef, is_layer) -> set[str]:
 def _built(statements: list[ast.stmt], is_layer) -> list[str]:
     """The ``self`` attributes the statements give a weight layer, in order."""
     nodes = [n for s in statements for n in ast.walk(s)]
-    calls = {id(n) for n in nodes if type(n) is ast.Call and is_layer(n)}
+    calls = {id(n) for n in nodes if type(n) is ast.Call and is_layer(n) and not _no_delay(n)}
     if not calls:
         return []
     attrs: list[str] = []
@@ -129,6 +143,43 @@ def _built(statements: list[ast.stmt], is_layer) -> list[str]:
         if attr is not None and attr not in attrs:
             attrs.append(attr)
     return attrs
+
+
+def _outside_of(statements: list[ast.stmt], skipped: ast.If) -> list[ast.stmt]:
+    """The statements, and those nested in them, but for ``skipped`` and what it holds."""
+    found: list[ast.stmt] = []
+    pending = list(statements)
+    while pending:
+        current = pending.pop()
+        if current is skipped:
+            continue
+        found.append(current)
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            pending.extend(getattr(current, field, None) or [])
+    return [_shallow(statement) for statement in found]
+
+
+def _shallow(statement: ast.stmt) -> ast.stmt:
+    """A compound statement without its nested blocks (those are listed on their own),
+    so that walking it sees its header only; a simple statement as it is."""
+    if not any(getattr(statement, f, None) for f in ("body", "orelse", "finalbody", "handlers")):
+        return statement
+    header = copy.copy(statement)
+    for field in ("body", "orelse", "finalbody", "handlers"):
+        if hasattr(header, field):
+            setattr(header, field, [])
+    return header
+
+
+def _no_delay(call: ast.Call) -> bool:
+    """``delay_wgrad_compute=False`` handed to the build: a layer with no delayed wgrad,
+    which no ``backward_dw`` list has to name."""
+    return any(
+        k.arg == "delay_wgrad_compute"
+        and isinstance(k.value, ast.Constant)
+        and k.value.value is False
+        for k in call.keywords
+    )
 
 
 def _set_none(statements: list[ast.stmt], nested: bool = True) -> set[str]:

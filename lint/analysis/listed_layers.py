@@ -21,17 +21,20 @@ attribute ``.a`` or a string ``"a"``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
 
+from ..wgrad_words import says_deferred_wgrad
 from .module import ModuleContext
 
 BACKWARD_DW = "backward_dw"
-# The words of a name (split at ``_``) that say it holds weight-gradient work.
-CONTAINER_WORDS = frozenset({"dw", "wgrad", "wgrads"})
 FILLING_METHODS = frozenset({"append", "extend", "insert"})
 NOT_OUTSIDE = frozenset({"self", "cls"})
+TEST_DIRS = frozenset({"tests", "test", "unit_tests", "functional_tests"})
+# Where a ``X.c.backward_dw`` is only looked at (``is not None``, ``assert``): no listing.
+_ONLY_LOOKED_AT = (cst.Comparison, cst.Assert)
 
 
 @dataclass(frozen=True)
@@ -56,14 +59,14 @@ def alternatives_by_attribute(facts: tuple[str, ...]) -> dict[str, list[tuple[st
 def missed_alternatives(context: ModuleContext) -> list[MissedAlternative]:
     known = alternatives_by_attribute(context.alternatives)
     wanted = {a: v for a, v in known.items() if "." + a in context.source}
-    if not wanted:
+    if not wanted or _is_test_file(context.path):
         return []
     found: list[MissedAlternative] = []
     for scope in _scopes(context.module):
         listed = list(_listings(scope, wanted))
         if not listed:
             continue
-        named = _names(scope)
+        named = _names(scope) | _words_of_file(context.source, wanted)
         for node, receiver in listed:
             for owner, instead in wanted[node.attr.value]:
                 missing = tuple(a for a in instead if a not in named)
@@ -76,6 +79,28 @@ def missed_alternatives(context: ModuleContext) -> list[MissedAlternative]:
                     )  # fmt: skip
                     break
     return found
+
+
+def _is_test_file(path: str) -> bool:
+    """A test pins its configuration (``enable_hyper_connections = False``) and lists the
+    layers that configuration builds: not a schedule for every path."""
+    parts = re.split(r"[\\/]", path)
+    name = parts[-1]
+    return (
+        any(p in TEST_DIRS for p in parts[:-1])
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+    )
+
+
+def _words_of_file(source: str, wanted) -> set[str]:
+    """The alternatives the file spells anywhere as a whole word (another function that
+    picks between the two listings, a module-level tuple of names, ``r"e_proj"``): the file
+    knows of them, so its listing is taken to be one of its choices."""
+    names = {a for pairs in wanted.values() for _, instead in pairs for a in instead}
+    return {
+        a for a in names if re.search(rf"(?<![\w.]){re.escape(a)}\b|\.{re.escape(a)}\b", source)
+    }
 
 
 def _scopes(module: cst.Module):
@@ -92,10 +117,13 @@ def _children(node: cst.CSTNode):
     return node.children
 
 
-def _walk(node: cst.CSTNode):
+def _walk(node: cst.CSTNode, prune: tuple[type, ...] = ()):
+    """Every node under ``node``, but for what sits under a node of a ``prune`` type."""
     pending = [node]
     while pending:
         current = pending.pop()
+        if prune and isinstance(current, prune):
+            continue
         yield current
         pending.extend(reversed(_children(current)))
 
@@ -148,7 +176,7 @@ def _spells_work(node: cst.CSTNode) -> bool:
             word = sub.value.strip("\"'")
         else:
             continue
-        if CONTAINER_WORDS & set(word.lower().split("_")):
+        if says_deferred_wgrad(word):
             return True
     return False
 
@@ -161,7 +189,7 @@ def _calls_backward_dw(node: cst.CSTNode) -> bool:
 
 def _listings(scope: cst.CSTNode, wanted):
     """(``X.c``, ``X``) for each listing of a wanted attribute for backward_dw."""
-    for node in _walk(scope):
+    for node in _walk(scope, prune=_ONLY_LOOKED_AT):
         if isinstance(node, cst.Attribute) and node.attr.value == BACKWARD_DW:
             found = _outside(node.value, wanted)
             if found is not None:

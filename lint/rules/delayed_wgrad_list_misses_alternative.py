@@ -69,22 +69,31 @@ RULE = Rule(
         Seen: the classes of every file of the run (`lint/alternative_layers.py`): an `if`
         in `__init__` (or a method it calls) one branch of which gives `self.c` a weight
         layer (as GMLP014 reads one) while the other sets `self.c = None` (there, or before
-        the `if`) and gives weight layers to attributes the first branch does not build;
-        and in the file being linted, `X.c` (any `X` but `self` / `cls`) listed for
+        the `if`) and gives weight layers to attributes the first branch does not build
+        (layers handed `delay_wgrad_compute=False` are not counted; an attribute the method
+        also builds outside that `if`, `if self.c is None: self.c = ...`, is not taken;
+        nor is a class whose name two files of the run define); and in the file being
+        linted (not a test: a path under `tests/` or a `test_*.py` file pins its
+        configuration), `X.c` (any `X` but `self` / `cls`) listed for
         backward_dw: `X.c.backward_dw`, `X.c` alone or inside a list, tuple, set, dict or
         conditional expression assigned to a target or handed to `append` / `extend` /
         `insert` on a receiver with a name part `dw`, `wgrad` or `wgrads`, or inside the
-        literal a `for` walks whose body calls `backward_dw`. Reported unless the function
-        holding the listing (its outermost function) names every attribute built in `c`'s
-        place, as an attribute (`X.e_proj`) or a string.
+        literal a `for` walks whose body calls `backward_dw` (a `backward_dw` only compared
+        or asserted on is no listing). Reported unless the function holding the listing
+        (its outermost function) names every attribute built in `c`'s place, as an
+        attribute (`X.e_proj`) or a string, or the file spells each as a word anywhere
+        (another function that picks between two listings, a tuple of names).
 
-        Not seen: which class `X` is (the attribute's name decides: two classes with an
-        attribute of the same name and different alternatives are both asked about);
+        Not seen: which class `X` is (the attribute's name decides: an unrelated class with
+        an attribute of that name, listed for backward_dw, is asked about too);
         layers built instead on a path the class chooses without an `if` (a loop, a
         factory method returning different sets, `setattr` with computed names); listings
         through names other than those above (`fns = []`, then `register(fns)`), through
         `getattr(X, "c")`, or in a file that never spells `backward_dw`; an
-        alternative named in the function but never listed (any mention of it counts);
+        alternative named in the function or the file but never listed (any mention of it
+        counts), or named only through an f-string or a method (`layer.hc_projs()`, a false
+        alarm); a container named for `wgrad` / `dw` that holds no backward_dw work
+        (`wgrad_offload_modules`, a false alarm);
         layers the class builds on every path and the list misses (GMLP014 and GMLP020
         look at a class's own `backward_dw`, not at lists outside it).
     """,

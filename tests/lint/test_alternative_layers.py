@@ -148,3 +148,58 @@ def test_containers_not_named_for_wgrad_work_are_not_listings(tmp_path):
             return delayed_wgrad_modules
     """
     assert _lint(_files(mtp=LAYER, sched=wgrad_list), tmp_path) == [("sched.py", 2, "GMLP043")]
+
+
+def test_a_file_that_names_the_alternatives_elsewhere_makes_its_choice_there(tmp_path):
+    # The listing of each configuration sits in its own function; the file picks one.
+    split = """
+        def plain(layer, backward_dw):
+            backward_dw["attn"].append(layer.eh_proj)
+
+        def hyper(layer, backward_dw):
+            backward_dw["attn"].extend([layer.e_proj, layer.h_proj])
+
+        def callables(layer, backward_dw):
+            (plain if layer.eh_proj is not None else hyper)(layer, backward_dw)
+    """
+    assert _lint(_files(mtp=LAYER, sched=split), tmp_path) == []
+    names = """
+        HYPER = (r"e_proj", "h_proj")
+
+        def callables(layer, backward_dw):
+            backward_dw["attn"].append(layer.eh_proj)
+    """
+    assert _lint(_files(mtp=LAYER, sched=names), tmp_path) == []
+
+
+def test_listings_only_looked_at_and_listings_in_tests_are_not_reported(tmp_path):
+    looked_at = """
+        def check(layer, backward_dw):
+            assert layer.eh_proj is None or layer.eh_proj.backward_dw is not None
+            return layer.eh_proj.backward_dw is None
+    """
+    assert _lint(_files(mtp=LAYER, sched=looked_at), tmp_path) == []
+    (tmp_path / "tests").mkdir()
+    assert _lint(_files(mtp=LAYER, **{"tests/test_mtp": CALLER}), tmp_path) == []
+
+
+def test_classes_defined_twice_layers_without_delay_and_rebuilt_layers_give_no_fact():
+    vendored = "class MTPLayer(MegatronModule):\n    pass\n"
+    assert alternatives_in(_files(mtp=LAYER, copy=vendored, sched=CALLER)) == set()
+    no_delay = LAYER.replace(
+        "build_module(submodules.e_proj, config=config)",
+        "TELinear(4, 4, config=config, delay_wgrad_compute=False)",
+    ).replace(
+        "build_module(submodules.h_proj, config=config)",
+        "TELinear(4, 4, config=config, delay_wgrad_compute=False)",
+    )
+    assert "MTPLayer.eh_proj=e_proj,h_proj" not in alternatives_in(
+        _files(mtp=no_delay, sched=CALLER)
+    )
+    rebuilt = LAYER + (
+        "            if self.eh_proj is None:\n"
+        "                self.eh_proj = build_module(submodules.eh_proj, config=config)\n"
+    )
+    assert "MTPLayer.eh_proj=e_proj,h_proj" not in alternatives_in(
+        _files(mtp=rebuilt, sched=CALLER)
+    )
