@@ -185,15 +185,17 @@ def _bookkeeping_loops(unit: Unit, subject: str, firing: Firing) -> list[Node]:
     unconditionally, when the hook is fired for each ``p`` of the same ``X`` (in a loop or
     a comprehension): the two loops visit the same parameters, so an empty first loop
     means an empty second one."""
-    iterables = set(_iterables_of(unit, subject, firing.call))
+    loops = unit.context.shared(_loops_of_units)[id(unit)]
+    iterables = set(_iterables_of(loops, subject, firing.call))
     if not iterables:
         return []
     found = []
-    for stmt, _ in unit.statements():
+    for loop in loops:
+        stmt = loop.node
         if (
             type(stmt) is cst.For
-            and _walks(stmt, subject) & iterables
-            and not any(sub is firing.call for sub in patterns.walk(stmt.body))
+            and _walks(loop, subject) & iterables
+            and id(firing.call) not in loop.calls
             and any(_keeps_books(small, subject) for small in _small_statements(stmt.body))
         ):
             node = unit.node_for(stmt)
@@ -202,30 +204,44 @@ def _bookkeeping_loops(unit: Unit, subject: str, firing: Firing) -> list[Node]:
     return found
 
 
-def _iterables_of(unit: Unit, subject: str, call: cst.Call) -> list[str]:
-    """What ``subject`` runs over where ``call`` is made, as code: ``X`` of an enclosing
-    ``for subject in X`` loop or comprehension (also ``enumerate(X)``, ``zip(..., X)``)."""
-    found = []
-    for stmt, _ in unit.statements():
-        for sub in patterns.walk(stmt):
-            if type(sub) is cst.For or isinstance(sub, cst.BaseComp):
-                loop = sub if type(sub) is cst.For else sub.for_in
-                walked = _walks(loop, subject)
-                if not walked:
+@dataclass(frozen=True)
+class _Loop:
+    node: cst.CSTNode  # a ``for`` statement or a comprehension
+    calls: frozenset[int]  # the ids of the calls made in its body (a comprehension: in it)
+    walks: tuple[tuple[str, str], ...]  # (name, code of the sequence its elements come from)
+
+
+def _loops_of_units(context) -> dict[int, list[_Loop]]:
+    """Each unit's loops and comprehensions (by the unit's id), found and read once per
+    file: a hook fired in each arm of a long ``elif`` chain asked for them per firing."""
+    found: dict[int, list[_Loop]] = {}
+    for unit in context.units:
+        loops = []
+        for stmt in unit.body:  # each top-level statement walked whole: every node once
+            for sub in patterns.walk(stmt):
+                if type(sub) is not cst.For and not isinstance(sub, cst.BaseComp):
                     continue
+                loop = sub if type(sub) is cst.For else sub.for_in
                 inner = sub.body if type(sub) is cst.For else sub
-                if any(part is call for part in patterns.walk(inner)):
-                    found.extend(walked)
+                calls = frozenset(id(n) for n in patterns.walk(inner) if type(n) is cst.Call)
+                walks = tuple(
+                    (name.value, _code(sequence))
+                    for name, sequence in iteration.element_sequences(loop)
+                )
+                loops.append(_Loop(sub, calls, walks))
+        found[id(unit)] = loops
     return found
 
 
-def _walks(loop, subject: str) -> set[str]:
+def _iterables_of(loops: list[_Loop], subject: str, call: cst.Call) -> list[str]:
+    """What ``subject`` runs over where ``call`` is made, as code: ``X`` of an enclosing
+    ``for subject in X`` loop or comprehension (also ``enumerate(X)``, ``zip(..., X)``)."""
+    return [code for loop in loops if id(call) in loop.calls for code in _walks(loop, subject)]
+
+
+def _walks(loop: _Loop, subject: str) -> set[str]:
     """The code of the sequences whose elements ``loop`` binds to ``subject``."""
-    return {
-        _code(sequence)
-        for name, sequence in iteration.element_sequences(loop)
-        if name.value == subject
-    }
+    return {code for name, code in loop.walks if name == subject}
 
 
 def _small_statements(suite: cst.BaseSuite) -> list[cst.CSTNode]:

@@ -122,7 +122,13 @@ class Unit:
     def statements(self) -> Iterator[tuple[cst.CSTNode, Sequence[cst.CSTNode]]]:
         """(statement, the suite it sits in) for every statement of this unit, compound and
         small, at any depth, outside nested functions and classes."""
-        yield from iter_statements(self.body)
+        return iter(self._statements)
+
+    @cached_property
+    def _statements(self) -> tuple[tuple[cst.CSTNode, Sequence[cst.CSTNode]], ...]:
+        # Listed once: the walk costs a generator frame per level of nesting for each
+        # statement (an ``elif`` chain of n arms nests n deep), and many checks ask again.
+        return tuple(iter_statements(self.body))
 
     def expression_roots(self) -> Iterator[tuple[cst.CSTNode, Node]]:
         """Each piece of code evaluated as one graph node: small statements whole, and the

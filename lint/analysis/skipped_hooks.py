@@ -114,10 +114,6 @@ def _own_call(call: cst.Call) -> str | None:
     return patterns.callee_name(call)
 
 
-def _silent(expr: cst.CSTNode, unit: Unit, facts: delayed_work.FileFacts) -> bool:
-    return not delayed_work.fires_hook(expr, delayed_work.hook_locals(unit), facts)
-
-
 # -- flag: the firing gated on grad_added_to_main_grad ------------------------------------
 def _flag_gated(context: ModuleContext, direct: dict[str, Unit]) -> Iterator[Skip]:
     for unit in direct.values():
@@ -163,8 +159,11 @@ def _branch_siblings(
         if unit.name not in firers and not unit.survey.calls & firers:
             continue
         notified = None
+        bound = delayed_work.hook_locals(unit)
         for stmt, suite in unit.statements():
-            if type(stmt) is not cst.If:
+            # An ``elif`` (listed with no suite of its own) is an arm of its chain's head:
+            # judged there, with every arm (once per chain, not once per ``elif``).
+            if type(stmt) is not cst.If or suite == ():
                 continue
             arms = list(_arms(stmt, suite))
             fired = set()
@@ -174,7 +173,7 @@ def _branch_siblings(
             if len(arms) < 2 or not fired:
                 continue
             for arm in arms:
-                if any(not _silent(line, unit, facts) for line in arm):
+                if any(delayed_work.fires_hook(line, bound, facts) for line in arm):
                     continue
                 site = _walks_same(arm, fired)
                 if site is None:
