@@ -35,12 +35,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import branches, delayed_work, gates, hooks, paths, patterns, tensor_writes
+from . import arm_effects, branches, delayed_work, gates, hooks, paths, patterns, tensor_writes
 from .module import ModuleContext, Unit, suite_body
 
 BRANCH, METHOD, FLAG = "branch", "method", "flag"
 # How many calls deep a function of the file may fire a stored hook for its caller.
 FIRER_DEPTH = 3
+# Methods autograd calls itself (an autograd Function's): the file never calls them.
+AUTOGRAD_ENTRY_POINTS = frozenset({"forward", "backward"})
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ def _flag_gated(context: ModuleContext, direct: dict[str, Unit]) -> Iterator[Ski
             for stmt, _ in unit.statements():
                 if type(stmt) is not cst.If or not _inside(firing.call, stmt.body):
                     continue
+                if stmt.orelse is not None and _fires_stored(stmt.orelse, frozenset()):
+                    continue  # the hook is fired whatever the flag says
                 for operand in gates.and_operands(stmt.test):
                     if _reads_flag_set(operand, firing.subject):
                         yield Skip(operand, FLAG, firing.subject)
@@ -160,6 +164,7 @@ def _branch_siblings(
             continue
         notified = None
         bound = delayed_work.hook_locals(unit)
+        returned = arm_effects.returned_names(unit)
         for stmt, suite in unit.statements():
             # An ``elif`` (listed with no suite of its own) is an arm of its chain's head:
             # judged there, with every arm (once per chain, not once per ``elif``).
@@ -174,6 +179,10 @@ def _branch_siblings(
                 continue
             for arm in arms:
                 if any(delayed_work.fires_hook(line, bound, facts) for line in arm):
+                    continue
+                if any(arm_effects.notifies(line) for line in arm):
+                    continue
+                if not any(arm_effects.completes(line, returned) for line in arm):
                     continue
                 site = _walks_same(arm, fired)
                 if site is None:
@@ -261,6 +270,8 @@ def _method_siblings(
             if method.name in firers or not _sets_flag(method):
                 continue
             site = _unannounced_write(method, facts, writers)
+            if method.name in AUTOGRAD_ENTRY_POINTS:
+                continue  # autograd runs it; its dummy goes to an AccumulateGrad holding the hook
             if site is not None and not _callers_fire(context, method.name, facts):
                 yield Skip(site, METHOD, sibling.name)
 

@@ -64,7 +64,12 @@ RULE = Rule(
         hook of a container of them fired for `p`: GMLP017's firings); a sibling fires
         through such a call or a function of the file that makes one (three calls deep); a
         path counts as silent only if it calls nothing that says hook (nor a function of the
-        file, or an imported helper of the run, firing one). Branch: the ways through an
+        file, or an imported helper of the run, firing one), calls nothing named for a
+        readiness notice (`register_grad_ready(p)`, `reduce_ready_partitions...`), and
+        completes gradients (returns a value or binds or fills a local the function
+        returns, gives `.grad` a value other than None, touches main_grad or the flag: an
+        arm that asserts, queues its wgrads for `backward_dw` or drops them is left alone).
+        Branch: the ways through an
         `if`/`elif`/`else` chain (an `if` without `else` whose body ends in `return`,
         `raise` or `continue` has the statements after it as its other way), a `for` loop
         or comprehension firing in one, and a loop or comprehension over the same code in
@@ -74,7 +79,9 @@ RULE = Rule(
         through a local bound to it or a function of the file that writes one) and
         `X.grad_added_to_main_grad = True` (or its `setattr`), from which a way out passes
         no firing, in a class another method of which writes main_grad and fires a stored
-        hook; when the file calls the method (by `name(...)` or `obj.name(...)`, whatever
+        hook (not `forward` / `backward`, which autograd calls and whose dummy goes to an
+        AccumulateGrad that still holds the hook); when the file calls the method (by
+        `name(...)` or `obj.name(...)`, whatever
         the object: a chain of sharded weights calls its neighbour's finalize), only if
         some call of it has a way out of its caller passing no firing. Flag: every operand
         of the `and` chain of an `if` around the firing, `X.grad_added_to_main_grad`,
@@ -84,11 +91,13 @@ RULE = Rule(
         Not seen: siblings in another file, or a class whose methods complete gradients
         and fire in different classes; a branch that completes a single weight (no loop)
         or walks the weights under another spelling (`weights` against `zip(weights,
-        grads)`); a silent path whose gradients autograd accumulates (returned to an
-        AccumulateGrad the hook is still registered on: nothing in the file says which
-        weights it took the hook from); a firing gated on the flag through a local, or
-        skipped by an early `continue` / `return` on it; methods called through another
-        name (a callback, `getattr`).
+        grads)`); a firing gated on the flag through a local, or skipped by an early
+        `continue` / `return` on it. False alarms it can raise: a quiet path whose
+        gradients autograd accumulates (handed back to an AccumulateGrad the hook is still
+        registered on: nothing in the file says which weights it took the hook from); a
+        method no call of which the file shows (another file or a callback calls it and
+        fires after it); a firing after the `if` under the same condition, or through a
+        local lambda; a flag test whose `else` fires through a local.
     """,
     fix="""
         Fire the parameter's stored hook on every path that completes its gradient (after
