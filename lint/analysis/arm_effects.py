@@ -27,11 +27,14 @@ def notifies(line: cst.CSTNode) -> bool:
 
 
 def returned_names(unit: Unit) -> frozenset[str]:
-    """The locals the function returns (``return result``)."""
+    """The locals the function's returns hand back (``return result``, ``return result if
+    batched else result[0]``)."""
     return frozenset(
-        stmt.value.value
+        sub.value
         for stmt, _ in unit.statements()
-        if type(stmt) is cst.Return and type(stmt.value) is cst.Name
+        if type(stmt) is cst.Return and stmt.value is not None
+        for sub in patterns.walk(stmt.value)
+        if type(sub) is cst.Name
     )
 
 

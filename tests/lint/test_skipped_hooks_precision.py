@@ -104,3 +104,28 @@ def test_an_arm_that_fills_the_returned_list_completes_its_gradients():
     assert [f.code for f in engine.lint_source(source, "x.py", frozenset({"GMLP042"}))] == [
         "GMLP042"
     ]
+
+
+def test_a_local_returned_inside_a_conditional_expression_counts_as_handed_back():
+    # TE #2960's shape: the quiet arm binds ``result``, returned as
+    # ``result if batched else result[0]``.
+    source = textwrap.dedent("""
+        class ShardedParam(torch.nn.Parameter):
+            @staticmethod
+            def _apply_fused(param, wgrad):
+                param.main_grad.add_(wgrad)
+                param.grad_added_to_main_grad = True
+                param._grad_accum_hook(param)
+
+            def wgrad_reduce_scatter(self, wgrads, fuse, batched):
+                sharded = self._reduce_scatter(wgrads)
+                if fuse:
+                    [self._apply_fused(p, g) for p, g in zip(self._weights, sharded)]
+                    result = [None] * len(sharded)
+                else:
+                    result = [p.strip(g) for p, g in zip(self._weights, sharded)]
+                return result if batched else result[0]
+    """)
+    assert [f.code for f in engine.lint_source(source, "x.py", frozenset({"GMLP042"}))] == [
+        "GMLP042"
+    ]
