@@ -90,7 +90,7 @@ def _in_file(path: str, data: bytes, names: set[bytes], eager: tuple[str, ...]) 
 
     wanted = [b"self." + name for name in names]
     found: set[str] = set()
-    for block in class_facts._class_blocks(data):
+    for block in class_facts.class_blocks(data):
         if not any(word in block for word in wanted):
             continue
         try:

@@ -112,7 +112,7 @@ def _subclasses(
     candidates: dict[str, list[tuple[str, bytes]]] = {}
     for path, data in files:
         if any(word in data for word in _DEFINES):
-            for block in _class_blocks(data):
+            for block in class_blocks(data):
                 if _DEFINES[0] in block or (_DEFINES[1] in block and b"def __init__" in block):
                     name, _ = _header(block, 0)
                     candidates.setdefault(name, []).append((path, block))
@@ -156,7 +156,7 @@ def _aliased(found: Iterable[tuple[str, list[str]]], data: bytes) -> list[tuple[
 
 
 def _blocks_named(data: bytes, name: str) -> list[bytes]:
-    return [block for block in _class_blocks(data) if _header(block, 0)[0] == name]
+    return [block for block in class_blocks(data) if _header(block, 0)[0] == name]
 
 
 def _may_lose_layers(data: bytes, needed: set[str], lineage: list[ClassFact]) -> bool:
@@ -168,7 +168,7 @@ def _may_lose_layers(data: bytes, needed: set[str], lineage: list[ClassFact]) ->
         b"def " + name.encode() + b"(" for name in {BACKWARD_DW, *_reached_by_backward_dw(lineage)}
     ]
     aliases = layer_facts.aliases(data)
-    for block in _class_blocks(data):
+    for block in class_blocks(data):
         if not {aliases.get(b, b) for b in _header(block, 0)[1]} & needed:
             continue
         init = _construction_text(block)
@@ -274,7 +274,7 @@ def _header(data: bytes, start: int) -> tuple[str, list[str]]:
     return name, bases
 
 
-def _class_blocks(data: bytes) -> Iterable[bytes]:
+def class_blocks(data: bytes) -> Iterable[bytes]:
     """The text of each top-level class (decorators left out): from its ``class`` line to
     the next line that starts a top-level statement."""
     start = 0 if data.startswith(b"class ") else data.find(b"\nclass ") + 1

@@ -225,7 +225,7 @@ def _loops_of_units(context) -> dict[int, list[_Loop]]:
                 inner = sub.body if type(sub) is cst.For else sub
                 calls = frozenset(id(n) for n in patterns.walk(inner) if type(n) is cst.Call)
                 walks = tuple(
-                    (name.value, _code(sequence))
+                    (name.value, code_of(sequence))
                     for name, sequence in iteration.element_sequences(loop)
                 )
                 loops.append(_Loop(sub, calls, walks))
@@ -251,7 +251,8 @@ def _small_statements(suite: cst.BaseSuite) -> list[cst.CSTNode]:
     ]
 
 
-def _code(expr: cst.CSTNode) -> str:
+def code_of(expr: cst.CSTNode) -> str:
+    """``expr`` as source text (how two loops' sequences are compared)."""
     return cst.Module(body=[]).code_for_node(expr)
 
 

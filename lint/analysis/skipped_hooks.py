@@ -222,14 +222,14 @@ def _loops(suite: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, cst.C
 
 def _walks_firing(line: cst.CSTNode, firers: frozenset[str]) -> set[str]:
     """The code of the sequences for each element of which ``line`` fires a stored hook."""
-    return {_code(it) for _, it, each in _loops(line) if _fires_stored(each, firers)}
+    return {hooks.code_of(it) for _, it, each in _loops(line) if _fires_stored(each, firers)}
 
 
 def _walks_same(arm: Sequence[cst.CSTNode], fired: set[str]) -> tuple[cst.CSTNode, str] | None:
     """(the statement of ``arm`` holding a loop over one of ``fired``, that sequence)."""
     for line in arm:
         for _, it, _ in _loops(line):
-            code = _code(it)
+            code = hooks.code_of(it)
             if code in fired:
                 return _first_small(line), code
     return None
@@ -240,10 +240,6 @@ def _first_small(stmt: cst.CSTNode) -> cst.CSTNode:
     if type(stmt) is cst.SimpleStatementLine and stmt.body:
         return stmt.body[0]
     return stmt
-
-
-def _code(expr: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(expr)
 
 
 # -- method: a sibling method adds into main_grad and fires -------------------------------
