@@ -65,7 +65,45 @@ def alternatives_in(files: Iterable[tuple[str, bytes]], eager: Iterable[str] = (
     for path, both in candidates.items():
         if both & used:
             found |= _in_file(path, contents[path], both & used, eager)
-    return {entry for entry in found if _defined_once(entry.split(".", 1)[0], files)}
+    found = {entry for entry in found if _defined_once(entry.split(".", 1)[0], files)}
+    return _unambiguous(found, files)
+
+
+def _unambiguous(found: set[str], files: list[tuple[str, bytes]]) -> set[str]:
+    """The entries whose attribute no other class of the run gives a layer: a listing is
+    matched to the class by the attribute's name only, so ``projector.eh_proj`` of a class
+    that builds ``eh_proj`` on every path would be judged by the MTP layer's alternatives."""
+    owners: dict[str, set[str]] = {}
+    for entry in found:
+        owner, _, attr = entry.partition("=")[0].rpartition(".")
+        owners.setdefault(attr, set()).add(owner)
+    builders = _builders(files, {attr.encode() for attr in owners})
+    return {
+        entry
+        for entry in found
+        if builders.get(attr := entry.partition("=")[0].rpartition(".")[2], set()) <= owners[attr]
+    }
+
+
+_CLASS_NAME = re.compile(rb"class[ \t]+(\w+)")
+
+
+def _builders(files: list[tuple[str, bytes]], names: set[bytes]) -> dict[str, set[str]]:
+    """For each of ``names``, the top-level classes of the run that give ``self.<name>`` a
+    call that may build a layer (the raw text: ``build_module(``, ``*Linear*(``)."""
+    found: dict[str, set[str]] = {}
+    if not names:
+        return found
+    for _, data in files:
+        if not any(b"self." + name in data for name in names):
+            continue
+        for block in class_facts.class_blocks(data):
+            built = set(_SET_LAYER.findall(block)) & names
+            named = _CLASS_NAME.match(block)
+            for name in built:
+                owner = named.group(1).decode() if named else ""
+                found.setdefault(name.decode(), set()).add(owner)
+    return found
 
 
 def _defined_once(name: str, files: list[tuple[str, bytes]]) -> bool:

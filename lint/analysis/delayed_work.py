@@ -331,7 +331,8 @@ def is_helper_of_file(unit: Unit, facts: FileFacts) -> bool:
 # -- the hooks ------------------------------------------------------------------------
 def hook_locals(unit: Unit) -> frozenset[str]:
     """Locals that hold a hook under a name of their own: ``for fn in <hooks>``, ``fn =
-    p.<hook>``, ``fn = getattr(p, "<hook>", None)``, ``fn = <hooks>[i]``."""
+    p.<hook>``, ``fn = getattr(p, "<hook>", None)``, ``fn = <hooks>[i]``, ``fn = lambda p:
+    p.<hook>(p)`` (calling it fires the hook)."""
     found = set()
     for stmt, _ in unit.statements():
         if type(stmt) is cst.For and type(stmt.target) is cst.Name:
@@ -345,6 +346,8 @@ def hook_locals(unit: Unit) -> frozenset[str]:
 
 
 def _hook_word(value: cst.CSTNode) -> str:
+    if type(value) is cst.Lambda and type(value.body) is cst.Call:
+        value = value.body if patterns.callee_name(value.body) == "getattr" else value.body.func
     if type(value) is cst.IfExp:
         value = value.body
     if type(value) is cst.Call and patterns.callee_name(value) == "getattr":

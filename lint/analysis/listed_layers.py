@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..wgrad_words import says_deferred_wgrad
+from ..wgrad_words import LATER_WORDS, names_protocol_callables, says_deferred_wgrad
 from .module import ModuleContext
 
 BACKWARD_DW = "backward_dw"
@@ -62,14 +62,24 @@ def missed_alternatives(context: ModuleContext) -> list[MissedAlternative]:
     if not wanted or _is_test_file(context.path):
         return []
     found: list[MissedAlternative] = []
+    # A container named for wgrad / dw holds backward_dw work where its name says the
+    # delayed work (``backward_dw[...]``, ``delayed_wgrad_modules``) or the file runs it
+    # (``m.backward_dw()``): ``wgrad_offload_modules`` in a file that never calls
+    # backward_dw is about something else. Read once, on the first such container.
+    runs_work = _Lazy(lambda: _calls_backward_dw(context.module, called=True))
     for scope in _scopes(context.module):
-        listed = list(_listings(scope, wanted))
+        listed = list(_listings(scope, wanted, runs_work))
         if not listed:
             continue
         named = _names(scope) | _words_of_file(context.source, wanted)
+        # Names built by an f-string (``getattr(layer, f"{p}_proj")``) may be any name its
+        # text fits: the function may name the alternatives that way.
+        built = _formatted_names(scope)
         for node, receiver in listed:
             for owner, instead in wanted[node.attr.value]:
-                missing = tuple(a for a in instead if a not in named)
+                missing = tuple(
+                    a for a in instead if a not in named and not any(b.fullmatch(a) for b in built)
+                )
                 if missing:
                     found.append(
                         MissedAlternative(
@@ -167,7 +177,38 @@ def _held(expr: cst.CSTNode, wanted):
             pending.append(current.value)
 
 
-def _spells_work(node: cst.CSTNode) -> bool:
+class _Lazy:
+    """A yes/no answer computed on the first question."""
+
+    def __init__(self, compute) -> None:
+        self._compute, self._value = compute, None
+
+    def __bool__(self) -> bool:
+        if self._value is None:
+            self._value = bool(self._compute())
+        return self._value
+
+
+def _formatted_names(scope: cst.CSTNode) -> list[re.Pattern[str]]:
+    """For each f-string of the scope with some text of its own, the names it can spell: its
+    text as written, any word characters where it formats a value (``f"{p}_proj"`` fits
+    ``e_proj`` and ``h_proj``)."""
+    found = []
+    for node in _walk(scope):
+        if not isinstance(node, cst.FormattedString):
+            continue
+        texts = [p.value for p in node.parts if isinstance(p, cst.FormattedStringText)]
+        if not any(texts):
+            continue  # no text of its own: it would fit every name
+        pattern = "".join(
+            re.escape(p.value) if isinstance(p, cst.FormattedStringText) else r"\w*"
+            for p in node.parts
+        )
+        found.append(re.compile(pattern))
+    return found
+
+
+def _spells_work(node: cst.CSTNode, runs_work) -> bool:
     """A target or receiver whose names say it holds weight-gradient work."""
     for sub in _walk(node):
         if isinstance(sub, cst.Name):
@@ -176,18 +217,33 @@ def _spells_work(node: cst.CSTNode) -> bool:
             word = sub.value.strip("\"'")
         else:
             continue
-        if says_deferred_wgrad(word):
+        if says_deferred_wgrad(word) and (_says_later(word) or runs_work):
             return True
     return False
 
 
-def _calls_backward_dw(node: cst.CSTNode) -> bool:
+def _says_later(word: str) -> bool:
+    """A name for the delayed work itself (``backward_dw``, ``delayed_wgrad_modules``),
+    not for something else about weight gradients (``wgrad_offload_modules``)."""
+    lowered = word.lower()
+    return names_protocol_callables(word) or any(w in lowered for w in LATER_WORDS)
+
+
+def _calls_backward_dw(node: cst.CSTNode, called: bool = False) -> bool:
+    """``node`` spells ``.backward_dw`` (with ``called``: calls it)."""
     return any(
-        isinstance(sub, cst.Attribute) and sub.attr.value == BACKWARD_DW for sub in _walk(node)
+        (isinstance(sub, cst.Call) and _is_backward_dw(sub.func))
+        if called
+        else _is_backward_dw(sub)
+        for sub in _walk(node)
     )
 
 
-def _listings(scope: cst.CSTNode, wanted):
+def _is_backward_dw(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == BACKWARD_DW
+
+
+def _listings(scope: cst.CSTNode, wanted, runs_work):
     """(``X.c``, ``X``) for each listing of a wanted attribute for backward_dw."""
     for node in _walk(scope, prune=_ONLY_LOOKED_AT):
         if isinstance(node, cst.Attribute) and node.attr.value == BACKWARD_DW:
@@ -198,7 +254,7 @@ def _listings(scope: cst.CSTNode, wanted):
             targets = (
                 [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             )
-            if node.value is not None and any(_spells_work(t) for t in targets):
+            if node.value is not None and any(_spells_work(t, runs_work) for t in targets):
                 for found in _held(node.value, wanted):
                     yield found, found.value
         elif isinstance(node, cst.Call):
@@ -206,7 +262,7 @@ def _listings(scope: cst.CSTNode, wanted):
             if (
                 isinstance(func, cst.Attribute)
                 and func.attr.value in FILLING_METHODS
-                and _spells_work(func.value)
+                and _spells_work(func.value, runs_work)
             ):
                 for arg in node.args:
                     for found in _held(arg.value, wanted):

@@ -35,7 +35,17 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import arm_effects, branches, delayed_work, gates, hooks, paths, patterns, tensor_writes
+from . import (
+    arm_effects,
+    branches,
+    decided_tests,
+    delayed_work,
+    gates,
+    hooks,
+    paths,
+    patterns,
+    tensor_writes,
+)
 from .module import ModuleContext, Unit, suite_body
 
 BRANCH, METHOD, FLAG = "branch", "method", "flag"
@@ -119,12 +129,21 @@ def _own_call(call: cst.Call) -> str | None:
 # -- flag: the firing gated on grad_added_to_main_grad ------------------------------------
 def _flag_gated(context: ModuleContext, direct: dict[str, Unit]) -> Iterator[Skip]:
     for unit in direct.values():
-        for firing in hooks.firings(unit):
+        fired = list(hooks.firings(unit))
+        for firing in fired:
             for stmt, _ in unit.statements():
                 if type(stmt) is not cst.If or not _inside(firing.call, stmt.body):
                     continue
-                if stmt.orelse is not None and _fires_stored(stmt.orelse, frozenset()):
-                    continue  # the hook is fired whatever the flag says
+                if stmt.orelse is not None and (
+                    _fires_stored(stmt.orelse, frozenset())
+                    or any(
+                        other.subject == firing.subject and _inside(other.call, stmt.orelse)
+                        for other in fired
+                    )
+                ):
+                    # The hook is fired whatever the flag says (``p.<hook>()``, or a local
+                    # bound to it: ``hook = getattr(p, "<hook>")`` ... ``hook()``).
+                    continue
                 for operand in gates.and_operands(stmt.test):
                     if _reads_flag_set(operand, firing.subject):
                         yield Skip(operand, FLAG, firing.subject)
@@ -172,12 +191,12 @@ def _branch_siblings(
                 continue
             arms = list(_arms(stmt, suite))
             fired = set()
-            for arm in arms:
+            for arm, _ in arms:
                 for line in arm:
                     fired |= _walks_firing(line, firers)
             if len(arms) < 2 or not fired:
                 continue
-            for arm in arms:
+            for arm, decided in arms:
                 if any(delayed_work.fires_hook(line, bound, facts) for line in arm):
                     continue
                 if any(arm_effects.notifies(line) for line in arm):
@@ -190,24 +209,35 @@ def _branch_siblings(
                 node = unit.node_for(_first_small(arm[0]))
                 if notified is None:
                     notified = delayed_work.notifying_nodes(unit, facts)
-                if node is not None and paths.exits_avoiding(unit.graph, node, notified):
+                # Later ``if``s on the arm's own tests go the way the arm decided them: a
+                # firing under ``if not fused:`` after the ``if`` is on every way out of
+                # the ``else`` of ``if fused:``.
+                known = decided_tests.known_from(decided)
+                if node is not None and decided_tests.exits_avoiding(
+                    unit.graph, node, notified, known
+                ):
                     yield Skip(site[0], BRANCH, site[1])
 
 
-def _arms(stmt: cst.If, suite) -> Iterator[Sequence[cst.CSTNode]]:
-    """The statements of each way through an ``if`` / ``elif`` / ``else`` chain; an ``if``
-    without ``else`` whose body ends in a jump (``return``, ``raise``, ``continue``) has the
-    statements after it as its other way."""
-    yield suite_body(stmt.body)
+Arm = tuple[Sequence[cst.CSTNode], tuple[tuple[cst.BaseExpression, bool], ...]]
+
+
+def _arms(stmt: cst.If, suite, passed: tuple = ()) -> Iterator[Arm]:
+    """The statements of each way through an ``if`` / ``elif`` / ``else`` chain, with the
+    tests that led into it and their values; an ``if`` without ``else`` whose body ends in
+    a jump (``return``, ``raise``, ``continue``) has the statements after it as its other
+    way."""
+    yield suite_body(stmt.body), (*passed, (stmt.test, True))
+    passed = (*passed, (stmt.test, False))
     orelse = stmt.orelse
     if type(orelse) is cst.If:
-        yield from _arms(orelse, ())
+        yield from _arms(orelse, (), passed)
     elif type(orelse) is cst.Else:
-        yield suite_body(orelse.body)
+        yield suite_body(orelse.body), passed
     elif branches.ends_in_jump(suite_body(stmt.body)):
         later = branches.after(stmt, suite)
         if later:
-            yield later
+            yield later, passed
 
 
 def _loops(suite: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, cst.CSTNode]]:

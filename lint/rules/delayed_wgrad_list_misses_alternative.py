@@ -72,28 +72,34 @@ RULE = Rule(
         the `if`) and gives weight layers to attributes the first branch does not build
         (layers handed `delay_wgrad_compute=False` are not counted; an attribute the method
         also builds outside that `if`, `if self.c is None: self.c = ...`, is not taken;
-        nor is a class whose name two files of the run define); and in the file being
+        nor is a class whose name two files of the run define, nor an attribute another
+        class of the run gives a layer without such a choice: the listing is matched to
+        the class by the attribute's name alone); and in the file being
         linted (not a test: a path under `tests/` or a `test_*.py` file pins its
         configuration), `X.c` (any `X` but `self` / `cls`) listed for
         backward_dw: `X.c.backward_dw`, `X.c` alone or inside a list, tuple, set, dict or
         conditional expression assigned to a target or handed to `append` / `extend` /
-        `insert` on a receiver with a name part `dw`, `wgrad` or `wgrads`, or inside the
+        `insert` on a receiver with a name part `dw`, `wgrad` or `wgrads` (whose name
+        also says the delayed work, `backward_dw` or `delayed` / `deferred` / `pending` /
+        `queued`, or in a file that calls some `X.backward_dw()`), or inside the
         literal a `for` walks whose body calls `backward_dw` (a `backward_dw` only compared
         or asserted on is no listing). Reported unless the function holding the listing
         (its outermost function) names every attribute built in `c`'s place, as an
-        attribute (`X.e_proj`) or a string, or the file spells each as a word anywhere
+        attribute (`X.e_proj`), a string, or an f-string with text of its own that can
+        spell it (`f"{p}_proj"`), or the file spells each as a word anywhere
         (another function that picks between two listings, a tuple of names).
 
-        Not seen: which class `X` is (the attribute's name decides: an unrelated class with
-        an attribute of that name, listed for backward_dw, is asked about too);
+        Not seen: which class `X` is (the attribute's name decides: a listing of a class
+        that builds other alternatives under the same attribute name is judged by them;
+        an attribute name other classes of the run also build is not asked about);
         layers built instead on a path the class chooses without an `if` (a loop, a
         factory method returning different sets, `setattr` with computed names); listings
         through names other than those above (`fns = []`, then `register(fns)`), through
         `getattr(X, "c")`, or in a file that never spells `backward_dw`; an
         alternative named in the function or the file but never listed (any mention of it
-        counts), or named only through an f-string or a method (`layer.hc_projs()`, a false
-        alarm); a container named for `wgrad` / `dw` that holds no backward_dw work
-        (`wgrad_offload_modules`, a false alarm);
+        counts), or named only through a method (`layer.hc_projs()`, a false alarm) or an
+        f-string with no text of its own; a container named for `wgrad` / `dw` that holds
+        no backward_dw work in a file that runs backward_dw elsewhere (a false alarm);
         layers the class builds on every path and the list misses (GMLP014 and GMLP020
         look at a class's own `backward_dw`, not at lists outside it).
     """,

@@ -64,40 +64,46 @@ RULE = Rule(
         hook of a container of them fired for `p`: GMLP017's firings); a sibling fires
         through such a call or a function of the file that makes one (three calls deep); a
         path counts as silent only if it calls nothing that says hook (nor a function of the
-        file, or an imported helper of the run, firing one), calls nothing named for a
-        readiness notice (`register_grad_ready(p)`, `reduce_ready_partitions...`), and
-        completes gradients (returns a value or binds or fills a local the function
-        returns, gives `.grad` a value other than None, touches main_grad or the flag: an
-        arm that asserts, queues its wgrads for `backward_dw` or drops them is left alone).
-        Branch: the ways through an
-        `if`/`elif`/`else` chain (an `if` without `else` whose body ends in `return`,
-        `raise` or `continue` has the statements after it as its other way), a `for` loop
-        or comprehension firing in one, and a loop or comprehension over the same code in
-        another; reported at that statement when from it a way out of the function passes
-        no firing. Method: a class's method with an in-place write into a main_grad
-        (`add_`, `copy_`, `torch._foreach_add_` over a list of them, a GEMM's `out=`, also
-        through a local bound to it or a function of the file that writes one) and
+        file, an imported helper of the run, or a local bound to a hook or to a lambda that
+        calls one, firing one), calls nothing named for a readiness notice
+        (`register_grad_ready(p)`, `reduce_ready_partitions...`), and completes gradients
+        (returns a value or binds or fills a local the function returns, gives `.grad` a
+        value other than None, touches main_grad or the flag: an arm that asserts, queues
+        its wgrads for `backward_dw` or drops them is left alone). Branch: the ways through
+        an `if`/`elif`/`else` chain (an `if` without `else` whose body ends in `return`,
+        `raise` or `continue` has the statements after it as its other way), a `for` loop or
+        comprehension firing in one, and a loop or comprehension over the same code in
+        another; reported at that statement when from it a way out of the function passes no
+        firing (a later `if` on one of the arm's own tests, unchanged since, taken the way
+        the arm decided it: `if not fused:` firing after the `if` covers the `else` of `if
+        fused:`; a test that calls something is not taken as decided). Method: a class's
+        method with an in-place write into a main_grad (`add_`, `copy_`,
+        `torch._foreach_add_` over a list of them, a GEMM's `out=`, also through a local
+        bound to it or a function of the file that writes one) and
         `X.grad_added_to_main_grad = True` (or its `setattr`), from which a way out passes
         no firing, in a class another method of which writes main_grad and fires a stored
         hook (not `forward` / `backward`, which autograd calls and whose dummy goes to an
         AccumulateGrad that still holds the hook); when the file calls the method (by
-        `name(...)` or `obj.name(...)`, whatever
-        the object: a chain of sharded weights calls its neighbour's finalize), only if
-        some call of it has a way out of its caller passing no firing. Flag: every operand
-        of the `and` chain of an `if` around the firing, `X.grad_added_to_main_grad`,
-        `getattr(X, "grad_added_to_main_grad", ...)`, either compared `is True` / `==
-        True`.
+        `name(...)` or `obj.name(...)`, whatever the object: a chain of sharded weights
+        calls its neighbour's finalize), only if some call of it has a way out of its caller
+        passing no firing. Flag: every operand of the `and` chain of an `if` around the
+        firing, `X.grad_added_to_main_grad`, `getattr(X, "grad_added_to_main_grad", ...)`,
+        either compared `is True` / `== True`, unless the `else` fires the same weight's
+        hook (itself or through a local bound to it).
 
         Not seen: siblings in another file, or a class whose methods complete gradients
         and fire in different classes; a branch that completes a single weight (no loop)
         or walks the weights under another spelling (`weights` against `zip(weights,
         grads)`); a firing gated on the flag through a local, or skipped by an early
-        `continue` / `return` on it. False alarms it can raise: a quiet path whose
-        gradients autograd accumulates (handed back to an AccumulateGrad the hook is still
-        registered on: nothing in the file says which weights it took the hook from); a
-        method no call of which the file shows (another file or a callback calls it and
-        fires after it); a firing after the `if` under the same condition, or through a
-        local lambda; a flag test whose `else` fires through a local.
+        `continue` / `return` on it; a firing through a lambda that calls a helper of the
+        file (`lambda w: self._fire(w)`), or after the `if` under a test that only means
+        the arm's (`if not fused` against `if unfused`). False alarms it can raise: a quiet
+        path whose gradients autograd accumulates (handed back to an AccumulateGrad the
+        hook is still registered on: nothing in the file says which weights it took the
+        hook from, and TE #2960's true finding is such a hand-back); a method no call of
+        which the file shows (another file or a callback calls it and fires after it: its
+        shape is the one of a deferred finalize that skips the hook); a flag test in an
+        `elif` whose earlier arm fires.
     """,
     fix="""
         Fire the parameter's stored hook on every path that completes its gradient (after

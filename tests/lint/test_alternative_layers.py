@@ -203,3 +203,72 @@ def test_classes_defined_twice_layers_without_delay_and_rebuilt_layers_give_no_f
     assert "MTPLayer.eh_proj=e_proj,h_proj" not in alternatives_in(
         _files(mtp=rebuilt, sched=CALLER)
     )
+
+
+# Correct projects of the adversarial review (2026-12-04) still reported after its mends.
+def test_an_attribute_another_class_of_the_run_also_builds_decides_nothing(tmp_path):
+    # ``projector.eh_proj`` may be the Projector's, which builds eh_proj on every path.
+    projector = """
+        class Projector(MegatronModule):
+            def __init__(self, config):
+                super().__init__(config)
+                self.eh_proj = TELinear(config.h, config.h, config=config)
+
+            def backward_dw(self):
+                self.eh_proj.backward_dw()
+    """
+    sched = """
+        def projector_callables(projector, backward_dw):
+            backward_dw["proj"].append(projector.eh_proj)
+            return backward_dw
+    """
+    files = _files(mtp=LAYER, other=projector, sched=sched)
+    assert "MTPLayer.eh_proj=e_proj,h_proj" not in alternatives_in(files)
+    assert _lint(files, tmp_path) == []
+
+
+def test_a_second_class_with_the_same_alternatives_keeps_the_listing_reported(tmp_path):
+    twin = LAYER.replace("class MTPLayer", "class MTPLayerV2")
+    files = _files(mtp=LAYER, mtp2=twin, sched=CALLER)
+    assert _lint(files, tmp_path) == [("sched.py", 2, "GMLP043")]
+
+
+def test_alternatives_an_fstring_can_spell_count_as_named(tmp_path):
+    fstring = """
+        def build_mtp_callables(layer, backward_dw):
+            if layer.eh_proj is None:
+                for p in ("e", "h"):
+                    backward_dw["attn"].append(getattr(layer, f"{p}_proj"))
+            else:
+                backward_dw["attn"].append(layer.eh_proj)
+            return backward_dw
+    """
+    assert _lint(_files(mtp=LAYER, sched=fstring), tmp_path) == []
+    # An f-string that cannot spell them (``{p}_norm``), or has no text of its own, names
+    # nothing.
+    for text in ('f"{p}_norm"', 'f"{p}"'):
+        other = fstring.replace('f"{p}_proj"', text)
+        assert _lint(_files(mtp=LAYER, sched=other), tmp_path) == [("sched.py", 6, "GMLP043")]
+
+
+def test_a_wgrad_container_of_a_file_that_runs_no_backward_dw_is_no_listing(tmp_path):
+    offload = """
+        def offload_plan(layer, backward_dw):
+            wgrad_offload_modules = [layer.eh_proj]
+            dw_bytes = {"eh": layer.eh_proj}
+            return wgrad_offload_modules, dw_bytes
+    """
+    assert _lint(_files(mtp=LAYER, sched=offload), tmp_path) == []
+    # The same containers in a file that runs the delayed work hold it.
+    runs = (
+        offload
+        + """
+        def run(modules):
+            for m in modules:
+                m.backward_dw()
+    """
+    )
+    assert _lint(_files(mtp=LAYER, sched=runs), tmp_path) == [
+        ("sched.py", 2, "GMLP043"),
+        ("sched.py", 3, "GMLP043"),
+    ]
