@@ -1,7 +1,8 @@
 """Branches on a flag that ``overwrite_main_grad`` can switch off, and what each side does
 with main_grad: what GMLP001 and GMLP002 judge.
 
-A branch (``if`` statement, conditional expression, or ``flag and A or B``) is suspect
+A branch (``if`` statement, conditional expression, ``flag and A or B``, or a choice by
+indexing: ``analysis/choices.py``) is suspect
 when its test depends on ``overwrite_main_grad`` (directly or through a local whose
 reaching definitions do). Each side's effects are recorded:
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import patterns
+from . import choices, patterns
 from .cfg import Node
 from .module import ModuleContext, Unit, iter_statements, suite_body
 
@@ -47,6 +48,8 @@ class Branch:
     node: Node  # the graph node where the test is evaluated
     body: Effects
     orelse: Effects
+    # For a test on a comprehension's variable: the sequence it is an element of.
+    via: cst.BaseExpression | None = None
 
     @property
     def moves_destination(self) -> bool:
@@ -86,10 +89,11 @@ class _Finder:
             if isinstance(stmt, cst.If):
                 self.check_if(stmt, suite)
         for root, node in self.unit.expression_roots():
+            elements = choices.element_tests(root)
             for sub in patterns.walk(root):
                 if isinstance(sub, cst.IfExp):
-                    self.check_ifexp(sub, node, root)
-                elif (choice := _and_or_choice(sub)) is not None:
+                    self.check_ifexp(sub, node, root, elements.get(id(sub)))
+                elif (choice := _and_or_choice(sub) or choices.indexed_choice(sub)) is not None:
                     self.check_ifexp(choice, node, root)
         return self.found
 
@@ -113,13 +117,14 @@ class _Finder:
             orelse = Effects()
         self.found.append(Branch(self.unit, stmt.test, node, body, orelse))
 
-    def check_ifexp(self, expr: cst.IfExp, node: Node, root: cst.CSTNode) -> None:
-        if not self.unit.overwrite.expr(expr.test, node):
+    def check_ifexp(self, expr: cst.IfExp, node: Node, root: cst.CSTNode, via=None) -> None:
+        # A test on a comprehension's variable depends on the sequence it walks.
+        if not self.unit.overwrite.expr(expr.test if via is None else via, node):
             return
         returned = self.assigns_returned(root) or isinstance(root, cst.Return)
         body = self.expression_effects(expr.body, node, returned)
         orelse = self.expression_effects(expr.orelse, node, returned)
-        self.found.append(Branch(self.unit, expr.test, node, body, orelse))
+        self.found.append(Branch(self.unit, expr.test, node, body, orelse, via))
 
     # -- what a branch does -------------------------------------------------------------
     def effects(self, statements: Iterable[tuple[cst.CSTNode, Sequence]]) -> Effects:

@@ -3,7 +3,8 @@
 libcst's ScopeProvider orders assignments by source position and ignores loops, so a flag
 reassigned at the bottom of a loop would look dead at the top. This graph gives the
 reaching-definitions pass real edges: branches, loop back edges, ``break``/``continue``,
-early ``return``, ``raise`` and exception handlers.
+early ``return``, ``raise`` and exception handlers; a ``return`` / ``break`` / ``continue``
+inside a ``try`` runs its ``finally`` body on the way (a copy of that body per kind of jump).
 
 Each small statement (``x = 1``, ``return x``) is one node; compound statements contribute a
 node for the expression they evaluate (an ``if``/``while`` test, a ``for`` header that binds
@@ -58,9 +59,29 @@ class Graph:
     exit: Node
     defs: list[Def]
     node_of: dict[int, Node]  # id(small statement or compound statement) -> node
+    # id(statement of a ``finally``) -> its further nodes: the copies of the finally body
+    # that ``return`` / ``break`` / ``continue`` in the ``try`` run through on their way out
+    # (``node_of`` has the first, the normal way out).
+    copies: dict[int, list[Node]] = field(default_factory=dict)
 
     def node_for(self, owner: cst.CSTNode) -> Node | None:
         return self.node_of.get(id(owner))
+
+    def nodes_for(self, owner: cst.CSTNode) -> list[Node]:
+        """Every node of ``owner``: its node and the copies a ``finally`` made of it."""
+        first = self.node_of.get(id(owner))
+        return [] if first is None else [first, *self.copies.get(id(owner), ())]
+
+
+@dataclass
+class _Final:
+    """A ``try`` with a ``finally`` being built: the jumps out of it met so far, which run
+    the finally body on their way (``depth``: how many loops enclose the ``try``)."""
+
+    depth: int
+    returns: list[tuple[Node, str | None]] = field(default_factory=list)
+    breaks: list[tuple[Node, str | None]] = field(default_factory=list)
+    continues: list[tuple[Node, str | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -121,13 +142,20 @@ class _Builder:
         self.ifs: list[tuple[cst.If, str]] = []
         self.exit = Node(-1, "exit")
         self.handlers: list[list[Node]] = []  # stack of nodes created inside try bodies
+        # Stack of the ``return`` nodes met inside a ``try`` that has a ``finally``: they
+        # leave through a copy of the finally body, not straight to the exit.
+        self.finals: list[_Final] = []
+        self.copies: dict[int, list[Node]] = {}
 
     # -- nodes and edges -----------------------------------------------------------------
     def new(self, kind: str, owner: cst.CSTNode | None = None, test=None) -> Node:
         node = Node(len(self.nodes), kind, owner, test, enclosing_ifs=tuple(reversed(self.ifs)))
         self.nodes.append(node)
         if owner is not None:
-            self.node_of.setdefault(id(owner), node)
+            if id(owner) in self.node_of:
+                self.copies.setdefault(id(owner), []).append(node)
+            else:
+                self.node_of[id(owner)] = node
         for region in self.handlers:
             region.append(node)
         return node
@@ -193,20 +221,37 @@ class _Builder:
             for name, _ in _assigned_names(stmt.target):
                 self.define(node, name.value, None, "del", name)
         elif isinstance(stmt, cst.Return):
-            self.link([(node, None)], self.exit)
+            self.leave([(node, None)])
             return []
         elif isinstance(stmt, cst.Raise):
             node.raises = True
             return []
         elif isinstance(stmt, cst.Continue):
-            if self.loops:
-                self.link([(node, None)], self.loops[-1].head)
+            self.jump([(node, None)], "continues")
             return []
         elif isinstance(stmt, cst.Break):
-            if self.loops:
-                self.loops[-1].breaks.append((node, None))
+            self.jump([(node, None)], "breaks")
             return []
         return [(node, None)]
+
+    def leave(self, frontier: Frontier) -> None:
+        """Return: through the innermost pending ``finally``, or to the exit."""
+        if self.finals:
+            self.finals[-1].returns.extend(frontier)
+        else:
+            self.link(frontier, self.exit)
+
+    def jump(self, frontier: Frontier, kind: str) -> None:
+        """``break`` / ``continue`` (``kind``): through a ``finally`` between it and its
+        loop, or to the loop."""
+        if not self.loops:
+            return
+        if self.finals and self.finals[-1].depth == len(self.loops):
+            getattr(self.finals[-1], kind).extend(frontier)
+        elif kind == "continues":
+            self.link(frontier, self.loops[-1].head)
+        else:
+            self.loops[-1].breaks.extend(frontier)
 
     def _If(self, stmt: cst.If, frontier: Frontier) -> Frontier:
         test = self.new("if", stmt, stmt.test)
@@ -263,6 +308,8 @@ class _Builder:
     def _Try(self, stmt, frontier: Frontier) -> Frontier:
         start = self.new("stmt", None)  # the state on entering the try, seen by handlers
         self.link(frontier, start)
+        if stmt.finalbody is not None:
+            self.finals.append(_Final(len(self.loops)))
         region: list[Node] = [start]
         self.handlers.append(region)
         out = self.suite(stmt.body, [(start, None)])
@@ -278,7 +325,18 @@ class _Builder:
                     self.define(entry, name.value, None, "except", name)
             out += self.suite(handler.body, [(entry, None)])
         if stmt.finalbody is not None:
+            final = self.finals.pop()
             out = self.suite(stmt.finalbody.body, out)
+            # A ``return`` / ``break`` / ``continue`` in the try, its else or a handler runs
+            # the finally body before it jumps: a copy of it for each kind of jump, so that
+            # the paths stay apart (a return does not go on after the try, the normal way
+            # out does not return).
+            if final.returns:
+                self.leave(self.suite(stmt.finalbody.body, final.returns))
+            for kind in ("breaks", "continues"):
+                jumps = getattr(final, kind)
+                if jumps:
+                    self.jump(self.suite(stmt.finalbody.body, jumps), kind)
         return out
 
     _TryStar = _Try
@@ -336,4 +394,4 @@ def build_graph(body: Sequence[cst.CSTNode], params: cst.Parameters | None = Non
     exit_node.index = len(builder.nodes)
     builder.nodes.append(exit_node)
     builder.link(out, exit_node)
-    return Graph(builder.nodes, entry, exit_node, builder.defs, builder.node_of)
+    return Graph(builder.nodes, entry, exit_node, builder.defs, builder.node_of, builder.copies)

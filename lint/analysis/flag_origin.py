@@ -44,6 +44,14 @@ class Gate:
 def gate_of(branch: Branch, out: Collector) -> Gate:
     unit, test, node = branch.unit, branch.test, branch.node
     taint = unit.overwrite
+    if branch.via is not None:
+        # The test reads a comprehension's variable: the cause is the sequence it walks,
+        # and there is no one op-level expression to splice in for an element.
+        names = taint.tainted_names(branch.via, node)
+        direct = taint.direct(branch.via)
+        origin = _cause(unit, branch.via, names[0] if names else None, node, direct)
+        cause = f"`{unit.context.text(test)}`, an element of {origin}"
+        return Gate(test, cause, None, None)
     names = taint.tainted_names(test, node)
     direct = taint.direct(test)
     anchor: cst.CSTNode = names[0] if names and not direct else test

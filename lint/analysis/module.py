@@ -133,22 +133,26 @@ class Unit:
     def expression_roots(self) -> Iterator[tuple[cst.CSTNode, Node]]:
         """Each piece of code evaluated as one graph node: small statements whole, and the
         header expressions of compound statements."""
+        node_of, copies = self.graph.node_of, self.graph.copies
         for stmt, _ in self.statements():
-            node = self.node_for(stmt)
-            if node is None:
+            first = node_of.get(id(stmt))
+            if first is None:
                 continue
-            kind = type(stmt)  # exact types: isinstance on libcst's ABC node classes is slow
-            if kind is cst.If or kind is cst.While:
-                yield stmt.test, node
-            elif kind is cst.For:
-                yield stmt.iter, node
-            elif kind is cst.With:
-                for item in stmt.items:
-                    yield item.item, node
-            elif kind is cst.Match:
-                yield stmt.subject, node
-            elif not _is_compound(kind):
-                yield stmt, node
+            # A finally's statement also runs on the way out of a return: one node each way
+            # (cfg.py).
+            for node in (first, *copies[id(stmt)]) if id(stmt) in copies else (first,):
+                kind = type(stmt)  # exact types: isinstance on libcst's ABC classes is slow
+                if kind is cst.If or kind is cst.While:
+                    yield stmt.test, node
+                elif kind is cst.For:
+                    yield stmt.iter, node
+                elif kind is cst.With:
+                    for item in stmt.items:
+                        yield item.item, node
+                elif kind is cst.Match:
+                    yield stmt.subject, node
+                elif not _is_compound(kind):
+                    yield stmt, node
 
     @cached_property
     def returned_names(self) -> frozenset[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import libcst as cst
+
 from .cfg import Graph, Node
 
 
@@ -78,18 +80,41 @@ def exits_avoiding(graph: Graph, start: Node, blocked: Iterable[Node]) -> list[N
     if start.index in stop:
         return []
     exit_index = graph.exit.index
+    # A ``return`` inside a ``try`` leaves through a copy of its ``finally`` (cfg.py): the
+    # ``return`` is the statement that leaves, not the finally's last statement.
+    copied = {n.index for nodes in graph.copies.values() for n in nodes}
     leaving: dict[int, Node] = {}
     seen = {start.index}
     stack = [start]
+    deferred: list[Node] = []
     while stack:
         node = stack.pop()
+        if type(node.owner) is cst.Return and all(s.index != exit_index for s, _ in node.succ):
+            deferred.append(node)
         for succ, _ in node.succ:
             if succ.index == exit_index:
-                leaving[node.index] = node
+                if node.index not in copied or type(node.owner) is cst.Return:
+                    leaving[node.index] = node
             elif succ.index not in seen and succ.index not in stop:
                 seen.add(succ.index)
                 stack.append(succ)
+    for node in deferred:
+        if _reaches_avoiding(node, exit_index, stop):
+            leaving[node.index] = node
     return [leaving[i] for i in sorted(leaving)]
+
+
+def _reaches_avoiding(start: Node, goal: int, stop: set[int]) -> bool:
+    seen = {start.index}
+    stack = [start]
+    while stack:
+        for succ, _ in stack.pop().succ:
+            if succ.index == goal:
+                return True
+            if succ.index not in seen and succ.index not in stop:
+                seen.add(succ.index)
+                stack.append(succ)
+    return False
 
 
 def reaches(start: Node, targets: Iterable[int]) -> bool:

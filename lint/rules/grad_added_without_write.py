@@ -73,6 +73,12 @@ RULE = Rule(
           function that names main_grad (the file need not name the flag). Not seen: the
           identity compared in a helper, or kept in a local flag computed before the test.
 
+        Exception paths are paths: a handler is entered from before any statement of its
+        `try` body (the GEMM that writes main_grad may be the one that raised), and a
+        `return` inside a `try` runs its `finally` on the way out, so a mark in `finally`
+        also follows a handler that computed the gradient the plain way and returned it
+        (an exception is not a condition correlated with the write's).
+
         A captured graph's replay (`graph.replay()`) counts as a write: the captured
         kernels may have written main_grad. Giving a weight to a list (`append`,
         `extend`, `insert`) queues it and writes nothing.
@@ -218,6 +224,19 @@ RULE = Rule(
         ),
         Example(
             """
+            def expert_wgrad(param, x, dy):
+                try:
+                    general_gemm(x, dy, out=param.main_grad)
+                except NotImplementedError:
+                    return dy.t() @ x
+                finally:
+                    param.grad_added_to_main_grad = True
+                return make_dummy_wgrad(param)
+            """,
+            line=7,
+        ),
+        Example(
+            """
             def reduce_grads(params):
                 for param in params:
                     if param.grad is None:
@@ -268,19 +287,22 @@ def check(context: ModuleContext, out: Collector) -> None:
 def _check_mark(unit: Unit, facts: Deliveries, gradients, mark: Mark, out: Collector) -> None:
     subject = unit.context.code(mark.subject).strip()
     writes = facts.handing(frozenset({wgrad.stem(mark.subject)} - {None}))
-    writes.discard(mark.node.index)
+    # A mark in a ``finally`` also runs on the way out of a ``return``: each of its nodes
+    # is a way to reach it (cfg.py).
+    mark_nodes = unit.graph.nodes_for(mark.stmt)
+    writes.difference_update(node.index for node in mark_nodes)
     if writes:
         # A captured graph's replay runs whatever wrote main_grad when it was captured.
         writes |= _replays(unit)
-    if (
-        writes
-        and _only_loops_and_guards(unit, mark)
+    if writes and any(
+        _only_loops_and_guards(unit, node)
         # A write skipped because there is nothing to write or it was already written
         # (``if wgrad is not None and not grad_added: main_grad.add_(wgrad)``) is no
         # missing write: paths through such tests are not followed.
         and deliveries.entry_to_exit_through(
-            unit.graph, mark.node, frozenset(writes | facts.skipping_tests)
+            unit.graph, node, frozenset(writes | facts.skipping_tests)
         )
+        for node in mark_nodes
     ):
         out.report(CODE, mark.stmt, NO_WRITE.format(subject=subject))
         return
@@ -344,12 +366,15 @@ def _puts_back(root) -> bool:
     )
 
 
-def _only_loops_and_guards(unit: Unit, mark: Mark) -> bool:
-    """Every branch deciding whether the mark runs is a loop or a ``hasattr`` /
-    grad_added test: no condition that may be correlated with the write's."""
-    for branch in unit.control.ancestors(mark.node):
+def _only_loops_and_guards(unit: Unit, node) -> bool:
+    """Every branch deciding whether the mark (at ``node``) runs is a loop, a statement of a
+    ``try`` that may raise into a handler, or a ``hasattr`` / grad_added test: no condition
+    that may be correlated with the write's."""
+    for branch in unit.control.ancestors(node):
         if branch.kind in ("for", "while"):
             continue
+        if branch.test is None and any(label == "exc" for _, label in branch.succ):
+            continue  # an exception is no test on a flag
         test = branch.test
         if test is None:
             return False

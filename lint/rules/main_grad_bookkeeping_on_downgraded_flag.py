@@ -53,8 +53,16 @@ RULE = Rule(
         accumulate`, or a `setattr` of it) is the same choice without a branch and is
         reported too (no fix: the right value depends on what was written).
 
-        Not seen: the choice made inside a helper of another file, or by indexing
-        (`(wgrad, dummy)[accumulate]`).
+        Choices by indexing are branches on the index: `{True: dummy, False:
+        wgrad}[accumulate]`, `{...}.get(accumulate)`, `(wgrad, dummy)[accumulate]` (a bool
+        indexes as 0 or 1). A conditional expression in a comprehension whose test reads the
+        comprehension's variable is a branch on the sequence it walks: `*(dummy(w) if a else
+        g for w, a, g in zip(weights, acc, grads))` is gated on the elements of `acc`, and
+        reported when `acc` was computed from `overwrite_main_grad`.
+
+        Not seen: the choice made inside a helper of another file; an index that is an
+        arithmetic of the flag (`grads[int(accumulate) * 2]`); a dict display keyed by
+        anything but `True`/`False` (`0`/`1`).
     """,
     fix="""
         Gate on the op-level expression the flag was derived from, as Transformer Engine's
@@ -231,6 +239,14 @@ RULE = Rule(
                 return make_dummy_wgrad(weight)
             """,
             line=4,
+        ),
+        Example(
+            """
+            def backward(ctx, grads, ws):
+                acc = [ctx.fuse and not w.overwrite_main_grad for w in ws]
+                return (None, *(make_dummy_wgrad(w) if a else g for w, a, g in zip(ws, acc, grads)))
+            """,
+            line=3,
         ),
     ),
 )

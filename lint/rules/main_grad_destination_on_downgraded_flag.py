@@ -48,7 +48,11 @@ RULE = Rule(
         output and the other does not, or one side swaps a name that surely holds main_grad
         for a fresh buffer (`dest = torch.empty_like(dest)`). An `if` whose body ends in
         `return`/`continue` has the code after it as its other side; one whose body raises
-        is a guard, not a choice, and is not judged.
+        is a guard, not a choice, and is not judged. A choice by indexing counts as a
+        branch on the index (`{True: main_grad_out, False: None}[flag]`, `.get(flag)`,
+        `(a, b)[flag]`, `analysis/choices.py`), and a conditional expression inside a
+        comprehension whose test reads the comprehension's own variable is a branch on the
+        sequence that variable walks (`... if a else ... for w, a in zip(weights, flags)`).
 
         The flag is also followed out of the function that computes it: into a helper of
         the same module that receives it as an argument, from an autograd Function's

@@ -52,7 +52,13 @@ RULE = Rule(
         binding of `g` then handed on by a function named `backward` as one of the
         gradients it returns, or assigned to `P.grad`; reported when a path from the write
         to the hand-off passes no mark of `grad_added_to_main_grad` (any weight's, or a
-        `setattr` / helper marking it) and no call making a dummy.
+        `setattr` / helper marking it) and no call making a dummy. Reported at the hand-off,
+        or at the write when an `if` decides whether the write runs and not whether the
+        hand-off does (the hand-off is then right on the paths that wrote nothing, and the
+        write's branch is what lacks the flag and the dummy). The gradient converted on
+        the way out is the same gradient (`g.to(weight.dtype)`, `g.float()`,
+        `g.contiguous()`, a view of it), and main_grad reached through a local (`mg :=
+        getattr(w, "main_grad", None)`, a view of it) is main_grad.
 
         A kernel that takes its destination first (`fused_accumulate(p.main_grad, g)`, a
         function, not an in-place method of another tensor) puts its second argument into
@@ -146,6 +152,17 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = dy.t().float() @ x.float()
+                if (mg := getattr(weight, "main_grad", None)) is not None:
+                    mg.add_(wgrad)
+                return None, wgrad.to(weight.dtype)
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -162,6 +179,13 @@ ELEMENTS_MESSAGE = (
     "the elements of `{name}` went into main_grad at line {line} and are handed on here as "
     "the real gradients with no grad_added_to_main_grad set on the way: Megatron's hook adds "
     "them to main_grad a second time"
+)
+
+
+WRITE_MESSAGE = (
+    "a weight gradient goes into main_grad here and is handed on at line {line} as the real "
+    "gradient with no grad_added_to_main_grad set on the way: Megatron's hook adds it to "
+    "main_grad a second time"
 )
 
 
@@ -346,44 +370,43 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
         built: list[tuple[cst.Name, object]] = []
         if is_backward and isinstance(root, cst.Return) and root.value is not None:
             handed = [
-                e for e in map(_whole_list, wgrad.elements(root.value)) if isinstance(e, cst.Name)
+                e
+                for e in map(wgrad.same_gradient, map(wgrad.whole_list, wgrad.elements(root.value)))
+                if isinstance(e, cst.Name)
             ]
             if isinstance(root.value, cst.Name):
                 built = list(_built_tuple(unit, root.value, node))
         elif (
             isinstance(root, cst.Assign)
-            and isinstance(root.value, cst.Name)
+            and isinstance(wgrad.same_gradient(root.value), cst.Name)
             and any(patterns.is_attr(t.target, "grad") for t in root.targets)
         ):
-            handed = [root.value]
+            handed = [wgrad.same_gradient(root.value)]
         for name, at in [(n, node) for n in handed] + built:
             reaching = unit.reaching.reaching(name.value, at)
             for write_node, d, message in writes:
                 if d in reaching and deliveries.through(
                     unit.graph, write_node, node, facts.mark_nodes
                 ):
+                    if _only_the_write_decided(unit, write_node, node):
+                        # The hand-off is right on the paths that wrote nothing: the
+                        # write's own branch is what lacks the flag and the dummy.
+                        there = unit.context.line_of(root)
+                        out.report(CODE, write_node.owner, WRITE_MESSAGE.format(line=there))
+                        continue
                     line = unit.context.line_of(write_node.owner)
                     out.report(CODE, root, message.format(name=name.value, line=line))
                     break
 
 
-def _whole_list(element: cst.BaseExpression) -> cst.BaseExpression:
-    """The list a returned element hands on whole: ``L`` for ``*L`` (the element itself),
-    ``*[g for g in L]``, ``*(g for g in L)``, ``*tuple(L)`` and ``*list(L)``."""
-    if isinstance(element, (cst.ListComp, cst.GeneratorExp)):
-        loop = element.for_in
-        if (
-            loop.inner_for_in is None
-            and isinstance(loop.target, cst.Name)
-            and isinstance(element.elt, cst.Name)
-            and element.elt.value == loop.target.value
-        ):
-            return loop.iter
-    elif isinstance(element, cst.Call) and patterns.callee_name(element) in ("tuple", "list"):
-        args = element.args
-        if len(args) == 1 and args[0].keyword is None and not args[0].star:
-            return args[0].value
-    return element
+def _only_the_write_decided(unit: Unit, write, handoff) -> bool:
+    """An ``if`` decides whether the write runs and not whether the hand-off runs: the
+    hand-off also serves paths that wrote nothing (loops do not count: a loop over the
+    experts writes every element it hands on)."""
+    handoff_branches = {b.index for b in unit.control.ancestors(handoff)}
+    return any(
+        b.kind == "if" and b.index not in handoff_branches for b in unit.control.ancestors(write)
+    )
 
 
 def _built_tuple(unit: Unit, name: cst.Name, node):
