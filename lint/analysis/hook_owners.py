@@ -93,11 +93,13 @@ def paired_owner(definition) -> str | None:
 
 def hook_owner(value: cst.CSTNode | None, unit: Unit, node: Node) -> str | None:
     """``p`` for ``getattr(p, "<stored hook>", ...)``, ``p.<stored hook>``,
-    ``<hooks>[p]`` or ``<hooks>.get(p)``."""
+    ``<hooks>[p]`` or ``<hooks>.get(p)``, or ``functools.partial`` of one of them."""
     if type(value) is cst.Subscript or (
         type(value) is cst.Call and patterns.callee_name(value) == "get"
     ):
         return container_key(value, unit, node)
+    if patterns.callee_name(value) == "partial" and value.args and not value.args[0].keyword:
+        return hook_owner(value.args[0].value, unit, node)  # ``functools.partial(p.<hook>)``
     if type(value) is cst.IfExp and patterns.is_none_like(value.orelse):
         return hook_owner(value.body, unit, node)  # ``p.<hook> if hasattr(p, ...) else None``
     if type(value) is cst.Attribute and type(value.value) is cst.Name:

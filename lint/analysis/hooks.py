@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import hook_owners, iteration, patterns
+from . import hook_owners, hook_spellings, iteration, paths, patterns
 from .cfg import Node
 from .hook_owners import is_hook_container, is_stored_hook
 from .module import Unit
@@ -47,13 +47,19 @@ INSPECTING_CALLS = frozenset(
 )
 BOOKKEEPING_ATTRS = ("grad", patterns.GRAD_ADDED)
 PROTOCOL_CALLS = frozenset({"backward_dw"})
+# Calls through which a hook may be fired without a call named after it: ``getattr(p,
+# "<hook>")()``, ``map(methodcaller("<hook>"), params)``, ``partial(p.<hook>)()``.
+SPELLING_CALLS = frozenset({"getattr", "map", "partial"})
 
 
 @dataclass(frozen=True)
 class Firing:
-    subject: str  # the parameter's local name
+    subject: str  # the parameter's local name (the sequence's code, with ``over``)
     call: cst.Call
     node: Node  # the graph node evaluating the call
+    # Fired for every element of this sequence (``map(methodcaller("<hook>"), params)``,
+    # ``hook_spellings``): its code, "" for a firing of one named parameter.
+    over: str = ""
 
 
 # ``fire = p._grad_accum_hook`` / ``fire = getattr(p, "_grad_accum_hook", None)`` /
@@ -105,18 +111,23 @@ def may_fire(unit: Unit, bound: frozenset[str]) -> bool:
     return (
         "" in bound
         or bool(calls & bound)
-        or any("hook" in name or name == "getattr" for name in calls)
+        or any("hook" in name or name in SPELLING_CALLS for name in calls)
     )
 
 
 def firings(unit: Unit) -> Iterator[Firing]:
+    elementwise = list(hook_spellings.mapped_firings(unit))
+    claimed = {id(call) for call, _, _ in elementwise} | hook_spellings.mapped_lambda_calls(unit)
     for root, node in unit.expression_roots():
         for sub in patterns.walk(root):
-            if type(sub) is not cst.Call:
+            if type(sub) is not cst.Call or id(sub) in claimed:
                 continue
             subject = _fired_subject(unit, sub, node)
             if subject is not None:
                 yield Firing(subject, sub, node)
+    for call, node, sequence in elementwise:
+        code = code_of(sequence)
+        yield Firing(code, call, node, over=code)
 
 
 def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
@@ -170,37 +181,63 @@ def _param_handed_to_listed_hook(call: cst.Call, defs) -> str | None:
     return args[0].value.value
 
 
-def bookkeeping_nodes(unit: Unit, subject: str, firing: Firing) -> list[Node]:
+def bookkeeping_nodes(unit: Unit, subject: str, firing: Firing, lists: bool = True) -> list[Node]:
     """The graph nodes that do (or may do, through a helper) the bookkeeping for
-    ``subject`` before its hook is fired."""
-    found = []
-    for root, node in unit.expression_roots():
-        if node is not firing.node and _keeps_books(root, subject):
-            found.append(node)
-    return found + _bookkeeping_loops(unit, subject, firing)
-
-
-def _bookkeeping_loops(unit: Unit, subject: str, firing: Firing) -> list[Node]:
-    """The heads of earlier loops ``for p in X:`` whose body keeps the books of each ``p``
-    unconditionally, when the hook is fired for each ``p`` of the same ``X`` (in a loop or
-    a comprehension): the two loops visit the same parameters, so an empty first loop
-    means an empty second one."""
+    ``subject`` before its hook is fired. A firing for each element of a booked list
+    (``hook_spellings.booked_list``; not asked again while checking what a list was
+    given: ``lists``) has its own node among them: its books were kept for every element."""
     loops = unit.context.shared(_loops_of_units)[id(unit)]
-    iterables = set(_iterables_of(loops, subject, firing.call))
+    over = firing.over  # fired for every element: books kept for the whole sequence
+    iterables = {over} if over else set(_iterables_of(loops, subject, firing.call))
+    found = [
+        node
+        for root, node in unit.expression_roots()
+        if node is not firing.node
+        and (
+            hook_spellings.keeps_sequence_books(root, over, PROTOCOL_CALLS)
+            if over
+            else _keeps_books(root, subject)
+        )
+    ]
+    if lists and any(
+        hook_spellings.booked_list(unit, code, firing.node, _books_kept(unit)) for code in iterables
+    ):
+        found.append(firing.node)
+    return found + _bookkeeping_loops(unit, loops, firing, iterables)
+
+
+def _books_kept(unit: Unit):
+    """Whether the books of a name are kept on every path to a node (an ``append`` of it)."""
+
+    def kept(name: str, node: Node) -> bool:
+        pseudo = Firing(name, getattr(node.owner, "value", None), node)
+        blocked = bookkeeping_nodes(unit, name, pseudo, lists=False)
+        return not paths.reachable_avoiding(unit.graph, node, (n.index for n in blocked))
+
+    return kept
+
+
+def _bookkeeping_loops(
+    unit: Unit, loops: list[_Loop], firing: Firing, iterables: set[str]
+) -> list[Node]:
+    """The heads of earlier loops ``for p in X:`` whose body keeps the books of each ``p``
+    unconditionally, when the hook is fired for each ``p`` of the same ``X`` (in a loop, a
+    comprehension or a ``map``): the two walk the same parameters, so an empty first loop
+    means an empty second one."""
     if not iterables:
         return []
     found = []
     for loop in loops:
         stmt = loop.node
-        if (
-            type(stmt) is cst.For
-            and _walks(loop, subject) & iterables
-            and id(firing.call) not in loop.calls
-            and any(_keeps_books(small, subject) for small in _small_statements(stmt.body))
-        ):
-            node = unit.node_for(stmt)
-            if node is not None:
-                found.append(node)
+        if type(stmt) is not cst.For or id(firing.call) in loop.calls:
+            continue
+        for name, code in loop.walks:
+            if code in iterables and any(
+                _keeps_books(small, name) for small in _small_statements(stmt.body)
+            ):
+                node = unit.node_for(stmt)
+                if node is not None:
+                    found.append(node)
     return found
 
 

@@ -20,9 +20,18 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
+from .assigned_methods import assigned_methods
 from .classes import BACKWARD_DW, DELAY, ClassModel, class_index, self_call_closure
 from .module import ModuleContext, suite_body
 from .wgrad_pieces import is_abstract, is_empty
+
+# The predicate Transformer Engine's ``backward_dw`` asks first (``if not
+# self.need_backward_dw(): return``). Its backward stores the work by the store's own switch
+# (``ctx.wgrad_store.delay_wgrad_compute()``), not by this predicate: a subclass that makes
+# it say no keeps the stored work from ever being computed.
+TE_PREDICATES = frozenset({"need_backward_dw"})
+# Words of a predicate about the delay itself (``is_wgrad_delayed``, ``_delay_wgrad``).
+DELAY_WORDS = ("delay", "backward_dw", "defer")
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,10 @@ class DroppedWork:
     class_name: str
     method: cst.FunctionDef  # the override
     base: str  # the class whose work it no longer runs ("" for a base built with the delay)
+    # Where the class binds the override: the ``def``'s name, or the target of a class-level
+    # assignment (``backward_dw = lambda self: None``).
+    at: cst.CSTNode | None = None
+    predicate: bool = False  # a predicate ``backward_dw`` asks, made to always say no
 
 
 def dropped_work(context: ModuleContext) -> list[DroppedWork]:
@@ -37,16 +50,21 @@ def dropped_work(context: ModuleContext) -> list[DroppedWork]:
     index = context.shared(class_index)
     found: list[DroppedWork] = []
     for model in index.classes.values():
-        own = model.methods.get(BACKWARD_DW)
+        assigned = assigned_methods(model.node, context)
+        # a ``def`` and an assignment of one name: the ``def`` is what the rules read
+        methods = {name: a.method for name, a in assigned.items()} | model.methods
+        where = {name: a.target for name, a in assigned.items()}
+        found.extend(_predicates_said_no(index, model, methods, where))
+        own = methods.get(BACKWARD_DW)
         if own is not None:
             if not is_abstract(own) and _base_built_delayed(model) and not _does_work(model, own):
-                found.append(DroppedWork(model.name, own, ""))
+                found.append(DroppedWork(model.name, own, "", where.get(BACKWARD_DW)))
             continue
         owner = index.owner(model, BACKWARD_DW)
         if not isinstance(owner, ClassModel) or owner is model:
             continue
         for name in sorted(_pieces(owner, owner.methods[BACKWARD_DW])):
-            override = model.methods.get(name)
+            override = methods.get(name)
             original = owner.methods.get(name)
             if (
                 override is not None
@@ -55,8 +73,73 @@ def dropped_work(context: ModuleContext) -> list[DroppedWork]:
                 and not is_abstract(override)
                 and _computes_own(owner, original)
             ):
-                found.append(DroppedWork(model.name, override, owner.name))
+                found.append(DroppedWork(model.name, override, owner.name, where.get(name)))
     return found
+
+
+def _predicates_said_no(index, model: ClassModel, methods, where) -> list[DroppedWork]:
+    """Overrides that make a predicate the inherited ``backward_dw`` asks before computing
+    always say no (``def need_backward_dw(self): return False``), in a class whose base was
+    built with the delay or whose in-file base asks that predicate only there."""
+    own = methods.get(BACKWARD_DW)
+    if own is not None and not any(
+        type(n) is cst.Call and _calls_base(n, BACKWARD_DW) for n in patterns.walk(own.body)
+    ):
+        return []  # its own backward_dw does not run the base's: the base's asks nothing
+    # the nearest base's backward_dw (the class's own one runs it, or is inherited)
+    owner = next((c for c in index.lineage(model)[1:] if BACKWARD_DW in c.mentions), None)
+    if isinstance(owner, ClassModel):
+        asked = {n for n in _pieces(owner, owner.methods[BACKWARD_DW]) if _about_delay(n)}
+        asked -= _asked_elsewhere(owner)
+    elif owner is None and _base_built_delayed(model):
+        asked = set(TE_PREDICATES)
+    else:
+        return []
+    return [
+        DroppedWork(model.name, methods[name], "", where.get(name), predicate=True)
+        for name in sorted(asked)
+        if name in methods and _always_no(methods[name])
+    ]
+
+
+def _is_self_call(call: cst.Call) -> bool:
+    func = call.func
+    return type(func) is cst.Attribute and patterns.attribute_of(func, "self") is not None
+
+
+def _about_delay(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in DELAY_WORDS)
+
+
+def _asked_elsewhere(owner: ClassModel) -> set[str]:
+    """Predicates the base also asks outside ``backward_dw`` (when it stores the work, say):
+    made to say no, they keep the work from being delayed at all, which is consistent."""
+    pieces = _pieces(owner, owner.methods[BACKWARD_DW]) | {BACKWARD_DW}
+    return {
+        n.func.attr.value
+        for name, method in owner.methods.items()
+        if name not in pieces
+        for n in patterns.walk(method.body)
+        if type(n) is cst.Call and _is_self_call(n)
+    }
+
+
+def _always_no(method: cst.FunctionDef) -> bool:
+    """The body returns a false literal (``False``, ``0``, ``None``) and nothing else: no
+    test, no call, only a docstring besides."""
+    returned = False
+    for stmt in suite_body(method.body):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return False
+        for small in stmt.body:
+            if isinstance(small, cst.Return) and small.value is not None:
+                if not patterns.is_false_literal(small.value):
+                    return False
+                returned = True
+            elif not (isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)):
+                return False
+    return returned
 
 
 def _base_built_delayed(model: ClassModel) -> bool:

@@ -29,7 +29,9 @@ RULE = Rule(
         "`super().backward_dw()`, uses nothing it pops, writes no main_grad or `.grad` and "
         "does not raise; an empty override (`pass`, `...`, a docstring, a bare return) of a "
         "method that the `backward_dw` a base of the file defines calls through `self.`, "
-        "where the base's version does something"
+        "where the base's version does something; a predicate the inherited `backward_dw` "
+        "asks (`need_backward_dw`) overridden to return a false literal; each also when "
+        "bound at class level (`backward_dw = lambda self: None`, `= _no_op`)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). A layer built with
@@ -47,12 +49,25 @@ RULE = Rule(
         `self.`; the delay handed to the base by keyword in `__init__` (not a literal
         False, which turns the protocol off); for pieces, a base in the same file whose
         `backward_dw` calls the piece, directly or through other methods.
+        Seen besides: a predicate that the inherited `backward_dw` asks before it computes,
+        overridden to return only `False` / `0` / `None` - Transformer Engine's
+        `need_backward_dw` (its backward stores the work by the store's own switch, so a
+        class built with the delay stores work its `backward_dw` then refuses), or a
+        method about the delay (named for delay, defer or backward_dw) that an in-file
+        base's `backward_dw` asks and no other method of that base asks (one it also asks
+        when storing the work turns the delay off consistently). Methods bound at class
+        level are overrides like any `def`: a lambda runs as a function returning its
+        expression, a name of a function of the file as that function.
 
         Not seen: a delay handed to the base positionally or through `**kwargs`; bases in
         other files for pieces (only the base's `backward_dw` in this file is followed); an
         override that does unrelated work that looks like computing (it assigns a `.grad`
         of something else); work done by a helper of another class or file the override
-        calls (any call not through `self.` is not followed, and does not count as work).
+        calls (any call not through `self.` is not followed, and does not count as work);
+        a predicate that says no only on some path, or through a call; `backward_dw = None`
+        (calling it raises: the schedule fails loudly, like an override that raises); a
+        store switched off (`self.wgrad_store = None`: Transformer Engine then computes the
+        wgrad in backward, which is not lost).
     """,
     fix="""
         Call `super().backward_dw()` in the override (under the same delay-mode test the
@@ -83,6 +98,17 @@ RULE = Rule(
 
                 def backward_dw(self):
                     pass
+            """
+        ),
+        Example(
+            """
+            class SharedFC1(TELinear):
+                def __init__(self, in_features, out_features, config):
+                    super().__init__(
+                        in_features, out_features, delay_wgrad_compute=config.delay_wgrad_compute
+                    )
+
+                backward_dw = lambda self: super(SharedFC1, self).backward_dw()
             """
         ),
     ),
@@ -120,6 +146,20 @@ RULE = Rule(
             """,
             line=12,
         ),
+        Example(
+            """
+            class ExpertFC1(te.pytorch.GroupedLinear):
+                def __init__(self, num_gemms, in_features, out_features, config):
+                    super().__init__(
+                        num_gemms, in_features, out_features,
+                        delay_wgrad_compute=config.delay_wgrad_compute,
+                    )
+
+                def need_backward_dw(self):
+                    return False
+            """,
+            line=8,
+        ),
     ),
 )
 
@@ -134,16 +174,24 @@ MESSAGE_PIECE = (
     "delayed weight gradients: for `{cls}` they are never computed"
 )
 
+MESSAGE_PREDICATE = (
+    "`{cls}.{method}` always says no, and the inherited `backward_dw` asks it before "
+    "computing: the class was built with delay_wgrad_compute, so backward stores its weights' "
+    "wgrad work and nothing ever computes it"
+)
+
 
 def check(context: ModuleContext, out: Collector) -> None:
     if "backward_dw" not in context.source:
         return
     for dropped in context.shared(overrides.dropped_work):
         name = dropped.method.name
-        if dropped.base:
+        if dropped.predicate:
+            message = MESSAGE_PREDICATE.format(cls=dropped.class_name, method=name.value)
+        elif dropped.base:
             message = MESSAGE_PIECE.format(
                 cls=dropped.class_name, method=name.value, base=dropped.base
             )
         else:
             message = MESSAGE_OWN.format(cls=dropped.class_name)
-        out.report(CODE, name, message)
+        out.report(CODE, dropped.at or name, message)

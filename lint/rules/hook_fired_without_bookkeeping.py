@@ -28,7 +28,9 @@ RULE = Rule(
         "`p._grad_accum_hook(...)` / `h()` with `h = getattr(p, '<grad hook>')`, or a hook "
         "of a container of them fired for `p` (`hooks[p]()`, `h()` in "
         "`for p, h in zip(params, hooks)`), or `cb(p)` for each `cb` of a list of grad "
-        "hooks or callbacks, reached on a "
+        "hooks or callbacks, or the hook of each element of `params` (`map(operator."
+        "methodcaller('<grad hook>'), params)`, `map(lambda p: p.<grad hook>(), params)`, "
+        "`for h in [p.<grad hook> for p in params]: h()`), reached on a "
         "path with no `p.grad = ...`, no `p.grad_added_to_main_grad = ...`, no call handed "
         "`p` and no `backward_dw()`"
     ),
@@ -70,13 +72,26 @@ RULE = Rule(
         accumulation: `for cb in self._grad_ready_callbacks`, `for h in
         self._post_accumulate_hooks[p]`) and handed one parameter (`cb(p)`) is fired for
         that parameter (a CUDA-graph replay path calling the callbacks itself).
+        Hooks fired for every element of a sequence in one expression are fired for each
+        element (`analysis/hook_spellings.py`): `map(operator.methodcaller("<hook>"),
+        params)` (the caller bound here or at module level), `map(lambda p: p.<hook>(),
+        params)`, a loop over the hooks taken from the elements (`for h in
+        [p.<hook> for p in params]`, `map(operator.attrgetter("<hook>"), params)`), and
+        `functools.partial(p.<hook>)` is `p`'s hook. Their bookkeeping is an earlier loop
+        over the same sequence whose body keeps each element's books on every pass, a call
+        handed the sequence itself (not `zip`, `enumerate`, `list`, ...), or `backward_dw()`.
+        A list bound to `[]`, only appended to and walked, whose every `append(w)` comes
+        after `w`'s books were kept on every path to it, holds booked parameters: hooks
+        fired for its elements (`for w in written: w.<hook>()`) need nothing more.
 
         Not seen: bookkeeping done before the function is called (by its caller), hooks
         stored under other names (`p._hook_fn()`: no gradient or accumulation in the name),
         a loop over a container of hooks alone (`for h in
         hooks: h()`: whose hook each is, and so what bookkeeping it needs, is not known;
         Megatron-LM's head collects such lists only from parameters whose `.grad` is set,
-        right after `backward_dw()`), and whether the hooked parameter's
+        right after `backward_dw()`), a list of parameters that is also extended, copied
+        into or handed to another call (what else it holds is not followed), and whether
+        the hooked parameter's
         wgrad went to main_grad at all (a path that hands a real `.grad` through
         AccumulateGrad does not fire the hook by hand).
     """,
@@ -140,6 +155,18 @@ RULE = Rule(
                 return [p._grad_accum_hook() for p in params]
             """
         ),
+        Example(
+            """
+            def flush(weights, pending):
+                done = []
+                for w, (x, dy) in zip(weights, pending):
+                    general_gemm(x, dy, out=w.main_grad, accumulate=True)
+                    w.grad_added_to_main_grad = True
+                    done.append(w)
+                for w in done:
+                    w.post_wgrad_grad_acc_hook()
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -172,6 +199,15 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def finish_norm_grads(norm_params, dgammas):
+                for p, dgamma in zip(norm_params, dgammas):
+                    p.main_grad.add_(dgamma)
+                list(map(operator.methodcaller("post_wgrad_grad_acc_hook"), norm_params))
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -181,6 +217,13 @@ MESSAGE = (
     "`{name}`'s grad-accumulation hook is fired here on a path that sets neither "
     "`{name}.grad_added_to_main_grad` nor `{name}.grad`: the hook adds whatever `.grad` "
     "holds into main_grad (a stale one, or nothing for a wgrad that is already there)"
+)
+
+
+MESSAGE_EACH = (
+    "the grad-accumulation hook of each element of `{name}` is fired here on a path that "
+    "sets neither their `grad_added_to_main_grad` nor their `.grad`: the hook adds whatever "
+    "`.grad` holds into main_grad (a stale one, or nothing for a wgrad that is already there)"
 )
 
 
@@ -194,4 +237,5 @@ def check(context: ModuleContext, out: Collector) -> None:
         for firing in hooks.firings(unit):
             blocked = hooks.bookkeeping_nodes(unit, firing.subject, firing)
             if paths.reachable_avoiding(unit.graph, firing.node, (n.index for n in blocked)):
-                out.report(CODE, firing.call, MESSAGE.format(name=firing.subject))
+                message = MESSAGE_EACH if firing.over else MESSAGE
+                out.report(CODE, firing.call, message.format(name=firing.subject))

@@ -136,7 +136,7 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
     ("extract-write-helper", "GMLP017"): (
         "a call handed the parameter may keep its books (GMLP017's page): the main_grad "
         "write moved into a helper given `p` reads as bookkeeping done there",
-        frozenset({"GMLP017-invalid-2"}),
+        frozenset({"GMLP017-invalid-2", "GMLP017-invalid-3"}),
     ),
     ("rename-locals", "GMLP017"): (
         "a container of hooks is recognised by its name, the plural of a stored grad hook "
