@@ -21,7 +21,8 @@ def element_sequences(loop: cst.For | cst.CompFor) -> list[tuple[cst.Name, cst.B
     """(name, sequence) for each name the loop (a ``for`` statement or a comprehension's
     ``for``) binds to the elements of a sequence it walks plainly: ``L`` for ``for g in
     L``, ``for i, g in enumerate(L)`` and ``for w, g in zip(W, L)``, nested the same way
-    (``for i, (w, g) in enumerate(zip(W, L))``). Names bound any other way (an index, a
+    (``for i, (w, g) in enumerate(zip(W, L))``); a dict's values the same way (``for g in
+    D.values()``, ``for k, g in D.items()``: D). Names bound any other way (an index, a
     starred target, a call of anything else) are left out."""
     found: list[tuple[cst.Name, cst.BaseExpression]] = []
     _pair(loop.target, loop.iter, found)
@@ -35,7 +36,20 @@ def element_source(loop: cst.CSTNode, name: cst.CSTNode | None) -> cst.BaseExpre
     return next((seq for bound, seq in element_sequences(loop) if bound is name), None)
 
 
+# A dict's views whose elements are its values (``for wq in casts.values()``) or pairs
+# ending in one (``for e, wq in casts.items()``): per-expert copies kept by expert index.
+VALUES, ITEMS = "values", "items"
+
+
 def _pair(target, sequence, found: list) -> None:
+    view = _dict_view(sequence)
+    if view is not None and view[1] == VALUES:
+        sequence = view[0]
+    elif view is not None and isinstance(target, (cst.Tuple, cst.List)):
+        parts = target.elements
+        if len(parts) == 2 and not any(isinstance(p, cst.StarredElement) for p in parts):
+            _pair(parts[1].value, view[0], found)
+        return
     if isinstance(target, cst.Name):
         found.append((target, sequence))
         return
@@ -55,6 +69,14 @@ def _pair(target, sequence, found: list) -> None:
             _pair(part, arg.value, found)
     elif callee == "enumerate" and args and len(parts) == 2:
         _pair(parts[1], args[0].value, found)
+
+
+def _dict_view(sequence):
+    """(X, "values" | "items") for ``X.values()`` / ``X.items()``, else None."""
+    if type(sequence) is not cst.Call or sequence.args or type(sequence.func) is not cst.Attribute:
+        return None
+    word = sequence.func.attr.value
+    return (sequence.func.value, word) if word in (VALUES, ITEMS) else None
 
 
 def _keywords(call: cst.Call) -> int:

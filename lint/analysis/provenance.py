@@ -140,6 +140,11 @@ def of_value(
         if type(value.elt) is cst.Name:
             return None
         return copy_or_none(of_value(value.elt, {}, helpers, ctx))
+    if kind is cst.DictComp:
+        # ``{e: quantize(w) for e, w in enumerate(weights)}``: per-expert copies by index
+        if type(value.value) is cst.Name:
+            return None
+        return copy_or_none(of_value(value.value, {}, helpers, ctx))
     if kind is cst.List or kind is cst.Tuple:
         kinds = {of_value(e.value, known, helpers, ctx) for e in value.elements}
         return copy_or_none(kinds.pop()) if len(kinds) == 1 else None

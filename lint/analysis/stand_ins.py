@@ -42,14 +42,14 @@ def surely_stand_in(
         for d in defs:
             if d.kind == "for":  # an element of a list of copies is a copy
                 kinds.add(_element_kind(objects, unit, d, seen | {expr.value}))
-            elif d.kind != "assign" or d.value is None:
+            elif d.kind not in ("assign", "walrus") or d.value is None:
                 return None
             else:
                 kinds.add(_binding_kind(objects, unit, d, seen | {expr.value}))
         return kinds.pop() if len(kinds) == 1 else None
     if isinstance(expr, cst.Subscript):
         return surely_stand_in(objects, unit, expr.value, node, seen)
-    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.DictComp)):
         kind = objects.of(expr)
         return kind if kind in COPIES else None
     if isinstance(expr, cst.Attribute):

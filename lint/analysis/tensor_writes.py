@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import patterns
+from . import partials, patterns
 
 if TYPE_CHECKING:
     from .module import Unit
@@ -28,6 +28,10 @@ COPY_WORD, ADD_WORD = "copy", "add"
 # torch's list kernels that replace each tensor of their first argument and take no other
 # (``_foreach_copy_`` and ``_foreach_add_`` are the copy and add spellings above).
 REPLACING_FOREACH = frozenset({"_foreach_zero_"})
+# torch's kernels computing ``beta * input + alpha * (a @ b)``: into their own input they add,
+# unless ``beta=0`` discards what the input held (then they replace it, as a GEMM with
+# ``accumulate=False`` does); into an ``out=`` that is not their input they replace.
+SCALED_ADDS = frozenset({"addmm", "addbmm", "baddbmm", "addmv", "addr"})
 
 
 class Buffers:
@@ -60,8 +64,9 @@ class Buffers:
 
     def arguments(self, call) -> dict[str, object] | None:
         """The call's keyword arguments, with those of a ``**kwargs`` whose every reaching
-        binding is one dict literal; None when a ``**`` argument cannot be read."""
-        found: dict[str, object] = {}
+        binding is one dict literal and those a ``functools.partial`` it calls pins (the
+        call's own win); None when a ``**`` argument cannot be read."""
+        found: dict[str, object] = dict(partials.pinned_keywords(self.unit, call, self.node))
         for arg in call.args:
             if arg.keyword is not None:
                 found[arg.keyword.value] = arg.value
@@ -109,6 +114,10 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
     for sub in patterns.walk(root):
         kind = type(sub)
         if kind is cst.Call:
+            scaled = scaled_add(sub, literal_off if buffers is None else buffers.off)
+            if scaled is not None:
+                yield unsubscripted(scaled[0]), scaled[1], sub, scaled[2]
+                continue
             method = patterns.method_call(sub)
             if method is not None and method[1] in REPLACING_METHODS:
                 yield unsubscripted(method[0]), "replace", sub, method[1]
@@ -142,7 +151,39 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
                     yield target.target.value, "replace", sub, "an assignment into it"
 
 
-def functional_write(call):
+def scaled_add(call, off=literal_off):
+    """(destination, kind, how) for torch's ``addmm`` family (``SCALED_ADDS``): the in-place
+    method ``D.addmm_(a, b, beta=...)`` and the function ``torch.addmm(D, a, b, beta=...,
+    out=D)`` add into D unless ``beta`` is off (``off``: a literal zero, or what the caller's
+    data flow says); ``torch.addmm(C, a, b, out=D)`` replaces D whatever beta is. None for
+    other calls and for a result that is a fresh tensor (no ``out=``)."""
+    name = patterns.callee_name(call)
+    if name is None or name.rstrip("_") not in SCALED_ADDS:
+        return None
+    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    beta = keywords.get("beta")
+    zeroed = beta is not None and off(beta)
+    how = f"{name}(..., beta=0)" if zeroed else f"{name}(...)"
+    method = patterns.method_call(call)
+    if name.endswith("_"):  # in place on its receiver
+        if method is None:
+            return None
+        return method[0], "replace" if zeroed else "accumulate", how
+    out = keywords.get("out")
+    if out is None:
+        return None
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    receiver = method[0] if method is not None else None
+    if receiver is None or (type(receiver) is cst.Name and receiver.value == "torch"):
+        source = positional[0] if positional else keywords.get("input")
+    else:  # ``C.addmm(a, b, out=D)``: the method's receiver is the input
+        source = receiver
+    if source is not None and _same_text(out, source):
+        return out, "replace" if zeroed else "accumulate", how + " into its own input"
+    return out, "replace", f"{name}(out=...) over another input"
+
+
+def functional_write(call, off=literal_off):
     """(destination, kind, how) for a pointwise kernel written as a function that is handed
     its destination: a ``*copy*`` function of exactly two positional arguments replaces the
     second (``triton_copy(src, dst)``: source first, as ``shutil.copy``); an ``*add*``
@@ -150,6 +191,9 @@ def functional_write(call):
     its two inputs adds into it (``torch.add(a, b, out=a)``, ``fused_add(a, b, a)``). None
     for anything else (methods of a tensor are the in-place methods' business; an ``add``
     whose output is a fresh tensor writes nothing that was there)."""
+    scaled = scaled_add(call, off)
+    if scaled is not None:
+        return scaled
     name = patterns.callee_name(call)
     if name is None:
         return None

@@ -56,7 +56,11 @@ RULE = Rule(
         only from X (or another weight it marks too); a call or dict literal whose `out` is
         `A.main_grad` must read `overwrite_main_grad` only from A. Names are compared by the
         weight they name: `origin_fc1_weight`, `fc1_weight_param` and `ctx.fc1_weight` all
-        name `fc1_weight`.
+        name `fc1_weight`. The call's arguments are followed into the locals they read, two
+        deep, through every binding that reaches the call (an assignment or a walrus: `if
+        (o := getattr(wq, "overwrite_main_grad", False)): ...` then `general_gemm(...,
+        out=param.main_grad, accumulate=not o)`; per expert, `wq` the copy zipped beside
+        `param`); such a read is reported once, with no fix (the local may feed other calls).
 
         Which object (issue #19, class 1): two names of one weight are still two objects
         when one is the Parameter and the other stands in for it. The provenance analysis
@@ -286,6 +290,16 @@ RULE = Rule(
             """,
             applicability="unsafe",
         ),
+        Example(
+            """
+            def wgrad(params, casts, xs, dys):
+                for p, c, x, dy in zip(params, casts, xs, dys):
+                    if over := getattr(c, "overwrite_main_grad", False):
+                        log_once("main_grad is overwritten")
+                    general_gemm(x, dy, out=p.main_grad, accumulate=not over)
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -329,11 +343,13 @@ def check(context: ModuleContext, out: Collector) -> None:
             for mark in wgrad.marks(unit):
                 _check_block(mark, module_provenance.of_unit(unit), out, experts)
         if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
+            seen: set[int] = set()
             for stmt, _ in unit.statements():
                 if not isinstance(stmt, cst.BaseCompoundStatement):
+                    flow = (unit, unit.node_for(stmt), seen)
                     for sub in patterns.walk(stmt):
                         if isinstance(sub, (cst.Call, cst.Dict)):
-                            _check_arguments(sub, module_provenance.of_unit(unit), out)
+                            _check_arguments(sub, module_provenance.of_unit(unit), out, flow)
         if survey.spells_overwrite and "origin" in source:
             _check_twins(unit, module_provenance.of_unit(unit), out)
         if survey.spells_overwrite:
@@ -409,14 +425,16 @@ def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
                     yield word, args[0].value
 
 
-def _check_arguments(node, objects: Provenance, out: Collector) -> None:
+def _check_arguments(node, objects: Provenance, out: Collector, flow=None) -> None:
     """A call or dict literal whose ``out`` is one weight's main_grad, and whose other
-    arguments read ``overwrite_main_grad`` from another weight."""
+    arguments read ``overwrite_main_grad`` from another weight, directly or through locals
+    bound to such a read (``flow``: the unit, the graph node of the statement and the reads
+    reported already, so a local feeding several calls is reported once)."""
     pairs = patterns.argument_pairs(node)
     targets = [value for key, value in pairs if key == "out"]
     if len(targets) != 1:
         return
-    owners = wgrad.main_grad_owners(targets[0])
+    owners = wgrad.main_grad_owners(targets[0]) or _bound_owners(targets[0], flow)
     words = {wgrad.stem(owner) for owner in owners}
     if len(words) != 1 or None in words:
         return
@@ -425,14 +443,69 @@ def _check_arguments(node, objects: Provenance, out: Collector) -> None:
     for key, value in pairs:
         if key == "out":
             continue
-        for sub in patterns.walk(value):
+        for sub, direct in _through_locals(value, flow):
             other = _overwrite_owner(sub)
-            if other is not None and wgrad.stem(other) not in (word, None):
+            if other is None or (flow is not None and id(other) in flow[2]):
+                continue  # a local's read feeding several calls is reported once
+            if wgrad.stem(other) not in (word, None):
                 message = IN_CALL.format(subject=out.text(subject), other=out.text(other))
-                out.report(CODE, other, message, _fix(out, other, subject))
-            elif other is not None and objects.differ(subject, other):
+            elif objects.differ(subject, other):
                 message = STAND_IN_CALL.format(subject=out.text(subject), other=out.text(other))
-                out.report(CODE, other, message, _fix(out, other, subject))
+            else:
+                continue
+            if flow is not None:
+                flow[2].add(id(other))
+            # a local may feed other calls too: its read is rewritten by hand only
+            out.report(CODE, other, message, _fix(out, other, subject) if direct else None)
+
+
+def _bound_owners(target, flow) -> list:
+    """X for ``out=mg`` where every binding of the local ``mg`` reaching the call is
+    ``X.main_grad`` (``mg = param.main_grad``); [] otherwise."""
+    if flow is None or flow[1] is None or type(target) is not cst.Name:
+        return []
+    defs = flow[0].reaching.reaching(target.value, flow[1])
+    if not defs or any(d.kind != "assign" or d.value is None for d in defs):
+        return []
+    owners = [wgrad.main_grad_owners(d.value) for d in defs]
+    if not all(len(found) == 1 and _is_buffer(d.value) for found, d in zip(owners, defs)):
+        return []  # only the buffer itself, not an expression computed from it
+    return [found[0] for found in owners]
+
+
+def _is_buffer(value) -> bool:
+    """``X.main_grad`` or ``getattr(X, "main_grad"[, default])`` itself."""
+    return patterns.is_attr(value, patterns.MAIN_GRAD) or (
+        type(value) is cst.Call and patterns.is_getattr_of(value, patterns.MAIN_GRAD)
+    )
+
+
+# How many locals deep an argument is followed (``flag = getattr(...)``, ``acc = not flag``).
+LOCAL_DEPTH = 2
+
+
+def _through_locals(value, flow):
+    """(node, direct) for the nodes of ``value`` (direct) and of the values every binding of
+    a local read in it that reaches the statement was assigned (an assignment or a walrus,
+    ``if (o := getattr(w, "overwrite_main_grad", False)):``), ``LOCAL_DEPTH`` locals deep."""
+    yield from ((sub, True) for sub in patterns.walk(value))
+    if flow is None or flow[1] is None:
+        return
+    unit, node, _ = flow
+    visited: set[int] = set()
+    names = [(n, node) for n in patterns.walk(value) if type(n) is cst.Name]
+    for _ in range(LOCAL_DEPTH):
+        found = []
+        for name, at in names:
+            for d in unit.reaching.reaching(name.value, at):
+                if d.kind not in ("assign", "walrus") or d.value is None or id(d) in visited:
+                    continue
+                visited.add(id(d))
+                for sub in patterns.walk(d.value):
+                    yield sub, False
+                    if type(sub) is cst.Name:
+                        found.append((sub, d.node))
+        names = found
 
 
 def _check_twins(unit, objects: Provenance, out: Collector) -> None:

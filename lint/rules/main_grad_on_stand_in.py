@@ -57,17 +57,21 @@ RULE = Rule(
         Parameter `origin_w`; per expert, a list or comprehension of such copies
         (`[quantize(w) for w in weights]`, or `L = []` filled only by `L.append(<copy>)`), its
         items `L[i]` and the loop variables that walk it (`for wq in L`, `enumerate(L)`,
-        `zip(W, L)`; analysis/iteration.py, analysis/stand_ins.py). Reads of
+        `zip(W, L)`; analysis/iteration.py, analysis/stand_ins.py); a dict comprehension of
+        copies (`{e: quantize(w) for e, w in enumerate(weights)}`) walked through
+        `.values()` / `.items()` or indexed; a name bound by a walrus as by an assignment
+        (`if (wq := quantize(w)) is not None:`). Reads of
         main_grad inside the block that marks one weight are
         GMLP007's; reads of `overwrite_main_grad` / `zero_out_wgrad` from a stand-in are
         GMLP007's too.
 
-        Not seen: copies made by helpers in other files, copies kept in dicts or filled
-        into a list item by item, a helper some of whose paths return the Parameter, a
-        `ctx` attribute or saved-tensor position that two functions of the file fill with
-        different objects (then nothing is assumed), and stand-ins whose name and producer
-        say nothing (a plain `weight` restored from `ctx` with no `origin_weight` beside it is
-        taken to be the Parameter: Transformer Engine saves the Parameter itself).
+        Not seen: copies made by helpers in other files, copies kept in dict literals or
+        filled into a list or dict item by item, a helper some of whose paths return the
+        Parameter, a `ctx` attribute or saved-tensor position that two functions of the file
+        fill with different objects (then nothing is assumed), and stand-ins whose name and
+        producer say nothing (a plain `weight` restored from `ctx` with no `origin_weight`
+        beside it is taken to be the Parameter: Transformer Engine saves the Parameter
+        itself).
 
         Not seen: the read moved into a helper function of the file, or into an autograd
         Function's forward / backward, handed the copy: GMLP037 reports the call (where
@@ -261,7 +265,7 @@ def _may_stand_in(unit: Unit, subject, node) -> bool:
     can be a known stand-in."""
     if isinstance(subject, cst.Name):
         defs = unit.reaching.reaching(subject.value, node)
-        return bool(defs) and all(d.kind in ("assign", "for") for d in defs)
+        return bool(defs) and all(d.kind in ("assign", "walrus", "for") for d in defs)
     if isinstance(subject, cst.Attribute):
         return provenance.on_ctx(subject)
     return isinstance(subject, (cst.Call, cst.Subscript))

@@ -35,9 +35,11 @@ RULE = Rule(
         "`overwrite_main_grad` nor the sharding strategy."
     ),
     flags=(
-        "a GEMM into `p.main_grad` (or a local bound to it, or through a `**kwargs` dict) with "
-        "`accumulate=False` / `beta=0` (a literal or a local that is always one), "
-        "`torch.matmul` / `mm` with such an `out=`, `copy_` into it, or `p.main_grad[...] = "
+        "a GEMM into `p.main_grad` (or a local bound to it, or through a `**kwargs` dict or a "
+        "`functools.partial`) with `accumulate=False` / `beta=0` (a literal or a local that is "
+        "always one), `torch.matmul` / `mm` with such an `out=`, `torch.addmm` & co. with "
+        "`beta=0` into main_grad (`out=` its own input, or `main_grad.addmm_`) or with `out=` "
+        "main_grad over another input, `copy_` into it, or `p.main_grad[...] = "
         "...`, in a producer function (and the functions around it) that never mentions "
         "overwrite or sharding; and, in FSDP code that never mentions `overwrite_main_grad`, "
         "a hook resetting `grad_added_to_main_grad = False` for a new backward; a "
@@ -62,8 +64,14 @@ RULE = Rule(
         or a local every binding of which reaching the call is main_grad storage) with
         `accumulate=False` or `beta=0` (literals, or a local every reaching binding of which
         is such a literal), the same arguments passed as `**kwargs` where `kwargs` is one
-        dict literal, a `matmul` / `mm` / `bmm` with such an `out=` and no accumulate
-        switch, `copy_` into main_grad or a local bound to it, a kernel handed main_grad as
+        dict literal or pinned by a `functools.partial` the call's name is bound to
+        (`_wgrad_gemm = partial(general_gemm, accumulate=False)` at module level, or in the
+        function: analysis/partials.py; the call's own keywords win), a `matmul` / `mm` /
+        `bmm` with such an `out=` and no accumulate switch, torch's `beta * input + a @ b`
+        kernels (`addmm`, `baddbmm`, `addbmm`, `addmv`, `addr`) with `beta=0` writing into
+        their own input (`torch.addmm(mg, a, b, beta=0.0, out=mg)`, `mg.addmm_(a, b,
+        beta=0)`: beta zero discards what main_grad held) or with `out=` main_grad over
+        another input, `copy_` into main_grad or a local bound to it, a kernel handed main_grad as
         its destination (`triton_copy(g, p.main_grad)`; per expert, a list of main_grads
         given to `torch._foreach_copy_` or `torch._foreach_zero_`), and `X.main_grad[...] =
         value`; the function and the functions it is nested in are searched for a mention
@@ -76,7 +84,9 @@ RULE = Rule(
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given
         no `accumulate=` (only torch's matmuls are known to replace), dicts of arguments
-        built up entry by entry, and producer functions named otherwise that mark nothing.
+        built up entry by entry, partials kept on `self`, in containers or made in another
+        file, `main_grad.mul_(0)` followed by an add (a zeroing spelled as arithmetic), and
+        producer functions named otherwise that mark nothing.
 
         The converse (accumulating where overwriting was needed, Megatron-LM #4849's PR
         branch): in a file of an FSDP integration (it names FSDP) that never mentions
@@ -350,6 +360,25 @@ RULE = Rule(
             """,
             line=9,
         ),
+        Example(
+            """
+            def wgrad(weight, x, dy):
+                torch.addmm(weight.main_grad, dy.t(), x, beta=0.0, out=weight.main_grad)
+            """,
+            line=2,
+        ),
+        Example(
+            """
+            import functools
+
+            _wgrad_gemm = functools.partial(general_gemm, accumulate=False)
+
+
+            def wgrad(weight, x, dy):
+                _wgrad_gemm(x, dy, out=weight.main_grad)
+            """,
+            line=7,
+        ),
     ),
 )
 
@@ -393,7 +422,8 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     if "fsdp" in source.lower() and patterns.OVERWRITE not in source:
         _check_fsdp_resets(context, out)
-    if not ("out" in source or "copy_" in source or "[" in source):
+    # every replacing write spells one of these (``beta``: ``main_grad.addmm_(a, b, beta=0)``)
+    if not ("out" in source or "copy_" in source or "[" in source or "beta" in source):
         return
     callers = _callers(context)
     asked: dict[int, bool] = {}
@@ -480,7 +510,7 @@ def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
             out.report(CODE, node, MESSAGE.format(target=out.text(method[0]), how=how))
             return True
         return False
-    functional = tensor_writes.functional_write(node)
+    functional = tensor_writes.functional_write(node, buffers.off)
     if functional is not None:
         # a kernel handed its destination: ``torch._foreach_copy_(main_grads, grads)``,
         # ``torch._foreach_zero_(main_grads)``, ``triton_copy(g, p.main_grad)``

@@ -48,7 +48,10 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
     ),
     ("extract-write-helper", "GMLP001"): (HELPER, frozenset({"GMLP001-invalid-1"})),
     ("extract-write-helper", "GMLP003"): (HELPER, frozenset({"GMLP003-invalid-4"})),
-    ("extract-write-helper", "GMLP007"): (HELPER, frozenset({"class1-gemm-out-on-saved-copy"})),
+    ("extract-write-helper", "GMLP007"): (
+        HELPER,
+        frozenset({"class1-gemm-out-on-saved-copy", "GMLP007-invalid-7"}),
+    ),
     ("extract-write-helper", "GMLP008"): (HELPER, frozenset({"GMLP008-invalid-0"})),
     ("extract-write-helper", "GMLP015"): (
         HELPER,
@@ -95,6 +98,8 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
                 "GMLP016-invalid-1",
                 "GMLP016-invalid-2",
                 "GMLP016-invalid-3",
+                "GMLP016-invalid-9",
+                "GMLP016-invalid-10",
                 "class4-fsdp-hook-resets-by-setattr-never-asks-overwrite",
                 "class4-fsdp-pre-backward-reset-never-asks-overwrite",
             }
