@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from .cfg import Node
-from .module import ModuleContext
+from .module import Unit
 
 # Words (lower case, substrings) that make a guard about weights and their gradients.
 RELATED_WORDS = (
@@ -45,30 +45,41 @@ class Guard:
     side: str  # "body" or "orelse"
 
 
-def unrelated_guards(context: ModuleContext, node: Node) -> list[Guard]:
+def unrelated_guards(unit: Unit, node: Node) -> list[Guard]:
     """The ``if`` statements ``node`` is nested in (innermost first) whose test, on the side
     the node is on, is about something other than weights and their gradients."""
     return [
-        Guard(stmt, side)
-        for stmt, side in node.enclosing_ifs
-        if not _related(context, stmt.test, side)
+        Guard(stmt, side) for stmt, side in node.enclosing_ifs if not _related(unit, stmt, side)
     ]
 
 
-def _related(context: ModuleContext, test: cst.BaseExpression, side: str) -> bool:
-    operands = and_operands(test)
+def _related(unit: Unit, stmt: cst.If, side: str) -> bool:
+    operands = and_operands(stmt.test)
     if side == "body":
         # ``if feature and fuse:`` runs the body only when ``feature`` holds as well.
-        return all(_operand_related(context, op) for op in operands)
-    return any(_operand_related(context, op) for op in operands)
+        return all(_operand_related(unit, stmt, op) for op in operands)
+    return any(_operand_related(unit, stmt, op) for op in operands)
 
 
-def _operand_related(context: ModuleContext, expr: cst.BaseExpression) -> bool:
+def _operand_related(unit: Unit, stmt: cst.If, expr: cst.BaseExpression) -> bool:
     while isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         expr = expr.expression
-    if _is_presence_check(expr):
+    if _is_presence_check(expr) or _names_related(unit, expr):
         return True
-    text = context.code(expr).lower()
+    # A local's name is the writer's choice (``f = ctx.fuse_wgrad_accumulation``): what it
+    # was bound to says what it is about. Any binding that reaches the test will do (the
+    # rule errs towards silence); a parameter or an import has only its name.
+    if isinstance(expr, cst.Name):
+        node = unit.node_for(stmt)
+        if node is not None:
+            for definition in unit.reaching.reaching(expr.value, node):
+                if definition.value is not None and _names_related(unit, definition.value):
+                    return True
+    return False
+
+
+def _names_related(unit: Unit, expr: cst.CSTNode) -> bool:
+    text = unit.context.code(expr).lower()
     return any(word in text for word in RELATED_WORDS)
 
 

@@ -48,7 +48,9 @@ RULE = Rule(
 
         A test counts as related when it names a gradient, a weight, a parameter,
         accumulation, fusion, FSDP, delay, overwrite or zero_out in any spelling, or only
-        asks whether something is None; anything else is a feature switch. A re-attachment
+        asks whether something is None; a local counts by what it was bound to as well as by
+        its name (`f = ctx.fuse_wgrad_accumulation; if f:` is related, `r = runner.gtp_remat;
+        if r:` is not); anything else is a feature switch. A re-attachment
         is checked in modules that fetch main_grad from Megatron-FSDP (they call
         `get_main_grad` or test `__fsdp_param__`: before that, the parameter kept its own
         main_grad and the saved buffer was the same tensor), and only when a later read of
@@ -182,7 +184,7 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
         node = unit.node_for(stmt)
         if node is None or not node.enclosing_ifs:
             continue
-        guards = gates.unrelated_guards(unit.context, node)
+        guards = gates.unrelated_guards(unit, node)
         if not guards:
             continue
         guard = guards[-1].stmt

@@ -18,7 +18,13 @@ from gmlp_check.lint.project import NO_RUN_FACTS, run_facts
 from gmlp_check.lint.registry import MODULE, all_rules
 from gmlp_check.lint.slot_facts import slot_facts
 
-from . import variant_corpus, variant_corpus_blind2, variant_corpus_blind3, variant_corpus_blind4
+from . import (
+    variant_corpus,
+    variant_corpus_blind2,
+    variant_corpus_blind3,
+    variant_corpus_blind4,
+    variant_corpus_blind5,
+)
 from .mutations import MARK
 from .support import ALL_CODES
 
@@ -88,6 +94,7 @@ def cases() -> tuple[Case, ...]:
     found = []
     corpora = variant_corpus.VARIANTS + variant_corpus_blind2.VARIANTS
     corpora += variant_corpus_blind3.VARIANTS + variant_corpus_blind4.VARIANTS
+    corpora += variant_corpus_blind5.VARIANTS
     for variant in corpora:
         name = f"class{variant.cls}-{variant.name}"
         found.append(Case(f"{name}-twin", variant.twin_source, frozenset()))

@@ -20,6 +20,7 @@ from . import (
     variant_corpus_blind2,
     variant_corpus_blind3,
     variant_corpus_blind4,
+    variant_corpus_blind5,
     variant_corpus_class1_calls,
     variant_corpus_class4,
     variant_corpus_class5_converse,
@@ -38,6 +39,7 @@ VARIANTS = (
     + variant_corpus_blind2.VARIANTS
     + variant_corpus_blind3.VARIANTS
     + variant_corpus_blind4.VARIANTS
+    + variant_corpus_blind5.VARIANTS
     + variant_corpus_classes12.VARIANTS
     + variant_corpus_classes56.VARIANTS
     + variant_corpus_class4.VARIANTS

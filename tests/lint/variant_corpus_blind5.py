@@ -622,6 +622,11 @@ VARIANTS = (
                         p.main_grad = p.get_main_grad()
                 return self.fused_mlp(tokens, m_splits)
         """,
+        unseen=(
+            "class 8 is not a rule on purpose (docs/lint-semantics.md): TE's ops fetch main_grad "
+            "themselves (get_main_grad_from_param), and Megatron-LM's head builds ops with "
+            "accumulate_into_main_grad and no get_main_grad() relying on it"
+        ),
     ),
     # ------------------------------- 8: a partial pre-hook that exposes fc1's buffer only
     Variant(
@@ -681,5 +686,10 @@ VARIANTS = (
             def forward(self, x, m_splits):
                 return self.ops(x, m_splits)
         """,
+        unseen=(
+            "class 8 is not a rule on purpose (docs/lint-semantics.md): TE's ops fetch main_grad "
+            "themselves (get_main_grad_from_param), and Megatron-LM's head builds ops with "
+            "accumulate_into_main_grad and no get_main_grad() relying on it"
+        ),
     ),
 )
