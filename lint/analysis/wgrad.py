@@ -202,24 +202,39 @@ def keyword_value(unit: Unit, call: cst.Call, node: Node, word: str) -> cst.Base
 def writes_main_grad_of(code: cst.CSTNode, word: str | None) -> bool:
     """``code`` writes the main_grad of the weight ``word`` names (``stem``): an in-place
     method of it (``w.main_grad.add_(...)``, not a reset) or a GEMM handed it
-    (``gemm(x, dy, out=w.main_grad)``, ``fused_matmul_add(x, dy, w.main_grad)``)."""
+    (``gemm(x, dy, out=w.main_grad)``, ``fused_matmul_add(x, dy, w.main_grad)``), also
+    through a local bound to it earlier in ``code`` (``mg = w.main_grad; gemm(x, dy, mg)``:
+    the local's name is the writer's choice, the buffer is the same)."""
+    aliases: dict[str, str | None] = {}  # local -> stem of the weight whose main_grad it holds
     for sub in patterns.walk(code):
-        if type(sub) is not cst.Call:
+        kind = type(sub)
+        if kind is cst.Assign and len(sub.targets) == 1 and type(sub.targets[0].target) is cst.Name:
+            owner = patterns.main_grad_owner(sub.value)
+            aliases[sub.targets[0].target.value] = stem(owner) if owner is not None else None
+            continue
+        if kind is not cst.Call:
             continue
         func = sub.func
         if (
             type(func) is cst.Attribute
             and func.attr.value.endswith("_")
             and func.attr.value not in patterns.RESET_METHODS
-            and patterns.is_attr(func.value, patterns.MAIN_GRAD)
-            and stem(func.value.value) == word
+            and _holds_main_grad_of(func.value, word, aliases)
         ):
             return True
         if looks_like_gemm(sub) and any(
-            stem(owner) == word for arg in sub.args for owner in main_grad_owners(arg.value)
+            _holds_main_grad_of(arg.value, word, aliases)
+            or any(stem(owner) == word for owner in main_grad_owners(arg.value))
+            for arg in sub.args
         ):
             return True
     return False
+
+
+def _holds_main_grad_of(expr: cst.CSTNode, word: str | None, aliases: dict) -> bool:
+    if patterns.is_attr(expr, patterns.MAIN_GRAD):
+        return stem(expr.value) == word
+    return type(expr) is cst.Name and expr.value in aliases and aliases[expr.value] == word
 
 
 def looks_like_gemm(call: cst.Call) -> bool:

@@ -41,7 +41,8 @@ RULE = Rule(
         the dummy (assigned to the `.grad` of a weight whose main_grad the function touches,
         allocated next to `grad_added_to_main_grad = True`, or
         returned by a function named for dummies or one that sets `grad_added_to_main_grad`)
-        on a path that no test on `zero_out_wgrad` guards. `get_dummy_wgrad` calls are judged
+        on a path that no test on `zero_out_wgrad` guards (an `if`, or a conditional
+        expression choosing between two dummies). `get_dummy_wgrad` calls are judged
         only where the dummy leaves the function (returned, put in `.grad`, or stored in what
         the function returns), not where a test fetches the cached dummy to compare.
 
@@ -243,8 +244,10 @@ class _Unit:
             node = self.unit.node_for(stmt)
             if node is None or self.guarded(node):
                 continue
+            chosen = self.zero_out_choices(stmt, node) if te_calls else set()
             for call in te_calls:
-                self.check_te_dummy(call)
+                if id(call) not in chosen:
+                    self.check_te_dummy(call)
             if dummy_context:
                 for call in wgrad.empty_allocations(value, node, self.unit.zero_out):
                     if not self.zeroed_later(stmt):
@@ -361,6 +364,19 @@ class _Unit:
             cached = any(wgrad.marks_grad_added(small) for small in wgrad.small_statements(suite))
             self.suites_with_grad_added[key] = cached
         return cached
+
+    def zero_out_choices(self, stmt: cst.CSTNode, node: Node) -> set[int]:
+        """The dummy calls in either arm of a conditional expression whose test asks
+        zero_out_wgrad (``guarded``'s expression form: ``d(..., zero=True) if zero_out else
+        d(...)``)."""
+        found: set[int] = set()
+        for sub in patterns.walk(stmt):
+            if type(sub) is cst.IfExp and self.unit.zero_out.expr(sub.test, node):
+                for arm in (sub.body, sub.orelse):
+                    found.update(
+                        id(c) for c in patterns.walk(arm) if patterns.callee_name(c) == TE_DUMMY
+                    )
+        return found
 
     def guarded(self, node: Node) -> bool:
         """The statement runs only under some test on zero_out_wgrad (either side of it:

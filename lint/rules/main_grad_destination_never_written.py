@@ -41,7 +41,8 @@ RULE = Rule(
         Reported: a binding of a name to main_grad (directly, as a view, or as a list of
         main_grads) from which no GEMM-like call (a `gemm`/`matmul`/`*mm` call or one with
         `out=`) that reads the name can be reached, while such a call exists and reads the
-        name's other bindings.
+        name's other bindings. A binding to the same buffer that reaches the GEMM (`mg =
+        w.main_grad` read by a test, then bound again before the call) writes the destination.
 
         Not seen: a destination filled item by item (`wgrad_list.append(w.main_grad)`), made of
         views (`[w.main_grad.view(-1) for w in weights]`) or kept on an attribute
@@ -117,7 +118,13 @@ def _check_unit(unit: Unit, out: Collector) -> None:
         gemms = readers.get(d.name)
         if not gemms:
             continue
-        if any(d in reaching.reaching(d.name, node) for _, node in gemms):
+        received = [r for _, node in gemms for r in reaching.reaching(d.name, node)]
+        if d in received:
+            continue
+        # The same buffer bound again on the way to the GEMM (``mg = w.main_grad`` read by a
+        # test, then ``mg = w.main_grad`` before the call): the destination is written.
+        code = unit.context.code(d.value)
+        if any(r.value is not None and unit.context.code(r.value) == code for r in received):
             continue
         call, _ = gemms[0]
         line = unit.context.line_of(call)
