@@ -196,7 +196,7 @@ CLEAN = (
                 self.weight.grad_added_to_main_grad = True
                 self._trigger_wgrad_accumulation_and_reduce_hooks()
     """,
-        # the caller hands the op-level flag, not the downgraded one
+    # the caller hands the op-level flag, not the downgraded one
     """
     def _finish(w, g, into_main_grad):
         if into_main_grad:
