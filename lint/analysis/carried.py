@@ -30,6 +30,10 @@ ROUNDS = 3  # helpers passing the flag on to helpers: deeper chains are not foll
 class Carried:
     params: dict[str, frozenset[str]] = field(default_factory=dict)
     ctx_attrs: frozenset[str] = frozenset()
+    # (function, parameter) -> the arguments that hand it a tainted flag, in source order:
+    # where a report about the parameter points, since the helper is right given a right
+    # argument and the caller is what to fix.
+    sites: dict[tuple[str, str], list[cst.Arg]] = field(default_factory=dict)
 
 
 def carried(context: ModuleContext, is_source: Callable[[cst.CSTNode], bool]) -> Carried:
@@ -40,6 +44,7 @@ def carried(context: ModuleContext, is_source: Callable[[cst.CSTNode], bool]) ->
             functions.setdefault(unit.name, []).append(unit)
     params: dict[str, set[str]] = {}
     attrs: set[str] = set()
+    sites: dict[tuple[str, str], list[cst.Arg]] = {}
 
     def source(node: cst.CSTNode) -> bool:
         return is_source(node) or (bool(attrs) and is_ctx_attr(node, attrs))
@@ -67,7 +72,7 @@ def carried(context: ModuleContext, is_source: Callable[[cst.CSTNode], bool]) ->
             for root, node in unit.expression_roots():
                 for sub in patterns.walk(root):
                     if type(sub) is cst.Call:
-                        changed |= _note_call(sub, node, taint, functions, params)
+                        changed |= _note_call(sub, node, taint, functions, params, sites)
                 if type(root) is cst.Assign and taint.expr(root.value, node):
                     for target in root.targets:
                         attr = ctx_attr(target.target)
@@ -76,7 +81,7 @@ def carried(context: ModuleContext, is_source: Callable[[cst.CSTNode], bool]) ->
                             changed = True
         if not changed:
             break
-    return Carried({k: frozenset(v) for k, v in params.items()}, frozenset(attrs))
+    return Carried({k: frozenset(v) for k, v in params.items()}, frozenset(attrs), sites)
 
 
 def ctx_attr(node: cst.CSTNode) -> str | None:
@@ -110,7 +115,7 @@ def _may_see_flag(unit: Unit, params, attrs, context: ModuleContext) -> bool:
     )
 
 
-def _note_call(call: cst.Call, node, taint: Taint, functions, params) -> bool:
+def _note_call(call: cst.Call, node, taint: Taint, functions, params, sites) -> bool:
     """Mark the parameters of the module's function ``call`` names that receive a tainted
     argument; whether anything new was marked."""
     name = patterns.callee_name(call)
@@ -134,6 +139,9 @@ def _note_call(call: cst.Call, node, taint: Taint, functions, params) -> bool:
                 param = names[positional.index(id(arg))]
             else:
                 continue
+            seen = sites.setdefault((target.name, param), [])
+            if not any(a is arg for a in seen):
+                seen.append(arg)
             marked = params.setdefault(target.name, set())
             if param not in marked:
                 marked.add(param)

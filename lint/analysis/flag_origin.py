@@ -56,12 +56,32 @@ def gate_of(branch: Branch, out: Collector) -> Gate:
     direct = taint.direct(test)
     anchor: cst.CSTNode = names[0] if names and not direct else test
     cause = _cause(unit, test, names[0] if names else None, node, direct)
+    site = None if direct or not names else _caller_site(unit, names[0], node)
+    if site is not None:
+        # The helper is right for a right argument: point at the caller that hands it the
+        # downgraded flag (the first one in source order).
+        line = unit.context.line_of(branch.test)
+        cause = (
+            f"`{unit.context.text(site.value)}`, a flag `overwrite_main_grad` can switch off, "
+            f"handed here to `{unit.name}`'s `{names[0].value}`, which gates it (line {line})"
+        )
+        return Gate(site.value, cause, None, None)
     replacement = None if direct else _Origins(unit).op_level_replacement(names, node)
     if replacement is None:
         return Gate(anchor, cause, None, None)
     text, atomic = replacement
     edits = tuple(out.replace(name, text if atomic else f"({text})") for name in names)
     return Gate(anchor, cause, Fix(f"Gate on `{text}`", edits, UNSAFE), text)
+
+
+def _caller_site(unit: Unit, name: cst.Name, node: Node) -> cst.Arg | None:
+    """The first argument of the module that hands the parameter ``name`` of ``unit`` (the
+    origin of the flag at ``node``) a downgraded flag."""
+    origin = unit.overwrite.origin(name.value, node)
+    if origin is None or origin.kind != "param":
+        return None
+    found = unit.context.carried.sites.get((unit.name, name.value))
+    return found[0] if found else None
 
 
 def _cause(unit: Unit, test, name: cst.Name | None, node: Node, direct: bool) -> str:

@@ -23,6 +23,7 @@ from . import patterns
 from .assigned_methods import assigned_methods
 from .classes import BACKWARD_DW, DELAY, ClassModel, class_index, self_call_closure
 from .module import ModuleContext, suite_body
+from .override_gates import unrelated_gate
 from .wgrad_pieces import is_abstract, is_empty
 
 # The predicate Transformer Engine's ``backward_dw`` asks first (``if not
@@ -43,6 +44,9 @@ class DroppedWork:
     # assignment (``backward_dw = lambda self: None``).
     at: cst.CSTNode | None = None
     predicate: bool = False  # a predicate ``backward_dw`` asks, made to always say no
+    # The override runs the base's version only under this ``if``, whose test is not about
+    # the delay (``if self.fuse_wgrad_accumulation: super().backward_dw()``).
+    gate: cst.If | None = None
 
 
 def dropped_work(context: ModuleContext) -> list[DroppedWork]:
@@ -57,8 +61,11 @@ def dropped_work(context: ModuleContext) -> list[DroppedWork]:
         found.extend(_predicates_said_no(index, model, methods, where))
         own = methods.get(BACKWARD_DW)
         if own is not None:
-            if not is_abstract(own) and _base_built_delayed(model) and not _does_work(model, own):
-                found.append(DroppedWork(model.name, own, "", where.get(BACKWARD_DW)))
+            if not is_abstract(own) and _base_built_delayed(model):
+                if not _does_work(model, own):
+                    found.append(DroppedWork(model.name, own, "", where.get(BACKWARD_DW)))
+                elif (gate := _gated_base_call(model, own)) is not None:
+                    found.append(DroppedWork(model.name, own, "", gate.test, gate=gate))
             continue
         owner = index.owner(model, BACKWARD_DW)
         if not isinstance(owner, ClassModel) or owner is model:
@@ -183,6 +190,22 @@ def _does_work(model: ClassModel, method: cst.FunctionDef) -> bool:
         ):
             return True
     return _computes_own(model, method)
+
+
+def _gated_base_call(model: ClassModel, method: cst.FunctionDef) -> cst.If | None:
+    """The unrelated ``if`` the override's every call of the base's version sits under,
+    when it does no other work (nothing popped or written, no helper of the class that
+    calls the base): the other path may compute the work its own way."""
+    helpers = _with_helpers(model, method)[1:]
+    if _computes_own(model, method):
+        return None
+    if any(
+        type(n) is cst.Call and _calls_base(n, BACKWARD_DW)
+        for h in helpers
+        for n in patterns.walk(h.body)
+    ):
+        return None
+    return unrelated_gate(method, lambda call: _calls_base(call, BACKWARD_DW))
 
 
 def _computes_own(model: ClassModel, method: cst.FunctionDef) -> bool:

@@ -27,7 +27,9 @@ RULE = Rule(
         "a `backward_dw` in a class whose `__init__` hands `delay_wgrad_compute` to its base "
         "(`super().__init__(..., delay_wgrad_compute=X)`) that never calls "
         "`super().backward_dw()`, uses nothing it pops, writes no main_grad or `.grad` and "
-        "does not raise; an empty override (`pass`, `...`, a docstring, a bare return) of a "
+        "does not raise; one that calls it only under an `if` whose test is not about the "
+        "delay (`if self.fuse_wgrad_accumulation: super().backward_dw()`); an empty override "
+        "(`pass`, `...`, a docstring, a bare return) of a "
         "method that the `backward_dw` a base of the file defines calls through `self.`, "
         "where the base's version does something; a predicate the inherited `backward_dw` "
         "asks (`need_backward_dw`) overridden to return a false literal; each also when "
@@ -58,6 +60,12 @@ RULE = Rule(
         when storing the work turns the delay off consistently). Methods bound at class
         level are overrides like any `def`: a lambda runs as a function returning its
         expression, a name of a function of the file as that function.
+        Seen too: an override that reaches `super().backward_dw()` only under an `if` (or
+        after an early `return` of one) whose test is not about the delay - fusion, a
+        feature switch, the expert kind. The base stored the work whatever those say, so
+        with the test false it is never computed. A test counts as about the delay when it
+        names delay, defer, backward_dw, wgrad_store, requires_grad or training, or only
+        asks whether something is None (every operand of an `and`, one of an `or`).
 
         Not seen: a delay handed to the base positionally or through `**kwargs`; bases in
         other files for pieces (only the base's `backward_dw` in this file is followed); an
@@ -67,7 +75,10 @@ RULE = Rule(
         a predicate that says no only on some path, or through a call; `backward_dw = None`
         (calling it raises: the schedule fails loudly, like an override that raises); a
         store switched off (`self.wgrad_store = None`: Transformer Engine then computes the
-        wgrad in backward, which is not lost).
+        wgrad in backward, which is not lost); an unrelated test that reaches the base's
+        call through a local (`run = self.fuse; if run: ...`) or a helper of the class, or
+        that names a related word anyway (`if self.fuse and self.delay_wgrad_compute:` is
+        seen, `if self.fuse_or_delay:` is not).
     """,
     fix="""
         Call `super().backward_dw()` in the override (under the same delay-mode test the
@@ -160,6 +171,23 @@ RULE = Rule(
             """,
             line=8,
         ),
+        Example(
+            """
+            class ExpertFC2(te.pytorch.GroupedLinear):
+                def __init__(self, num_gemms, in_features, out_features, config):
+                    super().__init__(
+                        num_gemms, in_features, out_features,
+                        delay_wgrad_compute=config.delay_wgrad_compute,
+                    )
+                    self.use_fused = config.gradient_accumulation_fusion
+
+                def backward_dw(self):
+                    if not self.use_fused:
+                        return
+                    super().backward_dw()
+            """,
+            line=10,
+        ),
     ),
 )
 
@@ -168,6 +196,11 @@ MESSAGE_OWN = (
     "`{cls}.backward_dw` overrides the backward_dw of a base built with "
     "delay_wgrad_compute, but never runs it (`super().backward_dw()`) nor computes what the "
     "base stored: the base's weights never get their delayed gradient"
+)
+MESSAGE_GATED = (
+    "`{cls}.backward_dw` runs the base's backward_dw only when `{test}`, a test unrelated to "
+    "the delay: the base was built with delay_wgrad_compute and stored its weights' wgrad "
+    "work in backward regardless, so with `{test}` false that work is never computed"
 )
 MESSAGE_PIECE = (
     "`{cls}.{method}` empties a method that `{base}.backward_dw` calls to compute the "
@@ -186,7 +219,10 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     for dropped in context.shared(overrides.dropped_work):
         name = dropped.method.name
-        if dropped.predicate:
+        if dropped.gate is not None:
+            test = out.text(dropped.gate.test)
+            message = MESSAGE_GATED.format(cls=dropped.class_name, test=test)
+        elif dropped.predicate:
             message = MESSAGE_PREDICATE.format(cls=dropped.class_name, method=name.value)
         elif dropped.base:
             message = MESSAGE_PIECE.format(

@@ -44,7 +44,11 @@ RULE = Rule(
         calling a function of the module that marks `grad_added_to_main_grad` or makes the
         dummy counts as bookkeeping, whatever its name. The flag is followed with the same
         dataflow analysis as GMLP001 (into helpers, across forward/backward on `ctx`,
-        through dicts of GEMM arguments entry by entry).
+        through dicts of GEMM arguments entry by entry). When the gate is a helper's
+        parameter that a caller of the module hands a downgraded flag
+        (`_grad_for_autograd(weight, wgrad, accumulate)`), the finding points at that
+        caller's argument (the first such caller in the file): the helper is right given a
+        right argument, and the argument is what to change.
 
         Branches in any syntax count (issue #19, class 7, the seed shape in other syntax):
         `if` statements, conditional expressions (`dummy if accumulate else wgrad`, also

@@ -60,7 +60,9 @@ RULE = Rule(
         arguments (reading its `"ub"` entry is not reading its `"accumulate"` entry). A
         helper that returns a value computed from `overwrite_main_grad` (Transformer
         Engine's `get_accumulate_flag_in_param`) is recognised by its body when it is
-        defined in the file or in another file linted in the same run.
+        defined in the file or in another file linted in the same run. A branch of a
+        helper gated on its parameter is reported at the first caller's argument that hands
+        it the downgraded flag: the helper is right given a right argument.
 
         Not seen: a destination chosen in a helper function of the file that is handed the
         flag as an argument (each function is judged alone; issue #19 mutations).

@@ -36,7 +36,9 @@ HELPER_GATES_ON_ITS_PARAMETER = """
 
 def test_flag_passed_to_a_helper_is_followed_into_it():
     downgraded = 'op.accumulate_into_main_grad and not getattr(weight, "overwrite_main_grad", 0)'
-    assert findings(HELPER_GATES_ON_ITS_PARAMETER.format(accumulate=downgraded)) == [("GMLP002", 2)]
+    # reported at the caller's argument: the helper is right given a right flag
+    buggy = HELPER_GATES_ON_ITS_PARAMETER.format(accumulate=downgraded)
+    assert findings(buggy) == [("GMLP002", 11)]
     plain = HELPER_GATES_ON_ITS_PARAMETER.format(accumulate="op.accumulate_into_main_grad")
     assert findings(plain) == []
 

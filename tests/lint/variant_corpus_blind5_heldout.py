@@ -259,8 +259,10 @@ VARIANTS = (
                     else:
                         w.main_grad.add_(g)
                 for w in weights:
-                    if not self.is_expert:  # bug
-                        w.grad_added_to_main_grad = True
+                    # (helper fe) the mark moved from the gate to the flag it skips: GMLP006
+                    # reports the gated statement and names the gate, as for Megatron-LM #6373
+                    if not self.is_expert:
+                        w.grad_added_to_main_grad = True  # bug
                     if (hook := getattr(w, "post_wgrad_grad_acc_hook", None)) is not None:
                         hook()
         """,

@@ -1,0 +1,104 @@
+"""A ``backward_dw`` override that runs the base's version only under a test unrelated to
+the delay (issue #19, class 6): ``if self.fuse_wgrad_accumulation: super().backward_dw()``.
+
+The base built with ``delay_wgrad_compute`` stored its weights' wgrad work in backward
+whatever else is on; only the delay decides whether there is work to compute. A test on
+another switch (fusion, a feature flag, the expert kind) leaves the stored work uncomputed
+whenever that switch is off. Megatron-LM's own overrides gate on the delay
+(``if self.config.delay_wgrad_compute:``), which this module counts as related.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from . import patterns
+from .module import suite_body
+
+# Words of a test about whether the work was delayed or exists at all: the delay itself,
+# the store that holds it, whether the weights take gradients or the module trains.
+RELATED_WORDS = ("delay", "defer", "backward_dw", "wgrad_store", "requires_grad", "training")
+
+
+def unrelated_gate(method: cst.FunctionDef, calls_base) -> cst.If | None:
+    """The ``if`` of an unrelated test that every call of the base's ``backward_dw`` in
+    ``method`` sits under (in the body or ``else``, or after it as an early ``return``);
+    None when some call runs without one, or there is no call. ``calls_base(call)`` tells
+    a call of the base's version."""
+    gates = [_gate(path) for path in _call_paths(suite_body(method.body), (), calls_base)]
+    if not gates or any(g is None for g in gates):
+        return None
+    return gates[0]
+
+
+def _gate(path: tuple[cst.If, ...]) -> cst.If | None:
+    return next((stmt for stmt in path if not related(stmt.test)), None)
+
+
+def related(test: cst.BaseExpression) -> bool:
+    """The test is about the delay: each operand of an ``and`` is, some operand of an
+    ``or`` is; a bare None test asks whether something exists, which is related too."""
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        test = test.expression
+    if type(test) is cst.BooleanOperation:
+        left, right = related(test.left), related(test.right)
+        return (left and right) if type(test.operator) is cst.And else (left or right)
+    if type(test) is cst.Comparison and all(
+        type(c.operator) in (cst.Is, cst.IsNot) and patterns.is_none_like(c.comparator)
+        for c in test.comparisons
+    ):
+        return True
+    words = " ".join(
+        n.value.lower() if type(n) is cst.Name else n.attr.value.lower()
+        for n in patterns.walk(test)
+        if type(n) in (cst.Name, cst.Attribute)
+    )
+    return any(word in words for word in RELATED_WORDS)
+
+
+def _call_paths(suite: Sequence[cst.CSTNode], outer: tuple[cst.If, ...], calls_base):
+    """For each call of the base's version in ``suite``: the ``if`` statements it depends
+    on, outermost first (enclosing ones, and earlier ones that ``return`` early)."""
+    early: tuple[cst.If, ...] = ()
+    for stmt in suite:
+        path = outer + early
+        if isinstance(stmt, cst.If):
+            yield from _if_paths(stmt, path, calls_base)
+            if stmt.orelse is None and _returns(suite_body(stmt.body)):
+                early += (stmt,)
+        elif isinstance(stmt, cst.BaseCompoundStatement):
+            for sub in _suites(stmt):
+                yield from _call_paths(sub, path, calls_base)
+        elif any(type(n) is cst.Call and calls_base(n) for n in patterns.walk(stmt)):
+            yield path
+
+
+def _if_paths(stmt: cst.If, path, calls_base):
+    yield from _call_paths(suite_body(stmt.body), (*path, stmt), calls_base)
+    orelse = stmt.orelse
+    if isinstance(orelse, cst.If):
+        yield from _if_paths(orelse, (*path, stmt), calls_base)
+    elif orelse is not None:
+        yield from _call_paths(suite_body(orelse.body), (*path, stmt), calls_base)
+
+
+def _suites(stmt: cst.BaseCompoundStatement) -> list[Sequence[cst.CSTNode]]:
+    """The suites of a compound statement other than ``if`` (``with``, ``try``, loops)."""
+    found = [suite_body(stmt.body)] if isinstance(stmt.body, cst.BaseSuite) else []
+    for part in (
+        *getattr(stmt, "handlers", ()),
+        getattr(stmt, "orelse", None),
+        getattr(stmt, "finalbody", None),
+    ):
+        if part is not None and isinstance(getattr(part, "body", None), cst.BaseSuite):
+            found.append(suite_body(part.body))
+    return found
+
+
+def _returns(statements: Sequence[cst.CSTNode]) -> bool:
+    last = statements[-1] if statements else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, cst.Return)
