@@ -50,9 +50,9 @@ GUARDED = """
 def test_a_guard_is_a_feature_switch_when_it_names_no_weight_or_gradient(
     test, body_unrelated, orelse_unrelated
 ):
-    context, unit = unit_of(GUARDED.format(test=test), "f")
-    body = gates.unrelated_guards(context, node_of_call(unit, "mark"))
-    orelse = gates.unrelated_guards(context, node_of_call(unit, "other"))
+    _, unit = unit_of(GUARDED.format(test=test), "f")
+    body = gates.unrelated_guards(unit, node_of_call(unit, "mark"))
+    orelse = gates.unrelated_guards(unit, node_of_call(unit, "other"))
     assert bool(body) == body_unrelated
     assert bool(orelse) == orelse_unrelated
 
