@@ -267,6 +267,8 @@ _PURE_CALLS = frozenset(
     }
 )  # fmt: skip
 _MAIN_GRAD_WORDS = ("main_grad", GRAD_ADDED)
+# Methods that hand back the same product in another dtype or layout.
+_CONVERTING = frozenset({"to", "float", "half", "bfloat16", "type", "type_as", "contiguous"})
 
 
 def _returns_fresh_product(function: FunctionNode) -> bool:
@@ -295,9 +297,16 @@ def _returns_fresh_product(function: FunctionNode) -> bool:
 
 
 def _is_product(node: ast.AST) -> bool:
-    """``a @ b``, or a GEMM-like call writing no given ``out=`` (``general_gemm(...)[0]``)."""
+    """``a @ b``, or a GEMM-like call writing no given ``out=`` (``general_gemm(...)[0]``),
+    also converted (``(dy.t() @ x).to(weight.dtype)``: the same fresh gradient)."""
     if isinstance(node, ast.Subscript):
         node = node.value
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _CONVERTING
+    ):
+        node = node.func.value
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return True
     if not isinstance(node, ast.Call) or any(k.arg == "out" for k in node.keywords):

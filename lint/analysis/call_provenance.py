@@ -13,7 +13,8 @@ provenance.py classifies names within a function (and across forward and backwar
   parameter from the copy. When the callee takes the Parameter's bookkeeping from that
   parameter (main_grad, its flags, a weakref; also what forward stores on ``ctx`` or saves
   for backward, read back by the class's other methods), the argument must be the Parameter
-  (``handed_stand_ins``).
+  (``handed_stand_ins``). A ``functools.partial(f, copy)`` hands the copy to ``f`` as a
+  call does.
 
 An argument counts only when every binding of it reaching the call is a copy (a copy on one
 path only is GMLP037's twin-based check), and not when the caller gives it main_grad first
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import callee_weights, module_provenance, patterns, provenance, stand_ins
+from . import callee_weights, module_provenance, partials, patterns, provenance, stand_ins
 from .module import ModuleContext, Unit
 
 
@@ -248,6 +249,11 @@ def _callees(call: cst.Call, functions, classes: set[str], forwards, entries):
     other methods (backward reads back what forward keeps on ``ctx``), and the arguments
     to pair with the rest; None when unknown."""
     func, args = call.func, call.args
+    if partials.is_partial(call):
+        # ``functools.partial(f, w_fp8)`` binds its arguments to ``f``'s parameters as a
+        # call would, whoever later calls the partial (``ctx.wgrad_fn(x, dy)``).
+        bound = cst.Call(func=args[0].value, args=args[1:])
+        return _callees(bound, functions, classes, forwards, entries)
     if (
         type(func) is cst.Attribute
         and type(func.value) is cst.Name
@@ -291,7 +297,11 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
         if not isinstance(unit.owner, cst.FunctionDef):
             continue
         entries = _entry_aliases(unit, forwards) if forwards else {}
-        if not unit.survey.calls & callable_here and not unit.survey.calls & entries.keys():
+        if (
+            not unit.survey.calls & callable_here
+            and not unit.survey.calls & entries.keys()
+            and partials.PARTIAL not in unit.survey.calls
+        ):
             continue
         # Syntactic first: provenance is built only where a call hands an argument to a
         # parameter its callee uses as the Parameter.

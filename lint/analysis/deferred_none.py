@@ -17,7 +17,6 @@ around the ``None`` and no flag set in the function. The weight is recognised by
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,9 +25,9 @@ import libcst as cst
 from . import patterns
 from .cfg import Node
 from .module import ModuleContext, Unit, suite_body
+from .wgrad import names_weight
 
 FLAG = "grad_added_to_main_grad"
-WEIGHT_WORDS = ("weight", "param")
 # The delayed-wgrad protocol of TE fires the hooks itself in backward_dw: None is right there.
 SKIPS_HOOKS = "skip_backward_post_hook"
 
@@ -71,7 +70,7 @@ def _weight_slots(forward: cst.FunctionDef, backward: cst.FunctionDef) -> dict[s
     while params and params[0] in ("cls", "self"):  # a classmethod forward(cls, ctx, ...)
         params = params[1:]
     params = params[1:]  # after ctx
-    slots = {name: index for index, name in enumerate(params) if _names_weight(name)}
+    slots = {name: index for index, name in enumerate(params) if names_weight(name)}
     stored: dict[str, int] = {}  # ctx attribute -> slot of the input stored there
     for node in patterns.walk(forward.body):
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name):
@@ -82,18 +81,9 @@ def _weight_slots(forward: cst.FunctionDef, backward: cst.FunctionDef) -> dict[s
     for node in patterns.walk(backward.body):
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
             target, attr = node.targets[0].target, patterns.attribute_of(node.value, "ctx")
-            if isinstance(target, cst.Name) and attr in stored and _names_weight(target.value):
+            if isinstance(target, cst.Name) and attr in stored and names_weight(target.value):
                 slots[target.value] = stored[attr]
     return slots
-
-
-def _names_weight(name: str) -> bool:
-    """A name that says it holds a weight (``weight``, ``w1``, ``param``): inputs and
-    output gradients handed to the same store owe no gradient of their own."""
-    lowered = name.lower()
-    return (
-        any(word in lowered for word in WEIGHT_WORDS) or re.fullmatch(r"w\d*", lowered) is not None
-    )
 
 
 def _sets_flag(function: cst.FunctionDef) -> bool:

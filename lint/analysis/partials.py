@@ -50,7 +50,7 @@ def pinned_keywords(unit: Unit, call: cst.Call, node) -> dict[str, cst.BaseExpre
 
 
 def _partial_of(unit: Unit, func, node) -> cst.Call | None:
-    if _is_partial(func):
+    if is_partial(func):
         return func
     if type(func) is not cst.Name:
         return None
@@ -71,10 +71,11 @@ def _only_partial(defs) -> cst.Call | None:
     if len(defs) != 1 or defs[0].kind != "assign":
         return None
     value = defs[0].value
-    return value if _is_partial(value) else None
+    return value if is_partial(value) else None
 
 
-def _is_partial(value) -> bool:
+def is_partial(value) -> bool:
+    """``partial(f, ...)`` / ``functools.partial(f, ...)`` with ``f`` given by position."""
     return (
         type(value) is cst.Call
         and patterns.callee_name(value) == PARTIAL

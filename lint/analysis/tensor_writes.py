@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import partials, patterns
+from . import class_constants, partials, patterns
 
 if TYPE_CHECKING:
     from .module import Unit
@@ -57,10 +57,24 @@ class Buffers:
     def off(self, value) -> bool:
         if literal_off(value):
             return True
+        if isinstance(value, cst.Attribute):
+            return self._class_constant_off(value)
         if not isinstance(value, cst.Name):
             return False
         defs = self.unit.reaching.reaching(value.value, self.node)
         return bool(defs) and all(d.value is not None and literal_off(d.value) for d in defs)
+
+    def _class_constant_off(self, value: cst.Attribute) -> bool:
+        """``self.X`` where X is a class constant that is off (class_constants.py)."""
+        if not (isinstance(value.value, cst.Name) and value.value.value in class_constants.OWNERS):
+            return False
+        constants = self.unit.context.shared(_off_constants)
+        unit = self.unit
+        while unit is not None:  # a closure inside the method reads the method's self
+            if value.attr.value in constants.get(id(unit.owner), ()):
+                return True
+            unit = unit.parent
+        return False
 
     def arguments(self, call) -> dict[str, object] | None:
         """The call's keyword arguments, with those of a ``**kwargs`` whose every reaching
@@ -98,6 +112,10 @@ def main_grad_list(unit: Unit, expr, node) -> bool:
         d.kind == "assign" and d.value is not None and patterns.is_main_grad_list(d.value)
         for d in defs
     )
+
+
+def _off_constants(context) -> dict[int, frozenset[str]]:
+    return class_constants.off_constants(context, literal_off)
 
 
 def literal_off(value) -> bool:

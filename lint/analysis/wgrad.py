@@ -6,6 +6,7 @@ expression names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -244,6 +245,63 @@ def looks_like_gemm(call: cst.Call) -> bool:
     if "gemm" in name or "matmul" in name or name.endswith("mm"):
         return True
     return patterns.keyword_arg(call, "out") is not None
+
+
+# Words a name uses to say it holds a weight (``weight``, ``weight_fp8``, ``param``, ``w1``).
+WEIGHT_WORDS = ("weight", "param")
+
+
+def names_weight(name: str) -> bool:
+    """A name that says it holds a weight (``weight``, ``w1``, ``param``)."""
+    lowered = name.lower()
+    return (
+        any(word in lowered for word in WEIGHT_WORDS) or re.fullmatch(r"w\d*", lowered) is not None
+    )
+
+
+def multiplies_weight(product: cst.BaseExpression) -> bool:
+    """A product (``dy @ w``, ``general_gemm(weight_fp8, dy)``, ``dy.matmul(weight)``) one
+    of whose operands is a weight: it is the input gradient (dgrad), not the weight's own
+    gradient (``x.t() @ dy`` multiplies the input and the output gradient, never the
+    weight). Only the operands' roots count: ``x.to(weight.dtype)`` multiplies ``x``."""
+    if isinstance(product, cst.Subscript):
+        product = product.value  # ``general_gemm(...)[0]``
+    if isinstance(product, cst.BinaryOperation):
+        operands = [product.left, product.right]
+    elif isinstance(product, cst.Call):
+        operands = [a.value for a in product.args if a.keyword is None and not a.star]
+        if isinstance(product.func, cst.Attribute):
+            operands.append(product.func.value)  # ``dy.matmul(weight)``: the receiver
+    else:
+        return False
+    return any(_operand_is_weight(operand) for operand in operands)
+
+
+def _operand_is_weight(expr: cst.BaseExpression) -> bool:
+    """The operand's root (through method calls, ``.T``, ``.t()``, subscripts) is a name
+    or a field (``ctx.weight``) that says it holds a weight."""
+    while True:
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            # ``weight.t()``: the receiver; ``torch.t(weight)``: its first argument.
+            module = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            if isinstance(func, cst.Attribute) and not (module and func.value.value == "torch"):
+                expr = func.value
+            elif expr.args:
+                expr = expr.args[0].value
+            else:
+                return False
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Attribute):
+            if expr.attr.value in ("T", "mT", "H", "data"):
+                expr = expr.value
+            else:
+                return names_weight(expr.attr.value)
+        elif isinstance(expr, cst.Name):
+            return names_weight(expr.value)
+        else:
+            return False
 
 
 def mentions_torch(context: ModuleContext) -> bool:

@@ -77,9 +77,11 @@ RULE = Rule(
         as a starred list to a function of the file or to an autograd Function of the file
         through `Fn.apply(...)`, or through a local bound to `Fn.apply` / `Fn.forward`
         (`linear_fn(*autograd_ctx, x, *weights)`: a leading starred list is the `ctx` slot,
-        empty for `apply` and `[None]` for `forward`). `apply` binds `ctx` itself, so the
-        arguments go to `forward`'s parameters after it; arguments past its named
-        parameters, or a starred list right after them, go to its `*args`. The callee uses
+        empty for `apply` and `[None]` for `forward`), or bound to a function of the file by
+        `functools.partial(f, copy)` (the partial hands it on as a call does, whoever calls
+        the partial later: `ctx.wgrad_fn = partial(_wgrad, weight_fp8)`). `apply` binds
+        `ctx` itself, so the arguments go to `forward`'s parameters after it; arguments past
+        its named parameters, or a starred list right after them, go to its `*args`. The callee uses
         the parameter as the Parameter as above, also through a name bound to a slice of it
         (`weights = weights_and_biases[:n]`), and, for `apply`, through what `forward` keeps
         of it on `ctx` (`ctx.w = w`) or saves for backward (`ctx.save_for_backward(x, w)`)

@@ -17,6 +17,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
+marking_wrappers = LazyModule("..analysis.marking_wrappers", __package__)
 
 CODE = "GMLP032"
 RULE = Rule(
@@ -32,7 +33,9 @@ RULE = Rule(
         "hands no main_grad to a GEMM, kernel, in-place op or store, in a function that does "
         "so on other paths; or reached after a locally computed GEMM result that never went "
         "anywhere; or, on the consumer side, a main-grad buffer erased (`zero_`) or kept on "
-        "a test of where main_grad points (`data_ptr()`, `is`) instead of on the flag"
+        "a test of where main_grad points (`data_ptr()`, `is`) instead of on the flag; or a "
+        "marking decorator or wrapper applied to a function that returns the gradient it "
+        "computes"
     ),
     explanation="""
         Issue #19, class 3 (flags without writes). `grad_added_to_main_grad = True` tells
@@ -72,6 +75,17 @@ RULE = Rule(
           test that also reads `grad_added_to_main_grad` is left alone. Reported in any
           function that names main_grad (the file need not name the flag). Not seen: the
           identity compared in a helper, or kept in a local flag computed before the test.
+
+        * a wrapper that marks (a decorator or wrapper factory of the file whose inner
+          function calls the wrapped one and marks one of its own parameters) applied to a
+          gradient helper (`@marks_main_grad` on a function that returns `(dy.t() @ x)` and
+          writes no main_grad): the mark claims a write the wrapped function never makes
+          (analysis/marking_wrappers.py). Not seen: wrappers of other files, class-based
+          decorators.
+
+        A product of the weight (`dx = general_gemm(weight_fp8, dy)[0]`, `dy @ w`) is the
+        input gradient, handed back beside the dummy: it is never taken for a dropped
+        weight gradient.
 
         Exception paths are paths: a handler is entered from before any statement of its
         `try` body (the GEMM that writes main_grad may be the one that raised), and a
@@ -267,6 +281,11 @@ NEVER_HANDED = (
     "elsewhere, and Megatron's hook then drops it"
 )
 
+WRAPPED = (
+    "`{wrapper}` marks `{parameter}` grad_added_to_main_grad after `{helper}`, which writes no "
+    "main_grad: it returns the weight gradient it computes, and Megatron's hook then drops it"
+)
+
 
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
@@ -274,6 +293,8 @@ def check(context: ModuleContext, out: Collector) -> None:
         _check_write_from_identity(context, out)
     if "grad_added_to_main_grad" not in source:
         return
+    for found in context.shared(marking_wrappers.marked_helpers):
+        out.report(CODE, found.site, WRAPPED.format(**found.__dict__))
     for unit in context.units:
         if unit.survey.spells_grad_added and isinstance(unit.owner, cst.FunctionDef):
             marks = wgrad.marks(unit)
@@ -424,7 +445,11 @@ class _Gradients:
 
 def _computes_gradient(value, helpers: frozenset[str]) -> bool:
     """A GEMM or ``@`` into a fresh tensor, or a call of a gradient helper of the run (one
-    returning such a product and writing no main_grad: ``project.Helpers.gradient``)."""
+    returning such a product and writing no main_grad: ``project.Helpers.gradient``). A
+    product of the weight (``dx = general_gemm(weight_fp8, dy)[0]``) is the input
+    gradient: it is handed back too, but it was never the weight's to lose."""
+    if wgrad.multiplies_weight(value):
+        return False
     if isinstance(value, cst.Subscript):
         value = value.value  # ``general_gemm(...)[0]``
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):

@@ -36,8 +36,9 @@ RULE = Rule(
     ),
     flags=(
         "a GEMM into `p.main_grad` (or a local bound to it, or through a `**kwargs` dict or a "
-        "`functools.partial`) with `accumulate=False` / `beta=0` (a literal or a local that is "
-        "always one), `torch.matmul` / `mm` with such an `out=`, `torch.addmm` & co. with "
+        "`functools.partial`) with `accumulate=False` / `beta=0` (a literal, a local that is "
+        "always one, or a class constant `self.X` the file never sets otherwise), "
+        "`torch.matmul` / `mm` with such an `out=`, `torch.addmm` & co. with "
         "`beta=0` into main_grad (`out=` its own input, or `main_grad.addmm_`) or with `out=` "
         "main_grad over another input, `copy_` into it, or `p.main_grad[...] = "
         "...`, in a producer function (and the functions around it) that never mentions "
@@ -62,11 +63,13 @@ RULE = Rule(
 
         Seen: in one function, a call whose `out=` is `X.main_grad` (or a `getattr` of it,
         or a local every binding of which reaching the call is main_grad storage) with
-        `accumulate=False` or `beta=0` (literals, or a local every reaching binding of which
-        is such a literal), the same arguments passed as `**kwargs` where `kwargs` is one
-        dict literal or pinned by a `functools.partial` the call's name is bound to
-        (`_wgrad_gemm = partial(general_gemm, accumulate=False)` at module level, or in the
-        function: analysis/partials.py; the call's own keywords win), a `matmul` / `mm` /
+        `accumulate=False` or `beta=0` (literals, a local every reaching binding of which is such a
+        literal, or `self.X` / `cls.X` where X is a class constant of the class or a base of
+        the file, `wgrad_accumulate = False` in a mixin, that the file binds to nothing
+        else: analysis/class_constants.py), the same arguments passed as `**kwargs` where
+        `kwargs` is one dict literal or pinned by a `functools.partial` the call's name is
+        bound to (`_wgrad_gemm = partial(general_gemm, accumulate=False)` at module level,
+        or in the function: analysis/partials.py; the call's own keywords win), a `matmul` / `mm` /
         `bmm` with such an `out=` and no accumulate switch, torch's `beta * input + a @ b`
         kernels (`addmm`, `baddbmm`, `addbmm`, `addmv`, `addr`) with `beta=0` writing into
         their own input (`torch.addmm(mg, a, b, beta=0.0, out=mg)`, `mg.addmm_(a, b,

@@ -17,6 +17,7 @@ provenance = LazyModule("..analysis.provenance", __package__)
 module_provenance = LazyModule("..analysis.module_provenance", __package__)
 fresh_flags = LazyModule("..analysis.fresh_flags", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
+forward_rebinds = LazyModule("..analysis.forward_rebinds", __package__)
 
 CODE = "GMLP015"
 # The per-parameter attributes a fresh object does not carry.
@@ -44,7 +45,8 @@ RULE = Rule(
         "`w = Parameter(w, ...)` / `w = w.clone()` / `w.detach()` / a chain on `w` holding a "
         "copy or a view (`w.t().contiguous().t()`, `w.view(...)`) followed by a read of "
         "`w.main_grad`, `grad_added_to_main_grad`, `overwrite_main_grad` or `zero_out_wgrad` "
-        "that this binding reaches"
+        "that this binding reaches; or an attribute of `self` bound to a fresh `Parameter(...)` "
+        "(assignment, `setattr`, `register_parameter`) by a method the module's forward runs"
     ),
     explanation="""
         Issue #19, class 2. main_grad, `grad_added_to_main_grad`, `overwrite_main_grad` and
@@ -87,9 +89,18 @@ RULE = Rule(
         read the Parameter's flag, which stays unset (the buffer put back on the copy is
         not reported, the flag is).
 
+        Also reported: a module's weight rebound to a fresh `Parameter(...)` on the way
+        into each forward (`forward`, the class's methods it calls, forward pre-hooks of
+        the class: `setattr(self, f"weight{i}", Parameter(host.to("cuda")))` in an onload
+        step, `self.weight = nn.Parameter(...)`, `register_parameter`), in a file that names
+        main_grad: Megatron gave the Parameter its main_grad once, at wrapping, and the
+        fresh one has none (analysis/forward_rebinds.py). Lazy creation under a test of
+        `None` / `hasattr` / `init` is not reported, nor a method that puts main_grad back.
+
         Not seen: a rebinding in a helper of another file (MindSpeed !1534's rebinding
         helper returns the copy to a caller whose matmul reads main_grad elsewhere), an
-        attribute rebound (`module.weight = Parameter(...)`, Automodel #2986's re-tie),
+        attribute of another object rebound (`module.weight = Parameter(...)`, Automodel #2986's
+        re-tie), or of `self` outside the forward path,
         attributes copied over by a helper, whether a put-back runs on every path, lists
         filled by `extend` or holding new objects for some weights only, copies
         kept under another name (that
@@ -208,7 +219,17 @@ FLAG_MESSAGE = (
 )
 
 
+FORWARD_MESSAGE = (
+    "`{attribute}` is rebound to a fresh Parameter in `{method}`, which runs on every forward: "
+    "the new object has none of the main_grad, hooks or flags Megatron gave the Parameter "
+    "when it wrapped the model; copy into the Parameter instead (`.data = ...`, `.copy_()`)"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
+    for found in context.shared(forward_rebinds.rebindings):
+        message = FORWARD_MESSAGE.format(attribute=found.attribute, method=found.method)
+        out.report(CODE, found.site, message)
     for unit in context.units:
         reported: set[int] = set()
         if unit.survey.spells_main_grad or unit.survey.spells_grad_added:

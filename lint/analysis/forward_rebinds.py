@@ -1,0 +1,179 @@
+"""A module's weight rebound to a fresh Parameter on every forward (issue #19, class 2).
+
+Megatron gives each Parameter its main_grad (and grad-accumulation hook, and
+`overwrite_main_grad` / `zero_out_wgrad` flags) once, when the model is wrapped. A module
+that puts a *new* ``Parameter`` in its attribute on the way into each forward (an offload
+step bringing experts back: ``setattr(self, f"weight{i}", Parameter(host.to("cuda")))``,
+``self.weight = nn.Parameter(...)``, ``self.register_parameter(name, Parameter(...))``)
+hands the autograd Function an object with none of that: a fused wgrad raises or writes a
+buffer nobody reduces, and the optimizer steps the old Parameter. Copying into the
+Parameter (``self.weight.data = ...``, ``.copy_()``) keeps the object and is right.
+
+Seen: in a class, the methods a forward runs (``forward``, the class's methods it calls as
+``self.m(...)``, two calls deep, and methods registered with
+``register_forward_pre_hook(self.m)``), binding an attribute of ``self`` to a
+``Parameter(...)`` call, directly or through a local bound to one. Not reported: a binding
+under a test that reads like lazy creation (``None``, ``hasattr``, ``init``,
+``materializ``, ``lazy``: the first forward building the weights before any wrapping), or
+in a method that puts main_grad back on something itself. Not seen: rebinding from
+helpers of other classes or files, or from hooks registered elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import patterns
+from .module import ModuleContext, suite_body
+
+PARAMETER = "Parameter"
+ENTRY = "forward"
+HOOK_REGISTRATIONS = frozenset({"register_forward_pre_hook", "register_forward_hook"})
+# How many ``self.m()`` calls deep from forward a rebinding is looked for.
+DEPTH = 2
+# Words of a test that guards lazy creation of the weights on the first forward.
+LAZY_WORDS = ("None", "hasattr", "init", "materializ", "lazy")
+
+
+@dataclass(frozen=True)
+class Rebinding:
+    site: cst.CSTNode  # the statement that binds the attribute
+    method: str
+    attribute: str  # its text: ``self.weight`` or the setattr name expression
+
+
+def rebindings(context: ModuleContext) -> list[Rebinding]:
+    """For ``context.shared``: the forward-path rebindings of a file that names main_grad
+    (only there is the lost bookkeeping anybody's)."""
+    source = context.source
+    if PARAMETER not in source or "main_grad" not in source:
+        return []
+    found = []
+    for node in (u.owner for u in context.units):
+        if type(node) is cst.ClassDef:
+            methods = {s.name.value: s for s in suite_body(node.body) if type(s) is cst.FunctionDef}
+            for name in _run_by_forward(methods):
+                found.extend(_in_method(context, methods[name]))
+    return found
+
+
+def _run_by_forward(methods: dict[str, cst.FunctionDef]) -> set[str]:
+    roots = {ENTRY} & methods.keys()
+    for method in methods.values():
+        for call in _calls(method):
+            if patterns.callee_name(call) in HOOK_REGISTRATIONS:
+                roots.update(n for a in call.args if (n := _self_method(a.value)) in methods)
+    seen, frontier = set(roots), set(roots)
+    for _ in range(DEPTH):
+        frontier = {
+            callee
+            for name in frontier
+            for call in _calls(methods[name])
+            if (callee := _self_method(call.func)) in methods and callee not in seen
+        }
+        seen |= frontier
+    return seen
+
+
+def _calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
+    return (n for n in patterns.walk(function.body) if type(n) is cst.Call)
+
+
+def _self_method(expr) -> str | None:
+    """``m`` for ``self.m``."""
+    if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
+        return expr.attr.value
+    return None
+
+
+def _in_method(context: ModuleContext, method: cst.FunctionDef) -> Iterator[Rebinding]:
+    fresh_locals = set()
+    for node in patterns.walk(method.body):
+        if type(node) is cst.Assign and _is_parameter(node.value, ()):
+            fresh_locals.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
+        if type(node) is cst.Assign and any(
+            patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in node.targets
+        ):
+            return  # main_grad put back here: the method carries the bookkeeping over
+    for stmt, parents in _statements_with_tests(method.body.body, ()):
+        if any(word in context.code(test) for test in parents for word in LAZY_WORDS):
+            continue
+        attribute = _bound_attribute(context, stmt, fresh_locals)
+        if attribute is not None:
+            yield Rebinding(stmt, method.name.value, attribute)
+
+
+def _statements_with_tests(body, tests) -> Iterator[tuple[cst.CSTNode, tuple]]:
+    """Small statements of a body, with the tests of the ``if`` / ``while`` around them."""
+    for stmt in body:
+        kind = type(stmt)
+        if kind is cst.SimpleStatementLine:
+            for small in stmt.body:
+                yield small, tests
+        elif kind in (cst.If, cst.While):
+            inner = (*tests, stmt.test)
+            yield from _statements_with_tests(suite_body(stmt.body), inner)
+            orelse = stmt.orelse
+            while orelse is not None:
+                if type(orelse) is cst.If:
+                    inner = (*inner, orelse.test)
+                    yield from _statements_with_tests(suite_body(orelse.body), inner)
+                    orelse = orelse.orelse
+                else:
+                    yield from _statements_with_tests(suite_body(orelse.body), inner)
+                    orelse = None
+        elif kind in (cst.FunctionDef, cst.ClassDef):
+            continue
+        elif hasattr(stmt, "body"):
+            yield from _statements_with_tests(suite_body(stmt.body), tests)
+            for extra in (getattr(stmt, "orelse", None), getattr(stmt, "finalbody", None)):
+                if extra is not None:
+                    yield from _statements_with_tests(suite_body(extra.body), tests)
+            for handler in getattr(stmt, "handlers", ()):
+                yield from _statements_with_tests(suite_body(handler.body), tests)
+
+
+def _bound_attribute(context: ModuleContext, stmt, fresh_locals) -> str | None:
+    """The attribute of ``self`` this statement binds to a fresh Parameter, as text."""
+    if type(stmt) is cst.Assign and _is_parameter(stmt.value, fresh_locals):
+        for t in stmt.targets:
+            if _self_method(t.target) is not None:
+                return context.code(t.target).strip()
+    if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
+        call = stmt.value
+        args = patterns.positional_args(call)
+        name = patterns.callee_name(call)
+        if (
+            name == "setattr"
+            and len(args) == 3
+            and _is_self(args[0].value)
+            and _is_parameter(args[2].value, fresh_locals)
+        ):
+            return _named(context, args[1].value)
+        if (
+            name == "register_parameter"
+            and len(args) == 2
+            and _self_method(call.func)
+            and _is_parameter(args[1].value, fresh_locals)
+        ):
+            return _named(context, args[0].value)
+    return None
+
+
+def _named(context: ModuleContext, name) -> str:
+    """``self.w`` for the literal ``"w"``, ``getattr(self, name)`` otherwise."""
+    literal = patterns.string_value(name)
+    return f"self.{literal}" if literal else f"getattr(self, {context.code(name).strip()})"
+
+
+def _is_self(expr) -> bool:
+    return type(expr) is cst.Name and expr.value == "self"
+
+
+def _is_parameter(value, fresh_locals) -> bool:
+    if type(value) is cst.Name:
+        return value.value in fresh_locals
+    return type(value) is cst.Call and patterns.callee_name(value) == PARAMETER
