@@ -35,6 +35,24 @@ OP_LEVEL_NAMES = (
 )
 
 MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
+    ("rename-locals", "GMLP037"): (
+        "GMLP032 tells a product of the weight (the input gradient) from a weight gradient "
+        "by the operand's name (weight*, param*, w; its page); renamed `wf`, the input "
+        "gradient reads as a dropped weight gradient and GMLP032 fires on the return instead",
+        frozenset({"class1-blind5-partial-bound-to-fp8-cast-writes-wgrad"}),
+    ),
+    ("wrap-no-grad", "GMLP032"): (
+        "a marking wrapper is recognised when its inner function calls the wrapped function "
+        "and marks a parameter with only flag tests around it (its page); a `with` block "
+        "around the mark is not one of those",
+        frozenset({"class3-blind5-marking-decorator-on-the-plain-wgrad"}),
+    ),
+    ("wrap-try-finally", "GMLP032"): (
+        "a marking wrapper is recognised when its inner function calls the wrapped function "
+        "and marks a parameter with only flag tests around it (its page); a `try` around the "
+        "mark is not one of those",
+        frozenset({"class3-blind5-marking-decorator-on-the-plain-wgrad"}),
+    ),
     ("rename-locals", "GMLP043"): (
         "GMLP043 takes a list for one of weight-gradient work when the container it fills "
         "is named for it (a name part dw, wgrad: its page); renamed away, `backward_dw[...]` "
@@ -74,7 +92,12 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
     ),
     ("extract-write-helper", "GMLP016"): (
         HELPER,
-        frozenset({"class4-accumulate-false-through-local"}),
+        frozenset(
+            {
+                "class4-accumulate-false-through-local",
+                "class4-blind5-mixin-class-constant-as-gemm-accumulate",
+            }
+        ),
     ),
     ("extract-write-helper", "GMLP030"): (
         HELPER,
@@ -164,6 +187,16 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
 }
 
 FALSE_ALARMS: dict[tuple[str, str], str] = {
+    ("rename-locals", "class1-blind5-partial-bound-to-fp8-cast-writes-wgrad-twin"): (
+        "GMLP032 tells a product of the weight (the input gradient) from a weight gradient "
+        "by the operand's name (weight*, param*, w; its page): renamed `wf`, the input "
+        "gradient handed back reads as a weight gradient that went nowhere"
+    ),
+    ("rename-locals", "class6-blind5-backward-dw-override-gated-on-fuse-flag-twin"): (
+        "GMLP021 compares delay-mode terms by their text with `self.` dropped: the renamed "
+        "`c.delay_wgrad_compute` handed to the base and `self.config.delay_wgrad_compute` "
+        "are one object only by `self.config = c`, which it does not follow"
+    ),
     ("extract-write-helper", "GMLP008-valid-0"): (
         "GMLP008 judges each function alone: a helper writing its parameter's main_grad, "
         "called after the caller's __fsdp_param__ fetch, has no fetch on its own path"

@@ -415,5 +415,9 @@ VARIANTS = (
                         p.main_grad = p.get_main_grad()
                 return self.fc2(swiglu(self.fc1(x, m_splits)), m_splits)
         """,
+        unseen=(
+            "class 8 is not a rule on purpose (docs/lint-semantics.md): TE's ops fetch main_grad "
+            "themselves (get_main_grad_from_param) and raise on a main_grad still None"
+        ),
     ),
 )
