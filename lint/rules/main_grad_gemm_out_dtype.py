@@ -36,7 +36,8 @@ RULE = Rule(
 
         Checked in calls and in dict literals of GEMM arguments: when `out` is main_grad (a
         `p.main_grad`, a local bound to it, or a conditional expression choosing it),
-        `out_dtype` must mention main_grad or be fp32.
+        `out_dtype` must mention main_grad, be fp32, or be the output's own dtype
+        (`out=mg, out_dtype=mg.dtype`).
 
         Not seen: `out` and `out_dtype` given in different places (`out` in a `**kwargs` dict,
         `out_dtype` in the call); an output passed positionally or under another keyword
@@ -151,6 +152,14 @@ def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
     if "main_grad" in dtype_text or any(word in dtype_text for word in FP32):
         return
     if patterns.is_none_like(dtype):
+        return
+    # The output's own dtype (``out=mg, out_dtype=mg.dtype`` with ``mg`` bound to main_grad):
+    # right whatever the output holds.
+    if (
+        type(dtype) is cst.Attribute
+        and dtype.attr.value == "dtype"
+        and out.context.code(dtype.value) == out.context.code(target)
+    ):
         return
     buffer, condition = chosen
     fix = None

@@ -8,6 +8,8 @@ does, not by its spelling, and the buggy sibling of each is still reported.
   the expression form of an ``if`` on it.
 * GMLP006: a switch whose body writes the weight's main_grad through a local bound to it
   is about where the gradient went.
+* GMLP012: a GEMM told its output's own dtype (``out=mg, out_dtype=mg.dtype``) writes
+  main_grad in main_grad's dtype.
 """
 
 from __future__ import annotations
@@ -67,7 +69,30 @@ CORRECT = {
         """,
 }
 
+CORRECT["output-dtype-read-off-the-local-output"] = """
+    def wgrad(ctx, weight, x, dy):
+        if ctx.fuse_wgrad_accumulation:
+            mg = weight.main_grad
+            general_gemm(x, dy, out_dtype=mg.dtype, out=mg, accumulate=True)
+            weight.grad_added_to_main_grad = True
+            return None
+        return dy.t() @ x
+"""
+
 BUGGY = {
+    "output-dtype-of-the-activations-into-a-local-main-grad": (
+        """
+        def wgrad(ctx, weight, x, dy):
+            if ctx.fuse_wgrad_accumulation:
+                mg = weight.main_grad
+                general_gemm(x, dy, out_dtype=ctx.activation_dtype, out=mg, accumulate=True)
+                weight.grad_added_to_main_grad = True
+                return None
+            return dy.t() @ x
+        """,
+        "GMLP012",
+        4,
+    ),
     "destination-bound-on-the-fused-path-never-written": (
         """
         def wgrads(weights, x, dy, fuse):
