@@ -22,52 +22,98 @@ from .module import suite_body
 RELATED_WORDS = ("delay", "defer", "backward_dw", "wgrad_store", "requires_grad", "training")
 
 
-def unrelated_gate(method: cst.FunctionDef, calls_base) -> cst.If | None:
+def unrelated_gate(
+    method: cst.FunctionDef, calls_base, bindings: dict[str, list[cst.BaseExpression]]
+) -> tuple[cst.If, bool] | None:
     """The ``if`` of an unrelated test that every call of the base's ``backward_dw`` in
-    ``method`` sits under (in the body or ``else``, or after it as an early ``return``);
-    None when some call runs without one, or there is no call. ``calls_base(call)`` tells
-    a call of the base's version."""
-    gates = [_gate(path) for path in _call_paths(suite_body(method.body), (), calls_base)]
+    ``method`` sits under (in the body or ``else``, or after it as an early ``return``), and
+    whether the call runs when the test is false; None when some call runs without one, or
+    there is no call. ``calls_base(call)`` tells a call of the base's version; ``bindings``
+    holds what each ``self.X`` of the class and each local of ``method`` is assigned."""
+    gates = [_gate(path, bindings) for path in _call_paths(suite_body(method.body), (), calls_base)]
     if not gates or any(g is None for g in gates):
         return None
     return gates[0]
 
 
-def _gate(path: tuple[cst.If, ...]) -> cst.If | None:
-    return next((stmt for stmt in path if not related(stmt.test)), None)
+def _gate(path: tuple[tuple[cst.If, bool], ...], bindings) -> tuple[cst.If, bool] | None:
+    return next(((stmt, false) for stmt, false in path if not related(stmt.test, bindings)), None)
 
 
-def related(test: cst.BaseExpression) -> bool:
-    """The test is about the delay: each operand of an ``and`` is, some operand of an
-    ``or`` is; a bare None test asks whether something exists, which is related too."""
+def related(test: cst.BaseExpression, bindings: dict[str, list[cst.BaseExpression]]) -> bool:
+    """The test is about the delay, or may be: each operand of an ``and`` is, some operand
+    of an ``or`` is; a bare None test asks whether something exists; a test that calls
+    anything (a version or capability check: ``is_te_min_version(...)``, ``hasattr(...)``)
+    is not judged. A name or ``self.X`` counts by what it was assigned as well as by its
+    name (``self.enable_dw = config.delay_wgrad_compute``)."""
     while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         test = test.expression
     if type(test) is cst.BooleanOperation:
-        left, right = related(test.left), related(test.right)
+        left, right = related(test.left, bindings), related(test.right, bindings)
         return (left and right) if type(test.operator) is cst.And else (left or right)
     if type(test) is cst.Comparison and all(
         type(c.operator) in (cst.Is, cst.IsNot) and patterns.is_none_like(c.comparator)
         for c in test.comparisons
     ):
         return True
+    nodes = list(patterns.walk(test))
+    if any(type(n) is cst.Call for n in nodes):
+        return True
+    if _says_delay(nodes):
+        return True
+    key = _binding_key(test)
+    return key is not None and any(
+        _says_delay(list(patterns.walk(value))) for value in bindings.get(key, ())
+    )
+
+
+def _says_delay(nodes: list[cst.CSTNode]) -> bool:
     words = " ".join(
-        n.value.lower() if type(n) is cst.Name else n.attr.value.lower()
-        for n in patterns.walk(test)
-        if type(n) in (cst.Name, cst.Attribute)
+        n.value.lower()
+        if type(n) is cst.Name
+        else n.attr.value.lower()
+        if type(n) is cst.Attribute
+        else (patterns.string_value(n) or "").lower()
+        for n in nodes
+        if type(n) in (cst.Name, cst.Attribute, cst.SimpleString)
     )
     return any(word in words for word in RELATED_WORDS)
 
 
-def _call_paths(suite: Sequence[cst.CSTNode], outer: tuple[cst.If, ...], calls_base):
+def _binding_key(test: cst.BaseExpression) -> str | None:
+    """``X`` for a local ``X``, ``self.X`` for an attribute of ``self``."""
+    if type(test) is cst.Name:
+        return test.value
+    if type(test) is cst.Attribute and patterns.attribute_of(test, "self") is not None:
+        return f"self.{test.attr.value}"
+    return None
+
+
+def bindings_of(methods: Sequence[cst.FunctionDef], method: cst.FunctionDef) -> dict:
+    """What each ``self.X`` is assigned in ``methods`` and each plain local in ``method``."""
+    found: dict[str, list[cst.BaseExpression]] = {}
+    for current in methods:
+        for node in patterns.walk(current.body):
+            if type(node) is not cst.Assign:
+                continue
+            for target in node.targets:
+                key = _binding_key(target.target)
+                if key is not None and (key.startswith("self.") or current is method):
+                    found.setdefault(key, []).append(node.value)
+    return found
+
+
+def _call_paths(suite: Sequence[cst.CSTNode], outer: tuple, calls_base):
     """For each call of the base's version in ``suite``: the ``if`` statements it depends
-    on, outermost first (enclosing ones, and earlier ones that ``return`` early)."""
-    early: tuple[cst.If, ...] = ()
+    on, outermost first (enclosing ones, and earlier ones that ``return`` early), each with
+    whether the call runs when its test is false (``else``, after an early ``return``)."""
+    early: tuple = ()
     for stmt in suite:
         path = outer + early
         if isinstance(stmt, cst.If):
             yield from _if_paths(stmt, path, calls_base)
             if stmt.orelse is None and _returns(suite_body(stmt.body)):
-                early += (stmt,)
+                early += ((stmt, True),)
         elif isinstance(stmt, cst.BaseCompoundStatement):
             for sub in _suites(stmt):
                 yield from _call_paths(sub, path, calls_base)
@@ -76,12 +122,12 @@ def _call_paths(suite: Sequence[cst.CSTNode], outer: tuple[cst.If, ...], calls_b
 
 
 def _if_paths(stmt: cst.If, path, calls_base):
-    yield from _call_paths(suite_body(stmt.body), (*path, stmt), calls_base)
+    yield from _call_paths(suite_body(stmt.body), (*path, (stmt, False)), calls_base)
     orelse = stmt.orelse
     if isinstance(orelse, cst.If):
-        yield from _if_paths(orelse, (*path, stmt), calls_base)
+        yield from _if_paths(orelse, (*path, (stmt, True)), calls_base)
     elif orelse is not None:
-        yield from _call_paths(suite_body(orelse.body), (*path, stmt), calls_base)
+        yield from _call_paths(suite_body(orelse.body), (*path, (stmt, True)), calls_base)
 
 
 def _suites(stmt: cst.BaseCompoundStatement) -> list[Sequence[cst.CSTNode]]:

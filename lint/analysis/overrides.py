@@ -23,7 +23,7 @@ from . import patterns
 from .assigned_methods import assigned_methods
 from .classes import BACKWARD_DW, DELAY, ClassModel, class_index, self_call_closure
 from .module import ModuleContext, suite_body
-from .override_gates import unrelated_gate
+from .override_gates import bindings_of, unrelated_gate
 from .wgrad_pieces import is_abstract, is_empty
 
 # The predicate Transformer Engine's ``backward_dw`` asks first (``if not
@@ -47,6 +47,7 @@ class DroppedWork:
     # The override runs the base's version only under this ``if``, whose test is not about
     # the delay (``if self.fuse_wgrad_accumulation: super().backward_dw()``).
     gate: cst.If | None = None
+    gate_false: bool = False  # the base's version runs when the gate's test is false
 
 
 def dropped_work(context: ModuleContext) -> list[DroppedWork]:
@@ -64,8 +65,11 @@ def dropped_work(context: ModuleContext) -> list[DroppedWork]:
             if not is_abstract(own) and _base_built_delayed(model):
                 if not _does_work(model, own):
                     found.append(DroppedWork(model.name, own, "", where.get(BACKWARD_DW)))
-                elif (gate := _gated_base_call(model, own)) is not None:
-                    found.append(DroppedWork(model.name, own, "", gate.test, gate=gate))
+                elif (gated := _gated_base_call(model, own)) is not None:
+                    gate, false = gated
+                    found.append(
+                        DroppedWork(model.name, own, "", gate.test, gate=gate, gate_false=false)
+                    )
             continue
         owner = index.owner(model, BACKWARD_DW)
         if not isinstance(owner, ClassModel) or owner is model:
@@ -96,7 +100,14 @@ def _predicates_said_no(index, model: ClassModel, methods, where) -> list[Droppe
     # the nearest base's backward_dw (the class's own one runs it, or is inherited)
     owner = next((c for c in index.lineage(model)[1:] if BACKWARD_DW in c.mentions), None)
     if isinstance(owner, ClassModel):
-        asked = {n for n in _pieces(owner, owner.methods[BACKWARD_DW]) if _about_delay(n)}
+        base_dw = owner.methods[BACKWARD_DW]
+        if not (_base_built_delayed(model) or _stored_elsewhere(owner, base_dw)):
+            return []  # nothing shows work stored for backward_dw to compute
+        asked = {
+            n
+            for n in _pieces(owner, base_dw)
+            if _about_delay(n) and _no_skips_work(base_dw, n) and not _base_says_no(owner, n)
+        }
         asked -= _asked_elsewhere(owner)
     elif owner is None and _base_built_delayed(model):
         asked = set(TE_PREDICATES)
@@ -107,6 +118,63 @@ def _predicates_said_no(index, model: ClassModel, methods, where) -> list[Droppe
         for name in sorted(asked)
         if name in methods and _always_no(methods[name])
     ]
+
+
+def _no_skips_work(backward_dw: cst.FunctionDef, name: str) -> bool:
+    """The base's ``backward_dw`` skips its work when ``self.name()`` says no: ``if not
+    self.name(): return`` or ``if self.name(): <work>``. (``if self.name(): return`` skips
+    it when the answer is yes: saying no there is the default, not a dropped work.)"""
+    for node in patterns.walk(backward_dw.body):
+        if type(node) is not cst.If:
+            continue
+        test, negated = node.test, False
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, negated = test.expression, not negated
+        asks = (
+            type(test) is cst.Call and _is_self_call(test) and test.func.attr.value == name  # type: ignore[union-attr]
+        )
+        if asks and negated == _ends_in_return(suite_body(node.body)):
+            return True
+    return False
+
+
+def _ends_in_return(statements) -> bool:
+    last = statements[-1] if statements else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, cst.Return)
+
+
+STORING_METHODS = frozenset({"append", "extend", "put", "push", "insert", "appendleft"})
+
+
+def _stored_elsewhere(owner: ClassModel, backward_dw: cst.FunctionDef) -> bool:
+    """Another method of the base fills what its ``backward_dw`` pops (``self._store``):
+    work is stored whatever the predicate says."""
+    popped = {
+        a
+        for n in patterns.walk(backward_dw.body)
+        if type(n) is cst.Call
+        and type(n.func) is cst.Attribute
+        and n.func.attr.value == "pop"
+        and (a := patterns.attribute_of(n.func.value, "self")) is not None
+    }
+    return bool(popped) and any(
+        type(n) is cst.Call
+        and type(n.func) is cst.Attribute
+        and n.func.attr.value in STORING_METHODS
+        and patterns.attribute_of(n.func.value, "self") in popped
+        for name, method in owner.methods.items()
+        if method is not backward_dw
+        for n in patterns.walk(method.body)
+    )
+
+
+def _base_says_no(owner: ClassModel, name: str) -> bool:
+    """The base's own version of the predicate already always says no: the override
+    changes nothing."""
+    original = owner.methods.get(name)
+    return original is not None and _always_no(original)
 
 
 def _is_self_call(call: cst.Call) -> bool:
@@ -192,7 +260,7 @@ def _does_work(model: ClassModel, method: cst.FunctionDef) -> bool:
     return _computes_own(model, method)
 
 
-def _gated_base_call(model: ClassModel, method: cst.FunctionDef) -> cst.If | None:
+def _gated_base_call(model: ClassModel, method: cst.FunctionDef) -> tuple[cst.If, bool] | None:
     """The unrelated ``if`` the override's every call of the base's version sits under,
     when it does no other work (nothing popped or written, no helper of the class that
     calls the base): the other path may compute the work its own way."""
@@ -205,7 +273,8 @@ def _gated_base_call(model: ClassModel, method: cst.FunctionDef) -> cst.If | Non
         for n in patterns.walk(h.body)
     ):
         return None
-    return unrelated_gate(method, lambda call: _calls_base(call, BACKWARD_DW))
+    bindings = bindings_of(list(model.methods.values()), method)
+    return unrelated_gate(method, lambda call: _calls_base(call, BACKWARD_DW), bindings)
 
 
 def _computes_own(model: ClassModel, method: cst.FunctionDef) -> bool:

@@ -57,15 +57,22 @@ RULE = Rule(
         class built with the delay stores work its `backward_dw` then refuses), or a
         method about the delay (named for delay, defer or backward_dw) that an in-file
         base's `backward_dw` asks and no other method of that base asks (one it also asks
-        when storing the work turns the delay off consistently). Methods bound at class
+        when storing the work turns the delay off consistently), where saying no skips the
+        work (`if not self.p(): return`, `if self.p(): <work>`), the base's own version does
+        not already say no, and the class was built with the delay or another method of the
+        base fills what `backward_dw` pops (`self._store.append(...)`). Methods bound at class
         level are overrides like any `def`: a lambda runs as a function returning its
         expression, a name of a function of the file as that function.
         Seen too: an override that reaches `super().backward_dw()` only under an `if` (or
         after an early `return` of one) whose test is not about the delay - fusion, a
         feature switch, the expert kind. The base stored the work whatever those say, so
         with the test false it is never computed. A test counts as about the delay when it
-        names delay, defer, backward_dw, wgrad_store, requires_grad or training, or only
-        asks whether something is None (every operand of an `and`, one of an `or`).
+        names delay, defer, backward_dw, wgrad_store, requires_grad or training (in a name,
+        an attribute or a string), is a local or `self.X` assigned such an expression
+        (`self.enable_dw = config.delay_wgrad_compute`), or only asks whether something is
+        None (every operand of an `and`, one of an `or`); a test that calls anything (a
+        version or capability check) is not judged. The message names the condition under
+        which the base's version runs (`not (...)` after an early `return` or in an `else`).
 
         Not seen: a delay handed to the base positionally or through `**kwargs`; bases in
         other files for pieces (only the base's `backward_dw` in this file is followed); an
@@ -76,7 +83,7 @@ RULE = Rule(
         (calling it raises: the schedule fails loudly, like an override that raises); a
         store switched off (`self.wgrad_store = None`: Transformer Engine then computes the
         wgrad in backward, which is not lost); an unrelated test that reaches the base's
-        call through a local (`run = self.fuse; if run: ...`) or a helper of the class, or
+        call through a helper of the class, or a call, or
         that names a related word anyway (`if self.fuse and self.delay_wgrad_compute:` is
         seen, `if self.fuse_or_delay:` is not).
     """,
@@ -221,6 +228,8 @@ def check(context: ModuleContext, out: Collector) -> None:
         name = dropped.method.name
         if dropped.gate is not None:
             test = out.text(dropped.gate.test)
+            if dropped.gate_false:  # an ``else`` or after an early ``return``
+                test = f"not ({test})"
             message = MESSAGE_GATED.format(cls=dropped.class_name, test=test)
         elif dropped.predicate:
             message = MESSAGE_PREDICATE.format(cls=dropped.class_name, method=name.value)
