@@ -112,7 +112,7 @@ def _call_paths(suite: Sequence[cst.CSTNode], outer: tuple, calls_base):
         path = outer + early
         if isinstance(stmt, cst.If):
             yield from _if_paths(stmt, path, calls_base)
-            if stmt.orelse is None and _returns(suite_body(stmt.body)):
+            if stmt.orelse is None and ends_in_return(suite_body(stmt.body)):
                 early += ((stmt, True),)
         elif isinstance(stmt, cst.BaseCompoundStatement):
             for sub in _suites(stmt):
@@ -143,7 +143,7 @@ def _suites(stmt: cst.BaseCompoundStatement) -> list[Sequence[cst.CSTNode]]:
     return found
 
 
-def _returns(statements: Sequence[cst.CSTNode]) -> bool:
+def ends_in_return(statements: Sequence[cst.CSTNode]) -> bool:
     last = statements[-1] if statements else None
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1]

@@ -23,7 +23,7 @@ from . import patterns
 from .assigned_methods import assigned_methods
 from .classes import BACKWARD_DW, DELAY, ClassModel, class_index, self_call_closure
 from .module import ModuleContext, suite_body
-from .override_gates import bindings_of, unrelated_gate
+from .override_gates import bindings_of, ends_in_return, unrelated_gate
 from .wgrad_pieces import is_abstract, is_empty
 
 # The predicate Transformer Engine's ``backward_dw`` asks first (``if not
@@ -133,16 +133,9 @@ def _no_skips_work(backward_dw: cst.FunctionDef, name: str) -> bool:
         asks = (
             type(test) is cst.Call and _is_self_call(test) and test.func.attr.value == name  # type: ignore[union-attr]
         )
-        if asks and negated == _ends_in_return(suite_body(node.body)):
+        if asks and negated == ends_in_return(suite_body(node.body)):
             return True
     return False
-
-
-def _ends_in_return(statements) -> bool:
-    last = statements[-1] if statements else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    return isinstance(last, cst.Return)
 
 
 STORING_METHODS = frozenset({"append", "extend", "put", "push", "insert", "appendleft"})

@@ -13,11 +13,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gmlp_check.lint import engine
 from gmlp_check.lint.cli import cli
 from gmlp_check.lint.registry import CODES
 
 ALL_CODES = frozenset(CODES)
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def lint_snippet(source: str):
+    """Every rule's findings on an indented snippet (dedented, leading newline dropped)."""
+    return engine.lint_source(textwrap.dedent(source).lstrip("\n"), "variant.py", ALL_CODES)
 
 
 def run_cli(*args: str, stdin: str | None = None):

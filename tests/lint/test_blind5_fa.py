@@ -15,42 +15,9 @@ they stand for, in other spellings:
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from gmlp_check.lint import engine
-
-from . import variant_corpus_blind5
-from .support import ALL_CODES
-
-TARGETS = (
-    "blind5-flag-in-finally-covers-unfused-fallback",
-    "blind5-walrus-main-grad-written-real-grad-returned",
-    "blind5-dict-dispatch-on-downgraded-local",
-    "blind5-per-expert-flags-starred-generator-return",
-)
-VARIANTS = [v for v in variant_corpus_blind5.VARIANTS if v.name in TARGETS]
-
-
-def _lint(source: str):
-    return engine.lint_source(textwrap.dedent(source).lstrip("\n"), "variant.py", ALL_CODES)
-
-
-def test_every_target_is_in_the_corpus():
-    assert sorted(v.name for v in VARIANTS) == sorted(TARGETS)
-
-
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
-def test_bug_is_reported_on_its_line(variant):
-    lines = {f.line for f in engine.lint_source(variant.bug_source, "variant.py", ALL_CODES)}
-    assert lines & variant.bug_lines
-
-
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
-def test_twin_is_clean(variant):
-    assert engine.lint_source(variant.twin_source, "variant.py", ALL_CODES) == []
-
+from .support import lint_snippet
 
 BUGGY = {
     "a_bug1": (
@@ -286,12 +253,12 @@ CORRECT = {
 @pytest.mark.parametrize("name", sorted(BUGGY))
 def test_buggy_spelling_is_reported(name):
     code, line, source = BUGGY[name]
-    assert [(f.code, f.line) for f in _lint(source)] == [(code, line)]
+    assert [(f.code, f.line) for f in lint_snippet(source)] == [(code, line)]
 
 
 @pytest.mark.parametrize("name", sorted(CORRECT))
 def test_correct_spelling_is_clean(name):
-    assert _lint(CORRECT[name]) == []
+    assert lint_snippet(CORRECT[name]) == []
 
 
 def test_a_return_in_a_try_runs_its_finally_and_the_normal_way_out_does_not_return():

@@ -12,34 +12,9 @@ they stand for in other spellings.
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from gmlp_check.lint import engine
-
-from . import variant_corpus_blind5
-from .support import ALL_CODES
-
-TARGETS = (
-    "blind5-walrus-overwrite-flag-from-quantized-expert",
-    "blind5-addmm-beta-zero-into-expert-main-grads",
-    "blind5-module-partial-pins-accumulate-false",
-)
-BY_NAME = {v.name: v for v in variant_corpus_blind5.VARIANTS}
-
-
-def _lint(source: str):
-    return engine.lint_source(textwrap.dedent(source).lstrip("\n"), "variant.py", ALL_CODES)
-
-
-@pytest.mark.parametrize("name", TARGETS)
-def test_corpus_variant_caught_and_twin_clean(name):
-    variant = BY_NAME[name]
-    found = engine.lint_source(variant.bug_source, "variant.py", ALL_CODES)
-    assert any(f.line in variant.bug_lines for f in found), found
-    assert engine.lint_source(variant.twin_source, "variant.py", ALL_CODES) == []
-
+from .support import lint_snippet
 
 # (source, code, line) of buggy spellings not in the corpus.
 BUGGY = (
@@ -292,10 +267,10 @@ CORRECT = (
 
 @pytest.mark.parametrize(("source", "code", "line"), BUGGY)
 def test_other_spellings_reported(source, code, line):
-    found = _lint(source)
+    found = lint_snippet(source)
     assert any(f.code == code and f.line == line for f in found), found
 
 
 @pytest.mark.parametrize("source", CORRECT)
 def test_other_correct_spellings_clean(source):
-    assert _lint(source) == []
+    assert lint_snippet(source) == []

@@ -14,35 +14,9 @@ classes they stand for in other spellings.
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from gmlp_check.lint import engine
-
-from . import variant_corpus_blind5_heldout
-from .support import ALL_CODES
-
-TARGETS = (
-    "blind5-partial-bound-to-fp8-cast-writes-wgrad",
-    "blind5-onload-setattr-fresh-parameter-per-expert",
-    "blind5-marking-decorator-on-the-plain-wgrad",
-    "blind5-mixin-class-constant-as-gemm-accumulate",
-)
-BY_NAME = {v.name: v for v in variant_corpus_blind5_heldout.VARIANTS}
-
-
-def _lint(source: str):
-    return engine.lint_source(textwrap.dedent(source).lstrip("\n"), "variant.py", ALL_CODES)
-
-
-@pytest.mark.parametrize("name", TARGETS)
-def test_corpus_variant_caught_and_twin_clean(name):
-    variant = BY_NAME[name]
-    found = engine.lint_source(variant.bug_source, "variant.py", ALL_CODES)
-    assert any(f.line in variant.bug_lines for f in found), found
-    assert engine.lint_source(variant.twin_source, "variant.py", ALL_CODES) == []
-
+from .support import lint_snippet
 
 # (source, code, line) of buggy spellings not in the corpus.
 BUGGY = (
@@ -328,10 +302,10 @@ CORRECT = (
 
 @pytest.mark.parametrize(("source", "code", "line"), BUGGY)
 def test_buggy_spelling_reported(source, code, line):
-    found = _lint(source)
+    found = lint_snippet(source)
     assert any(f.code == code and f.line == line for f in found), found
 
 
 @pytest.mark.parametrize("source", CORRECT)
 def test_correct_spelling_clean(source):
-    assert _lint(source) == []
+    assert lint_snippet(source) == []

@@ -11,33 +11,14 @@ the classes they stand for in other spellings.
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from gmlp_check.lint import engine
 
 from . import variant_corpus_blind5_heldout
-from .support import ALL_CODES
+from .support import ALL_CODES, lint_snippet
 
-TARGETS = (
-    "blind5-flag-skipped-for-experts-hook-fired-for-all",
-    "blind5-backward-dw-override-gated-on-fuse-flag",
-    "blind5-helper-early-return-handed-downgraded-local",
-)
 BY_NAME = {v.name: v for v in variant_corpus_blind5_heldout.VARIANTS}
-
-
-def _lint(source: str):
-    return engine.lint_source(textwrap.dedent(source).lstrip("\n"), "variant.py", ALL_CODES)
-
-
-@pytest.mark.parametrize("name", TARGETS)
-def test_corpus_variant_caught_and_twin_clean(name):
-    variant = BY_NAME[name]
-    found = engine.lint_source(variant.bug_source, "variant.py", ALL_CODES)
-    assert any(f.line in variant.bug_lines for f in found), found
-    assert engine.lint_source(variant.twin_source, "variant.py", ALL_CODES) == []
 
 
 def test_inverted_fetch_guard_left_alone():
@@ -228,10 +209,10 @@ CLEAN = (
 
 @pytest.mark.parametrize(("source", "code", "line"), BUGGY)
 def test_other_buggy_spellings_caught(source, code, line):
-    found = _lint(source)
+    found = lint_snippet(source)
     assert (code, line) in {(f.code, f.line) for f in found}, found
 
 
 @pytest.mark.parametrize("source", CLEAN)
 def test_other_correct_spellings_clean(source):
-    assert _lint(source) == []
+    assert lint_snippet(source) == []
