@@ -267,8 +267,12 @@ _PURE_CALLS = frozenset(
     }
 )  # fmt: skip
 _MAIN_GRAD_WORDS = ("main_grad", GRAD_ADDED)
-# Methods that hand back the same product in another dtype or layout.
-_CONVERTING = frozenset({"to", "float", "half", "bfloat16", "type", "type_as", "contiguous"})
+# Methods that hand back the same tensor in another dtype or layout, or a copy of it: a
+# product converted is the same fresh product, a gradient converted the same gradient
+# (``analysis.wgrad`` reads this set too).
+CONVERTING = frozenset(
+    {"to", "float", "half", "bfloat16", "type", "type_as", "contiguous", "clone"}
+)
 
 
 def _returns_fresh_product(function: FunctionNode) -> bool:
@@ -304,7 +308,7 @@ def _is_product(node: ast.AST) -> bool:
     while (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr in _CONVERTING
+        and node.func.attr in CONVERTING
     ):
         node = node.func.value
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):

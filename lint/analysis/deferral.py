@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
-from .module import ModuleContext, suite_body
+from .module import ModuleContext, compound_suites, suite_body
 
 MAIN_GRAD = "main_grad"
 GRAD = "grad"
@@ -163,7 +163,7 @@ def _calls(body: Sequence[cst.CSTNode], alternative: bool) -> Iterator[tuple[cst
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             continue
         else:
-            for suite in _suites(stmt):
+            for suite in compound_suites(stmt):
                 yield from _calls(suite_body(suite), alternative)
 
 
@@ -204,18 +204,6 @@ def _raises_or_returns(stmt: cst.CSTNode) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and any(
         isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in stmt.body
     )
-
-
-def _suites(stmt: cst.CSTNode) -> Iterator[cst.BaseSuite]:
-    body = getattr(stmt, "body", None)
-    if isinstance(body, cst.BaseSuite):
-        yield body
-    for handler in getattr(stmt, "handlers", ()):
-        yield handler.body
-    for attr in ("orelse", "finalbody"):
-        part = getattr(stmt, attr, None)
-        if part is not None and isinstance(getattr(part, "body", None), cst.BaseSuite):
-            yield part.body
 
 
 def _is_method_call(node: cst.CSTNode | None) -> bool:

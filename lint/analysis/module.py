@@ -222,11 +222,14 @@ def _compound_children(stmt: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, Sequenc
         elif orelse is cst.Else:
             yield from iter_statements(suite_body(stmt.orelse.body))
         return
-    for suite in _suites(stmt):
+    for suite in compound_suites(stmt):
         yield from iter_statements(suite_body(suite))
 
 
-def _suites(stmt: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def compound_suites(stmt: cst.CSTNode) -> Iterator[cst.BaseSuite]:
+    """The suites of a compound statement: its body, its ``except`` handlers, its ``match``
+    cases, its ``else`` and its ``finally`` (an ``if``'s ``elif`` is an ``If``, not a
+    suite: callers that tell the arms of an ``if`` apart handle ``If`` first)."""
     body = getattr(stmt, "body", None)
     if isinstance(body, cst.BaseSuite):
         yield body

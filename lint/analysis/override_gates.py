@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from . import patterns
-from .module import suite_body
+from .module import compound_suites, suite_body
 
 # Words of a test about whether the work was delayed or exists at all: the delay itself,
 # the store that holds it, whether the weights take gradients or the module trains.
@@ -115,8 +115,8 @@ def _call_paths(suite: Sequence[cst.CSTNode], outer: tuple, calls_base):
             if stmt.orelse is None and ends_in_return(suite_body(stmt.body)):
                 early += ((stmt, True),)
         elif isinstance(stmt, cst.BaseCompoundStatement):
-            for sub in _suites(stmt):
-                yield from _call_paths(sub, path, calls_base)
+            for sub in compound_suites(stmt):
+                yield from _call_paths(suite_body(sub), path, calls_base)
         elif any(type(n) is cst.Call and calls_base(n) for n in patterns.walk(stmt)):
             yield path
 
@@ -128,19 +128,6 @@ def _if_paths(stmt: cst.If, path, calls_base):
         yield from _if_paths(orelse, (*path, (stmt, True)), calls_base)
     elif orelse is not None:
         yield from _call_paths(suite_body(orelse.body), (*path, (stmt, True)), calls_base)
-
-
-def _suites(stmt: cst.BaseCompoundStatement) -> list[Sequence[cst.CSTNode]]:
-    """The suites of a compound statement other than ``if`` (``with``, ``try``, loops)."""
-    found = [suite_body(stmt.body)] if isinstance(stmt.body, cst.BaseSuite) else []
-    for part in (
-        *getattr(stmt, "handlers", ()),
-        getattr(stmt, "orelse", None),
-        getattr(stmt, "finalbody", None),
-    ):
-        if part is not None and isinstance(getattr(part, "body", None), cst.BaseSuite):
-            found.append(suite_body(part.body))
-    return found
 
 
 def ends_in_return(statements: Sequence[cst.CSTNode]) -> bool:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ..project import CONVERTING
 from . import patterns
 from .cfg import Node
-from .module import ModuleContext, Unit, suite_body
+from .module import ModuleContext, Unit, compound_suites, suite_body
 
 # Prefixes and suffixes that name the same weight in another role: the parameter object
 # saved beside a restored tensor (``origin_weight``), the module's parameter bound to a
@@ -91,15 +92,8 @@ def _sub_suites(stmt: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
         elif isinstance(stmt.orelse, cst.Else):
             yield suite_body(stmt.orelse.body)
         return
-    body = getattr(stmt, "body", None)
-    if isinstance(body, cst.BaseSuite):
-        yield suite_body(body)
-    for handler in getattr(stmt, "handlers", ()):
-        yield suite_body(handler.body)
-    for attr in ("orelse", "finalbody"):
-        part = getattr(stmt, attr, None)
-        if part is not None and isinstance(getattr(part, "body", None), cst.BaseSuite):
-            yield suite_body(part.body)
+    for suite in compound_suites(stmt):
+        yield suite_body(suite)
 
 
 def handed_back(unit: Unit) -> frozenset[str]:
@@ -361,12 +355,9 @@ def marks_grad_added(small: cst.CSTNode) -> bool:
 
 
 # -- what a hand-off hands on ------------------------------------------------------------
-# Methods whose result is the same gradient in another dtype or layout: handing it on
+# ``CONVERTING`` (``project``): the same gradient in another dtype or layout; handing it on
 # hands on the gradient (``return dx, wgrad.to(weight.dtype)``); views of it count too
 # (``patterns.VIEW_METHODS``) but for those that take a part of it.
-CONVERTING = frozenset(
-    {"to", "float", "half", "bfloat16", "type", "type_as", "contiguous", "clone"}
-)
 PARTS = frozenset({"split", "chunk", "unbind", "select", "narrow"})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..lazy import LazyModule
@@ -346,7 +347,7 @@ def check(context: ModuleContext, out: Collector) -> None:
             seen: set[int] = set()
             for stmt, _ in unit.statements():
                 if not isinstance(stmt, cst.BaseCompoundStatement):
-                    flow = (unit, unit.node_for(stmt), seen)
+                    flow = _Flow(unit, unit.node_for(stmt), seen)
                     for sub in patterns.walk(stmt):
                         if isinstance(sub, (cst.Call, cst.Dict)):
                             _check_arguments(sub, module_provenance.of_unit(unit), out, flow)
@@ -425,6 +426,17 @@ def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
                     yield word, args[0].value
 
 
+@dataclass(frozen=True)
+class _Flow:
+    """Where a call's arguments are read: the unit, the graph node of their statement (None
+    outside the graph), and the reads already reported in that unit (a read reached from
+    two calls is reported once)."""
+
+    unit: object
+    node: object
+    seen: set[int]
+
+
 def _check_arguments(node, objects: Provenance, out: Collector, flow=None) -> None:
     """A call or dict literal whose ``out`` is one weight's main_grad, and whose other
     arguments read ``overwrite_main_grad`` from another weight, directly or through locals
@@ -445,7 +457,7 @@ def _check_arguments(node, objects: Provenance, out: Collector, flow=None) -> No
             continue
         for sub, direct in _through_locals(value, flow):
             other = _overwrite_owner(sub)
-            if other is None or (flow is not None and id(other) in flow[2]):
+            if other is None or (flow is not None and id(other) in flow.seen):
                 continue  # a local's read feeding several calls is reported once
             if wgrad.stem(other) not in (word, None):
                 message = IN_CALL.format(subject=out.text(subject), other=out.text(other))
@@ -454,7 +466,7 @@ def _check_arguments(node, objects: Provenance, out: Collector, flow=None) -> No
             else:
                 continue
             if flow is not None:
-                flow[2].add(id(other))
+                flow.seen.add(id(other))
             # a local may feed other calls too: its read is rewritten by hand only
             out.report(CODE, other, message, _fix(out, other, subject) if direct else None)
 
@@ -462,9 +474,9 @@ def _check_arguments(node, objects: Provenance, out: Collector, flow=None) -> No
 def _bound_owners(target, flow) -> list:
     """X for ``out=mg`` where every binding of the local ``mg`` reaching the call is
     ``X.main_grad`` (``mg = param.main_grad``); [] otherwise."""
-    if flow is None or flow[1] is None or type(target) is not cst.Name:
+    if flow is None or flow.node is None or type(target) is not cst.Name:
         return []
-    defs = flow[0].reaching.reaching(target.value, flow[1])
+    defs = flow.unit.reaching.reaching(target.value, flow.node)
     if not defs or any(d.kind != "assign" or d.value is None for d in defs):
         return []
     owners = [wgrad.main_grad_owners(d.value) for d in defs]
@@ -489,9 +501,9 @@ def _through_locals(value, flow):
     a local read in it that reaches the statement was assigned (an assignment or a walrus,
     ``if (o := getattr(w, "overwrite_main_grad", False)):``), ``LOCAL_DEPTH`` locals deep."""
     yield from ((sub, True) for sub in patterns.walk(value))
-    if flow is None or flow[1] is None:
+    if flow is None or flow.node is None:
         return
-    unit, node, _ = flow
+    unit, node = flow.unit, flow.node
     visited: set[int] = set()
     names = [(n, node) for n in patterns.walk(value) if type(n) is cst.Name]
     for _ in range(LOCAL_DEPTH):
