@@ -18,6 +18,8 @@ patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 marking_wrappers = LazyModule("..analysis.marking_wrappers", __package__)
+dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
+identity_erasure = LazyModule("..analysis.identity_erasure", __package__)
 
 CODE = "GMLP032"
 RULE = Rule(
@@ -289,8 +291,9 @@ WRAPPED = (
 
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
-    if "main_grad" in source and any(word in source for word in _IDENTITY_WORDS):
-        _check_write_from_identity(context, out)
+    if "main_grad" in source and any(w in source for w in identity_erasure.IDENTITY_WORDS):
+        for test, target, how in identity_erasure.erased_by_identity(context):
+            out.report(CODE, test, FROM_IDENTITY.format(target=target, how=how))
     if "grad_added_to_main_grad" not in source:
         return
     for found in context.shared(marking_wrappers.marked_helpers):
@@ -300,7 +303,7 @@ def check(context: ModuleContext, out: Collector) -> None:
             marks = wgrad.marks(unit)
             if marks:
                 facts = deliveries.Deliveries(unit)
-                gradients = _Gradients(unit, facts)
+                gradients = dropped_gradients.Gradients(unit, facts)
                 for mark in marks:
                     _check_mark(unit, facts, gradients, mark, out)
 
@@ -405,77 +408,6 @@ def _only_loops_and_guards(unit: Unit, node) -> bool:
     return True
 
 
-class _Gradients:
-    """The weight gradients a function computes with a GEMM or ``@`` into a fresh tensor
-    and hands back, and the nodes that read each (computed once for all its marks)."""
-
-    def __init__(self, unit: Unit, facts: Deliveries) -> None:
-        self.unit = unit
-        returned = wgrad.handed_back(unit)
-        self.defs = [
-            d
-            for d in unit.graph.defs
-            if d.kind == "assign"
-            and d.name in returned
-            and d.node.index not in facts.touching
-            and _computes_gradient(d.value, unit.context.gradient_helpers)
-        ]
-        self.uses = {d.index: self._uses(d) for d in self.defs}
-
-    def _uses(self, d) -> frozenset[int]:
-        return frozenset(
-            n.index for n in self.unit.graph.nodes if n is not d.node and _reads(self.unit, n, d)
-        )
-
-    def dropped_before(self, mark: Mark, writes: frozenset[int]):
-        """A gradient that reaches the mark unused on some path and is given to main_grad
-        by no node (a dgrad or scratch result is not handed back, so never judged)."""
-        for d in self.defs:
-            if d.node.index in writes:
-                continue
-            if d not in self.unit.reaching.reaching(d.name, mark.node):
-                continue
-            uses = self.uses[d.index]
-            if any(i in writes for i in uses):
-                continue
-            if deliveries.through(self.unit.graph, d.node, mark.node, uses | writes):
-                return d
-        return None
-
-
-def _computes_gradient(value, helpers: frozenset[str]) -> bool:
-    """A GEMM or ``@`` into a fresh tensor, or a call of a gradient helper of the run (one
-    returning such a product and writing no main_grad: ``project.Helpers.gradient``). A
-    product of the weight (``dx = general_gemm(weight_fp8, dy)[0]``) is the input
-    gradient: it is handed back too, but it was never the weight's to lose."""
-    if wgrad.multiplies_weight(value):
-        return False
-    if isinstance(value, cst.Subscript):
-        value = value.value  # ``general_gemm(...)[0]``
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
-        return True
-    return isinstance(value, cst.Call) and (
-        wgrad.looks_like_gemm(value) or patterns.callee_name(value) in helpers
-    )
-
-
-def _reads(unit: Unit, node, d) -> bool:
-    """``node`` reads the value ``d`` bound."""
-    owner = node.owner
-    if owner is None or d not in unit.reaching.reaching(d.name, node):
-        return False
-    root = owner.test if isinstance(owner, (cst.If, cst.While)) else owner
-    if isinstance(owner, cst.For):
-        root = owner.iter
-    if isinstance(owner, cst.BaseCompoundStatement) and root is owner:
-        return False
-    if isinstance(root, (cst.Assign, cst.AnnAssign)):
-        root = root.value  # the targets are bound here, not read
-        if root is None:
-            return False
-    return any(n.value == d.name for n in patterns.read_names(root))
-
-
 # -- the consumer side: a write inferred from where main_grad points ---------------------
 FROM_IDENTITY = (
     "whether `{target}` is erased here is decided by where main_grad points ({how}), not by "
@@ -483,88 +415,3 @@ FROM_IDENTITY = (
     "write, not that it wrote; an unwritten buffer keeps stale values and they are reduced as "
     "this microbatch's gradient"
 )
-# Methods that erase a buffer before it is reduced (zeroing for a parameter with no grad).
-_ERASING = frozenset({"zero_", "fill_"})
-# Calls that give a tensor's storage identity, and the cheap file test for them.
-_IDENTITY_CALLS = frozenset({"data_ptr", "untyped_storage", "storage", "id"})
-_IDENTITY_WORDS = ("data_ptr", "storage(", "id(", " is ")
-
-
-def _check_write_from_identity(context: ModuleContext, out: Collector) -> None:
-    """A reduction decides whether a parameter's main-grad buffer holds a write by pointer
-    identity (``param.main_grad.data_ptr() != main_grad.data_ptr()``), and erases it only
-    when the pointers differ (a fork's Megatron-FSDP v2 reduction before 7a9e39ee's fix):
-    the flag is what records a write; where main_grad points records nothing."""
-    for unit in context.units:
-        if not (unit.survey.spells_main_grad and isinstance(unit.owner, cst.FunctionDef)):
-            continue
-        if not ({"zero_", "fill_"} & unit.survey.calls) or not _tests_identity(unit):
-            continue
-        for root, node in unit.expression_roots():
-            for sub in patterns.walk(root):
-                method = patterns.method_call(sub)
-                if method is None or method[1] not in _ERASING:
-                    continue
-                if not unit.aliases.expr(method[0], node):
-                    continue
-                for branch in unit.control.ancestors(node):
-                    how = _identity_test(unit, branch)
-                    if how is not None:
-                        target = out.text(method[0])
-                        out.report(CODE, branch.test, FROM_IDENTITY.format(target=target, how=how))
-                        break
-
-
-def _tests_identity(unit: Unit) -> bool:
-    """Some ``if`` of the function tests an identity (a storage call, ``is`` between two
-    values): by syntax, before any graph is built."""
-    for stmt, _ in unit.statements():
-        if type(stmt) is not cst.If:
-            continue
-        for sub in patterns.walk(stmt.test):
-            kind = type(sub)
-            if kind is cst.Call and patterns.callee_name(sub) in _IDENTITY_CALLS:
-                return True
-            if (
-                kind is cst.ComparisonTarget
-                and type(sub.operator) in (cst.Is, cst.IsNot)
-                and not patterns.is_false_literal(sub.comparator)
-            ):
-                return True
-    return False
-
-
-def _identity_test(unit: Unit, branch) -> str | None:
-    """The identity comparison of main-grad storage a branch's test makes (its text), when
-    that test does not also read grad_added_to_main_grad; None otherwise."""
-    test = branch.test
-    if test is None or branch.kind != "if":
-        return None
-    found = None
-    for sub in patterns.walk(test):
-        kind = type(sub)
-        if kind is cst.Attribute and sub.attr.value == patterns.GRAD_ADDED:
-            return None
-        if kind is cst.SimpleString and patterns.string_is(sub, patterns.GRAD_ADDED):
-            return None
-        if found is not None:
-            continue
-        if kind is cst.Call and patterns.callee_name(sub) in _IDENTITY_CALLS:
-            func = sub.func
-            if type(func) is cst.Attribute:
-                subject = func.value
-                if type(subject) is cst.Call and patterns.callee_name(subject) in _IDENTITY_CALLS:
-                    subject = subject.func.value if type(subject.func) is cst.Attribute else None
-            else:
-                subject = sub.args[0].value if sub.args else None
-            if subject is not None and unit.aliases.expr(subject, branch):
-                found = unit.context.text(sub)
-        elif kind is cst.Comparison:
-            for target in sub.comparisons:
-                if type(target.operator) in (cst.Is, cst.IsNot) and not patterns.is_false_literal(
-                    target.comparator
-                ):
-                    sides = (sub.left, target.comparator)
-                    if all(unit.aliases.expr(side, branch) for side in sides):
-                        found = unit.context.text(sub)
-    return found
