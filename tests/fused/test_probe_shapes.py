@@ -12,7 +12,12 @@ import torch
 from gmlp_check.bench.shapes import PRESETS, split_sizes
 
 GPU_SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "gpu"
-PROBES = ["wgrad_tiles_sweep.py", "wgrad_tma_dest_ab.py", "wgrad_cublas_ab.py"]
+PROBES = [
+    "wgrad_tiles_sweep.py",
+    "wgrad_tma_dest_ab.py",
+    "wgrad_cublas_ab.py",
+    "wgrad_kernels_vs_te.py",
+]
 
 
 @pytest.mark.parametrize("probe", PROBES)
