@@ -22,6 +22,8 @@ One JSON object on stdout.
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
 from collections import defaultdict
 
@@ -58,9 +60,64 @@ def _kernels(prof) -> dict:
     }
 
 
-def _profile_backend(name: str, work: Workload, overwrite: bool) -> tuple[dict, list]:
+def _same_weights(params: list, device: torch.device) -> None:
+    """Every backend's weights drawn from one seed per (shape, place among the weights of
+    that shape), so that their main_grads can be compared whatever order a backend
+    registers fc1's and fc2's experts in."""
+    seen: dict[tuple, int] = defaultdict(int)
+    with torch.no_grad():
+        for p in params:
+            key = tuple(p.shape)
+            gen = torch.Generator(device=device).manual_seed(hash((key, seen[key])) % 2**31)
+            seen[key] += 1
+            p.copy_(torch.randn(p.shape, generator=gen, device=device, dtype=p.dtype) * 0.02)
+
+
+def _phase_ms(module, params, x, dy, splits) -> dict:
+    """``backward_dw`` timed three ways, medians of seven: CUDA events on the current stream
+    (the bench's clock), the host's time to return, and the wall clock to a device-wide
+    synchronize (every stream's work done). Events shorter than the synchronized wall clock
+    mean work on other streams that the current stream never waited for."""
+    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=x.device)
+    events, host, wall = [], [], []
+    for _ in range(7):
+        reset_for_step(params)
+        module(x, splits).backward(dy)
+        flush.zero_()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        module.backward_dw()
+        host.append((time.perf_counter() - t0) * 1e3)
+        end.record()
+        end.synchronize()
+        events.append(start.elapsed_time(end))
+        torch.cuda.synchronize()
+        wall.append((time.perf_counter() - t0) * 1e3)
+    med = lambda v: round(sorted(v)[len(v) // 2], 3)  # noqa: E731
+    return {"events_ms": med(events), "host_ms": med(host), "synced_wall_ms": med(wall)}
+
+
+def _streams(prof) -> dict:
+    """Kernels per device stream (count, total ms), from the profile's trace."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as trace:
+        prof.export_chrome_trace(trace.name)
+        with open(trace.name) as file:
+            events = json.load(file)["traceEvents"]
+    per: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for event in events:
+        if event.get("cat") == "kernel":
+            entry = per[str(event.get("args", {}).get("stream"))]
+            entry[0] += 1
+            entry[1] += event.get("dur", 0) / 1e3
+    return {k: {"count": c, "total_ms": round(t, 3)} for k, (c, t) in per.items()}
+
+
+def _profile_backend(name: str, work: Workload, overwrite: bool) -> tuple[dict, dict]:
     module = build(name, work.mlp_config(delay_wgrad_compute=True))
     params = _attach_main_grads(module, overwrite=overwrite)
+    _same_weights(params, work.device)
     gen = torch.Generator(device=work.device).manual_seed(0)
     x = work.randn(work.shape.rows, work.shape.hidden, gen).requires_grad_()
     dy = work.randn(work.shape.rows, work.shape.hidden, gen)
@@ -81,8 +138,21 @@ def _profile_backend(name: str, work: Workload, overwrite: bool) -> tuple[dict, 
             doc["host_return_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
             torch.cuda.synchronize()
         doc.update(_kernels(prof))
+        doc["streams"] = _streams(prof)
+    doc.update(_phase_ms(module, params, x, dy, work.splits))
+    reset_for_step(params)  # the compared main_grads: one more step, poisoned first
+    for p in params:
+        p.main_grad.fill_(float("nan") if overwrite else 1.0)
+    module(x, work.splits).backward(dy)
+    module.backward_dw()
+    torch.cuda.synchronize()
     # A strided sample of every main_grad (45 GB whole on DeepSeek) is what is compared.
-    grads = [p.main_grad.detach().view(-1)[::SAMPLE_STRIDE].cpu() for p in params]
+    grads = {}
+    seen: dict[tuple, int] = defaultdict(int)
+    for p in params:  # keyed as _same_weights draws them
+        key = tuple(p.shape)
+        grads[key, seen[key]] = p.main_grad.detach().view(-1)[::SAMPLE_STRIDE].cpu()
+        seen[key] += 1
     doc["nan_left"] = int(sum(torch.isnan(p.main_grad).sum().item() for p in params))
     doc["main_grad_gb"] = round(sum(p.main_grad.numel() * 4 for p in params) / 1e9, 2)
     del module, params, x, dy
@@ -129,8 +199,9 @@ def measure(name: str) -> dict:
             except Exception as error:  # TE absent or refusing: say so, go on
                 doc[f"{mode}/{backend}"] = {"error": f"{type(error).__name__}: {error}"[:300]}
         if len(grads_of) == 2:
-            num = sum((a - b).double().norm() ** 2 for a, b in zip(*grads_of.values()))
-            den = sum(a.double().norm() ** 2 for a in grads_of["triton"])
+            ours, theirs = grads_of["triton"], grads_of["te-ops"]
+            num = sum((ours[k] - theirs[k]).double().norm() ** 2 for k in ours)
+            den = sum(g.double().norm() ** 2 for g in ours.values())
             doc[f"{mode}/te_vs_triton_rel_error"] = float((num / den) ** 0.5)
         if mode == "overwrite":
             doc["store_ceiling"] = _store_ceiling(work)
