@@ -17,6 +17,7 @@ PROBES = [
     "wgrad_tma_dest_ab.py",
     "wgrad_cublas_ab.py",
     "wgrad_kernels_vs_te.py",
+    "wgrad_streams_ab.py",
 ]
 
 
