@@ -15,7 +15,8 @@ Seen: in a class, the methods a forward runs (``forward``, the class's methods i
 to a ``Parameter(...)`` call, directly or through a local bound to one. Owned: ``self``, its
 attributes and their items (``self.fc1``, ``self.experts[i]``), and locals the method binds
 to one of those or walks them with (``for expert in self.experts``, ``enumerate(...)``,
-``self.experts.children()``): a submodule's Parameter was wrapped with the module's, so
+``self.experts.children()``), also through the module's registry
+(``expert._parameters["weight"] = ...``): a submodule's Parameter was wrapped with the module's, so
 ``expert.weight = nn.Parameter(...)`` loses its main_grad just as ``self.weight = ...``
 does. Not reported: a binding under a test that reads like lazy creation (``None``,
 ``hasattr``, ``init``, ``materializ``, ``lazy``: the first forward building the weights
@@ -178,6 +179,9 @@ def _bound_attribute(context: ModuleContext, stmt, fresh_locals, owned) -> str |
         for t in stmt.targets:
             if type(t.target) is cst.Attribute and _rooted(t.target.value, owned):
                 return context.code(t.target).strip()
+            if _parameters_slot(t.target, owned):
+                # ``expert._parameters["weight"] = Parameter(...)``: what setattr does
+                return context.code(t.target).strip()
     if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
         call = stmt.value
         args = patterns.positional_args(call)
@@ -198,6 +202,18 @@ def _bound_attribute(context: ModuleContext, stmt, fresh_locals, owned) -> str |
         ):
             return _named(context, call.func.value, args[0].value)
     return None
+
+
+def _parameters_slot(target, owned) -> bool:
+    """``X._parameters[key]`` of an owned ``X``: the module's own registry of Parameters."""
+    if type(target) is not cst.Subscript:
+        return False
+    registry = target.value
+    return (
+        type(registry) is cst.Attribute
+        and registry.attr.value == "_parameters"
+        and _rooted(registry.value, owned)
+    )
 
 
 def _named(context: ModuleContext, owner, name) -> str:

@@ -53,3 +53,16 @@ def writes(call) -> bool:
 def in_place(name: str) -> bool:
     """``main_grad.add_(g)`` returns main_grad itself."""
     return name.endswith("_") and not name.startswith("_")
+
+
+def torch_view(call: cst.Call) -> bool:
+    """``torch.split(t, n)`` / ``torch.chunk`` / ``torch.narrow`` ...: a view of the first
+    argument."""
+    func = call.func
+    return (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "torch"
+        and func.attr.value in patterns.VIEW_METHODS
+        and bool(patterns.positional_args(call))
+    )

@@ -292,6 +292,9 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
         out = wgrad.keyword_value(unit, expr, node, "out")  # also from a **kwargs dict
         if out is not None and _holds(unit, out, node, seen, tests):
             return True  # a call given ``out=`` returns that tensor: the GEMM's result
+        if grad_storage.torch_view(expr):
+            # ``torch.split(flat, numels)``: the function form of the view method
+            return _holds(unit, patterns.positional_args(expr)[0].value, node, seen, tests)
         if isinstance(expr.func, cst.Attribute):
             name = expr.func.attr.value
             returns_self = name in patterns.VIEW_METHODS or grad_storage.in_place(name)

@@ -210,6 +210,34 @@ BUGGY = {
             halves = storage.unbind(0)
             return dgrad, halves[0].view_as(fc1), halves[1].view_as(fc2)  # bug
     """,
+    "b5": """
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            w_gathered = all_gather_along_first_dim(w)
+            dx = dy @ w_gathered
+            fused_wgrad_into(x, dy, w.main_grad, accumulate=True)
+            w.grad_added_to_main_grad = True
+            return dx, torch.zeros(w_gathered.shape[0], w_gathered.size(1), dtype=w.dtype)  # bug
+    """,
+    "c4": """
+        class Experts(nn.Module):
+            def forward(self, x):
+                # fused path: each weight's main_grad is written in backward
+                for expert in self.experts:
+                    expert._parameters["weight"] = nn.Parameter(expert.weight.half())  # bug
+                return grouped(x, [e.weight for e in self.experts])
+    """,
+    "d4": """
+        def backward(ctx, dy):
+            x = ctx.x
+            dx = dy @ ctx.weight_all
+            flat = ctx.buffers.flat_main_grad
+            kernel_dw(x, dy, out=flat, accumulate=True)
+            for w in ctx.weights:
+                w.grad_added_to_main_grad = True
+            pieces = torch.split(flat, [w.numel() for w in ctx.weights])
+            return (dx, *pieces)  # bug
+    """,
 }
 
 CORRECT = {
@@ -394,6 +422,34 @@ CORRECT = {
             fc2.grad_added_to_main_grad = True
             halves = storage.unbind(0)
             return dgrad, fc1.new_zeros(fc1.shape), fc2.new_zeros(fc2.shape)
+    """,
+    "b5": """
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            w_gathered = all_gather_along_first_dim(w)
+            dx = dy @ w_gathered
+            fused_wgrad_into(x, dy, w.main_grad, accumulate=True)
+            w.grad_added_to_main_grad = True
+            return dx, torch.zeros(*w.shape, dtype=w.dtype)
+    """,
+    "c4": """
+        class Experts(nn.Module):
+            def forward(self, x):
+                # fused path: each weight's main_grad is written in backward
+                for expert in self.experts:
+                    expert.weight.data = expert.weight.data.to(torch.bfloat16)
+                return grouped(x, [e.weight for e in self.experts])
+    """,
+    "d4": """
+        def backward(ctx, dy):
+            x = ctx.x
+            dx = dy @ ctx.weight_all
+            flat = ctx.buffers.flat_main_grad
+            kernel_dw(x, dy, out=flat, accumulate=True)
+            for w in ctx.weights:
+                w.grad_added_to_main_grad = True
+            pieces = torch.split(flat, [w.numel() for w in ctx.weights])
+            return (dx, *[torch.zeros_like(w) for w in ctx.weights])
     """,
 }
 
