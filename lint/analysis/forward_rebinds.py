@@ -16,7 +16,8 @@ to a ``Parameter(...)`` call, directly or through a local bound to one. Owned: `
 attributes and their items (``self.fc1``, ``self.experts[i]``), and locals the method binds
 to one of those or walks them with (``for expert in self.experts``, ``enumerate(...)``,
 ``self.experts.children()``), also through the module's registry
-(``expert._parameters["weight"] = ...``): a submodule's Parameter was wrapped with the module's, so
+(``expert._parameters["weight"] = ...``, ``vars(expert)["weight"] = ...``): a submodule's
+Parameter was wrapped with the module's, so
 ``expert.weight = nn.Parameter(...)`` loses its main_grad just as ``self.weight = ...``
 does. Not reported: a binding under a test that reads like lazy creation (``None``,
 ``hasattr``, ``init``, ``materializ``, ``lazy``: the first forward building the weights
@@ -205,14 +206,18 @@ def _bound_attribute(context: ModuleContext, stmt, fresh_locals, owned) -> str |
 
 
 def _parameters_slot(target, owned) -> bool:
-    """``X._parameters[key]`` of an owned ``X``: the module's own registry of Parameters."""
+    """``X._parameters[key]`` of an owned ``X`` (the module's own registry of Parameters), or
+    its attribute dict (``vars(X)[key]``, ``X.__dict__[key]``: read before the registry)."""
     if type(target) is not cst.Subscript:
         return False
     registry = target.value
+    if type(registry) is cst.Attribute and registry.attr.value in ("_parameters", "__dict__"):
+        return _rooted(registry.value, owned)
+    args = patterns.positional_args(registry) if type(registry) is cst.Call else []
     return (
-        type(registry) is cst.Attribute
-        and registry.attr.value == "_parameters"
-        and _rooted(registry.value, owned)
+        patterns.callee_name(registry) == "vars"
+        and len(args) == 1
+        and _rooted(args[0].value, owned)
     )
 
 

@@ -59,8 +59,9 @@ RULE = Rule(
         (`flat_main_grad`, `main_grad_buffer`), in a function that spells main_grad or marks
         a weight; so do its pieces, walked by a comprehension or loop
         (`[c.view_as(w) for c, w in zip(flat.split(numels), weights)]`, `for piece in
-        flat.chunk(G)`). A per-expert comprehension bound to a name only to be handed back
-        is reported where it is built.
+        flat.chunk(G)`, `torch.split(flat, numels)`, `map(lambda c, w: c.view_as(w),
+        flat.split(numels), weights)`). A per-expert comprehension bound to a name only to
+        be handed back is reported where it is built.
 
         Per-expert lists: a list or tuple every element of which holds main_grad
         (`[w.main_grad for w in weights]`, `list(getattr(w, "main_grad") for w in ws)`,
@@ -292,6 +293,9 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
         out = wgrad.keyword_value(unit, expr, node, "out")  # also from a **kwargs dict
         if out is not None and _holds(unit, out, node, seen, tests):
             return True  # a call given ``out=`` returns that tensor: the GEMM's result
+        if patterns.callee_name(expr) == "map":
+            # ``map(lambda c, w: c.view_as(w), flat.split(n), ws)``: as the comprehension
+            return _mapped_views(unit, expr, node, seen, tests)
         if grad_storage.torch_view(expr):
             # ``torch.split(flat, numels)``: the function form of the view method
             return _holds(unit, patterns.positional_args(expr)[0].value, node, seen, tests)
@@ -320,6 +324,20 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
                 tests.add(unit.context.code(d.node.enclosing_ifs[0][0].test).strip())
         return True
     return False
+
+
+def _mapped_views(unit: Unit, call, node, seen: set[str], tests: set[str]) -> bool:
+    """``map(lambda ...: <view of a parameter>, *sequences)`` where the parameter walks
+    main_grad storage."""
+    args = patterns.positional_args(call)
+    if len(args) < 2 or not isinstance(args[0].value, cst.Lambda):
+        return False
+    function = args[0].value
+    names = [p.name.value for p in function.params.params]
+    walked = {
+        name for name, seq in zip(names, args[1:]) if _holds(unit, seq.value, node, seen, tests)
+    }
+    return grad_storage.view_of(function.body, walked)
 
 
 def _binding_holds(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:

@@ -95,7 +95,8 @@ RULE = Rule(
         the class: `setattr(self, f"weight{i}", Parameter(host.to("cuda")))` in an onload
         step, `self.weight = nn.Parameter(...)`, `register_parameter`), also a weight of a
         submodule the module owns (`self.fc1.weight = ...`, `self.experts[i].weight = ...`,
-        `expert.weight = ...` for `expert` bound to or walking `self.experts`), in a file that names
+        `expert.weight = ...` for `expert` bound to or walking `self.experts`, and through
+        `expert._parameters[...]` or `vars(expert)[...]`), in a file that names
         main_grad: Megatron gave the Parameter its main_grad once, at wrapping, and the
         fresh one has none (analysis/forward_rebinds.py). Lazy creation under a test of
         `None` / `hasattr` / `init` is not reported, nor a method that puts main_grad back.

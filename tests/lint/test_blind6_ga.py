@@ -238,6 +238,27 @@ BUGGY = {
             pieces = torch.split(flat, [w.numel() for w in ctx.weights])
             return (dx, *pieces)  # bug
     """,
+    "c5": """
+        class DenseExperts(nn.Module):
+            def forward(self, x):
+                fc = self.linear_fc2
+                if self.cast_on_forward:
+                    vars(fc)["weight"] = torch.nn.Parameter(fc.weight.to(self.dtype))  # bug
+                return fused_mm(x, fc.weight)  # its backward adds into weight.main_grad
+    """,
+    "d5": """
+        class _Fused(torch.autograd.Function):
+            @staticmethod
+            def backward(ctx, dy):
+                flat = ctx.store.main_grad_buffer
+                dgrad = dy @ ctx.weight_stack
+                wgrad_kernel(ctx.x, dy, out=flat, accumulate=True)
+                for p in ctx.params:
+                    p.grad_added_to_main_grad = True
+                sizes = [p.numel() for p in ctx.params]
+                views = map(lambda c, p: c.view(p.shape), flat.split(sizes), ctx.params)
+                return dgrad, *views  # bug
+    """,
 }
 
 CORRECT = {
@@ -450,6 +471,27 @@ CORRECT = {
                 w.grad_added_to_main_grad = True
             pieces = torch.split(flat, [w.numel() for w in ctx.weights])
             return (dx, *[torch.zeros_like(w) for w in ctx.weights])
+    """,
+    "c5": """
+        class DenseExperts(nn.Module):
+            def forward(self, x):
+                fc = self.linear_fc2
+                if self.cast_on_forward:
+                    fc.weight.data = fc.weight.data.to(self.dtype)
+                return fused_mm(x, fc.weight)  # its backward adds into weight.main_grad
+    """,
+    "d5": """
+        class _Fused(torch.autograd.Function):
+            @staticmethod
+            def backward(ctx, dy):
+                flat = ctx.store.main_grad_buffer
+                dgrad = dy @ ctx.weight_stack
+                wgrad_kernel(ctx.x, dy, out=flat, accumulate=True)
+                for p in ctx.params:
+                    p.grad_added_to_main_grad = True
+                sizes = [p.numel() for p in ctx.params]
+                views = map(lambda p: torch.zeros_like(p), ctx.params)
+                return dgrad, *views
     """,
 }
 
