@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import deliveries, patterns, wgrad
+from . import deliveries, holders, patterns, wgrad
 from .deliveries import Deliveries
 from .module import Unit
 from .wgrad import Mark
@@ -26,6 +26,7 @@ class Gradients:
             and d.name in returned
             and d.node.index not in facts.touching
             and computes_gradient(d.value, unit.context.gradient_helpers)
+            and not _multiplies_held(unit, d.value, d.node)
         ]
         self.uses = {d.index: self._uses(d) for d in self.defs}
 
@@ -64,6 +65,34 @@ def computes_gradient(value, helpers: frozenset[str]) -> bool:
     return isinstance(value, cst.Call) and (
         wgrad.looks_like_gemm(value) or patterns.callee_name(value) in helpers
     )
+
+
+def _multiplies_held(unit: Unit, product, node) -> bool:
+    """A product of a holder's tensor field (``grouped_mm(dy, slot.full)``: the weight the
+    forward multiplied, kept beside the Parameter; analysis/holders.py) is the input
+    gradient, as a product of a name spelled as the weight is."""
+    if isinstance(product, cst.Subscript):
+        product = product.value
+    if isinstance(product, cst.BinaryOperation):
+        operands = [product.left, product.right]
+    elif isinstance(product, cst.Call):
+        operands = [a.value for a in patterns.positional_args(product)]
+    else:
+        return False
+    return any(holders.held_stand_in(unit, _root(o), node) for o in operands)
+
+
+def _root(expr):
+    """The tensor under ``.t()``, ``.transpose(...)``, ``.T`` and subscripts."""
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Subscript) or (
+            isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT", "H", "data")
+        ):
+            expr = expr.value
+        else:
+            return expr
 
 
 def reads(unit: Unit, node, d) -> bool:

@@ -11,12 +11,19 @@ Parameter (``self.weight.data = ...``, ``.copy_()``) keeps the object and is rig
 
 Seen: in a class, the methods a forward runs (``forward``, the class's methods it calls as
 ``self.m(...)``, two calls deep, and methods registered with
-``register_forward_pre_hook(self.m)``), binding an attribute of ``self`` to a
-``Parameter(...)`` call, directly or through a local bound to one. Not reported: a binding
-under a test that reads like lazy creation (``None``, ``hasattr``, ``init``,
-``materializ``, ``lazy``: the first forward building the weights before any wrapping), or
-in a method that puts main_grad back on something itself. Not seen: rebinding from
-helpers of other classes or files, or from hooks registered elsewhere.
+``register_forward_pre_hook(self.m)``), binding an attribute of an object the module owns
+to a ``Parameter(...)`` call, directly or through a local bound to one. Owned: ``self``, its
+attributes and their items (``self.fc1``, ``self.experts[i]``), and locals the method binds
+to one of those or walks them with (``for expert in self.experts``, ``enumerate(...)``,
+``self.experts.children()``), also through the module's registry
+(``expert._parameters["weight"] = ...``, ``vars(expert)["weight"] = ...``): a submodule's
+Parameter was wrapped with the module's, so
+``expert.weight = nn.Parameter(...)`` loses its main_grad just as ``self.weight = ...``
+does. Not reported: a binding under a test that reads like lazy creation (``None``,
+``hasattr``, ``init``, ``materializ``, ``lazy``: the first forward building the weights
+before any wrapping), or in a method that puts main_grad back on something itself. Not
+seen: rebinding from helpers of other classes or files, or from hooks registered elsewhere,
+or of a module handed in as an argument (not owned).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import patterns
+from . import iteration, patterns
 from .module import ModuleContext, suite_body
 
 PARAMETER = "Parameter"
@@ -91,6 +98,7 @@ def _self_method(expr) -> str | None:
 
 def _in_method(context: ModuleContext, method: cst.FunctionDef) -> Iterator[Rebinding]:
     fresh_locals = set()
+    owned = _owned_locals(method)
     for node in patterns.walk(method.body):
         if type(node) is cst.Assign and _is_parameter(node.value, ()):
             fresh_locals.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
@@ -101,7 +109,7 @@ def _in_method(context: ModuleContext, method: cst.FunctionDef) -> Iterator[Rebi
     for stmt, parents in _statements_with_tests(method.body.body, ()):
         if any(word in context.code(test) for test in parents for word in LAZY_WORDS):
             continue
-        attribute = _bound_attribute(context, stmt, fresh_locals)
+        attribute = _bound_attribute(context, stmt, fresh_locals, owned)
         if attribute is not None:
             yield Rebinding(stmt, method.name.value, attribute)
 
@@ -136,11 +144,44 @@ def _statements_with_tests(body, tests) -> Iterator[tuple[cst.CSTNode, tuple]]:
                 yield from _statements_with_tests(suite_body(handler.body), tests)
 
 
-def _bound_attribute(context: ModuleContext, stmt, fresh_locals) -> str | None:
-    """The attribute of ``self`` this statement binds to a fresh Parameter, as text."""
+def _owned_locals(method: cst.FunctionDef) -> frozenset[str]:
+    """Locals of the method that hold an object the module owns: bound to one, or walking
+    one element by element (submodules of ``self``, reached from ``self`` alone)."""
+    owned = {"self"}
+    for node in patterns.walk(method.body):
+        if type(node) is cst.Assign and _rooted(node.value, owned):
+            owned.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
+        elif type(node) is cst.For:
+            owned.update(
+                name.value for name, seq in iteration.element_sequences(node) if _rooted(seq, owned)
+            )
+    return frozenset(owned)
+
+
+def _rooted(expr, owned) -> bool:
+    """``expr`` reaches an owned object through attributes, items and argument-less method
+    calls (``self.experts[i]``, ``self.experts.children()``, ``self.experts.values()``)."""
+    while True:
+        kind = type(expr)
+        if kind is cst.Name:
+            return expr.value in owned
+        if kind in (cst.Attribute, cst.Subscript):
+            expr = expr.value
+        elif kind is cst.Call and not expr.args and type(expr.func) is cst.Attribute:
+            expr = expr.func.value
+        else:
+            return False
+
+
+def _bound_attribute(context: ModuleContext, stmt, fresh_locals, owned) -> str | None:
+    """The attribute of an owned object this statement binds to a fresh Parameter, as
+    text."""
     if type(stmt) is cst.Assign and _is_parameter(stmt.value, fresh_locals):
         for t in stmt.targets:
-            if _self_method(t.target) is not None:
+            if type(t.target) is cst.Attribute and _rooted(t.target.value, owned):
+                return context.code(t.target).strip()
+            if _parameters_slot(t.target, owned):
+                # ``expert._parameters["weight"] = Parameter(...)``: what setattr does
                 return context.code(t.target).strip()
     if type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
         call = stmt.value
@@ -149,28 +190,44 @@ def _bound_attribute(context: ModuleContext, stmt, fresh_locals) -> str | None:
         if (
             name == "setattr"
             and len(args) == 3
-            and _is_self(args[0].value)
+            and _rooted(args[0].value, owned)
             and _is_parameter(args[2].value, fresh_locals)
         ):
-            return _named(context, args[1].value)
+            return _named(context, args[0].value, args[1].value)
         if (
             name == "register_parameter"
             and len(args) == 2
-            and _self_method(call.func)
+            and type(call.func) is cst.Attribute
+            and _rooted(call.func.value, owned)
             and _is_parameter(args[1].value, fresh_locals)
         ):
-            return _named(context, args[0].value)
+            return _named(context, call.func.value, args[0].value)
     return None
 
 
-def _named(context: ModuleContext, name) -> str:
+def _parameters_slot(target, owned) -> bool:
+    """``X._parameters[key]`` of an owned ``X`` (the module's own registry of Parameters), or
+    its attribute dict (``vars(X)[key]``, ``X.__dict__[key]``: read before the registry)."""
+    if type(target) is not cst.Subscript:
+        return False
+    registry = target.value
+    if type(registry) is cst.Attribute and registry.attr.value in ("_parameters", "__dict__"):
+        return _rooted(registry.value, owned)
+    args = patterns.positional_args(registry) if type(registry) is cst.Call else []
+    return (
+        patterns.callee_name(registry) == "vars"
+        and len(args) == 1
+        and _rooted(args[0].value, owned)
+    )
+
+
+def _named(context: ModuleContext, owner, name) -> str:
     """``self.w`` for the literal ``"w"``, ``getattr(self, name)`` otherwise."""
     literal = patterns.string_value(name)
-    return f"self.{literal}" if literal else f"getattr(self, {context.code(name).strip()})"
-
-
-def _is_self(expr) -> bool:
-    return type(expr) is cst.Name and expr.value == "self"
+    owner_text = context.code(owner).strip()
+    if literal:
+        return f"{owner_text}.{literal}"
+    return f"getattr({owner_text}, {context.code(name).strip()})"
 
 
 def _is_parameter(value, fresh_locals) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import iteration, patterns
+from . import holders, iteration, patterns
 from .module import Unit
 from .provenance import (
     COPIES,
@@ -53,7 +53,9 @@ def surely_stand_in(
         kind = objects.of(expr)
         return kind if kind in COPIES else None
     if isinstance(expr, cst.Attribute):
-        return objects.ctx.attrs.get(expr.attr.value) if on_ctx(expr) else None
+        if on_ctx(expr):
+            return objects.ctx.attrs.get(expr.attr.value)
+        return holders.HELD if holders.held_stand_in(unit, expr, node) else None
     if isinstance(expr, cst.Call):
         kind = objects.of(expr)
         return kind if kind in COPIES else None
@@ -109,7 +111,7 @@ def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> s
         if on_ctx(value):
             kind = objects.ctx.attrs.get(value.attr.value) or SAVED
             return _as_stand_in(objects, d.name, kind)
-        return None
+        return surely_stand_in(objects, unit, value, d.node, seen)  # ``buf = slot.full``
     return _as_stand_in(objects, d.name, objects.of(value))
 
 
@@ -171,3 +173,52 @@ def _unpacked(d) -> bool:
         and d.value is owner.value
         and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in owner.targets)
     )
+
+
+# A weight-shaped allocation (the dummy handed back for a Parameter whose gradient went into
+# main_grad) takes its shape from one tensor: the receiver of ``X.new_zeros()`` with no shape,
+# the model of ``torch.zeros_like(X)``, or the tensor whose ``.shape`` / ``.size()`` it is
+# given (``get_dummy_wgrad(list(X.shape), ...)``, ``torch.zeros(X.size())``,
+# ``Y.new_zeros(X.shape)``).
+LIKE_ALLOCATORS = frozenset({"zeros_like", "empty_like", "ones_like", "full_like"})
+NEW_ALLOCATORS = frozenset({"new_zeros", "new_empty", "new_ones", "new_full"})
+DUMMY_HELPERS = frozenset({"get_dummy_wgrad"})
+SIZED_ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", *DUMMY_HELPERS})
+
+
+def shape_source(call: cst.Call) -> cst.BaseExpression | None:
+    """The tensor a weight-shaped allocation takes its shape from, or None."""
+    name = patterns.callee_name(call)
+    args = [a for a in call.args if a.keyword is None]
+    if name in LIKE_ALLOCATORS:
+        return args[0].value if args and not args[0].star else None
+    # torch's allocators take dimensions only as positionals; the dummy helper's shape is
+    # its first argument (then dtype)
+    sized = _sized_by(args[:1] if name in DUMMY_HELPERS else args)
+    if name in NEW_ALLOCATORS and type(call.func) is cst.Attribute:
+        return sized if sized is not None else (None if args else call.func.value)
+    return sized if name in SIZED_ALLOCATORS else None
+
+
+def _sized_by(args) -> cst.BaseExpression | None:
+    """The one tensor whose sizes the shape arguments are: ``X.shape`` / ``X.size()`` (also
+    in ``list(...)`` / ``tuple(...)`` or starred), or each dimension taken from it
+    (``X.shape[0], X.size(1)``)."""
+    roots = [_dimension_of(a.value) for a in args]
+    if not roots or any(r is None for r in roots):
+        return None
+    texts = {cst.Module([]).code_for_node(r) for r in roots}
+    return roots[0] if len(texts) == 1 else None
+
+
+def _dimension_of(shape) -> cst.BaseExpression | None:
+    if type(shape) is cst.Call and patterns.callee_name(shape) in ("list", "tuple"):
+        inner = patterns.positional_args(shape)
+        shape = inner[0].value if len(inner) == 1 else None
+    if type(shape) is cst.Subscript:
+        shape = shape.value  # ``X.shape[0]``
+    if type(shape) is cst.Attribute and shape.attr.value == "shape":
+        return shape.value
+    if type(shape) is cst.Call and patterns.is_attr(shape.func, "size") and len(shape.args) < 2:
+        return shape.func.value  # ``X.size()``, ``X.size(0)``
+    return None

@@ -15,6 +15,8 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
+grad_storage = LazyModule("..analysis.grad_storage", __package__)
+dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
 
 CODE = "GMLP031"
 # Functions that produce a weight gradient (as GMLP016 judges producers).
@@ -51,6 +53,15 @@ RULE = Rule(
         `*grad_weight*`, `*weight_grad*`, `*_dw`, or one that marks
         `grad_added_to_main_grad`. (GMLP005 reports a GEMM result written into main_grad and
         returned under the mark.)
+
+        The flat buffer the main_grads are views of counts as main_grad: an attribute
+        named `grad_data` (Megatron's bucket) or naming main_grad with a buffer word
+        (`flat_main_grad`, `main_grad_buffer`), in a function that spells main_grad or marks
+        a weight; so do its pieces, walked by a comprehension or loop
+        (`[c.view_as(w) for c, w in zip(flat.split(numels), weights)]`, `for piece in
+        flat.chunk(G)`, `torch.split(flat, numels)`, `map(lambda c, w: c.view_as(w),
+        flat.split(numels), weights)`). A per-expert comprehension bound to a name only to
+        be handed back is reported where it is built.
 
         Per-expert lists: a list or tuple every element of which holds main_grad
         (`[w.main_grad for w in weights]`, `list(getattr(w, "main_grad") for w in ws)`,
@@ -170,7 +181,10 @@ def check(context: ModuleContext, out: Collector) -> None:
     if "main_grad" not in context.source:
         return
     for unit in context.units:
-        if unit.survey.spells_main_grad and isinstance(unit.owner, cst.FunctionDef):
+        # a function that marks the flag may hand back main_grad under another name (the
+        # flat buffer the main_grads are views of) without spelling main_grad itself
+        spells = unit.survey.spells_main_grad or unit.survey.spells_grad_added
+        if spells and isinstance(unit.owner, cst.FunctionDef):
             _check_unit(unit, out)
 
 
@@ -183,11 +197,37 @@ def _check_unit(unit: Unit, out: Collector) -> None:
             for element in wgrad.elements(root.value):
                 tests: set[str] = set()
                 if _holds(unit, element, node, set(), tests) and not tests & choices:
-                    out.report(CODE, element, RETURNED.format(value=out.text(element)))
+                    site = _made_for_return(unit, element, node) or element
+                    out.report(CODE, site, RETURNED.format(value=out.text(element)))
         elif producer and isinstance(root, cst.Assign) and _holds(unit, root.value, node, set()):
             for target in root.targets:
                 if patterns.is_attr(target.target, "grad"):
                     out.report(CODE, root, ASSIGNED.format(target=out.text(target.target)))
+
+
+def _made_for_return(unit: Unit, element, node):
+    """The statement binding a returned name to a per-expert comprehension, where that
+    binding is the name's only one reaching the ``return``, writes nothing (no ``out=``, no
+    in-place call) and nothing else reads it (``grads = [c.view_as(w) for ...]``): the list
+    of gradients was made to be handed back, and there main_grad was chosen as each one. A
+    buffer also written or given to a GEMM is reported at the ``return``."""
+    if not isinstance(element, cst.Name):
+        return None
+    defs = unit.reaching.reaching(element.value, node)
+    if len(defs) != 1 or defs[0].kind != "assign":
+        return None
+    d = defs[0]
+    comprehension = isinstance(d.value, (cst.ListComp, cst.GeneratorExp))
+    if not comprehension or wgrad.assigned_name(d.node.owner) is None:
+        return None
+    if any(
+        grad_storage.writes(call) for call in patterns.walk(d.value) if isinstance(call, cst.Call)
+    ):
+        return None
+    others = (n for n in unit.graph.nodes if n is not node and n is not d.node)
+    if any(dropped_gradients.reads(unit, n, d) for n in others):
+        return None
+    return d.node.owner
 
 
 def _producer(unit: Unit) -> bool:
@@ -220,12 +260,20 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
     if isinstance(expr, cst.Subscript):
         return _holds(unit, expr.value, node, seen, tests)
     if isinstance(expr, cst.Attribute):
+        if grad_storage.names_storage(expr.attr.value):
+            return True
         return expr.attr.value in patterns.VIEW_ATTRS and _holds(
             unit, expr.value, node, seen, tests
         )
     if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
-        # ``[w.main_grad for w in weights]``: per-expert buffers, every element main_grad
-        return _holds(unit, expr.elt, node, seen, tests)
+        # ``[w.main_grad for w in weights]``: per-expert buffers, every element main_grad;
+        # ``[c.view_as(w) for c, w in zip(flat.split(n), ws)]``: views of the pieces of one
+        walked = {
+            name.value
+            for name, seq in iteration.element_sequences(expr.for_in)
+            if _holds(unit, seq, node, seen, tests)
+        }
+        return _holds(unit, expr.elt, node, seen, tests) or grad_storage.view_of(expr.elt, walked)
     if isinstance(expr, (cst.List, cst.Tuple)):
         # ``[fc1.main_grad, fc2.main_grad]`` bound to a name and returned whole or starred
         return bool(expr.elements) and all(
@@ -245,9 +293,15 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
         out = wgrad.keyword_value(unit, expr, node, "out")  # also from a **kwargs dict
         if out is not None and _holds(unit, out, node, seen, tests):
             return True  # a call given ``out=`` returns that tensor: the GEMM's result
+        if patterns.callee_name(expr) == "map":
+            # ``map(lambda c, w: c.view_as(w), flat.split(n), ws)``: as the comprehension
+            return _mapped_views(unit, expr, node, seen, tests)
+        if grad_storage.torch_view(expr):
+            # ``torch.split(flat, numels)``: the function form of the view method
+            return _holds(unit, patterns.positional_args(expr)[0].value, node, seen, tests)
         if isinstance(expr.func, cst.Attribute):
             name = expr.func.attr.value
-            returns_self = name in patterns.VIEW_METHODS or _in_place(name)
+            returns_self = name in patterns.VIEW_METHODS or grad_storage.in_place(name)
             return returns_self and _holds(unit, expr.func.value, node, seen, tests)
         return False
     if isinstance(expr, cst.Name) and expr.value not in seen:
@@ -272,7 +326,25 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
     return False
 
 
+def _mapped_views(unit: Unit, call, node, seen: set[str], tests: set[str]) -> bool:
+    """``map(lambda ...: <view of a parameter>, *sequences)`` where the parameter walks
+    main_grad storage."""
+    args = patterns.positional_args(call)
+    if len(args) < 2 or not isinstance(args[0].value, cst.Lambda):
+        return False
+    function = args[0].value
+    names = [p.name.value for p in function.params.params]
+    walked = {
+        name for name, seq in zip(names, args[1:]) if _holds(unit, seq.value, node, seen, tests)
+    }
+    return grad_storage.view_of(function.body, walked)
+
+
 def _binding_holds(unit: Unit, d, seen: set[str], tests: set[str]) -> bool:
+    if d.kind == "for" and d.value is not None:
+        # ``for piece in flat.split(n)``: each element of a sequence of main_grad's pieces
+        sequence = iteration.element_source(d.node.owner, d.target)
+        return sequence is not None and _holds(unit, sequence, d.node, seen, tests)
     if d.kind != "assign" or d.value is None:
         return False
     if isinstance(d.value, cst.List) and not d.value.elements:
@@ -314,8 +386,3 @@ def _first_output_holds(unit: Unit, value, node, seen: set[str], tests: set[str]
             for d in defs
         )
     return False
-
-
-def _in_place(name: str) -> bool:
-    """``main_grad.add_(g)`` returns main_grad itself."""
-    return name.endswith("_") and not name.startswith("_")

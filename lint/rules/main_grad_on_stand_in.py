@@ -31,8 +31,9 @@ RULE = Rule(
     ),
     flags=(
         "`X.main_grad` / `getattr(X, 'main_grad')`, `X.grad_added_to_main_grad = True`, "
-        "`X.grad = ...` / `X.grad += ...` or `weakref.ref(X)` where X is known to be a "
-        "quantized or gathered copy of the weight "
+        "`X.grad = ...` / `X.grad += ...`, `weakref.ref(X)` or, where a weight is marked, a "
+        "dummy shaped like X, where X is known to be a quantized or gathered copy of the "
+        "weight or a holder's tensor field beside its Parameter field "
         "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
         "the restored copy of a Parameter the function names `origin_X`"
     ),
@@ -60,7 +61,16 @@ RULE = Rule(
         `zip(W, L)`; analysis/iteration.py, analysis/stand_ins.py); a dict comprehension of
         copies (`{e: quantize(w) for e, w in enumerate(weights)}`) walked through
         `.values()` / `.items()` or indexed; a name bound by a walrus as by an assignment
-        (`if (wq := quantize(w)) is not None:`). Reads of
+        (`if (wq := quantize(w)) is not None:`); the tensor field of a holder class that
+        keeps the Parameter in another field (`param: nn.Parameter` beside `full:
+        torch.Tensor` in a dataclass, NamedTuple or `__init__`), read as `self.full` in its
+        methods or through a name annotated with the class or a `ctx` attribute holding one
+        (analysis/holders.py). In a function that marks a weight, a weight-shaped allocation
+        (the dummy: `X.new_zeros(...)`, `torch.zeros_like(X)`, `torch.zeros(X.shape)`,
+        `get_dummy_wgrad(list(X.size()), ...)`) shaped like such a copy is reported too: it
+        has the gathered or quantized shape and dtype, not the Parameter's (a weight only
+        restored beside an `origin_` twin is not: it may be the forward input the dummy is
+        handed back for, as in MindSpeed's GMM). Reads of
         main_grad inside the block that marks one weight are
         GMLP007's; reads of `overwrite_main_grad` / `zero_out_wgrad` from a stand-in are
         GMLP007's too.
@@ -180,6 +190,7 @@ KINDS = {
     "saved": "the copy restored from ctx (the function names the Parameter `{twin}`)",
     "quantized": "a quantized copy of the weight",
     "materialized": "a materialized (gathered) copy of the weight",
+    "held": "a tensor field kept beside the holder's Parameter field (not the Parameter)",
 }
 MESSAGE = (
     "{what} `{subject}`, {kind}: the copy carries no main_grad or flags of the Parameter, "
@@ -190,6 +201,8 @@ EFFECTS = {
     "reduces (or the read fails)",
     "flag": "the Parameter itself stays unmarked and its hook adds the real gradient again",
     "weakref": "backward reaches the copy, not the Parameter, through this reference",
+    "dummy": "it has the copy's shape and dtype (the gathered whole, the FP8 copy), not "
+    "the Parameter's: autograd rejects it or the hook adds a wrong tensor into main_grad",
     "grad": "the gradient lands on a temporary the optimizer never sees and the Parameter's "
     "`.grad` stays empty",
 }
@@ -227,7 +240,9 @@ def _check_unit(unit: Unit, out: Collector) -> None:
 
 
 def _candidates(unit: Unit):
-    """(subject, node, root, what, effect) for each main_grad read, flag set and weakref."""
+    """(subject, node, root, what, effect) for each main_grad read, flag set, weakref, and
+    weight-shaped allocation in a function that marks a weight."""
+    marks = unit.survey.spells_grad_added
     for root, node in unit.expression_roots():
         subject = wgrad.marked_subject(root)
         if subject is not None:
@@ -246,6 +261,9 @@ def _candidates(unit: Unit):
                 yield owner, node, root, "main_grad is taken from", "main_grad"
             elif (referent := provenance.weakref_referent(sub)) is not None:
                 yield referent, node, root, "a weakref is taken of", "weakref"
+            elif marks and type(sub) is cst.Call and (model := stand_ins.shape_source(sub)):
+                # the dummy handed back in the marked Parameter's place
+                yield model, node, root, "the dummy gradient is shaped like", "dummy"
 
 
 def _grad_targets(root) -> list:
@@ -261,13 +279,14 @@ def _grad_targets(root) -> list:
 
 def _may_stand_in(unit: Unit, subject, node) -> bool:
     """A cheap first look: only a name every reaching binding of which is an assignment or
-    a loop over a sequence (an element of a list of copies), a ``ctx`` attribute, or a call
-    can be a known stand-in."""
+    a loop over a sequence (an element of a list of copies), a ``ctx`` attribute, a field of
+    a name (a holder's tensor field: analysis/holders.py), or a call can be a known
+    stand-in."""
     if isinstance(subject, cst.Name):
         defs = unit.reaching.reaching(subject.value, node)
         return bool(defs) and all(d.kind in ("assign", "walrus", "for") for d in defs)
     if isinstance(subject, cst.Attribute):
-        return provenance.on_ctx(subject)
+        return provenance.on_ctx(subject) or isinstance(subject.value, cst.Name)
     return isinstance(subject, (cst.Call, cst.Subscript))
 
 
@@ -278,6 +297,11 @@ class _Reporter:
     def __call__(self, subject, what: str, effect: str) -> None:
         kind = self._kind(subject)
         if kind is None or self._rebinds_itself(subject):
+            return
+        if effect == "dummy" and kind == provenance.SAVED:
+            # a restored weight may be the forward input the dummy is handed back for
+            # (MindSpeed's GMM saves `weight` beside `original_weight` and returns the
+            # dummy at `weight`'s place): only a copy's shape surely differs
             return
         out = self.out
         text = out.text(subject)

@@ -46,7 +46,8 @@ RULE = Rule(
         "copy or a view (`w.t().contiguous().t()`, `w.view(...)`) followed by a read of "
         "`w.main_grad`, `grad_added_to_main_grad`, `overwrite_main_grad` or `zero_out_wgrad` "
         "that this binding reaches; or an attribute of `self` bound to a fresh `Parameter(...)` "
-        "(assignment, `setattr`, `register_parameter`) by a method the module's forward runs"
+        "or of a submodule it owns (assignment, `setattr`, `register_parameter`) by a method the "
+        "module's forward runs"
     ),
     explanation="""
         Issue #19, class 2. main_grad, `grad_added_to_main_grad`, `overwrite_main_grad` and
@@ -92,15 +93,19 @@ RULE = Rule(
         Also reported: a module's weight rebound to a fresh `Parameter(...)` on the way
         into each forward (`forward`, the class's methods it calls, forward pre-hooks of
         the class: `setattr(self, f"weight{i}", Parameter(host.to("cuda")))` in an onload
-        step, `self.weight = nn.Parameter(...)`, `register_parameter`), in a file that names
+        step, `self.weight = nn.Parameter(...)`, `register_parameter`), also a weight of a
+        submodule the module owns (`self.fc1.weight = ...`, `self.experts[i].weight = ...`,
+        `expert.weight = ...` for `expert` bound to or walking `self.experts`, and through
+        `expert._parameters[...]` or `vars(expert)[...]`), in a file that names
         main_grad: Megatron gave the Parameter its main_grad once, at wrapping, and the
         fresh one has none (analysis/forward_rebinds.py). Lazy creation under a test of
         `None` / `hasattr` / `init` is not reported, nor a method that puts main_grad back.
 
         Not seen: a rebinding in a helper of another file (MindSpeed !1534's rebinding
         helper returns the copy to a caller whose matmul reads main_grad elsewhere), an
-        attribute of another object rebound (`module.weight = Parameter(...)`, Automodel #2986's
-        re-tie), or of `self` outside the forward path,
+        attribute of an object the module does not own rebound (a module handed in as an
+        argument: `module.weight = Parameter(...)`, Automodel #2986's re-tie), or of `self` or
+        its submodules outside the forward path,
         attributes copied over by a helper, whether a put-back runs on every path, lists
         filled by `extend` or holding new objects for some weights only, copies
         kept under another name (that
