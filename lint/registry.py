@@ -70,6 +70,7 @@ RULE_MODULES = {
     "GMLP041": "main_grad_write_once_per_step",
     "GMLP042": "grad_ready_hook_skipped",
     "GMLP043": "delayed_wgrad_list_misses_alternative",
+    "GMLP046": "main_grad_fetch_not_exposed",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

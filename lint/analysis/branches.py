@@ -137,13 +137,13 @@ class _Finder:
                 continue
             found.destination = found.destination or self.writes_main_grad(stmt, node)
             found.scratch = found.scratch or self.swaps_in_scratch(stmt, node)
-            found.bookkeeping |= self.bookkeeping(stmt)
+            found.bookkeeping |= self.bookkeeping(stmt, node)
         return found
 
     def expression_effects(self, expr, node: Node, returned: bool) -> Effects:
         found = Effects()
         found.destination = self.uses_main_grad(expr, node)
-        found.bookkeeping = self.calls_bookkeeping(expr)
+        found.bookkeeping = self.calls_bookkeeping(expr) | self.held_bookkeeping(expr, node)
         if returned and patterns.is_none_like(expr):
             found.bookkeeping.add(NONE_GRADS)
         return found
@@ -218,8 +218,10 @@ class _Finder:
             return False
         return any(self.uses_main_grad(child, node) for child in _expression_children(expr))
 
-    def bookkeeping(self, stmt: cst.CSTNode) -> set[str]:
+    def bookkeeping(self, stmt: cst.CSTNode, node: Node) -> set[str]:
         kinds = self.calls_bookkeeping(stmt)
+        if isinstance(stmt, (cst.Assign, cst.AnnAssign, cst.Return)) and stmt.value is not None:
+            kinds |= self.held_bookkeeping(stmt.value, node)
         if isinstance(stmt, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and stmt.value is not None:
             targets = patterns.assignment_targets(stmt)
             if any(
@@ -251,6 +253,20 @@ class _Finder:
                 if len(args) >= 2 and patterns.string_is(args[1].value, patterns.GRAD_ADDED):
                     kinds.add(GRAD_ADDED)
         return kinds
+
+    def held_bookkeeping(self, expr: cst.CSTNode, node: Node) -> set[str]:
+        """A dummy handed on by name: ``dummy`` where every definition of it reaching
+        ``node`` made a dummy wgrad (``dummy = get_dummy_wgrad(...)`` earlier in the
+        function). The side of a branch that passes it on chooses the dummy as much as one
+        that calls the maker there."""
+        if type(expr) is not cst.Name:
+            return set()
+        defs = self.unit.reaching.reaching(expr.value, node)
+        made = [
+            d.kind == "assign" and d.value is not None and DUMMY in self.calls_bookkeeping(d.value)
+            for d in defs
+        ]
+        return {DUMMY} if made and all(made) else set()
 
     def assigns_returned(self, root: cst.CSTNode) -> bool:
         if isinstance(root, (cst.Assign, cst.AnnAssign)):

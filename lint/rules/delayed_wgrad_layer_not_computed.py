@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 classes = LazyModule("..analysis.classes", __package__)
+gated_layers = LazyModule("..analysis.gated_layers", __package__)
 late_layers = LazyModule("..analysis.late_layers", __package__)
 outside = LazyModule("..analysis.outside_registrations", __package__)
 registration_facts = LazyModule("..registration_facts", __package__)
@@ -38,7 +39,9 @@ RULE = Rule(
         "from outside the class (a function of any file of the run, the class resolved across "
         "files): a delayed layer hung on an instance that the class's `backward_dw` never "
         "reaches, delayed wgrad switched on for a class with layers and no `backward_dw`, an "
-        "instance's `backward_dw` replaced by a function that never calls the original"
+        "instance's `backward_dw` replaced by a function that never calls the original; a "
+        "layer whose `backward_dw()` the class's own `backward_dw` calls only under a test "
+        "not about the delay (`if self.cfg.recompute: return` before it)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). With `delay_wgrad_compute`, a
@@ -84,6 +87,18 @@ RULE = Rule(
         `x.backward_dw = f`, `f` a lambda or a `def` of the same function, that never calls
         the original (a name bound to `x.backward_dw`, or any `....backward_dw(...)` call),
         on a class whose `backward_dw` computes something.
+
+        Reached only on some paths (since blind corpus 6): a layer built unconditionally in
+        `__init__` whose every `self.x.backward_dw()` call in the class's own `backward_dw`
+        sits under a test not about the delay - an early `return` under
+        `self.cfg.recompute_activation`, an `if self.fp8:` around it, the `else` of a fusion
+        switch. The layer's backward stored the work whatever those say. Tests are judged as
+        GMLP038 judges them for `super().backward_dw()` (words of the delay, None tests and
+        calls count as related); a test that reads a parameter of `backward_dw` is the
+        caller's schedule (`MoELayer.backward_dw(routed_experts=True)`) and is left alone, as
+        are layers built under an `if`, layers `backward_dw` mentions other than by calling
+        their `backward_dw` (handed to a helper, put in a list) and layers a method it calls
+        reaches too.
 
         Left alone: a layer the class uses only through its parameters (`self.x.weight`
         handed to an autograd function of its own, as THUDM/slime's indexer does): its
@@ -252,6 +267,11 @@ LATE = (
     "gradient is never computed (or computed outside the delayed schedule, its hooks "
     "never driven)"
 )
+GATED = (
+    "`{owner}.backward_dw` computes `self.{attr}`'s delayed weight gradient only when "
+    "`{cond}`, a test not about the delay: the layer stored its wgrad work whatever that "
+    "says, so otherwise its weight gradient is never computed"
+)
 NONE = (
     "`{name}` takes delay_wgrad_compute and builds weight layers ({attrs}) but has no "
     "backward_dw: with delayed wgrad their weight gradients are never computed"
@@ -300,6 +320,11 @@ def check(context: ModuleContext, out: Collector) -> None:
         for attr, where in late.items():
             if attr not in reached:
                 out.report(CODE, where, LATE.format(attr=attr, owner=owner))
+        for attr, gate, when_false in gated_layers.gated_layers(index, model, reached):
+            condition = out.text(gate.test)
+            condition = f"not ({condition})" if when_false else condition
+            message = GATED.format(attr=attr, owner=model.name, cond=condition)
+            out.report(CODE, gated_layers.anchor(gate, when_false), message)
 
 
 def _check_registrations(context: ModuleContext, out: Collector) -> None:

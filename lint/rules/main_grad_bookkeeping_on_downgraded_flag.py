@@ -57,6 +57,11 @@ RULE = Rule(
         accumulate`, or a `setattr` of it) is the same choice without a branch and is
         reported too (no fix: the right value depends on what was written).
 
+        A side counts by what a name on it holds as well (since blind corpus 6): `return dx,
+        (dummy if accumulate else wgrad)` or `if accumulate: wgrad = dummy`, where every
+        definition of `dummy` reaching the branch made a dummy wgrad (a call named for it,
+        or a function of the module that makes or marks one).
+
         Choices by indexing are branches on the index: `{True: dummy, False:
         wgrad}[accumulate]`, `{...}.get(accumulate)`, `(wgrad, dummy)[accumulate]` (a bool
         indexes as 0 or 1). A conditional expression in a comprehension whose test reads the

@@ -1,0 +1,277 @@
+"""Fetches of Megatron-FSDP's main_grad that leave ``param.main_grad`` unfetched (issue
+#19, class 8; Megatron-LM #5209's shape).
+
+Megatron-FSDP sets ``param.main_grad = None`` on its parameters and hands out the buffer
+only through ``param.get_main_grad()``. Code that builds Transformer Engine ops with
+``accumulate_into_main_grad`` on such parameters must bind the fetched buffer to
+``param.main_grad`` before the op runs: the op reads that attribute. Two ways a fetch the
+code does write never gets there:
+
+* the fetch sits under an existence test (``if not hasattr(p, "main_grad")``, ``"main_grad"
+  not in vars(p)``, the ``else`` of ``if hasattr(p, "main_grad")``, an ``except
+  AttributeError`` around reading it): the attribute exists, holding None, so the fetch
+  never runs. Megatron-LM's fix asks ``getattr(param, "main_grad", None) is None``;
+* the fetched buffer is stored where nobody reads it - a ``self`` attribute of the class
+  (a dict by name, a list) that no other method of the class mentions - and the function
+  binds no ``.main_grad``.
+
+A test that also lets the fetch run some other way (``not hasattr(p, "main_grad") or
+p.main_grad is None``) is left alone; so is a fetched buffer returned, used in the function
+(as a GEMM's output), or kept where another method reads it (``ctx``, locals handed on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import patterns
+from .module import suite_body
+
+MAIN_GRAD = "main_grad"
+FETCH = "get_main_grad"
+# Methods that put a value into a container attribute.
+STORING = frozenset({"append", "extend", "insert", "update", "setdefault", "__setitem__"})
+
+
+@dataclass(frozen=True)
+class Unexposed:
+    node: cst.CSTNode  # where to point: the guard's test, or the store
+    kind: str  # "guard" or "stored"
+    receiver: str  # the attribute the buffer was stored in, for "stored"
+
+
+def unexposed_fetches(module: cst.Module) -> list[Unexposed]:
+    found: list[Unexposed] = []
+    # ``walk`` enters the function it starts at, so a nested one may come up twice.
+    for scope in {id(s): s for s in _scopes(module)}.values():
+        if type(scope) is cst.ClassDef:
+            found.extend(_stored_away(scope))
+        else:
+            found.extend(_guarded(suite_body(scope.body)))
+    return found
+
+
+def _scopes(node: cst.CSTNode) -> Iterator[cst.FunctionDef | cst.ClassDef]:
+    """Every function and class of the module, nested ones too (``walk`` stops at them)."""
+    body = node.body if type(node) is cst.Module else suite_body(node.body)
+    for stmt in body:
+        for sub in patterns.walk(stmt):
+            if type(sub) in (cst.FunctionDef, cst.ClassDef):
+                yield sub
+                yield from _scopes(sub)
+
+
+# -- a fetch under an existence test ---------------------------------------------------------
+def _guarded(suite: Sequence[cst.CSTNode]) -> Iterator[Unexposed]:
+    for i, stmt in enumerate(suite):
+        if type(stmt) is cst.If:
+            yield from _if_guard(stmt)
+            # ``if hasattr(p, "main_grad"): continue`` - what follows is the other side.
+            if (
+                stmt.orelse is None
+                and _ends_in_jump(suite_body(stmt.body))
+                and _requires_not(stmt.test, present=False)
+                and _fetches(suite[i + 1 :])
+            ):
+                yield Unexposed(stmt.test, "guard", "")
+        elif type(stmt) is cst.Try:
+            if _reads_main_grad(stmt.body) and any(
+                _catches_attribute_error(h) and _fetches(suite_body(h.body)) for h in stmt.handlers
+            ):
+                yield Unexposed(stmt, "guard", "")
+            for sub in (stmt.body, *(h.body for h in stmt.handlers)):
+                yield from _guarded(suite_body(sub))
+        elif isinstance(stmt, cst.BaseCompoundStatement) and type(stmt) not in (
+            cst.FunctionDef,
+            cst.ClassDef,
+        ):
+            for sub in _suites(stmt):
+                yield from _guarded(suite_body(sub))
+
+
+def _if_guard(stmt: cst.If) -> Iterator[Unexposed]:
+    if _fetches(suite_body(stmt.body)) and _requires(stmt.test, present=False):
+        yield Unexposed(stmt.test, "guard", "")
+    orelse = stmt.orelse
+    if (
+        type(orelse) is cst.Else
+        and _requires_not(stmt.test, present=False)
+        and _fetches(suite_body(orelse.body))
+    ):
+        yield Unexposed(stmt.test, "guard", "")
+    yield from _guarded(suite_body(stmt.body))
+    if type(orelse) is cst.If:
+        yield from _if_guard(orelse)
+    elif orelse is not None:
+        yield from _guarded(suite_body(orelse.body))
+
+
+def _requires(test: cst.BaseExpression, *, present: bool) -> bool:
+    """The test being true requires main_grad to be present (absent, ``present=False``):
+    one operand of an ``and`` does, or every operand of an ``or``."""
+    kind = type(test)
+    if kind is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _requires_not(test.expression, present=present)
+    if kind is cst.BooleanOperation:
+        left = _requires(test.left, present=present)
+        right = _requires(test.right, present=present)
+        return (left or right) if type(test.operator) is cst.And else (left and right)
+    asked = _asks_presence(test)
+    return asked is not None and asked == present
+
+
+def _requires_not(test: cst.BaseExpression, *, present: bool) -> bool:
+    """The test being false requires main_grad to be present (absent)."""
+    kind = type(test)
+    if kind is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _requires(test.expression, present=present)
+    if kind is cst.BooleanOperation:
+        left = _requires_not(test.left, present=present)
+        right = _requires_not(test.right, present=present)
+        return (left or right) if type(test.operator) is cst.Or else (left and right)
+    asked = _asks_presence(test)
+    return asked is not None and asked != present
+
+
+def _asks_presence(test: cst.BaseExpression) -> bool | None:
+    """True for a test that is true when the attribute exists (``hasattr(p, "main_grad")``,
+    ``"main_grad" in vars(p)`` / ``p.__dict__``), False for its negation by ``not in``,
+    None for anything else (a None test asks about the value, not the attribute)."""
+    if patterns.callee_name(test) == "hasattr":
+        args = patterns.positional_args(test)
+        return True if len(args) == 2 and patterns.string_is(args[1].value, MAIN_GRAD) else None
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if patterns.string_is(test.left, MAIN_GRAD) and _is_namespace(target.comparator):
+            if type(target.operator) is cst.In:
+                return True
+            if type(target.operator) is cst.NotIn:
+                return False
+    return None
+
+
+def _is_namespace(expr: cst.BaseExpression) -> bool:
+    """``vars(p)``, ``p.__dict__``, ``dir(p)``."""
+    return patterns.callee_name(expr) in ("vars", "dir") or patterns.is_attr(expr, "__dict__")
+
+
+def _fetches(statements: Sequence[cst.CSTNode]) -> bool:
+    """The statements bind ``X.main_grad`` to a fetch (not in a nested block or scope)."""
+    for stmt in statements:
+        if type(stmt) is not cst.SimpleStatementLine:
+            continue
+        for small in stmt.body:
+            value = _bound_to_main_grad(small)
+            if value is not None and any(_is_fetch(n) for n in patterns.walk(value)):
+                return True
+    return False
+
+
+def _bound_to_main_grad(small: cst.BaseSmallStatement) -> cst.BaseExpression | None:
+    """V for ``X.main_grad = V`` or ``setattr(X, "main_grad", V)``."""
+    if type(small) is cst.Assign:
+        if any(patterns.is_attr(t.target, MAIN_GRAD) for t in small.targets):
+            return small.value
+    elif type(small) is cst.Expr and patterns.callee_name(small.value) == "setattr":
+        args = patterns.positional_args(small.value)
+        if len(args) == 3 and patterns.string_is(args[1].value, MAIN_GRAD):
+            return args[2].value
+    return None
+
+
+def _is_fetch(node: cst.CSTNode) -> bool:
+    """A call of the fetch or of a helper named for it (``get_main_grad_from_param``)."""
+    name = patterns.callee_name(node)
+    return name is not None and FETCH in name
+
+
+def _is_plain_fetch(node: cst.CSTNode) -> bool:
+    """``p.get_main_grad()`` itself: the helpers named for it may bind main_grad too."""
+    return patterns.callee_name(node) == FETCH
+
+
+def _ends_in_jump(statements: Sequence[cst.CSTNode]) -> bool:
+    last = statements[-1] if statements else None
+    if type(last) is cst.SimpleStatementLine:
+        last = last.body[-1]
+    return type(last) in (cst.Continue, cst.Return, cst.Break)
+
+
+def _reads_main_grad(suite: cst.BaseSuite) -> bool:
+    """``X.main_grad`` or ``getattr(X, "main_grad")`` (no default: it raises) is read."""
+    return any(
+        patterns.is_attr(n, MAIN_GRAD)
+        or (
+            patterns.callee_name(n) == "getattr"
+            and len(args := patterns.positional_args(n)) == 2
+            and patterns.string_is(args[1].value, MAIN_GRAD)
+        )
+        for n in patterns.walk(suite)
+    )
+
+
+def _catches_attribute_error(handler: cst.ExceptHandler) -> bool:
+    return handler.type is not None and any(
+        type(n) is cst.Name and n.value == "AttributeError" for n in patterns.walk(handler.type)
+    )
+
+
+def _suites(stmt: cst.BaseCompoundStatement) -> Iterator[cst.BaseSuite]:
+    yield stmt.body
+    orelse = getattr(stmt, "orelse", None)
+    if orelse is not None:
+        yield orelse.body
+    final = getattr(stmt, "finalbody", None)
+    if final is not None:
+        yield final.body
+
+
+# -- a fetched buffer stored where nobody reads it ------------------------------------------
+def _stored_away(cls: cst.ClassDef) -> Iterator[Unexposed]:
+    methods = [m for m in suite_body(cls.body) if type(m) is cst.FunctionDef]
+    for method in methods:
+        if any(
+            type(n) is cst.Assign and any(patterns.is_attr(t.target, MAIN_GRAD) for t in n.targets)
+            for n in patterns.walk(method.body)
+        ):
+            continue  # it exposes a buffer itself
+        for node, attr in _stores(method):
+            readers = [
+                m
+                for m in methods
+                if m is not method and m.name.value != "__init__" and _mentions(m, attr)
+            ]
+            if not readers:
+                yield Unexposed(node, "stored", attr)
+
+
+def _stores(method: cst.FunctionDef) -> Iterator[tuple[cst.CSTNode, str]]:
+    """Statements that put a fetched buffer into ``self.<attr>``: assigned to it or an
+    item of it, or handed to one of its storing methods."""
+    for stmt in patterns.walk(method.body):
+        if type(stmt) is cst.Assign and any(_is_plain_fetch(n) for n in patterns.walk(stmt.value)):
+            for target in stmt.targets:
+                attr = _self_attribute(target.target)
+                if attr is not None:
+                    yield stmt, attr
+        elif type(stmt) is cst.Call and patterns.callee_name(stmt) in STORING:
+            func = stmt.func
+            attr = _self_attribute(func.value) if type(func) is cst.Attribute else None
+            if attr is not None and any(
+                _is_plain_fetch(n) for a in stmt.args for n in patterns.walk(a)
+            ):
+                yield stmt, attr
+
+
+def _self_attribute(target: cst.BaseExpression) -> str | None:
+    """A for ``self.A`` or ``self.A[...]``."""
+    if type(target) is cst.Subscript:
+        target = target.value
+    return patterns.attribute_of(target, "self")
+
+
+def _mentions(method: cst.FunctionDef, attr: str) -> bool:
+    return any(patterns.attribute_of(n, "self") == attr for n in patterns.walk(method.body))

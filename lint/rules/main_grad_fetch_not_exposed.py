@@ -1,0 +1,144 @@
+"""GMLP046: a fetch of Megatron-FSDP's main_grad that never makes `param.main_grad` usable."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+unexposed = LazyModule("..analysis.unexposed_fetches", __package__)
+
+CODE = "GMLP046"
+RULE = Rule(
+    code=CODE,
+    classes=(8,),
+    name="main-grad-fetch-not-exposed",
+    summary=(
+        "Code fetches Megatron-FSDP's main_grad (`p.get_main_grad()`) so that fused ops can "
+        "write it, but on its way `param.main_grad` stays None: the fetch sits under a test "
+        "of whether the attribute exists, or the buffer is stored where nobody reads it."
+    ),
+    flags=(
+        '`p.main_grad = p.get_main_grad()` only under `not hasattr(p, "main_grad")` (or '
+        '`"main_grad" not in vars(p)`, the `else` of `hasattr`, an `except AttributeError` '
+        "around reading it); `p.get_main_grad()` stored in a `self` attribute that no other "
+        "method of the class reads, in a method that binds no `.main_grad`"
+    ),
+    explanation="""
+        Issue #19, class 8 (Megatron-LM #5209). Megatron-FSDP sets `param.main_grad = None`
+        on its parameters and hands the buffer out through `param.get_main_grad()`.
+        Integration code that builds Transformer Engine ops with `accumulate_into_main_grad`
+        (or `fuse_wgrad_accumulation`) on such parameters fetches the buffer in a forward
+        pre-hook so that the op, which reads `param.main_grad`, writes into it. Two ways the
+        fetch the code does write never gets there:
+
+        The fetch sits under an existence test. The attribute exists, holding None, so
+        `if not hasattr(p, "main_grad"): p.main_grad = p.get_main_grad()` never runs for the
+        parameters it is for; nor does the `else` of `if hasattr(p, "main_grad")`, a fetch
+        in `except AttributeError:` around reading `p.main_grad`, or one guarded by
+        `"main_grad" not in vars(p)` / `p.__dict__`. Megatron-LM's own hook asks
+        `getattr(param, "main_grad", None) is None`. A test that lets the fetch run some
+        other way too (`... or p.main_grad is None`) is not reported.
+
+        The fetched buffer is kept where nobody reads it: assigned to `self.x` (a dict by
+        name, a list, an item of one) or added with `append` / `update` / `setdefault`,
+        where no method of the class but `__init__` mentions `self.x`, in a method that binds
+        no `.main_grad`. `param.main_grad` stays None and the op fails or, with a stale
+        buffer, writes the wrong one.
+
+        Not seen: a buffer kept in a local or a module-level dict; a store read only through
+        another object; whether the op that reads main_grad is built at all (the fetch is
+        taken to be for one); fetch helpers of another file; a `try` whose body reads main_grad
+        only inside a helper it calls.
+    """,
+    fix="""
+        Guard on the value, not the attribute (`getattr(p, "main_grad", None) is None`), and
+        bind the fetched buffer to `p.main_grad`. No automatic fix.
+    """,
+    fix_summary="none (bind the fetch to main_grad, guarded on None)",
+    valid=(
+        Example(
+            """
+            def pre_forward(module, _inputs):
+                for p in module.parameters():
+                    if getattr(p, "main_grad", None) is None and hasattr(p, "get_main_grad"):
+                        p.main_grad = p.get_main_grad()
+            """
+        ),
+        Example(
+            """
+            def pre_forward(module, _inputs):
+                for p in module.parameters():
+                    if not hasattr(p, "main_grad") or p.main_grad is None:
+                        p.main_grad = p.get_main_grad()
+            """
+        ),
+        Example(
+            """
+            class Experts(nn.Module):
+                def _fetch(self, module, args):
+                    self._bufs = [p.get_main_grad() for p in self.ops.parameters()]
+
+                def backward_hook(self):
+                    for buf in self._bufs:
+                        buf.zero_()
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def pre_forward(module, _inputs):
+                for p in module.parameters():
+                    if not hasattr(p, "main_grad"):
+                        p.main_grad = p.get_main_grad()
+            """,
+            line=3,
+        ),
+        Example(
+            """
+            def expose(params):
+                for p in params:
+                    try:
+                        p.main_grad
+                    except AttributeError:
+                        p.main_grad = p.get_main_grad()
+            """,
+            line=3,
+        ),
+        Example(
+            """
+            class Experts(nn.Module):
+                def _fetch(self, module, args):
+                    self._bufs = {n: p.get_main_grad() for n, p in self.ops.named_parameters()}
+            """,
+            line=3,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGES = {
+    "guard": (
+        "the main_grad fetch runs only when `main_grad` does not exist as an attribute, but "
+        "Megatron-FSDP's parameters carry `main_grad = None`: it never runs for them and the "
+        "fused op finds no buffer; test `getattr(p, 'main_grad', None) is None`"
+    ),
+    "stored": (
+        "the fetched main_grad is kept in `self.{attr}`, which no other method reads, and "
+        "`param.main_grad` is never bound: it stays None for the op that writes it"
+    ),
+}
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "get_main_grad" not in context.source:
+        return
+    for found in unexposed.unexposed_fetches(context.module):
+        out.report(CODE, found.node, MESSAGES[found.kind].format(attr=found.receiver))
