@@ -145,8 +145,8 @@ def is_param_hook(word: str) -> bool:
 
 def handed_parameter(call: cst.Call, unit: Unit, node: Node) -> str | None:
     """``p`` for a grad hook handed one plain name: ``self._expert_reduce_hook(p)``,
-    ``self.ddp_hooks[name](p)``, ``reduce_hook(p)`` (a name that says so, or a local bound
-    to such an attribute or element): the hook is fired for the parameter it is handed,
+    ``self.ddp_hooks[name](p)``, ``reduce_hook(p)`` (a parameter that says so, or a local
+    bound to such an attribute or element): the hook is fired for the parameter it is handed,
     whatever object or container it was kept in. A hook read off another name
     (``w._grad_hook(g)``) is ``w``'s and not decided here."""
     if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
@@ -167,8 +167,9 @@ def _names_param_hook(func: cst.CSTNode, unit: Unit, node: Node) -> bool:
         return is_param_hook(func.attr.value)
     if type(func) is not cst.Name:
         return False
-    if is_param_hook(func.value):
-        return True
+    if is_param_hook(func.value) and _handed_in(unit, func.value):
+        return True  # ``reduce_hook(w)``: a hook the caller handed in (not a function
+        # of the module named after hooks, ``names_grad_hook(name)``)
     defs = unit.reaching.reaching(func.value, node)
     return bool(defs) and all(
         d.kind == "assign"
@@ -176,3 +177,13 @@ def _names_param_hook(func: cst.CSTNode, unit: Unit, node: Node) -> bool:
         and _names_param_hook(d.value, unit, d.node)
         for d in defs
     )
+
+
+def _handed_in(unit: Unit, name: str) -> bool:
+    """``name`` is a parameter of the unit's function."""
+    function = unit.owner
+    if type(function) is not cst.FunctionDef:
+        return False
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    return any(p.name.value == name for p in every)

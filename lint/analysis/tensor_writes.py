@@ -172,13 +172,14 @@ def switched_destination(call, arguments, buffers: Buffers | None):
     """(destination, accumulate switches) of a kernel call whose ``arguments`` are read:
     ``out=`` and the ``accumulate`` / ``beta`` values given; a kernel's constexpr switch is
     the same switch (Triton's ``ACCUMULATE=``). Without ``out=``, the one main_grad buffer
-    handed positionally to a call with such a switch (needs ``buffers``)."""
+    handed positionally to a call with an ``accumulate`` switch (needs ``buffers``)."""
     if arguments is None:
         return None, []
     switches = {word.lower(): value for word, value in arguments.items()}
     given = [switches[word] for word in ACCUMULATE_KEYWORDS if word in switches]
     target = arguments.get("out")
-    if target is None and given and buffers is not None:
+    # ``beta`` alone is torch's ``addmm`` family, which returns a fresh tensor without out=
+    if target is None and "accumulate" in switches and buffers is not None:
         target = _positional_destination(call, buffers)
     return target, given
 

@@ -75,7 +75,7 @@ RULE = Rule(
         hook named for what it does to a gradient (grad, accumulation, reduction, DDP; not
         a module's forward hook) handed one plain name, wherever it is kept: a method of
         the object (`self._expert_reduce_hook(p)`), an element of a container
-        (`self.ddp_hooks[name](param)`), a local bound to either, or a name that says so
+        (`self.ddp_hooks[name](param)`), a local bound to either, or a parameter of the function
         (`reduce_hook(w)`); another such hook fired for `p` keeps no books for it.
         Hooks fired for every element of a sequence in one expression are fired for each
         element (`analysis/hook_spellings.py`): `map(operator.methodcaller("<hook>"),

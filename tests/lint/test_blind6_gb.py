@@ -8,6 +8,10 @@ and the facts they stand for, in other spellings:
 * b: a grad hook handed one parameter is fired for that parameter, wherever the hook is kept
   (a method of the object, an element of a dict of DDP hooks, a local or a parameter named
   for it) (GMLP017);
+* d: a mark names its weights one by one (a loop over a display of names marks each): a
+  weight whose main_grad the function never names, only read here (GEMM operand, dtype),
+  bound from a field of an object no call is handed, is marked without a write, in a
+  function that writes other weights' main_grad (GMLP032);
 * c: a kernel with an accumulate switch and no ``out=`` writes into the one main_grad
   buffer handed to it positionally, and a constexpr ``ACCUMULATE=`` is that switch (GMLP016,
   reported at the switch when the call spells it).
@@ -22,6 +26,7 @@ from .support import lint_snippet
 
 TARGETS = (
     "blind6-expert-main-grad-written-real-grad-returned",
+    "blind6-fc1-and-fc2-marked-only-fc2-written",
     "blind6-triton-launch-constexpr-accumulate-false",
     "blind6-graphed-experts-replay-fires-ddp-hooks-by-name",
     "blind6-expert-parallel-params-reduced-unmarked",
@@ -131,6 +136,50 @@ BUGGY = {
                 self._ep_reduce_hook(expert)
         """,
     ),
+    "d_bug1": (
+        "GMLP032",
+        8,
+        """
+        def backward(ctx, dy):
+            x, h = ctx.saved_tensors
+            w1, w2 = ctx.fc1_weight, ctx.fc2_weight
+            dh = dy @ w2
+            general_gemm(h, dy, out=w2.main_grad, accumulate=True)
+            dw1 = (dh.t() @ x).to(w1.dtype)
+            w2.grad_added_to_main_grad = True
+            w1.grad_added_to_main_grad = True
+            return None, dw1, None
+        """,
+    ),
+    "d_bug2": (
+        "GMLP032",
+        9,
+        """
+        def mlp_backward(self, dy, x, a, b):
+            gate_w, up_w, down_w = self.gate.weight, self.up.weight, self.down.weight
+            dgate = dy @ gate_w
+            gate_w.main_grad.add_(dgate.t() @ x)
+            up_w.main_grad.add_(a.t() @ b)
+            d_down = torch.matmul(a.t(), dy).to(down_w.dtype)
+            zero = getattr(down_w, "zero_out_wgrad", False)
+            for weight in [gate_w, up_w, down_w]:
+                weight.grad_added_to_main_grad = True
+            return d_down, zero
+        """,
+    ),
+    "d_bug3": (
+        "GMLP032",
+        6,
+        """
+        def finish_wgrads(ctx, g_proj, g_out):
+            proj, out_w = ctx.proj_weight, ctx.out_weight
+            proj.main_grad.add_(g_proj)
+            wg = g_out.to(out_w.dtype)
+            for p in (proj, out_w):
+                setattr(p, "grad_added_to_main_grad", True)
+            return wg
+        """,
+    ),
     "c_bug1": (
         "GMLP016",
         3,
@@ -160,7 +209,7 @@ BUGGY = {
         """
         def compute_expert_wgrads(ws, xs, dys):
             for w, x, dy in zip(ws, xs, dys):
-                grouped_wgrad(x, dy, w.main_grad, beta=0.0)
+                grouped_wgrad(x, dy, w.main_grad, Accumulate=False)
                 w.grad_added_to_main_grad = True
         """,
     ),
@@ -239,6 +288,44 @@ CLEAN = {
                 self._forward_pre_hook(x)
                 self.register_grad_reduce_hook(p)
                 self.call_ddp_preforward_hook(p)
+        """,
+    "d_ok1": """
+        def backward(ctx, dy):
+            x, h = ctx.saved_tensors
+            w1, w2 = ctx.fc1_weight, ctx.fc2_weight
+            dh = dy @ w2
+            general_gemm(h, dy, out=w2.main_grad, accumulate=True)
+            dw1 = (dh.t() @ x).to(w1.dtype)
+            w2.grad_added_to_main_grad = True
+            zero = getattr(w2, "zero_out_wgrad", False)
+            return None, dw1, get_dummy_wgrad(list(w2.shape), w2.dtype, zero=zero)
+        """,
+    "d_ok2": """
+        def mlp_backward(self, dy, x, a, b):
+            gate_w, up_w, down_w = self.gate.weight, self.up.weight, self.down.weight
+            dgate = dy @ gate_w
+            gate_w.main_grad.add_(dgate.t() @ x)
+            up_w.main_grad.add_(a.t() @ b)
+            down_w.main_grad.add_(torch.matmul(a.t(), dy))
+            for weight in [gate_w, up_w, down_w]:
+                weight.grad_added_to_main_grad = True
+        """,
+    # a helper of the object the weight came from may write its main_grad
+    "d_ok3": """
+        def finish_wgrads(ctx, g_proj, g_out):
+            proj, out_w = ctx.proj_weight, ctx.out_weight
+            proj.main_grad.add_(g_proj)
+            ctx.flush_out_wgrad(g_out)
+            setattr(proj, "grad_added_to_main_grad", True)
+            out_w.grad_added_to_main_grad = True
+        """,
+    # a function of the module named after hooks is a predicate, not a hook handed in
+    "b_ok5": """
+        def fires_grad_hook(names, main_grad_words):
+            for name in names:
+                if names_grad_hook(name):
+                    return True
+            return False
         """,
     "c_ok1": """
         def backward(ctx, dy):
