@@ -120,3 +120,70 @@ def last_word(expr: cst.CSTNode, lower: bool = True) -> str:
     else:
         return ""
     return word.lower() if lower else word
+
+
+# What a hook handed one parameter does for it: the gradient's readiness, its reduction
+# (``_expert_reduce_hook(p)``, ``ddp_hooks[name](p)``), its accumulation.
+PARAM_HOOK_WORDS = ("grad", "accum", "reduce", "ddp")
+# Hooks of a module's forward (``call_ddp_preforward_hook(module)``: DDP's forward pre-hook
+# fetches parameters, it reduces no gradient).
+NOT_A_PARAM_HOOK = ("forward",)
+# Receivers whose methods are hooks of the object, not of a parameter.
+OWNER_RECEIVERS = frozenset({"self", "cls", "ctx"})
+
+
+def is_param_hook(word: str) -> bool:
+    """A hook (or list of hooks, or callback) named after what it does to a parameter's
+    gradient, not a maker, registrar or trigger of hooks."""
+    lowered = word.lower().rstrip("s")
+    return (
+        lowered.endswith(("hook", "callback"))
+        and any(w in lowered for w in PARAM_HOOK_WORDS)
+        and not any(w in lowered for w in NOT_A_STORED_HOOK + NOT_A_PARAM_HOOK)
+    )
+
+
+def handed_parameter(call: cst.Call, unit: Unit, node: Node) -> str | None:
+    """``p`` for a grad hook handed one plain name: ``self._expert_reduce_hook(p)``,
+    ``self.ddp_hooks[name](p)``, ``reduce_hook(p)`` (a parameter that says so, or a local
+    bound to such an attribute or element): the hook is fired for the parameter it is handed,
+    whatever object or container it was kept in. A hook read off another name
+    (``w._grad_hook(g)``) is ``w``'s and not decided here."""
+    if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
+        return None
+    arg = call.args[0].value
+    if type(arg) is not cst.Name:
+        return None
+    return arg.value if _names_param_hook(call.func, unit, node) else None
+
+
+def _names_param_hook(func: cst.CSTNode, unit: Unit, node: Node) -> bool:
+    if type(func) is cst.Subscript:  # ``hooks[key](p)``: an element of a list of hooks
+        return is_param_hook(last_word(func.value, lower=False))
+    if type(func) is cst.Attribute:
+        receiver = func.value
+        if type(receiver) is cst.Name and receiver.value not in OWNER_RECEIVERS:
+            return False
+        return is_param_hook(func.attr.value)
+    if type(func) is not cst.Name:
+        return False
+    if is_param_hook(func.value) and _handed_in(unit, func.value):
+        return True  # ``reduce_hook(w)``: a hook the caller handed in (not a function
+        # of the module named after hooks, ``names_grad_hook(name)``)
+    defs = unit.reaching.reaching(func.value, node)
+    return bool(defs) and all(
+        d.kind == "assign"
+        and type(d.value) in (cst.Subscript, cst.Attribute)
+        and _names_param_hook(d.value, unit, d.node)
+        for d in defs
+    )
+
+
+def _handed_in(unit: Unit, name: str) -> bool:
+    """``name`` is a parameter of the unit's function."""
+    function = unit.owner
+    if type(function) is not cst.FunctionDef:
+        return False
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    return any(p.name.value == name for p in every)

@@ -95,11 +95,14 @@ def hook_locals(source: str) -> frozenset[str]:
                 if is_stored_hook(match.group(2) or match.group(3)):
                     found.add(match.group(1))
             for match in _CONTAINER_LOCAL.finditer(line):
-                if is_hook_container(match.group(2)):
+                if is_hook_container(match.group(2)) or hook_owners.is_param_hook(match.group(2)):
                     found.add(match.group(1))
             for match in _ZIPPED_LOCALS.finditer(line):
                 found.update(match.groups())
-            if any(is_hook_container(m.group(1)) for m in _CONTAINER_FIRING.finditer(line)):
+            if any(
+                is_hook_container(m.group(1)) or hook_owners.is_param_hook(m.group(1))
+                for m in _CONTAINER_FIRING.finditer(line)
+            ):
                 found.add("")
     return frozenset(found)
 
@@ -131,6 +134,9 @@ def firings(unit: Unit) -> Iterator[Firing]:
 
 
 def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
+    handed = hook_owners.handed_parameter(call, unit, node)
+    if handed is not None:  # ``self._expert_reduce_hook(p)``: fired for ``p``
+        return handed
     func = call.func
     if type(func) is cst.Attribute and type(func.value) is cst.Name:
         return func.value.value if is_stored_hook(func.attr.value) else None
@@ -315,6 +321,8 @@ def _keeps_books(root: cst.CSTNode, subject: str) -> bool:
                     return True
             continue
         if name in INSPECTING_CALLS or _fetches_hook(sub):
+            continue
+        if name and hook_owners.is_param_hook(name):  # another hook fired: no books kept
             continue
         if any(_is_name(arg.value, subject) for arg in sub.args):
             return True

@@ -151,10 +151,9 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
                 arguments = _syntactic_arguments(sub, dicts if dicts is not None else {})
             else:
                 arguments = buffers.arguments(sub)
-            target = arguments.get("out") if arguments is not None else None
+            target, given = switched_destination(sub, arguments, buffers)
             if target is None:
                 continue
-            given = [arguments[word] for word in ACCUMULATE_KEYWORDS if word in arguments]
             if given:
                 is_off = literal_off if buffers is None else buffers.off
                 off = all(is_off(value) for value in given)
@@ -167,6 +166,35 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
             for target in sub.targets:
                 if type(target.target) is cst.Subscript:
                     yield target.target.value, "replace", sub, "an assignment into it"
+
+
+def switched_destination(call, arguments, buffers: Buffers | None):
+    """(destination, accumulate switches) of a kernel call whose ``arguments`` are read:
+    ``out=`` and the ``accumulate`` / ``beta`` values given; a kernel's constexpr switch is
+    the same switch (Triton's ``ACCUMULATE=``). Without ``out=``, the one main_grad buffer
+    handed positionally to a call with an ``accumulate`` switch (needs ``buffers``)."""
+    if arguments is None:
+        return None, []
+    switches = {word.lower(): value for word, value in arguments.items()}
+    given = [switches[word] for word in ACCUMULATE_KEYWORDS if word in switches]
+    target = arguments.get("out")
+    # ``beta`` alone is torch's ``addmm`` family, which returns a fresh tensor without out=
+    if target is None and "accumulate" in switches and buffers is not None:
+        target = _positional_destination(call, buffers)
+    return target, given
+
+
+def _positional_destination(call, buffers: Buffers):
+    """The one main_grad buffer handed positionally to a kernel that has an accumulate
+    switch and no ``out=`` (``_gmm_dw_kernel[grid](x, dy, mg, ..., ACCUMULATE=False)``,
+    ``wgrad_kernel(x, dy, w.main_grad, accumulate=True)``): the buffer the switch decides
+    to add into or replace; None when no argument or several are main_grad."""
+    found = [
+        arg.value
+        for arg in call.args
+        if arg.keyword is None and not arg.star and buffers.main_grad(arg.value)
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def scaled_add(call, off=literal_off):

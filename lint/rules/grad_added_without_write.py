@@ -20,6 +20,7 @@ deliveries = LazyModule("..analysis.deliveries", __package__)
 marking_wrappers = LazyModule("..analysis.marking_wrappers", __package__)
 dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
 identity_erasure = LazyModule("..analysis.identity_erasure", __package__)
+unwritten_marks = LazyModule("..analysis.unwritten_marks", __package__)
 
 CODE = "GMLP032"
 RULE = Rule(
@@ -84,6 +85,15 @@ RULE = Rule(
           writes no main_grad): the mark claims a write the wrapped function never makes
           (analysis/marking_wrappers.py). Not seen: wrappers of other files, class-based
           decorators.
+
+        * a mark names its weights one by one (`for w in (w1, w2): w.grad_added_... = True`
+          marks `w1` and `w2`): a marked weight whose main_grad the function never names
+          (not even through a loop variable over a display holding it), while it names
+          other locals' main_grads, and that is only read here (a GEMM operand with no
+          `out=`, its `dtype` / `shape`, `getattr`) after being bound from a field of an
+          object no call is handed and no method of which is called
+          (analysis/unwritten_marks.py). Not seen: weights reached through attributes
+          (`ctx.fc1_weight.main_grad`), kept in lists, or handed to any other call.
 
         A product of the weight (`dx = general_gemm(weight_fp8, dy)[0]`, `dy @ w`) is the
         input gradient, handed back beside the dummy: it is never taken for a dropped
@@ -267,6 +277,10 @@ RULE = Rule(
 
 
 # -- the check ------------------------------------------------------------------------
+UNWRITTEN = (
+    "`{name}` is marked grad_added_to_main_grad, but this function, which writes other "
+    "weights' main_grad, never writes `{name}`'s: Megatron's hook then drops its gradient"
+)
 NO_WRITE = (
     "`{subject}` is marked grad_added_to_main_grad on a path where nothing wrote its main_grad "
     "(this function writes it on other paths): Megatron's hook then drops the gradient"
@@ -306,6 +320,8 @@ def check(context: ModuleContext, out: Collector) -> None:
                 gradients = dropped_gradients.Gradients(unit, facts)
                 for mark in marks:
                     _check_mark(unit, facts, gradients, mark, out)
+                for mark, name in unwritten_marks.unwritten(unit, marks):
+                    out.report(CODE, mark.stmt, UNWRITTEN.format(name=name))
 
 
 def _check_mark(unit: Unit, facts: Deliveries, gradients, mark: Mark, out: Collector) -> None:

@@ -71,7 +71,12 @@ RULE = Rule(
         A hook taken from a list of grad hooks or callbacks (plural, naming grad or
         accumulation: `for cb in self._grad_ready_callbacks`, `for h in
         self._post_accumulate_hooks[p]`) and handed one parameter (`cb(p)`) is fired for
-        that parameter (a CUDA-graph replay path calling the callbacks itself).
+        that parameter (a CUDA-graph replay path calling the callbacks itself). So is any
+        hook named for what it does to a gradient (grad, accumulation, reduction, DDP; not
+        a module's forward hook) handed one plain name, wherever it is kept: a method of
+        the object (`self._expert_reduce_hook(p)`), an element of a container
+        (`self.ddp_hooks[name](param)`), a local bound to either, or a parameter of the function
+        (`reduce_hook(w)`); another such hook fired for `p` keeps no books for it.
         Hooks fired for every element of a sequence in one expression are fired for each
         element (`analysis/hook_spellings.py`): `map(operator.methodcaller("<hook>"),
         params)` (the caller bound here or at module level), `map(lambda p: p.<hook>(),

@@ -62,7 +62,10 @@ RULE = Rule(
         microbatch's gradient in accumulate mode.
 
         Seen: in one function, a call whose `out=` is `X.main_grad` (or a `getattr` of it,
-        or a local every binding of which reaching the call is main_grad storage) with
+        or a local every binding of which reaching the call is main_grad storage; without
+        `out=`, the one such buffer handed positionally to a kernel with an accumulate
+        switch, `_dw_kernel[grid](x, dy, mg, ACCUMULATE=False)`: a switch is matched in
+        any case, and the finding is on the switch when the call spells it) with
         `accumulate=False` or `beta=0` (literals, a local every reaching binding of which is such a
         literal, or `self.X` / `cls.X` where X is a class constant of the class or a base of
         the file, `wgrad_accumulate = False` in a mixin, that the file binds to nothing
@@ -426,7 +429,14 @@ def check(context: ModuleContext, out: Collector) -> None:
     if "fsdp" in source.lower() and patterns.OVERWRITE not in source:
         _check_fsdp_resets(context, out)
     # every replacing write spells one of these (``beta``: ``main_grad.addmm_(a, b, beta=0)``)
-    if not ("out" in source or "copy_" in source or "[" in source or "beta" in source):
+    # (``accumulate``: a kernel handed main_grad positionally, its switch spelled in any case)
+    if not (
+        "out" in source
+        or "copy_" in source
+        or "[" in source
+        or "beta" in source
+        or "accumulate" in source.lower()
+    ):
         return
     callers = _callers(context)
     asked: dict[int, bool] = {}
@@ -522,11 +532,9 @@ def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
             return False
         out.report(CODE, node, MESSAGE.format(target=out.context.code(dest).strip(), how=how))
         return True
-    arguments = buffers.arguments(node)
-    target = arguments.get("out") if arguments is not None else None
+    target, given = tensor_writes.switched_destination(node, buffers.arguments(node), buffers)
     if target is None or not buffers.main_grad(target):
         return False
-    given = [arguments[word] for word in tensor_writes.ACCUMULATE_KEYWORDS if word in arguments]
     if given:
         replacing = all(buffers.off(value) for value in given)
         how = "accumulate=False / beta=0"
@@ -534,7 +542,10 @@ def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
         replacing = name in tensor_writes.REPLACING_GEMMS
         how = f"{name}(out=...) overwrites"
     if replacing:
-        out.report(CODE, node, MESSAGE.format(target=out.context.code(target).strip(), how=how))
+        # At the switch when the call spells it (a launch over many lines), else the call.
+        own = [arg for arg in node.args if any(arg.value is value for value in given)]
+        where = own[0] if own else node
+        out.report(CODE, where, MESSAGE.format(target=out.context.code(target).strip(), how=how))
     return replacing
 
 

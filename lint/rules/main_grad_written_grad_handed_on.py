@@ -18,6 +18,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
 tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
+paths = LazyModule("..analysis.paths", __package__)
 
 CODE = "GMLP033"
 # Calls given main_grad first that read it rather than write into it.
@@ -54,9 +55,11 @@ RULE = Rule(
         to the hand-off passes no mark of `grad_added_to_main_grad` (any weight's, or a
         `setattr` / helper marking it) and no call making a dummy. Reported at the hand-off,
         or at the write when an `if` decides whether the write runs and not whether the
-        hand-off does (the hand-off is then right on the paths that wrote nothing, and the
-        write's branch is what lacks the flag and the dummy). The gradient converted on
-        the way out is the same gradient (`g.to(weight.dtype)`, `g.float()`,
+        hand-off does and some path reaches the hand-off without any write of `g` (the
+        hand-off is then right on the paths that wrote nothing, and the write's branch is
+        what lacks the flag and the dummy); when every path to the hand-off wrote (`if
+        overwrite: copy_(g) else: add_(g)`), the hand-off is reported. The gradient
+        converted on the way in or out is the same gradient (`g.to(weight.dtype)`, `g.float()`,
         `g.contiguous()`, a view of it), and main_grad reached through a local (`mg :=
         getattr(w, "main_grad", None)`, a view of it) is main_grad.
 
@@ -242,6 +245,8 @@ def _writes(unit: Unit, facts: Deliveries):
             if listed is not None:  # every element of the list went into a main_grad
                 yield from _container_writes(unit, listed, node)
                 continue
+        if value is not None:  # ``add_(g.float())`` puts g in, converted
+            value = wgrad.same_gradient(value)
         if isinstance(value, cst.Name):
             for d in unit.reaching.reaching(value.value, node):
                 yield node, d, MESSAGE
@@ -384,11 +389,15 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
             handed = [wgrad.same_gradient(root.value)]
         for name, at in [(n, node) for n in handed] + built:
             reaching = unit.reaching.reaching(name.value, at)
-            for write_node, d, message in writes:
-                if d in reaching and deliveries.through(
-                    unit.graph, write_node, node, facts.mark_nodes
-                ):
-                    if _only_the_write_decided(unit, write_node, node):
+            mine = [w for w in writes if w[1] in reaching]
+            # Every path to the hand-off wrote (``if overwrite: copy_ else: add_``): the
+            # hand-off itself is what is wrong, whichever write ran.
+            wrote_always = not paths.reachable_avoiding(
+                unit.graph, node, (w[0].index for w in mine)
+            )
+            for write_node, _, message in mine:
+                if deliveries.through(unit.graph, write_node, node, facts.mark_nodes):
+                    if not wrote_always and _only_the_write_decided(unit, write_node, node):
                         # The hand-off is right on the paths that wrote nothing: the
                         # write's own branch is what lacks the flag and the dummy.
                         there = unit.context.line_of(root)
