@@ -206,8 +206,11 @@ class _Finder:
         if isinstance(expr, cst.Call):
             name = patterns.callee_name(expr) or ""
             func = expr.func
-            if isinstance(func, cst.Attribute) and self.holds_main_grad(func.value, node):
+            # ``torch.Tensor.zero_(mg)`` is ``mg.zero_()``: the receiver is the first argument.
+            method = patterns.method_call(expr)
+            if method is not None and self.holds_main_grad(method[0], node):
                 # A method of main_grad: an in-place write unless it only inspects or resets.
+                name = method[1]
                 return name not in patterns.METADATA_ATTRS and name not in patterns.RESET_METHODS
             if name in patterns.NON_ALIASING_CALLS or name in patterns.ALLOCATORS:
                 return False

@@ -25,6 +25,8 @@ from . import (
     variant_corpus_blind4,
     variant_corpus_blind5,
     variant_corpus_blind5_heldout,
+    variant_corpus_blind6,
+    variant_corpus_blind6_heldout,
 )
 from .mutations import MARK
 from .support import ALL_CODES
@@ -96,6 +98,7 @@ def cases() -> tuple[Case, ...]:
     corpora = variant_corpus.VARIANTS + variant_corpus_blind2.VARIANTS
     corpora += variant_corpus_blind3.VARIANTS + variant_corpus_blind4.VARIANTS
     corpora += variant_corpus_blind5.VARIANTS + variant_corpus_blind5_heldout.VARIANTS
+    corpora += variant_corpus_blind6.VARIANTS + variant_corpus_blind6_heldout.VARIANTS
     for variant in corpora:
         name = f"class{variant.cls}-{variant.name}"
         found.append(Case(f"{name}-twin", variant.twin_source, frozenset()))

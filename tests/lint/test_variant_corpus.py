@@ -22,6 +22,8 @@ from . import (
     variant_corpus_blind4,
     variant_corpus_blind5,
     variant_corpus_blind5_heldout,
+    variant_corpus_blind6,
+    variant_corpus_blind6_heldout,
     variant_corpus_class1_calls,
     variant_corpus_class4,
     variant_corpus_class5_converse,
@@ -42,6 +44,8 @@ VARIANTS = (
     + variant_corpus_blind4.VARIANTS
     + variant_corpus_blind5.VARIANTS
     + variant_corpus_blind5_heldout.VARIANTS
+    + variant_corpus_blind6.VARIANTS
+    + variant_corpus_blind6_heldout.VARIANTS
     + variant_corpus_classes12.VARIANTS
     + variant_corpus_classes56.VARIANTS
     + variant_corpus_class4.VARIANTS
