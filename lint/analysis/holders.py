@@ -13,6 +13,8 @@ Seen: fields declared by class-level annotations and by ``self.X = <parameter>``
 ``v.X`` where ``v`` is annotated with the class (a parameter or an annotated local), or
 bound by every reaching path from such a name or from a ``ctx`` attribute the file stores
 only such names in (``ctx.slot = slot`` in forward, ``slot = ctx.slot`` in backward).
+A tensor field named for a bias, or whose ``.grad`` / ``.grad_added_to_main_grad`` the file
+sets, is a parameter in its own right and stands in for nothing.
 Not seen: holders of other files, fields annotated with aliases of the types, and values
 whose class is known only from the call that built them.
 """
@@ -48,6 +50,11 @@ def holders(context: ModuleContext) -> Holders:
     for unit in context.units:
         if type(unit.owner) is cst.ClassDef:
             params, tensors = _fields(unit.owner)
+            # A tensor field that is a parameter in its own right (a bias, often annotated
+            # ``Tensor``; a field whose ``.grad`` or flags the file sets) stands in for none.
+            tensors = {
+                f for f in tensors if "bias" not in f.lower() and f".{f}.grad" not in context.source
+            }
             if params and tensors:
                 name = unit.owner.name.value
                 found.stand_ins[name] = frozenset(tensors)

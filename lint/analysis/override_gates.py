@@ -30,7 +30,16 @@ def unrelated_gate(
     whether the call runs when the test is false; None when some call runs without one, or
     there is no call. ``calls_base(call)`` tells a call of the base's version; ``bindings``
     holds what each ``self.X`` of the class and each local of ``method`` is assigned."""
-    gates = [_gate(path, bindings) for path in _call_paths(suite_body(method.body), (), calls_base)]
+    paths = list(_call_paths(suite_body(method.body), (), calls_base))
+    # A call on each side of one test (``if fp8: ...call... else: ...call...``) runs either
+    # way: that test decides nothing about the work.
+    sides: dict[int, set[bool]] = {}
+    for path in paths:
+        for stmt, when_false in path:
+            sides.setdefault(id(stmt), set()).add(when_false)
+    if any(len(found) == 2 for found in sides.values()):
+        return None
+    gates = [_gate(path, bindings) for path in paths]
     if not gates or any(g is None for g in gates):
         return None
     return gates[0]

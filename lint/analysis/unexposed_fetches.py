@@ -28,12 +28,13 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
-from .module import suite_body
+from .module import compound_suites, suite_body
 
 MAIN_GRAD = "main_grad"
 FETCH = "get_main_grad"
 # Methods that put a value into a container attribute.
 STORING = frozenset({"append", "extend", "insert", "update", "setdefault", "__setitem__"})
+FILLING = STORING | {"clear"}
 
 
 @dataclass(frozen=True)
@@ -41,16 +42,22 @@ class Unexposed:
     node: cst.CSTNode  # where to point: the guard's test, or the store
     kind: str  # "guard" or "stored"
     receiver: str  # the attribute the buffer was stored in, for "stored"
+    fetches: int = 0  # for "guard": the fetches the test keeps from running
 
 
 def unexposed_fetches(module: cst.Module) -> list[Unexposed]:
     found: list[Unexposed] = []
     # ``walk`` enters the function it starts at, so a nested one may come up twice.
-    for scope in {id(s): s for s in _scopes(module)}.values():
+    scopes = list({id(s): s for s in _scopes(module)}.values())
+    for scope in scopes:
         if type(scope) is cst.ClassDef:
-            found.extend(_stored_away(scope))
-        else:
-            found.extend(_guarded(suite_body(scope.body)))
+            found.extend(_stored_away(scope, scopes))
+            continue
+        guards = list(_guarded(suite_body(scope.body)))
+        # Another fetch of the function, outside every such test (``elif p.main_grad is
+        # None: fetch``), may be the one that runs: the function is not judged then.
+        if guards and _count_fetches(scope) <= sum(g.fetches for g in guards):
+            found.extend(guards)
     return found
 
 
@@ -76,32 +83,36 @@ def _guarded(suite: Sequence[cst.CSTNode]) -> Iterator[Unexposed]:
                 and _requires_not(stmt.test, present=False)
                 and _fetches(suite[i + 1 :])
             ):
-                yield Unexposed(stmt.test, "guard", "")
+                yield Unexposed(stmt.test, "guard", "", _fetch_count(suite[i + 1 :]))
         elif type(stmt) is cst.Try:
-            if _reads_main_grad(stmt.body) and any(
-                _catches_attribute_error(h) and _fetches(suite_body(h.body)) for h in stmt.handlers
-            ):
-                yield Unexposed(stmt, "guard", "")
+            caught = [
+                h
+                for h in stmt.handlers
+                if _catches_attribute_error(h) and _fetches(suite_body(h.body))
+            ]
+            if _reads_main_grad(stmt.body) and caught:
+                count = sum(_fetch_count(suite_body(h.body)) for h in caught)
+                yield Unexposed(stmt, "guard", "", count)
             for sub in (stmt.body, *(h.body for h in stmt.handlers)):
                 yield from _guarded(suite_body(sub))
         elif isinstance(stmt, cst.BaseCompoundStatement) and type(stmt) not in (
             cst.FunctionDef,
             cst.ClassDef,
         ):
-            for sub in _suites(stmt):
+            for sub in compound_suites(stmt):  # ``match`` cases too
                 yield from _guarded(suite_body(sub))
 
 
 def _if_guard(stmt: cst.If) -> Iterator[Unexposed]:
     if _fetches(suite_body(stmt.body)) and _requires(stmt.test, present=False):
-        yield Unexposed(stmt.test, "guard", "")
+        yield Unexposed(stmt.test, "guard", "", _fetch_count(suite_body(stmt.body)))
     orelse = stmt.orelse
     if (
         type(orelse) is cst.Else
         and _requires_not(stmt.test, present=False)
         and _fetches(suite_body(orelse.body))
     ):
-        yield Unexposed(stmt.test, "guard", "")
+        yield Unexposed(stmt.test, "guard", "", _fetch_count(suite_body(orelse.body)))
     yield from _guarded(suite_body(stmt.body))
     if type(orelse) is cst.If:
         yield from _if_guard(orelse)
@@ -160,14 +171,34 @@ def _is_namespace(expr: cst.BaseExpression) -> bool:
 
 def _fetches(statements: Sequence[cst.CSTNode]) -> bool:
     """The statements bind ``X.main_grad`` to a fetch (not in a nested block or scope)."""
-    for stmt in statements:
-        if type(stmt) is not cst.SimpleStatementLine:
-            continue
-        for small in stmt.body:
-            value = _bound_to_main_grad(small)
-            if value is not None and any(_is_fetch(n) for n in patterns.walk(value)):
-                return True
-    return False
+    return _fetch_count(statements) > 0
+
+
+def _fetch_count(statements: Sequence[cst.CSTNode]) -> int:
+    """How many of the statements bind ``X.main_grad`` to a fetch (not counting nested
+    blocks or scopes)."""
+    return sum(
+        _is_fetching_bind(small)
+        for stmt in statements
+        if type(stmt) is cst.SimpleStatementLine
+        for small in stmt.body
+    )
+
+
+def _count_fetches(function: cst.FunctionDef) -> int:
+    """How many statements of the function, in any block (not nested scopes), bind
+    ``X.main_grad`` to a fetch."""
+    return sum(
+        _is_fetching_bind(small)
+        for stmt in patterns.walk(function.body)
+        if type(stmt) is cst.SimpleStatementLine
+        for small in stmt.body
+    )
+
+
+def _is_fetching_bind(small: cst.BaseSmallStatement) -> bool:
+    value = _bound_to_main_grad(small)
+    return value is not None and any(_is_fetch(n) for n in patterns.walk(value))
 
 
 def _bound_to_main_grad(small: cst.BaseSmallStatement) -> cst.BaseExpression | None:
@@ -219,32 +250,40 @@ def _catches_attribute_error(handler: cst.ExceptHandler) -> bool:
     )
 
 
-def _suites(stmt: cst.BaseCompoundStatement) -> Iterator[cst.BaseSuite]:
-    yield stmt.body
-    orelse = getattr(stmt, "orelse", None)
-    if orelse is not None:
-        yield orelse.body
-    final = getattr(stmt, "finalbody", None)
-    if final is not None:
-        yield final.body
-
-
 # -- a fetched buffer stored where nobody reads it ------------------------------------------
-def _stored_away(cls: cst.ClassDef) -> Iterator[Unexposed]:
+def _stored_away(cls: cst.ClassDef, scopes: list) -> Iterator[Unexposed]:
     methods = [m for m in suite_body(cls.body) if type(m) is cst.FunctionDef]
     for method in methods:
         if any(
-            type(n) is cst.Assign and any(patterns.is_attr(t.target, MAIN_GRAD) for t in n.targets)
+            type(n) is cst.SimpleStatementLine
+            and any(_bound_to_main_grad(small) is not None for small in n.body)
             for n in patterns.walk(method.body)
         ):
             continue  # it exposes a buffer itself
         for node, attr in _stores(method):
-            readers = [
-                m
-                for m in methods
-                if m is not method and m.name.value != "__init__" and _mentions(m, attr)
+            # Any read of ``self.<attr>`` in the file but the store itself and ``__init__``
+            # (which sets it up): the method itself after the store, a closure it defines,
+            # another method, a subclass.
+            stored = {id(n) for n in patterns.walk(node)}
+            functions = [
+                scope
+                for scope in scopes
+                if type(scope) is cst.FunctionDef and scope.name.value != "__init__"
             ]
-            if not readers:
+            # Filling or emptying the container (``self.bufs.clear()``) reads nothing.
+            stored |= {
+                id(n.func.value)
+                for f in functions
+                for n in patterns.walk(f.body)
+                if type(n) is cst.Call
+                and type(n.func) is cst.Attribute
+                and n.func.attr.value in FILLING
+            }
+            if not any(
+                patterns.attribute_of(n, "self") == attr and id(n) not in stored
+                for f in functions
+                for n in patterns.walk(f.body)
+            ):
                 yield Unexposed(node, "stored", attr)
 
 
@@ -271,7 +310,3 @@ def _self_attribute(target: cst.BaseExpression) -> str | None:
     if type(target) is cst.Subscript:
         target = target.value
     return patterns.attribute_of(target, "self")
-
-
-def _mentions(method: cst.FunctionDef, attr: str) -> bool:
-    return any(patterns.attribute_of(n, "self") == attr for n in patterns.walk(method.body))

@@ -26,6 +26,14 @@ from .module import Unit
 READ_ATTRS = frozenset({"dtype", "shape", "device", "ndim", patterns.GRAD_ADDED})
 INSPECTING = frozenset({"getattr", "hasattr", "isinstance"})
 WRITING_PROTOCOL = frozenset({"replay", "backward_dw"})
+# Attribute names that are the contract's own words (a weight's main_grad, its flags).
+CONTRACT_ATTRS = frozenset({patterns.MAIN_GRAD, patterns.GRAD_ADDED, "overwrite_main_grad"})
+
+
+def _other_main_grad(attr: str) -> bool:
+    """An attribute naming some main_grad other than a weight's own (``fc2_main_grad``,
+    ``main_grads``, ``get_main_grad``)."""
+    return "main_grad" in attr and attr not in CONTRACT_ATTRS
 
 
 def unwritten(unit: Unit, marks) -> Iterator[tuple[object, str]]:
@@ -42,14 +50,20 @@ def unwritten(unit: Unit, marks) -> Iterator[tuple[object, str]]:
             type(sub) is cst.Call and patterns.callee_name(sub) in WRITING_PROTOCOL
         ):
             return
+        elif type(sub) is cst.Attribute and _other_main_grad(sub.attr.value):
+            return  # ``ctx.fc2_main_grad``, ``ctx.main_grads[1]``: whose it is, is not known
     if not owners:
         return
     displays = {}  # loop variable -> the names of the display it walks
+    loops: dict[str, int] = {}
     for sub in nodes:
         if type(sub) is cst.For and type(sub.target) is cst.Name:
+            loops[sub.target.value] = loops.get(sub.target.value, 0) + 1
             names = _display_names(sub.iter)
             if names is not None:
                 displays.setdefault(sub.target.value, []).extend(names)
+    # A loop variable reused by several loops names different weights in each.
+    displays = {var: names for var, names in displays.items() if loops[var] == 1}
     for var, names in displays.items():
         if var in owners:
             owners.update(names)
