@@ -18,6 +18,7 @@ PROBES = [
     "wgrad_cublas_ab.py",
     "wgrad_kernels_vs_te.py",
     "wgrad_streams_ab.py",
+    "backward_dw_timeline.py",
 ]
 
 

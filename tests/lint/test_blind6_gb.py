@@ -1,5 +1,6 @@
-"""Helper "gb"'s targets in the sixth blind corpus (variant_corpus_blind6.py, classes 3-5)
-and the facts they stand for, in other spellings:
+"""The facts behind helper "gb"'s targets in the sixth blind corpus (variant_corpus_blind6.py,
+classes 3-5; the variants themselves are checked by test_variant_corpus.py), in other
+spellings:
 
 * a: a hand-off of a gradient that every path to it wrote into main_grad (``if overwrite:
   copy_(g) else: add_(g)``) is itself wrong and is reported there, not at one of the
@@ -21,30 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import variant_corpus_blind6
 from .support import lint_snippet
-
-TARGETS = (
-    "blind6-expert-main-grad-written-real-grad-returned",
-    "blind6-fc1-and-fc2-marked-only-fc2-written",
-    "blind6-triton-launch-constexpr-accumulate-false",
-    "blind6-graphed-experts-replay-fires-ddp-hooks-by-name",
-    "blind6-expert-parallel-params-reduced-unmarked",
-)
-BY_NAME = {v.name: v for v in variant_corpus_blind6.VARIANTS}
-
-
-@pytest.mark.parametrize("name", TARGETS)
-def test_corpus_variant_caught_on_its_line(name):
-    variant = BY_NAME[name]
-    lines = {f.line for f in lint_snippet(variant.bug)}
-    assert variant.bug_lines <= lines
-
-
-@pytest.mark.parametrize("name", TARGETS)
-def test_corpus_twin_clean(name):
-    assert lint_snippet(BY_NAME[name].twin) == []
-
 
 BUGGY = {
     "a_bug1": (
