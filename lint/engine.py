@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
-from . import registry
+from . import plain_spellings, registry
 from .cache import Cache
 from .class_facts import ClassFact, class_facts
 from .fixes import apply_fixes
@@ -118,19 +118,23 @@ def _run_checks(source: str, path: str, enabled, facts, classes=(), slots=()) ->
     from .analysis.collector import Collector
     from .analysis.module import ModuleContext
 
+    # The rules read the plain spelling of attribute stores, reads and tensor methods.
+    plain = plain_spellings.rewrite(source)
+
     def checks(module: libcst.Module) -> list[Finding]:
         with patterns.children_kept():  # one tree, walked many times
-            context = ModuleContext(source, path, facts, classes, module, slots)
+            context = ModuleContext(plain.text, path, facts, classes, module, slots)
             out = Collector(context, enabled)
             for check in registry.module_checks(enabled):
                 check(context, out)
             return out.findings
 
     try:
-        with trusted_parse():  # Python compiled ``source`` (``lint_source`` asked it first)
-            module = libcst.parse_module(source)
+        with trusted_parse():  # Python compiled the text (``lint_source`` asked it first)
+            module = libcst.parse_module(plain.text)
         with kept_from_collector():  # the tree: freed as soon as the analysis is
-            return checks(module)
+            found = checks(module)
+        return [_in_original(finding, plain) for finding in found] if plain.changed else found
     except libcst.ParserSyntaxError as error:
         # Python accepted the file (``lint_source`` asked it first): syntax libcst lacks.
         first = str(error).strip().splitlines()[0]
@@ -141,6 +145,20 @@ def _run_checks(source: str, path: str, enabled, facts, classes=(), slots=()) ->
         raise SourceError("cannot analyse: too deeply nested") from error
     except MemoryError as error:
         raise SourceError("cannot analyse: out of memory") from error
+
+
+def _in_original(finding: Finding, plain: plain_spellings.Rewrite) -> Finding:
+    """A finding on the plain-spelled text, placed in the original; its fix kept only when
+    no edit touches rewritten text."""
+    line, column = plain.position(finding.line, finding.column)
+    end_line, end_column = plain.position(finding.end_line, finding.end_column, at_end=True)
+    fix = finding.fix
+    if fix is not None:
+        edits = tuple(plain.edit(edit) for edit in fix.edits)
+        fix = None if None in edits else replace(fix, edits=edits)
+    return replace(
+        finding, line=line, column=column, end_line=end_line, end_column=end_column, fix=fix
+    )
 
 
 def fix_source(

@@ -21,9 +21,11 @@ Parameter was wrapped with the module's, so
 ``expert.weight = nn.Parameter(...)`` loses its main_grad just as ``self.weight = ...``
 does. Not reported: a binding under a test that reads like lazy creation (``None``,
 ``hasattr``, ``init``, ``materializ``, ``lazy``: the first forward building the weights
-before any wrapping), or in a method that puts main_grad back on something itself. Not
-seen: rebinding from helpers of other classes or files, or from hooks registered elsewhere,
-or of a module handed in as an argument (not owned).
+before any wrapping), or in a method that puts main_grad back on something itself. A
+module-level function of the file that such a method hands an owned object
+(``onload(self.fc1, device)``) is read the same way, its parameter standing for the object
+(one call deep). Not seen: rebinding from helpers of other classes or files, from hooks
+registered elsewhere, or of a module handed in by a caller outside the class.
 """
 
 from __future__ import annotations
@@ -59,12 +61,41 @@ def rebindings(context: ModuleContext) -> list[Rebinding]:
     if PARAMETER not in source or "main_grad" not in source:
         return []
     found = []
+    free = {s.name.value: s for s in context.module.body if type(s) is cst.FunctionDef}
+    handed: dict[str, set[str]] = {}  # free function -> its parameters handed an owned object
     for node in (u.owner for u in context.units):
         if type(node) is cst.ClassDef:
             methods = {s.name.value: s for s in suite_body(node.body) if type(s) is cst.FunctionDef}
             for name in _run_by_forward(methods):
                 found.extend(_in_method(context, methods[name]))
+                for callee, params in _owned_arguments(methods[name], free):
+                    handed.setdefault(callee, set()).update(params)
+    for callee, params in handed.items():
+        found.extend(_in_method(context, free[callee], frozenset(params)))
     return found
+
+
+def _owned_arguments(method: cst.FunctionDef, free: dict[str, cst.FunctionDef]):
+    """(function, parameter names) for each call of a module-level function of the file
+    that hands it, positionally or by keyword, an object the module owns
+    (``onload(self.fc1, device)``): that function binds on the module's own objects."""
+    owned = _owned_locals(method)
+    for call in _calls(method):
+        function = free.get(call.func.value) if type(call.func) is cst.Name else None
+        if function is None:
+            continue
+        params_of = function.params
+        names = [p.name.value for p in (*params_of.posonly_params, *params_of.params)]
+        params = set()
+        for index, arg in enumerate(call.args):
+            if arg.star or not _rooted(arg.value, owned):
+                continue
+            if arg.keyword is not None:
+                params.add(arg.keyword.value)
+            elif index < len(names):
+                params.add(names[index])
+        if params:
+            yield function.name.value, params
 
 
 def _run_by_forward(methods: dict[str, cst.FunctionDef]) -> set[str]:
@@ -96,9 +127,13 @@ def _self_method(expr) -> str | None:
     return None
 
 
-def _in_method(context: ModuleContext, method: cst.FunctionDef) -> Iterator[Rebinding]:
+def _in_method(
+    context: ModuleContext, method: cst.FunctionDef, roots: frozenset[str] = frozenset({"self"})
+) -> Iterator[Rebinding]:
+    """Rebindings in a method (``roots``: ``self``) or in a free function handed owned
+    objects (``roots``: those parameters)."""
     fresh_locals = set()
-    owned = _owned_locals(method)
+    owned = _owned_locals(method, roots)
     for node in patterns.walk(method.body):
         if type(node) is cst.Assign and _is_parameter(node.value, ()):
             fresh_locals.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
@@ -144,10 +179,13 @@ def _statements_with_tests(body, tests) -> Iterator[tuple[cst.CSTNode, tuple]]:
                 yield from _statements_with_tests(suite_body(handler.body), tests)
 
 
-def _owned_locals(method: cst.FunctionDef) -> frozenset[str]:
-    """Locals of the method that hold an object the module owns: bound to one, or walking
-    one element by element (submodules of ``self``, reached from ``self`` alone)."""
-    owned = {"self"}
+def _owned_locals(
+    method: cst.FunctionDef, roots: frozenset[str] = frozenset({"self"})
+) -> frozenset[str]:
+    """Locals of the method that hold an object the module owns: ``roots``, locals bound to
+    one, or walking one element by element (submodules of ``self``, reached from ``self``
+    alone)."""
+    owned = set(roots)
     for node in patterns.walk(method.body):
         if type(node) is cst.Assign and _rooted(node.value, owned):
             owned.update(t.target.value for t in node.targets if type(t.target) is cst.Name)

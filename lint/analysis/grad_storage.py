@@ -43,6 +43,25 @@ def view_of(expr, names: set[str]) -> bool:
             return False
 
 
+def storage_root(expr):
+    """The tensor whose storage ``expr`` is or views: ``w.main_grad`` for
+    ``w.main_grad.data``, ``w.main_grad[e]``, ``w.main_grad.view(-1)[a:b]``,
+    ``w.main_grad.chunk(n)[e]``, ``torch.narrow(w.main_grad, 0, s, n)``."""
+    while True:
+        if isinstance(expr, cst.Subscript) or (
+            isinstance(expr, cst.Attribute) and expr.attr.value in patterns.VIEW_ATTRS
+        ):
+            expr = expr.value
+        elif (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in patterns.VIEW_METHODS
+        ):
+            expr = patterns.positional_args(expr)[0].value if torch_view(expr) else expr.func.value
+        else:
+            return expr
+
+
 def writes(call) -> bool:
     """A call that writes a tensor: given ``out=``, or an in-place method."""
     if any(a.keyword is not None and a.keyword.value == "out" for a in call.args):

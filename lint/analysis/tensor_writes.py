@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import class_constants, partials, patterns
+from . import class_constants, grad_storage, partials, patterns
 
 if TYPE_CHECKING:
     from .module import Unit
@@ -18,9 +18,18 @@ if TYPE_CHECKING:
 # GEMMs that replace their ``out=`` unless told to accumulate (torch's have no such switch).
 REPLACING_GEMMS = frozenset({"matmul", "mm", "bmm"})
 ACCUMULATE_KEYWORDS = ("accumulate", "beta")
-# Methods of a tensor that replace its contents, and those that add to them.
-REPLACING_METHODS = frozenset({"copy_", "zero_", "fill_"})
-ACCUMULATING_METHODS = frozenset({"add_", "addmm_", "baddbmm_", "addmv_", "addr_", "addcmul_"})
+# Methods of a tensor that replace its contents (all of them, or the rows or elements they
+# index), and those that add to them; torch's in-place methods that write given values.
+# Those that copy another tensor's values in are a gradient's delivery; the others reset.
+COPYING_METHODS = frozenset({"copy_", "index_copy_", "masked_scatter_"})
+REPLACING_METHODS = COPYING_METHODS | {"zero_", "fill_", "index_fill_", "masked_fill_"}
+ACCUMULATING_METHODS = frozenset(
+    {"add_", "sub_", "addmm_", "baddbmm_", "addmv_", "addr_", "addcmul_", "addcdiv_"}
+    | {"index_add_", "scatter_add_"}
+)
+# Methods that replace unless a keyword asks them to add: ``index_put_(..., accumulate=True)``,
+# ``put_(..., accumulate=True)``, ``scatter_(..., reduce="add")``.
+SWITCHED_METHODS = {"index_put_": "accumulate", "put_": "accumulate", "scatter_": "reduce"}
 # Pointwise kernels written as functions that take their destination as an argument
 # (``triton_copy(src, dst)``, ``torch.add(a, b, out=a)``, ``fused_add(a, b, a)``): known by
 # what the call does with its arguments, the name only saying copy or add.
@@ -47,7 +56,9 @@ class Buffers:
     def main_grad(self, expr) -> bool:
         """main_grad storage: the buffer, a local bound to it, or per-expert buffers (a list
         of main_grads, or a local every reaching binding of which is one) that a
-        ``torch._foreach_*_`` kernel writes element by element."""
+        ``torch._foreach_*_`` kernel writes element by element; or a view of one of those
+        (``.data``, an item or slice, ``view`` / ``narrow`` / ``chunk(n)[e]``...)."""
+        expr = grad_storage.storage_root(expr)
         if patterns.is_main_grad_direct(expr):
             return True
         if isinstance(expr, cst.Name) and self.unit.aliases.surely(expr.value, self.node):
@@ -137,6 +148,10 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
                 yield unsubscripted(scaled[0]), scaled[1], sub, scaled[2]
                 continue
             method = patterns.method_call(sub)
+            if method is not None and method[1] in SWITCHED_METHODS:
+                kind = _switched_method_kind(sub, SWITCHED_METHODS[method[1]])
+                yield unsubscripted(method[0]), kind, sub, method[1]
+                continue
             if method is not None and method[1] in REPLACING_METHODS:
                 yield unsubscripted(method[0]), "replace", sub, method[1]
                 continue
@@ -166,6 +181,35 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
             for target in sub.targets:
                 if type(target.target) is cst.Subscript:
                     yield target.target.value, "replace", sub, "an assignment into it"
+
+
+def copying_method(call):
+    """(destination, method) for a method call that replaces its receiver's contents (or
+    the rows it indexes) with another tensor's values: ``copy_``, ``index_copy_``,
+    ``masked_scatter_``, and ``index_put_`` / ``put_`` / ``scatter_`` not asked to add."""
+    method = patterns.method_call(call)
+    if method is None:
+        return None
+    name = method[1]
+    if name in COPYING_METHODS:
+        return method
+    if (
+        name in SWITCHED_METHODS
+        and _switched_method_kind(call, SWITCHED_METHODS[name]) == "replace"
+    ):
+        return method
+    return None
+
+
+def _switched_method_kind(call, keyword: str) -> str:
+    """ "replace" unless ``keyword`` is given and not literally off (``accumulate=False``,
+    ``reduce=None``): a value the code computes may ask for adding, so it is not a
+    replacement to report."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            off = literal_off(arg.value)  # False, None or 0
+            return "replace" if off else "accumulate"
+    return "replace"
 
 
 def switched_destination(call, arguments, buffers: Buffers | None):

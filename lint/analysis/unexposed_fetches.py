@@ -13,7 +13,10 @@ code does write never gets there:
   never runs. Megatron-LM's fix asks ``getattr(param, "main_grad", None) is None``;
 * the fetched buffer is stored where nobody reads it - a ``self`` attribute of the class
   (a dict by name, a list) that no other method of the class mentions - and the function
-  binds no ``.main_grad``.
+  binds no ``.main_grad``;
+* the fetch sits in a lazy iterator that the statement drops (``map(lambda p: setattr(p,
+  "main_grad", p.get_main_grad()), params)``, a generator expression): nothing iterates
+  it, so the fetch never runs, and the function binds main_grad nowhere else.
 
 A test that also lets the fetch run some other way (``not hasattr(p, "main_grad") or
 p.main_grad is None``) is left alone; so is a fetched buffer returned, used in the function
@@ -40,7 +43,7 @@ FILLING = STORING | {"clear"}
 @dataclass(frozen=True)
 class Unexposed:
     node: cst.CSTNode  # where to point: the guard's test, or the store
-    kind: str  # "guard" or "stored"
+    kind: str  # "guard", "stored" or "lazy"
     receiver: str  # the attribute the buffer was stored in, for "stored"
     fetches: int = 0  # for "guard": the fetches the test keeps from running
 
@@ -58,7 +61,48 @@ def unexposed_fetches(module: cst.Module) -> list[Unexposed]:
         # None: fetch``), may be the one that runs: the function is not judged then.
         if guards and _count_fetches(scope) <= sum(g.fetches for g in guards):
             found.extend(guards)
+        if not _count_fetches(scope):
+            found.extend(_never_iterated(scope))
     return found
+
+
+# -- a fetch in a lazy iterator nobody iterates ------------------------------------------------
+LAZY_CALLS = frozenset({"map", "filter", "starmap", "filterfalse"})
+
+
+def _never_iterated(function: cst.FunctionDef) -> Iterator[Unexposed]:
+    """Expression statements whose value is a lazy iterator (``map(lambda p: ..., ps)``,
+    ``filter(...)``, a generator expression) holding a fetch that only iterating it would
+    run: the statement drops the iterator, so the fetch never runs."""
+    for stmt in patterns.walk(function.body):
+        if type(stmt) is not cst.SimpleStatementLine:
+            continue
+        for small in stmt.body:
+            if type(small) is not cst.Expr:
+                continue
+            deferred = _deferred_parts(small.value)
+            if any(_is_fetch(node) for part in deferred for node in patterns.walk(part)):
+                yield Unexposed(small, "lazy", "")
+
+
+def _deferred_parts(value: cst.BaseExpression) -> list[cst.CSTNode]:
+    """The parts of a lazy iterator that run only when it is iterated: a generator
+    expression's element and conditions (its first iterable runs at once), the function a
+    ``map`` / ``filter`` is handed when it is written in place (a lambda)."""
+    if type(value) is cst.GeneratorExp:
+        parts: list[cst.CSTNode] = [value.elt]
+        comp = value.for_in
+        parts += list(comp.ifs)
+        inner = comp.inner_for_in
+        while inner is not None:
+            parts += [inner.iter, *inner.ifs]
+            inner = inner.inner_for_in
+        return parts
+    if type(value) is cst.Call and patterns.callee_name(value) in LAZY_CALLS:
+        args = patterns.positional_args(value)
+        if args and type(args[0].value) is cst.Lambda:
+            return [args[0].value.body]
+    return []
 
 
 def _scopes(node: cst.CSTNode) -> Iterator[cst.FunctionDef | cst.ClassDef]:

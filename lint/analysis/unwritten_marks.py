@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from . import patterns, wgrad
+from . import local_aliases, patterns, wgrad
 from .module import Unit
 
 READ_ATTRS = frozenset({"dtype", "shape", "device", "ndim", patterns.GRAD_ADDED})
@@ -67,13 +67,17 @@ def unwritten(unit: Unit, marks) -> Iterator[tuple[object, str]]:
     for var, names in displays.items():
         if var in owners:
             owners.update(names)
+    aliases = local_aliases.Aliases(unit.owner)
+    written = {aliases.resolved(owner) for owner in owners}
     for mark in marks:
         subject = mark.subject
         if type(subject) is not cst.Name:
             continue
         named = displays.get(subject.value, [subject.value])
         for name in named:
-            if name not in owners and _only_read(nodes, name) and _bound_from_idle(nodes, name):
+            if name in owners or aliases.resolved(name) in written:
+                continue  # written under another name for the same object (``s = weight``)
+            if _only_read(nodes, name) and _bound_from_idle(nodes, name):
                 yield mark, name
 
 

@@ -8,6 +8,11 @@ nothing, silently: the weights of the submodules it stands for never get a gradi
 (lhb8125/Megatron-LM #30's merge left two such pieces). A piece that raises says so
 loudly and is not one of these; nor is a piece of an interface (a ``Protocol`` or ``ABC``,
 an ``@abstractmethod``) or of a class that builds no submodule in ``__init__``.
+
+A piece called for its effect (``backward_dw``, ``*_dw``) whose own body yields is a
+generator function: the schedule's call (``layer.backward_dw()``) makes a generator and runs
+none of its body, whatever the class builds. ``*wgrad*`` methods may be generators on
+purpose (walking buffers) and are not judged so.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class EmptyPiece:
     method: cst.FunctionDef
     class_name: str
     submodules: tuple[str, ...]  # the ``self`` attributes ``__init__`` builds
+    # the first ``yield`` of a piece that is a generator function (None: an empty body)
+    generator_yield: cst.CSTNode | None = None
 
 
 def empty_pieces(context: ModuleContext) -> list[EmptyPiece]:
@@ -45,14 +52,30 @@ def empty_pieces(context: ModuleContext) -> list[EmptyPiece]:
         methods = [s for s in suite_body(node.body) if isinstance(s, cst.FunctionDef)]
         init = next((m for m in methods if m.name.value == "__init__"), None)
         submodules = tuple(_built_submodules(init)) if init is not None else ()
-        if not submodules:
-            continue
-        found.extend(
-            EmptyPiece(method, node.name.value, submodules)
-            for method in methods
-            if _is_piece(method.name.value) and not is_abstract(method) and is_empty(method)
-        )
+        for method in methods:
+            if not _is_piece(method.name.value) or is_abstract(method):
+                continue
+            if submodules and is_empty(method):
+                found.append(EmptyPiece(method, node.name.value, submodules))
+            elif method.name.value.endswith(PIECE_SUFFIX):
+                first = first_yield(method)
+                if first is not None:
+                    found.append(EmptyPiece(method, node.name.value, submodules, first))
     return found
+
+
+def first_yield(function: cst.FunctionDef) -> cst.CSTNode | None:
+    """The first ``yield`` of the function's own body (not of functions, lambdas or
+    classes nested in it): the function is then a generator function."""
+    stack = [function.body]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Yield:
+            return node
+        if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            continue
+        stack.extend(reversed(patterns.children(node)))
+    return None
 
 
 def _is_interface(node: cst.ClassDef) -> bool:

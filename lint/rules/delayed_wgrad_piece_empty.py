@@ -27,7 +27,8 @@ RULE = Rule(
         "a method named `backward_dw`, `*_dw` or `*wgrad*` whose body is only `pass`, `...`, "
         "a docstring or a bare return, in a class whose `__init__` builds submodules "
         "(`build_module(...)`, a Linear / MLP / Attention / Experts / Layer class); not in "
-        "a `Protocol` / `ABC`, not `@abstractmethod`"
+        "a `Protocol` / `ABC`, not `@abstractmethod`; and a `backward_dw` or `*_dw` method "
+        "of any class whose own body yields (a generator function: calling it runs nothing)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes), found from lhb8125/Megatron-LM
@@ -46,6 +47,12 @@ RULE = Rule(
         ending in `_dw`, or containing `wgrad`, whose bodies hold nothing but `pass`, `...`,
         strings and bare / `None` returns. Files naming no other trigger are analysed when
         they define such a method (`_dw(self`).
+
+        A piece named `backward_dw` or `*_dw` whose own body contains `yield` is a generator
+        function, in any class: the schedule calls it for its effect (`layer.backward_dw()`)
+        and the call only makes a generator, so none of the body runs. Reported at the
+        first `yield`. `*wgrad*` methods may be generators on purpose (walking buffers) and
+        are not judged so; nor is a `yield` inside a function nested in the piece.
 
         Not seen: a piece that does something unrelated (a log line) and no gradient work;
         a piece that calls a submodule's `backward_dw` but not every one's (GMLP014 and
@@ -88,6 +95,21 @@ RULE = Rule(
                     pass
             """
         ),
+        Example(
+            """
+            class ExpertStack(nn.Module):
+                def iter_wgrad_buffers(self):
+                    for layer in self.layers:
+                        yield layer.weight.main_grad
+
+                def backward_dw(self):
+                    def pending():
+                        yield from self.layers
+
+                    for layer in pending():
+                        layer.backward_dw()
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -106,6 +128,15 @@ RULE = Rule(
             """,
             line=10,
         ),
+        Example(
+            """
+            class ExpertStack(nn.Module):
+                def backward_dw(self):
+                    for layer in reversed(self.layers):
+                        yield layer.backward_dw()
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -117,8 +148,19 @@ MESSAGE = (
 )
 
 
+GENERATOR = (
+    "`{cls}.{method}` yields, so it is a generator function: the schedule's call "
+    "(`{method}()`) makes a generator and runs none of its body, and no weight gradient is "
+    "computed; do the work without `yield`"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     for piece in context.shared(wgrad_pieces.empty_pieces):
+        if piece.generator_yield is not None:
+            message = GENERATOR.format(cls=piece.class_name, method=piece.method.name.value)
+            out.report(CODE, piece.generator_yield, message)
+            continue
         submodules = ", ".join(f"`self.{name}`" for name in piece.submodules)
         out.report(
             CODE,

@@ -53,7 +53,13 @@ RULE = Rule(
           from its entry through the mark to its exit passes none of that, and the mark is
           guarded by nothing but loops and `hasattr` tests (a mark under another condition
           may be correlated with the write's condition, which a path-insensitive graph
-          cannot tell);
+          cannot tell). A test is no such condition when the mark runs on one side of it and every
+          write on the other, and the mark's side hands back a product (`@`, a GEMM) it
+          computed: `if fused: <write, mark, return dummy>`, then a mark and `return dy.t()
+          @ x` (one evaluation of one test; the gradient goes to `.grad`, which the mark
+          tells the hook to ignore). A mark whose side hands back a dummy may follow a
+          write made elsewhere (a fused kernel) and is left alone;
+
         * a weight gradient computed here by a GEMM or `@` into a fresh tensor (or by a
           gradient helper: a function of this file, or at the top level of another file of
           the run, that returns such a product and can write no main_grad) reaches the
@@ -272,6 +278,18 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            def expert_wgrad(w, x, dy, fused):
+                if fused:
+                    general_gemm(x, dy, out=w.main_grad)
+                    w.grad_added_to_main_grad = True
+                    return make_dummy_wgrad(w)
+                w.grad_added_to_main_grad = True
+                return dy.t() @ x
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -335,7 +353,7 @@ def _check_mark(unit: Unit, facts: Deliveries, gradients, mark: Mark, out: Colle
         # A captured graph's replay runs whatever wrote main_grad when it was captured.
         writes |= _replays(unit)
     if writes and any(
-        _only_loops_and_guards(unit, node)
+        _only_loops_and_guards(unit, node, writes)
         # A write skipped because there is nothing to write or it was already written
         # (``if wgrad is not None and not grad_added: main_grad.add_(wgrad)``) is no
         # missing write: paths through such tests are not followed.
@@ -406,10 +424,11 @@ def _puts_back(root) -> bool:
     )
 
 
-def _only_loops_and_guards(unit: Unit, node) -> bool:
+def _only_loops_and_guards(unit: Unit, node, writes: set[int]) -> bool:
     """Every branch deciding whether the mark (at ``node``) runs is a loop, a statement of a
-    ``try`` that may raise into a handler, or a ``hasattr`` / grad_added test: no condition
-    that may be correlated with the write's."""
+    ``try`` that may raise into a handler, a ``hasattr`` / grad_added test, or the test
+    that decides every write the other way: no condition that may be correlated with the
+    write's."""
     for branch in unit.control.ancestors(node):
         if branch.kind in ("for", "while"):
             continue
@@ -419,9 +438,70 @@ def _only_loops_and_guards(unit: Unit, node) -> bool:
         if test is None:
             return False
         text = unit.context.code(test)
-        if "hasattr" not in text and "grad_added" not in text:
+        if "hasattr" in text or "grad_added" in text:
+            continue
+        if not _decides_against(unit, branch, node, writes):
             return False
     return True
+
+
+def _decides_against(unit: Unit, branch, node, writes: set[int]) -> bool:
+    """The mark at ``node`` runs on one side of ``branch``'s test and every write on the
+    other, and the mark's side hands back a product it computed (``if fused: <write,
+    mark, return dummy>`` then a mark and ``return dy.t() @ x``): one evaluation of one
+    test, so no correlation can put a write on the mark's path, and the gradient goes to
+    ``.grad``, which the mark tells Megatron's hook to ignore. A side that hands back a
+    dummy may be one whose write happened elsewhere (a fused kernel), and is left alone."""
+    mark_sides = _sides(unit, branch, node.index)
+    if len(mark_sides) != 1 or not _returns_product_after(unit, node):
+        return False
+    nodes = unit.graph.nodes
+    for index in writes:
+        sides = _sides(unit, branch, nodes[index].index)
+        if len(sides) != 1 or sides == mark_sides:
+            return False
+    return True
+
+
+def _returns_product_after(unit: Unit, node) -> bool:
+    """A ``return`` reached from ``node`` hands back a product (``@``, a GEMM call)."""
+    seen = {node.index}
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        owner = current.owner
+        if type(owner) is cst.Return and owner.value is not None and _has_product(owner.value):
+            return True
+        for succ, _ in current.succ:
+            if succ.index not in seen:
+                seen.add(succ.index)
+                stack.append(succ)
+    return False
+
+
+def _has_product(expr) -> bool:
+    for sub in patterns.walk(expr):
+        if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply:
+            return True
+        if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
+            return True
+    return False
+
+
+def _sides(unit: Unit, branch, index: int) -> set[str]:
+    """The labels of ``branch``'s edges that the node at ``index`` is control dependent on."""
+    parents = unit.control.parents
+    found: set[str] = set()
+    seen = {index}
+    stack = [index]
+    while stack:
+        for parent, label in parents[stack.pop()]:
+            if parent is branch:
+                found.add(label)
+            elif parent.index not in seen:
+                seen.add(parent.index)
+                stack.append(parent.index)
+    return found
 
 
 # -- the consumer side: a write inferred from where main_grad points ---------------------

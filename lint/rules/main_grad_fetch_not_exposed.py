@@ -27,7 +27,9 @@ RULE = Rule(
         '`p.main_grad = p.get_main_grad()` only under `not hasattr(p, "main_grad")` (or '
         '`"main_grad" not in vars(p)`, the `else` of `hasattr`, an `except AttributeError` '
         "around reading it); `p.get_main_grad()` stored in a `self` attribute that no other "
-        "method of the class reads, in a method that binds no `.main_grad`"
+        "method of the class reads, in a method that binds no `.main_grad`; a fetch inside "
+        "a `map(lambda ...)`, `filter(lambda ...)` or generator expression whose iterator "
+        "the statement drops, in a function that binds main_grad nowhere else"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209). Megatron-FSDP sets `param.main_grad = None`
@@ -50,6 +52,11 @@ RULE = Rule(
         where no method of the class but `__init__` mentions `self.x`, in a method that binds
         no `.main_grad`. `param.main_grad` stays None and the op fails or, with a stale
         buffer, writes the wrong one.
+
+        The fetch sits in a lazy iterator nobody iterates: an expression statement
+        `map(lambda p: setattr(p, "main_grad", p.get_main_grad()), params)` (or `filter`,
+        or a generator expression) makes the iterator and drops it, so the lambda never
+        runs. Reported when the function binds main_grad to a fetch nowhere else.
 
         Not seen: a buffer kept in a local or a module-level dict; a store read only through
         another object; whether the op that reads main_grad is built at all (the fetch is
@@ -89,6 +96,13 @@ RULE = Rule(
                         buf.zero_()
             """
         ),
+        Example(
+            """
+            def expose(params):
+                list(map(lambda p: setattr(p, "main_grad", p.get_main_grad()), params))
+                any(p.main_grad.zero_() for p in params)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -119,6 +133,13 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def expose(params):
+                map(lambda p: setattr(p, "main_grad", p.get_main_grad()), params)
+            """,
+            line=2,
+        ),
     ),
 )
 
@@ -133,6 +154,11 @@ MESSAGES = {
     "stored": (
         "the fetched main_grad is kept in `self.{attr}`, which no other method reads, and "
         "`param.main_grad` is never bound: it stays None for the op that writes it"
+    ),
+    "lazy": (
+        "the main_grad fetch is inside a lazy iterator (`map`, `filter`, a generator "
+        "expression) that this statement drops: nothing iterates it, so the fetch never runs "
+        "and `param.main_grad` stays None for the fused op; use a `for` loop"
     ),
 }
 

@@ -24,6 +24,7 @@ module_provenance = LazyModule("..analysis.module_provenance", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
 stand_ins = LazyModule("..analysis.stand_ins", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
+local_aliases = LazyModule("..analysis.local_aliases", __package__)
 
 CODE = "GMLP007"
 RULE = Rule(
@@ -341,8 +342,14 @@ def check(context: ModuleContext, out: Collector) -> None:
         survey = unit.survey
         if survey.spells_grad_added:
             experts = _grouped_gemm_code(unit)
-            for mark in wgrad.marks(unit):
-                _check_block(mark, module_provenance.of_unit(unit), out, experts)
+            marks = wgrad.marks(unit)
+            aliases = (
+                local_aliases.Aliases(unit.owner)
+                if marks and isinstance(unit.owner, cst.FunctionDef)
+                else None
+            )
+            for mark in marks:
+                _check_block(mark, module_provenance.of_unit(unit), out, experts, aliases)
         if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
             seen: set[int] = set()
             for stmt, _ in unit.statements():
@@ -375,7 +382,9 @@ def _grouped_gemm_code(unit) -> bool:
     return any(word in call.lower() for call in calls for word in GROUPED_GEMM_WORDS)
 
 
-def _check_block(mark: Mark, objects: Provenance, out: Collector, experts: bool) -> None:
+def _check_block(
+    mark: Mark, objects: Provenance, out: Collector, experts: bool, aliases=None
+) -> None:
     marked = {wgrad.stem(mark.subject)}
     subjects = {wgrad.stem(mark.subject): mark.subject}
     statements = list(wgrad.block_statements(mark.block))
@@ -397,6 +406,8 @@ def _check_block(mark: Mark, objects: Provenance, out: Collector, experts: bool)
             if experts and what == patterns.ZERO_OUT:
                 continue
             word = wgrad.stem(owner)
+            if aliases is not None and any(aliases.same(owner, s) for s in subjects.values()):
+                continue  # another name for a marked weight (``s = weight``)
             if word is not None and word not in marked:
                 message = IN_BLOCK.format(
                     subject=out.text(mark.subject), what=what, other=out.text(owner)

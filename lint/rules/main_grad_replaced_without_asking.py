@@ -40,7 +40,8 @@ RULE = Rule(
         "always one, or a class constant `self.X` the file never sets otherwise), "
         "`torch.matmul` / `mm` with such an `out=`, `torch.addmm` & co. with "
         "`beta=0` into main_grad (`out=` its own input, or `main_grad.addmm_`) or with `out=` "
-        "main_grad over another input, `copy_` into it, or `p.main_grad[...] = "
+        "main_grad over another input, `copy_` into it (or `index_copy_`, `masked_scatter_`, "
+        "`index_put_` / `put_` / `scatter_` not asked to add), or `p.main_grad[...] = "
         "...`, in a producer function (and the functions around it) that never mentions "
         "overwrite or sharding; and, in FSDP code that never mentions `overwrite_main_grad`, "
         "a hook resetting `grad_added_to_main_grad = False` for a new backward; a "
@@ -77,7 +78,10 @@ RULE = Rule(
         kernels (`addmm`, `baddbmm`, `addbmm`, `addmv`, `addr`) with `beta=0` writing into
         their own input (`torch.addmm(mg, a, b, beta=0.0, out=mg)`, `mg.addmm_(a, b,
         beta=0)`: beta zero discards what main_grad held) or with `out=` main_grad over
-        another input, `copy_` into main_grad or a local bound to it, a kernel handed main_grad as
+        another input, `copy_` into main_grad or a local bound to it (and the other methods
+        that copy values in: `index_copy_` and `masked_scatter_` replace the rows or
+        elements they select, `index_put_` / `put_` unless `accumulate=` is given and not
+        literally off, `scatter_` unless given a `reduce=`), a kernel handed main_grad as
         its destination (`triton_copy(g, p.main_grad)`; per expert, a list of main_grads
         given to `torch._foreach_copy_` or `torch._foreach_zero_`), and `X.main_grad[...] =
         value`; the function and the functions it is nested in are searched for a mention
@@ -385,6 +389,15 @@ RULE = Rule(
             """,
             line=7,
         ),
+        Example(
+            """
+            def scatter_wgrads(weight, active, dw):
+                view = weight.main_grad.view(weight.shape)
+                view.index_copy_(0, active, dw.float())
+                weight.grad_added_to_main_grad = True
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -433,6 +446,8 @@ def check(context: ModuleContext, out: Collector) -> None:
     if not (
         "out" in source
         or "copy_" in source
+        or "scatter_" in source
+        or "put_" in source
         or "[" in source
         or "beta" in source
         or "accumulate" in source.lower()
@@ -466,10 +481,11 @@ def check(context: ModuleContext, out: Collector) -> None:
                 for root, node in unit.expression_roots():
                     if switches is not None and switches.decides(node):
                         continue  # under the function's own overwrite-or-add choice
+                    buffers = tensor_writes.Buffers(unit, node)
                     if isinstance(root, cst.Assign):
-                        _check_slice_assignment(root, out)
+                        _check_slice_assignment(root, buffers, out)
                     for sub in patterns.walk(root):
-                        if _check_call(sub, tensor_writes.Buffers(unit, node), out):
+                        if _check_call(sub, buffers, out):
                             reported.add(id(sub))
             elif function and overwrite_findings.consumes_per_backward(unit):
                 overwrite_findings.check_consumer(unit, reported, out)
@@ -516,11 +532,11 @@ def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
     if not isinstance(node, cst.Call):
         return False
     name = patterns.callee_name(node)
-    if name == "copy_" and isinstance(node.func, cst.Attribute):
-        method = patterns.method_call(node)  # also torch.Tensor.copy_(buffer, value)
-        if method is not None and buffers.main_grad(method[0]):
-            how = "copy_"
-            out.report(CODE, node, MESSAGE.format(target=out.text(method[0]), how=how))
+    copying = tensor_writes.copying_method(node) if isinstance(node.func, cst.Attribute) else None
+    if copying is not None:  # ``copy_``, ``index_copy_``...; also torch.Tensor.copy_(buffer, v)
+        if buffers.main_grad(copying[0]):
+            how = copying[1]
+            out.report(CODE, node, MESSAGE.format(target=out.text(copying[0]), how=how))
             return True
         return False
     functional = tensor_writes.functional_write(node, buffers.off)
@@ -549,11 +565,12 @@ def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
     return replacing
 
 
-def _check_slice_assignment(stmt, out: Collector) -> None:
-    """``p.main_grad[...] = value``: the slice's old contents are dropped."""
+def _check_slice_assignment(stmt, buffers: tensor_writes.Buffers, out: Collector) -> None:
+    """``p.main_grad[...] = value`` (or into a view of it, or a local bound to it): the
+    slice's old contents are dropped."""
     for target in stmt.targets:
         sub = target.target
-        if isinstance(sub, cst.Subscript) and patterns.is_main_grad_direct(sub.value):
+        if isinstance(sub, cst.Subscript) and buffers.main_grad(sub.value):
             how = "an assignment into it"
             out.report(CODE, stmt, MESSAGE.format(target=out.text(sub.value), how=how))
 

@@ -98,13 +98,17 @@ RULE = Rule(
         `expert.weight = ...` for `expert` bound to or walking `self.experts`, and through
         `expert._parameters[...]` or `vars(expert)[...]`), in a file that names
         main_grad: Megatron gave the Parameter its main_grad once, at wrapping, and the
-        fresh one has none (analysis/forward_rebinds.py). Lazy creation under a test of
-        `None` / `hasattr` / `init` is not reported, nor a method that puts main_grad back.
+        fresh one has none (analysis/forward_rebinds.py). A module-level function of the
+        file that the forward path hands an owned submodule (`onload(self.fc1, device)`)
+        is read the same way, its parameter standing for the submodule (one call deep).
+        Lazy creation under a test of `None` / `hasattr` / `init` is not reported, nor a
+        method that puts main_grad back.
 
         Not seen: a rebinding in a helper of another file (MindSpeed !1534's rebinding
         helper returns the copy to a caller whose matmul reads main_grad elsewhere), an
-        attribute of an object the module does not own rebound (a module handed in as an
-        argument: `module.weight = Parameter(...)`, Automodel #2986's re-tie), or of `self` or
+        attribute of an object the module does not own rebound (a module handed in by a
+        caller outside the class: `module.weight = Parameter(...)`, Automodel #2986's
+        re-tie), or of `self` or
         its submodules outside the forward path,
         attributes copied over by a helper, whether a put-back runs on every path, lists
         filled by `extend` or holding new objects for some weights only, copies
@@ -197,6 +201,20 @@ RULE = Rule(
                     weight = weight.t().contiguous().t()
                 weight.main_grad.add_(dy.t() @ x)
                 return x @ weight
+            """,
+            line=3,
+        ),
+        Example(
+            """
+            def onload(module, device):
+                for name, p in list(module.named_parameters(recurse=False)):
+                    module.register_parameter(name, nn.Parameter(p.to(device)))
+
+
+            class OffloadedMLP(nn.Module):
+                def forward(self, x):
+                    onload(self.fc1, x.device)
+                    return self.fc1(x)  # fc1 writes main_grad in its backward
             """,
             line=3,
         ),

@@ -1,8 +1,11 @@
 """The held-out part of the sixth blind corpus (variant_corpus_blind6.py): the last variant
 of each class in the order they were written, kept out of the repository while three people
 changed the rules for the other 16. Blind with the rules at c070693: 1 of 8 caught; after that
-round: 2 of 8, no twin reported. The six still missed stay here as expected misses, each with
-what the rules do not see (``unseen``).
+round: 2 of 8, no twin reported. Five of the six misses were then taken as development
+material (no longer held out): the plain-spelling rewrite, a mark on the other side of the
+write's own test, the methods that copy values in, a generator ``backward_dw``, a fetch in a
+dropped lazy iterator and a free function handed an owned module now catch them (7 of 8).
+The one still missed stays as an expected miss, with what the rules do not see (``unseen``).
 
 Written blind (H-blind6) from issue #19's class descriptions, CONTRACT.md, the two seeds and
 the way other codebases spell these things (torchtitan-style grouped experts, DeepSpeed MoE,
@@ -86,11 +89,6 @@ VARIANTS = (
                 # fc1/fc2 were built with fuse_wgrad_accumulation=True: backward writes p.main_grad
                 return self.fc2(self.act(self.fc1(x, m_splits)), m_splits)
         """,
-        unseen=(
-            "GMLP015 follows Parameters rebound on the module the forward runs on and on "
-            "submodules it owns; here the rebinding function is handed the submodule as an "
-            "argument, and a module parameter of a free function is not followed (its page)"
-        ),
     ),
     # ------------------------------- 3 (new spelling): flag set through vars() on the unfused path
     Variant(
@@ -119,11 +117,6 @@ VARIANTS = (
             # unfused path: plain autograd gradient
             return (dy.t() @ x).to(w.dtype)
         """,
-        unseen=(
-            "a mark is an assignment, setattr or item assignment of grad_added_to_main_grad; "
-            "`vars(w).update(grad_added_to_main_grad=True)`, a dict update with the flag as "
-            "keyword, is not read as one"
-        ),
     ),
     # ------------------------------- 4 (new spelling): index_copy_ of the active experts' wgrads
     Variant(
@@ -151,10 +144,6 @@ VARIANTS = (
             zero = getattr(weight, "zero_out_wgrad", False)
             return get_dummy_wgrad(list(weight.shape), weight.dtype, zero=zero)
         """,
-        unseen=(
-            "GMLP016's replacing writes are copy_, fill_/zero_, GEMMs with out= and "
-            "assignment; `index_copy_` into a view of main_grad is not among them"
-        ),
     ),
     # ------------------------------- 5 (new spelling): hooks queued on an ExitStack
     Variant(
@@ -220,11 +209,6 @@ VARIANTS = (
                 for layer in reversed(self.layers):
                     layer.backward_dw()
         """,
-        unseen=(
-            "GMLP014 counts a layer's `backward_dw()` as reached wherever the class's "
-            "backward_dw calls it; that a `yield` makes backward_dw a generator whose body "
-            "never runs when called is not modelled"
-        ),
     ),
     # ------------------------------- 7 (new spelling): (real, dummy) indexed by the local
     Variant(
@@ -295,10 +279,5 @@ VARIANTS = (
                 list(map(lambda p: setattr(p, "main_grad", p.get_main_grad()), fsdp_params))
                 return self.fused(x, split_sizes, split_sizes)
         """,
-        unseen=(
-            "GMLP046 judges fetches under attribute tests and fetches stored where nothing "
-            "reads them; a fetch inside `map(...)` whose iterator is never consumed is taken "
-            "as run"
-        ),
     ),
 )
