@@ -22,7 +22,7 @@ import libcst as cst
 from .. import class_facts, layer_facts
 from ..class_facts import ClassFact
 from . import layer_builds, patterns
-from .module import ModuleContext, suite_body
+from .module import ModuleContext, compound_suites, suite_body
 
 DELAY = "delay_wgrad_compute"
 BACKWARD_DW = "backward_dw"
@@ -231,11 +231,53 @@ def self_call_closure(
 
 
 def _mentions(method: cst.FunctionDef) -> set[str]:
-    found = {n.attr.value for n in patterns.walk(method.body) if _is_self_attr(n)}
-    if "super" in {patterns.callee_name(n) for n in patterns.walk(method.body)}:
+    live = [n for stmt in _live_statements(method.body) for n in patterns.walk(stmt)]
+    found = {n.attr.value for n in live if _is_self_attr(n)}
+    if "super" in {patterns.callee_name(n) for n in live}:
         found.add(SUPER)
     if _only_raises(method):
         found.add(RAISES)
+    return found
+
+
+# Statements after which the rest of their block never runs.
+_ENDS_BLOCK = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+def _live_statements(block) -> list[cst.CSTNode]:
+    """The statements of a block that may run and do something, nested blocks opened up:
+    none after a ``return`` / ``raise`` / ``continue`` / ``break`` of the same block, and no
+    statement that only names something (``self.fc2.backward_dw`` without the call)."""
+    found: list[cst.CSTNode] = []
+    for stmt in suite_body(block):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if type(small) is cst.Expr and type(small.value) in (cst.Attribute, cst.Name):
+                    continue
+                found.append(small)
+                if type(small) in _ENDS_BLOCK:
+                    return found
+            continue
+        found.extend(_live_compound(stmt))
+    return found
+
+
+def _live_compound(stmt) -> list[cst.CSTNode]:
+    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        return [stmt]  # walked as a whole, as before
+    if type(stmt) is cst.If:
+        found = [stmt.test, *_live_statements(stmt.body)]
+        orelse = stmt.orelse
+        if type(orelse) is cst.If:
+            found += _live_compound(orelse)
+        elif orelse is not None:
+            found += _live_statements(orelse.body)
+        return found
+    header = [getattr(stmt, field, None) for field in ("test", "iter", "target", "subject")]
+    found = [part for part in header if isinstance(part, cst.CSTNode)]
+    found += list(getattr(stmt, "items", ()))  # a ``with``'s context managers
+    for suite in compound_suites(stmt):
+        found += _live_statements(suite)
     return found
 
 

@@ -102,7 +102,12 @@ class Deliveries:
                 patterns.METADATA_ATTRS
             ):
                 continue
-            if isinstance(current, cst.Call) and patterns.callee_name(current) in _INSPECTING:
+            if (
+                isinstance(current, cst.Call)
+                and patterns.callee_name(current) in _INSPECTING
+                # ``torch.cat(parts, out=main_grad)`` writes into its ``out=``
+                and patterns.keyword_arg(current, "out") is None
+            ):
                 continue
             if isinstance(current, cst.Comparison) and all(
                 isinstance(c.operator, _TESTS) for c in current.comparisons

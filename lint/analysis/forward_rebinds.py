@@ -39,6 +39,8 @@ from . import iteration, patterns
 from .module import ModuleContext, suite_body
 
 PARAMETER = "Parameter"
+# What a file spells when it makes a fresh Parameter (``_is_parameter``).
+FRESH_WORDS = (PARAMETER, "__class__", "type(")
 ENTRY = "forward"
 HOOK_REGISTRATIONS = frozenset({"register_forward_pre_hook", "register_forward_hook"})
 # How many ``self.m()`` calls deep from forward a rebinding is looked for.
@@ -58,7 +60,7 @@ def rebindings(context: ModuleContext) -> list[Rebinding]:
     """For ``context.shared``: the forward-path rebindings of a file that names main_grad
     (only there is the lost bookkeeping anybody's)."""
     source = context.source
-    if PARAMETER not in source or "main_grad" not in source:
+    if "main_grad" not in source or not any(word in source for word in FRESH_WORDS):
         return []
     found = []
     free = {s.name.value: s for s in context.module.body if type(s) is cst.FunctionDef}
@@ -268,7 +270,39 @@ def _named(context: ModuleContext, owner, name) -> str:
     return f"getattr({owner_text}, {context.code(name).strip()})"
 
 
+def _says_lazy(test) -> bool:
+    """A name, attribute or string of the test has a word of ``LAZY_WORDS``."""
+    for sub in patterns.walk(test):
+        kind = type(sub)
+        word = (
+            sub.value
+            if kind in (cst.Name, cst.SimpleString)
+            else sub.attr.value
+            if kind is cst.Attribute
+            else ""
+        )
+        if any(lazy in word for lazy in LAZY_WORDS):
+            return True
+    return False
+
+
 def _is_parameter(value, fresh_locals) -> bool:
-    if type(value) is cst.Name:
+    """A fresh Parameter: ``Parameter(...)``, the class of one called again
+    (``type(w)(...)``, ``w.__class__(...)``), a local bound to one, or either side of a
+    conditional expression that is one (on the other path the weight is kept)."""
+    kind = type(value)
+    if kind is cst.Name:
         return value.value in fresh_locals
-    return type(value) is cst.Call and patterns.callee_name(value) == PARAMETER
+    if kind is cst.IfExp:
+        return not _says_lazy(value.test) and (
+            _is_parameter(value.body, fresh_locals) or _is_parameter(value.orelse, fresh_locals)
+        )
+    if kind is not cst.Call:
+        return False
+    if patterns.callee_name(value) == PARAMETER:
+        return True
+    func = value.func
+    same_class = (
+        type(func) is cst.Call and patterns.callee_name(func) == "type" and len(func.args) == 1
+    ) or (type(func) is cst.Attribute and func.attr.value == "__class__")
+    return same_class

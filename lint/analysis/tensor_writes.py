@@ -15,8 +15,11 @@ from . import class_constants, grad_storage, partials, patterns
 if TYPE_CHECKING:
     from .module import Unit
 
-# GEMMs that replace their ``out=`` unless told to accumulate (torch's have no such switch).
-REPLACING_GEMMS = frozenset({"matmul", "mm", "bmm"})
+# GEMMs that replace their ``out=`` unless told to accumulate: torch's have no such switch,
+# Transformer Engine's ``general_gemm`` / ``general_grouped_gemm`` default to
+# ``accumulate=False``. Any other function of ``torch`` given ``out=`` replaces it too
+# (``torch.sum(dw, 0, out=mg)``; the add family is ``SCALED_ADDS`` and ``ADD_WORD``'s).
+REPLACING_GEMMS = frozenset({"matmul", "mm", "bmm", "general_gemm", "general_grouped_gemm"})
 ACCUMULATE_KEYWORDS = ("accumulate", "beta")
 # Methods of a tensor that replace its contents (all of them, or the rows or elements they
 # index), and those that add to them; torch's in-place methods that write given values.
@@ -173,7 +176,7 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
                 is_off = literal_off if buffers is None else buffers.off
                 off = all(is_off(value) for value in given)
                 yield target, "replace" if off else "accumulate", sub, "accumulate=False"
-            elif patterns.callee_name(sub) in REPLACING_GEMMS:
+            elif replaces_out(sub):
                 yield target, "replace", sub, "out=..."
         elif kind is cst.AugAssign and type(sub.operator) in (cst.AddAssign, cst.SubtractAssign):
             yield unsubscripted(sub.target), "accumulate", sub, "+="
@@ -210,6 +213,20 @@ def _switched_method_kind(call, keyword: str) -> str:
             off = literal_off(arg.value)  # False, None or 0
             return "replace" if off else "accumulate"
     return "replace"
+
+
+def replaces_out(call) -> bool:
+    """A call with no accumulate switch that replaces its ``out=``: a GEMM of
+    ``REPLACING_GEMMS`` or any function of ``torch`` (``torch.cat``, ``torch.nn.functional.x``)."""
+    name = patterns.callee_name(call) or ""
+    if name in REPLACING_GEMMS:
+        return True
+    if name.rstrip("_") in SCALED_ADDS or ADD_WORD in name.lower():
+        return False  # may add into its ``out=`` (``torch.addmm(mg, a, b, **{"out": mg})``)
+    root = call.func
+    while type(root) is cst.Attribute:
+        root = root.value
+    return type(root) is cst.Name and root.value == "torch" and type(call.func) is cst.Attribute
 
 
 def switched_destination(call, arguments, buffers: Buffers | None):

@@ -258,7 +258,7 @@ RULE = Rule(
             """
             def expert_wgrad(param, x, dy):
                 try:
-                    general_gemm(x, dy, out=param.main_grad)
+                    general_gemm(x, dy, out=param.main_grad, accumulate=True)
                 except NotImplementedError:
                     return dy.t() @ x
                 finally:
@@ -282,7 +282,7 @@ RULE = Rule(
             """
             def expert_wgrad(w, x, dy, fused):
                 if fused:
-                    general_gemm(x, dy, out=w.main_grad)
+                    general_gemm(x, dy, out=w.main_grad, accumulate=True)
                     w.grad_added_to_main_grad = True
                     return make_dummy_wgrad(w)
                 w.grad_added_to_main_grad = True

@@ -16,6 +16,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
 overwrite_switch = LazyModule("..analysis.overwrite_switch", __package__)
 overwrite_findings = LazyModule("..analysis.overwrite_findings", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
 
 CODE = "GMLP016"
 # Words that show the code asks how main_grad is to be written: the per-parameter flag, or
@@ -448,6 +449,8 @@ def check(context: ModuleContext, out: Collector) -> None:
         or "copy_" in source
         or "scatter_" in source
         or "put_" in source
+        or "main_grad =" in source
+        or ".data =" in source
         or "[" in source
         or "beta" in source
         or "accumulate" in source.lower()
@@ -555,7 +558,7 @@ def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
         replacing = all(buffers.off(value) for value in given)
         how = "accumulate=False / beta=0"
     else:
-        replacing = name in tensor_writes.REPLACING_GEMMS
+        replacing = tensor_writes.replaces_out(node)
         how = f"{name}(out=...) overwrites"
     if replacing:
         # At the switch when the call spells it (a launch over many lines), else the call.
@@ -567,12 +570,34 @@ def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
 
 def _check_slice_assignment(stmt, buffers: tensor_writes.Buffers, out: Collector) -> None:
     """``p.main_grad[...] = value`` (or into a view of it, or a local bound to it): the
-    slice's old contents are dropped."""
+    slice's old contents are dropped. ``p.main_grad = <a product>`` (or its ``.data``)
+    drops the whole buffer: main_grad no longer is the grad buffer's view."""
     for target in stmt.targets:
         sub = target.target
+        rebound = sub.value if patterns.is_attr(sub, "data") else sub
+        if patterns.is_attr(rebound, patterns.MAIN_GRAD) and _computed(stmt.value, buffers):
+            how = "rebinding it to a tensor computed here"
+            out.report(CODE, stmt, MESSAGE.format(target=out.text(sub), how=how))
+            continue
         if isinstance(sub, cst.Subscript) and buffers.main_grad(sub.value):
             how = "an assignment into it"
             out.report(CODE, stmt, MESSAGE.format(target=out.text(sub.value), how=how))
+
+
+def _computed(value, buffers: tensor_writes.Buffers, depth: int = 3) -> bool:
+    """A product computed here (``@``, a GEMM call), directly or through locals every
+    reaching binding of which is one (``depth`` bindings deep)."""
+    for sub in patterns.walk(value):
+        if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply:
+            return True
+        if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
+            return True
+    if type(value) is cst.Name and depth > 0:
+        defs = buffers.unit.reaching.reaching(value.value, buffers.node)
+        return bool(defs) and all(
+            d.value is not None and _computed(d.value, buffers, depth - 1) for d in defs
+        )
+    return False
 
 
 def _check_fsdp_resets(context: ModuleContext, out: Collector) -> None:

@@ -89,7 +89,7 @@ RULE = Rule(
 
 
             def backward_wgrad(ctx, x, dy):
-                general_gemm(x, dy, out=ctx.main_grad)
+                general_gemm(x, dy, out=ctx.main_grad, accumulate=True)
             """
         ),
     ),

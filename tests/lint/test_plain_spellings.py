@@ -127,7 +127,7 @@ ALIKE = [
         """
         def expert_wgrad(w, x, dy, fused):
             if fused:
-                general_gemm(x, dy, out=w.main_grad)
+                general_gemm(x, dy, out=w.main_grad, accumulate=True)
                 w.grad_added_to_main_grad = True
                 return make_dummy_wgrad(w)
             vars(w).update(
@@ -138,7 +138,7 @@ ALIKE = [
         """
         def expert_wgrad(w, x, dy, fused):
             if fused:
-                general_gemm(x, dy, out=w.main_grad)
+                general_gemm(x, dy, out=w.main_grad, accumulate=True)
                 w.grad_added_to_main_grad = True
                 return make_dummy_wgrad(w)
             w.grad_added_to_main_grad = (

@@ -39,6 +39,14 @@ PRODUCER_WRITES = [
     ("weight.main_grad.scatter_add_(0, idx, g)", False),
     ("weight.main_grad.view(-1).add_(g.view(-1))", False),
     ("weight.main_grad.zero_()", False),  # a reset, not a gradient's delivery
+    ("general_gemm(x, dy, out=weight.main_grad)", True),  # TE's default: accumulate=False
+    ("general_gemm(x, dy, out=weight.main_grad, accumulate=True)", False),
+    ("torch.sum(dw, dim=0, out=weight.main_grad)", True),
+    ("torch.cat(parts, out=weight.main_grad)", True),
+    ("weight.main_grad = (dy.t() @ x).float()", True),
+    ("wgrad = dy.t() @ x\n    weight.main_grad.data = wgrad", True),
+    ("weight.main_grad = weight.get_main_grad()", False),
+    ("weight.main_grad = buffer[a:b].view_as(weight)", False),
 ]
 
 
@@ -67,6 +75,7 @@ DELIVERING = [
     "mg = weight.main_grad.view(E, -1)\n        mg[e].add_(g)",
     "wgrad_kernel[grid](x, dy, weight.main_grad, ACCUMULATE=True)",
     "torch._foreach_add_([weight.main_grad], [g])",
+    "torch.stack(parts, out=weight.main_grad)",
 ]
 
 
