@@ -30,7 +30,15 @@ from .model import Edit
 from .spelling_forms import SPELLINGS, Source
 
 # Only files that spell one of these are parsed again: the rest cost one regex search.
-_TRIGGER = re.compile(r"\bvars\(|__dict__|__setattr__|__getattribute__|attrgetter|\bTensor\.\w+\(")
+# (``vars(args)`` alone, or ``self.__dict__`` read whole, is none of them.)
+_TRIGGER = re.compile(
+    r"\bvars\([^()]*\)\s*(?:\.update\(|\[)|__dict__\s*(?:\.update\(|\[)"
+    r"|__setattr__\(|__getattribute__\(|attrgetter\(|\bTensor\.[a-z]\w*\("
+)
+
+
+# The node types a spelling can be (a call, an item read or an item store).
+_SHAPES = (ast.Call, ast.Subscript, ast.Assign)
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,7 @@ def rewrite(text: str) -> Rewrite:
     found: list[tuple[int, int, str]] = []
     # Innermost first (deepest nodes end up inside their parents' texts), then outermost kept.
     nodes = sorted(
-        (node for node in ast.walk(tree) if hasattr(node, "end_col_offset")),
+        (node for node in ast.walk(tree) if type(node) in _SHAPES),
         key=lambda node: src.span(node)[1] - src.span(node)[0],
     )
     for node in nodes:
