@@ -14,23 +14,29 @@ INIT = """\
 class Experts(MegatronModule):
     def __init__(self, config):
         super().__init__(config)
-        self.linear_fc1 = TEGroupedLinear(config.num_experts, config.hidden, config.ffn, delay_wgrad_compute=True)
-        self.linear_fc2 = TEGroupedLinear(config.num_experts, config.ffn, config.hidden, delay_wgrad_compute=True)
+        self.linear_fc1 = TEGroupedLinear(config.experts, 8, 16, delay_wgrad_compute=True)
+        self.linear_fc2 = TEGroupedLinear(config.experts, 16, 8, delay_wgrad_compute=True)
 
 """
 
+FC1, FC2 = "self.linear_fc1.backward_dw()", "self.linear_fc2.backward_dw()"
+NL = "\n        "
+# (the body of backward_dw, the lines GMLP014 reports: where a missed layer is built)
 BODIES = [
-    ("self.linear_fc1.backward_dw()\n        self.linear_fc2.backward_dw()", set()),
-    ("self.linear_fc1.backward_dw()\n        return\n        self.linear_fc2.backward_dw()", {5}),
-    ("self.linear_fc2.backward_dw\n        self.linear_fc1.backward_dw()", {5}),
+    (FC1 + NL + FC2, set()),
+    (FC1 + NL + "return" + NL + FC2, {5}),
+    ("self.linear_fc2.backward_dw" + NL + FC1, {5}),
     (
-        "for m in (self.linear_fc1, self.linear_fc2):\n            m.backward_dw()\n            continue\n            self.unused()",
+        "for m in (self.linear_fc1, self.linear_fc2):"
+        + NL
+        + "    m.backward_dw()"
+        + NL
+        + "    continue"
+        + NL
+        + "    self.unused()",
         set(),
     ),
-    (
-        "try:\n            self.linear_fc1.backward_dw()\n        finally:\n            self.linear_fc2.backward_dw()",
-        set(),
-    ),
+    ("try:" + NL + "    " + FC1 + NL + "finally:" + NL + "    " + FC2, set()),
 ]
 
 
