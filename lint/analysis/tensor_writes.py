@@ -205,9 +205,9 @@ def copying_method(call):
 
 
 def _switched_method_kind(call, keyword: str) -> str:
-    """ "replace" unless ``keyword`` is given and not literally off (``accumulate=False``,
-    ``reduce=None``): a value the code computes may ask for adding, so it is not a
-    replacement to report."""
+    """The kind of write: a replacement unless ``keyword`` is given and not literally off
+    (``accumulate=False``, ``reduce=None``); a value the code computes may ask for adding,
+    so it is not a replacement to report."""
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == keyword:
             off = literal_off(arg.value)  # False, None or 0
