@@ -120,3 +120,112 @@ def test_wrong_mode_reported_at_its_test(source):
 @pytest.mark.parametrize("source", SAME_MODE_TESTS.values(), ids=SAME_MODE_TESTS.keys())
 def test_same_mode_clean(source):
     assert lint_snippet(source) == []
+
+
+# -- the fused path's stand-ins (GMLP014) ------------------------------------------------
+FUSED_VARIANTS = [
+    v for v in variant_corpus_blind7.VARIANTS if v.name == "blind7-megatron-fused-mlp-dw-skips-fc1"
+]
+
+
+@pytest.mark.parametrize("variant", FUSED_VARIANTS, ids=lambda v: v.name)
+def test_fused_variant_caught_and_twin_clean(variant):
+    assert any(f.line in variant.bug_lines for f in lint_snippet(variant.bug))
+    assert lint_snippet(variant.twin) == []
+
+
+# A builder for the spellings below: the up projection first, then the down projection.
+BUILDER = """
+        class FusedFFN(torch.nn.Module):
+            def build_fused(self):
+                seq = te_ops.Sequential()
+                first = te_ops.GroupedLinear(self.up.num_gemms, delay_wgrad_compute=True)
+                seq.append(first)
+                seq.append(te_ops.SwiGLU())
+                second = te_ops.GroupedLinear(self.down.num_gemms, delay_wgrad_compute=True)
+                seq.append(second)
+                return seq
+"""
+SEQUENTIAL_BUILDER = """
+        class FusedFFN(torch.nn.Module):
+            def build_fused(self):
+                up = te_ops.BasicLinear(self.up.in_features, delay_wgrad_compute=True)
+                act = te_ops.GELU()
+                down = te_ops.BasicLinear(self.down.in_features, delay_wgrad_compute=True)
+                return te_ops.Sequential(up, act, down)
+"""
+
+SKIPPED_STAND_INS = {
+    "negative-index-up-skipped": BUILDER
+    + """
+            def backward_dw(self):
+                kids = list(self._fused[0].children())
+                kids[-1].backward_dw()
+                self.down._trigger_wgrad_accumulation_and_reduce_hooks()
+                self.up._trigger_wgrad_accumulation_and_reduce_hooks()  # here
+        """,
+    "down-skipped-inside-a-branch": BUILDER
+    + """
+            def backward_dw(self):
+                if self.use_fused:
+                    ops = tuple(self.fused_ops.children())
+                    ops[0].backward_dw()
+                    self.down._trigger_wgrad_accumulation_and_reduce_hooks()  # here
+                    self.up._trigger_wgrad_accumulation_and_reduce_hooks()
+                else:
+                    self.down.backward_dw()
+                    self.up.backward_dw()
+        """,
+    "sequential-of-locals-under-with": SEQUENTIAL_BUILDER
+    + """
+            def backward_dw(self):
+                with torch.no_grad():
+                    mods = list(self.fused.children())
+                    mods[2].backward_dw()
+                    self.up.fire_wgrad_hooks()  # here
+        """,
+}
+
+COMPUTED_STAND_INS = {
+    "negative-and-positive-index": BUILDER
+    + """
+            def backward_dw(self):
+                kids = list(self._fused[0].children())
+                kids[-1].backward_dw()
+                kids[0].backward_dw()
+                self.down._trigger_wgrad_accumulation_and_reduce_hooks()
+                self.up._trigger_wgrad_accumulation_and_reduce_hooks()
+        """,
+    "the-layer-itself-computes": BUILDER
+    + """
+            def backward_dw(self):
+                if self.use_fused:
+                    ops = tuple(self.fused_ops.children())
+                    ops[0].backward_dw()
+                    self.down.backward_dw()
+                    self.down._trigger_wgrad_accumulation_and_reduce_hooks()
+                    self.up._trigger_wgrad_accumulation_and_reduce_hooks()
+        """,
+    "a-loop-over-all-ops": SEQUENTIAL_BUILDER
+    + """
+            def backward_dw(self):
+                mods = list(self.fused.children())
+                mods[2].backward_dw()
+                for op in mods[:1]:
+                    op.backward_dw()
+                self.up.fire_wgrad_hooks()
+        """,
+}
+
+
+@pytest.mark.parametrize("source", SKIPPED_STAND_INS.values(), ids=SKIPPED_STAND_INS.keys())
+def test_skipped_stand_in_reported_at_the_firing(source):
+    lines = textwrap.dedent(source).lstrip("\n").splitlines()
+    here = next(i for i, line in enumerate(lines, start=1) if "# here" in line)
+    found = [(f.code, f.line) for f in lint_snippet(source)]
+    assert ("GMLP014", here) in found, found
+
+
+@pytest.mark.parametrize("source", COMPUTED_STAND_INS.values(), ids=COMPUTED_STAND_INS.keys())
+def test_computed_stand_ins_clean(source):
+    assert lint_snippet(source) == []
