@@ -34,6 +34,9 @@ class Guarded:
     call: cst.Call  # ``self.<layer>.backward_dw()``
     layer: str
     terms: frozenset[str]  # the mode terms of the tests it runs under
+    # The nearest test that gave it mode terms: where a wrong mode is written, so where the
+    # finding and its fix belong (the call itself is right); None when no test did.
+    test: cst.BaseExpression | None = None
 
 
 def terms(expr: cst.CSTNode) -> frozenset[str]:
@@ -178,30 +181,40 @@ def guarded_calls(index: ClassIndex, model: ClassModel) -> Iterator[Guarded]:
         yield from _walk(suite_body(method.body), frozenset())
 
 
-def _walk(body, outer: frozenset[str]) -> Iterator[Guarded]:
+def _walk(body, outer: frozenset[str], where=None) -> Iterator[Guarded]:
     current = outer
     for stmt in body:
         if isinstance(stmt, cst.If):
             test = terms(stmt.test)
-            yield from _walk(suite_body(stmt.body), current | test)
+            inner = _nearest(stmt.test, where)
+            yield from _walk(suite_body(stmt.body), current | test, inner)
             orelse = stmt.orelse
             while orelse is not None:
                 if isinstance(orelse, cst.If):
-                    yield from _walk(suite_body(orelse.body), current | test | terms(orelse.test))
+                    branch = _nearest(orelse.test, inner)
+                    yield from _walk(
+                        suite_body(orelse.body), current | test | terms(orelse.test), branch
+                    )
                     test = test | terms(orelse.test)
                     orelse = orelse.orelse
                 else:
-                    yield from _walk(suite_body(orelse.body), current | test)
+                    yield from _walk(suite_body(orelse.body), current | test, inner)
                     orelse = None
             if _leaves(stmt.body):
                 current = current | test  # ``if not <mode>: return`` guards what follows
+                where = inner
         elif isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
-            yield from _walk(suite_body(stmt.body), current)
+            yield from _walk(suite_body(stmt.body), current, where)
         elif isinstance(stmt, cst.SimpleStatementLine):
             for node in patterns.walk(stmt):
                 layer = _layer_backward_dw(node)
                 if layer is not None:
-                    yield Guarded(node, layer, current)
+                    yield Guarded(node, layer, current, where)
+
+
+def _nearest(test: cst.BaseExpression, outer):
+    """``test`` when it reads a mode, else the outer test that did."""
+    return test if terms(test) else outer
 
 
 def _leaves(suite: cst.CSTNode) -> bool:

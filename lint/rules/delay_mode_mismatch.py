@@ -27,7 +27,8 @@ RULE = Rule(
     flags=(
         "`self.x.backward_dw()` in the class's `backward_dw` under a test (an enclosing "
         "`if`, or an earlier `if ...: return`) whose delay-mode terms differ from those of "
-        "the `delay_wgrad_compute=` the class built `self.x` with"
+        "the `delay_wgrad_compute=` the class built `self.x` with; reported at that test "
+        "(the nearest one that reads a mode), where the wrong mode is written"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes: delay-mode mismatches between a
@@ -128,7 +129,7 @@ RULE = Rule(
                     if self.config.delay_wgrad_compute:
                         self.linear_fc1.backward_dw()
             """,
-            line=10,
+            line=9,
         ),
         Example(
             """
@@ -141,7 +142,7 @@ RULE = Rule(
                         return
                     self.in_proj.backward_dw()
             """,
-            line=8,
+            line=6,
         ),
     ),
 )
@@ -149,7 +150,7 @@ RULE = Rule(
 
 # -- the check ------------------------------------------------------------------------
 MESSAGE = (
-    "`self.{layer}` was built with delay mode `{built}` but its backward_dw() runs only "
+    "`{layer}` was built with delay mode `{built}` but its backward_dw() runs only "
     "under `{guard}`: where the first holds and the second does not, its weight gradient "
     "is never computed"
 )
@@ -178,8 +179,10 @@ def check(context: ModuleContext, out: Collector) -> None:
             guard = _expand(guarded.terms, own)
             mode = _expand(built[guarded.layer][0], own)
             if guard != mode:
-                message = MESSAGE.format(layer=guarded.layer, built=_show(mode), guard=_show(guard))
-                out.report(CODE, guarded.call, message)
+                layer = guarded.layer if guarded.layer == modes.SUPER else f"self.{guarded.layer}"
+                message = MESSAGE.format(layer=layer, built=_show(mode), guard=_show(guard))
+                # At the test that reads the other mode: that is the line to change.
+                out.report(CODE, guarded.test or guarded.call, message)
 
 
 def _expand(found: frozenset[str], own: frozenset[str] | None) -> frozenset[str]:

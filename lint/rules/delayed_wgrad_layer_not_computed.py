@@ -16,6 +16,7 @@ gated_layers = LazyModule("..analysis.gated_layers", __package__)
 late_layers = LazyModule("..analysis.late_layers", __package__)
 outside = LazyModule("..analysis.outside_registrations", __package__)
 registration_facts = LazyModule("..registration_facts", __package__)
+stand_ins = LazyModule("..analysis.stand_ins_skipped", __package__)
 
 CODE = "GMLP014"
 RULE = Rule(
@@ -99,6 +100,22 @@ RULE = Rule(
         are layers built under an `if`, layers `backward_dw` mentions other than by calling
         their `backward_dw` (handed to a helper, put in a list) and layers a method it calls
         reaches too.
+
+        Stand-ins skipped (since blind corpus 7): a fused path builds new ops that stand for
+        the layers (Megatron-LM's TEGroupedMLP appends a GroupedLinear made from
+        `self.linear_fc1`, an activation, and one made from `self.linear_fc2` to a
+        `Sequential`); its `backward_dw` computes the delayed work of those ops by position
+        (`list(seq.children())[i].backward_dw()`) and then fires each original layer's wgrad
+        hooks by hand. A layer whose hooks fire after the stand-ins of other layers ran but
+        not its own (nor its own `backward_dw()`) has its main_grad reduced without this
+        step's gradient. The op at position i is the i-th `X.append(op)` at the top level of
+        one method of the class (or the i-th local of `Sequential(a, b, c)`), standing for
+        the one `self.L` its construction reads; judged only where every `backward_dw()`
+        before the firing is placed (a literal index of `list(E.children())`, or
+        `self.L.backward_dw()`), the class fills exactly one such container, and a branch's
+        calls count after it. A loop of `backward_dw()` calls, ops built in a loop or by a
+        helper, a container read other than through `list(...children())`, and which
+        container `E` is (taken to be the one the class builds) are not seen.
 
         Left alone: a layer the class uses only through its parameters (`self.x.weight`
         handed to an autograd function of its own, as THUDM/slime's indexer does): its
@@ -272,6 +289,11 @@ GATED = (
     "`{cond}`, a test not about the delay: the layer stored its wgrad work whatever that "
     "says, so otherwise its weight gradient is never computed"
 )
+SKIPPED = (
+    "`self.{attr}`'s wgrad hooks fire here, but on the way `{owner}.backward_dw` ran "
+    "backward_dw() only on the fused ops that stand for other layers, not on the one built "
+    "from `self.{attr}`: its delayed weight gradient is never computed"
+)
 NONE = (
     "`{name}` takes delay_wgrad_compute and builds weight layers ({attrs}) but has no "
     "backward_dw: with delayed wgrad their weight gradients are never computed"
@@ -303,6 +325,9 @@ def check(context: ModuleContext, out: Collector) -> None:
     for model in index.classes.values():
         backward_dw = index.method(model, classes.BACKWARD_DW)
         late = late_layers.late_layers(model) if backward_dw is not None else {}
+        # The fused path's stand-ins need no layer of __init__: the ops are built elsewhere.
+        for attr, firing in stand_ins.skipped(model):
+            out.report(CODE, firing, SKIPPED.format(attr=attr, owner=model.name))
         if not model.layers and not late:
             continue
         if backward_dw is None:
