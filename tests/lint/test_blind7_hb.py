@@ -19,6 +19,7 @@ from tests.lint import variant_corpus_blind7
 from tests.lint.support import lint_snippet
 
 TARGETED = (
+    "blind7-primus-bridge-fuse-flag-from-config",
     "blind7-te-ops-grouped-delay-branch-first",
     "blind7-mindspeed-llm-fast-mlp-flag-on-wrong-weight",
     "blind7-primus-fp8-deferred-wgrad-copy",
@@ -28,7 +29,12 @@ VARIANTS = {v.name: v for v in variant_corpus_blind7.VARIANTS}
 # Twins that are real code with a real bug of another class on another line: the finding
 # stays. TE's ops GroupedLinear.backward_dw assigns the popped wgrad over ``.grad`` (TE
 # issue #3437, judged true at TE's head in docs/lint-history-split.toml).
-TRUE_TWIN_FINDINGS = {"blind7-te-ops-grouped-delay-branch-first": [(16, "GMLP035")]}
+# Primus's _WeightGradBridge adds into main_grad only while grad_added_to_main_grad is False
+# (AMD-AGI/Primus#1046, fixed after the snapshot the twin is taken from; judged true there).
+TRUE_TWIN_FINDINGS = {
+    "blind7-te-ops-grouped-delay-branch-first": [(16, "GMLP035")],
+    "blind7-primus-bridge-fuse-flag-from-config": [(30, "GMLP041")],
+}
 
 
 def _bug_line(source: str) -> int:
@@ -311,3 +317,95 @@ def test_delayed_arm_shadowing_the_dummy_is_reported(name):
 @pytest.mark.parametrize("name", SHADOW_BUGS)
 def test_fused_arm_first_or_delay_excluding_fusion_is_clean(name):
     assert list(lint_snippet(SHADOW_BUGS[name][1])) == []
+
+
+# -- class 3: the raw switch beside its narrowed value (GMLP048) ---------------------
+RAW_BUGS = {
+    "local_positional": (
+        """
+def _epilogue(cfg, w):
+    if not getattr(cfg, "gradient_accumulation_fusion", False):
+        return False
+    if cfg.fp8_recipe == "blockwise":
+        return False
+    return True
+
+
+class QLinear(nn.Module):
+    def forward(self, x):
+        fused = _epilogue(self.config, self.weight)
+        fuse = self.config.gradient_accumulation_fusion
+        x = _WgradBridge.apply(x, self.weight, fuse)  # bug
+        return fp8_gemm(x, self.weight, accumulate_main_grad=fused)
+""",
+        "fuse = self.config.gradient_accumulation_fusion",
+        "fuse = fused",
+    ),
+    "getattr_keyword": (
+        """
+def _accum_mode(config, weight):
+    if not config.gradient_accumulation_fusion:
+        return None
+    if weight.main_grad.dtype != torch.float32:
+        return None
+    return "fp32"
+
+
+def run(self, x, weight):
+    mode = _accum_mode(self.config, weight)
+    out = turbo_gemm(x, weight, accum_mode=mode)
+    finish_wgrad(weight, fused=getattr(self.config, "gradient_accumulation_fusion", False))  # bug
+    return out
+""",
+        'getattr(self.config, "gradient_accumulation_fusion", False)',
+        "mode is not None",
+    ),
+    "keyword_helper_call": (
+        """
+def _fusion_plan(config, weight):
+    if not config.gradient_accumulation_fusion:
+        return None
+    if is_fp4_enabled():
+        return None
+    return GemmPlan(beta=1.0)
+
+
+def linear_fwd(args, x, w):
+    assert hasattr(w, "main_grad")
+    plan = _fusion_plan(config=args, weight=w)
+    register_wgrad_bookkeeping(w, args.gradient_accumulation_fusion)  # bug
+    return grouped_gemm(x, w, plan=plan)
+""",
+        "w, args.gradient_accumulation_fusion)",
+        "w, plan is not None)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", RAW_BUGS)
+def test_raw_switch_beside_its_narrowed_value_is_reported(name):
+    source = RAW_BUGS[name][0]
+    found = [(f.line, f.code) for f in lint_snippet(source)]
+    assert (_bug_line(source), "GMLP048") in found, found
+
+
+@pytest.mark.parametrize("name", RAW_BUGS)
+def test_narrowed_value_handed_everywhere_is_clean(name):
+    source, wrong, right = RAW_BUGS[name]
+    assert list(lint_snippet(source.replace(wrong, right).replace("  # bug", ""))) == []
+
+
+def test_a_helper_that_only_restates_the_switch_narrows_nothing():
+    source = """
+def _pattern(config):
+    if not config.gradient_accumulation_fusion:
+        return None
+    return "megatron"
+
+
+def forward(self, x, weight):
+    pattern = _pattern(self.config)
+    x = bridge(x, weight, fuse=self.config.gradient_accumulation_fusion)
+    return gemm(x, weight, accum_pattern=pattern)
+"""
+    assert list(lint_snippet(source)) == []
