@@ -75,9 +75,7 @@ def _narrowing(function: cst.FunctionDef) -> Narrowing | None:
 
 
 def _returns_off(block) -> bool:
-    stmts = [
-        s for line in block.body if type(line) is cst.SimpleStatementLine for s in line.body
-    ]
+    stmts = [s for line in block.body if type(line) is cst.SimpleStatementLine for s in line.body]
     return len(stmts) == 1 and type(stmts[0]) is cst.Return and _off(stmts[0].value)
 
 
