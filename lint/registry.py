@@ -71,6 +71,7 @@ RULE_MODULES = {
     "GMLP042": "grad_ready_hook_skipped",
     "GMLP043": "delayed_wgrad_list_misses_alternative",
     "GMLP046": "main_grad_fetch_not_exposed",
+    "GMLP048": "main_grad_bookkeeping_on_raw_switch",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

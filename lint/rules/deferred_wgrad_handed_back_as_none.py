@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 deferred_none = LazyModule("..analysis.deferred_none", __package__)
+shadowed_dummy = LazyModule("..analysis.shadowed_dummy", __package__)
 
 CODE = "GMLP024"
 RULE = Rule(
@@ -55,6 +56,18 @@ RULE = Rule(
         fire the hook themselves when they run (a None is then right: a false alarm);
         a None handed back from a helper; backwards whose file never names the flag (old
         Megatron, Megatron-DeepSpeed: no dummy convention, not reported).
+
+        The delayed arm asked first (blind corpus 7, Transformer Engine's ops GroupedLinear
+        with the two arms swapped): under fused accumulation the dummy is owed whether the
+        wgrad runs now or in `backward_dw()`, which fires the hook that reads `.grad`.
+        Reported: in an `if` / `elif` chain or a conditional expression, an arm whose test
+        names the delay (`delay_wgrad`, `delay_wgrad_compute()`) and has no `not` of the
+        fused-accumulation switch hands None to a name (or a returned position) that a later
+        arm, tested on that switch (`accumulate_into_main_grad`, `fuse_wgrad_accumulation`,
+        `gradient_accumulation_fusion`), hands a dummy (a call named for one): both tests
+        hold together and the None wins (analysis/shadowed_dummy.py). Not seen: the two
+        choices in separate `if` statements (the later one then overrides: correct), and a
+        delay test read into a local named otherwise.
     """,
     fix="""
         On the deferred path, hand back the dummy the rest of the code uses:
@@ -151,7 +164,20 @@ MESSAGE = (
 )
 
 
+SHADOWED = (
+    "this arm hands back no weight gradient when the wgrad is delayed, and its test says "
+    "nothing against fused accumulation, so it also wins when the wgrad goes into main_grad: "
+    "the dummy a later arm makes for that case is never handed back, and the hook "
+    "`backward_dw()` fires sees no `.grad` and no grad_added_to_main_grad; ask the "
+    "fused-accumulation test first"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     for found in context.shared(deferred_none.deferred_nones):
         call = context.code(found.handoff.func)
         out.report(CODE, found.none, MESSAGE.format(weight=found.weight, call=call))
+    if shadowed_dummy.DELAY_WORD in context.source and "dummy" in context.source:
+        for unit in context.units:
+            for test in shadowed_dummy.shadowing_tests(unit):
+                out.report(CODE, test, SHADOWED)

@@ -25,11 +25,12 @@ provenance = LazyModule("..analysis.provenance", __package__)
 stand_ins = LazyModule("..analysis.stand_ins", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 local_aliases = LazyModule("..analysis.local_aliases", __package__)
+block_weight = LazyModule("..analysis.block_weight", __package__)
 
 CODE = "GMLP007"
 RULE = Rule(
     code=CODE,
-    classes=(1,),
+    classes=(1, 3),
     name="main-grad-flag-from-other-weight",
     summary=(
         "Where one weight's main_grad is written or marked, `zero_out_wgrad`, "
@@ -92,6 +93,16 @@ RULE = Rule(
 
         Not seen: a GEMM into the stand-in's main_grad moved into a helper function of the
         file (each function is judged alone).
+
+        The mark itself on the wrong weight (class 3, blind corpus 7: MindSpeed-LLM's fused
+        MLP backward marking `weight_down` in `weight_up`'s block): when every read of the
+        block (its `hasattr` guard, the dummy shaped from main_grad, `zero_out_wgrad`), at
+        least two, names one weight W and none names the marked X, the block is W's
+        (analysis/block_weight.py) and the mark is reported, once, with the fix `mark W`:
+        W's main_grad was written and W hands back a dummy, but W stays unmarked and the DDP
+        hook adds the dummy into its main_grad. A block that reads X too keeps the report on
+        the foreign read (Transformer Engine #548). Not seen: a block with a single read, and
+        a mark in a block that reads nothing.
     """,
     fix="""
         Read the attribute from the weight being marked or written (unsafe: review that this
@@ -312,6 +323,12 @@ IN_BLOCK = (
     "`{other}`, another weight: the bookkeeping mixes two parameters' settings; read it from "
     "`{subject}`"
 )
+MISPLACED_MARK = (
+    "this block is `{other}`'s (its guard, its dummy and its flags all name `{other}`) but "
+    "marks `{subject}` with grad_added_to_main_grad: `{other}` keeps its dummy unmarked and "
+    "the DDP hook adds it into `{other}.main_grad`; mark `{other}`"
+)
+MARK_FIX = "Mark `{}`"
 STAND_IN_BLOCK = (
     "this block marks the Parameter `{subject}` with grad_added_to_main_grad but reads {what} "
     "from `{other}`, a tensor standing in for it (restored, quantized or gathered): "
@@ -399,6 +416,17 @@ def _check_block(
     roots += [getattr(s, "test", None) for s in statements if isinstance(s, cst.If)]
     if mark.guard is not None:
         roots.append(mark.guard.test)
+    reads = [read for root in roots if root is not None for read in _reads(root)]
+    owner = block_weight.owner_of_block(
+        reads,
+        marked,
+        lambda o: aliases is not None and any(aliases.same(o, s) for s in subjects.values()),
+    )
+    if owner is not None and len(marked) == 1:
+        # Every read names one other weight: the block is that weight's, the mark is off.
+        message = MISPLACED_MARK.format(subject=out.text(mark.subject), other=out.text(owner))
+        out.report(CODE, mark.subject, message, _fix(out, mark.subject, owner, MARK_FIX))
+        return
     for root in roots:
         if root is None:
             continue
@@ -592,6 +620,6 @@ def _overwrite_owner(node) -> cst.BaseExpression | None:
     return None
 
 
-def _fix(out: Collector, wrong, right) -> Fix:
+def _fix(out: Collector, wrong, right, title: str = "Read it from `{}`") -> Fix:
     text = out.text(right)
-    return Fix(f"Read it from `{text}`", (out.replace(wrong, text),), UNSAFE)
+    return Fix(title.format(text), (out.replace(wrong, text),), UNSAFE)

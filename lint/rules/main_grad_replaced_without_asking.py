@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
+zeroed_accumulation = LazyModule("..analysis.zeroed_accumulation", __package__)
 overwrite_switch = LazyModule("..analysis.overwrite_switch", __package__)
 overwrite_findings = LazyModule("..analysis.overwrite_findings", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
@@ -91,6 +92,16 @@ RULE = Rule(
         `*weight_grad*` or `*_dw`, or one that marks `grad_added_to_main_grad` (it delivers a
         weight gradient whatever its name); grad buffers, optimizers and scripts that
         consolidate `.grad` into main_grad once per step copy on purpose.
+
+        A reset then an add (blind corpus 7, MindSpeed's MXFP8 grouped `gmm_add_impl`):
+        main_grad zeroed (`zero_()`, `fill_()`, `torch._foreach_zero_`) on a path to an add of
+        a product computed there into the same storage (`add_(dy.t() @ x)`, an `out=` GEMM
+        that accumulates, a kernel named for adding a product, `npu_add_quant_gmm_(mg, ...)`,
+        `wgrad_gemm_accum_fp32(x, dy, mg)`), in a function that never asks: the pair replaces
+        main_grad whatever the function is named (analysis/zeroed_accumulation.py). A reset
+        alone (`zero_grad_buffer`) and an add of a gradient computed elsewhere
+        (`main_grad.add_(p.grad)`) are left alone. Not seen: `main_grad.mul_(0)`, and a reset
+        in another function than the add.
 
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given
@@ -409,6 +420,12 @@ MESSAGE = (
     "or the sharding strategy: in accumulate mode only the last microbatch's gradient survives"
 )
 
+ZEROED = (
+    "`{target}` is zeroed and then the weight gradient is added into it, in code that never "
+    "asks overwrite_main_grad or the sharding strategy: the pair replaces main_grad, so in "
+    "accumulate mode only the last microbatch's gradient survives; drop the reset"
+)
+
 
 RESET_MESSAGE = (
     "`{subject}`'s grad_added_to_main_grad is reset for a new backward in FSDP code that never "
@@ -454,6 +471,8 @@ def check(context: ModuleContext, out: Collector) -> None:
         or "[" in source
         or "beta" in source
         or "accumulate" in source.lower()
+        or "zero_" in source
+        or "fill_" in source
     ):
         return
     callers = _callers(context)
@@ -492,6 +511,14 @@ def check(context: ModuleContext, out: Collector) -> None:
                             reported.add(id(sub))
             elif function and overwrite_findings.consumes_per_backward(unit):
                 overwrite_findings.check_consumer(unit, reported, out)
+            if function and not any(map(asks, around)):
+                # Whatever its name, a function that zeroes main_grad and then adds a
+                # product into it replaces it: a producer overwriting without asking.
+                for call, dest in zeroed_accumulation.resets_before_adds(unit):
+                    if id(call) not in reported:
+                        reported.add(id(call))
+                        target = out.context.code(dest).strip()
+                        out.report(CODE, call, ZEROED.format(target=target))
         if function:
             overwrite_findings.check_unheeded_switch(unit, switches_of(unit), reported, out)
 
