@@ -23,6 +23,10 @@ class Variant:
     # corpus as expected misses: the recall counts them, and their test fails as soon as a
     # rule starts catching them, so the reason gets revisited.
     unseen: str = ""
+    # Findings the twin carries on other lines than the bug's, each judged true where the
+    # real code it was taken from is linted at a repository's head (docs/lint-history-split.md):
+    # (code, line). A twin taken from real code may keep a real bug the variant is not about.
+    twin_findings: tuple[tuple[str, int], ...] = ()
 
     @property
     def bug_source(self) -> str:

@@ -909,6 +909,8 @@ VARIANTS = (
                 )
                 return out.view(original_shape[0], original_shape[1], -1), None
         """,
+        # the real code is Primus's head, the buggy revision of AMD-AGI/Primus#1046, judged true there
+        twin_findings=(("GMLP041", 30),),
     ),
     Variant(
         3,
@@ -1796,6 +1798,8 @@ VARIANTS = (
 
                 return grad_input, [list(final_weight_grads)], [(None,)]
         """,
+        # Transformer Engine's head ops/basic/grouped_linear.py:376, judged true there (TE #3437; its fix #3552 is open)
+        twin_findings=(("GMLP035", 16),),
     ),
     Variant(
         6,
@@ -2711,6 +2715,8 @@ VARIANTS = (
                 self._ensure_main_grad(self.linear_fc1)
                 self._ensure_main_grad(self.linear_fc2)
         """,
+        # Megatron-LM's head moe/experts.py:694 forcing overwrite_main_grad, judged true there
+        twin_findings=(("GMLP009", 70),),
     ),
     Variant(
         8,
