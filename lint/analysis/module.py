@@ -320,7 +320,9 @@ class ModuleContext:
         return [
             u
             for u in self.units
-            if u.survey.spells_overwrite or u.survey.calls & self.overwrite_helpers
+            if u.survey.spells_overwrite
+            or u.survey.spells_first_microbatch
+            or u.survey.calls & self.overwrite_helpers
         ]
 
     def units_touching_overwrite(self) -> list[Unit]:
@@ -333,6 +335,7 @@ class ModuleContext:
         for unit in self.units:  # parents come before their nested units
             if (
                 unit.survey.spells_overwrite
+                or unit.survey.spells_first_microbatch
                 or unit.survey.calls & self.overwrite_helpers
                 or unit.name in carried.params
                 or unit.survey.ctx_attrs & carried.ctx_attrs
@@ -395,7 +398,9 @@ class ModuleContext:
         if isinstance(node, cst.Call):
             name = patterns.callee_name(node) or ""
             return "overwrite" in name or name in self.overwrite_helpers
-        return patterns.spells(node, patterns.OVERWRITE)
+        return patterns.spells(node, patterns.OVERWRITE) or patterns.spells(
+            node, patterns.FIRST_MICROBATCH
+        )
 
 
 def _units(context, owner, body, params, parent) -> Iterator[Unit]:

@@ -28,6 +28,11 @@ MAIN_GRAD_SWITCH_PREFIXES = (
     "grad_added",
 )
 OVERWRITE = "overwrite_main_grad"
+# Transformer Engine's other accumulate-or-overwrite switch: on a step's first microbatch the
+# GEMM overwrites main_grad (``accumulate = fuse_wgrad_accumulation and not
+# is_first_microbatch``); like overwrite_main_grad it may choose only the GEMM's accumulate
+# flag, never whether main_grad is the output or the bookkeeping runs.
+FIRST_MICROBATCH = "is_first_microbatch"
 ZERO_OUT = "zero_out_wgrad"
 GRAD_ADDED = "grad_added_to_main_grad"
 

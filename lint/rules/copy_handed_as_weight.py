@@ -182,6 +182,13 @@ MESSAGE = (
 )
 
 
+BESIDE_MESSAGE = (
+    "`{name}` is not the Parameter here: `{twin}` names it beside `{name}`, and `{callee}` "
+    "uses its parameter `{parameter}` as the Parameter ({where}: main_grad, weakref or "
+    "flags): it takes them from the operand; hand it `{twin}`"
+)
+
+
 SURE_MESSAGE = (
     "`{name}` is {kind} here, and `{callee}` uses its parameter `{parameter}` as the "
     "Parameter (line {line}: main_grad, weakref or flags): it takes them from the copy; hand "
@@ -200,7 +207,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         out.report(
             CODE,
             found.argument,
-            MESSAGE.format(
+            (MESSAGE if found.copied else BESIDE_MESSAGE).format(
                 name=found.name,
                 twin=found.twin,
                 callee=found.callee,

@@ -18,6 +18,7 @@ module_provenance = LazyModule("..analysis.module_provenance", __package__)
 fresh_flags = LazyModule("..analysis.fresh_flags", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
 forward_rebinds = LazyModule("..analysis.forward_rebinds", __package__)
+fresh_aliases = LazyModule("..analysis.fresh_aliases", __package__)
 
 CODE = "GMLP015"
 # The per-parameter attributes a fresh object does not carry.
@@ -242,6 +243,20 @@ FLAG_MESSAGE = (
 )
 
 
+ALIAS_MESSAGES = {
+    "ctx": (
+        "`{value}` is a new object over `{weight}`'s storage, kept on ctx in a function that "
+        "fuses the wgrad into main_grad, and the weight itself is kept nowhere: backward "
+        "reads main_grad and the flags from an object that has none; keep `{weight}` itself"
+    ),
+    "module": (
+        "`{value}` is a new Parameter over `{weight}`'s storage, not `{weight}`: main_grad, "
+        "its flags and the grad-accumulation hook stay on the original, and the module "
+        "trains an object Megatron never wrapped; register `{weight}` itself"
+    ),
+}
+
+
 FORWARD_MESSAGE = (
     "`{attribute}` is rebound to a fresh Parameter in `{method}`, which runs on every forward: "
     "the new object has none of the main_grad, hooks or flags Megatron gave the Parameter "
@@ -253,6 +268,11 @@ def check(context: ModuleContext, out: Collector) -> None:
     for found in context.shared(forward_rebinds.rebindings):
         message = FORWARD_MESSAGE.format(attribute=found.attribute, method=found.method)
         out.report(CODE, found.site, message)
+    for alias in context.shared(fresh_aliases.fresh_aliases):
+        message = ALIAS_MESSAGES[alias.holder].format(
+            value=out.text(alias.value), weight=alias.weight
+        )
+        out.report(CODE, alias.value, message)
     for unit in context.units:
         reported: set[int] = set()
         if unit.survey.spells_main_grad or unit.survey.spells_grad_added:
