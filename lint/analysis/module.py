@@ -398,9 +398,7 @@ class ModuleContext:
         if isinstance(node, cst.Call):
             name = patterns.callee_name(node) or ""
             return "overwrite" in name or name in self.overwrite_helpers
-        return patterns.spells(node, patterns.OVERWRITE) or patterns.spells(
-            node, patterns.FIRST_MICROBATCH
-        )
+        return patterns.spells(node, patterns.OVERWRITE) or patterns.accumulates_after_first(node)
 
 
 def _units(context, owner, body, params, parent) -> Iterator[Unit]:

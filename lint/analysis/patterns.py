@@ -305,6 +305,17 @@ def spells(node: cst.CSTNode, word: str) -> bool:
     return string_is(node, word)
 
 
+def accumulates_after_first(node: cst.CSTNode) -> bool:
+    """``not is_first_microbatch`` (also of ``ctx.`` / ``getattr``): the accumulate half of
+    the first-microbatch switch. Only the negation is the downgrade: a plain test on the
+    switch guards much else (weight caches, workspace updates)."""
+    return (
+        type(node) is cst.UnaryOperation
+        and type(node.operator) is cst.Not
+        and any(spells(sub, FIRST_MICROBATCH) for sub in walk(node.expression))
+    )
+
+
 def read_names(expr: cst.CSTNode) -> list[cst.Name]:
     """Names an expression reads from the enclosing scope (not attribute names, keyword
     names, or names bound by its own comprehensions and lambdas)."""

@@ -13,6 +13,7 @@ from .module import Unit
 from .provenance import (
     COPIES,
     ORIGIN_PREFIXES,
+    QUANTIZED,
     SAVED,
     Provenance,
     by_name,
@@ -244,21 +245,28 @@ def element_reads(root: cst.CSTNode) -> dict[int, cst.BaseExpression]:
     return {k: v for k, v in found.items() if v is not None}
 
 
-def copy_on_some_path(
+def quantized_on_some_path(objects: Provenance, unit: Unit, expr: cst.CSTNode, node) -> bool:
+    """``expr`` is a quantized copy on at least one path reaching graph node ``node`` (a
+    binding reaching it, an arm of a conditional expression, the list a value walks). Where
+    the Parameter is wanted whatever the path (a weakref kept for backward to reach it), the
+    FP8 path's copy is already wrong there: ``w = quantize(weight) if fp8 else weight``. A
+    copy gathered on one path is not counted: code that materializes distributed weights
+    handles their bookkeeping on that path itself (Transformer Engine's GroupedLinear keeps
+    the weakrefs of gathered weights but reads the saved weights back when distributed)."""
+    return _copy_on_some_path(objects, unit, expr, node) == QUANTIZED
+
+
+def _copy_on_some_path(
     objects: Provenance, unit: Unit, expr: cst.CSTNode, node, seen: frozenset[str] = frozenset()
 ) -> str | None:
-    """The copy ``expr`` is on at least one path reaching graph node ``node``: a binding
-    reaching it, an arm of a conditional expression, or the list a value walks. Where the
-    Parameter is wanted whatever the path (a weakref kept for backward to reach it), a copy
-    on one path is already wrong there: ``w = quantize(weight) if fp8 else weight``."""
     if isinstance(expr, cst.IfExp):
         for arm in (expr.body, expr.orelse):
-            kind = copy_on_some_path(objects, unit, arm, node, seen)
+            kind = _copy_on_some_path(objects, unit, arm, node, seen)
             if kind is not None:
                 return kind
         return None
     if isinstance(expr, cst.Subscript):
-        return copy_on_some_path(objects, unit, expr.value, node, seen)
+        return _copy_on_some_path(objects, unit, expr.value, node, seen)
     if not isinstance(expr, cst.Name):
         return surely_stand_in(objects, unit, expr, node, seen)
     if expr.value in seen:
@@ -267,11 +275,11 @@ def copy_on_some_path(
     for d in unit.reaching.reaching(expr.value, node):
         if d.kind == "for":
             sequence = iteration.element_source(d.node.owner, d.target)
-            kind = sequence and copy_on_some_path(objects, unit, sequence, d.node, inner)
+            kind = sequence and _copy_on_some_path(objects, unit, sequence, d.node, inner)
         elif d.kind in ("assign", "walrus") and d.value is not None:
             kind = _binding_kind(objects, unit, d, inner)
             if kind is None and isinstance(d.value, (cst.IfExp, cst.Name, cst.Subscript)):
-                kind = copy_on_some_path(objects, unit, d.value, d.node, inner)
+                kind = _copy_on_some_path(objects, unit, d.value, d.node, inner)
         else:
             kind = None
         if kind in COPIES:

@@ -326,12 +326,18 @@ class _Reporter:
         sequence = stand_ins.element_reads(root).get(id(subject))
         at, objects, unit = self.node, self.objects, self.unit
         if sequence is not None:
-            kind = stand_ins.copy_on_some_path(objects, unit, sequence, at)
+            if stand_ins.quantized_on_some_path(objects, unit, sequence, at):
+                kind = provenance.QUANTIZED
+            else:  # a list of gathered copies on every path
+                kind = provenance.copy_or_none(
+                    stand_ins.surely_stand_in(objects, unit, sequence, at)
+                )
         elif isinstance(subject, cst.Name) and not unit.reaching.reaching(subject.value, at):
             return  # bound by a comprehension it does not walk plainly, or not in this unit
+        elif stand_ins.quantized_on_some_path(objects, unit, subject, at):
+            kind = provenance.QUANTIZED
         else:
-            kind = stand_ins.copy_on_some_path(objects, unit, subject, at)
-            kind = kind or (self._kind(subject) if _may_stand_in(unit, subject, at) else None)
+            kind = self._kind(subject) if _may_stand_in(unit, subject, at) else None
         if kind is not None:
             self(subject, what, "weakref", kind)
 

@@ -62,9 +62,7 @@ BUGGY = {
     """,
     "helper-param-bookkeeping": """
         def finish_wgrad(weight, wgrad, fuse, is_first_microbatch):
-            acc = fuse
-            if is_first_microbatch:
-                acc = False
+            acc = fuse if not is_first_microbatch else False
             if acc:  # bug
                 weight.grad_added_to_main_grad = True
                 return make_dummy_wgrad(weight)
@@ -74,7 +72,9 @@ BUGGY = {
         def expert_wgrads(self, experts, grads):
             out = []
             for expert, g in zip(experts, grads):
-                if self.is_first_microbatch:  # bug
+                accumulate = not self.is_first_microbatch
+                gemm_into(expert.weight.main_grad, g, accumulate=accumulate)
+                if not accumulate:  # bug
                     out.append(g)
                     continue
                 expert.weight.grad_added_to_main_grad = True
@@ -140,10 +140,10 @@ BUGGY = {
         import weakref
 
         class ExpertShards:
-            def prepare(self, names, shards, tp_size):
+            def prepare(self, names, shards, recipe):
                 tensors = shards
-                if tp_size > 1:
-                    tensors = [all_gather_tensor(s) for s in shards]
+                if recipe is not None:
+                    tensors = [s.to(torch.float8_e4m3fn) for s in shards]
                 self._refs = {n: weakref.ref(t) for n, t in zip(names, tensors)}  # bug
                 return tensors
 
@@ -281,9 +281,7 @@ CORRECT = {
     """,
     "helper-param-bookkeeping": """
         def finish_wgrad(weight, wgrad, fuse, is_first_microbatch):
-            acc = fuse
-            if is_first_microbatch:
-                acc = False
+            acc = fuse if not is_first_microbatch else False
             if fuse:
                 weight.grad_added_to_main_grad = True
                 return make_dummy_wgrad(weight)
@@ -358,10 +356,10 @@ CORRECT = {
         import weakref
 
         class ExpertShards:
-            def prepare(self, names, shards, tp_size):
+            def prepare(self, names, shards, recipe):
                 tensors = shards
-                if tp_size > 1:
-                    tensors = [all_gather_tensor(s) for s in shards]
+                if recipe is not None:
+                    tensors = [s.to(torch.float8_e4m3fn) for s in shards]
                 self._refs = {n: weakref.ref(s) for n, s in zip(names, shards)}
                 return tensors
 
