@@ -75,6 +75,14 @@ RULE = Rule(
         GMLP007's; reads of `overwrite_main_grad` / `zero_out_wgrad` from a stand-in are
         GMLP007's too.
 
+        A weakref is kept for backward to reach the Parameter whatever the path, so for a
+        weakref a quantized copy on one path is enough (since blind corpus 7): `weakref.ref(w)`
+        of `w = quantize(weight) if fp8 else weight`, and of each element of a list filled
+        with quantized copies under `if fp8:` (`[weakref.ref(w) for w in weights_fp8]`, a
+        comprehension's variable walking the list). A copy gathered on one path only is not
+        reported (code that materializes distributed weights handles their bookkeeping on
+        that path: Transformer Engine's GroupedLinear reads its saved weights back there).
+
         Not seen: copies made by helpers in other files, copies kept in dict literals or
         filled into a list or dict item by item, a helper some of whose paths return the
         Parameter, a `ctx` attribute or saved-tensor position that two functions of the file

@@ -48,7 +48,9 @@ RULE = Rule(
         "`w.main_grad`, `grad_added_to_main_grad`, `overwrite_main_grad` or `zero_out_wgrad` "
         "that this binding reaches; or an attribute of `self` bound to a fresh `Parameter(...)` "
         "or of a submodule it owns (assignment, `setattr`, `register_parameter`) by a method the "
-        "module's forward runs"
+        "module's forward runs; or `w.detach()` / `w.data` / `Parameter(w.data)` kept on ctx "
+        "as the weight by a function taking the fused-wgrad switch, or put in another "
+        "module's parameter slot from an existing module's weight"
     ),
     explanation="""
         Issue #19, class 2. main_grad, `grad_added_to_main_grad`, `overwrite_main_grad` and
@@ -117,8 +119,23 @@ RULE = Rule(
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
         GTP does that for dgrad and turns the fused main_grad path off itself).
 
+        Also reported (since blind corpus 7; analysis/fresh_aliases.py): a new object over a
+        weight's storage (`w.detach()`, `w.data`, `Parameter(w)`, `Parameter(w.data)`)
+        kept as the weight's handle where the main-grad path will look for the Parameter:
+        on `ctx` in a function that takes the fused-wgrad switch
+        (`gradient_accumulation_fusion`, `fuse_wgrad_accumulation`,
+        `accumulate_into_main_grad`) and keeps the weight itself nowhere else (not on
+        `ctx`, in a weakref or in `save_for_backward`), also per expert (`[w.detach() for w in
+        weights]`); or put as a new `Parameter` in another module's parameter slot
+        (`register_parameter`, `setattr`, attribute assignment, directly or through a local)
+        from an existing module's weight (`linear.get_parameter("weight").data`,
+        `getattr(linear, f"weight{i}").detach()`), as a module shell meant to share a
+        GroupedLinear's Parameters would (Megatron's fused-ops shell).
+
         Not seen: the read of main_grad moved into a helper function of the file handed the
-        rebound name (each function is judged alone).
+        rebound name (each function is judged alone); a detached weight kept on `ctx` by a
+        function that does not take the fused-wgrad switch itself; a slot filled from a
+        weight held in a local or a list rather than read off its module.
     """,
     fix="""
         Keep the Parameter: save the original object (or a weakref) and read main_grad and

@@ -271,6 +271,29 @@ BUGGY = {
 }
 
 CORRECT = {
+    # Transformer Engine's GroupedLinear at its head: the weakrefs are taken of weights
+    # gathered on the distributed path, whose backward reads the saved weights back instead
+    "weakref-gathered-on-one-path": """
+        import weakref
+
+        def forward(ctx, inp, fuse_wgrad_accumulation, *weights):
+            origin_weights = weights
+            if is_distributed_weight(weights[0]):
+                weights = materialize_weight_for_forward(weights)
+            if fuse_wgrad_accumulation:
+                ctx.origin_weight_refs = [weakref.ref(w) for w in weights]
+                ctx.main_grad_funcs = [lambda j=i: origin_weights[j].main_grad for i in range(2)]
+            return grouped_gemm(inp, weights)
+    """,
+    # a plain test on the first-microbatch switch guards weight caches, not the main_grad path
+    "first-microbatch-test-guards-cache": """
+        def backward(ctx, dy, weight, wgrad, is_first_microbatch):
+            cache = None if is_first_microbatch is None else ctx.cache
+            if ctx.fuse_wgrad_accumulation:
+                weight.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(weight), cache
+            return None, wgrad, cache
+    """,
     # downgrade
     "attr-ifexp-out": """
         def wgrad_out(ctx, weight, x, dy):
