@@ -16,7 +16,7 @@ import libcst as cst
 
 from ..model import UNSAFE, Fix
 from . import carried as carried_flags
-from . import patterns
+from . import first_microbatch, patterns
 from .branches import Branch
 from .cfg import Def, Node
 from .collector import Collector
@@ -120,8 +120,8 @@ def _origin_values(unit: Unit, name: str, node: Node) -> list[cst.CSTNode]:
 
 def _switch(text: str) -> str:
     """The accumulate-or-overwrite switch a flag's source text reads, for the message."""
-    if patterns.FIRST_MICROBATCH in text and "overwrite" not in text:
-        return patterns.FIRST_MICROBATCH
+    if first_microbatch.FIRST_MICROBATCH in text and "overwrite" not in text:
+        return first_microbatch.FIRST_MICROBATCH
     return patterns.OVERWRITE
 
 

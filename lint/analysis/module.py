@@ -17,7 +17,7 @@ import libcst as cst
 from ..lines import line_starts
 from ..project import NO_RUN_FACTS, RunFacts, facts_in
 from . import carried as carried_flags
-from . import patterns, walking
+from . import first_microbatch, patterns, walking
 from .cfg import Graph, Node, build_graph
 from .dataflow import Aliases, ControlDependence, ReachingDefinitions, Taint
 from .locate import Locator
@@ -398,7 +398,9 @@ class ModuleContext:
         if isinstance(node, cst.Call):
             name = patterns.callee_name(node) or ""
             return "overwrite" in name or name in self.overwrite_helpers
-        return patterns.spells(node, patterns.OVERWRITE) or patterns.accumulates_after_first(node)
+        return patterns.spells(
+            node, patterns.OVERWRITE
+        ) or first_microbatch.accumulates_after_first(node)
 
 
 def _units(context, owner, body, params, parent) -> Iterator[Unit]:

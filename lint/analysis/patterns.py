@@ -28,11 +28,6 @@ MAIN_GRAD_SWITCH_PREFIXES = (
     "grad_added",
 )
 OVERWRITE = "overwrite_main_grad"
-# Transformer Engine's other accumulate-or-overwrite switch: on a step's first microbatch the
-# GEMM overwrites main_grad (``accumulate = fuse_wgrad_accumulation and not
-# is_first_microbatch``); like overwrite_main_grad it may choose only the GEMM's accumulate
-# flag, never whether main_grad is the output or the bookkeeping runs.
-FIRST_MICROBATCH = "is_first_microbatch"
 ZERO_OUT = "zero_out_wgrad"
 GRAD_ADDED = "grad_added_to_main_grad"
 
@@ -303,17 +298,6 @@ def spells(node: cst.CSTNode, word: str) -> bool:
     if kind is cst.Attribute:
         return node.attr.value == word
     return string_is(node, word)
-
-
-def accumulates_after_first(node: cst.CSTNode) -> bool:
-    """``not is_first_microbatch`` (also of ``ctx.`` / ``getattr``): the accumulate half of
-    the first-microbatch switch. Only the negation is the downgrade: a plain test on the
-    switch guards much else (weight caches, workspace updates)."""
-    return (
-        type(node) is cst.UnaryOperation
-        and type(node.operator) is cst.Not
-        and any(spells(sub, FIRST_MICROBATCH) for sub in walk(node.expression))
-    )
 
 
 def read_names(expr: cst.CSTNode) -> list[cst.Name]:

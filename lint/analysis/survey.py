@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import patterns
+from . import first_microbatch, patterns
 
 
 class Survey:
     def __init__(self) -> None:
         self.spells_overwrite = False  # spells overwrite_main_grad or calls an "overwrite" function
         self.spells_first_microbatch = (
-            False  # spells is_first_microbatch (patterns.FIRST_MICROBATCH)
+            False  # spells is_first_microbatch (first_microbatch.FIRST_MICROBATCH)
         )
         self.spells_main_grad = False  # spells main_grad (attribute, getattr string, fetch call)
         self.spells_grad_added = False  # spells grad_added_to_main_grad (attribute or string)
@@ -72,12 +72,12 @@ def note(found: Survey, node: cst.CSTNode) -> None:
             found.spells_main_grad = True
         elif attr == patterns.GRAD_ADDED:
             found.spells_grad_added = True
-        elif attr == patterns.FIRST_MICROBATCH:
+        elif attr == first_microbatch.FIRST_MICROBATCH:
             found.spells_first_microbatch = True
     elif kind is cst.Name:
         if node.value == patterns.OVERWRITE:
             found.spells_overwrite = True
-        elif node.value == patterns.FIRST_MICROBATCH:
+        elif node.value == first_microbatch.FIRST_MICROBATCH:
             found.spells_first_microbatch = True
     elif kind is cst.AugAssign:
         if type(node.operator) in (cst.AddAssign, cst.SubtractAssign):
@@ -89,5 +89,5 @@ def note(found: Survey, node: cst.CSTNode) -> None:
             found.spells_main_grad = True
         elif patterns.string_is(node, patterns.GRAD_ADDED):
             found.spells_grad_added = True
-        elif patterns.string_is(node, patterns.FIRST_MICROBATCH):
+        elif patterns.string_is(node, first_microbatch.FIRST_MICROBATCH):
             found.spells_first_microbatch = True

@@ -267,6 +267,15 @@ BUGGY = {
         def attach(op, linear):
             assert linear.fuse_wgrad_accumulation and hasattr(linear.weight, "main_grad")
             op.register_parameter(name="weight", param=Parameter(linear.weight))  # bug
+    """,    # weakref: a list of copies gathered on every path, walked by a comprehension
+    "weakref-every-path-gathered": """
+        import weakref
+
+        def keep(ctx, weights):
+            gathered = [all_gather_weight(w) for w in weights]
+            ctx.refs = [weakref.ref(g) for g in gathered]  # bug
+            ctx.main_grads = [w.main_grad for w in weights]
+            return gathered
     """,
 }
 
@@ -521,6 +530,13 @@ def test_buggy_spelling_caught(key):
 @pytest.mark.parametrize("key", sorted(CORRECT))
 def test_correct_spelling_clean(key):
     assert [(f.code, f.line) for f in lint_snippet(CORRECT[key])] == []
+
+
+def test_first_microbatch_named_for_a_closure_flag():
+    # the custom-DDP closure reads the enclosing backward's downgraded flag
+    variant = BY_NAME["blind7-te-grouped-custom-ddp-on-local-accum"]
+    (finding,) = lint_snippet(variant.bug_source)
+    assert "`is_first_microbatch` can switch off" in finding.message
 
 
 def test_first_microbatch_named_in_the_message():
