@@ -267,7 +267,7 @@ BUGGY = {
         def attach(op, linear):
             assert linear.fuse_wgrad_accumulation and hasattr(linear.weight, "main_grad")
             op.register_parameter(name="weight", param=Parameter(linear.weight))  # bug
-    """,    # weakref: a list of copies gathered on every path, walked by a comprehension
+    """,  # weakref: a list of copies gathered on every path, walked by a comprehension
     "weakref-every-path-gathered": """
         import weakref
 
