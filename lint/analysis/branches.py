@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import choices, patterns
+from . import choices, first_microbatch, patterns
 from .cfg import Node
 from .module import ModuleContext, Unit, iter_statements, suite_body
 
@@ -68,7 +68,11 @@ def suspect_branches(context: ModuleContext) -> list[Branch]:
     ``context.shared(suspect_branches)``."""
     # Every overwrite-dependent value starts at a spelling of it or at a helper call.
     source = context.source
-    if "overwrite" not in source and not any(h in source for h in context.overwrite_helpers):
+    if (
+        "overwrite" not in source
+        and first_microbatch.FIRST_MICROBATCH not in source
+        and not any(h in source for h in context.overwrite_helpers)
+    ):
         return []
     found: list[Branch] = []
     for unit in context.units_touching_overwrite():

@@ -40,6 +40,7 @@ ATTRIBUTES = (
 RECEIVERS = frozenset({"self", "cls"})
 # A name spelled as the Parameter's twin (``origin_w``): files without one are skipped.
 ORIGIN_NAME = re.compile(r"\b(?:{})(\w+)".format("|".join(provenance.ORIGIN_PREFIXES)))
+SUFFIX_TWIN = re.compile(r"\b(\w+?)(?:{})\b".format("|".join(provenance.PARAMETER_SUFFIXES)))
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class HandedCopy:
     callee: str
     parameter: str
     use_line: int | None  # where the helper uses the parameter (None: in another file)
+    copied: bool = True  # a copy on some path; False: restored or handed in beside its twin
 
 
 @dataclass(frozen=True)
@@ -109,11 +111,17 @@ def _owner_name(expr: cst.CSTNode) -> str | None:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
-def _uses(function: cst.FunctionDef, parameter: str) -> cst.CSTNode | None:
-    """The first place ``function`` uses ``parameter`` as the Parameter, or None."""
+# The uses that need the Parameter's own main_grad (a flag read with a default does not):
+# all that marks an operand handed in beside its twin (``_beside_twin``) as wrongly handed.
+BUFFER_ATTRIBUTES = (patterns.MAIN_GRAD, "get_main_grad", patterns.GRAD_ADDED)
+
+
+def _uses(function: cst.FunctionDef, parameter: str, attributes=ATTRIBUTES) -> cst.CSTNode | None:
+    """The first place ``function`` uses ``parameter`` as the Parameter (one of
+    ``attributes``, or a weakref), or None."""
     names = _aliases(function, parameter)
     for node in patterns.walk(function.body):
-        if isinstance(node, cst.Attribute) and node.attr.value in ATTRIBUTES:
+        if isinstance(node, cst.Attribute) and node.attr.value in attributes:
             if _owner_name(node.value) in names:
                 return node
         elif (referent := provenance.weakref_referent(node)) is not None:
@@ -125,7 +133,7 @@ def _uses(function: cst.FunctionDef, parameter: str) -> cst.CSTNode | None:
             args = patterns.positional_args(node)
             if (
                 len(args) >= 2
-                and patterns.string_value(args[1].value) in ATTRIBUTES
+                and patterns.string_value(args[1].value) in attributes
                 and _owner_name(args[0].value) in names
             ):
                 return node
@@ -177,6 +185,17 @@ def _may_be_copy(objects: provenance.Provenance, value: cst.BaseExpression) -> b
     return objects.of(value) in provenance.COPIES
 
 
+def _beside_twin(objects: provenance.Provenance, d) -> bool:
+    """A binding that leaves the name the operand its twin is the Parameter of: handed in
+    beside the twin (a parameter), restored from ``ctx`` / the saved tensors, or walking a
+    list (``for w, w_param in zip(ws, params)``). The code names the Parameter separately
+    because this name is not it (TE's ``weight`` beside ``origin_weight``, MindSpeed's
+    ``weight`` beside ``weight_param``)."""
+    if d.kind in ("param", "for"):
+        return True
+    return d.kind == "assign" and d.value is not None and objects.of(d.value) == provenance.SAVED
+
+
 def _own_nodes(body) -> Iterator[cst.CSTNode]:
     """The nodes of a function body, not entering nested functions or classes."""
     for stmt in body:
@@ -195,7 +214,11 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
     source = context.source
     # The stems that have an ``origin_`` twin somewhere in the file: only such names are
     # followed (a file with none is skipped).
-    stems = set(ORIGIN_NAME.findall(source)) if "main_grad" in source else set()
+    stems = (
+        set(ORIGIN_NAME.findall(source)) | set(SUFFIX_TWIN.findall(source))
+        if "main_grad" in source
+        else set()
+    )
     if not stems:
         return []
     functions = _functions(context)
@@ -240,29 +263,35 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
             continue
         objects = module_provenance.of_unit(unit)
         for call, callee, parameter, argument, use in candidates:
-            twin = next(
-                (
-                    p + argument.value
-                    for p in provenance.ORIGIN_PREFIXES
-                    if p + argument.value in objects.names
-                ),
-                None,
-            )
+            twin = provenance.twin_of(argument.value, objects.names)
             node = _node_of(unit, call) if twin is not None else None
             if node is None:
                 continue
-            if any(
+            defs = unit.reaching.reaching(argument.value, node)
+            copied = any(
                 d.kind == "assign" and d.value is not None and _may_be_copy(objects, d.value)
-                for d in unit.reaching.reaching(argument.value, node)
-            ):
-                found.append(
-                    HandedCopy(
-                        argument,
-                        argument.value,
-                        twin,
-                        callee.name if isinstance(callee, Imported) else callee.name.value,
-                        parameter,
-                        None if use is None else context.line_of(use),
-                    )
+                for d in defs
+            )
+            if not copied:
+                # Not a copy: still not the Parameter when handed in or restored beside its
+                # twin, and wrong there when the callee needs the Parameter's main_grad.
+                beside = (
+                    bool(defs)
+                    and not isinstance(callee, Imported)
+                    and all(_beside_twin(objects, d) for d in defs)
                 )
+                use = _uses(callee, parameter, BUFFER_ATTRIBUTES) if beside else None
+                if use is None:
+                    continue
+            found.append(
+                HandedCopy(
+                    argument,
+                    argument.value,
+                    twin,
+                    callee.name if isinstance(callee, Imported) else callee.name.value,
+                    parameter,
+                    None if use is None else context.line_of(use),
+                    copied,
+                )
+            )
     return found

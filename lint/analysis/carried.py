@@ -109,6 +109,7 @@ def _may_see_flag(unit: Unit, params, attrs, context: ModuleContext) -> bool:
     survey = unit.survey
     return bool(
         survey.spells_overwrite
+        or survey.spells_first_microbatch
         or survey.calls & context.overwrite_helpers
         or unit.name in params
         or (attrs and survey.ctx_attrs & attrs)

@@ -16,7 +16,7 @@ import libcst as cst
 
 from ..model import UNSAFE, Fix
 from . import carried as carried_flags
-from . import patterns
+from . import first_microbatch, patterns
 from .branches import Branch
 from .cfg import Def, Node
 from .collector import Collector
@@ -91,7 +91,7 @@ def _cause(unit: Unit, test, name: cst.Name | None, node: Node, direct: bool) ->
             if carried and carried_flags.is_ctx_attr(sub, carried):
                 text = unit.context.text(sub)
                 return f"`{text}`, a flag forward derived from `overwrite_main_grad`"
-        return "a test on `overwrite_main_grad`"
+        return f"a test on `{_switch(unit.context.text(test))}`"
     origin = unit.overwrite.origin(name.value, node)
     if origin is not None and origin.kind == "param":
         return (
@@ -100,7 +100,29 @@ def _cause(unit: Unit, test, name: cst.Name | None, node: Node, direct: bool) ->
         )
     site = origin and (origin.target or origin.node.owner)
     where = f" (line {unit.context.line_of(site)})" if site is not None else ""
-    return f"`{name.value}`, a local flag that `overwrite_main_grad` can switch off{where}"
+    switch = _switch(" ".join(unit.context.text(v) for v in _origin_values(unit, name.value, node)))
+    return f"`{name.value}`, a local flag that `{switch}` can switch off{where}"
+
+
+def _origin_values(unit: Unit, name: str, node: Node) -> list[cst.CSTNode]:
+    """The values that make ``name`` downgraded: its tainted definition, or for a closure's
+    free name the enclosing function's tainted definitions of it."""
+    origin = unit.overwrite.origin(name, node)
+    if origin is not None:
+        return [origin.value] if origin.value is not None else []
+    outer = unit.overwrite.outer
+    if outer is None:
+        return []
+    return [
+        d.value for d in outer.graph.defs if d.name == name and outer.value[d.index] and d.value
+    ]
+
+
+def _switch(text: str) -> str:
+    """The accumulate-or-overwrite switch a flag's source text reads, for the message."""
+    if first_microbatch.FIRST_MICROBATCH in text and "overwrite" not in text:
+        return first_microbatch.FIRST_MICROBATCH
+    return patterns.OVERWRITE
 
 
 class _Origins:

@@ -17,7 +17,7 @@ import libcst as cst
 from ..lines import line_starts
 from ..project import NO_RUN_FACTS, RunFacts, facts_in
 from . import carried as carried_flags
-from . import patterns, walking
+from . import first_microbatch, patterns, walking
 from .cfg import Graph, Node, build_graph
 from .dataflow import Aliases, ControlDependence, ReachingDefinitions, Taint
 from .locate import Locator
@@ -320,7 +320,9 @@ class ModuleContext:
         return [
             u
             for u in self.units
-            if u.survey.spells_overwrite or u.survey.calls & self.overwrite_helpers
+            if u.survey.spells_overwrite
+            or u.survey.spells_first_microbatch
+            or u.survey.calls & self.overwrite_helpers
         ]
 
     def units_touching_overwrite(self) -> list[Unit]:
@@ -333,6 +335,7 @@ class ModuleContext:
         for unit in self.units:  # parents come before their nested units
             if (
                 unit.survey.spells_overwrite
+                or unit.survey.spells_first_microbatch
                 or unit.survey.calls & self.overwrite_helpers
                 or unit.name in carried.params
                 or unit.survey.ctx_attrs & carried.ctx_attrs
@@ -395,7 +398,9 @@ class ModuleContext:
         if isinstance(node, cst.Call):
             name = patterns.callee_name(node) or ""
             return "overwrite" in name or name in self.overwrite_helpers
-        return patterns.spells(node, patterns.OVERWRITE)
+        return patterns.spells(
+            node, patterns.OVERWRITE
+        ) or first_microbatch.accumulates_after_first(node)
 
 
 def _units(context, owner, body, params, parent) -> Iterator[Unit]:

@@ -52,6 +52,20 @@ CALL_WORDS = (
 )
 
 
+# The Parameter's twin may also be spelled by a suffix: MindSpeed's GMM takes ``weight`` (the
+# operand) beside ``weight_param`` (the Parameter, whose main_grad it accumulates into).
+PARAMETER_SUFFIXES = ("_param",)
+
+
+def twin_of(word: str, names) -> str | None:
+    """The name among ``names`` that spells the Parameter ``word`` stands in for: ``origin_w``
+    or ``w_param`` beside ``w``."""
+    for twin in (*(p + word for p in ORIGIN_PREFIXES), *(word + s for s in PARAMETER_SUFFIXES)):
+        if twin in names:
+            return twin
+    return None
+
+
 def is_origin_name(word: str) -> bool:
     return any(word.startswith(p) and len(word) > len(p) for p in ORIGIN_PREFIXES)
 

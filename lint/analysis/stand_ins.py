@@ -13,6 +13,7 @@ from .module import Unit
 from .provenance import (
     COPIES,
     ORIGIN_PREFIXES,
+    QUANTIZED,
     SAVED,
     Provenance,
     by_name,
@@ -221,4 +222,66 @@ def _dimension_of(shape) -> cst.BaseExpression | None:
         return shape.value
     if type(shape) is cst.Call and patterns.is_attr(shape.func, "size") and len(shape.args) < 2:
         return shape.func.value  # ``X.size()``, ``X.size(0)``
+    return None
+
+
+def element_reads(root: cst.CSTNode) -> dict[int, cst.BaseExpression]:
+    """id(name node) -> the sequence it is an element of, for each read of a comprehension's
+    variable (bound plainly to a sequence's elements) in that comprehension's element:
+    ``w`` in ``[weakref.ref(w) for w in weights_fp8]`` is an element of ``weights_fp8``."""
+    found: dict[int, cst.BaseExpression] = {}
+    for comprehension in patterns.walk(root):
+        kind = type(comprehension)
+        if kind not in (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp):
+            continue
+        bound: dict[str, cst.BaseExpression] = {}
+        loop = comprehension.for_in
+        while loop is not None:
+            bound.update((n.value, seq) for n, seq in iteration.element_sequences(loop))
+            loop = loop.inner_for_in
+        element = comprehension.value if kind is cst.DictComp else comprehension.elt
+        for name in patterns.read_names(element):
+            found.setdefault(id(name), bound.get(name.value))
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def quantized_on_some_path(objects: Provenance, unit: Unit, expr: cst.CSTNode, node) -> bool:
+    """``expr`` is a quantized copy on at least one path reaching graph node ``node`` (a
+    binding reaching it, an arm of a conditional expression, the list a value walks). Where
+    the Parameter is wanted whatever the path (a weakref kept for backward to reach it), the
+    FP8 path's copy is already wrong there: ``w = quantize(weight) if fp8 else weight``. A
+    copy gathered on one path is not counted: code that materializes distributed weights
+    handles their bookkeeping on that path itself (Transformer Engine's GroupedLinear keeps
+    the weakrefs of gathered weights but reads the saved weights back when distributed)."""
+    return _copy_on_some_path(objects, unit, expr, node) == QUANTIZED
+
+
+def _copy_on_some_path(
+    objects: Provenance, unit: Unit, expr: cst.CSTNode, node, seen: frozenset[str] = frozenset()
+) -> str | None:
+    if isinstance(expr, cst.IfExp):
+        for arm in (expr.body, expr.orelse):
+            kind = _copy_on_some_path(objects, unit, arm, node, seen)
+            if kind is not None:
+                return kind
+        return None
+    if isinstance(expr, cst.Subscript):
+        return _copy_on_some_path(objects, unit, expr.value, node, seen)
+    if not isinstance(expr, cst.Name):
+        return surely_stand_in(objects, unit, expr, node, seen)
+    if expr.value in seen:
+        return None
+    inner = seen | {expr.value}
+    for d in unit.reaching.reaching(expr.value, node):
+        if d.kind == "for":
+            sequence = iteration.element_source(d.node.owner, d.target)
+            kind = sequence and _copy_on_some_path(objects, unit, sequence, d.node, inner)
+        elif d.kind in ("assign", "walrus") and d.value is not None:
+            kind = _binding_kind(objects, unit, d, inner)
+            if kind is None and isinstance(d.value, (cst.IfExp, cst.Name, cst.Subscript)):
+                kind = _copy_on_some_path(objects, unit, d.value, d.node, inner)
+        else:
+            kind = None
+        if kind in COPIES:
+            return kind
     return None

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import patterns
+from . import first_microbatch, patterns
 
 
 class Survey:
     def __init__(self) -> None:
         self.spells_overwrite = False  # spells overwrite_main_grad or calls an "overwrite" function
+        self.spells_first_microbatch = (
+            False  # spells is_first_microbatch (first_microbatch.FIRST_MICROBATCH)
+        )
         self.spells_main_grad = False  # spells main_grad (attribute, getattr string, fetch call)
         self.spells_grad_added = False  # spells grad_added_to_main_grad (attribute or string)
         self.empty_alloc = False  # calls an empty allocator
@@ -25,6 +28,7 @@ class Survey:
     def add(self, other: Survey) -> None:
         """What ``other`` found, found here too."""
         self.spells_overwrite |= other.spells_overwrite
+        self.spells_first_microbatch |= other.spells_first_microbatch
         self.spells_main_grad |= other.spells_main_grad
         self.spells_grad_added |= other.spells_grad_added
         self.empty_alloc |= other.empty_alloc
@@ -68,9 +72,13 @@ def note(found: Survey, node: cst.CSTNode) -> None:
             found.spells_main_grad = True
         elif attr == patterns.GRAD_ADDED:
             found.spells_grad_added = True
+        elif attr == first_microbatch.FIRST_MICROBATCH:
+            found.spells_first_microbatch = True
     elif kind is cst.Name:
         if node.value == patterns.OVERWRITE:
             found.spells_overwrite = True
+        elif node.value == first_microbatch.FIRST_MICROBATCH:
+            found.spells_first_microbatch = True
     elif kind is cst.AugAssign:
         if type(node.operator) in (cst.AddAssign, cst.SubtractAssign):
             found.adds_in_place = True
@@ -81,3 +89,5 @@ def note(found: Survey, node: cst.CSTNode) -> None:
             found.spells_main_grad = True
         elif patterns.string_is(node, patterns.GRAD_ADDED):
             found.spells_grad_added = True
+        elif patterns.string_is(node, first_microbatch.FIRST_MICROBATCH):
+            found.spells_first_microbatch = True

@@ -99,6 +99,15 @@ RULE = Rule(
         an alias bound to both `apply` and `forward` with no leading list, and `ctx` state
         kept in containers.
 
+        Also seen (since blind corpus 7): an argument that is no copy but is handed in as a
+        parameter, restored from `ctx` / the saved tensors, or a loop variable, while its
+        twin names the Parameter beside it (`origin_w`, `orig_w`, `original_w`, or
+        `w_param` as MindSpeed's GMM spells it), given to a function of the file that
+        reads main_grad or `get_main_grad` from that parameter or sets
+        `grad_added_to_main_grad` on it: the code names the Parameter separately because
+        this name is not it (`weight` is the GMM operand, a view of `weight_param`).
+        A callee that only reads a flag with a default from it is not enough for this case.
+
         Not seen: methods of other files and module-qualified calls (`helpers.f(...)`), star
         imports, helpers outside the files linted together (one file linted alone knows only
         its own functions), a calling file that names no trigger of the linter (main_grad
@@ -182,6 +191,13 @@ MESSAGE = (
 )
 
 
+BESIDE_MESSAGE = (
+    "`{name}` is not the Parameter here: `{twin}` names it beside `{name}`, and `{callee}` "
+    "uses its parameter `{parameter}` as the Parameter ({where}: main_grad, weakref or "
+    "flags): it takes them from the operand; hand it `{twin}`"
+)
+
+
 SURE_MESSAGE = (
     "`{name}` is {kind} here, and `{callee}` uses its parameter `{parameter}` as the "
     "Parameter (line {line}: main_grad, weakref or flags): it takes them from the copy; hand "
@@ -200,7 +216,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         out.report(
             CODE,
             found.argument,
-            MESSAGE.format(
+            (MESSAGE if found.copied else BESIDE_MESSAGE).format(
                 name=found.name,
                 twin=found.twin,
                 callee=found.callee,

@@ -69,7 +69,13 @@ RULE = Rule(
         g for w, a, g in zip(weights, acc, grads))` is gated on the elements of `acc`, and
         reported when `acc` was computed from `overwrite_main_grad`.
 
-        Not seen: the choice made inside a helper of another file; an index that is an
+        A flag downgraded by `not is_first_microbatch` counts as one downgraded by
+        `overwrite_main_grad` (GMLP001 says why): Transformer Engine's GroupedLinear with
+        its custom-DDP block gated on `accumulate_wgrad_into_param_main_grad` hands back no
+        dummy on each step's first microbatch.
+
+        Not seen: the choice made inside a helper of another file; a first-microbatch
+        downgrade spelled without `not`; an index that is an
         arithmetic of the flag (`grads[int(accumulate) * 2]`); a dict display keyed by
         anything but `True`/`False` (`0`/`1`).
     """,

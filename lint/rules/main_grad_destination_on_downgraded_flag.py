@@ -64,8 +64,18 @@ RULE = Rule(
         helper gated on its parameter is reported at the first caller's argument that hands
         it the downgraded flag: the helper is right given a right argument.
 
+        Transformer Engine's other accumulate-or-overwrite switch counts as
+        `overwrite_main_grad` does (since blind corpus 7): on a step's first microbatch the
+        GEMM overwrites main_grad, so `accumulate = ctx.fuse_wgrad_accumulation and not
+        ctx.is_first_microbatch` may choose the GEMM's `accumulate=` only; `out=weight.main_grad
+        if accumulate else None` loses the first microbatch's gradient (ROCm's TE `_Linear`).
+        Only the negation `not is_first_microbatch` starts the taint: a plain test on the
+        switch guards weight caches and workspace updates.
+
         Not seen: a destination chosen in a helper function of the file that is handed the
-        flag as an argument (each function is judged alone; issue #19 mutations).
+        flag as an argument (each function is judged alone; issue #19 mutations); a
+        first-microbatch downgrade spelled without `not` (`if is_first_microbatch:
+        accumulate = False`).
     """,
     fix="""
         Gate on the op-level expression the flag was derived from (for example

@@ -75,6 +75,14 @@ RULE = Rule(
         GMLP007's; reads of `overwrite_main_grad` / `zero_out_wgrad` from a stand-in are
         GMLP007's too.
 
+        A weakref is kept for backward to reach the Parameter whatever the path, so for a
+        weakref a quantized copy on one path is enough (since blind corpus 7): `weakref.ref(w)`
+        of `w = quantize(weight) if fp8 else weight`, and of each element of a list filled
+        with quantized copies under `if fp8:` (`[weakref.ref(w) for w in weights_fp8]`, a
+        comprehension's variable walking the list). A copy gathered on one path only is not
+        reported (code that materializes distributed weights handles their bookkeeping on
+        that path: Transformer Engine's GroupedLinear reads its saved weights back there).
+
         Not seen: copies made by helpers in other files, copies kept in dict literals or
         filled into a list or dict item by item, a helper some of whose paths return the
         Parameter, a `ctx` attribute or saved-tensor position that two functions of the file
@@ -228,7 +236,9 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _check_unit(unit: Unit, out: Collector) -> None:
-    candidates = [c for c in _candidates(unit) if _may_stand_in(unit, c[0], c[1])]
+    candidates = [
+        c for c in _candidates(unit) if c[4] == "weakref" or _may_stand_in(unit, c[0], c[1])
+    ]
     if not candidates:
         return  # no subject bound by an assignment, no ctx attribute, no call: nothing to ask
     objects = module_provenance.of_unit(unit)
@@ -236,7 +246,11 @@ def _check_unit(unit: Unit, out: Collector) -> None:
     for subject, node, root, what, effect in candidates:
         if effect == "main_grad" and id(root) in in_mark_blocks:
             continue  # GMLP007 judges what the marking block reads
-        _Reporter(unit, objects, node, out)(subject, what, effect)
+        reporter = _Reporter(unit, objects, node, out)
+        if effect == "weakref":
+            reporter.weakref(subject, root, what)
+        else:
+            reporter(subject, what, effect)
 
 
 def _candidates(unit: Unit):
@@ -294,8 +308,8 @@ class _Reporter:
     def __init__(self, unit: Unit, objects, node, out: Collector) -> None:
         self.unit, self.objects, self.node, self.out = unit, objects, node, out
 
-    def __call__(self, subject, what: str, effect: str) -> None:
-        kind = self._kind(subject)
+    def __call__(self, subject, what: str, effect: str, kind: str | None = None) -> None:
+        kind = kind or self._kind(subject)
         if kind is None or self._rebinds_itself(subject):
             return
         if effect == "dummy" and kind == provenance.SAVED:
@@ -311,6 +325,29 @@ class _Reporter:
             what=what, subject=text, kind=KINDS[kind].format(twin=twin), effect=EFFECTS[effect]
         )
         out.report(CODE, subject, message)
+
+    def weakref(self, subject, root, what: str) -> None:
+        """A weakref is kept for backward to reach the Parameter whatever the path: a copy
+        on one path (``weakref.ref(w)`` for ``w = quantize(weight) if fp8 else weight``, or
+        for each ``w`` of a list filled with quantized copies under ``if fp8:``) already
+        loses it there."""
+        sequence = stand_ins.element_reads(root).get(id(subject))
+        at, objects, unit = self.node, self.objects, self.unit
+        if sequence is not None:
+            if stand_ins.quantized_on_some_path(objects, unit, sequence, at):
+                kind = provenance.QUANTIZED
+            else:  # a list of gathered copies on every path
+                kind = provenance.copy_or_none(
+                    stand_ins.surely_stand_in(objects, unit, sequence, at)
+                )
+        elif isinstance(subject, cst.Name) and not unit.reaching.reaching(subject.value, at):
+            return  # bound by a comprehension it does not walk plainly, or not in this unit
+        elif stand_ins.quantized_on_some_path(objects, unit, subject, at):
+            kind = provenance.QUANTIZED
+        else:
+            kind = self._kind(subject) if _may_stand_in(unit, subject, at) else None
+        if kind is not None:
+            self(subject, what, "weakref", kind)
 
     def _kind(self, subject) -> str | None:
         return stand_ins.surely_stand_in(self.objects, self.unit, subject, self.node)

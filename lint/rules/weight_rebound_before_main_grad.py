@@ -18,6 +18,7 @@ module_provenance = LazyModule("..analysis.module_provenance", __package__)
 fresh_flags = LazyModule("..analysis.fresh_flags", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
 forward_rebinds = LazyModule("..analysis.forward_rebinds", __package__)
+fresh_aliases = LazyModule("..analysis.fresh_aliases", __package__)
 
 CODE = "GMLP015"
 # The per-parameter attributes a fresh object does not carry.
@@ -47,7 +48,9 @@ RULE = Rule(
         "`w.main_grad`, `grad_added_to_main_grad`, `overwrite_main_grad` or `zero_out_wgrad` "
         "that this binding reaches; or an attribute of `self` bound to a fresh `Parameter(...)` "
         "or of a submodule it owns (assignment, `setattr`, `register_parameter`) by a method the "
-        "module's forward runs"
+        "module's forward runs; or `w.detach()` / `w.data` / `Parameter(w.data)` kept on ctx "
+        "as the weight by a function taking the fused-wgrad switch, or put in another "
+        "module's parameter slot from an existing module's weight"
     ),
     explanation="""
         Issue #19, class 2. main_grad, `grad_added_to_main_grad`, `overwrite_main_grad` and
@@ -116,8 +119,23 @@ RULE = Rule(
         is class 1, GMLP007), and weights rebound to their all-gathered form (Megatron's
         GTP does that for dgrad and turns the fused main_grad path off itself).
 
+        Also reported (since blind corpus 7; analysis/fresh_aliases.py): a new object over a
+        weight's storage (`w.detach()`, `w.data`, `Parameter(w)`, `Parameter(w.data)`)
+        kept as the weight's handle where the main-grad path will look for the Parameter:
+        on `ctx` in a function that takes the fused-wgrad switch
+        (`gradient_accumulation_fusion`, `fuse_wgrad_accumulation`,
+        `accumulate_into_main_grad`) and keeps the weight itself nowhere else (not on
+        `ctx`, in a weakref or in `save_for_backward`), also per expert (`[w.detach() for w in
+        weights]`); or put as a new `Parameter` in another module's parameter slot
+        (`register_parameter`, `setattr`, attribute assignment, directly or through a local)
+        from an existing module's weight (`linear.get_parameter("weight").data`,
+        `getattr(linear, f"weight{i}").detach()`), as a module shell meant to share a
+        GroupedLinear's Parameters would (Megatron's fused-ops shell).
+
         Not seen: the read of main_grad moved into a helper function of the file handed the
-        rebound name (each function is judged alone).
+        rebound name (each function is judged alone); a detached weight kept on `ctx` by a
+        function that does not take the fused-wgrad switch itself; a slot filled from a
+        weight held in a local or a list rather than read off its module.
     """,
     fix="""
         Keep the Parameter: save the original object (or a weakref) and read main_grad and
@@ -242,6 +260,20 @@ FLAG_MESSAGE = (
 )
 
 
+ALIAS_MESSAGES = {
+    "ctx": (
+        "`{value}` is a new object over `{weight}`'s storage, kept on ctx in a function that "
+        "fuses the wgrad into main_grad, and the weight itself is kept nowhere: backward "
+        "reads main_grad and the flags from an object that has none; keep `{weight}` itself"
+    ),
+    "module": (
+        "`{value}` is a new Parameter over `{weight}`'s storage, not `{weight}`: main_grad, "
+        "its flags and the grad-accumulation hook stay on the original, and the module "
+        "trains an object Megatron never wrapped; register `{weight}` itself"
+    ),
+}
+
+
 FORWARD_MESSAGE = (
     "`{attribute}` is rebound to a fresh Parameter in `{method}`, which runs on every forward: "
     "the new object has none of the main_grad, hooks or flags Megatron gave the Parameter "
@@ -253,6 +285,11 @@ def check(context: ModuleContext, out: Collector) -> None:
     for found in context.shared(forward_rebinds.rebindings):
         message = FORWARD_MESSAGE.format(attribute=found.attribute, method=found.method)
         out.report(CODE, found.site, message)
+    for alias in context.shared(fresh_aliases.fresh_aliases):
+        message = ALIAS_MESSAGES[alias.holder].format(
+            value=out.text(alias.value), weight=alias.weight
+        )
+        out.report(CODE, alias.value, message)
     for unit in context.units:
         reported: set[int] = set()
         if unit.survey.spells_main_grad or unit.survey.spells_grad_added:
