@@ -24,6 +24,7 @@ from . import (
     variant_corpus_blind5_heldout,
     variant_corpus_blind6,
     variant_corpus_blind6_heldout,
+    variant_corpus_blind7,
     variant_corpus_class1_calls,
     variant_corpus_class4,
     variant_corpus_class5_converse,
@@ -46,6 +47,7 @@ VARIANTS = (
     + variant_corpus_blind5_heldout.VARIANTS
     + variant_corpus_blind6.VARIANTS
     + variant_corpus_blind6_heldout.VARIANTS
+    + variant_corpus_blind7.VARIANTS
     + variant_corpus_classes12.VARIANTS
     + variant_corpus_classes56.VARIANTS
     + variant_corpus_class4.VARIANTS
