@@ -8,23 +8,7 @@ import textwrap
 
 import pytest
 
-from . import variant_corpus_blind7
 from .support import lint_snippet
-
-TARGETED = ("blind7-megatron-grouped-linear-dw-config-flag",)
-VARIANTS = [v for v in variant_corpus_blind7.VARIANTS if v.name in TARGETED]
-
-
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
-def test_variant_caught_on_its_bug_line(variant):
-    findings = lint_snippet(variant.bug)
-    assert any(f.line in variant.bug_lines for f in findings), findings
-
-
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
-def test_twin_clean(variant):
-    assert lint_snippet(variant.twin) == []
-
 
 # Each buggy spelling marks the test that reads the other mode with ``# here``.
 WRONG_MODE_TESTS = {
@@ -123,17 +107,6 @@ def test_same_mode_clean(source):
 
 
 # -- the fused path's stand-ins (GMLP014) ------------------------------------------------
-FUSED_VARIANTS = [
-    v for v in variant_corpus_blind7.VARIANTS if v.name == "blind7-megatron-fused-mlp-dw-skips-fc1"
-]
-
-
-@pytest.mark.parametrize("variant", FUSED_VARIANTS, ids=lambda v: v.name)
-def test_fused_variant_caught_and_twin_clean(variant):
-    assert any(f.line in variant.bug_lines for f in lint_snippet(variant.bug))
-    assert lint_snippet(variant.twin) == []
-
-
 # A builder for the spellings below: the up projection first, then the down projection.
 BUILDER = """
         class FusedFFN(torch.nn.Module):
