@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -103,6 +105,31 @@ def test_non_utf_8_bytes_on_stdin_are_reported_and_echoed_untouched(here):
     assert b"error: -:1:9: cannot read: not UTF-8" in checked.stderr
     fixed = run_process("--fix", "-", cwd=here, input_bytes=data)
     assert (fixed.returncode, fixed.stdout) == (2, data)
+
+
+@pytest.mark.parametrize(
+    "args", [["-"], ["--fix", "-"], ["--stdin-filename", "a.py"], ["--format", "json", "-"]]
+)
+def test_a_closed_stdin_is_one_error_line_and_exit_2(here, args):
+    closed = subprocess.run(
+        [sys.executable, "-m", "gmlp_check.lint", *args],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(0),  # as a shell's `<&-` leaves it
+    )
+    assert closed.returncode == 2, closed.stderr
+    shown = args[-1] if args[0] == "--stdin-filename" else "-"
+    error = f"error: {shown}: cannot read: stdin is closed"
+    assert closed.stderr.splitlines()[0] == error and "Traceback" not in closed.stderr
+    if "--fix" in args:  # stdout is the fixed source; there is none
+        assert closed.stdout == ""
+    elif "json" in args:
+        (entry,) = json.loads(closed.stdout)
+        assert entry["code"] is None and entry["message"] == "cannot read: stdin is closed"
+    else:
+        assert closed.stdout == "1 file could not be checked (errors on stderr).\n"
 
 
 # -- every format carries the errors --------------------------------------------------------
