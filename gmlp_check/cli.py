@@ -87,8 +87,12 @@ class Commands(click.Group):
 
 
 def _checker_and_cases(values: dict, can_launch: bool = False):
+    from .errors import UsageError
     from .session import Checker
 
+    workers = values.get("compile_workers")
+    if workers is not None and workers < 0:  # checked here too, so --list does not take it
+        raise UsageError(f"--compile-workers: expected a count >= 0, got {workers}")
     options = RunOptions.from_values(values)
     with stdout_to_stderr():  # a factory that prints while it is loaded or tried
         checker = Checker.from_options(options, can_launch=can_launch)
