@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from . import report
+from . import report, saved_fields
+from .phases import PHASES
 
 # The top-level fields the table and the plot read; "complete" is optional (absent: complete).
 REQUIRED_FIELDS = (
@@ -26,14 +27,22 @@ REQUIRED_FIELDS = (
 )
 
 
+def _not_json(name: str) -> None:
+    # Python reads NaN and Infinity, which JSON has not and a bench run never writes
+    # (report.json_bytes refuses them): --format json could not print them back.
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def load(path: Path) -> dict:
     """The document at ``path``; click.UsageError (exit 2) naming --from otherwise."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(), parse_constant=_not_json)
     except OSError as error:
         raise click.UsageError(f"--from {str(path)!r}: cannot read: {error.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except ValueError as error:  # not UTF-8, not JSON, or NaN / Infinity
         raise click.UsageError(f"--from {str(path)!r}: not a JSON document ({error})") from None
+    except RecursionError:  # json recurses on nested arrays and objects
+        raise click.UsageError(f"--from {str(path)!r}: JSON nested too deeply to read") from None
     if not isinstance(doc, dict) or doc.get("schema") != report.SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise click.UsageError(
@@ -45,7 +54,13 @@ def load(path: Path) -> dict:
             f"--from {str(path)!r}: not a whole {report.SCHEMA} document, "
             f"missing {', '.join(map(repr, missing))}"
         )
-    return with_layouts(doc)
+    problem = saved_fields.top_level_problem(doc)
+    if problem is None:
+        doc = with_layouts(doc)
+        problem = saved_fields.rows_problem(doc)
+    if problem is not None:
+        raise click.UsageError(f"--from {str(path)!r}: not a {report.SCHEMA} document: {problem}")
+    return doc
 
 
 def with_layouts(doc: dict) -> dict:
@@ -66,6 +81,8 @@ def show(path: Path, plot: str | None, output_format: str) -> None:
 
         from .plot import render_png
 
+        if not any(row["phase"] in PHASES for row in doc["results"]):
+            raise click.UsageError(f"--from {str(path)!r}: --plot: no result of a phase to draw")
         try:
             write_output("--plot", plot, render_png(doc))
         except OutputError as error:

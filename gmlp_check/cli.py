@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import faults as fault_registry
-from .files import OutputError, check_output, write_output
+from .files import OutputError, check_directory, check_output, write_output
 from .interrupts import exit_code, sigterm_interrupts
 from .options import COMPILE_WORKERS, DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
 from .streams import progress_bar, stdout_to_stderr
@@ -87,8 +87,12 @@ class Commands(click.Group):
 
 
 def _checker_and_cases(values: dict, can_launch: bool = False):
+    from .errors import UsageError
     from .session import Checker
 
+    workers = values.get("compile_workers")
+    if workers is not None and workers < 0:  # checked here too, so --list does not take it
+        raise UsageError(f"--compile-workers: expected a count >= 0, got {workers}")
     options = RunOptions.from_values(values)
     with stdout_to_stderr():  # a factory that prints while it is loaded or tried
         checker = Checker.from_options(options, can_launch=can_launch)
@@ -248,6 +252,8 @@ def diff(
 
     if junit_xml:
         check_output("--junit-xml", junit_xml)
+    if write_repro is not None:
+        check_directory("--write-repro", write_repro)
     if write_repro and values.get("inject"):
         raise click.UsageError(
             "--write-repro: reproduces the backend's own behaviour; an injected fault (--inject) "
@@ -323,15 +329,20 @@ def _write_repros(directory: Path, results, checker, embed: str | None) -> None:
 
     for result in results:
         if result.status == "failed":
-            path = repro.write(
-                directory,
-                result,
-                checker.backend.spec,
-                checker.sizes,
-                checker.device,
-                checker.precision(result.case),
-                embed,
-            )
+            try:
+                path = repro.write(
+                    directory,
+                    result,
+                    checker.backend.spec,
+                    checker.sizes,
+                    checker.device,
+                    checker.precision(result.case),
+                    embed,
+                )
+            except OSError as exc:  # after the report: one line, exit 2, as write_reports
+                reason = exc.strerror or type(exc).__name__
+                click.echo(f"Error: --write-repro {str(directory)!r}: {reason}", err=True)
+                sys.exit(EXIT_USAGE)
             click.echo(f"reproduction of {result.case.id}: {path}", err=True)
             if hint := repro.size_hint(path):
                 click.echo(f"  {hint}", err=True)

@@ -14,7 +14,9 @@ What is at the path decides how it is written, as a shell's ``>`` would:
   existed keeps its mode (and, where we may set it, its owner); a new one gets the mode an
   ordinary ``open(path, "w")`` would give (0666 minus the umask).
 
-Both functions raise ``OutputError`` with one line naming the option: the CLIs exit 2 on it.
+``--write-repro`` names a directory: ``check_directory`` checks it before the run.
+
+These functions raise ``OutputError`` with one line naming the option: the CLIs exit 2 on it.
 """
 
 from __future__ import annotations
@@ -108,6 +110,30 @@ def check_output(option: str, path: str | os.PathLike) -> None:
         fd, trial = tempfile.mkstemp(prefix=".gmlp-check-", dir=parent)
     except OSError as exc:
         raise OutputError(f"{where}: cannot create a file in {parent!r} ({_reason(exc)})") from None
+    os.close(fd)
+    os.unlink(trial)
+
+
+def check_directory(option: str, path: str | os.PathLike) -> None:
+    """Raise OutputError unless files can be created in the directory ``path`` (made with
+    its parents when missing): before a long run, as check_output does for a file. Nothing
+    is created; a trial file goes into the directory or its nearest existing ancestor."""
+    text = os.fspath(path)
+    where = f"{option} {text!r}"
+    if not text:
+        raise OutputError(f"{option}: expected a directory name, got ''")
+    existing = _target(text)
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        shown = "" if existing == _target(text) else f" ({existing!r} is not one)"
+        raise OutputError(f"{where}: is not a directory{shown}; expected a directory name")
+    try:
+        fd, trial = tempfile.mkstemp(prefix=".gmlp-check-", dir=existing)
+    except OSError as exc:
+        raise OutputError(
+            f"{where}: cannot create a file in {existing!r} ({_reason(exc)})"
+        ) from None
     os.close(fd)
     os.unlink(trial)
 

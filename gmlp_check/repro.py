@@ -215,6 +215,11 @@ def write(
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(result.case.id)
     partial = path.with_suffix(".partial")
-    partial.write_text(text)
-    partial.replace(path)
+    try:
+        partial.write_text(text)
+        partial.replace(path)
+    except BaseException:
+        # A full disk or an interrupt mid-write leaves no half-written reproduction behind.
+        partial.unlink(missing_ok=True)
+        raise
     return path

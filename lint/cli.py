@@ -245,19 +245,23 @@ def _check_stdin(stdin_filename, selection, mode, options, force_exclude) -> int
     path = Path(stdin_filename) if stdin_filename else Path.cwd() / "-"
     config = resolver.for_path(path) if stdin_filename else resolver.for_directory(Path.cwd())
     # Bytes, decoded as Python would decode the file (PEP 263), and echoed back unchanged.
-    data = sys.stdin.buffer.read()
+    # Started with descriptor 0 closed (a shell's `<&-`), Python has no sys.stdin at all.
+    data = sys.stdin.buffer.read() if sys.stdin is not None else None
     if force_exclude and stdin_filename and is_excluded(path, config):
-        if options.fix:
+        if options.fix and data is not None:
             _echo_bytes(data)
         return EXIT_CLEAN
-    job = engine.Job(shown, enabled_codes(path, config, selection), data)
-    result = engine.process(job, mode)
+    if data is None:
+        result = FileResult(shown, error=FileError(shown, "cannot read: stdin is closed"))
+    else:
+        job = engine.Job(shown, enabled_codes(path, config, selection), data)
+        result = engine.process(job, mode)
     errors = [result.error] if result.error else []
     changed = result.fixed_source is not None
     if options.diff:
         if changed:
             click.echo(_diff(result), nl=False)
-    elif options.fix:
+    elif options.fix and data is not None:
         # An editor piping through us must not lose code: unfixed input comes back as it was.
         _echo_bytes(result.fixed_source.encode(result.encoding) if changed else data)
     _print_errors(errors)

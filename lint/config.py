@@ -194,14 +194,18 @@ def is_excluded(path: Path, config: Config, named_root: Path | None = None) -> b
     directory) or by the configuration's ``exclude`` patterns.
 
     ``named_root`` is a directory named on the command line: like ruff, it is linted even when
-    a pattern excludes it, so patterns that match it (or a directory above it) do not count."""
+    a pattern or a built-in name excludes it, so patterns that match it (or a directory above
+    it) do not count, and built-in names count only below it (``gmlp-lint
+    .venv/lib/python3.11/site-packages/megatron`` lints Megatron)."""
     relative = _relative(path, config.root)
     parts = relative.split("/") if not relative.startswith("/") else [path.name]
+    root = _relative(named_root, config.root) if named_root is not None else None
+    if root is not None and not root.startswith("/") and relative.startswith(root + "/"):
+        parts = parts[len(root.split("/")) :]
     if any(part in DEFAULT_EXCLUDES for part in parts):
         return True
     patterns = config.exclude
-    if named_root is not None and patterns:
-        root = _relative(named_root, config.root)
+    if root is not None and patterns:
         patterns = [p for p in patterns if not _matches(root, [p])]
     return bool(patterns) and _matches(relative, patterns)
 

@@ -28,6 +28,7 @@ callables a file registers as hooks (the per-file analysis sees those in the fil
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections.abc import Iterable
 
@@ -284,4 +285,6 @@ def _module_name(path: str) -> bytes:
     stem = parts[-1].rsplit(".", 1)[0]
     if stem == "__init__" and len(parts) > 1:
         stem = parts[-2]
-    return stem.encode()
+    # The file system's bytes: a name that is not UTF-8 (surrogate escapes here) has no
+    # .encode(), and names no module an import could spell anyway.
+    return os.fsencode(stem)

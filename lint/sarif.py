@@ -38,7 +38,9 @@ def _uri(path: str) -> tuple[str, bool]:
         relative = absolute.relative_to(os.path.realpath(os.getcwd()))
     except ValueError:
         return absolute.as_uri(), False
-    return quote(relative.as_posix()), True
+    # The path's bytes, as Path.as_uri quotes them: a file name that is not UTF-8 holds
+    # surrogate escapes, which quote() of the text cannot encode.
+    return quote(os.fsencode(relative.as_posix())), True
 
 
 def _rule_descriptor(rule) -> dict:

@@ -97,6 +97,20 @@ def decode(data: bytes) -> Source:
         ) from error
 
 
+def read_back_unchanged(text: str, encoding: str) -> bool:
+    """Whether ``text`` written in ``encoding`` is read back by Python as ``text``. A fix that
+    moves a coding line into the first two lines, or out of them (by removing or inserting a
+    line above it), changes the encoding and so the meaning of every non-ASCII byte."""
+    try:
+        data = text.encode(encoding)
+    except UnicodeEncodeError:
+        return True  # not writable at all: the writer reports that, with its own message
+    try:
+        return decode(data).text == text
+    except SourceError:
+        return False
+
+
 # PEP 263: a comment on line 1 or 2 that says ``coding[:=] name``; line 2 counts only when
 # line 1 is blank or a comment. Matched on bytes, so any byte may follow the name.
 _COOKIE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)

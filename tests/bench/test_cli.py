@@ -169,6 +169,78 @@ def test_from_a_document_with_only_the_schema_is_a_usage_error(tmp_path):
     assert "'results'" in line
 
 
+def _spoiled(doc: dict, where: str, value) -> dict:
+    """``doc`` with the field at ``where`` (``results.0.tflops``) set to ``value``."""
+    *path, last = [int(p) if p.isdigit() else p for p in where.split(".")]
+    holder = doc
+    for part in path:
+        holder = holder[part]
+    holder[last] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "named"),
+    [
+        ("environment", None, "environment is None, expected an object"),
+        ("settings", {}, "settings has no 'dtype'"),
+        ("shapes", 1, "shapes is 1, expected a list"),
+        ("results", [{}], "results[0] has no 'shape'"),
+        ("results.0.tflops", "x", "results[0].tflops is 'x', expected a number or null"),
+        ("results.0.phase", 3, "results[0].phase is 3, expected a string"),
+        ("results.0.status", None, "results[0].status is None, expected a string"),
+        ("results.0.shape", "nosuch", "results[0].shape 'nosuch' names no entry of shapes"),
+        ("targets.0.met", "x", "targets[0].met is 'x', expected true, false or null"),
+        ("wall_s", None, "wall_s is None, expected a number"),
+    ],
+)
+@pytest.mark.parametrize("output", [[], ["--format", "json"], ["--plot", "PNG"]])
+def test_from_a_bench_document_with_a_field_of_the_wrong_kind_names_it(
+    refimpl_run, tmp_path, where, value, named, output
+):
+    _, out = refimpl_run
+    doc = _spoiled(json.loads((out / "bench.json").read_text()), where, value)
+    path = tmp_path / "spoiled.json"
+    path.write_text(json.dumps(doc))
+    output = [str(tmp_path / "x.png") if o == "PNG" else o for o in output]
+    result = CliRunner().invoke(main, ["bench", "--from", str(path), *output])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: --from {str(path)!r}: not a gmlp-check-bench/1 document: {named}"
+    )
+    assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[" * 100_000, "JSON nested too deeply to read"),
+        ('{"schema": "gmlp-check-bench/1", "wall_s": NaN}', "NaN is not a JSON value"),
+    ],
+)
+def test_from_json_python_cannot_nest_or_json_does_not_have_is_one_line(tmp_path, content, message):
+    path = tmp_path / "odd.json"
+    path.write_text(content)
+    result = CliRunner().invoke(main, ["bench", "--from", str(path)])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith(f"Error: --from {str(path)!r}: ") and message in line
+
+
+def test_from_a_document_without_results_draws_no_plot(refimpl_run, tmp_path):
+    _, out = refimpl_run
+    doc = json.loads((out / "bench.json").read_text())
+    doc.update(results=[], ratios=[], complete=False)
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(doc))
+    result = CliRunner().invoke(
+        main, ["bench", "--from", str(path), "--plot", str(tmp_path / "p.png")]
+    )
+    assert result.exit_code == 2, result.output
+    assert "--plot: no result of a phase to draw" in result.output
+    assert not (tmp_path / "p.png").exists()
+
+
 def test_written_files_get_the_umask_mode_not_0600(refimpl_run):
     _, out = refimpl_run
     mask = os.umask(0)

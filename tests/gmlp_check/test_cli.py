@@ -129,6 +129,16 @@ def test_usage_errors_exit_2_with_a_message_naming_the_option(args, message):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", ["diff", "mutants"])
+def test_a_negative_compile_workers_is_refused_with_list_too(command):
+    result = invoke(command, "--device", "cpu", "--compile-workers", "-1", "--list")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: --compile-workers: expected a count >= 0, got -1"
+    )
+    assert "mode=" not in result.stdout
+
+
 def test_faults_lists_every_fault():
     result = invoke("faults", "--format", "json")
     assert result.exit_code == 0

@@ -122,6 +122,43 @@ def test_write_repro_refuses_an_injected_fault(tmp_path):
     assert "--write-repro" in result.output and not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("", "--write-repro: expected a directory name, got ''"),
+        ("/dev/full", "--write-repro '/dev/full': is not a directory"),
+        ("{tmp}/file/sub", "is not a directory ('{tmp}/file' is not one)"),
+        ("/proc/gmlp-check/repros", "cannot create a file in '/proc'"),
+    ],
+    ids=["empty", "device", "under-a-file", "proc"],
+)
+def test_a_repro_directory_that_cannot_be_made_is_refused_before_any_case_runs(
+    tmp_path, where, message
+):
+    (tmp_path / "file").write_text("keep")
+    where, message = where.format(tmp=tmp_path), message.format(tmp=tmp_path)
+    args = ["diff", "--fused", BUGGY, "--device", "cpu", "-k", CASE.id, "--write-repro", where]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1].startswith("Error: --write-repro")
+    assert message in result.output
+    assert "Traceback" not in result.output and "failed" not in result.output
+    assert (tmp_path / "file").read_text() == "keep"
+
+
+def test_a_reproduction_that_cannot_be_written_is_one_line_exit_2_and_no_partial_file(tmp_path):
+    # The reproduction's own name taken by a directory: the write fails after the run.
+    (tmp_path / repro.file_name(CASE.id)).mkdir()
+    args = ["diff", "--fused", BUGGY, "--device", "cpu", "-k", CASE.id]
+    result = CliRunner().invoke(main, [*args, "--write-repro", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "1 case: 0 passed, 1 failed" in result.stdout  # the report came first
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"Error: --write-repro {str(tmp_path)!r}: ")
+    assert "Traceback" not in result.output
+    assert [p.name for p in tmp_path.iterdir()] == [repro.file_name(CASE.id)]
+
+
 # -- embedding: a factory inside a package the maintainer does not have ------------------------
 
 TE_ADAPTERS = ("te-ops", "te-grouped-linear", "te-sequential", "megatron-te-grouped-mlp")

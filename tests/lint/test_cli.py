@@ -228,6 +228,23 @@ def test_built_in_excludes_skip_virtualenvs(tree):
     assert paths == {"pkg/gate.py", "pkg/truth.py"}
 
 
+@pytest.mark.parametrize("configured", [True, False])
+@pytest.mark.parametrize(
+    "named", [".venv/lib/site-packages/megatron", ".venv", "build/tools", "build"]
+)
+def test_a_directory_named_inside_a_built_in_exclude_is_linted(tree, configured, named):
+    # Installed code is checked by naming it (`gmlp-lint .venv/.../site-packages/megatron`);
+    # built-in names above the named directory must not make that a silent empty run.
+    if configured:
+        write(tree / "pyproject.toml", "[tool.gmlp-lint]\n")
+    write(tree / named / "layer.py", GATE.source)
+    write(tree / named / "__pycache__" / "stale.py", GATE.source)  # still skipped below it
+    walked = run_cli("--format", "json", named)
+    assert {f["path"] for f in findings_json(walked)} == {f"{named}/layer.py"}
+    forced = run_cli("--format", "json", "--force-exclude", named)
+    assert (forced.exit_code, findings_json(forced)) == (0, [])
+
+
 def test_nearest_pyproject_with_a_table_wins(tree):
     write(tree / "pyproject.toml", '[tool.gmlp-lint]\nignore = ["GMLP004"]\n')
     write(tree / "pkg" / "pyproject.toml", '[project]\nname = "no-table-here"\n')

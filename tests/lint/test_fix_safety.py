@@ -86,6 +86,42 @@ def test_a_crlf_file_is_written_back_crlf(here):
 
 
 # -- a fixed text is checked before it is written --------------------------------------------
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"#!/usr/bin/env python\n# gmlp: ignore[GMLP999] old\n# -*- coding: latin-1 -*-\n",
+        b"# gmlp: ignore[GMLP999]\n\n# coding: cp1252\n",
+        b"# gmlp: ignore[GMLP999]\n#\n# coding: nosuch\n",
+    ],
+    ids=["latin-1-under-a-shebang", "cp1252-under-a-blank-line", "unknown-codec"],
+)
+def test_a_fix_that_would_bring_a_coding_line_into_force_is_refused(here, head):
+    # Removing the unused suppression moves the third line, a coding line Python ignores
+    # there, to the second, where it decides how the UTF-8 text below is read: "é" would
+    # become "Ã©" (or the file unreadable).
+    data = head + 'NAME = "é"\n'.encode()
+    path = here / "a.py"
+    path.write_bytes(data)
+    result = run_process("--fix", "a.py", cwd=here)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        "error: a.py: a fix would change the encoding Python reads the file in (a coding line "
+        "moved into or out of the first two lines), nothing written"
+    ]
+    assert path.read_bytes() == data
+    piped = run_process("--fix", "-", cwd=here, input_bytes=data)
+    assert (piped.returncode, piped.stdout) == (2, data)
+
+
+def test_a_fix_that_moves_a_coding_line_over_ascii_text_is_written(here):
+    # The same move over ASCII text changes nothing Python reads: the fix goes ahead.
+    path = here / "a.py"
+    path.write_bytes(b"#!/usr/bin/env python\n# gmlp: ignore[GMLP999]\n# coding: latin-1\nX = 1\n")
+    result = run_process("--fix", "a.py", cwd=here)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert path.read_bytes() == b"#!/usr/bin/env python\n# coding: latin-1\nX = 1\n"
+
+
 def test_a_fix_that_only_the_compiler_rejects_is_refused(here, monkeypatch):
     # libcst accepts ``return`` at module level, CPython's compiler does not.
     from gmlp_check.lint import fixes

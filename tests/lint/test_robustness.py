@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -105,6 +107,31 @@ def test_non_utf_8_bytes_on_stdin_are_reported_and_echoed_untouched(here):
     assert (fixed.returncode, fixed.stdout) == (2, data)
 
 
+@pytest.mark.parametrize(
+    "args", [["-"], ["--fix", "-"], ["--stdin-filename", "a.py"], ["--format", "json", "-"]]
+)
+def test_a_closed_stdin_is_one_error_line_and_exit_2(here, args):
+    closed = subprocess.run(
+        [sys.executable, "-m", "gmlp_check.lint", *args],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(0),  # as a shell's `<&-` leaves it
+    )
+    assert closed.returncode == 2, closed.stderr
+    shown = args[-1] if args[0] == "--stdin-filename" else "-"
+    error = f"error: {shown}: cannot read: stdin is closed"
+    assert closed.stderr.splitlines()[0] == error and "Traceback" not in closed.stderr
+    if "--fix" in args:  # stdout is the fixed source; there is none
+        assert closed.stdout == ""
+    elif "json" in args:
+        (entry,) = json.loads(closed.stdout)
+        assert entry["code"] is None and entry["message"] == "cannot read: stdin is closed"
+    else:
+        assert closed.stdout == "1 file could not be checked (errors on stderr).\n"
+
+
 # -- every format carries the errors --------------------------------------------------------
 def test_json_lists_errors_with_a_null_code(here):
     write(here / "a.py", MISSING_COLON)
@@ -141,7 +168,30 @@ def test_sarif_reports_a_missing_path_as_an_unsuccessful_execution(here):
     assert notification["message"]["text"] == "missing.py: no such file or directory"
 
 
+def test_sarif_names_files_whose_names_are_not_utf_8_by_their_bytes(here):
+    # Such names reach Python as surrogate escapes, which quoting the text could not encode.
+    write(here / os.fsdecode(b"caf\xe9.py"), TRUTH.source)
+    write(here / os.fsdecode(b"\xff.py"), MISSING_COLON)
+    result = run_process("--format", "sarif", ".", cwd=here)
+    assert result.returncode == 2, result.stderr
+    (run,) = json.loads(result.stdout)["runs"]
+    (finding,) = run["results"]
+    location = finding["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location == {"uri": "caf%E9.py", "uriBaseId": "%SRCROOT%"}
+    (error,) = run["invocations"][0]["toolExecutionNotifications"]
+    assert error["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "%FF.py"
+
+
 # -- odd files: no crash, no hang ---------------------------------------------------------
+def test_a_file_name_that_is_not_utf_8_is_linted_beside_other_files(here):
+    # The run's cross-file facts read every file's module name; one not in UTF-8 crashed it.
+    write(here / os.fsdecode(b"caf\xe9.py"), TRUTH.source)
+    write(here / "other.py", CLEAN)
+    result = run_process(".", cwd=here, input_bytes=b"")  # bytes out: the name is not UTF-8
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == b"" and result.stdout.startswith(b"caf\xe9.py:2:12: GMLP004 ")
+
+
 def test_a_symlink_loop_in_a_directory_is_passed_over(here):
     write(here / "pkg" / "a.py", TRUTH.source)
     os.symlink("loop.py", here / "pkg" / "loop.py")
