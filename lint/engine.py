@@ -134,7 +134,7 @@ def _run_checks(source: str, path: str, enabled, facts, classes=(), slots=()) ->
             module = libcst.parse_module(plain.text)
         with kept_from_collector():  # the tree: freed as soon as the analysis is
             found = checks(module)
-        return [_in_original(finding, plain) for finding in found] if plain.changed else found
+        return [plain.in_original(finding) for finding in found] if plain.changed else found
     except libcst.ParserSyntaxError as error:
         # Python accepted the file (``lint_source`` asked it first): syntax libcst lacks.
         first = str(error).strip().splitlines()[0]
@@ -145,20 +145,6 @@ def _run_checks(source: str, path: str, enabled, facts, classes=(), slots=()) ->
         raise SourceError("cannot analyse: too deeply nested") from error
     except MemoryError as error:
         raise SourceError("cannot analyse: out of memory") from error
-
-
-def _in_original(finding: Finding, plain: plain_spellings.Rewrite) -> Finding:
-    """A finding on the plain-spelled text, placed in the original; its fix kept only when
-    no edit touches rewritten text."""
-    line, column = plain.position(finding.line, finding.column)
-    end_line, end_column = plain.position(finding.end_line, finding.end_column, at_end=True)
-    fix = finding.fix
-    if fix is not None:
-        edits = tuple(plain.edit(edit) for edit in fix.edits)
-        fix = None if None in edits else replace(fix, edits=edits)
-    return replace(
-        finding, line=line, column=column, end_line=end_line, end_column=end_column, fix=fix
-    )
 
 
 def fix_source(

@@ -11,8 +11,8 @@ spelling, the text the rules read has them in the plain form (``spelling_forms.S
 
 The rewrite keeps every line where it was: a replacement has as many line breaks as the
 text it replaces (those it lacks go inside parentheses), so findings keep their lines;
-``Rewrite.position`` maps their columns back, and ``Rewrite.edit`` maps a fix's edits back
-to the original text, or refuses an edit that touches rewritten text. A rewrite that does
+``Rewrite.in_original`` places them back in the original text (their columns mapped; a
+fix kept only when no edit touches rewritten text, its edits moved back). A rewrite that does
 not compile is not used: the rules read the original text, as before.
 """
 
@@ -22,11 +22,11 @@ import ast
 import bisect
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from . import lines
-from .model import Edit
+from .model import Edit, Finding
 from .spelling_forms import SPELLINGS, Source
 
 # Only files that spell one of these are parsed again: the rest cost one regex search.
@@ -75,6 +75,19 @@ class Rewrite:
         offset = self._back(new_starts[line - 1] + column - 1, at_end)
         old_line = bisect.bisect_right(old_starts, offset)
         return old_line, offset - old_starts[old_line - 1] + 1
+
+    def in_original(self, finding: Finding) -> Finding:
+        """A finding on the new text, placed in the original; its fix kept only when no
+        edit touches rewritten text."""
+        line, column = self.position(finding.line, finding.column)
+        end_line, end_column = self.position(finding.end_line, finding.end_column, at_end=True)
+        fix = finding.fix
+        if fix is not None:
+            edits = tuple(self.edit(edit) for edit in fix.edits)
+            fix = None if None in edits else replace(fix, edits=edits)
+        return replace(
+            finding, line=line, column=column, end_line=end_line, end_column=end_column, fix=fix
+        )
 
     def edit(self, edit: Edit) -> Edit | None:
         """The edit in the original's offsets; None when it touches rewritten text."""
