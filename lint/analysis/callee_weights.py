@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import imports, module_provenance, patterns, provenance
+from . import imports, iteration, module_provenance, patterns, provenance
 from .module import ModuleContext
 
 ATTRIBUTES = (
@@ -191,9 +191,53 @@ def _beside_twin(objects: provenance.Provenance, d) -> bool:
     list (``for w, w_param in zip(ws, params)``). The code names the Parameter separately
     because this name is not it (TE's ``weight`` beside ``origin_weight``, MindSpeed's
     ``weight`` beside ``weight_param``)."""
-    if d.kind in ("param", "for"):
+    if d.kind == "for":
+        return not _walks_parameters(objects, d)
+    if d.kind == "param":
         return True
     return d.kind == "assign" and d.value is not None and objects.of(d.value) == provenance.SAVED
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def _comprehension_sequence(root, call: cst.Call, name: str):
+    """The sequence a comprehension around ``call`` (in the statement ``root``) walks with
+    ``name``, when one of its ``for`` clauses binds it; None otherwise."""
+    if root is None:
+        return None
+    for comp in (n for n in patterns.walk(root) if type(n) in _COMPREHENSIONS):
+        if not any(sub is call for sub in patterns.walk(comp)):
+            continue
+        clause = comp.for_in
+        while clause is not None:
+            for bound, sequence in iteration.element_sequences(clause):
+                if bound.value == name:
+                    return sequence
+            clause = clause.inner_for_in
+    return None
+
+
+def _names_parameters(objects: provenance.Provenance, sequence) -> bool:
+    """A list the code names or builds as the Parameters (``origin_weights``)."""
+    word = sequence.value if type(sequence) is cst.Name else None
+    return objects.of(sequence) == provenance.PARAMETER or (
+        word is not None and provenance.by_name(word) == provenance.PARAMETER
+    )
+
+
+def _walks_parameters(objects: provenance.Provenance, d) -> bool:
+    """The loop variable walks a list the code names or builds as the Parameters
+    (``for weight, mg in zip(origin_weights, main_grads)``: TE's own loop over the
+    Parameters its weakrefs give back)."""
+    owner = d.node.owner
+    loops = [owner] if type(owner) is cst.For else []
+    if owner is not None and not loops:  # a comprehension's ``for`` inside the statement
+        loops = [n for n in patterns.walk(owner) if type(n) is cst.CompFor]
+    for name, sequence in (pair for loop in loops for pair in iteration.element_sequences(loop)):
+        if name.value == d.name and _names_parameters(objects, sequence):
+            return True
+    return False
 
 
 def _own_nodes(body) -> Iterator[cst.CSTNode]:
@@ -274,12 +318,20 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
             )
             if not copied:
                 # Not a copy: still not the Parameter when handed in or restored beside its
-                # twin, and wrong there when the callee needs the Parameter's main_grad.
-                beside = (
-                    bool(defs)
-                    and not isinstance(callee, Imported)
-                    and all(_beside_twin(objects, d) for d in defs)
-                )
+                # twin, and wrong there when the callee needs the Parameter's main_grad. A
+                # comprehension's own ``for`` binds the name where the call is (the graph
+                # knows only the function's bindings).
+                walked = _comprehension_sequence(node.owner, call, argument.value)
+                if walked is not None:
+                    beside = not isinstance(callee, Imported) and not _names_parameters(
+                        objects, walked
+                    )
+                else:
+                    beside = (
+                        bool(defs)
+                        and not isinstance(callee, Imported)
+                        and all(_beside_twin(objects, d) for d in defs)
+                    )
                 use = _uses(callee, parameter, BUFFER_ATTRIBUTES) if beside else None
                 if use is None:
                     continue

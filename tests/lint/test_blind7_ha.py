@@ -260,6 +260,34 @@ BUGGY = {
 }
 
 CORRECT = {
+    # Transformer Engine v2.16's grouped_linear backward: a comprehension walks the
+    # Parameters the weakrefs give back (``origin_weights``), though an earlier loop of the
+    # function binds ``weight`` to the saved weights: the comprehension's binding is the one
+    # at the call (it was reported at TE v2.16 and 52d6e8bb before).
+    "beside-comprehension-over-origin-weights": """
+        def backward(ctx, grad_output):
+            saved = restore_from_func_ctx(ctx)
+            weights = saved[: ctx.n]
+            for weight in weights:
+                dgrad = grad_output @ weight
+            origin_weights = [ref() for ref in ctx.origin_weight_refs]
+            main_grads = [f() for f in ctx.main_grad_funcs]
+            for origin_weight, main_grad in zip(origin_weights, main_grads):
+                origin_weight.main_grad = main_grad
+
+            def handle_custom_ddp(weight, main_grad, wgrad):
+                if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    zero = getattr(weight, "zero_out_wgrad", False)
+                    wgrad = get_dummy_wgrad(list(main_grad.shape), weight.dtype, zero=zero)
+                return wgrad
+
+            wgrads = [
+                handle_custom_ddp(weight, main_grad, wgrad)
+                for weight, main_grad, wgrad in zip(origin_weights, main_grads, ctx.wgrads)
+            ]
+            return dgrad, *wgrads
+    """,
     # Transformer Engine's GroupedLinear at its head: the weakrefs are taken of weights
     # gathered on the distributed path, whose backward reads the saved weights back instead
     "weakref-gathered-on-one-path": """
