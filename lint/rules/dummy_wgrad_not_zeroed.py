@@ -211,11 +211,16 @@ RULE = Rule(
 
 # -- the check ------------------------------------------------------------------------
 TE_DUMMY = "get_dummy_wgrad"
+CONTRACT_WORDS = ("main_grad", "wgrad", "zero_out")
 
 
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     if TE_DUMMY not in source and "empty" not in source:
+        return
+    if not any(word in source for word in CONTRACT_WORDS):
+        # A function named for a dummy in a file that never names main_grad or a weight
+        # gradient (torch's compiled autograd) allocates no dummy wgrad for Megatron's hook.
         return
     for unit in context.units:
         if TE_DUMMY in unit.survey.calls or unit.survey.empty_alloc:
