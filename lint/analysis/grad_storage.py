@@ -26,27 +26,15 @@ def names_storage(attribute: str) -> bool:
 
 def view_of(expr, names: set[str]) -> bool:
     """``expr`` is one of ``names`` or a view of one (``c.view_as(w)``, ``c[0]``, ``c.T``)."""
-    while True:
-        if isinstance(expr, cst.Name):
-            return expr.value in names
-        if isinstance(expr, cst.Subscript) or (
-            isinstance(expr, cst.Attribute) and expr.attr.value in patterns.VIEW_ATTRS
-        ):
-            expr = expr.value
-        elif (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in patterns.VIEW_METHODS
-        ):
-            expr = expr.func.value
-        else:
-            return False
+    root = storage_root(expr, torch_functions=False)
+    return isinstance(root, cst.Name) and root.value in names
 
 
-def storage_root(expr):
+def storage_root(expr, torch_functions: bool = True):
     """The tensor whose storage ``expr`` is or views: ``w.main_grad`` for
     ``w.main_grad.data``, ``w.main_grad[e]``, ``w.main_grad.view(-1)[a:b]``,
-    ``w.main_grad.chunk(n)[e]``, ``torch.narrow(w.main_grad, 0, s, n)``."""
+    ``w.main_grad.chunk(n)[e]``, and with ``torch_functions`` ``torch.narrow(w.main_grad,
+    0, s, n)`` (without, such a call's root is ``torch``)."""
     while True:
         if isinstance(expr, cst.Subscript) or (
             isinstance(expr, cst.Attribute) and expr.attr.value in patterns.VIEW_ATTRS
@@ -57,7 +45,8 @@ def storage_root(expr):
             and isinstance(expr.func, cst.Attribute)
             and expr.func.attr.value in patterns.VIEW_METHODS
         ):
-            expr = patterns.positional_args(expr)[0].value if torch_view(expr) else expr.func.value
+            through = torch_functions and torch_view(expr)
+            expr = patterns.positional_args(expr)[0].value if through else expr.func.value
         else:
             return expr
 
