@@ -25,6 +25,7 @@ from .config import (
     enabled_codes,
     expand_codes,
     is_excluded,
+    only_compiled,
 )
 from .discovery import collect
 from .lines import split as split_lines
@@ -49,7 +50,8 @@ Examples:
 
 \b
 Configuration: [tool.gmlp-lint] in the nearest pyproject.toml
-(select, ignore, per-file-ignores, exclude). Suppress one finding with
+(select, ignore, per-file-ignores, exclude, analyse-tests: test files a
+walk finds are only compiled unless true). Suppress one finding with
 `# gmlp: ignore[GMLP001] reason` on its line or the line above.
 Exit status: 0 clean, 1 findings remain, 2 usage error or a file that
 cannot be read, parsed or written, 130 interrupted."""
@@ -195,6 +197,10 @@ def _exit_at_once(status: int) -> None:
     os._exit(status)
 
 
+# The rules a test file found in a walk gets (``test_scope``): none, so it is only compiled.
+NO_CODES: frozenset[str] = frozenset()
+
+
 class _Options:
     def __init__(self, output_format: str, unsafe_fixes: bool, diff: bool, fix: bool) -> None:
         self.output_format = output_format
@@ -207,7 +213,8 @@ class _Options:
 def _check_paths(paths, selection, mode, options, force_exclude, workers, progress) -> int:
     files, errors = collect(paths, Resolver(), force_exclude)
     jobs = [
-        engine.Job(path, enabled_codes(Path(path), config, selection)) for path, config in files
+        engine.Job(path, NO_CODES if only else enabled_codes(Path(path), config, selection))
+        for path, config, only in files
     ]
     cache = Cache(options.cache_dir) if options.cache_dir is not None else None
     with Progress(len(jobs), progress) as advance:
@@ -254,7 +261,9 @@ def _check_stdin(stdin_filename, selection, mode, options, force_exclude) -> int
     if data is None:
         result = FileResult(shown, error=FileError(shown, "cannot read: stdin is closed"))
     else:
-        job = engine.Job(shown, enabled_codes(path, config, selection), data)
+        compiled_only = force_exclude and stdin_filename and only_compiled(path, config)
+        codes = NO_CODES if compiled_only else enabled_codes(path, config, selection)
+        job = engine.Job(shown, codes, data)
         result = engine.process(job, mode)
     errors = [result.error] if result.error else []
     changed = result.fixed_source is not None

@@ -7,6 +7,7 @@ file's directory, configures that file (files without one get the defaults). Key
     ignore = ["GMLP004"]
     per-file-ignores = {"tests/*" = ["GMLP003"]}
     exclude = ["tests/lint/fixtures"]  # added to the built-in excludes (.git, .venv, ...)
+    analyse-tests = false             # true: test files found in a walk are analysed too
 
 Patterns are matched against the path relative to the pyproject's directory, against each
 of its parent directories, and against the file name.
@@ -25,9 +26,10 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from .registry import CODES
+from .test_scope import in_test_directory, is_test_file
 
 TABLE = "gmlp-lint"
-KEYS = ("select", "ignore", "per-file-ignores", "exclude")
+KEYS = ("select", "ignore", "per-file-ignores", "exclude", "analyse-tests")
 DEFAULT_EXCLUDES = (
     ".bzr",
     ".direnv",
@@ -67,6 +69,8 @@ class Config:
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = ()
+    # Test files found in a walk are only compiled unless this is set (``test_scope``).
+    analyse_tests: bool = False
 
 
 def expand_codes(selectors, where: str) -> frozenset[str]:
@@ -135,7 +139,10 @@ def load(pyproject: Path) -> Config | None:
         expand_codes(codes, f"{where} per-file-ignores {pattern!r}")
         pairs.append((pattern, codes))
     exclude = _string_list(table.get("exclude", []), f"{where} exclude")
-    return Config(pyproject.parent, pyproject, select, ignore, tuple(pairs), exclude)
+    analyse_tests = table.get("analyse-tests", False)
+    if not isinstance(analyse_tests, bool):
+        raise ConfigError(f"{where} analyse-tests: expected true or false, got {analyse_tests!r}")
+    return Config(pyproject.parent, pyproject, select, ignore, tuple(pairs), exclude, analyse_tests)
 
 
 @dataclass
@@ -208,6 +215,24 @@ def is_excluded(path: Path, config: Config, named_root: Path | None = None) -> b
     if root is not None and patterns:
         patterns = [p for p in patterns if not _matches(root, [p])]
     return bool(patterns) and _matches(relative, patterns)
+
+
+def only_compiled(path: Path, config: Config, named_root: Path | None = None) -> bool:
+    """Whether ``path`` is a test file (``test_scope``) that the rules leave alone.
+
+    ``named_root`` is a directory named on the command line (resolved) that the walk found
+    ``path`` in: the path below it is judged, and nothing is left alone below a named directory that
+    is, or lies in, a test directory. Without one (a file named with ``--force-exclude``, a
+    walk under it) the path below the configuration's directory is judged, or only the file
+    name for a file outside it, as the built-in excludes are."""
+    if config.analyse_tests:
+        return False
+    if named_root is not None:
+        if in_test_directory(named_root.parts):
+            return False
+        return is_test_file(Path(os.path.relpath(path, named_root)).parts)
+    relative = _relative(path, config.root)
+    return is_test_file(relative.split("/") if not relative.startswith("/") else [path.name])
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ Directories are walked for regular ``*.py`` and ``*.pyi`` files (symlinks to the
 FIFOs, devices, broken or looping symlinks are passed over), skipping excluded directories
 and files. Files named explicitly are linted even when excluded, unless ``force_exclude``
 is set (pre-commit passes every staged file by name, so its hooks use ``--force-exclude``).
+Test files a walk finds are only compiled (``config.only_compiled``, ``test_scope``); so is
+a test file named explicitly with ``force_exclude``.
 A path that cannot be looked at - missing, unreadable, a special file named explicitly, a
 directory that cannot be listed - is an error for that path; the others are still linted.
 """
@@ -16,7 +18,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from .config import Config, Resolver, is_excluded
+from .config import Config, Resolver, is_excluded, only_compiled
 from .model import FileError
 from .source import describe, kind_name
 
@@ -27,18 +29,19 @@ _NOT_A_FILE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)
 
 def collect(
     paths: Sequence[str], resolver: Resolver, force_exclude: bool
-) -> tuple[list[tuple[str, Config]], list[FileError]]:
-    """([(file to lint, its configuration)], the paths that could not be looked at)."""
-    files: list[tuple[str, Config]] = []
+) -> tuple[list[tuple[str, Config, bool]], list[FileError]]:
+    """([(file to lint, its configuration, whether it is only compiled)], the paths that
+    could not be looked at)."""
+    files: list[tuple[str, Config, bool]] = []
     errors: list[FileError] = []
     seen: set[tuple[int, int]] = set()
 
-    def add(shown: str, config: Config, info: os.stat_result) -> None:
+    def add(shown: str, config: Config, info: os.stat_result, compiled_only: bool) -> None:
         # One file under several names (symlinks, hard links) is linted, and fixed, once.
         key = (info.st_dev, info.st_ino)
         if key not in seen:
             seen.add(key)
-            files.append((os.path.normpath(shown), config))
+            files.append((os.path.normpath(shown), config, compiled_only))
 
     for raw in paths:
         try:
@@ -53,7 +56,7 @@ def collect(
         if force_exclude and is_excluded(path, config):
             continue
         if stat.S_ISREG(info.st_mode):
-            add(raw, config, info)
+            add(raw, config, info, force_exclude and only_compiled(path, config))
         elif stat.S_ISDIR(info.st_mode):
             _walk(raw, resolver, force_exclude, add, errors)
         else:
@@ -93,4 +96,4 @@ def _walk(raw: str, resolver: Resolver, force_exclude: bool, add, errors: list) 
                     unreadable(error)
                 continue
             if stat.S_ISREG(info.st_mode):
-                add(shown(full), config, info)
+                add(shown(full), config, info, only_compiled(Path(full), config, named))

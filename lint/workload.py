@@ -36,7 +36,9 @@ def estimate_work(job: Job, analysed: bool | None = None) -> int:
     if data is None:
         return 0  # unreadable: ``process`` reports it, at no cost
     if analysed is None:
-        analysed = may_be_analysed(data, job.run_facts)
+        analysed = bool(job.enabled & registry.codes_in_scope(registry.MODULE)) and (
+            may_be_analysed(data, job.run_facts)
+        )
     weighty = analysed or MARKER.encode() in data or bool(job.class_facts or job.slot_facts)
     return len(data) * (ANALYSIS_WEIGHT if weighty else 1)
 
@@ -47,19 +49,26 @@ def files_ahead(jobs: Sequence[Job], whatever: list[bool]) -> list[int]:
     more files analysed) and subclasses no delayed-wgrad class of another file
     (``subclass_files``: the only files given ``class_facts``) and defines no class the run
     may plug into a slot whose backward_dw it calls (``slot_facts.candidate_files``). It is
-    compiled, never analysed, and its result does not depend on its job's facts."""
+    compiled, never analysed, and its result does not depend on its job's facts. So is a
+    file no enabled rule reads (a test file of a walk: ``test_scope``), whatever it names."""
     files = [(job.path, job.data) for job in jobs if job.data is not None]
     held: set[str] = set()  # files whose facts may be given (none looked for: none)
     if any(job.enabled & registry.codes_reading_subclasses() for job in jobs):
         held = subclass_files(files)
     if any(job.enabled & registry.codes_reading_slots() for job in jobs):
         held |= candidate_files(files)
+    module_codes = registry.codes_in_scope(registry.MODULE)
     return [
         i
         for i, job in enumerate(jobs)
         if job.data is not None
-        and not whatever[i]
-        and not job.class_facts  # given by the caller: its facts decide how it is analysed
-        and not job.slot_facts
-        and job.path not in held
+        and (
+            not job.enabled & module_codes
+            or (
+                not whatever[i]
+                and not job.class_facts  # given by the caller: its facts decide its analysis
+                and not job.slot_facts
+                and job.path not in held
+            )
+        )
     ]

@@ -60,6 +60,8 @@ from lint_history_judge import (
     summarise,
 )
 
+from gmlp_check.lint.test_scope import is_test_file
+
 SCHEMA = "gmlp-lint-history/1"
 IDENTIFIERS = ("main_grad", "zero_out_wgrad", "get_dummy_wgrad")
 GREP_PATTERN = r"main.?grad|zero_out_wgrad|dummy.?wgrad|grad_added|fuse_wgrad|wgrad.accumulat"
@@ -71,7 +73,6 @@ NON_TEST_PATHSPEC = (
     ":(exclude,glob)**/*_test.py",
     ":(exclude,glob)**/conftest.py",
 )
-TEST_DIRS = {"tests", "test"}  # the same files as NON_TEST_PATHSPEC, for ls-tree (no magic)
 LINTER = (sys.executable, "-m", "gmlp_check.lint")
 DEFAULT_JUDGEMENTS = Path(__file__).resolve().parents[1] / "docs" / "lint-history-judgements.toml"
 CHUNK = 400  # files per linter call: keeps the command line short
@@ -87,9 +88,8 @@ def progress(message: str) -> None:
 
 
 def is_non_test_python(path: str) -> bool:
-    *dirs, name = path.split("/")
-    test_name = name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-    return name.endswith(".py") and not test_name and not TEST_DIRS & set(dirs)
+    """The files NON_TEST_PATHSPEC keeps, for ls-tree (no magic): gmlp-lint's own test scope."""
+    return path.endswith(".py") and not is_test_file(path.split("/"))
 
 
 def tree_files(git: Git, rev: str) -> list[str]:

@@ -261,6 +261,7 @@ def test_nearest_pyproject_with_a_table_wins(tree):
         ('[tool.gmlp-lint]\nselct = ["GMLP001"]\n', "unknown key 'selct'"),
         ('[tool.gmlp-lint]\nignore = ["X1"]\n', "unknown rule selector 'X1'"),
         ('[tool.gmlp-lint]\nexclude = "tests"\n', "expected a list of strings"),
+        ('[tool.gmlp-lint]\nanalyse-tests = "yes"\n', "analyse-tests: expected true or false"),
         ("[tool.gmlp-lint\n", "invalid TOML"),
     ],
 )
