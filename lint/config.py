@@ -228,7 +228,10 @@ def only_compiled(path: Path, config: Config, named_root: Path | None = None) ->
     if config.analyse_tests:
         return False
     if named_root is not None:
-        if in_test_directory(named_root.parts):
+        # The named directory's own path is judged below the configuration's directory (a
+        # checkout under /home/me/test/ is not a test directory), else whole.
+        named = _relative(named_root, config.root)
+        if in_test_directory(named.split("/") if not named.startswith("/") else named_root.parts):
             return False
         return is_test_file(Path(os.path.relpath(path, named_root)).parts)
     relative = _relative(path, config.root)

@@ -98,3 +98,15 @@ def test_the_cache_tells_the_two_scopes_apart(project, tmp_path_factory):
     assert found_paths("--cache-dir", cache, ".") == set(NOT_TEST_PATHS)
     write(project / "pyproject.toml", "[tool.gmlp-lint]\nanalyse-tests = true\n")
     assert found_paths("--cache-dir", cache, ".") == set(TEST_PATHS + NOT_TEST_PATHS)
+
+
+def test_a_checkout_inside_a_directory_named_test_still_leaves_its_tests_out(tmp_path, monkeypatch):
+    # Only the path below the configuration's directory says whether a named directory is a
+    # test directory: a project kept under .../test/ is not one.
+    project = tmp_path / "test" / "project"
+    write(project / "pyproject.toml", "[tool.gmlp-lint]\n")
+    write(project / "pkg" / "layer.py", GATE)
+    write(project / "tests" / "layer.py", GATE)
+    monkeypatch.chdir(project)
+    assert found_paths(".") == {"pkg/layer.py"}
+    assert found_paths(str(project)) == {f"{project}/pkg/layer.py"}
