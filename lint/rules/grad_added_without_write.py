@@ -9,18 +9,19 @@ from ..registry import Example, Rule
 
 if TYPE_CHECKING:
     from ..analysis.collector import Collector
-    from ..analysis.deliveries import Deliveries
     from ..analysis.module import ModuleContext, Unit
+    from ..analysis.unwritten_paths import MissingWrite
     from ..analysis.wgrad import Mark
 
+# The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
-patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 marking_wrappers = LazyModule("..analysis.marking_wrappers", __package__)
 dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
 identity_erasure = LazyModule("..analysis.identity_erasure", __package__)
 unwritten_marks = LazyModule("..analysis.unwritten_marks", __package__)
+unwritten_paths = LazyModule("..analysis.unwritten_paths", __package__)
 
 CODE = "GMLP032"
 RULE = Rule(
@@ -294,7 +295,9 @@ RULE = Rule(
 )
 
 
-# -- the check ------------------------------------------------------------------------
+# -- the check: the paths to a mark that wrote nothing are found by
+# analysis/unwritten_paths.py, the weights a mark names that nothing writes by
+# analysis/unwritten_marks.py ------------------------------------------------------------
 UNWRITTEN = (
     "`{name}` is marked grad_added_to_main_grad, but this function, which writes other "
     "weights' main_grad, never writes `{name}`'s: Megatron's hook then drops its gradient"
@@ -337,171 +340,26 @@ def check(context: ModuleContext, out: Collector) -> None:
                 facts = deliveries.Deliveries(unit)
                 gradients = dropped_gradients.Gradients(unit, facts)
                 for mark in marks:
-                    _check_mark(unit, facts, gradients, mark, out)
+                    found = unwritten_paths.missing_write(unit, facts, gradients, mark)
+                    if found is not None:
+                        _report_missing_write(unit, mark, found, out)
                 for mark, name in unwritten_marks.unwritten(unit, marks):
                     out.report(CODE, mark.stmt, UNWRITTEN.format(name=name))
 
 
-def _check_mark(unit: Unit, facts: Deliveries, gradients, mark: Mark, out: Collector) -> None:
+def _report_missing_write(unit: Unit, mark: Mark, found: MissingWrite, out: Collector) -> None:
     subject = unit.context.code(mark.subject).strip()
-    writes = facts.handing(frozenset({wgrad.stem(mark.subject)} - {None}))
-    # A mark in a ``finally`` also runs on the way out of a ``return``: each of its nodes
-    # is a way to reach it (cfg.py).
-    mark_nodes = unit.graph.nodes_for(mark.stmt)
-    writes.difference_update(node.index for node in mark_nodes)
-    if writes:
-        # A captured graph's replay runs whatever wrote main_grad when it was captured.
-        writes |= _replays(unit)
-    if writes and any(
-        _only_loops_and_guards(unit, node, writes)
-        # A write skipped because there is nothing to write or it was already written
-        # (``if wgrad is not None and not grad_added: main_grad.add_(wgrad)``) is no
-        # missing write: paths through such tests are not followed.
-        and deliveries.entry_to_exit_through(
-            unit.graph, node, frozenset(writes | facts.skipping_tests)
-        )
-        for node in mark_nodes
-    ):
-        out.report(CODE, mark.stmt, NO_WRITE.format(subject=subject))
-        return
-    dropped = gradients.dropped_before(mark, frozenset(writes))
-    if dropped is not None:
+    if found.kind == unwritten_paths.NO_WRITE:
+        message = NO_WRITE.format(subject=subject)
+    elif found.kind == unwritten_paths.DROPPED:
+        dropped = found.gradient
         message = DROPPED.format(
             subject=subject, name=dropped.name, line=unit.context.line_of(dropped.node.owner)
         )
-        out.report(CODE, mark.stmt, message)
-        return
-    gemm = _gemm_without_main_grad(unit, writes)
-    if gemm is not None:
-        line = unit.context.line_of(gemm)
-        out.report(CODE, mark.stmt, NEVER_HANDED.format(subject=subject, line=line))
-
-
-def _replays(unit: Unit) -> set[int]:
-    """Nodes that replay a captured graph (``graph.replay()``)."""
-    found = set()
-    for root, node in unit.expression_roots():
-        if isinstance(root, cst.BaseCompoundStatement):
-            continue
-        for sub in patterns.walk(root):
-            func = getattr(sub, "func", None)
-            if (
-                type(sub) is cst.Call
-                and type(func) is cst.Attribute
-                and func.attr.value == "replay"
-            ):
-                found.add(node.index)
-                break
-    return found
-
-
-def _gemm_without_main_grad(unit: Unit, writes: set[int]):
-    """The first GEMM of a function that works with main_grad (fetches it, puts it back on
-    the weight, tests or reads it) yet hands it to nothing: every node handing main_grad
-    on is a put-back (``p.main_grad = p.get_main_grad()``), which makes the buffer
-    reachable but writes no gradient into it. The GEMM then wrote its result elsewhere
-    (TE #2622's PR branch: the fetched buffers never went into the GEMM's outputs)."""
-    if not unit.survey.spells_main_grad:
-        return None
-    nodes = unit.graph.nodes
-    if any(not _puts_back(nodes[i].owner) for i in writes):
-        return None  # main_grad is handed on somewhere: the first two shapes judge it
-    for root, _ in unit.expression_roots():
-        if not isinstance(root, cst.BaseCompoundStatement):
-            for sub in patterns.walk(root):
-                if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
-                    return sub
-    return None
-
-
-def _puts_back(root) -> bool:
-    """``p.main_grad = <p's main_grad, fetched>``: the buffer made reachable, no gradient
-    written into it."""
-    return (
-        isinstance(root, cst.Assign)
-        and all(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in root.targets)
-        and patterns.is_main_grad_direct(root.value)
-    )
-
-
-def _only_loops_and_guards(unit: Unit, node, writes: set[int]) -> bool:
-    """Every branch deciding whether the mark (at ``node``) runs is a loop, a statement of a
-    ``try`` that may raise into a handler, a ``hasattr`` / grad_added test, or the test
-    that decides every write the other way: no condition that may be correlated with the
-    write's."""
-    for branch in unit.control.ancestors(node):
-        if branch.kind in ("for", "while"):
-            continue
-        if branch.test is None and any(label == "exc" for _, label in branch.succ):
-            continue  # an exception is no test on a flag
-        test = branch.test
-        if test is None:
-            return False
-        text = unit.context.code(test)
-        if "hasattr" in text or "grad_added" in text:
-            continue
-        if not _decides_against(unit, branch, node, writes):
-            return False
-    return True
-
-
-def _decides_against(unit: Unit, branch, node, writes: set[int]) -> bool:
-    """The mark at ``node`` runs on one side of ``branch``'s test and every write on the
-    other, and the mark's side hands back a product it computed (``if fused: <write,
-    mark, return dummy>`` then a mark and ``return dy.t() @ x``): one evaluation of one
-    test, so no correlation can put a write on the mark's path, and the gradient goes to
-    ``.grad``, which the mark tells Megatron's hook to ignore. A side that hands back a
-    dummy may be one whose write happened elsewhere (a fused kernel), and is left alone."""
-    mark_sides = _sides(unit, branch, node.index)
-    if len(mark_sides) != 1 or not _returns_product_after(unit, node):
-        return False
-    nodes = unit.graph.nodes
-    for index in writes:
-        sides = _sides(unit, branch, nodes[index].index)
-        if len(sides) != 1 or sides == mark_sides:
-            return False
-    return True
-
-
-def _returns_product_after(unit: Unit, node) -> bool:
-    """A ``return`` reached from ``node`` hands back a product (``@``, a GEMM call)."""
-    seen = {node.index}
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        owner = current.owner
-        if type(owner) is cst.Return and owner.value is not None and _has_product(owner.value):
-            return True
-        for succ, _ in current.succ:
-            if succ.index not in seen:
-                seen.add(succ.index)
-                stack.append(succ)
-    return False
-
-
-def _has_product(expr) -> bool:
-    for sub in patterns.walk(expr):
-        if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply:
-            return True
-        if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
-            return True
-    return False
-
-
-def _sides(unit: Unit, branch, index: int) -> set[str]:
-    """The labels of ``branch``'s edges that the node at ``index`` is control dependent on."""
-    parents = unit.control.parents
-    found: set[str] = set()
-    seen = {index}
-    stack = [index]
-    while stack:
-        for parent, label in parents[stack.pop()]:
-            if parent is branch:
-                found.add(label)
-            elif parent.index not in seen:
-                seen.add(parent.index)
-                stack.append(parent.index)
-    return found
+    else:
+        line = unit.context.line_of(found.gemm)
+        message = NEVER_HANDED.format(subject=subject, line=line)
+    out.report(CODE, mark.stmt, message)
 
 
 # -- the consumer side: a write inferred from where main_grad points ---------------------

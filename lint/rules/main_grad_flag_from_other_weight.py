@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..lazy import LazyModule
@@ -10,22 +9,18 @@ from ..model import UNSAFE, Fix
 from ..registry import Example, Rule
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from ..analysis.collector import Collector
+    from ..analysis.marked_block_reads import BlockRead
     from ..analysis.module import ModuleContext
-    from ..analysis.provenance import Provenance
-    from ..analysis.wgrad import Mark
+    from ..analysis.overwrite_flag_reads import ArgumentRead
 
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
-patterns = LazyModule("..analysis.patterns", __package__)
 module_provenance = LazyModule("..analysis.module_provenance", __package__)
-provenance = LazyModule("..analysis.provenance", __package__)
-stand_ins = LazyModule("..analysis.stand_ins", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 local_aliases = LazyModule("..analysis.local_aliases", __package__)
-block_weight = LazyModule("..analysis.block_weight", __package__)
+marked_block_reads = LazyModule("..analysis.marked_block_reads", __package__)
+overwrite_flag_reads = LazyModule("..analysis.overwrite_flag_reads", __package__)
 
 CODE = "GMLP007"
 RULE = Rule(
@@ -350,6 +345,8 @@ IN_CALL = (
 )
 
 
+# -- the check: the reads are found by analysis/marked_block_reads.py (in a marking block)
+# and analysis/overwrite_flag_reads.py (overwrite_main_grad, anywhere) ----------------------
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     if "main_grad" not in source:
@@ -358,7 +355,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     for unit in context.units:
         survey = unit.survey
         if survey.spells_grad_added:
-            experts = _grouped_gemm_code(unit)
+            experts = marked_block_reads.grouped_gemm_code(unit)
             marks = wgrad.marks(unit)
             aliases = (
                 local_aliases.Aliases(unit.owner)
@@ -366,258 +363,42 @@ def check(context: ModuleContext, out: Collector) -> None:
                 else None
             )
             for mark in marks:
-                _check_block(mark, module_provenance.of_unit(unit), out, experts, aliases)
+                objects = module_provenance.of_unit(unit)
+                for found in marked_block_reads.wrong_reads(mark, objects, experts, aliases):
+                    _report_block_read(found, out)
         if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
-            seen: set[int] = set()
-            for stmt, _ in unit.statements():
-                if not isinstance(stmt, cst.BaseCompoundStatement):
-                    flow = _Flow(unit, unit.node_for(stmt), seen)
-                    for sub in patterns.walk(stmt):
-                        if isinstance(sub, (cst.Call, cst.Dict)):
-                            _check_arguments(sub, module_provenance.of_unit(unit), out, flow)
+            for found in overwrite_flag_reads.argument_reads(unit):
+                _report_argument_read(found, out)
         if survey.spells_overwrite and "origin" in source:
-            _check_twins(unit, module_provenance.of_unit(unit), out)
-        if survey.spells_overwrite:
-            _check_copies(unit, module_provenance.of_unit(unit), out)
-
-
-# Callee words of grouped (per-expert) GEMMs: MindSpeed's gmm / npu_groupmatmul, TE's and
-# torch's grouped GEMMs.
-GROUPED_GEMM_WORDS = ("gmm", "groupmatmul", "grouped_gemm", "grouped_mm", "grouped_matmul")
-
-
-def _grouped_gemm_code(unit) -> bool:
-    """The function runs a grouped GEMM: its weights are experts' weights. Megatron sets
-    ``zero_out_wgrad`` only on the shared embedding / output weight, never on an expert's,
-    so reading it from an expert weight's stand-in answers what the Parameter would."""
-    calls = set(unit.survey.calls)
-    # The file's own functions it calls run the GEMM for it just as well (one level).
-    for other in unit.context.units:
-        owner = other.owner
-        if isinstance(owner, cst.FunctionDef) and owner.name.value in calls:
-            calls.update(other.survey.calls)
-    return any(word in call.lower() for call in calls for word in GROUPED_GEMM_WORDS)
-
-
-def _check_block(
-    mark: Mark, objects: Provenance, out: Collector, experts: bool, aliases=None
-) -> None:
-    marked = {wgrad.stem(mark.subject)}
-    subjects = {wgrad.stem(mark.subject): mark.subject}
-    statements = list(wgrad.block_statements(mark.block))
-    for stmt in statements:
-        other = wgrad.marked_subject(stmt)
-        if other is not None:
-            marked.add(wgrad.stem(other))
-            subjects.setdefault(wgrad.stem(other), other)
-    if None in marked:
-        return
-    roots = [s for s in statements if not isinstance(s, cst.BaseCompoundStatement)]
-    roots += [getattr(s, "test", None) for s in statements if isinstance(s, cst.If)]
-    if mark.guard is not None:
-        roots.append(mark.guard.test)
-    reads = [read for root in roots if root is not None for read in _reads(root)]
-    owner = block_weight.owner_of_block(
-        reads,
-        marked,
-        lambda o: aliases is not None and any(aliases.same(o, s) for s in subjects.values()),
-    )
-    if owner is not None and len(marked) == 1:
-        # Every read names one other weight: the block is that weight's, the mark is off.
-        message = MISPLACED_MARK.format(subject=out.text(mark.subject), other=out.text(owner))
-        out.report(CODE, mark.subject, message, _fix(out, mark.subject, owner, MARK_FIX))
-        return
-    for root in roots:
-        if root is None:
-            continue
-        for what, owner in _reads(root):
-            if experts and what == patterns.ZERO_OUT:
-                continue
-            word = wgrad.stem(owner)
-            if aliases is not None and any(aliases.same(owner, s) for s in subjects.values()):
-                continue  # another name for a marked weight (``s = weight``)
-            if word is not None and word not in marked:
-                message = IN_BLOCK.format(
-                    subject=out.text(mark.subject), what=what, other=out.text(owner)
-                )
-                out.report(CODE, owner, message, _fix(out, owner, mark.subject))
-            elif word is not None and objects.differ(subjects[word], owner):
-                subject = subjects[word]
-                message = STAND_IN_BLOCK.format(
-                    subject=out.text(subject), what=what, other=out.text(owner)
-                )
-                out.report(CODE, owner, message, _fix(out, owner, subject))
-
-
-def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
-    """(what, owner) for each per-parameter attribute read in ``root``."""
-    for sub in patterns.walk(root):
-        if patterns.is_attr(sub, patterns.MAIN_GRAD):
-            yield "main_grad", sub.value
-        elif patterns.is_attr(sub, patterns.ZERO_OUT):
-            yield "zero_out_wgrad", sub.value
-        elif patterns.callee_name(sub) in ("getattr", "hasattr") and isinstance(sub.func, cst.Name):
-            args = patterns.positional_args(sub)
-            if len(args) < 2:
-                continue
-            for word in (patterns.ZERO_OUT, patterns.GRAD_ADDED, patterns.MAIN_GRAD):
-                if patterns.string_is(args[1].value, word):
-                    yield word, args[0].value
-
-
-@dataclass(frozen=True)
-class _Flow:
-    """Where a call's arguments are read: the unit, the graph node of their statement (None
-    outside the graph), and the reads already reported in that unit (a read reached from
-    two calls is reported once)."""
-
-    unit: object
-    node: object
-    seen: set[int]
-
-
-def _check_arguments(node, objects: Provenance, out: Collector, flow=None) -> None:
-    """A call or dict literal whose ``out`` is one weight's main_grad, and whose other
-    arguments read ``overwrite_main_grad`` from another weight, directly or through locals
-    bound to such a read (``flow``: the unit, the graph node of the statement and the reads
-    reported already, so a local feeding several calls is reported once)."""
-    pairs = patterns.argument_pairs(node)
-    targets = [value for key, value in pairs if key == "out"]
-    if len(targets) != 1:
-        return
-    owners = wgrad.main_grad_owners(targets[0]) or _bound_owners(targets[0], flow)
-    words = {wgrad.stem(owner) for owner in owners}
-    if len(words) != 1 or None in words:
-        return
-    (word,) = words
-    subject = owners[0]
-    for key, value in pairs:
-        if key == "out":
-            continue
-        for sub, direct in _through_locals(value, flow):
-            other = _overwrite_owner(sub)
-            if other is None or (flow is not None and id(other) in flow.seen):
-                continue  # a local's read feeding several calls is reported once
-            if wgrad.stem(other) not in (word, None):
-                message = IN_CALL.format(subject=out.text(subject), other=out.text(other))
-            elif objects.differ(subject, other):
-                message = STAND_IN_CALL.format(subject=out.text(subject), other=out.text(other))
-            else:
-                continue
-            if flow is not None:
-                flow.seen.add(id(other))
-            # a local may feed other calls too: its read is rewritten by hand only
-            out.report(CODE, other, message, _fix(out, other, subject) if direct else None)
-
-
-def _bound_owners(target, flow) -> list:
-    """X for ``out=mg`` where every binding of the local ``mg`` reaching the call is
-    ``X.main_grad`` (``mg = param.main_grad``); [] otherwise."""
-    if flow is None or flow.node is None or type(target) is not cst.Name:
-        return []
-    defs = flow.unit.reaching.reaching(target.value, flow.node)
-    if not defs or any(d.kind != "assign" or d.value is None for d in defs):
-        return []
-    owners = [wgrad.main_grad_owners(d.value) for d in defs]
-    if not all(len(found) == 1 and _is_buffer(d.value) for found, d in zip(owners, defs)):
-        return []  # only the buffer itself, not an expression computed from it
-    return [found[0] for found in owners]
-
-
-def _is_buffer(value) -> bool:
-    """``X.main_grad`` or ``getattr(X, "main_grad"[, default])`` itself."""
-    return patterns.is_attr(value, patterns.MAIN_GRAD) or (
-        type(value) is cst.Call and patterns.is_getattr_of(value, patterns.MAIN_GRAD)
-    )
-
-
-# How many locals deep an argument is followed (``flag = getattr(...)``, ``acc = not flag``).
-LOCAL_DEPTH = 2
-
-
-def _through_locals(value, flow):
-    """(node, direct) for the nodes of ``value`` (direct) and of the values every binding of
-    a local read in it that reaches the statement was assigned (an assignment or a walrus,
-    ``if (o := getattr(w, "overwrite_main_grad", False)):``), ``LOCAL_DEPTH`` locals deep."""
-    yield from ((sub, True) for sub in patterns.walk(value))
-    if flow is None or flow.node is None:
-        return
-    unit, node = flow.unit, flow.node
-    visited: set[int] = set()
-    names = [(n, node) for n in patterns.walk(value) if type(n) is cst.Name]
-    for _ in range(LOCAL_DEPTH):
-        found = []
-        for name, at in names:
-            for d in unit.reaching.reaching(name.value, at):
-                if d.kind not in ("assign", "walrus") or d.value is None or id(d) in visited:
-                    continue
-                visited.add(id(d))
-                for sub in patterns.walk(d.value):
-                    yield sub, False
-                    if type(sub) is cst.Name:
-                        found.append((sub, d.node))
-        names = found
-
-
-def _check_twins(unit, objects: Provenance, out: Collector) -> None:
-    """``overwrite_main_grad`` read from ``w`` (or ``w[i]``) where the function also names
-    the Parameter as ``origin_w``: the code keeps the two apart because ``w`` is the
-    restored or quantized stand-in, which does not carry the Parameter's flag."""
-    for root, _ in unit.expression_roots():
-        for sub in patterns.walk(root):
-            owner = _overwrite_owner(sub)
-            base = owner.value if isinstance(owner, cst.Subscript) else owner
-            if not isinstance(base, cst.Name) or provenance.is_origin_name(base.value):
-                continue
-            twin = next(
-                (
-                    p + base.value
-                    for p in provenance.ORIGIN_PREFIXES
-                    if p + base.value in objects.names
-                ),
-                None,
-            )
-            if twin is not None and not _copied_from(unit, twin, base.value):
+            objects = module_provenance.of_unit(unit)
+            for owner, twin, base in overwrite_flag_reads.twin_reads(unit, objects):
                 message = STAND_IN_CALL.format(subject=twin, other=out.text(owner))
                 fix = Fix(f"Read it from `{twin}`", (out.replace(base, twin),), UNSAFE)
                 out.report(CODE, owner, message, fix)
+        if survey.spells_overwrite:
+            objects = module_provenance.of_unit(unit)
+            for owner in overwrite_flag_reads.copy_reads(unit, objects):
+                message = STAND_IN_COPY.format(other=out.text(owner))
+                out.report(CODE, owner, message)
 
 
-def _check_copies(unit, objects: Provenance, out: Collector) -> None:
-    """``overwrite_main_grad`` read from a quantized or gathered copy of the weight (by its
-    producer, a helper of the module, a ``ctx`` attribute or its spelling), anywhere: the
-    copy never carries the flag, so the read answers its default. A name rebound to its own
-    copy (``w = quantize(w)``) is GMLP015's."""
-    for root, node in unit.expression_roots():
-        for sub in patterns.walk(root):
-            owner = _overwrite_owner(sub)
-            if owner is None:
-                continue
-            base = owner.value if isinstance(owner, cst.Subscript) else owner
-            if stand_ins.surely_stand_in(objects, unit, base, node) not in provenance.COPIES:
-                continue
-            if isinstance(base, cst.Name) and stand_ins.rebound_to_itself(unit, base.value, node):
-                continue
-            message = STAND_IN_COPY.format(other=out.text(owner))
-            out.report(CODE, owner, message)
+def _report_block_read(found: BlockRead, out: Collector) -> None:
+    subject, owner = found.subject, found.owner
+    if found.kind == marked_block_reads.MISPLACED:
+        message = MISPLACED_MARK.format(subject=out.text(subject), other=out.text(owner))
+        out.report(CODE, subject, message, _fix(out, subject, owner, MARK_FIX))
+        return
+    template = IN_BLOCK if found.kind == marked_block_reads.OTHER_WEIGHT else STAND_IN_BLOCK
+    message = template.format(subject=out.text(subject), what=found.what, other=out.text(owner))
+    out.report(CODE, owner, message, _fix(out, owner, subject))
 
 
-def _copied_from(unit, twin: str, name: str) -> bool:
-    """``twin = name`` somewhere in the function: ``name`` is the Parameter itself until it
-    is rebound (Transformer Engine's forward keeps ``origin_weight = weight`` before it
-    quantizes), so reading from ``name`` may be reading from the Parameter."""
-    return any(
-        d.name == twin and isinstance(d.value, cst.Name) and d.value.value == name
-        for d in unit.graph.defs
-    )
-
-
-def _overwrite_owner(node) -> cst.BaseExpression | None:
-    if patterns.is_attr(node, patterns.OVERWRITE):
-        return node.value
-    if patterns.is_getattr_of(node, patterns.OVERWRITE):
-        return patterns.getattr_owner(node, patterns.OVERWRITE)
-    return None
+def _report_argument_read(found: ArgumentRead, out: Collector) -> None:
+    subject, other = found.subject, found.owner
+    template = STAND_IN_CALL if found.stand_in else IN_CALL
+    message = template.format(subject=out.text(subject), other=out.text(other))
+    # a local may feed other calls too: its read is rewritten by hand only
+    out.report(CODE, other, message, _fix(out, other, subject) if found.direct else None)
 
 
 def _fix(out: Collector, wrong, right, title: str = "Read it from `{}`") -> Fix:

@@ -9,24 +9,15 @@ from ..registry import Example, Rule
 
 if TYPE_CHECKING:
     from ..analysis.collector import Collector
-    from ..analysis.module import ModuleContext, Unit
+    from ..analysis.module import ModuleContext
 
-cst = LazyModule("libcst")
+# The parser and the analyses load on the first check, not with the documentation.
 patterns = LazyModule("..analysis.patterns", __package__)
-tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
-zeroed_accumulation = LazyModule("..analysis.zeroed_accumulation", __package__)
-overwrite_switch = LazyModule("..analysis.overwrite_switch", __package__)
-overwrite_findings = LazyModule("..analysis.overwrite_findings", __package__)
-wgrad = LazyModule("..analysis.wgrad", __package__)
+other_accumulators = LazyModule("..analysis.other_accumulators", __package__)
+producer_overwrites = LazyModule("..analysis.producer_overwrites", __package__)
+fsdp_resets = LazyModule("..analysis.fsdp_resets", __package__)
 
 CODE = "GMLP016"
-# Words that show the code asks how main_grad is to be written: the per-parameter flag, or
-# the sharding strategy that decides it (Megatron-FSDP overwrites for ZeRO-2/3 only).
-ASKING_WORDS = ("overwrite", "sharding", "fsdp", "zero_stage", "optim_grads")
-# The producer side: a write counts only in a function (or one it is nested in) whose name
-# says it computes the weight gradient. Consumers (grad buffers, optimizers, examples that
-# consolidate .grad) copy into main_grad on purpose, once per step.
-PRODUCER_WORDS = ("backward", "wgrad", "grad_weight", "weight_grad", "_dw")
 RULE = Rule(
     code=CODE,
     classes=(4,),
@@ -414,231 +405,15 @@ RULE = Rule(
 )
 
 
-# -- the check ------------------------------------------------------------------------
-MESSAGE = (
-    "this replaces `{target}`'s contents ({how}) in code that never asks overwrite_main_grad "
-    "or the sharding strategy: in accumulate mode only the last microbatch's gradient survives"
-)
-
-ZEROED = (
-    "`{target}` is zeroed and then the weight gradient is added into it, in code that never "
-    "asks overwrite_main_grad or the sharding strategy: the pair replaces main_grad, so in "
-    "accumulate mode only the last microbatch's gradient survives; drop the reset"
-)
-
-
-RESET_MESSAGE = (
-    "`{subject}`'s grad_added_to_main_grad is reset for a new backward in FSDP code that never "
-    "sets overwrite_main_grad: where gradients are sharded, main_grad is a fresh bucket each "
-    "microbatch and the fused wgrad GEMM accumulates into what it holds; set "
-    "`overwrite_main_grad` for the strategies that shard gradients"
-)
-# Where the per-backward bookkeeping of an FSDP integration runs.
-RESET_FUNCTION_WORDS = ("hook", "backward")
-
-
+# -- the check: the findings and their messages are in analysis/producer_overwrites.py (and
+# overwrite_findings.py, which it runs), fsdp_resets.py and other_accumulators.py ----------
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     if "main_grad" not in source:
         # A gradient accumulator under another name (a grad shard, an output buffer handed
         # in): the function's own overwrite-or-add choice is the evidence, no spelling is.
-        # Only a choice on a switch the caller hands in counts there: a choice on the
-        # function's own state may be a dict's or a counter's, not a gradient's.
-        for unit in context.units:
-            if isinstance(unit.owner, cst.FunctionDef):
-                switches = overwrite_switch.Switches(unit)
-                switches.governed = {
-                    key: (stmt, terms)
-                    for key, (stmt, terms) in switches.governed.items()
-                    if overwrite_switch.handed_in(unit, terms, key)
-                }
-                overwrite_findings.check_unheeded_switch(
-                    unit, switches, set(), out, tensors_only=True
-                )
-                overwrite_findings.check_step_consumer(unit, out)
+        other_accumulators.check(context, out)
         return
     if "fsdp" in source.lower() and patterns.OVERWRITE not in source:
-        _check_fsdp_resets(context, out)
-    # every replacing write spells one of these (``beta``: ``main_grad.addmm_(a, b, beta=0)``)
-    # (``accumulate``: a kernel handed main_grad positionally, its switch spelled in any case)
-    if not (
-        "out" in source
-        or "copy_" in source
-        or "scatter_" in source
-        or "put_" in source
-        or "main_grad =" in source
-        or ".data =" in source
-        or "[" in source
-        or "beta" in source
-        or "accumulate" in source.lower()
-        or "zero_" in source
-        or "fill_" in source
-    ):
-        return
-    callers = _callers(context)
-    asked: dict[int, bool] = {}
-
-    def asks(unit: Unit) -> bool:
-        if id(unit) not in asked:
-            asked[id(unit)] = _asks(unit)
-        return asked[id(unit)]
-
-    reported: set[int] = set()
-    built: dict[int, overwrite_switch.Switches] = {}
-
-    def switches_of(unit: Unit) -> overwrite_switch.Switches:
-        if id(unit) not in built:
-            built[id(unit)] = overwrite_switch.Switches(unit)
-        return built[id(unit)]
-
-    for unit in context.units:
-        function = isinstance(unit.owner, cst.FunctionDef)
-        if unit.survey.spells_main_grad:
-            # A helper of the file judged with the functions that call it (one level): the
-            # write moved out of a producer is still the producer's, and a caller that asks
-            # overwrite_main_grad decides for it.
-            around = [unit, *callers.get(unit.name, ())]
-            if any(map(_in_producer, around)) and not any(map(asks, around)):
-                switches = switches_of(unit) if function else None
-                for root, node in unit.expression_roots():
-                    if switches is not None and switches.decides(node):
-                        continue  # under the function's own overwrite-or-add choice
-                    buffers = tensor_writes.Buffers(unit, node)
-                    if isinstance(root, cst.Assign):
-                        _check_slice_assignment(root, buffers, out)
-                    for sub in patterns.walk(root):
-                        if _check_call(sub, buffers, out):
-                            reported.add(id(sub))
-            elif function and overwrite_findings.consumes_per_backward(unit):
-                overwrite_findings.check_consumer(unit, reported, out)
-            if function and not any(map(asks, around)):
-                # Whatever its name, a function that zeroes main_grad and then adds a
-                # product into it replaces it: a producer overwriting without asking.
-                for call, dest in zeroed_accumulation.resets_before_adds(unit):
-                    if id(call) not in reported:
-                        reported.add(id(call))
-                        target = out.context.code(dest).strip()
-                        out.report(CODE, call, ZEROED.format(target=target))
-        if function:
-            overwrite_findings.check_unheeded_switch(unit, switches_of(unit), reported, out)
-
-
-def _callers(context: ModuleContext) -> dict[str, list[Unit]]:
-    """function name -> the functions of the file that call a function of that name."""
-    found: dict[str, list[Unit]] = {}
-    names = {u.name for u in context.units if isinstance(u.owner, cst.FunctionDef)}
-    for unit in context.units:
-        if isinstance(unit.owner, cst.FunctionDef):
-            for name in unit.survey.calls & names:
-                if name != unit.name:
-                    found.setdefault(name, []).append(unit)
-    return found
-
-
-def _in_producer(unit: Unit) -> bool:
-    """The unit, or one it is nested in, is named for computing the weight gradient, or it
-    marks ``grad_added_to_main_grad`` (it delivers a weight gradient, whatever its name)."""
-    current: Unit | None = unit
-    while current is not None:
-        if any(word in current.name.lower() for word in PRODUCER_WORDS):
-            return True
-        if current.survey.spells_grad_added and isinstance(current.owner, cst.FunctionDef):
-            return True
-        current = current.parent
-    return False
-
-
-def _asks(unit: Unit) -> bool:
-    current: Unit | None = unit
-    while current is not None:
-        text = unit.context.code(current.owner).lower()
-        if any(word in text for word in ASKING_WORDS):
-            return True
-        current = current.parent
-    return False
-
-
-def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
-    if not isinstance(node, cst.Call):
-        return False
-    name = patterns.callee_name(node)
-    copying = tensor_writes.copying_method(node) if isinstance(node.func, cst.Attribute) else None
-    if copying is not None:  # ``copy_``, ``index_copy_``...; also torch.Tensor.copy_(buffer, v)
-        if buffers.main_grad(copying[0]):
-            how = copying[1]
-            out.report(CODE, node, MESSAGE.format(target=out.text(copying[0]), how=how))
-            return True
-        return False
-    functional = tensor_writes.functional_write(node, buffers.off)
-    if functional is not None:
-        # a kernel handed its destination: ``torch._foreach_copy_(main_grads, grads)``,
-        # ``torch._foreach_zero_(main_grads)``, ``triton_copy(g, p.main_grad)``
-        dest, kind, how = functional
-        if kind != "replace" or not buffers.main_grad(dest):
-            return False
-        out.report(CODE, node, MESSAGE.format(target=out.context.code(dest).strip(), how=how))
-        return True
-    target, given = tensor_writes.switched_destination(node, buffers.arguments(node), buffers)
-    if target is None or not buffers.main_grad(target):
-        return False
-    if given:
-        replacing = all(buffers.off(value) for value in given)
-        how = "accumulate=False / beta=0"
-    else:
-        replacing = tensor_writes.replaces_out(node)
-        how = f"{name}(out=...) overwrites"
-    if replacing:
-        # At the switch when the call spells it (a launch over many lines), else the call.
-        own = [arg for arg in node.args if any(arg.value is value for value in given)]
-        where = own[0] if own else node
-        out.report(CODE, where, MESSAGE.format(target=out.context.code(target).strip(), how=how))
-    return replacing
-
-
-def _check_slice_assignment(stmt, buffers: tensor_writes.Buffers, out: Collector) -> None:
-    """``p.main_grad[...] = value`` (or into a view of it, or a local bound to it): the
-    slice's old contents are dropped. ``p.main_grad = <a product>`` (or its ``.data``)
-    drops the whole buffer: main_grad no longer is the grad buffer's view."""
-    for target in stmt.targets:
-        sub = target.target
-        rebound = sub.value if patterns.is_attr(sub, "data") else sub
-        if patterns.is_attr(rebound, patterns.MAIN_GRAD) and _computed(stmt.value, buffers):
-            how = "rebinding it to a tensor computed here"
-            out.report(CODE, stmt, MESSAGE.format(target=out.text(sub), how=how))
-            continue
-        if isinstance(sub, cst.Subscript) and buffers.main_grad(sub.value):
-            how = "an assignment into it"
-            out.report(CODE, stmt, MESSAGE.format(target=out.text(sub.value), how=how))
-
-
-def _computed(value, buffers: tensor_writes.Buffers, depth: int = 3) -> bool:
-    """A product computed here (``@``, a GEMM call), directly or through locals every
-    reaching binding of which is one (``depth`` bindings deep)."""
-    for sub in patterns.walk(value):
-        if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply:
-            return True
-        if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
-            return True
-    if type(value) is cst.Name and depth > 0:
-        defs = buffers.unit.reaching.reaching(value.value, buffers.node)
-        return bool(defs) and all(
-            d.value is not None and _computed(d.value, buffers, depth - 1) for d in defs
-        )
-    return False
-
-
-def _check_fsdp_resets(context: ModuleContext, out: Collector) -> None:
-    """The converse direction (Megatron-LM #4849's PR branch): an FSDP integration's
-    pre-backward hook resets ``grad_added_to_main_grad = False`` for each parameter, and
-    nothing in the file ever sets ``overwrite_main_grad``, so the producer accumulates into
-    buckets that sharded strategies hand out afresh. Only hooks and backward callbacks
-    are judged: a reset in ``__init__`` or a ``zero_grad_buffer`` is set-up or zeroing."""
-    for unit in context.units:
-        if not (unit.survey.spells_grad_added and isinstance(unit.owner, cst.FunctionDef)):
-            continue
-        if not any(word in unit.name.lower() for word in RESET_FUNCTION_WORDS):
-            continue
-        for root, _ in unit.expression_roots():
-            found = patterns.attribute_set(root, patterns.GRAD_ADDED)
-            if found is not None and patterns.is_false_literal(found[1]):
-                out.report(CODE, root, RESET_MESSAGE.format(subject=out.text(found[0])))
+        fsdp_resets.check(context, out)
+    producer_overwrites.check(context, out)

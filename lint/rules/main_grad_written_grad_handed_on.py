@@ -12,21 +12,16 @@ if TYPE_CHECKING:
     from ..analysis.deliveries import Deliveries
     from ..analysis.module import ModuleContext, Unit
 
+# The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
-tensor_writes = LazyModule("..analysis.tensor_writes", __package__)
 paths = LazyModule("..analysis.paths", __package__)
+delivered_gradients = LazyModule("..analysis.delivered_gradients", __package__)
 
 CODE = "GMLP033"
-# Calls given main_grad first that read it rather than write into it.
-_NOT_KERNELS = frozenset({"setattr", "getattr", "hasattr", "isinstance", "print", "id", "len"})
-# In-place methods that put their argument into the buffer they are called on.
-DELIVERING = frozenset({"add_", "copy_"})
-# torch's list kernels that put each tensor of their second argument into the first's.
-FOREACH_DELIVERING = frozenset({"_foreach_add_", "_foreach_copy_"})
 RULE = Rule(
     code=CODE,
     classes=(3,),
@@ -170,7 +165,8 @@ RULE = Rule(
 )
 
 
-# -- the check ------------------------------------------------------------------------
+# -- the check: the gradients put into main_grad are found by
+# analysis/delivered_gradients.py; judged here is where they are handed on ----------------
 MESSAGE = (
     "`{name}` went into main_grad at line {line} and is handed on here as the real gradient "
     "with no grad_added_to_main_grad set on the way: Megatron's hook adds it to main_grad a "
@@ -205,166 +201,22 @@ def check(context: ModuleContext, out: Collector) -> None:
             continue
         if not unit.survey.spells_main_grad:
             # It may still write main_grad through a helper of the file.
-            helpers = context.shared(_helper_writes) if helpers is None else helpers
+            helpers = (
+                context.shared(delivered_gradients.helper_writes) if helpers is None else helpers
+            )
             if not helpers or not unit.survey.calls & helpers.keys():
                 continue
         facts = deliveries.Deliveries(unit)
-        writes = list(_writes(unit, facts))
+        writes = [
+            (node, d, ELEMENTS_MESSAGE if elements else MESSAGE)
+            for node, d, elements in delivered_gradients.writes(unit, facts)
+        ]
         if writes and "append" in source:  # ``wgrads.append(g)`` after g went in
             written = {id(d): node for node, d, _ in writes}
             for d, listed in list(iteration.lists_given(unit, written)):
                 writes.append((written[id(d)], listed, ELEMENTS_MESSAGE))
         if writes:
             _check_unit(unit, facts, writes, out)
-
-
-def _writes(unit: Unit, facts: Deliveries):
-    """(node, the binding of g, the message) for each statement that puts a local ``g`` into
-    main_grad; also the binding of the list ``g`` is an element of (``for w, g in zip(ws,
-    grads)``, ``grads[i]``), whose hand-off hands on every element."""
-    for root, node in unit.expression_roots():
-        value = None
-        if isinstance(root, cst.AugAssign) and isinstance(root.operator, cst.AddAssign):
-            if _is_buffer(unit, facts, root.target, node):
-                value = root.value
-        elif isinstance(root, cst.Expr) and isinstance(root.value, cst.Call):
-            method = patterns.method_call(root.value)  # also torch.Tensor.add_(buffer, g)
-            if (
-                method is not None
-                and method[1] in DELIVERING
-                and method[2]
-                and _is_buffer(unit, facts, method[0], node)
-            ):
-                value = method[2][0].value
-        if value is None and isinstance(root, cst.Expr):
-            value = _helper_gradient(unit.context, root.value)
-        if value is None and isinstance(root, cst.Expr):
-            value = _kernel_gradient(unit, facts, root.value, node)
-        if value is None and isinstance(root, cst.Expr):
-            listed = _foreach_gradients(unit, root.value, node)
-            if listed is not None:  # every element of the list went into a main_grad
-                yield from _container_writes(unit, listed, node)
-                continue
-        if value is not None:  # ``add_(g.float())`` puts g in, converted
-            value = wgrad.same_gradient(value)
-        if isinstance(value, cst.Name):
-            for d in unit.reaching.reaching(value.value, node):
-                yield node, d, MESSAGE
-                if d.kind == "for":  # an element of a list of gradients: the list too
-                    source = iteration.element_source(d.node.owner, d.target)
-                    yield from _container_writes(unit, source, node)
-        elif isinstance(value, cst.Subscript):  # ``wgrads[i]``: an element of ``wgrads``
-            yield from _container_writes(unit, value.value, node)
-
-
-def _container_writes(unit: Unit, container, node):
-    """(node, binding, message) of a local list or tuple whose elements went into
-    main_grad at ``node``: what a hand-off of the whole list hands on."""
-    if isinstance(container, cst.Name):
-        for d in unit.reaching.reaching(container.value, node):
-            yield node, d, ELEMENTS_MESSAGE
-
-
-def _foreach_gradients(unit: Unit, call, node) -> cst.BaseExpression | None:
-    """L for ``torch._foreach_add_(<main_grads>, L)`` / ``_foreach_copy_``: each element of
-    L put into its expert's main_grad (the buffers a list of main_grads, or a local every
-    reaching binding of which is one)."""
-    if not isinstance(call, cst.Call) or patterns.callee_name(call) not in FOREACH_DELIVERING:
-        return None
-    args = patterns.positional_args(call)
-    if len(args) < 2:
-        return None
-    listed = tensor_writes.main_grad_list(unit, args[0].value, node)
-    return args[1].value if listed else None
-
-
-def _kernel_gradient(unit: Unit, facts: Deliveries, call, node) -> cst.BaseExpression | None:
-    """The gradient a kernel that takes its destination first puts into main_grad:
-    ``fused_accumulate(p.main_grad, g)`` -> g (a function, not a method of a tensor: an
-    in-place ``x.copy_(p.main_grad)`` reads the buffer)."""
-    if not isinstance(call, cst.Call):
-        return None
-    name = patterns.callee_name(call) or ""
-    if name in _NOT_KERNELS or name.endswith("_"):  # in-place methods: ``add_``, ``copy_``
-        return None
-    args = patterns.positional_args(call)
-    if len(args) == 2 and _is_buffer(unit, facts, args[0].value, node):
-        return args[1].value
-    return None
-
-
-def _helper_gradient(context: ModuleContext, call) -> cst.BaseExpression | None:
-    """The argument a call of a helper of the file puts into main_grad: the helper does
-    ``P.main_grad.add_(Q)`` / ``copy_(Q)`` / ``P.main_grad += Q`` with its parameters P and
-    Q and marks nothing itself (the write moved out of the function, one level)."""
-    if not isinstance(call, cst.Call):
-        return None
-    func = call.func
-    if isinstance(func, cst.Name):
-        name = func.value
-    elif isinstance(func, cst.Attribute) and patterns.attribute_of(func, "self") is not None:
-        name = func.attr.value
-    else:
-        return None
-    position = context.shared(_helper_writes).get(name)
-    if position is None:
-        return None
-    index, keyword = position
-    args = patterns.positional_args(call)
-    if index < len(args):
-        return args[index].value
-    arg = patterns.keyword_arg(call, keyword)
-    return arg.value if arg is not None else None
-
-
-def _helper_writes(context: ModuleContext) -> dict[str, tuple[int, str]]:
-    """function name -> (position, name) of the parameter it puts into another parameter's
-    main_grad, for the file's functions defined once that mark nothing."""
-    found: dict[str, tuple[int, str] | None] = {}
-    for unit in context.units:
-        function = unit.owner
-        if not isinstance(function, cst.FunctionDef) or not unit.survey.spells_main_grad:
-            continue
-        name = function.name.value
-        if name in found or unit.survey.spells_grad_added:
-            found[name] = None
-            continue
-        params = [p.name.value for p in function.params.params]
-        if params and params[0] in ("self", "cls"):
-            params = params[1:]
-        found[name] = None
-        for stmt, _ in unit.statements():
-            gradient = _put_into_parameter(stmt, params)
-            if gradient is not None:
-                found[name] = (params.index(gradient), gradient)
-                break
-    return {name: position for name, position in found.items() if position is not None}
-
-
-def _put_into_parameter(stmt, params: list[str]) -> str | None:
-    """Q for ``P.main_grad.add_(Q)`` / ``copy_(Q)`` / ``P.main_grad += Q``, P and Q in
-    ``params``."""
-    if isinstance(stmt, cst.AugAssign) and isinstance(stmt.operator, cst.AddAssign):
-        owner, value = patterns.main_grad_owner(stmt.target), stmt.value
-    elif isinstance(stmt, cst.Expr):
-        method = patterns.method_call(stmt.value)
-        if method is None or method[1] not in DELIVERING or not method[2]:
-            return None
-        owner, value = patterns.main_grad_owner(method[0]), method[2][0].value
-    else:
-        return None
-    if not (isinstance(owner, cst.Name) and owner.value in params):
-        return None
-    return value.value if isinstance(value, cst.Name) and value.value in params else None
-
-
-def _is_buffer(unit: Unit, facts: Deliveries, expr, node) -> bool:
-    if patterns.is_main_grad_direct(expr):
-        return True
-    if isinstance(expr, cst.Name):
-        defs = unit.reaching.reaching(expr.value, node)
-        return bool(defs) and all(d.index in facts.holders for d in defs)
-    return False
 
 
 def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:

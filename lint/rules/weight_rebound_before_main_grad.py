@@ -11,29 +11,15 @@ if TYPE_CHECKING:
     from ..analysis.collector import Collector
     from ..analysis.module import ModuleContext, Unit
 
-cst = LazyModule("libcst")
-patterns = LazyModule("..analysis.patterns", __package__)
-provenance = LazyModule("..analysis.provenance", __package__)
+# The parser and the analyses load on the first check, not with the documentation.
 module_provenance = LazyModule("..analysis.module_provenance", __package__)
 fresh_flags = LazyModule("..analysis.fresh_flags", __package__)
-iteration = LazyModule("..analysis.iteration", __package__)
 forward_rebinds = LazyModule("..analysis.forward_rebinds", __package__)
 fresh_aliases = LazyModule("..analysis.fresh_aliases", __package__)
+fresh_bindings = LazyModule("..analysis.fresh_bindings", __package__)
+parameter_attributes = LazyModule("..analysis.parameter_attributes", __package__)
 
 CODE = "GMLP015"
-# The per-parameter attributes a fresh object does not carry.
-PER_PARAMETER = ("main_grad", "grad_added_to_main_grad", "overwrite_main_grad", "zero_out_wgrad")
-# Calls that make a new object out of a weight: a Parameter wrapper, or a tensor copy.
-FRESH_CALLS = frozenset({"Parameter", "clone", "detach", "deepcopy", "copy", "contiguous"})
-# Tensor methods that always return a new Python object (a view), never the Parameter itself:
-# a weight rebound through a chain holding one (``w = w.t().contiguous().t()``, ``w =
-# w.view(n, -1)``) has lost its attributes even when the chain ends in a view of the
-# original storage. (``to`` / ``float`` / ``type`` may return the object itself: not counted.)
-VIEW_CALLS = frozenset(
-    {"t", "view", "view_as", "transpose", "reshape", "permute", "flatten", "unflatten",
-     "squeeze", "unsqueeze", "narrow", "expand", "expand_as", "as_strided", "split", "chunk",
-     "unbind"}
-)  # fmt: skip
 RULE = Rule(
     code=CODE,
     classes=(2,),
@@ -240,7 +226,8 @@ RULE = Rule(
 )
 
 
-# -- the check ------------------------------------------------------------------------
+# -- the check: what makes a new object is in analysis/fresh_bindings.py, the reads and
+# put-backs of main_grad and its flags in analysis/parameter_attributes.py ----------------
 MESSAGE = (
     "`{name}` is rebound here to a new object ({how}), and `{name}.{attr}` is read from it at "
     "line {line}: the new object carries no main_grad or flags of the Parameter"
@@ -302,9 +289,9 @@ def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
     """The flag set on a fresh object whose binding was not reported already (a read of the
     flag from the same copy is one bug, reported once at the rebinding)."""
     helpers = unit.context.shared(module_provenance.returned_provenance)
-    makers = unit.context.shared(fresh_makers)
+    makers = unit.context.shared(fresh_bindings.fresh_makers)
     for found in fresh_flags.flags_on_copies(
-        unit, lambda d: _makes_fresh(d.name, d.value, helpers, makers)
+        unit, lambda d: fresh_bindings.makes_fresh(d.name, d.value, helpers, makers)
     ):
         if found.fresh.index in reported:
             continue
@@ -316,13 +303,13 @@ def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
 def _check_unit(unit: Unit, out: Collector) -> set[int]:
     """Reports the rebindings read from; returns their definitions' indices."""
     helpers = unit.context.shared(module_provenance.returned_provenance)
-    makers = unit.context.shared(fresh_makers)
+    makers = unit.context.shared(fresh_bindings.fresh_makers)
     fresh = {
         d
         for d in unit.graph.defs
-        if d.kind == "assign" and _makes_fresh(d.name, d.value, helpers, makers)
+        if d.kind == "assign" and fresh_bindings.makes_fresh(d.name, d.value, helpers, makers)
     }
-    lists = _fresh_lists(unit, helpers, makers)
+    lists = fresh_bindings.fresh_lists(unit, helpers, makers)
     reported: set[int] = set()
     if not fresh and not lists:
         return reported
@@ -330,12 +317,12 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
     # that the rebinding reaches: reads of those are answered by the copy put there.
     restored: set[tuple[int, str]] = set()
     for root, node in unit.expression_roots():
-        for owner, attr in _attribute_writes(root):
-            for d in _bindings(unit, owner, node, fresh, lists):
+        for owner, attr in parameter_attributes.put_backs(root):
+            for d in fresh_bindings.bindings_read(unit, owner, node, fresh, lists):
                 restored.add((d.index, attr))
     for root, node in unit.expression_roots():
-        for owner, attr in _attribute_reads(root):
-            for d in _bindings(unit, owner, node, fresh, lists):
+        for owner, attr in parameter_attributes.reads(root):
+            for d in fresh_bindings.bindings_read(unit, owner, node, fresh, lists):
                 if (d.index, attr) in restored:
                     continue
                 template = MESSAGE if d in fresh else LIST_MESSAGE
@@ -348,132 +335,3 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
                 out.report(CODE, d.node.owner, message)
                 reported.add(d.index)
     return reported
-
-
-def _bindings(unit: Unit, owner, node, fresh, lists):
-    """The rebindings (of ``fresh``) and fresh lists (of ``lists``) that ``owner`` reads
-    where ``node`` runs: the name's own binding, a list's item ``L[i]``, or a loop variable
-    walking such a list (``for w in L``, ``enumerate(L)``, ``zip(W, L)``)."""
-    if isinstance(owner, cst.Subscript):
-        if isinstance(owner.value, cst.Name):
-            yield from (d for d in unit.reaching.reaching(owner.value.value, node) if d in lists)
-        return
-    for d in unit.reaching.reaching(owner.value, node):
-        if d in fresh:
-            yield d
-        elif d.kind == "for":
-            sequence = iteration.element_source(d.node.owner, d.target)
-            if isinstance(sequence, cst.Name):
-                reaching = unit.reaching.reaching(sequence.value, d.node)
-                yield from (e for e in reaching if e in lists)
-
-
-def _fresh_lists(unit: Unit, helpers, makers) -> dict:
-    """Bindings of a list of new objects, one per weight, with the call that makes them:
-    ``[Parameter(w.detach()) for w in weights]``, ``list(w.clone() for w in weights)``,
-    ``L = []`` filled by ``L.append(Parameter(...))``."""
-    found = {}
-    for d in unit.graph.defs:
-        if d.kind == "assign" and isinstance(d.value, cst.List) and not d.value.elements:
-            given = [value for value, _ in iteration.appended_to(unit, d)]
-            if given and all(_makes_fresh("", v, helpers, makers) for v in given):
-                found[d] = given[0]
-            continue
-        comprehension = _comprehension(d.value) if d.kind == "assign" else None
-        if comprehension is None:
-            continue
-        target = comprehension.for_in.target
-        if (
-            comprehension.for_in.inner_for_in is None
-            and isinstance(target, cst.Name)
-            and _makes_fresh(target.value, comprehension.elt, helpers, makers)
-        ):
-            found[d] = comprehension.elt
-    return found
-
-
-def _comprehension(value):
-    if isinstance(value, cst.Call) and patterns.callee_name(value) in ("list", "tuple"):
-        value = value.args[0].value if len(value.args) == 1 else None
-    return value if isinstance(value, (cst.ListComp, cst.GeneratorExp)) else None
-
-
-def fresh_makers(context: ModuleContext) -> frozenset[str]:
-    """For ``context.shared``: the module's functions whose every return is a fresh object
-    (a ``Parameter(...)`` or a tensor copy): calling one rebinds like the call it wraps."""
-    found: set[str] = set()
-    for unit in context.units:
-        if not isinstance(unit.owner, cst.FunctionDef) or not unit.survey.calls & FRESH_CALLS:
-            continue
-        values = [stmt.value for stmt, _ in unit.statements() if isinstance(stmt, cst.Return)]
-        if values and all(patterns.callee_name(v) in FRESH_CALLS for v in values):
-            found.add(unit.name)
-    return frozenset(found)
-
-
-def _makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[str]) -> bool:
-    """A Parameter wrapper or tensor copy (also made by a helper of the module that returns
-    one), or the weight rebound to its own quantized copy (``w = quantize(w)``, or a helper
-    of the module that returns one). A gathered weight is not counted: code that gathers for
-    dgrad turns the main_grad path off on its own."""
-    if not isinstance(value, cst.Call):
-        return False
-    callee = patterns.callee_name(value)
-    if callee in FRESH_CALLS or (callee in makers and isinstance(value.func, cst.Name)):
-        return True
-    rebinds = name in {n.value for n in patterns.read_names(value)}
-    if rebinds and _chain_makes_new(value):
-        return True
-    return rebinds and provenance.of_value(value, {}, helpers) == provenance.QUANTIZED
-
-
-def _chain_makes_new(value) -> bool:
-    """A method chain on the weight itself (``w.t().contiguous().t()``) one link of which
-    is a copy or a view: the result is a new object whatever the last link is."""
-    while type(value) is cst.Call and type(value.func) is cst.Attribute:
-        if value.func.attr.value in FRESH_CALLS or value.func.attr.value in VIEW_CALLS:
-            return True
-        value = value.func.value
-    return False
-
-
-def _attribute_writes(root):
-    """(owner name, "main_grad") for each ``name.main_grad = ...`` (or ``setattr(name,
-    "main_grad", ...)``): the buffer put back. (A flag set on the new object is no put-back:
-    Megatron's hooks read the Parameter's.)"""
-    if isinstance(root, (cst.Assign, cst.AnnAssign)):
-        for target in patterns.assignment_targets(root):
-            if patterns.is_attr(target, patterns.MAIN_GRAD) and _is_owner(target.value):
-                yield target.value, patterns.MAIN_GRAD
-    elif isinstance(root, cst.Expr):
-        found = patterns.attribute_set(root, patterns.MAIN_GRAD)
-        if found is not None and _is_owner(found[0]):
-            yield found[0], patterns.MAIN_GRAD
-
-
-def _is_owner(expr) -> bool:
-    """A plain name, or an item of one (``weights[i]``)."""
-    return isinstance(expr, cst.Name) or (
-        isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name)
-    )
-
-
-def _attribute_reads(root):
-    """(owner name, attribute) for each read of a per-parameter attribute on a plain name in
-    ``root``; an assignment's targets are writes, not reads."""
-    targets = set()
-    if isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-        for target in patterns.assignment_targets(root):
-            targets.add(id(target))
-    for sub in patterns.walk(root):
-        if id(sub) in targets:
-            continue
-        if isinstance(sub, cst.Attribute) and sub.attr.value in PER_PARAMETER:
-            if _is_owner(sub.value):
-                yield sub.value, sub.attr.value
-        elif patterns.callee_name(sub) in ("getattr", "hasattr") and isinstance(sub.func, cst.Name):
-            args = patterns.positional_args(sub)
-            if len(args) >= 2 and _is_owner(args[0].value):
-                word = patterns.string_value(args[1].value)
-                if word in PER_PARAMETER:
-                    yield args[0].value, word

@@ -1,0 +1,117 @@
+"""Bindings that make a new object out of a weight (issue #19, class 2; GMLP015): a
+``Parameter(...)`` wrapper or a tensor copy (also made by a helper of the module that
+returns one), a method chain on the weight itself one link of which is a copy or a view
+(``w = w.t().contiguous().t()``), the weight rebound to its own quantized copy; lists of
+such objects, one per weight; and which of those bindings a name read reaches. The new
+object carries none of the main_grad and flags Megatron put on the Parameter. Found here;
+the rule's module (lint/rules/weight_rebound_before_main_grad.py) reports the reads."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import iteration, patterns, provenance
+
+if TYPE_CHECKING:
+    from .module import ModuleContext, Unit
+
+# Calls that make a new object out of a weight: a Parameter wrapper, or a tensor copy.
+FRESH_CALLS = frozenset({"Parameter", "clone", "detach", "deepcopy", "copy", "contiguous"})
+# Tensor methods that always return a new Python object (a view), never the Parameter itself:
+# a weight rebound through a chain holding one (``w = w.t().contiguous().t()``, ``w =
+# w.view(n, -1)``) has lost its attributes even when the chain ends in a view of the
+# original storage. (``to`` / ``float`` / ``type`` may return the object itself: not counted.)
+VIEW_CALLS = frozenset(
+    {"t", "view", "view_as", "transpose", "reshape", "permute", "flatten", "unflatten",
+     "squeeze", "unsqueeze", "narrow", "expand", "expand_as", "as_strided", "split", "chunk",
+     "unbind"}
+)  # fmt: skip
+
+
+def fresh_lists(unit: Unit, helpers, makers) -> dict:
+    """Bindings of a list of new objects, one per weight, with the call that makes them:
+    ``[Parameter(w.detach()) for w in weights]``, ``list(w.clone() for w in weights)``,
+    ``L = []`` filled by ``L.append(Parameter(...))``."""
+    found = {}
+    for d in unit.graph.defs:
+        if d.kind == "assign" and isinstance(d.value, cst.List) and not d.value.elements:
+            given = [value for value, _ in iteration.appended_to(unit, d)]
+            if given and all(makes_fresh("", v, helpers, makers) for v in given):
+                found[d] = given[0]
+            continue
+        comprehension = _comprehension(d.value) if d.kind == "assign" else None
+        if comprehension is None:
+            continue
+        target = comprehension.for_in.target
+        if (
+            comprehension.for_in.inner_for_in is None
+            and isinstance(target, cst.Name)
+            and makes_fresh(target.value, comprehension.elt, helpers, makers)
+        ):
+            found[d] = comprehension.elt
+    return found
+
+
+def _comprehension(value):
+    if isinstance(value, cst.Call) and patterns.callee_name(value) in ("list", "tuple"):
+        value = value.args[0].value if len(value.args) == 1 else None
+    return value if isinstance(value, (cst.ListComp, cst.GeneratorExp)) else None
+
+
+def fresh_makers(context: ModuleContext) -> frozenset[str]:
+    """For ``context.shared``: the module's functions whose every return is a fresh object
+    (a ``Parameter(...)`` or a tensor copy): calling one rebinds like the call it wraps."""
+    found: set[str] = set()
+    for unit in context.units:
+        if not isinstance(unit.owner, cst.FunctionDef) or not unit.survey.calls & FRESH_CALLS:
+            continue
+        values = [stmt.value for stmt, _ in unit.statements() if isinstance(stmt, cst.Return)]
+        if values and all(patterns.callee_name(v) in FRESH_CALLS for v in values):
+            found.add(unit.name)
+    return frozenset(found)
+
+
+def makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[str]) -> bool:
+    """A Parameter wrapper or tensor copy (also made by a helper of the module that returns
+    one), or the weight rebound to its own quantized copy (``w = quantize(w)``, or a helper
+    of the module that returns one). A gathered weight is not counted: code that gathers for
+    dgrad turns the main_grad path off on its own."""
+    if not isinstance(value, cst.Call):
+        return False
+    callee = patterns.callee_name(value)
+    if callee in FRESH_CALLS or (callee in makers and isinstance(value.func, cst.Name)):
+        return True
+    rebinds = name in {n.value for n in patterns.read_names(value)}
+    if rebinds and _chain_makes_new(value):
+        return True
+    return rebinds and provenance.of_value(value, {}, helpers) == provenance.QUANTIZED
+
+
+def _chain_makes_new(value) -> bool:
+    """A method chain on the weight itself (``w.t().contiguous().t()``) one link of which
+    is a copy or a view: the result is a new object whatever the last link is."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute:
+        if value.func.attr.value in FRESH_CALLS or value.func.attr.value in VIEW_CALLS:
+            return True
+        value = value.func.value
+    return False
+
+
+def bindings_read(unit: Unit, owner, node, fresh, lists):
+    """The rebindings (of ``fresh``) and fresh lists (of ``lists``) that ``owner`` reads
+    where ``node`` runs: the name's own binding, a list's item ``L[i]``, or a loop variable
+    walking such a list (``for w in L``, ``enumerate(L)``, ``zip(W, L)``)."""
+    if isinstance(owner, cst.Subscript):
+        if isinstance(owner.value, cst.Name):
+            yield from (d for d in unit.reaching.reaching(owner.value.value, node) if d in lists)
+        return
+    for d in unit.reaching.reaching(owner.value, node):
+        if d in fresh:
+            yield d
+        elif d.kind == "for":
+            sequence = iteration.element_source(d.node.owner, d.target)
+            if isinstance(sequence, cst.Name):
+                reaching = unit.reaching.reaching(sequence.value, d.node)
+                yield from (e for e in reaching if e in lists)

@@ -1,0 +1,33 @@
+"""GMLP016 in a file that never spells main_grad: a gradient accumulator under another name
+(a grad shard, an output buffer handed in), judged by the function's own overwrite-or-add
+choice on a switch the caller hands in, and by a per-micro-step consumer that copies into
+gradient storage and adds into nothing (both found by overwrite_findings). Kept apart from
+the rule's module (lint/rules/main_grad_replaced_without_asking.py), which holds the
+documentation and asks this only of files that never spell main_grad."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import overwrite_findings, overwrite_switch
+
+if TYPE_CHECKING:
+    from .collector import Collector
+    from .module import ModuleContext
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    # Only a choice on a switch the caller hands in counts here: a choice on the
+    # function's own state may be a dict's or a counter's, not a gradient's.
+    for unit in context.units:
+        if isinstance(unit.owner, cst.FunctionDef):
+            switches = overwrite_switch.Switches(unit)
+            switches.governed = {
+                key: (stmt, terms)
+                for key, (stmt, terms) in switches.governed.items()
+                if overwrite_switch.handed_in(unit, terms, key)
+            }
+            overwrite_findings.check_unheeded_switch(unit, switches, set(), out, tensors_only=True)
+            overwrite_findings.check_step_consumer(unit, out)
