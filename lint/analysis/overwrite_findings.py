@@ -1,9 +1,9 @@
 """GMLP016's findings on the consumer side and on switches handed in: a per-backward consumer
 that copies into main_grad and never adds, a write that replaces a destination on a path no
 test of the function's own overwrite-or-add choice decides, a switch parameter never read,
-and a per-micro-step consumer of a gradient accumulator under another name. Kept apart from
-the rule's module (lint/rules/main_grad_replaced_without_asking.py), which holds the
-producer side and the documentation."""
+and a per-micro-step consumer of a gradient accumulator under another name. The producer
+side is ``producer_overwrites`` (which runs these in the same pass over each function); the
+rule's module (lint/rules/main_grad_replaced_without_asking.py) holds the documentation."""
 
 from __future__ import annotations
 
