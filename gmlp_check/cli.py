@@ -2,8 +2,9 @@
 
 Exit codes follow ruff and pytest: 0 clean, 1 mismatches (or a fault not caught), 2 usage or
 environment error (bad option, no GPU for --device cuda, an unloadable --fused spec, a factory
-that breaks the protocol or calls sys.exit, sizes that cannot fit in memory, --megatron real
-without megatron-core or CUDA, a crashed rank, a report file that cannot be written); an
+that breaks the protocol, calls sys.exit or raises another BaseException that is not an
+Exception, sizes that cannot fit in memory, --megatron real without megatron-core or CUDA, a
+crashed rank, a report file that cannot be written); an
 interrupted run exits 128 + the signal's number, 130 on Ctrl-C and 143 on SIGTERM, after
 reporting what finished (gmlp_check.interrupts). Stdout holds the report alone: what a
 factory or a forward prints goes to stderr (gmlp_check.streams). Report files are checked
