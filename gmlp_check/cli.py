@@ -19,7 +19,6 @@ reports, and every rank exits with the same code.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -32,6 +31,7 @@ from rich.table import Table
 from . import faults as fault_registry
 from .files import OutputError, check_directory, check_output, write_output
 from .interrupts import exit_code, sigterm_interrupts
+from .lint.json_text import dumps as json_text
 from .options import COMPILE_WORKERS, DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
 from .streams import progress_bar, stdout_to_stderr
 
@@ -122,7 +122,7 @@ def _quiet_stdout() -> None:
 
 def _print_list(cases, fmt: str) -> None:
     if fmt == "json":
-        click.echo(json.dumps([{"id": c.id, "config": c.config()} for c in cases], indent=2))
+        click.echo(json_text([{"id": c.id, "config": c.config()} for c in cases]))
     else:
         for c in cases:
             click.echo(c.id)
@@ -284,7 +284,7 @@ def diff(
         if fmt == "json":
             document = report.diff_json(results, checker)
             document["interrupted"] = interrupted is not None
-            click.echo(json.dumps(document, indent=2))
+            click.echo(json_text(document))
         else:
             out = stdout_console()
             report.print_table(out, results, checker)
@@ -373,7 +373,7 @@ def faults(fmt: str) -> None:
             }
             for f in table_data.values()
         ]
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json_text(rows))
         return
     table = Table(
         title="faults injectable with gmlp-check diff --inject NAME", title_justify="left"
@@ -453,7 +453,7 @@ def mutants(
         with stdout_to_stderr():
             run = run_mutants(checker, names, cases, stop_early=stop_early, on_result=advance)
     if fmt == "json":
-        click.echo(json.dumps(mutants_json(run, checker), indent=2))
+        click.echo(json_text(mutants_json(run, checker)))
     else:
         print_mutants(stdout_console(), run, checker)
     if not run.proven:
