@@ -179,8 +179,9 @@ def check(
         click.echo(f"error: {where}{describe(error)}", err=True)
         status = EXIT_ERROR
     except KeyboardInterrupt:
-        # Fixes are written only after every file is checked, each one atomically: an
-        # interrupted run leaves every file as it was or wholly fixed.
+        # Fixes are written only after every file is checked, each one whole (signals wait
+        # for the write, lint/writing.py): an interrupted run leaves every file as it was or
+        # wholly fixed.
         click.echo("error: interrupted", err=True)
         _exit_at_once(EXIT_INTERRUPTED)
     sys.exit(status)
