@@ -4,11 +4,12 @@ Exit codes follow ruff and pytest: 0 clean, 1 mismatches (or a fault not caught)
 environment error (bad option, no GPU for --device cuda, an unloadable --fused spec, a factory
 that breaks the protocol, calls sys.exit or raises another BaseException that is not an
 Exception, sizes that cannot fit in memory, --megatron real without megatron-core or CUDA, a
-crashed rank, a report file that cannot be written); an
-interrupted run exits 128 + the signal's number, 130 on Ctrl-C and 143 on SIGTERM, after
-reporting what finished (gmlp_check.interrupts). Stdout holds the report alone: what a
-factory or a forward prints goes to stderr (gmlp_check.streams). Report files are checked
-before the run and written after the report is printed (gmlp_check.files).
+crashed rank, a report file that cannot be written); an interrupted run exits 128 + the
+signal's number, 130 on Ctrl-C and 143 on SIGTERM, after reporting what finished
+(gmlp_check.interrupts). A reader that closes the pipe early changes none of these
+(gmlp_check.lint.closed_output). Stdout holds the report alone: what a factory or a forward
+prints goes to stderr (gmlp_check.streams). Report files are checked before the run and
+written after the report is printed (gmlp_check.files).
 
 ``diff --nproc N`` outside torchrun starts N workers running the same command
 (gmlp_check.engines.launcher); inside a launch (RANK and WORLD_SIZE set, by our launcher or by
@@ -232,7 +233,8 @@ def diff(
     bookkeeping flags, the dummy gradients and the post-backward hook are compared. Exit 0
     when every case passes (or is unsupported, or a known deviation), 1 on any mismatch, 2 on
     a usage or environment error (a report file that cannot be written included), 130 on
-    Ctrl-C and 143 on SIGTERM (the cases that finished are still reported).
+    Ctrl-C and 143 on SIGTERM (the cases that finished are still reported). A reader that
+    closes the pipe early (| head) changes none of these.
 
     \b
     Under --megatron real each case runs under the real megatron-core DDP / Megatron-FSDP
@@ -475,5 +477,8 @@ def _add_bench() -> None:
 _add_bench()
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the ranks `diff --nproc N` starts, torchrun's too
+    from .lint.closed_output import tolerate_closed_output
+
+    tolerate_closed_output()
     main()

@@ -2,7 +2,8 @@
 
 Conventions follow ruff: exit 0 when clean, 1 when findings remain (also after ``--fix``,
 and when ``--diff`` shows changes), 2 for usage or configuration errors and for paths that
-cannot be read, parsed or (with ``--fix``) written. Those are reported on stderr and in the
+cannot be read, parsed or (with ``--fix``) written; a reader that closes the pipe early does
+not change the status (closed_output.py). Those are reported on stderr and in the
 json, github and sarif formats, and the other files are still linted.
 """
 
@@ -17,6 +18,7 @@ import click
 from . import engine
 from .cache import ENV_DIR as ENV_CACHE_DIR
 from .cache import Cache, default_directory
+from .closed_output import tolerate_closed_output
 from .config import (
     NOTHING_SELECTED,
     ConfigError,
@@ -52,7 +54,8 @@ Configuration: [tool.gmlp-lint] in the nearest pyproject.toml
 (select, ignore, per-file-ignores, exclude). Suppress one finding with
 `# gmlp: ignore[GMLP001] reason` on its line or the line above.
 Exit status: 0 clean, 1 findings remain, 2 usage error or a file that
-cannot be read, parsed or written, 130 interrupted."""
+cannot be read, parsed or written, 130 interrupted; a reader that
+closes the pipe early (| head) changes none of these."""
 
 
 class _Cli(click.Group):
@@ -328,4 +331,5 @@ def rule_command(code: str | None, show_all: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    tolerate_closed_output()  # `gmlp-lint . | head -1`: the run ends as it would have
     cli.main(args=argv, prog_name="gmlp-lint")
