@@ -7,7 +7,7 @@ Exception, sizes that cannot fit in memory, --megatron real without megatron-cor
 crashed rank, a report file that cannot be written); an interrupted run exits 128 + the
 signal's number, 130 on Ctrl-C and 143 on SIGTERM, after reporting what finished
 (gmlp_check.interrupts). A reader that closes the pipe early changes none of these
-(gmlp_check.lint.closed_output). Stdout holds the report alone: what a factory or a forward
+(gmlp_check.lint.standard_streams). Stdout holds the report alone: what a factory or a forward
 prints goes to stderr (gmlp_check.streams). Report files are checked before the run and
 written after the report is printed (gmlp_check.files).
 
@@ -478,7 +478,7 @@ _add_bench()
 
 
 if __name__ == "__main__":  # the ranks `diff --nproc N` starts, torchrun's too
-    from .lint.closed_output import tolerate_closed_output
+    from .lint.standard_streams import prepare_standard_streams
 
-    tolerate_closed_output()
+    prepare_standard_streams()
     main()

@@ -165,7 +165,7 @@ def write_output(option: str, path: str | os.PathLike, data: bytes) -> None:
             _replace(target, data, existing)
     except BrokenPipeError:
         # A pipe whose reader has gone (`--junit-xml /dev/stdout | head`): nothing more can
-        # be written there, and that is no error of the run (lint/closed_output.py).
+        # be written there, and that is no error of the run (lint/standard_streams.py).
         return
     except OSError as exc:
         raise OutputError(f"{where}: cannot be written ({_reason(exc)})") from None

@@ -3,7 +3,7 @@
 Conventions follow ruff: exit 0 when clean, 1 when findings remain (also after ``--fix``,
 and when ``--diff`` shows changes), 2 for usage or configuration errors and for paths that
 cannot be read, parsed or (with ``--fix``) written; a reader that closes the pipe early does
-not change the status (closed_output.py). Those are reported on stderr and in the
+not change the status (standard_streams.py). Those are reported on stderr and in the
 json, github and sarif formats, and the other files are still linted.
 """
 
@@ -18,7 +18,6 @@ import click
 from . import engine
 from .cache import ENV_DIR as ENV_CACHE_DIR
 from .cache import Cache, default_directory
-from .closed_output import tolerate_closed_output
 from .config import (
     NOTHING_SELECTED,
     ConfigError,
@@ -35,6 +34,7 @@ from .progress import Progress
 from .registry import CODES, all_rules, rule
 from .reporters import Summary, render
 from .source import SourceError, describe
+from .standard_streams import prepare_standard_streams
 from .writing import write_in_place
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -331,5 +331,5 @@ def rule_command(code: str | None, show_all: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    tolerate_closed_output()  # `gmlp-lint . | head -1`: the run ends as it would have
+    prepare_standard_streams()  # `gmlp-lint . | head -1`: the run ends as it would have
     cli.main(args=argv, prog_name="gmlp-lint")

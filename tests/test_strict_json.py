@@ -1,6 +1,7 @@
 """Every JSON document the tools write is strict UTF-8 JSON, even for file names that are not
 UTF-8 (and messages quoting them): such bytes are shown as U+FFFD, as ruff shows them, never
-as a lone surrogate escape ("\\udcff") that strict consumers reject (docs/json.md)."""
+as a lone surrogate escape ("\\udcff") that strict consumers reject (docs/json.md). JUnit XML
+shows them the same way."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import xml.dom.minidom
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,17 @@ def test_diff_json_quoting_a_name_that_is_not_utf_8_is_strict():
     assert result.exit_code == 1, result.output
     document = strict(result.stdout)
     assert any("/data/caf\ufffd.bin" in s for s in strings(document["cases"]))
+
+
+def test_junit_xml_quoting_a_name_that_is_not_utf_8_is_well_formed(tmp_path):
+    junit = tmp_path / "diff.xml"
+    spec = f"{__name__}:fails_naming_a_file"
+    command = ["diff", "--device", "cpu", "--fused", spec, "-k", ONE_CASE, "--format", "json"]
+    result = CliRunner().invoke(main, [*command, "--junit-xml", str(junit)])
+    assert result.exit_code == 1, result.output
+    document = xml.dom.minidom.parseString(junit.read_bytes())  # a strict XML parser
+    (failure,) = document.getElementsByTagName("failure")
+    assert "/data/caf\ufffd.bin" in failure.getAttribute("message")
 
 
 @pytest.mark.parametrize("to_file", [False, True], ids=["stdout", "output-file"])

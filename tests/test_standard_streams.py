@@ -1,8 +1,9 @@
-"""A reader that closes the pipe early (`gmlp-lint . | head -1`) is not an error of the run:
-every console entry point (gmlp-lint, gmlp-check, `python -m` of either) carries on silently
-and exits with the status the run would have had (lint/closed_output.py). Each run here
-writes into a real pipe whose read end is already closed, so every write to it fails with
-EPIPE, as it does once `head` has exited."""
+"""The standard streams of every console entry point (gmlp-lint, gmlp-check, `python -m` of
+either; lint/standard_streams.py). A reader that closes the pipe early (`gmlp-lint . |
+head -1`) is not an error of the run: it carries on silently and exits with the status the
+run would have had. Each such run here writes into a real pipe whose read end is already
+closed, so every write to it fails with EPIPE, as it does once `head` has exited. And a
+file name that is not UTF-8 is printed as its bytes, even where Python's stdout is strict."""
 
 from __future__ import annotations
 
@@ -129,3 +130,29 @@ def test_a_rank_of_gmlp_check_into_a_closed_pipe_with_stderr_too(tmp_path):
     command = [*CHECK_MODULE, "diff", "--device", "cpu", "--fused", REFERENCE, "-k", ONE_CASE]
     returncode, _ = run_into_closed_pipe(command, cwd=tmp_path, stderr_too=True)
     assert returncode == 0
+
+
+# -- names that are not UTF-8, on a strict stdout ----------------------------------------------
+STRICT = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # as a UTF-8 locale other than C.UTF-8
+
+
+@pytest.mark.parametrize("output_format", ["text", "github"])
+def test_gmlp_lint_prints_a_name_that_is_not_utf_8_as_its_bytes(tmp_path, output_format):
+    (tmp_path / os.fsdecode(b"caf\xe9.py")).write_text(rule("GMLP004").invalid[0].source)
+    done = subprocess.run(
+        [*GMLP_LINT, "--no-cache", "--format", output_format, "."],
+        cwd=tmp_path, env=STRICT, capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert b"caf\xe9.py:2:12: GMLP004" in done.stdout and b"Traceback" not in done.stderr
+
+
+def test_gmlp_check_prints_a_message_quoting_a_name_that_is_not_utf_8(tmp_path):
+    spec = "tests.test_strict_json:fails_naming_a_file"  # its forward names caf<0xe9>.bin
+    done = subprocess.run(
+        [*GMLP_CHECK, "diff", "--device", "cpu", "--fused", spec, "-k", ONE_CASE],
+        cwd=tmp_path, capture_output=True, timeout=300, check=False,
+        env={**STRICT, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert b"/data/caf\xe9.bin" in done.stdout and b"Traceback" not in done.stderr

@@ -1,12 +1,19 @@
-"""A reader that goes away early (``gmlp-lint . | head -1``, ``gmlp-check diff | less`` quit
-at the first page) is not an error of the run. Every console entry point (gmlp-lint,
-gmlp-check, and ``python -m`` of either) calls ``tolerate_closed_output`` first: once a write
-to stdout or stderr finds the pipe closed (EPIPE), that descriptor is pointed at /dev/null and
-the run goes on, silently, to the end it would have had. Its exit status is the one the run
-would have had (0 clean, 1 findings or mismatches, 2 an error), as ruff and pytest report
-what they found, not that the reader left; report files (``--junit-xml``, ``bench --output``)
-are still written. Nothing is printed about the closed pipe, and Python's "Exception ignored
-... BrokenPipeError" at exit never comes.
+"""Stdout and stderr as every console entry point (gmlp-lint, gmlp-check, and ``python -m`` of
+either) sets them up first, with ``prepare_standard_streams``:
+
+* A reader that goes away early (``gmlp-lint . | head -1``, a pager quit at the first page)
+  is not an error of the run. Once a write finds the pipe closed (EPIPE), that descriptor is
+  pointed at /dev/null and the run goes on, silently, to the end it would have had: its exit
+  status is the one the run would have had (0 clean, 1 findings or mismatches, 2 an error),
+  as ruff and pytest report what they found, not that the reader left, and report files
+  (``--junit-xml``, ``bench --output``) are still written. Nothing is printed about the pipe,
+  and Python's "Exception ignored ... BrokenPipeError" at exit never comes.
+* A file name that is not UTF-8 reaches the text reports as surrogate escapes (PEP 383).
+  Where Python's stdout is strict (a UTF-8 locale other than C.UTF-8, PYTHONIOENCODING),
+  printing one would end the run with a UnicodeEncodeError; stdout writes the name's own
+  bytes instead, as it already does under the C and C.UTF-8 locales, and as ``ls`` and
+  ``find`` print names (JSON shows them as U+FFFD: json_text.py). Stderr keeps its
+  backslashreplace.
 
 It lives here, not in gmlp_check/, because gmlp-lint also runs as ``python -m lint``, which
 can import nothing outside this folder.
@@ -51,9 +58,9 @@ class _PipeWriter(io.RawIOBase):
             return len(data)
 
 
-def tolerate_closed_output() -> None:
-    """Make sys.stdout and sys.stderr carry on silently past a closed pipe (module docstring).
-    Their encoding, error handler and buffering stay as Python set them."""
+def prepare_standard_streams() -> None:
+    """Replace sys.stdout and sys.stderr as the module docstring says; their encoding and
+    buffering stay as Python set them."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         try:
@@ -61,10 +68,13 @@ def tolerate_closed_output() -> None:
             stream.flush()
         except (AttributeError, OSError, ValueError):
             continue  # no stream (pythonw), one without a descriptor, or one already closed
+        errors = stream.errors
+        if name == "stdout" and errors == "strict":
+            errors = "surrogateescape"
         replacement = io.TextIOWrapper(
             io.BufferedWriter(_PipeWriter(fd)),
             encoding=stream.encoding,
-            errors=stream.errors,
+            errors=errors,
             line_buffering=stream.line_buffering,
             write_through=getattr(stream, "write_through", False),
         )
