@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from datetime import datetime, timezone
@@ -10,6 +9,8 @@ from datetime import datetime, timezone
 import torch
 from rich.console import Console
 from rich.table import Table
+
+from gmlp_check.lint.json_text import dumps
 
 from . import compare
 from .flops import phase_bytes, phase_flops
@@ -160,7 +161,7 @@ def document(
 
 def json_bytes(doc: dict) -> bytes:
     """The document as --output writes it (gmlp_check.files.write_output)."""
-    return (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
+    return (dumps(doc, allow_nan=False) + "\n").encode()
 
 
 def print_json(doc: dict) -> None:

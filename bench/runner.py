@@ -122,7 +122,11 @@ def _timed(workload: Workload, backend: str, phase: str, job: Callable[[], Sampl
     except torch.cuda.OutOfMemoryError as error:
         result.status = "error"
         result.reason = f"out of memory: {str(error).splitlines()[0]}"
-    except Exception as error:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run stops (bench/cli.py)
+        raise
+    # Any other failure of the implementation, sys.exit or another BaseException of its own
+    # included, is its error, and the run goes on.
+    except BaseException as error:
         result.status, result.reason = "error", _describe(error)
     result.wall_s = time.perf_counter() - started
     if on_cuda:
@@ -134,7 +138,7 @@ def _timed(workload: Workload, backend: str, phase: str, job: Callable[[], Sampl
     return result
 
 
-def _describe(error: Exception) -> str:
+def _describe(error: BaseException) -> str:
     """The exception and the innermost frame it came from, for the report."""
     frames = traceback.extract_tb(error.__traceback__)
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""

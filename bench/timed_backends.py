@@ -62,3 +62,5 @@ def build(name: str, config: MLPConfig) -> nn.Module:
         return backend.build(config)
     except NotImplementedError as error:  # the backend's own words on why not here
         raise Unavailable(str(error) or "not implemented") from None
+    except BackendError as error:  # the reason only, as in check_name: --fused is not ours
+        raise BackendError(str(error).split(": ", 1)[-1]) from None

@@ -28,7 +28,7 @@ from .deviations import (
     TE_OPS_BLOCK_SCALING,
     Deviation,
 )
-from .errors import short
+from .errors import not_an_exception, short
 
 if TYPE_CHECKING:
     import torch
@@ -164,13 +164,23 @@ class Backend:
 
     def build(self, config: MLPConfig) -> torch.nn.Module:
         """Call the factory with the configuration's fields as keyword arguments.
-        NotImplementedError (unsupported configuration) passes through;
-        a result that is not a module with the protocol's methods is a BackendError."""
+        NotImplementedError (unsupported configuration), any other Exception and
+        KeyboardInterrupt pass through; a factory that leaves by another BaseException
+        (sys.exit, GeneratorExit) or returns something that is not a module with the
+        protocol's methods is a BackendError."""
         # torch here, not at the top: the pytest plugin reads the table above in every pytest
         # run, and must not import torch unless a run asks for it.
         import torch
 
-        module = self.factory(**config.as_kwargs())
+        try:
+            module = self.factory(**config.as_kwargs())
+        except (Exception, KeyboardInterrupt):  # a failure or a refusal; an interrupt
+            raise
+        except BaseException as exc:  # sys.exit, GeneratorExit, a class of its own
+            raise BackendError(
+                f"--fused {self.spec}: the factory {not_an_exception(exc)}; a factory must "
+                "return a module or raise an Exception"
+            ) from None
         if not isinstance(module, torch.nn.Module):
             raise BackendError(
                 f"--fused {self.spec}: the factory returned {type(module).__name__}, "
@@ -192,17 +202,27 @@ def load(spec: str) -> Backend:
     module_name, attribute = target.split(":")
     try:
         module = _import(module_name)
-    # Any failure to import is the same user-facing problem, a module calling sys.exit too.
-    except (Exception, SystemExit) as exc:
+    except KeyboardInterrupt:  # Ctrl-C while it loads: an interrupt, not a bad module
+        raise
+    # Any other failure to import is the same user-facing problem: an exception, a module
+    # calling sys.exit, or any BaseException of its own.
+    except BaseException as exc:
         raise BackendError(
             f"--fused {spec}: cannot import module {module_name!r} ({short(exc)})"
         ) from None
-    if not hasattr(module, attribute):
+    try:
+        factory = getattr(module, attribute)
+    except AttributeError:
         raise BackendError(
             f"--fused {spec}: module {module_name!r} has no attribute {attribute!r} "
             f"(expected a factory taking the reference's keyword arguments)"
-        )
-    factory = getattr(module, attribute)
+        ) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a module-level __getattr__ is user code too
+        raise BackendError(
+            f"--fused {spec}: reading {module_name}.{attribute} failed ({short(exc)})"
+        ) from None
     if not callable(factory):
         raise BackendError(
             f"--fused {spec}: {module_name}.{attribute} is a {type(factory).__name__}, "

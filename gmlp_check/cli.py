@@ -2,12 +2,14 @@
 
 Exit codes follow ruff and pytest: 0 clean, 1 mismatches (or a fault not caught), 2 usage or
 environment error (bad option, no GPU for --device cuda, an unloadable --fused spec, a factory
-that breaks the protocol or calls sys.exit, sizes that cannot fit in memory, --megatron real
-without megatron-core or CUDA, a crashed rank, a report file that cannot be written); an
-interrupted run exits 128 + the signal's number, 130 on Ctrl-C and 143 on SIGTERM, after
-reporting what finished (gmlp_check.interrupts). Stdout holds the report alone: what a
-factory or a forward prints goes to stderr (gmlp_check.streams). Report files are checked
-before the run and written after the report is printed (gmlp_check.files).
+that breaks the protocol, calls sys.exit or raises another BaseException that is not an
+Exception, sizes that cannot fit in memory, --megatron real without megatron-core or CUDA, a
+crashed rank, a report file that cannot be written); an interrupted run exits 128 + the
+signal's number, 130 on Ctrl-C and 143 on SIGTERM, after reporting what finished
+(gmlp_check.interrupts). A reader that closes the pipe early changes none of these
+(gmlp_check.lint.standard_streams). Stdout holds the report alone: what a factory or a forward
+prints goes to stderr (gmlp_check.streams). Report files are checked before the run and
+written after the report is printed (gmlp_check.files).
 
 ``diff --nproc N`` outside torchrun starts N workers running the same command
 (gmlp_check.engines.launcher); inside a launch (RANK and WORLD_SIZE set, by our launcher or by
@@ -18,7 +20,6 @@ reports, and every rank exits with the same code.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from rich.table import Table
 from . import faults as fault_registry
 from .files import OutputError, check_directory, check_output, write_output
 from .interrupts import exit_code, sigterm_interrupts
+from .lint.json_text import dumps as json_text
 from .options import COMPILE_WORKERS, DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
 from .streams import progress_bar, stdout_to_stderr
 
@@ -121,7 +123,7 @@ def _quiet_stdout() -> None:
 
 def _print_list(cases, fmt: str) -> None:
     if fmt == "json":
-        click.echo(json.dumps([{"id": c.id, "config": c.config()} for c in cases], indent=2))
+        click.echo(json_text([{"id": c.id, "config": c.config()} for c in cases]))
     else:
         for c in cases:
             click.echo(c.id)
@@ -231,7 +233,8 @@ def diff(
     bookkeeping flags, the dummy gradients and the post-backward hook are compared. Exit 0
     when every case passes (or is unsupported, or a known deviation), 1 on any mismatch, 2 on
     a usage or environment error (a report file that cannot be written included), 130 on
-    Ctrl-C and 143 on SIGTERM (the cases that finished are still reported).
+    Ctrl-C and 143 on SIGTERM (the cases that finished are still reported). A reader that
+    closes the pipe early (| head) changes none of these.
 
     \b
     Under --megatron real each case runs under the real megatron-core DDP / Megatron-FSDP
@@ -283,7 +286,7 @@ def diff(
         if fmt == "json":
             document = report.diff_json(results, checker)
             document["interrupted"] = interrupted is not None
-            click.echo(json.dumps(document, indent=2))
+            click.echo(json_text(document))
         else:
             out = stdout_console()
             report.print_table(out, results, checker)
@@ -372,7 +375,7 @@ def faults(fmt: str) -> None:
             }
             for f in table_data.values()
         ]
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json_text(rows))
         return
     table = Table(
         title="faults injectable with gmlp-check diff --inject NAME", title_justify="left"
@@ -452,7 +455,7 @@ def mutants(
         with stdout_to_stderr():
             run = run_mutants(checker, names, cases, stop_early=stop_early, on_result=advance)
     if fmt == "json":
-        click.echo(json.dumps(mutants_json(run, checker), indent=2))
+        click.echo(json_text(mutants_json(run, checker)))
     else:
         print_mutants(stdout_console(), run, checker)
     if not run.proven:
@@ -474,5 +477,8 @@ def _add_bench() -> None:
 _add_bench()
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the ranks `diff --nproc N` starts, torchrun's too
+    from .lint.standard_streams import prepare_standard_streams
+
+    prepare_standard_streams()
     main()

@@ -24,3 +24,13 @@ def short(exc: BaseException) -> str:
     if len(text) > _DETAIL_CHARS:
         text = text[: _DETAIL_CHARS - 3] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def not_an_exception(exc: BaseException) -> str:
+    """What user code did when it raised ``exc``, a BaseException that is not an Exception
+    (SystemExit, GeneratorExit, a class of its own), in words that follow "the factory":
+    such an exit is no verdict on the contract, so the CLIs stop with it as a usage error.
+    KeyboardInterrupt never comes here: it is an interrupt wherever it is raised."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})"
+    return f"raised {short(exc)} (a BaseException that is not an Exception)"

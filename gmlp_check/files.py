@@ -8,7 +8,8 @@ What is at the path decides how it is written, as a shell's ``>`` would:
   writing, never replaced by a regular file;
 * ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/fd/N`` are written to that
   descriptor of this process, after what it already holds (the report on stdout, say), even
-  when it is a regular file;
+  when it is a regular file; a pipe there (or a FIFO) whose reader has gone takes nothing,
+  silently, as stdout does;
 * anything else is a regular file, written to a temporary file in the same directory and
   renamed into place, so a reader or an interrupted run never sees half of it. A file that
   existed keeps its mode (and, where we may set it, its owner); a new one gets the mode an
@@ -162,6 +163,10 @@ def write_output(option: str, path: str | os.PathLike, data: bytes) -> None:
                 handle.write(data)
         else:
             _replace(target, data, existing)
+    except BrokenPipeError:
+        # A pipe whose reader has gone (`--junit-xml /dev/stdout | head`): nothing more can
+        # be written there, and that is no error of the run (lint/standard_streams.py).
+        return
     except OSError as exc:
         raise OutputError(f"{where}: cannot be written ({_reason(exc)})") from None
 

@@ -51,6 +51,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from .lint.json_text import display
 from .results import STATUSES, CaseResult
 from .session import Checker
 
@@ -237,5 +238,10 @@ def junit_xml(results: Sequence[CaseResult], checker: Checker) -> bytes:
                 message=(_reason(r) or "")[:500],
                 type="xfail" if r.status == "xfailed" else "unsupported",
             )
+    for element in suites.iter():
+        # A name that is not UTF-8 (a message quoting one) would be written as a character
+        # reference to a surrogate, which no XML parser accepts: shown as in the JSON.
+        element.attrib = {key: display(value) for key, value in element.attrib.items()}
+        element.text = display(element.text) if element.text else element.text
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)

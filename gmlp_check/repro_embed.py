@@ -22,6 +22,8 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import short
+
 PRIVATE = "_embedded"
 
 
@@ -38,10 +40,16 @@ class EmbeddedModule:
 
 
 def _spec(name: str):
+    """The module's spec, or None. Finding ``a.b`` imports the package ``a``: user code, whose
+    failure (an exception, sys.exit, any BaseException but Ctrl-C) is an EmbedError."""
     try:
         return importlib.util.find_spec(name)
     except (ImportError, AttributeError, ValueError):  # a parent that is a module, not a package
         return None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise EmbedError(f"{name}: importing its package failed ({short(exc)})") from None
 
 
 def _is_module(name: str) -> bool:

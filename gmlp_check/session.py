@@ -26,7 +26,7 @@ from .devices import resolve_device
 from .engine import Emulated, Engine, Real
 from .engines import availability, process_groups
 from .engines import configs as engine_configs
-from .errors import UsageError
+from .errors import UsageError, not_an_exception
 from .inputs import DEVICE_SIZES, Sizes
 from .matrix import DEVICE_DTYPES, DTYPES, MODES, Case, MatrixSelection, default_matrix, torch_dtype
 from .options import RunOptions
@@ -168,14 +168,8 @@ class Checker:
             return self.backend.build(config)
         except NotImplementedError:
             raise
-        except backends.BackendError as exc:
+        except backends.BackendError as exc:  # a factory that exits is one, too (build)
             raise UsageError(str(exc)) from None
-        except SystemExit as exc:  # not an Exception, and no way for a factory to refuse
-            raise UsageError(
-                f"--fused {self.backend.spec}: the factory called sys.exit({exc.code!r}) while "
-                f"building a {dtype} module on {self.device.type}; a factory must return a "
-                "module or raise"
-            ) from None
         except Exception as exc:
             raise UsageError(
                 f"--fused {self.backend.spec}: the factory failed to build a {dtype} module on "
@@ -255,10 +249,13 @@ class Checker:
     def run(self, case: Case) -> CaseResult:
         try:
             return self.engine.run(self, case)
-        except SystemExit as exc:  # the fused side's factory or forward called sys.exit
+        # An Exception the engine let through; Ctrl-C or SIGTERM (interrupts.py).
+        except (Exception, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # the fused side left by sys.exit or another non-Exception
             raise UsageError(
-                f"--fused {self.backend.spec}: called sys.exit({exc.code!r}) in case {case.id}; "
-                "a factory or a forward must raise, never exit"
+                f"--fused {self.backend.spec}: {not_an_exception(exc)} in case {case.id}; "
+                "a factory or a forward must raise an Exception, never exit"
             ) from None
 
     def run_all(

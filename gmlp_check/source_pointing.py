@@ -145,7 +145,9 @@ def point_case(backend, case: Case, sizes: Sizes, device, bug_classes) -> list[s
     try:
         module = build_fused(backend, case, sizes, device, None)
         files = executed_sources(module, case, sizes)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # sys.exit or any BaseException of the forward: a line too
         return [f"source: not pointed (the module could not be built again: {exc})"]
     pointers = point(files, tuple(bug_classes))
     if not pointers:

@@ -153,8 +153,9 @@ def find_kernels(plan: Plan, backend: Backend, on_case: Callable[[int], None]) -
 
     with _jit_cache_hook(record):
         for case in plan.cases:
-            # The fused side computes nothing now: whatever it fails on is discarded.
-            with contextlib.suppress(Exception):
+            # The fused side computes nothing now: whatever it fails on is discarded, an exit
+            # (sys.exit, any BaseException) too; the run meets it again and reports it.
+            with _passed_over():
                 run_fused_side(case, plan.sizes, plan.device, backend)
             on_case(1)
     return list(jobs.values())
@@ -251,8 +252,10 @@ _hashed_in_order = False  # per worker: the kernels' cache keys computed in the 
 def _compile(work: tuple[tuple[tuple[str, str], ...], KernelJob]) -> None:
     global _hashed_in_order
     order, job = work
-    # A failure here is met again by the run itself, which reports it.
-    with contextlib.suppress(Exception):
+    # A failure here is met again by the run itself, which reports it. A BaseException of the
+    # kernels' module (imported again here) would end this worker and leave its job
+    # unanswered, so that the pool waited for ever: it is passed over too.
+    with _passed_over():
         if not _hashed_in_order:
             _hashed_in_order = True
             for module, name in order:
@@ -270,6 +273,18 @@ def _compile(work: tuple[tuple[tuple[str, str], ...], KernelJob]) -> None:
                 load = getattr(compiled, "_init_handles", None)
                 if load is not None:
                     load()
+
+
+@contextlib.contextmanager
+def _passed_over() -> Iterator[None]:
+    """Whatever user code raises inside (sys.exit and other BaseExceptions included) ends the
+    block quietly, except Ctrl-C or SIGTERM (a KeyboardInterrupt): those stop the run."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        pass
 
 
 def jit_function(module: str, name: str) -> Any:

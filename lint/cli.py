@@ -2,7 +2,8 @@
 
 Conventions follow ruff: exit 0 when clean, 1 when findings remain (also after ``--fix``,
 and when ``--diff`` shows changes), 2 for usage or configuration errors and for paths that
-cannot be read, parsed or (with ``--fix``) written. Those are reported on stderr and in the
+cannot be read, parsed or (with ``--fix``) written; a reader that closes the pipe early does
+not change the status (standard_streams.py). Those are reported on stderr and in the
 json, github and sarif formats, and the other files are still linted.
 """
 
@@ -34,6 +35,7 @@ from .progress import Progress
 from .registry import CODES, all_rules, rule
 from .reporters import Summary, render
 from .source import SourceError, describe
+from .standard_streams import prepare_standard_streams
 from .writing import write_in_place
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -54,7 +56,8 @@ Configuration: [tool.gmlp-lint] in the nearest pyproject.toml
 walk finds are only compiled unless true). Suppress one finding with
 `# gmlp: ignore[GMLP001] reason` on its line or the line above.
 Exit status: 0 clean, 1 findings remain, 2 usage error or a file that
-cannot be read, parsed or written, 130 interrupted."""
+cannot be read, parsed or written, 130 interrupted; a reader that
+closes the pipe early (| head) changes none of these."""
 
 
 class _Cli(click.Group):
@@ -181,8 +184,9 @@ def check(
         click.echo(f"error: {where}{describe(error)}", err=True)
         status = EXIT_ERROR
     except KeyboardInterrupt:
-        # Fixes are written only after every file is checked, each one atomically: an
-        # interrupted run leaves every file as it was or wholly fixed.
+        # Fixes are written only after every file is checked, each one whole (signals wait
+        # for the write, lint/writing.py): an interrupted run leaves every file as it was or
+        # wholly fixed.
         click.echo("error: interrupted", err=True)
         _exit_at_once(EXIT_INTERRUPTED)
     sys.exit(status)
@@ -336,4 +340,5 @@ def rule_command(code: str | None, show_all: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    prepare_standard_streams()  # `gmlp-lint . | head -1`: the run ends as it would have
     cli.main(args=argv, prog_name="gmlp-lint")

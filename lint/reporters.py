@@ -10,7 +10,9 @@ Lines and columns count from 1; ``end_column`` is one past the last character.
 ``fixable`` is true when a fix exists; ``fix_applicability`` says whether ``--fix`` applies
 it ("safe") or it needs ``--unsafe-fixes`` ("unsafe"), and is null without a fix. A path
 that could not be checked or fixed is an object of the same shape with ``"code": null``
-(as ruff reports syntax errors), placed where the problem is, or at 1:1.
+(as ruff reports syntax errors), placed where the problem is, or at 1:1. A path that is not
+UTF-8 is shown as ruff shows it, each undecodable run of bytes as U+FFFD, so that the output
+is strict UTF-8 JSON (lint/json_text.py, which writes every JSON document of the tools).
 
 In the text format those errors go to stderr as ``error: path:line:column: message`` lines;
 the closing summary counts them and never says "All checks passed!" after one.
@@ -41,11 +43,11 @@ def sort_findings(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def to_json(findings: Sequence[Finding], errors: Sequence[FileError] = ()) -> str:
-    import json  # only this format pays for it
+    from .json_text import dumps  # only this format pays for json
 
     entries = [as_dict(f) for f in findings] + [error_as_dict(e) for e in errors]
     entries.sort(key=lambda e: (e["path"], e["line"], e["column"], e["code"] or ""))
-    return json.dumps(entries, indent=2) + "\n"
+    return dumps(entries) + "\n"
 
 
 def error_as_dict(error: FileError) -> dict:

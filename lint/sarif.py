@@ -2,19 +2,21 @@
 
 Every rule is described in ``tool.driver.rules`` (short and full description, help text
 and markdown from the rule's documentation); results point at files by URI relative to
-``%SRCROOT%`` (the directory gmlp-lint ran in), columns in Unicode code points. Paths that
+``%SRCROOT%`` (the directory gmlp-lint ran in), columns in Unicode code points. A URI
+percent-encodes the path's bytes, so a file name that is not UTF-8 keeps them exactly; every
+text shows such bytes as U+FFFD (lint/json_text.py), so the log is strict UTF-8 JSON. Paths that
 could not be checked or fixed (missing, unreadable, not valid Python, not written) appear as
 error notifications of the invocation, whose ``executionSuccessful`` is then false.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from .json_text import dumps
 from .model import FileError, Finding
 from .registry import all_rules
 
@@ -128,4 +130,4 @@ def to_sarif(findings: Sequence[Finding], errors: Sequence[FileError] = ()) -> s
             }
         ],
     }
-    return json.dumps(log, indent=2) + "\n"
+    return dumps(log) + "\n"

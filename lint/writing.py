@@ -11,6 +11,14 @@
   a byte is overwritten.
 * A read-only file is refused, not replaced (as ruff and black do), and so is a file whose
   text is no longer the one the fixes were computed from (saved by an editor meanwhile).
+* Signals wait until the write is done. An in-place write is a reservation, a write and a
+  truncation: SIGTERM's default action mid-way (the kernel even cuts a large write short for
+  it) or a KeyboardInterrupt between the steps would leave the start of the new text over the
+  rest of the old. So every signal that can come from outside (Ctrl-C, SIGTERM, SIGHUP, ...)
+  is blocked in this thread for the write and delivered when it is over: the file is then
+  wholly new, and the signal acts as it would have (the process ends, or KeyboardInterrupt is
+  raised). gmlp-lint writes from its main thread after the analysis threads are gone, so no
+  other thread takes the signal meanwhile. Only SIGKILL (and a power cut) cannot wait.
 """
 
 from __future__ import annotations
@@ -18,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import stat
 import tempfile
+from collections.abc import Iterator
 
 from .source import SourceError, decode, describe, read_bytes
 
@@ -48,9 +58,35 @@ def write_in_place(path: str, text: str, encoding: str, linted: str | None = Non
         raise SourceError("cannot write the fixes: the file is read-only")
     if not os.access(target, os.W_OK):
         raise SourceError(f"cannot write the fixes: {os.strerror(errno.EACCES)}")
-    if info.st_nlink == 1 and _replace(target, data, info):
+    with _signals_deferred():
+        if info.st_nlink == 1 and _replace(target, data, info):
+            return
+        _overwrite(target, data)
+
+
+# Raised by a fault of this thread itself, not sent from outside: blocking them cannot defer
+# them (the kernel kills the process), so they are left as they are.
+_SYNCHRONOUS = {
+    getattr(signal, name)
+    for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS")
+    if hasattr(signal, name)
+}
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Every signal sent from outside waits until the block is done (see the module's
+    docstring), then is delivered as it would have been."""
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX: nothing to block with
+        yield
         return
-    _overwrite(target, data)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - _SYNCHRONOUS)
+    try:
+        yield
+    finally:
+        # Pending signals are delivered here: a default action ends the process, a Python
+        # handler (Ctrl-C's KeyboardInterrupt) runs as this returns.
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _current_text(path: str) -> str | None:

@@ -104,7 +104,7 @@ def test_a_forward_calling_sys_exit_stops_the_run_naming_the_case():
     assert result.exit_code == 2, result.output
     assert last_line(result) == (
         f"Error: --fused {spec}: called sys.exit(3) in case {ONE_CASE}; a factory or a forward "
-        "must raise, never exit"
+        "must raise an Exception, never exit"
     )
 
 
