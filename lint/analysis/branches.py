@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import choices, first_microbatch, patterns
+from . import choices, first_microbatch, match_arms, patterns
 from .cfg import Node
 from .module import ModuleContext, Unit, iter_statements, suite_body
 
@@ -54,8 +54,7 @@ class Branch:
     @property
     def moves_destination(self) -> bool:
         """One side makes main_grad the destination (or swaps it for scratch), the other not."""
-        body, orelse = self.body, self.orelse
-        return body.destination != orelse.destination or body.scratch != orelse.scratch
+        return _moves(self.body, self.orelse)
 
     @property
     def uneven_bookkeeping(self) -> list[str]:
@@ -92,6 +91,8 @@ class _Finder:
         for stmt, suite in self.unit.statements():
             if isinstance(stmt, cst.If):
                 self.check_if(stmt, suite)
+            elif isinstance(stmt, cst.Match):
+                self.check_match(stmt, suite)
         for root, node in self.unit.expression_roots():
             elements = choices.element_tests(root)
             for sub in patterns.walk(root):
@@ -120,6 +121,45 @@ class _Finder:
         else:
             orelse = Effects()
         self.found.append(Branch(self.unit, stmt.test, node, body, orelse))
+
+    def check_match(self, stmt: cst.Match, suite: Sequence[cst.CSTNode]) -> None:
+        """A ``match`` whose subject (or a guard) reads the flag: a branch between the first
+        two arms that ask different things of the flag and do different things with
+        main_grad (``analysis/match_arms.py``)."""
+        node = self.unit.node_for(stmt)
+        if node is None:
+            return
+        taint = self.unit.overwrite
+
+        def guard_tainted(case: cst.MatchCase) -> bool:
+            case_node = self.unit.node_for(case)
+            return case_node is not None and taint.expr(case.guard, case_node)
+
+        found = match_arms.flag_match(
+            stmt, lambda e: taint.expr(e, node), guard_tainted, self.unit.context.text
+        )
+        if found is None:
+            return
+        bodies = [() if case is None else suite_body(case.body) for _, case in found.arms]
+        if any(_ends_in(b, cst.Raise) for b in bodies):
+            return  # an arm that refuses a configuration is a guard, as for ``if``
+        rest = after(stmt, suite) if any(map(ends_in_jump, bodies)) else ()
+        sides = [
+            self.effects(iter_statements(list(b) if ends_in_jump(b) else [*b, *rest]))
+            for b in bodies
+        ]
+        pairs = [
+            (sides[i], sides[j])
+            for i in range(len(sides))
+            for j in range(i + 1, len(sides))
+            if found.arms[i][0] != found.arms[j][0]
+        ]
+        chosen = next((p for p in pairs if _moves(*p)), None) or next(
+            (p for p in pairs if p[0].bookkeeping != p[1].bookkeeping), None
+        )
+        test_node = self.unit.node_for(found.test_owner)
+        if chosen is not None and test_node is not None:
+            self.found.append(Branch(self.unit, found.test, test_node, *chosen))
 
     def check_ifexp(self, expr: cst.IfExp, node: Node, root: cst.CSTNode, via=None) -> None:
         # A test on a comprehension's variable depends on the sequence it walks.
@@ -279,6 +319,10 @@ class _Finder:
         if isinstance(root, (cst.Assign, cst.AnnAssign)):
             return any(map(self.unit.returns, patterns.assignment_targets(root)))
         return False
+
+
+def _moves(a: Effects, b: Effects) -> bool:
+    return a.destination != b.destination or a.scratch != b.scratch
 
 
 def _and_or_choice(expr: cst.CSTNode) -> cst.IfExp | None:

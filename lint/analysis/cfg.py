@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import patterns
+from . import exit_stacks, match_arms, patterns
 
 TRUE = "true"
 FALSE = "false"
@@ -42,7 +42,7 @@ class Def:
 @dataclass(eq=False)
 class Node:
     index: int
-    kind: str  # entry, exit, stmt, if, while, for, with, except, match, case, def
+    kind: str  # entry, exit, stmt, if, while, for, with, close, except, match, case, def
     owner: cst.CSTNode | None = None  # small statement or compound statement
     test: cst.BaseExpression | None = None  # expression evaluated here (if/while test)
     defs: list[Def] = field(default_factory=list)
@@ -63,6 +63,9 @@ class Graph:
     # that ``return`` / ``break`` / ``continue`` in the ``try`` run through on their way out
     # (``node_of`` has the first, the normal way out).
     copies: dict[int, list[Node]] = field(default_factory=dict)
+    # id(``with ExitStack() as stack:`` statement) -> the node where its block ends on the
+    # normal way out, where the callbacks handed to the stack run (exit_stacks.py).
+    closes: dict[int, Node] = field(default_factory=dict)
 
     def node_for(self, owner: cst.CSTNode) -> Node | None:
         return self.node_of.get(id(owner))
@@ -146,6 +149,7 @@ class _Builder:
         # leave through a copy of the finally body, not straight to the exit.
         self.finals: list[_Final] = []
         self.copies: dict[int, list[Node]] = {}
+        self.closes: dict[int, Node] = {}
 
     # -- nodes and edges -----------------------------------------------------------------
     def new(self, kind: str, owner: cst.CSTNode | None = None, test=None) -> Node:
@@ -303,7 +307,13 @@ class _Builder:
             if item.asname is not None:
                 for name, _ in _assigned_names(item.asname.name):
                     self.define(node, name.value, item.item, "with", name)
-        return self.suite(stmt.body, [(node, None)])
+        out = self.suite(stmt.body, [(node, None)])
+        if out and exit_stacks.stack_names(stmt):
+            # A node of its own where the block ends, for the stack's callbacks to run at.
+            self.closes[id(stmt)] = close = self.new("close")
+            self.link(out, close)
+            out = [(close, None)]
+        return out
 
     def _Try(self, stmt, frontier: Frontier) -> Frontier:
         start = self.new("stmt", None)  # the state on entering the try, seen by handlers
@@ -344,11 +354,12 @@ class _Builder:
     def _Match(self, stmt, frontier: Frontier) -> Frontier:
         subject = self.new("match", stmt, stmt.subject)
         self.link(frontier, subject)
-        out: Frontier = [(subject, FALSE)]
+        # No arm matching is a way on, unless some arm surely runs (``case _:``).
+        out: Frontier = [] if match_arms.exhaustive(stmt) else [(subject, FALSE)]
         for case in stmt.cases:
             node = self.new("case", case)
             self.link([(subject, TRUE)], node)
-            for captured in _pattern_names(case.pattern):
+            for captured in match_arms.pattern_names(case.pattern):
                 self.define(node, captured.value, None, "match", captured)
             out += self.suite(case.body, [(node, None)])
         return out
@@ -361,17 +372,6 @@ class _Builder:
 
     _FunctionDef = _nested
     _ClassDef = _nested
-
-
-def _pattern_names(pattern: cst.CSTNode) -> Iterator[cst.Name]:
-    stack: list[cst.CSTNode] = [pattern]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.MatchAs, cst.MatchStar)) and node.name is not None:
-            yield node.name
-        elif isinstance(node, cst.MatchMapping) and node.rest is not None:
-            yield node.rest
-        stack.extend(patterns.children(node))
 
 
 def _parameters(params: cst.Parameters) -> Iterator[cst.Name]:
@@ -394,4 +394,6 @@ def build_graph(body: Sequence[cst.CSTNode], params: cst.Parameters | None = Non
     exit_node.index = len(builder.nodes)
     builder.nodes.append(exit_node)
     builder.link(out, exit_node)
-    return Graph(builder.nodes, entry, exit_node, builder.defs, builder.node_of, builder.copies)
+    graph = Graph(builder.nodes, entry, exit_node, builder.defs, builder.node_of, builder.copies)
+    graph.closes = builder.closes
+    return graph

@@ -40,7 +40,7 @@ import libcst as cst
 
 from ..wgrad_words import names_hook as _names_hook
 from ..wgrad_words import names_protocol_callables, says_deferred_wgrad
-from . import imports, patterns
+from . import exit_callbacks, hook_containers, imports, patterns
 from .cfg import Node
 from .module import ModuleContext, Unit
 
@@ -65,6 +65,7 @@ class FileFacts:
     modules: frozenset[str] = frozenset()
     run_work: frozenset[str] = frozenset()  # ``RunFacts.wgrad_work``
     run_fires: frozenset[str] = frozenset()  # ``RunFacts.hook_firing``
+    containers: frozenset[str] = frozenset()  # containers the file fills with hooks
     _work: dict[str, bool] = field(default_factory=dict)
     _fires: dict[str, bool] = field(default_factory=dict)
     _writes: dict[str, bool] = field(default_factory=dict)
@@ -94,6 +95,7 @@ def file_facts(context: ModuleContext) -> FileFacts:
                         if word:
                             registered.add(word)
     facts = FileFacts(functions, frozenset(registered), frozenset(called))
+    facts.containers = context.shared(hook_containers.file_containers).any
     run_work, run_fires = context.wgrad_work_helpers, context.hook_firing_helpers
     # The file's imports are read only where it spells a helper of the run.
     if any(name in context.source for name in run_work | run_fires):
@@ -332,15 +334,19 @@ def is_helper_of_file(unit: Unit, facts: FileFacts) -> bool:
 def hook_locals(unit: Unit) -> frozenset[str]:
     """Locals that hold a hook under a name of their own: ``for fn in <hooks>``, ``fn =
     p.<hook>``, ``fn = getattr(p, "<hook>", None)``, ``fn = <hooks>[i]``, ``fn = lambda p:
-    p.<hook>(p)`` (calling it fires the hook)."""
+    p.<hook>(p)`` (calling it fires the hook); ``<hooks>`` also a container the file fills
+    with hooks (``for fire in self._pending.values()``, ``hook_containers``)."""
+    held = unit.context.shared(hook_containers.file_containers).any
     found = set()
     for stmt, _ in unit.statements():
         if type(stmt) is cst.For and type(stmt.target) is cst.Name:
-            if _names_hook(_word(stmt.iter)):
+            if _names_hook(_word(stmt.iter)) or hook_containers.walked_container(stmt.iter) in held:
                 found.add(stmt.target.value)
         elif type(stmt) is cst.Assign and len(stmt.targets) == 1:
-            target = stmt.targets[0].target
-            if type(target) is cst.Name and _names_hook(_hook_word(stmt.value)):
+            target, value = stmt.targets[0].target, stmt.value
+            if type(target) is cst.Name and (
+                _names_hook(_hook_word(value)) or hook_containers.element_container(value) in held
+            ):
                 found.add(target.value)
     return frozenset(found)
 
@@ -369,6 +375,8 @@ def _fires_in(expr: cst.CSTNode, bound: frozenset[str], facts: FileFacts, depth:
         name = patterns.callee_name(sub) or ""
         if _names_hook(name) or name in facts.registered:
             return True
+        if hook_containers.element_container(sub.func) in facts.containers:
+            return True  # ``self._pending[i]()``: a hook the file keeps there
         if type(sub.func) is cst.Name and name in bound:
             return True
         helper = _own_function(sub, facts)
@@ -403,4 +411,7 @@ def notifying_nodes(unit: Unit, facts: FileFacts) -> list[Node]:
                 found.append(node)
         elif not isinstance(stmt, cst.BaseCompoundStatement) and fires_hook(stmt, bound, facts):
             found.append(node)
+    for deferred in exit_callbacks.deferred_calls(unit):  # ``stack.callback(<hook>)``
+        if fires_hook(deferred.call, bound, facts):
+            found.extend(deferred.sure)
     return found

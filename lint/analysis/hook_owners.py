@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import patterns
+from . import hook_containers, patterns
 from .cfg import Node
 from .module import Unit
 
@@ -30,6 +30,15 @@ def is_hook_container(word: str) -> bool:
     return word.endswith("hooks") and is_stored_hook(word[:-1])
 
 
+def holds_hooks(word: str, unit: Unit) -> bool:
+    """A container of parameters' stored hooks: by its name, or by what the file stores in
+    it (``hook_containers``)."""
+    return (
+        is_hook_container(word)
+        or word in unit.context.shared(hook_containers.file_containers).stored
+    )
+
+
 def container_key(expr: cst.CSTNode, unit: Unit, node: Node) -> str | None:
     """``p`` for ``hooks[p]`` or ``hooks.get(p)`` with ``hooks`` a container of stored
     hooks; for ``hooks[i]`` with ``i`` the position of ``p`` in ``for i, p in
@@ -45,7 +54,7 @@ def container_key(expr: cst.CSTNode, unit: Unit, node: Node) -> str | None:
         container, key = expr.func.value, args[0].value if args else None
     else:
         return None
-    if type(key) is not cst.Name or not is_hook_container(last_word(container, lower=False)):
+    if type(key) is not cst.Name or not holds_hooks(last_word(container, lower=False), unit):
         return None
     owners = {_enumerated_owner(d) for d in unit.reaching.reaching(key.value, node)}
     if len(owners) == 1 and None not in owners:
@@ -66,7 +75,7 @@ def _enumerated_owner(definition) -> str | None:
     return None
 
 
-def paired_owner(definition) -> str | None:
+def paired_owner(definition, unit: Unit) -> str | None:
     """``p`` for the ``h`` of ``for p, h in zip(params, hooks)`` (the name paired with a
     container of stored hooks: two names, two containers), or of ``for p, grad_hook in
     pairs`` over pairs kept in a container that names hooks (``self.param_hook_pairs``),
@@ -86,7 +95,7 @@ def paired_owner(definition) -> str | None:
         paired = "hook" in last_word(loop.iter) and is_stored_hook(target.value)
         return names[1 - mine].value if paired else None
     args = loop.iter.args
-    if len(args) != 2 or not is_hook_container(last_word(args[mine].value, lower=False)):
+    if len(args) != 2 or not holds_hooks(last_word(args[mine].value, lower=False), unit):
         return None
     return names[1 - mine].value
 

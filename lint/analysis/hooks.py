@@ -36,20 +36,32 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import hook_owners, hook_spellings, iteration, paths, patterns
+from . import (
+    exit_callbacks,
+    exit_stacks,
+    hook_containers,
+    hook_owners,
+    hook_spellings,
+    iteration,
+    paths,
+    patterns,
+)
 from .cfg import Node
 from .hook_owners import is_hook_container, is_stored_hook
 from .module import Unit
 
-# Calls that are handed a parameter only to look at it.
+# Calls that are handed a parameter only to look at it, or to look up what a container
+# keeps under it (``self._store.pop(w)``: the store's entry, nothing done to ``w``).
 INSPECTING_CALLS = frozenset(
     {"getattr", "hasattr", "isinstance", "id", "len", "print", "type", "str", "repr", "iter"}
+    | {"get", "pop", "index", "count"}
 )
 BOOKKEEPING_ATTRS = ("grad", patterns.GRAD_ADDED)
 PROTOCOL_CALLS = frozenset({"backward_dw"})
 # Calls through which a hook may be fired without a call named after it: ``getattr(p,
-# "<hook>")()``, ``map(methodcaller("<hook>"), params)``, ``partial(p.<hook>)()``.
-SPELLING_CALLS = frozenset({"getattr", "map", "partial"})
+# "<hook>")()``, ``map(methodcaller("<hook>"), params)``, ``partial(p.<hook>)()``,
+# ``stack.callback(p.<hook>)`` (exit_callbacks).
+SPELLING_CALLS = frozenset({"getattr", "map", "partial", exit_stacks.REGISTER})
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,9 @@ class Firing:
     # Fired for every element of this sequence (``map(methodcaller("<hook>"), params)``,
     # ``hook_spellings``): its code, "" for a firing of one named parameter.
     over: str = ""
+    # A hook handed to ``stack.callback`` (``exit_callbacks``): ``call`` and ``node`` are the
+    # registration, and the hook runs at these nodes, where the ``with`` block ends.
+    ends: tuple[Node, ...] = ()
 
 
 # ``fire = p._grad_accum_hook`` / ``fire = getattr(p, "_grad_accum_hook", None)`` /
@@ -115,6 +130,7 @@ def may_fire(unit: Unit, bound: frozenset[str]) -> bool:
         "" in bound
         or bool(calls & bound)
         or any("hook" in name or name in SPELLING_CALLS for name in calls)
+        or bool(unit.context.shared(hook_containers.file_containers).stored)
     )
 
 
@@ -131,6 +147,16 @@ def firings(unit: Unit) -> Iterator[Firing]:
     for call, node, sequence in elementwise:
         code = code_of(sequence)
         yield Firing(code, call, node, over=code)
+    for deferred in exit_callbacks.deferred_calls(unit):
+        subject = _fired_subject(unit, deferred.call, deferred.node)
+        if subject is not None:
+            yield Firing(subject, deferred.registration, deferred.node, ends=deferred.ends)
+
+
+def unbooked(unit: Unit, firing: Firing, blocked: list[Node]) -> bool:
+    """Some path reaches the firing passing none of ``blocked`` (bookkeeping nodes); for a
+    hook handed to ``stack.callback``, on through the registration to where it runs."""
+    return exit_callbacks.reached_avoiding(unit.graph, firing.node, firing.ends, blocked)
 
 
 def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
@@ -150,7 +176,7 @@ def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
     if handed is not None:
         return handed
     subjects = {
-        hook_owners.paired_owner(d)
+        hook_owners.paired_owner(d, unit)
         if d.kind == "for"
         else hook_owners.hook_owner(d.value, unit, d.node)
         for d in defs
@@ -320,23 +346,13 @@ def _keeps_books(root: cst.CSTNode, subject: str) -> bool:
                 if word in wanted:
                     return True
             continue
-        if name in INSPECTING_CALLS or _fetches_hook(sub):
+        if name in INSPECTING_CALLS:  # ``hooks.get(p)`` looks up the hook, keeps no books
             continue
         if name and hook_owners.is_param_hook(name):  # another hook fired: no books kept
             continue
         if any(_is_name(arg.value, subject) for arg in sub.args):
             return True
     return False
-
-
-def _fetches_hook(call: cst.Call) -> bool:
-    """``hooks.get(p)``: looks the parameter's hook up, does nothing to the parameter."""
-    func = call.func
-    return (
-        type(func) is cst.Attribute
-        and func.attr.value == "get"
-        and is_hook_container(hook_owners.last_word(func.value, lower=False))
-    )
 
 
 def _is_name(expr: cst.CSTNode, word: str) -> bool:
@@ -397,20 +413,3 @@ def runs_delayed_wgrad(expr: cst.CSTNode) -> cst.Call | None:
         if method == "pop" and any(word in hook_owners.last_word(receiver) for word in WGRAD_WORDS):
             return sub
     return None
-
-
-def notifying_nodes(unit: Unit) -> list[Node]:
-    """Nodes after which the weights' hooks count as fired: a statement that fires one, and
-    the head of a loop whose body fires one (a loop over the modules or the registered
-    hooks: an empty one has nobody to notify)."""
-    found = []
-    for stmt, _ in unit.statements():
-        node = unit.node_for(stmt)
-        if node is None:
-            continue
-        if isinstance(stmt, (cst.For, cst.While)):
-            if fires_hooks(stmt.body):
-                found.append(node)
-        elif not isinstance(stmt, cst.BaseCompoundStatement) and fires_hooks(stmt):
-            found.append(node)
-    return found

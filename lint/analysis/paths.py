@@ -117,6 +117,22 @@ def _reaches_avoiding(start: Node, goal: int, stop: set[int]) -> bool:
     return False
 
 
+def reaches_avoiding(start: Node, goals: Iterable[Node], blocked: set[int]) -> bool:
+    """A path of one or more steps leads from ``start`` to a node of ``goals`` passing no
+    node whose index is in ``blocked`` (a goal that is blocked is not reached)."""
+    wanted = {node.index for node in goals} - blocked
+    seen: set[int] = set()
+    stack = [succ for succ, _ in start.succ]
+    while stack:
+        node = stack.pop()
+        if node.index in wanted:
+            return True
+        if node.index not in seen and node.index not in blocked:
+            seen.add(node.index)
+            stack.extend(succ for succ, _ in node.succ)
+    return False
+
+
 def reaches(start: Node, targets: Iterable[int]) -> bool:
     """A path of one or more steps leads from ``start`` to a node whose index is in
     ``targets`` (``start`` itself counts only when a loop comes back to it)."""

@@ -19,6 +19,8 @@ patterns = LazyModule("..analysis.patterns", __package__)
 paths = LazyModule("..analysis.paths", __package__)
 hook_model = LazyModule("..analysis.hooks", __package__)
 delayed_work = LazyModule("..analysis.delayed_work", __package__)
+exit_callbacks = LazyModule("..analysis.exit_callbacks", __package__)
+hook_containers = LazyModule("..analysis.hook_containers", __package__)
 
 CODE = "GMLP011"
 RULE = Rule(
@@ -48,7 +50,13 @@ RULE = Rule(
         name contains `hook` (a `_trigger_*_hooks()` helper, or `hook()` in a loop over the
         registered hooks), or a call of a top-level function of another file of the run
         that fires a gradient hook, by the name it is imported under (`from m import f as
-        g`: `g(self)`; `import m`: `m.f(self)`; lint/delayed_helpers.py).
+        g`: `g(self)`; `import m`: `m.f(self)`; lint/delayed_helpers.py). Since the probes
+        of branch h-probes: a call of an element of a container the file fills with hooks,
+        whatever its name (`self._pending[i]()`, a loop over it; the protocol's
+        `register_wgrad_accumulation_and_reduce_hooks(self, hook)` storing `hook` there:
+        `analysis/hook_containers.py`), and a trigger handed to `stack.callback(...)` in
+        `with ExitStack() as stack:`, which runs where the block ends and at each `return`
+        in it that comes after the registration (`analysis/exit_callbacks.py`).
 
         Not seen: a class whose weights are marked elsewhere (by a base class, even one of the
         same file, by `setattr(w, "skip_backward_post_hook", True)`, or by code outside the class);
@@ -58,7 +66,8 @@ RULE = Rule(
         registration included (`self.register_wgrad_hook(fn)`); a helper that fires them under
         another name (`self._finish()`) is not seen, and such code is reported (suppress it with a
         reason); nor a helper of another file that fires the hooks only through a helper of
-        its own, or under names that say no gradient hook, or a method of another class.
+        its own, or under names that say no gradient hook, or a method of another class; a
+        callback of a stack that is no `with` item, or whose callbacks `pop_all()` moves out.
     """,
     fix="""
         Call the class's `_trigger_*hook*` method before each such exit (unsafe: check that
@@ -172,13 +181,20 @@ def _check_method(unit: Unit, out: Collector, trigger: str | None) -> None:
         text = out.context.code(root)
         if start is None and "wgrad_store" in text and ".pop(" in text:
             start = node
-        calls_hook = any(
-            "hook" in (patterns.callee_name(s) or "") for s in patterns.walk(root)
-        ) or delayed_work.calls_imported_firing(root, facts)
-        if calls_hook or (node.kind == "for" and "hook" in text):
+        calls_hook = (
+            any("hook" in (patterns.callee_name(s) or "") for s in patterns.walk(root))
+            or delayed_work.calls_imported_firing(root, facts)
+            or _calls_kept_hook(root, facts)
+        )
+        if calls_hook or (node.kind == "for" and _walks_hooks(root, text, facts)):
             hooks.append(node)
     if start is None:
         return
+    # A hook trigger handed to ``stack.callback`` in ``with ExitStack() as stack:`` runs
+    # where the block ends, on each way out of it.
+    for deferred in exit_callbacks.deferred_calls(unit):
+        if "hook" in (patterns.callee_name(deferred.call) or ""):
+            hooks.extend(deferred.sure)
     falls_off = False
     for node in paths.exits_avoiding(unit.graph, start, hooks):
         if isinstance(node.owner, cst.Return):
@@ -190,6 +206,24 @@ def _check_method(unit: Unit, out: Collector, trigger: str | None) -> None:
         if isinstance(last, cst.SimpleStatementLine):
             last = last.body[-1]
         out.report(CODE, last, MESSAGE, _fix(out, last, trigger, before=False))
+
+
+def _calls_kept_hook(root, facts) -> bool:
+    """``self._pending[i]()``: a call of an element of a container the file fills with hooks
+    (``analysis/hook_containers.py``), whatever its name."""
+    return any(
+        type(s) is cst.Call and hook_containers.element_container(s.func) in facts.containers
+        for s in patterns.walk(root)
+    )
+
+
+def _walks_hooks(root, text: str, facts) -> bool:
+    """A loop header over the hooks: its text says hook, or it names a container the file
+    fills with hooks (``for fire in self._pending:``, ``for i in range(len(self._pending))``)."""
+    return "hook" in text or any(
+        type(s) in (cst.Name, cst.Attribute) and hook_containers.last_word(s) in facts.containers
+        for s in patterns.walk(root)
+    )
 
 
 def _fix(out: Collector, stmt, trigger: str | None, before: bool) -> Fix | None:

@@ -136,6 +136,15 @@ RULE = Rule(
     fix="""
         Call the layer's `backward_dw()` from the class's `backward_dw` (override it in the
         subclass when the layers differ), or give the class a `backward_dw`. No automatic fix.
+
+        The finding stays on the layer's construction, and its message names the
+        `backward_dw` that misses it and its line ("call its backward_dw() there", or, when
+        the class inherits it, "override backward_dw in `C`"): the layer is what one
+        finding is about (two missed layers are two findings, each suppressible alone); an
+        inherited `backward_dw` is right for the base that defines it, so the base's line is
+        no place to report or suppress the subclass's layer; GMLP020 reports the same way
+        across files; and the verdicts recorded at real heads and releases name the flagged
+        layer's line.
     """,
     fix_summary="none (call the layer's backward_dw)",
     valid=(
@@ -275,15 +284,18 @@ RULE = Rule(
 
 # -- the check ------------------------------------------------------------------------
 MISSED = (
-    "`self.{attr}` is a weight layer, but `{owner}.backward_dw` never reaches it: with "
-    "delayed wgrad its weight gradient is never computed"
+    "`self.{attr}` is a weight layer, but `{owner}.backward_dw` (line {line}) never reaches "
+    "it: with delayed wgrad its weight gradient is never computed; {fix}"
 )
 LATE = (
     "`self.{attr}` holds a weight layer built here, outside `__init__`, but "
-    "`{owner}.backward_dw` never reaches it: with delayed wgrad that path's weight "
-    "gradient is never computed (or computed outside the delayed schedule, its hooks "
-    "never driven)"
+    "`{owner}.backward_dw` (line {line}) never reaches it: with delayed wgrad that path's "
+    "weight gradient is never computed (or computed outside the delayed schedule, its hooks "
+    "never driven); {fix}"
 )
+# Where the fix goes, named in the message (the finding stays on the layer: see the docs).
+OWN = "call its backward_dw() there"
+INHERITED = "`{name}` inherits it: override backward_dw in `{name}`"
 GATED = (
     "`{owner}.backward_dw` computes `self.{attr}`'s delayed weight gradient only when "
     "`{cond}`, a test not about the delay: the layer stored its wgrad work whatever that "
@@ -339,17 +351,28 @@ def check(context: ModuleContext, out: Collector) -> None:
             continue
         reached = index.reached_attributes(model, classes.BACKWARD_DW)
         owner = next(m.name for m in index.lineage(model) if classes.BACKWARD_DW in m.methods)
+        line = context.line_of(backward_dw.name)
         for attr, assignment in model.layers.items():
             if attr not in reached:
-                out.report(CODE, assignment, MISSED.format(attr=attr, owner=owner))
-        for attr, where in late.items():
+                fix = _fix_site(model.name, owner)
+                message = MISSED.format(attr=attr, owner=owner, line=line, fix=fix)
+                out.report(CODE, assignment, message)
+        for attr, site in late.items():
             if attr not in reached:
-                out.report(CODE, where, LATE.format(attr=attr, owner=owner))
+                fix = _fix_site(model.name, owner)
+                message = LATE.format(attr=attr, owner=owner, line=line, fix=fix)
+                out.report(CODE, site, message)
         for attr, gate, when_false in gated_layers.gated_layers(index, model, reached):
             condition = out.text(gate.test)
             condition = f"not ({condition})" if when_false else condition
             message = GATED.format(attr=attr, owner=model.name, cond=condition)
             out.report(CODE, gated_layers.anchor(gate, when_false), message)
+
+
+def _fix_site(name: str, owner: str) -> str:
+    """Where the missing call goes: the class's own ``backward_dw``, or an override of the
+    inherited one in the class that builds the layer."""
+    return OWN if owner == name else INHERITED.format(name=name)
 
 
 def _check_registrations(context: ModuleContext, out: Collector) -> None:

@@ -83,7 +83,15 @@ RULE = Rule(
         the file that fires one; a top-level function of another file of the run, called
         by its imported name, that fires one itself (its hook's name must also say grad,
         accum or reduce: `checkpoint` or `make_graphed_callables` call hooks of other
-        kinds).
+        kinds). Since the probes of branch h-probes: an element of a container the file
+        fills with hooks, whatever its name (`self._pending[i]()`, `for fire in
+        self._pending.values(): fire()`, where the protocol's registration (`def
+        register_wgrad_accumulation_and_reduce_hooks(self, hook)`) stores `hook` there, or
+        the file stores a parameter's stored hook;
+        `analysis/hook_containers.py`); and a firing callable handed to `stack.callback(...)`
+        in `with ExitStack() as stack:`, which fires where the block ends (on the normal
+        way out and at a `return` in it), on the ways out that passed the registration or a
+        loop of the block that registers (`analysis/exit_callbacks.py`).
 
         Classes caught across files: 5, where the work or the firing sits in a helper
         module (tests/lint/variant_corpus_class5_xfile.py).
@@ -99,9 +107,11 @@ RULE = Rule(
         `from m import m2 as x` then `x.f()`; hooks fired by a caller in another file
         after a function that is imported by no other file of the run returns (such code
         is reported; suppress it with a reason); hooks kept under names that say neither hook
-        nor a grad-ready callback; stores and graphs whose names do not say weight
-        gradients; which of the popped gradients actually went to main_grad; a hook fired
-        for some weights and not others (any firing counts for all).
+        nor a grad-ready callback, in a container the file never stores one in; a callback
+        of a stack that is no `with` item or whose callbacks `pop_all()` moves out; stores
+        and graphs whose names do not say weight gradients; which of the popped gradients
+        actually went to main_grad; a hook fired for some weights and not others (any
+        firing counts for all).
     """,
     fix="""
         After the delayed work, fire the hooks registered for the module's weights (TE:

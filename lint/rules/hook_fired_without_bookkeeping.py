@@ -89,12 +89,27 @@ RULE = Rule(
         after `w`'s books were kept on every path to it, holds booked parameters: hooks
         fired for its elements (`for w in written: w.<hook>()`) need nothing more.
 
+        Since the probes of branch h-probes: a container is one of hooks also by what the
+        file stores in it, whatever its name (`analysis/hook_containers.py`): `self._hooks[p]
+        = p._grad_accum_hook`, `self._fns.append(getattr(p, "_grad_accum_hook"))`, `self._acc
+        = {p: p._grad_accum_hook for p in params}`, or a local every binding of which is such
+        a hook; it is then read as one named for them (`self._hooks[p]()`, `zip(params,
+        self._fns)`). A hook handed to `stack.callback(...)` in `with ExitStack() as stack:`
+        (`AsyncExitStack`, `contextlib.` or not; `analysis/exit_callbacks.py`) is fired where
+        the block ends, with the arguments of the registration: its books may be kept after
+        the registration, before the block ends (the hook is reported at the registration).
+        Looking a hook up in a container keyed by the parameter (`store.get(w)`,
+        `store.pop(w)`) keeps no books for it.
+
         Not seen: bookkeeping done before the function is called (by its caller), hooks
         stored under other names (`p._hook_fn()`: no gradient or accumulation in the name),
         a loop over a container of hooks alone (`for h in
         hooks: h()`: whose hook each is, and so what bookkeeping it needs, is not known;
         Megatron-LM's head collects such lists only from parameters whose `.grad` is set,
-        right after `backward_dw()`), a list of parameters that is also extended, copied
+        right after `backward_dw()`), a container filled only by another file or handed in
+        as an argument, a callback of a stack that is no `with` item (or whose callbacks
+        are moved out by `pop_all()`), `weakref.finalize` and `atexit` callbacks (they run
+        at no point of the function), a list of parameters that is also extended, copied
         into or handed to another call (what else it holds is not followed), and whether
         the hooked parameter's
         wgrad went to main_grad at all (a path that hands a real `.grad` through
@@ -213,6 +228,21 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            class DeferredExpertWgrad:
+                def __init__(self, params):
+                    self._hooks = {p: p._grad_accum_hook for p in params}
+
+                def backward_dw(self):
+                    with contextlib.ExitStack() as stack:
+                        for w in self._pending:
+                            stack.callback(self._hooks[w])
+                            x, dy = self._store.pop(w)
+                            w.main_grad.add_(dy.t() @ x)
+            """,
+            line=8,
+        ),
     ),
 )
 
@@ -245,6 +275,6 @@ def check(context: ModuleContext, out: Collector) -> None:
             continue
         for firing in hooks.firings(unit):
             blocked = hooks.bookkeeping_nodes(unit, firing.subject, firing)
-            if paths.reachable_avoiding(unit.graph, firing.node, (n.index for n in blocked)):
+            if hooks.unbooked(unit, firing, blocked):
                 message = MESSAGE_EACH if firing.over else MESSAGE
                 out.report(CODE, firing.call, message.format(name=firing.subject))

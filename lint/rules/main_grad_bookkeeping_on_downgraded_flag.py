@@ -52,7 +52,9 @@ RULE = Rule(
 
         Branches in any syntax count (issue #19, class 7, the seed shape in other syntax):
         `if` statements, conditional expressions (`dummy if accumulate else wgrad`, also
-        inside a `return` or an argument), and the older `accumulate and None or wgrad`.
+        inside a `return` or an argument), the older `accumulate and None or wgrad`, and a
+        `match` on the flag (`case True:` / `case False:` / `case _:`, a literal tuple
+        subject holding it, or a guard reading it; as GMLP001 reads it).
         The flag assigned the downgraded value itself (`w.grad_added_to_main_grad =
         accumulate`, or a `setattr` of it) is the same choice without a branch and is
         reported too (no fix: the right value depends on what was written).

@@ -54,6 +54,18 @@ RULE = Rule(
         comprehension whose test reads the comprehension's own variable is a branch on the
         sequence that variable walks (`... if a else ... for w, a in zip(weights, flags)`).
 
+        A `match` on the flag is a branch with more sides (since the probes of branch
+        h-probes, `analysis/match_arms.py`): `match accumulate: case True: out =
+        w.main_grad; case _: out = scratch`. Two arms are sides of one choice when they ask
+        different things of the flag (their patterns at the subject's flag, `case (True,
+        _)` against `case (False, _)` for `match (accumulate, other)`, or a guard reading it:
+        `case "fused" if accumulate:`) and do different things with main_grad; an arm
+        reached when an earlier one did not match asks the converse. When no arm surely
+        runs (no `case _:`, and the arms do not cover True and False) the subject matching
+        none is one more side, doing nothing (or what follows the match, when an arm
+        returns). The fix gates the subject's flag on the op-level expression, as for an
+        `if`.
+
         The flag is also followed out of the function that computes it: into a helper of
         the same module that receives it as an argument, from an autograd Function's
         forward to its backward on `ctx`, and entry by entry through a dict literal of GEMM
@@ -75,7 +87,9 @@ RULE = Rule(
         Not seen: a destination chosen in a helper function of the file that is handed the
         flag as an argument (each function is judged alone; issue #19 mutations); a
         first-microbatch downgrade spelled without `not` (`if is_first_microbatch:
-        accumulate = False`).
+        accumulate = False`); a `match` subject that holds the flag other than as itself or
+        an element of a literal tuple (`match ctx.flags:` with `case {"acc": True}:`), and
+        a downgrade made by a guard alone (`case _ if overwrite: accumulate = False`).
     """,
     fix="""
         Gate on the op-level expression the flag was derived from (for example
@@ -271,6 +285,34 @@ RULE = Rule(
                 return weight.main_grad
             """,
             line=2,
+        ),
+        Example(
+            """
+            def wgrad_out(op, weight, ctx):
+                accumulate = op.accumulate_into_main_grad
+                if getattr(weight, "overwrite_main_grad", False):
+                    accumulate = False
+                match (accumulate, ctx.weight_requires_grad):
+                    case (True, True):
+                        return weight.main_grad
+                    case (False, True):
+                        return torch.empty_like(weight)
+                return None
+            """,
+            line=5,
+            fixed="""
+            def wgrad_out(op, weight, ctx):
+                accumulate = op.accumulate_into_main_grad
+                if getattr(weight, "overwrite_main_grad", False):
+                    accumulate = False
+                match (op.accumulate_into_main_grad, ctx.weight_requires_grad):
+                    case (True, True):
+                        return weight.main_grad
+                    case (False, True):
+                        return torch.empty_like(weight)
+                return None
+            """,
+            applicability="unsafe",
         ),
     ),
 )

@@ -4,8 +4,9 @@ changed the rules for the other 16. Blind with the rules at c070693: 1 of 8 caug
 round: 2 of 8, no twin reported. Five of the six misses were then taken as development
 material (no longer held out): the plain-spelling rewrite, a mark on the other side of the
 write's own test, the methods that copy values in, a generator ``backward_dw``, a fetch in a
-dropped lazy iterator and a free function handed an owned module now catch them (7 of 8).
-The one still missed stays as an expected miss, with what the rules do not see (``unseen``).
+dropped lazy iterator and a free function handed an owned module now catch them (7 of 8);
+the last, a hook handed to ``ExitStack.callback``, since the probes of branch h-probes (a
+callback of an exit stack fires where its ``with`` block ends: 8 of 8).
 
 Written blind (H-blind6) from issue #19's class descriptions, CONTRACT.md, the two seeds and
 the way other codebases spell these things (torchtitan-style grouped experts, DeepSpeed MoE,
@@ -172,10 +173,6 @@ VARIANTS = (
                         w.grad_added_to_main_grad = True
                 self._pending.clear()
         """,
-        unseen=(
-            "a hook handed to `ExitStack.callback` runs when the `with` ends; GMLP017 does "
-            "not read a callback registration as a firing"
-        ),
     ),
     # ------------------------------- 6 (new spelling): backward_dw is a generator, never iterated
     Variant(
