@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import hook_owners, patterns
+from . import hook_words, patterns
 
 if TYPE_CHECKING:
     from .module import ModuleContext, Unit
@@ -76,7 +76,7 @@ def file_containers(context: ModuleContext) -> Containers:
 
 def last_word(expr: cst.CSTNode) -> str:
     """The word a container is known by (``_hooks`` of ``self._hooks``)."""
-    return hook_owners.last_word(expr, lower=False)
+    return hook_words.last_word(expr, lower=False)
 
 
 def element_container(expr: cst.CSTNode) -> str:
@@ -169,16 +169,16 @@ def _is_stored_hook(value: cst.CSTNode, unit: Unit, depth: int) -> bool:
             break
     container = element_container(value)
     if container:  # from another container: known by its name here (the file's stores are
-        return hook_owners.is_hook_container(container)  # what is being read)
+        return hook_words.is_hook_container(container)  # what is being read)
     # ``p.<hook>`` / ``getattr(p, "<hook>", ...)``, read as ``hook_owners.hook_owner`` does
     # without its containers (which would ask this analysis again).
     if type(value) is cst.Attribute and type(value.value) is cst.Name:
-        return hook_owners.is_stored_hook(value.attr.value)
+        return hook_words.is_stored_hook(value.attr.value)
     args = patterns.positional_args(value) if type(value) is cst.Call else []
     if patterns.callee_name(value) != "getattr" or len(args) < 2:
         return False
     word = patterns.string_value(args[1].value)
-    return word is not None and type(args[0].value) is cst.Name and hook_owners.is_stored_hook(word)
+    return word is not None and type(args[0].value) is cst.Name and hook_words.is_stored_hook(word)
 
 
 def _registrar_params(unit: Unit) -> frozenset[str]:

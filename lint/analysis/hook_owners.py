@@ -10,24 +10,8 @@ import libcst as cst
 
 from . import hook_containers, patterns
 from .cfg import Node
+from .hook_words import NOT_A_STORED_HOOK, is_hook_container, is_stored_hook, last_word
 from .module import Unit
-
-# Attribute names that make, register, remove or trigger hooks rather than hold one.
-NOT_A_STORED_HOOK = ("make", "register", "remove", "setup", "create", "trigger", "apply")
-
-
-def is_stored_hook(attr: str) -> bool:
-    lowered = attr.lower()
-    return (
-        lowered.endswith("hook")
-        and ("grad" in lowered or "accum" in lowered)
-        and not any(word in lowered for word in NOT_A_STORED_HOOK)
-    )
-
-
-def is_hook_container(word: str) -> bool:
-    """The plural of a stored hook's name (``_grad_accum_hooks``)."""
-    return word.endswith("hooks") and is_stored_hook(word[:-1])
 
 
 def holds_hooks(word: str, unit: Unit) -> bool:
@@ -119,16 +103,6 @@ def hook_owner(value: cst.CSTNode | None, unit: Unit, node: Node) -> str | None:
         if word is not None and type(args[0].value) is cst.Name and is_stored_hook(word):
             return args[0].value.value
     return None
-
-
-def last_word(expr: cst.CSTNode, lower: bool = True) -> str:
-    if type(expr) is cst.Name:
-        word = expr.value
-    elif type(expr) is cst.Attribute:
-        word = expr.attr.value
-    else:
-        return ""
-    return word.lower() if lower else word
 
 
 # What a hook handed one parameter does for it: the gradient's readiness, its reduction

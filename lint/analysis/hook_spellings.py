@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator
 import libcst as cst
 
 from . import iteration, patterns
-from .hook_owners import hook_owner, is_stored_hook
+from .hook_owners import hook_owner
+from .hook_words import is_stored_hook
 from .module import ModuleContext, Unit
 
 # Calls that only walk a sequence or copy it: handing them ``params`` keeps no books for

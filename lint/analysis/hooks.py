@@ -42,12 +42,13 @@ from . import (
     hook_containers,
     hook_owners,
     hook_spellings,
+    hook_words,
     iteration,
     paths,
     patterns,
 )
 from .cfg import Node
-from .hook_owners import is_hook_container, is_stored_hook
+from .hook_words import is_hook_container, is_stored_hook
 from .module import Unit
 
 # Calls that are handed a parameter only to look at it, or to look up what a container
@@ -193,7 +194,7 @@ def is_hook_list(word: str) -> bool:
     return (
         lowered.endswith(("hooks", "callbacks"))
         and ("grad" in lowered or "accum" in lowered)
-        and not any(w in lowered for w in hook_owners.NOT_A_STORED_HOOK)
+        and not any(w in lowered for w in hook_words.NOT_A_STORED_HOOK)
     )
 
 
@@ -208,7 +209,7 @@ def _param_handed_to_listed_hook(call: cst.Call, defs) -> str | None:
         if d.kind != "for" or d.value is None:
             return None
         container = d.value.value if type(d.value) is cst.Subscript else d.value
-        if not is_hook_list(hook_owners.last_word(container, lower=False)):
+        if not is_hook_list(hook_words.last_word(container, lower=False)):
             return None
     return args[0].value.value
 
@@ -410,6 +411,6 @@ def runs_delayed_wgrad(expr: cst.CSTNode) -> cst.Call | None:
         method, receiver = sub.func.attr.value, sub.func.value
         if method == REPLAY and not sub.args:
             return sub
-        if method == "pop" and any(word in hook_owners.last_word(receiver) for word in WGRAD_WORDS):
+        if method == "pop" and any(word in hook_words.last_word(receiver) for word in WGRAD_WORDS):
             return sub
     return None

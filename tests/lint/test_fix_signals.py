@@ -52,13 +52,19 @@ def write_started(path: Path, old_head: bytes, process: subprocess.Popen) -> Non
     pytest.fail("the write never began")
 
 
+def _default_dispositions() -> None:
+    for signum in SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def run_and_signal(path: Path, new_unit: bytes, count: int, old_head: bytes, signum: int):
     process = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path), new_unit.hex(), str(count)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        # A suite started as a shell's background job passes SIGINT on ignored.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # Each signal sent acts by default in the writer: a suite started as a shell's
+        # background job passes SIGINT on ignored, and one started under nohup SIGHUP.
+        preexec_fn=_default_dispositions,
     )
     assert process.stdout.readline() == b"writing\n"
     write_started(path, old_head, process)
