@@ -89,7 +89,7 @@ def reached_avoiding(graph: Graph, node: Node, ends: tuple[Node, ...], blocked) 
     stop = {n.index for n in blocked}
     if not paths.reachable_avoiding(graph, node, stop):
         return False
-    return not ends or paths.reaches_avoiding(node, ends, stop)
+    return not ends or paths.reaches(node, {end.index for end in ends} - stop, stop)
 
 
 def _loops_around(unit: Unit, stmt: cst.With, call: cst.Call) -> Iterator[int]:

@@ -99,45 +99,17 @@ def exits_avoiding(graph: Graph, start: Node, blocked: Iterable[Node]) -> list[N
                 seen.add(succ.index)
                 stack.append(succ)
     for node in deferred:
-        if _reaches_avoiding(node, exit_index, stop):
+        if reaches(node, (exit_index,), stop):
             leaving[node.index] = node
     return [leaving[i] for i in sorted(leaving)]
 
 
-def _reaches_avoiding(start: Node, goal: int, stop: set[int]) -> bool:
-    seen = {start.index}
-    stack = [start]
-    while stack:
-        for succ, _ in stack.pop().succ:
-            if succ.index == goal:
-                return True
-            if succ.index not in seen and succ.index not in stop:
-                seen.add(succ.index)
-                stack.append(succ)
-    return False
-
-
-def reaches_avoiding(start: Node, goals: Iterable[Node], blocked: set[int]) -> bool:
-    """A path of one or more steps leads from ``start`` to a node of ``goals`` passing no
-    node whose index is in ``blocked`` (a goal that is blocked is not reached)."""
-    wanted = {node.index for node in goals} - blocked
-    seen: set[int] = set()
-    stack = [succ for succ, _ in start.succ]
-    while stack:
-        node = stack.pop()
-        if node.index in wanted:
-            return True
-        if node.index not in seen and node.index not in blocked:
-            seen.add(node.index)
-            stack.extend(succ for succ, _ in node.succ)
-    return False
-
-
-def reaches(start: Node, targets: Iterable[int]) -> bool:
+def reaches(start: Node, targets: Iterable[int], blocked: Iterable[int] = ()) -> bool:
     """A path of one or more steps leads from ``start`` to a node whose index is in
-    ``targets`` (``start`` itself counts only when a loop comes back to it)."""
+    ``targets`` (``start`` itself counts only when a loop comes back to it), going on from no
+    node whose index is in ``blocked`` (a target is reached even when it is blocked)."""
     goal = set(targets)
-    seen: set[int] = set()
+    seen = set(blocked)
     stack = [succ for succ, _ in start.succ]
     while stack:
         node = stack.pop()

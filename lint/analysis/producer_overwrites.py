@@ -207,11 +207,8 @@ def _check_slice_assignment(stmt, buffers: tensor_writes.Buffers, out: Collector
 def _computed(value, buffers: tensor_writes.Buffers, depth: int = 3) -> bool:
     """A product computed here (``@``, a GEMM call), directly or through locals every
     reaching binding of which is one (``depth`` bindings deep)."""
-    for sub in patterns.walk(value):
-        if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply:
-            return True
-        if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
-            return True
+    if wgrad.has_product(value):
+        return True
     if type(value) is cst.Name and depth > 0:
         defs = buffers.unit.reaching.reaching(value.value, buffers.node)
         return bool(defs) and all(

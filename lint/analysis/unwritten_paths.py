@@ -160,21 +160,12 @@ def _returns_product_after(unit: Unit, node) -> bool:
     while stack:
         current = stack.pop()
         owner = current.owner
-        if type(owner) is cst.Return and owner.value is not None and _has_product(owner.value):
+        if type(owner) is cst.Return and owner.value is not None and wgrad.has_product(owner.value):
             return True
         for succ, _ in current.succ:
             if succ.index not in seen:
                 seen.add(succ.index)
                 stack.append(succ)
-    return False
-
-
-def _has_product(expr) -> bool:
-    for sub in patterns.walk(expr):
-        if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply:
-            return True
-        if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
-            return True
     return False
 
 

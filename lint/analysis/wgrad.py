@@ -241,6 +241,16 @@ def looks_like_gemm(call: cst.Call) -> bool:
     return patterns.keyword_arg(call, "out") is not None
 
 
+def has_product(expr: cst.CSTNode) -> bool:
+    """Somewhere in ``expr`` a product is computed: ``@``, or a call ``looks_like_gemm``."""
+    for sub in patterns.walk(expr):
+        if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply:
+            return True
+        if type(sub) is cst.Call and looks_like_gemm(sub):
+            return True
+    return False
+
+
 # Words a name uses to say it holds a weight (``weight``, ``weight_fp8``, ``param``, ``w1``).
 WEIGHT_WORDS = ("weight", "param")
 

@@ -92,13 +92,7 @@ def _computes(call) -> bool:
         operands = [call.value]
     else:
         return False
-    for operand in operands:
-        for sub in patterns.walk(operand):
-            if type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply:
-                return True
-            if type(sub) is cst.Call and wgrad.looks_like_gemm(sub):
-                return True
-    return False
+    return any(wgrad.has_product(operand) for operand in operands)
 
 
 def _before(a, b) -> bool:
