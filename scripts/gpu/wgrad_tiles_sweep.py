@@ -17,7 +17,7 @@ triton.testing.do_bench (median ms, L2 cleared before each call), two passes in 
 line per (shape, gemm, mode, variant) on stdout as it is measured, so a run cut short keeps
 what it measured.
 
-    python scripts/gpu/wgrad_tiles_sweep.py [--shapes deepseek,qwen3]
+    python scripts/gpu/wgrad_tiles_sweep.py [--shapes deepseek,qwen3] [--table tiles|raster]
 """
 
 from __future__ import annotations
@@ -68,14 +68,37 @@ def emit(doc: dict) -> None:
     print(json.dumps(doc), flush=True)
 
 
-def sweep_gemm(shape: str, label: str, dy, x, splits) -> None:
+def raster_variants() -> list[tuple[str, Tiles]]:
+    """The 2026-12-05 question: the order in which an expert's output tiles run. With group g,
+    g row tiles of main_grad sweep its columns together; g = 1 writes each 128-row band left to
+    right, so the programs in flight write long runs of the same rows (fewer DRAM pages open)
+    instead of 512-byte pieces of g bands. In the 2026-12-04 sweep group 2 beat production's 8
+    on DeepSeek fc1 overwrite (10.54 against 11.01 ms) and 16 lost."""
+    prod = tiles_for("wgrad", torch.device("cuda"), torch.bfloat16)
+    tma = {"tma": True, "start_from_dest": True}
+    return [
+        ("production", prod),
+        ("production-g1", dataclasses.replace(prod, group=1)),
+        ("production-g2", dataclasses.replace(prod, group=2)),
+        ("production-g4", dataclasses.replace(prod, group=4)),
+        ("production-g1+e", dataclasses.replace(prod, group=1, evict_first_dest=True)),
+        ("64x64x256w8s3r128g1", T(64, 64, 256, 8, 3, group=1, max_registers=128, **tma)),
+        ("64x128x256w8s3g1", T(64, 128, 256, 8, 3, group=1, **tma)),
+        ("64x128x64w4s2r128g1", T(64, 128, 64, 4, 2, group=1, max_registers=128, **tma)),
+        ("64x128x128w4s2g1", T(64, 128, 128, 4, 2, group=1, **tma)),
+    ]
+
+
+TABLES = {"tiles": variants, "raster": raster_variants}
+
+
+def sweep_gemm(shape: str, label: str, dy, x, splits, table) -> None:
     experts = splits.shape[0]
     n, k = dy.shape[1], x.shape[1]
     g = torch.Generator(device=dy.device).manual_seed(1)
     start = [torch.randn(n, k, generator=g, device=dy.device) for _ in range(experts)]
     regions = [torch.empty_like(s) for s in start]
     destinations = list(enumerate(regions))
-    table = variants()
 
     def run(tiles: Tiles, accumulate: bool) -> None:
         grouped_ops.grouped_wgrad(dy, x, splits, destinations, accumulate=accumulate, tiles=tiles)
@@ -122,13 +145,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     # argparse hands a string default through ``type`` too
     parser.add_argument("--shapes", type=probe_shapes.shape_names, default="deepseek,qwen3")
+    parser.add_argument("--table", choices=sorted(TABLES), default="tiles")
     args = parser.parse_args()
+    table = TABLES[args.table]()
     emit({"torch": torch.__version__, "triton": triton.__version__,
           "device": torch.cuda.get_device_name()})  # fmt: skip
     for name in args.shapes:
         ops = probe_shapes.wgrad_operands(name)
         for label, (a, b) in (("fc2", (ops.dy, ops.act)), ("fc1", (ops.dh, ops.x))):
-            sweep_gemm(name, label, a, b, ops.splits)
+            sweep_gemm(name, label, a, b, ops.splits, table)
             torch.cuda.empty_cache()
     sys.stdout.flush()
 
