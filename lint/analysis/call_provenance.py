@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import callee_weights, module_provenance, partials, patterns, provenance, stand_ins
+from . import (
+    callee_weights,
+    file_functions,
+    module_provenance,
+    partials,
+    patterns,
+    provenance,
+    stand_ins,
+)
 from .module import ModuleContext, Unit
 
 
@@ -51,7 +59,7 @@ def _autograd_forwards(
         if type(node) is cst.ClassDef:
             methods = [s for s in node.body.body if type(s) is cst.FunctionDef]
             for method in methods:
-                if method.name.value == "forward" and callee_weights._is_static(method):
+                if method.name.value == "forward" and file_functions.is_static(method):
                     found[node.name.value] = (method, [m for m in methods if m is not method])
     return found
 
@@ -272,10 +280,10 @@ def _callees(call: cst.Call, functions, classes: set[str], forwards, entries):
         if len(bound) == 1:
             return forward, int(bound == {"apply"}), siblings, args
         return None
-    callee = callee_weights._callee(call, functions, classes)
+    callee = file_functions.callee(call, functions, classes)
     if callee is None:
         return None
-    skip = int(type(func) is cst.Attribute and not callee_weights._is_static(callee))
+    skip = int(type(func) is cst.Attribute and not file_functions.is_static(callee))
     return callee, skip, [], args
 
 
@@ -285,11 +293,11 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
     Parameter."""
     if "main_grad" not in context.source:
         return []
-    functions = callee_weights._functions(context)
+    functions = file_functions.by_name(context)
     source = context.source
     # the file's autograd Functions, where something can reach them (``Fn.apply``, an alias)
     forwards = _autograd_forwards(context) if ".apply" in source or ".forward" in source else {}
-    classes = {n.name.value for n in patterns.walk(context.module) if type(n) is cst.ClassDef}
+    classes = file_functions.class_names(context)
     callable_here = set(functions) | ({"apply"} if forwards else set())
     uses: dict[tuple[int, str], cst.CSTNode | None] = {}
     found = []
@@ -306,7 +314,7 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
         # Syntactic first: provenance is built only where a call hands an argument to a
         # parameter its callee uses as the Parameter.
         candidates = []
-        for call in (n for n in callee_weights._own_nodes(unit.body) if type(n) is cst.Call):
+        for call in (n for n in file_functions.own_nodes(unit.body) if type(n) is cst.Call):
             resolved = _callees(call, functions, classes, forwards, entries)
             if resolved is None or resolved[0] is unit.owner:
                 continue
@@ -323,7 +331,7 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
             continue
         objects = module_provenance.of_unit(unit)
         for call, callee, parameter, argument, use in candidates:
-            node = callee_weights._node_of(unit, call)
+            node = file_functions.node_of(unit, call)
             if node is None:
                 continue
             kind = stand_ins.surely_stand_in(objects, unit, argument, node)

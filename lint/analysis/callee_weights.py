@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import imports, iteration, module_provenance, patterns, provenance
+from . import file_functions, imports, iteration, module_provenance, patterns, provenance
 from .module import ModuleContext
 
 ATTRIBUTES = (
@@ -37,7 +37,6 @@ ATTRIBUTES = (
     patterns.OVERWRITE,
     patterns.ZERO_OUT,
 )
-RECEIVERS = frozenset({"self", "cls"})
 # A name spelled as the Parameter's twin (``origin_w``): files without one are skipped.
 ORIGIN_NAME = re.compile(r"\b(?:{})(\w+)".format("|".join(provenance.ORIGIN_PREFIXES)))
 SUFFIX_TWIN = re.compile(r"\b(\w+?)(?:{})\b".format("|".join(provenance.PARAMETER_SUFFIXES)))
@@ -76,18 +75,6 @@ def _imported_pairs(call: cst.Call, callee: Imported) -> Iterator[tuple[str, cst
                 yield arg.keyword.value, arg.value
         elif position in by_position:
             yield by_position[position], arg.value
-
-
-def _params(function: cst.FunctionDef) -> list[str]:
-    p = function.params
-    return [param.name.value for param in (*p.posonly_params, *p.params, *p.kwonly_params)]
-
-
-def _is_static(function: cst.FunctionDef) -> bool:
-    return any(
-        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-        for d in function.decorators
-    )
 
 
 def _aliases(function: cst.FunctionDef, parameter: str) -> set[str]:
@@ -138,44 +125,6 @@ def _uses(function: cst.FunctionDef, parameter: str, attributes=ATTRIBUTES) -> c
             ):
                 return node
     return None
-
-
-def _functions(context: ModuleContext) -> dict[str, list[cst.FunctionDef]]:
-    found: dict[str, list[cst.FunctionDef]] = {}
-    for unit in context.units:
-        if isinstance(unit.owner, cst.FunctionDef):
-            found.setdefault(unit.name, []).append(unit.owner)
-    return found
-
-
-def _callee(call: cst.Call, functions, classes: set[str]) -> cst.FunctionDef | None:
-    func = call.func
-    if isinstance(func, cst.Name):
-        name = func.value
-    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-        if func.value.value not in RECEIVERS and func.value.value not in classes:
-            return None
-        name = func.attr.value
-    else:
-        return None
-    defs = functions.get(name, ())
-    return defs[0] if len(defs) == 1 else None
-
-
-def _pairs(call: cst.Call, callee: cst.FunctionDef) -> Iterator[tuple[str, cst.BaseExpression]]:
-    """(parameter, argument) for the arguments of ``call`` that ``callee`` names."""
-    params = _params(callee)
-    if isinstance(call.func, cst.Attribute) and not _is_static(callee) and params:
-        params = params[1:]  # ``self`` / ``cls`` is bound by the attribute
-    position = 0
-    for arg in call.args:
-        if arg.star:
-            return
-        if arg.keyword is not None:
-            yield arg.keyword.value, arg.value
-        elif position < len(params):
-            yield params[position], arg.value
-            position += 1
 
 
 def _may_be_copy(objects: provenance.Provenance, value: cst.BaseExpression) -> bool:
@@ -240,20 +189,6 @@ def _walks_parameters(objects: provenance.Provenance, d) -> bool:
     return False
 
 
-def _own_nodes(body) -> Iterator[cst.CSTNode]:
-    """The nodes of a function body, not entering nested functions or classes."""
-    for stmt in body:
-        if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            yield from patterns.walk(stmt)
-
-
-def _node_of(unit, call: cst.Call):
-    for root, node in unit.expression_roots():
-        if any(sub is call for sub in patterns.walk(root)):
-            return node
-    return None
-
-
 def handed_copies(context: ModuleContext) -> list[HandedCopy]:
     source = context.source
     # The stems that have an ``origin_`` twin somewhere in the file: only such names are
@@ -265,8 +200,8 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
     )
     if not stems:
         return []
-    functions = _functions(context)
-    classes = {n.name.value for n in patterns.walk(context.module) if isinstance(n, cst.ClassDef)}
+    functions = file_functions.by_name(context)
+    classes = file_functions.class_names(context)
     uses: dict[tuple[int, str], cst.CSTNode | None] = {}
     imported: dict[str, str] | None = None  # what the file imports, read on first need
     found = []
@@ -276,8 +211,8 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
         # A syntactic pass first: the graph and provenance are built only for calls of the
         # file's functions handed a plain name whose callee uses that parameter.
         candidates = []
-        for call in (n for n in _own_nodes(unit.body) if type(n) is cst.Call):
-            callee = _callee(call, functions, classes)
+        for call in (n for n in file_functions.own_nodes(unit.body) if type(n) is cst.Call):
+            callee = file_functions.callee(call, functions, classes)
             if callee is None:
                 # A weight user of another file, called by the name this file imports it
                 # under (not one of the file's own names).
@@ -296,7 +231,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
                 continue
             if callee is unit.owner:
                 continue
-            for parameter, argument in _pairs(call, callee):
+            for parameter, argument in file_functions.bound_arguments(call, callee):
                 if isinstance(argument, cst.Name) and argument.value in stems:
                     key = (id(callee), parameter)
                     if key not in uses:
@@ -308,7 +243,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
         objects = module_provenance.of_unit(unit)
         for call, callee, parameter, argument, use in candidates:
             twin = provenance.twin_of(argument.value, objects.names)
-            node = _node_of(unit, call) if twin is not None else None
+            node = file_functions.node_of(unit, call) if twin is not None else None
             if node is None:
                 continue
             defs = unit.reaching.reaching(argument.value, node)

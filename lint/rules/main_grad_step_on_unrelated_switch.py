@@ -18,6 +18,7 @@ gates = LazyModule("..analysis.gates", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 module = LazyModule("..analysis.module", __package__)
 branches = LazyModule("..analysis.branches", __package__)
+writing_helpers = LazyModule("..analysis.writing_helpers", __package__)
 
 CODE = "GMLP006"
 RULE = Rule(
@@ -64,8 +65,10 @@ RULE = Rule(
         forward records whether the parameter has the attribute; a mark made only in the
         `else` / `elif` of an unrelated switch (the switch's path may hand on a real gradient
         that needs no mark: `if ctx.fp8: <real wgrad> elif fuse: <write; mark>`). Left alone:
-        a switch whose body also writes that weight's main_grad, or whose other path marks it
-        too, and re-attachments in modules that never mention Megatron-FSDP.
+        a switch whose body also writes that weight's main_grad (itself, or by calling a
+        helper of the file that writes the main_grad of the weight it is handed:
+        `analysis/writing_helpers.py`), or whose other path marks it too, and re-attachments
+        in modules that never mention Megatron-FSDP.
     """,
     fix="""
         Move the statement out of the unrelated `if` (keep the op-level and `hasattr`
@@ -107,6 +110,20 @@ RULE = Rule(
                 else:
                     grad_weight = dy.t() @ x
                 return grad_weight
+            """
+        ),
+        Example(
+            """
+            def _accumulate(x, dy, weight):
+                grouped_gemm(x, dy, weight.main_grad, accumulate=True)
+
+
+            def backward(ctx, x, dy, weight):
+                if ctx.use_gmm:
+                    _accumulate(x, dy, weight)
+                    weight.grad_added_to_main_grad = True
+                    return None
+                return dy.t() @ x
             """
         ),
     ),
@@ -196,6 +213,9 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
             if (
                 guards[-1].side == "body"
                 and not wgrad.writes_main_grad_of(guard.body, word)
+                and not unit.context.shared(writing_helpers.WritingHelpers).writes_main_grad_of(
+                    guard.body, word
+                )
                 and not _marked_otherwise(unit, guard, word)
             ):
                 out.report(CODE, stmt, MARK.format(guard=out.text(guard.test)))

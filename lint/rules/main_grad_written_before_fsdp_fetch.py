@@ -15,9 +15,11 @@ if TYPE_CHECKING:
 
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
+file_functions = LazyModule("..analysis.file_functions", __package__)
 patterns = LazyModule("..analysis.patterns", __package__)
 paths = LazyModule("..analysis.paths", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
+writing_helpers = LazyModule("..analysis.writing_helpers", __package__)
 
 CODE = "GMLP008"
 RULE = Rule(
@@ -51,9 +53,11 @@ RULE = Rule(
         Modules that never mention Megatron-FSDP are not checked: code written for
         Megatron's DDP alone has no lazy main_grad to fetch.
 
-        Each function is judged alone: a helper of the file that writes its parameter's
-        main_grad is reported even where every caller fetched first, and a write moved into
-        such a helper is not seen from the caller.
+        A helper of the file that writes the main_grad of a weight it is handed (one of its
+        parameters) is left alone when the file calls it and every call comes after a fetch
+        in its caller, or in every caller of a helper that calls it
+        (`analysis/writing_helpers.py`); a helper the file never calls, or calls once without
+        the fetch, is reported at its own GEMM.
 
         Not seen: writes whose destination is not `X.main_grad` itself or a local bound to it (a
         view, `out=w.main_grad.view(-1)`; a buffer kept on `ctx` or `self`, `ctx.main_grad`);
@@ -92,6 +96,18 @@ RULE = Rule(
                 general_gemm(x, dy, out=ctx.main_grad, accumulate=True)
             """
         ),
+        Example(
+            """
+            def _accumulate(x, dy, weight):
+                wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+
+
+            def backward(ctx, x, dy, weight):
+                if hasattr(weight, "__fsdp_param__"):
+                    weight.main_grad = weight.get_main_grad()
+                _accumulate(x, dy, weight)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -119,6 +135,40 @@ RULE = Rule(
                         weight.main_grad = weight.get_main_grad()
                     if weight.main_grad.dtype == torch.float32:
                         wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+            """,
+            applicability="unsafe",
+        ),
+        Example(
+            """
+            def _accumulate(x, dy, weight):
+                wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+
+
+            def backward(ctx, x, dy, weight):
+                if hasattr(weight, "__fsdp_param__"):
+                    weight.main_grad = weight.get_main_grad()
+                _accumulate(x, dy, weight)
+
+
+            def backward_dw(ctx, x, dy, weight):
+                _accumulate(x, dy, weight)
+            """,
+            line=2,
+            fixed="""
+            def _accumulate(x, dy, weight):
+                if hasattr(weight, "__fsdp_param__"):
+                    weight.main_grad = weight.get_main_grad()
+                wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+
+
+            def backward(ctx, x, dy, weight):
+                if hasattr(weight, "__fsdp_param__"):
+                    weight.main_grad = weight.get_main_grad()
+                _accumulate(x, dy, weight)
+
+
+            def backward_dw(ctx, x, dy, weight):
+                _accumulate(x, dy, weight)
             """,
             applicability="unsafe",
         ),
@@ -157,7 +207,11 @@ class _Unit:
         for call, node in self.gemm_writes():
             for subject in self.destinations(call, node):
                 word = wgrad.stem(subject)
-                if word in reported or self.fetched_before(node):
+                if (
+                    word in reported
+                    or self.fetched_before(node)
+                    or self.fetched_by_callers(subject)
+                ):
                     continue
                 reported.add(word)
                 self.report(subject, word, call, node)
@@ -193,6 +247,18 @@ class _Unit:
         if self._fetches is None:
             self._fetches = list(self.fetch_points())
         return any(self.dominators.dominates(f, node) for f in self._fetches)
+
+    def fetched_by_callers(self, subject) -> bool:
+        """The write is a helper's, into the main_grad of a weight it is handed, and every
+        call of the helper in the file comes after a fetch, in its caller or, where the
+        caller is itself such a helper, in every call of that one (a helper never called
+        here is still judged alone)."""
+        function = self.unit.owner
+        if not isinstance(subject, cst.Name) or subject.value not in file_functions.parameters(
+            function
+        ):
+            return False
+        return _callers_fetch(self.unit, self.out, set())
 
     def fetch_points(self):
         for stmt, _ in self.unit.statements():
@@ -238,6 +304,25 @@ class _Unit:
             f"{indent}    {x}.main_grad = {x}.get_main_grad()\n"
         )
         return Fix("Fetch main_grad from Megatron-FSDP first", (Edit(start, start, text),), UNSAFE)
+
+
+def _callers_fetch(unit: Unit, out: Collector, seen: set[int]) -> bool:
+    """Every call of ``unit``'s function in the file is preceded by a fetch in its caller,
+    or made by a function whose every call is (followed up the calls, each function once:
+    recursion gives no fetch)."""
+    seen.add(id(unit))
+    calls = unit.context.shared(writing_helpers.WritingHelpers).calls_of(unit.owner)
+    if not calls:
+        return False
+    for caller, call in calls:
+        node = file_functions.node_of(caller, call)
+        if node is None or id(caller) in seen:
+            return False
+        if _Unit(caller, out).fetched_before(node):
+            continue
+        if not isinstance(caller.owner, cst.FunctionDef) or not _callers_fetch(caller, out, seen):
+            return False
+    return True
 
 
 def _choices(value):

@@ -229,10 +229,6 @@ FALSE_ALARMS: dict[tuple[str, str], str] = {
         "`c.delay_wgrad_compute` handed to the base and `self.config.delay_wgrad_compute` "
         "are one object only by `self.config = c`, which it does not follow"
     ),
-    ("extract-write-helper", "GMLP008-valid-0"): (
-        "GMLP008 judges each function alone: a helper writing its parameter's main_grad, "
-        "called after the caller's __fsdp_param__ fetch, has no fetch on its own path"
-    ),
     ("rename-locals", "GMLP005-valid-1"): (
         "GMLP005 leaves None alone under a test on delayed wgrad, recognised by the word "
         "delay in the test (its page); `if dw:` says nothing"

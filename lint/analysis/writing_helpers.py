@@ -1,0 +1,91 @@
+"""Functions of a file that write the main_grad of a weight they are handed, and the calls
+that hand one over (issue #19: the same write spelled through a helper).
+
+``def _accumulate(x, dy, weight): gemm(x, dy, out=weight.main_grad)`` called as
+``_accumulate(x, dy, w)`` writes ``w``'s main_grad as surely as the GEMM written in the
+caller would. Rules that ask "does this code write that weight's main_grad" (GMLP006's switch
+that also writes) ask it of such calls too, and a rule that judges a write by what precedes it
+in its function (GMLP008's Megatron-FSDP fetch) can ask what precedes every call of the helper.
+
+A parameter counts as written when the helper's body writes the main_grad of that very name
+(``weight.main_grad``, or a local bound to it), as ``wgrad.writes_main_grad_of`` reads a write,
+or hands it on to a helper that does; only functions a call resolves to
+(``file_functions.callee``) are followed."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from . import file_functions, patterns, wgrad
+from .module import ModuleContext, Unit
+
+
+class WritingHelpers:
+    def __init__(self, context: ModuleContext) -> None:
+        self.context = context
+        self.functions = file_functions.by_name(context)
+        self.classes = file_functions.class_names(context)
+        self._written: dict[int, frozenset[str]] = {}
+
+    def written_parameters(self, function: cst.FunctionDef) -> frozenset[str]:
+        """The parameters of ``function`` whose main_grad its body writes, itself or by
+        handing the parameter on to another such helper."""
+        key = id(function)
+        if key not in self._written:
+            self._written[key] = frozenset()  # a call back into a function being read: none
+            params = file_functions.parameters(function)
+            owners = {
+                owner.value
+                for owner in wgrad.main_grad_owners(function.body)
+                if isinstance(owner, cst.Name)
+            }
+            written = {
+                name
+                for name in params
+                if name in owners
+                and wgrad.writes_main_grad_of(function.body, wgrad.stem(cst.Name(name)))
+            }
+            for node in file_functions.own_nodes(function.body.body):
+                if type(node) is cst.Call:
+                    written.update(
+                        arg.value
+                        for arg in self.written_arguments(node)
+                        if type(arg) is cst.Name and arg.value in params
+                    )
+            self._written[key] = frozenset(written)
+        return self._written[key]
+
+    def written_arguments(self, call: cst.Call) -> list[cst.BaseExpression]:
+        """The arguments of ``call`` whose main_grad the function it runs writes."""
+        function = file_functions.callee(call, self.functions, self.classes)
+        if function is None:
+            return []
+        written = self.written_parameters(function)
+        if not written:
+            return []
+        return [
+            arg for name, arg in file_functions.bound_arguments(call, function) if name in written
+        ]
+
+    def writes_main_grad_of(self, code: cst.CSTNode, word: str | None) -> bool:
+        """``code`` calls a helper of the file that writes the main_grad of the weight
+        ``word`` names (``wgrad.stem``)."""
+        if word is None:
+            return False
+        return any(
+            type(sub) is cst.Call
+            and any(wgrad.stem(arg) == word for arg in self.written_arguments(sub))
+            for sub in patterns.walk(code)
+        )
+
+    def calls_of(self, function: cst.FunctionDef) -> list[tuple[Unit, cst.Call]]:
+        """Every call of ``function`` in the file, with the unit whose code makes it."""
+        found = []
+        for unit in self.context.units:
+            for node in file_functions.own_nodes(unit.body):
+                if (
+                    type(node) is cst.Call
+                    and file_functions.callee(node, self.functions, self.classes) is function
+                ):
+                    found.append((unit, node))
+        return found
