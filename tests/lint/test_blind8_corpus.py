@@ -1,0 +1,152 @@
+"""The blind8 corpus (variant_corpus_blind8.py) measured against the rules as they were at
+58c69b9, the base of branch h-blind8, by someone who read neither the rules nor their tests.
+
+``OUTCOME`` records, per variant, what that single blind run gave: whether a finding of any
+rule landed on one of the buggy snippet's ``# bug`` lines (caught), and the (code, line)
+findings on the correct twin (false alarms). The tests pin those outcomes, so a change in the
+rules that catches a missed variant, loses a caught one or moves a twin finding makes them
+fail and the figures in the corpus docstring get revisited.
+
+``python -m tests.lint.test_blind8_corpus`` prints the per-variant and per-class table.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import pytest
+
+from gmlp_check.lint import engine
+
+from .support import ALL_CODES
+from .variant_corpus_blind8 import VARIANTS
+
+# name: (outcome, findings on the buggy snippet, findings on the twin), findings as (code, line).
+# "caught": a finding on a ``# bug`` line; "near": a finding elsewhere in the buggy snippet that
+# the twin lacks and whose message names the bug (judged by hand); "missed": neither.
+OUTCOME: dict[str, tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {
+    # 1: which object
+    "blind8-te-backward-linear-add-dummy-for-saved-weight": ("missed", (), ()),
+    "blind8-te-layernorm-linear-overwrite-flag-from-weightmat": ("missed", (), ()),
+    # GMLP003 on both: the shortened dummy is not zero-filled under zero_out_wgrad (the real
+    # HYGON code does zero-fill it); true on the snippet, not about this variant's class.
+    "blind8-hygon-aglinear-saves-transposed-flux-weight": (
+        "missed",
+        (("GMLP003", 59),),
+        (("GMLP003", 59),),
+    ),
+    # 2: parameter rebound
+    "blind8-bridge-lora-a-op-weight-rewrapped": ("missed", (), ()),
+    "blind8-hygon-vocab-output-shared-weight-cast-to-input-dtype": (
+        "missed",
+        (("GMLP003", 13),),
+        (("GMLP003", 13),),
+    ),
+    "blind8-megatron-te-ops-basic-linear-dequantized-fp8-weight": ("missed", (), ()),
+    # 3: flags without writes
+    "blind8-hygon-vocab-output-flag-hoisted-past-fusion-check": ("caught", (("GMLP032", 58),), ()),
+    "blind8-megatron-gtp-async-reduce-scatter-marks-before-accumulate": (
+        "caught",
+        (("GMLP006", 18),),
+        (),
+    ),
+    "blind8-te-layernorm-linear-flag-value-read-for-hasattr": ("missed", (), ()),
+    # 4: overwrite without asking
+    "blind8-hygon-aglinear-te-gemm-outside-fsdp-branch": ("missed", (), ()),
+    "blind8-megatron-gtp-drain-copies-into-main-grad": ("missed", (), ()),
+    "blind8-hygon-vocab-output-unfused-fallback-slice-assigns": (
+        "caught",
+        (("GMLP003", 29), ("GMLP016", 16)),
+        (("GMLP003", 29),),
+    ),
+    # 5: hooks without bookkeeping
+    "blind8-megatron-gtp-drain-calls-grad-accum-hook-directly": ("caught", (("GMLP017", 33),), ()),
+    "blind8-megatron-layer-node-fires-wgrad-hooks-without-delay": ("missed", (), ()),
+    # 6: delayed wgrad across classes
+    "blind8-megatron-dw-wrapper-shared-expert-gate-de-morgan": ("missed", (), ()),
+    # on the subclass's ``class`` line, naming in_proj's dropped delayed wgrad
+    "blind8-megatron-gdn2-lowrank-gate-overrides-in-proj-dw": ("near", (("GMLP020", 45),), ()),
+    # 7: the seed shape in other syntax
+    "blind8-te-backward-linear-scale-early-return-on-local": ("caught", (("GMLP002", 39),), ()),
+    "blind8-te-userbuffers-backward-closure-reads-local": ("caught", (("GMLP002", 26),), ()),
+    "blind8-te-basic-linear-op-backward-return-ifexp": ("caught", (("GMLP001", 40),), ()),
+    # 8: integration without main_grad
+    "blind8-megatron-fused-impl-pre-hooks-snapshot-at-build": ("missed", (), ()),
+    "blind8-megatron-shared-expert-replay-skips-kwargs-pre-hooks": ("missed", (), ()),
+}
+
+BY_NAME = {v.name: v for v in VARIANTS}
+
+
+def _findings(source: str):
+    return engine.lint_source(source, "variant.py", ALL_CODES)
+
+
+def _pairs(source: str) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((f.code, f.line) for f in _findings(source)))
+
+
+def _outcome(variant) -> str:
+    bug, twin = _pairs(variant.bug_source), _pairs(variant.twin_source)
+    if any(line in variant.bug_lines for _, line in bug):
+        return "caught"
+    return "near" if set(bug) - set(twin) else "missed"
+
+
+def test_corpus_shape():
+    names = [v.name for v in VARIANTS]
+    assert len(names) == len(set(names))
+    assert 16 <= len(VARIANTS) <= 24
+    per_class = Counter(v.cls for v in VARIANTS)
+    assert sorted(per_class) == list(range(1, 9))
+    assert all(2 <= n <= 3 for n in per_class.values()), per_class
+    for variant in VARIANTS:
+        assert variant.bug_lines, variant.name
+        assert variant.twin_source != variant.bug_source, variant.name
+        assert not variant.unseen and not variant.twin_findings, variant.name
+    assert set(OUTCOME) == set(names)
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_buggy_variant_outcome_is_the_recorded_one(name):
+    variant = BY_NAME[name]
+    outcome, bug_findings, _ = OUTCOME[name]
+    assert _pairs(variant.bug_source) == bug_findings
+    assert _outcome(variant) == outcome
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_twin_findings_are_the_recorded_ones(name):
+    assert _pairs(BY_NAME[name].twin_source) == OUTCOME[name][2]
+
+
+def main() -> int:
+    counts: dict[str, Counter[int]] = {k: Counter() for k in ("caught", "near", "missed")}
+    total: Counter[int] = Counter()
+    twins: Counter[int] = Counter()
+    for variant in VARIANTS:
+        outcome = _outcome(variant)
+        twin = _pairs(variant.twin_source)
+        total[variant.cls] += 1
+        counts[outcome][variant.cls] += 1
+        twins[variant.cls] += bool(twin)
+        print(
+            f"class {variant.cls} {variant.name}: {outcome}"
+            f" bug_lines={sorted(variant.bug_lines)}"
+            f" bug_findings={list(_pairs(variant.bug_source))} twin={list(twin)}"
+        )
+    for cls in sorted(total):
+        print(
+            f"class {cls}: {counts['caught'][cls]} caught + {counts['near'][cls]} near"
+            f" of {total[cls]}, {counts['missed'][cls]} missed, {twins[cls]} twins reported"
+        )
+    print(
+        f"all: {sum(counts['caught'].values())} caught + {sum(counts['near'].values())} near"
+        f" of {sum(total.values())}, {sum(twins.values())} twins reported"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
