@@ -165,19 +165,42 @@ def twin_reads(
 def copy_reads(unit: Unit, objects: Provenance) -> Iterator[cst.BaseExpression]:
     """The owners of ``overwrite_main_grad`` reads from a quantized or gathered copy of the
     weight (by its producer, a helper of the module, a ``ctx`` attribute or its spelling),
-    anywhere: the copy never carries the flag, so the read answers its default. A name
-    rebound to its own copy (``w = quantize(w)``) is GMLP015's."""
+    anywhere: the copy never carries the flag, so the read answers its default. Also from a
+    name that is a quantized copy on some path only (``wm = weight; if fp8: wm =
+    quantize(weight)``): the flag belongs to the Parameter whatever the path, and on the FP8
+    path the read answers the default (``stand_ins.quantized_on_some_path``, which leaves
+    gathered copies alone). A name rebound to a copy made from itself by a chain of its own
+    (``w = w.detach()``, ``w = Parameter(w)``) is GMLP015's."""
     for root, node in unit.expression_roots():
         for sub in patterns.walk(root):
             owner = _overwrite_owner(sub)
             if owner is None:
                 continue
             base = owner.value if isinstance(owner, cst.Subscript) else owner
-            if stand_ins.surely_stand_in(objects, unit, base, node) not in provenance.COPIES:
-                continue
-            if isinstance(base, cst.Name) and stand_ins.rebound_to_itself(unit, base.value, node):
+            if stand_ins.surely_stand_in(objects, unit, base, node) in provenance.COPIES:
+                if isinstance(base, cst.Name) and stand_ins.rebound_to_itself(
+                    unit, base.value, node
+                ):
+                    continue
+            elif not stand_ins.quantized_on_some_path(objects, unit, base, node) or (
+                isinstance(base, cst.Name) and _rebound_by_own_chain(unit, base.value, node)
+            ):
                 continue
             yield owner
+
+
+def _rebound_by_own_chain(unit, name: str, node) -> bool:
+    """A binding of ``name`` reaching ``node`` is a chain on ``name`` itself or wraps it in
+    ``Parameter(...)`` (``w = w.to(torch.float8_e4m3fn)``): GMLP015 reports the rebinding."""
+    for d in unit.reaching.reaching(name, node):
+        value = d.value
+        if type(value) is cst.Call and patterns.callee_name(value) == "Parameter":
+            return True
+        while isinstance(value, (cst.Call, cst.Attribute, cst.Subscript)):
+            value = value.func if type(value) is cst.Call else value.value
+        if type(value) is cst.Name and value.value == name and d.value is not value:
+            return True
+    return False
 
 
 def _copied_from(unit, twin: str, name: str) -> bool:

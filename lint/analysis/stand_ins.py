@@ -98,6 +98,10 @@ def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> s
             kind = kind or SAVED
         elif of_value(value, {}, objects.helpers, objects.ctx) == SAVED:
             kind = kind or SAVED
+        elif objects.of(value) in COPIES:
+            # ``wm, workspace = quantize_weight(w)``: what a copying producer hands back,
+            # unpacked, is that copy and its companions, whatever the names.
+            kind = kind or objects.of(value)
         return _as_stand_in(objects, d.name, kind)
     value = d.value
     if type(value) is cst.List and not value.elements:

@@ -75,7 +75,9 @@ RULE = Rule(
         where it should overwrite. Anywhere in a function, `overwrite_main_grad` read from a
         name known to be a quantized or gathered copy (by its producer, a helper of the
         module that returns such copies, a `ctx` attribute forward stores a copy in, or its
-        spelling) is reported too, with no fix (the Parameter's name is not known there).
+        spelling) is reported too, with no fix (the Parameter's name is not known there);
+        so is a read from a name that is a quantized copy on one path only (`wm = weight`,
+        then `if fp8: wm, ws = quantize_weight(weight)`): the FP8 path reads the default.
 
         Left alone: `zero_out_wgrad` read from another object in a function that runs a
         grouped (per-expert) GEMM. Megatron sets that flag only on the shared embedding /
@@ -155,6 +157,17 @@ RULE = Rule(
                     "accumulate": accumulate and not getattr(fc2_weight, "overwrite_main_grad", 0),
                     "out": fc2_weight.main_grad if fuse else None,
                 }
+            """
+        ),
+        Example(
+            """
+            def forward(ctx, weight, fp8, quantizer):
+                weightmat = weight
+                if fp8:
+                    weightmat, workspace = quantize_weight(tensor=weight, quantizer=quantizer)
+                ctx.weight_ref = weakref.ref(weight)
+                ctx.overwrites_main_grad = getattr(weight, "overwrite_main_grad", False)
+                return weightmat
             """
         ),
     ),
@@ -308,6 +321,18 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def forward(ctx, weight, fp8, quantizer):
+                weightmat = weight
+                if fp8:
+                    weightmat, workspace = quantize_weight(tensor=weight, quantizer=quantizer)
+                ctx.weight_ref = weakref.ref(weight)
+                ctx.overwrites_main_grad = getattr(weightmat, "overwrite_main_grad", False)
+                return weightmat
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -335,9 +360,9 @@ STAND_IN_CALL = (
     "from `{subject}`"
 )
 STAND_IN_COPY = (
-    "`overwrite_main_grad` is read from `{other}`, a quantized or gathered copy of the weight, "
-    "which never carries the Parameter's flag: the read answers its default; read it from the "
-    "Parameter"
+    "`overwrite_main_grad` is read from `{other}`, a quantized or gathered copy of the weight "
+    "on at least one path, which never carries the Parameter's flag: the read answers its "
+    "default; read it from the Parameter"
 )
 IN_CALL = (
     "`{other}.overwrite_main_grad` decides how `{subject}.main_grad` is written: the GEMM "
