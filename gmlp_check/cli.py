@@ -15,6 +15,10 @@ written after the report is printed (gmlp_check.files).
 (gmlp_check.engines.launcher); inside a launch (RANK and WORLD_SIZE set, by our launcher or by
 torchrun) the command is one rank. Every rank runs every case; rank 0 alone prints and writes
 reports, and every rank exits with the same code.
+
+The steps diff and mutants share (select, list, warm up and run the cases) are in case_runs.py;
+what diff writes besides its report (JUnit XML, reproductions, source pointing) in
+diff_outputs.py.
 """
 
 from __future__ import annotations
@@ -30,20 +34,24 @@ from rich.console import Console
 from rich.table import Table
 
 from . import faults as fault_registry
-from .files import OutputError, check_directory, check_output, write_output
+from .case_runs import (
+    EXIT_MISMATCH,
+    EXIT_OK,
+    EXIT_USAGE,
+    checker_and_cases,
+    print_list,
+    run_with_progress,
+    stdout_console,
+    warm_up,
+)
+from .diff_outputs import check_repro_embed, point_sources, write_reports, write_repros
+from .files import OutputError, check_directory, check_output
 from .interrupts import exit_code, sigterm_interrupts
 from .lint.json_text import dumps as json_text
-from .options import COMPILE_WORKERS, DIFF, FUSED, MATRIX, RunOptions, click_options, to_argv
+from .options import COMPILE_WORKERS, DIFF, FUSED, MATRIX, click_options, to_argv
 from .streams import progress_bar, stdout_to_stderr
 
 FORMATS = ("text", "json")
-EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
-
-
-def stdout_console() -> Console:
-    """A terminal keeps its own width; logs and pipes get lines wide enough for case ids."""
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
 
 
 def usage_errors(command: Callable) -> Callable:
@@ -63,17 +71,6 @@ def usage_errors(command: Callable) -> Callable:
     return run
 
 
-def write_reports(files: dict[str, tuple[str, bytes]]) -> None:
-    """Write each report file (option -> (path, content)), after the report itself was
-    printed: a failure now loses nothing else and is one line and exit 2."""
-    for option, (path, data) in files.items():
-        try:
-            write_output(option, path, data)
-        except OutputError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(EXIT_USAGE)
-
-
 class Commands(click.Group):
     """gmlp-check's commands: Ctrl-C or SIGTERM anywhere in a command (loading a factory,
     selecting cases) ends it with one "interrupted" line and 128 + the signal's number
@@ -86,23 +83,6 @@ class Commands(click.Group):
             except KeyboardInterrupt as exc:
                 click.echo("gmlp-check: interrupted", err=True)
                 sys.exit(exit_code(exc))
-
-
-def _checker_and_cases(values: dict, can_launch: bool = False):
-    from .errors import UsageError
-    from .session import Checker
-
-    workers = values.get("compile_workers")
-    if workers is not None and workers < 0:  # checked here too, so --list does not take it
-        raise UsageError(f"--compile-workers: expected a count >= 0, got {workers}")
-    options = RunOptions.from_values(values)
-    with stdout_to_stderr():  # a factory that prints while it is loaded or tried
-        checker = Checker.from_options(options, can_launch=can_launch)
-        cases = checker.select(options)
-    if checker.reports:
-        for note in checker.notes:
-            click.echo(note, err=True)
-    return checker, cases
 
 
 def worker_command(values: dict, fmt: str, junit_xml: str | None) -> list[str]:
@@ -119,52 +99,6 @@ def _quiet_stdout() -> None:
     alone): whatever a library prints goes to stderr instead."""
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-
-
-def _print_list(cases, fmt: str) -> None:
-    if fmt == "json":
-        click.echo(json_text([{"id": c.id, "config": c.config()} for c in cases]))
-    else:
-        for c in cases:
-            click.echo(c.id)
-
-
-def _warm_up(checker, cases, workers: int | None, show: bool = True) -> None:
-    """Compile the cases' kernels in parallel first, when the backend compiles on first use
-    and this machine has not (gmlp_check.warmup), with its own progress bars."""
-    from . import warmup
-
-    plan = checker.warm_up_plan(cases, workers)
-    if plan is None:
-        return
-    console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
-    with progress_bar(console) as progress, stdout_to_stderr(), warmup.workers(plan) as pool:
-        finding = progress.add_task("finding kernels", total=len(plan.cases), case="")
-        jobs = warmup.find_kernels(
-            plan, checker.backend, lambda n: progress.update(finding, advance=n)
-        )
-        label = f"compiling on {min(plan.workers, len(jobs))} workers"
-        compiling = progress.add_task(label, total=len(jobs), case="")
-        warmup.compile_kernels(plan, jobs, lambda n: progress.update(compiling, advance=n), pool)
-
-
-def _run_with_progress(checker, cases, label: str, show: bool = True):
-    """Run every case with a progress bar on stderr (``show``), stdout kept for the report;
-    (results, the interrupt that stopped the run or None)."""
-    results = []
-    console = Console(stderr=True) if show else Console(stderr=True, quiet=True)
-    with progress_bar(console) as progress, stdout_to_stderr():
-        task = progress.add_task(label, total=len(cases), case="")
-
-        def advance(result) -> None:
-            results.append(result)
-            progress.update(task, advance=1, case=result.case.id)
-
-        try:
-            checker.run_all(cases, advance)
-        except KeyboardInterrupt as exc:
-            return results, exc
-    return results, None
 
 
 format_option = click.option(
@@ -263,11 +197,11 @@ def diff(
             "lives in gmlp_check and cannot be written out"
         )
     if repro_embed is not None:
-        _check_repro_embed(repro_embed, write_repro, values.get("fused"))
-    checker, cases = _checker_and_cases(values, can_launch=True)
+        check_repro_embed(repro_embed, write_repro, values.get("fused"))
+    checker, cases = checker_and_cases(values, can_launch=True)
     if list_only:
         if checker.reports:
-            _print_list(cases, fmt)
+            print_list(cases, fmt)
         return
     if checker.needs_launch:
         from .engines.launcher import launch
@@ -275,14 +209,14 @@ def diff(
         sys.exit(launch(worker_command(values, fmt, junit_xml), checker.nproc))
     if not checker.reports:
         _quiet_stdout()
-    _warm_up(checker, cases, values.get("compile_workers"), checker.reports)
+    warm_up(checker, cases, values.get("compile_workers"), checker.reports)
     try:
-        results, interrupted = _run_with_progress(checker, cases, "diff", checker.reports)
+        results, interrupted = run_with_progress(checker, cases, "diff", checker.reports)
     finally:
         checker.close()
     if checker.reports:
         if point_source:
-            _point_sources(results, checker)
+            point_sources(results, checker)
         if fmt == "json":
             document = report.diff_json(results, checker)
             document["interrupted"] = interrupted is not None
@@ -295,60 +229,12 @@ def diff(
         if junit_xml:
             write_reports({"--junit-xml": (junit_xml, report.junit_xml(results, checker))})
         if write_repro:
-            _write_repros(Path(write_repro), results, checker, repro_embed)
+            write_repros(Path(write_repro), results, checker, repro_embed)
     if interrupted is not None:
         if checker.reports:
             click.echo(f"interrupted after {len(results)} of {len(cases)} cases", err=True)
         sys.exit(exit_code(interrupted))
     sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_MISMATCH)
-
-
-def _point_sources(results, checker) -> None:
-    from .source_pointing import point_case
-
-    for result in results:
-        found = result.diagnosis
-        if result.status == "failed" and found is not None and found.classes:
-            result.source = point_case(
-                checker.backend, result.case, checker.sizes, checker.device, found.classes
-            )
-
-
-def _check_repro_embed(package: str, write_repro: str | None, spec: str | None) -> None:
-    """Before any case runs: --repro-embed needs --write-repro and a package holding the
-    factory whose modules can be embedded."""
-    from . import backends, repro, repro_embed
-
-    if not write_repro:
-        raise click.UsageError("--repro-embed: needs --write-repro DIR")
-    try:
-        repro.factory_source(backends.resolve(spec or "triton"), package)
-    except (repro_embed.EmbedError, backends.BackendError) as exc:
-        raise click.UsageError(f"--repro-embed {package}: {exc}") from None
-
-
-def _write_repros(directory: Path, results, checker, embed: str | None) -> None:
-    from . import repro
-
-    for result in results:
-        if result.status == "failed":
-            try:
-                path = repro.write(
-                    directory,
-                    result,
-                    checker.backend.spec,
-                    checker.sizes,
-                    checker.device,
-                    checker.precision(result.case),
-                    embed,
-                )
-            except OSError as exc:  # after the report: one line, exit 2, as write_reports
-                reason = exc.strerror or type(exc).__name__
-                click.echo(f"Error: --write-repro {str(directory)!r}: {reason}", err=True)
-                sys.exit(EXIT_USAGE)
-            click.echo(f"reproduction of {result.case.id}: {path}", err=True)
-            if hint := repro.size_hint(path):
-                click.echo(f"  {hint}", err=True)
 
 
 @main.command()
@@ -433,13 +319,13 @@ def mutants(
         known = ", ".join(fault_registry.FAULTS)
         raise click.UsageError(f"--fault: expected names from {known}, got {unknown}")
     # Mutants run many faults over the whole matrix: always on the emulated engine.
-    checker, cases = _checker_and_cases({**values, "megatron": "emulated"})
+    checker, cases = checker_and_cases({**values, "megatron": "emulated"})
     if list_only:
-        _print_list(cases, fmt)
+        print_list(cases, fmt)
         return
     if stop_early is None:
         stop_early = checker.device.type == "cpu"
-    _warm_up(checker, cases, values.get("compile_workers"))
+    warm_up(checker, cases, values.get("compile_workers"))
     # In the registry's order, whatever the order on the command line.
     names = [name for name in fault_registry.FAULTS if not fault_names or name in fault_names]
     with progress_bar(Console(stderr=True)) as progress:

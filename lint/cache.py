@@ -91,7 +91,7 @@ class Cache:
         self._used: set[str] = set()
 
     def key(self, job) -> str:
-        """The key of an ``engine.Job``: every field of it (the file's bytes and path, the
+        """The key of a ``file_lint.Job``: every field of it (the file's bytes and path, the
         rules enabled for it, what the run found in the other files), so a fact the engine
         adds to a job for the rules is part of the key without a change here."""
         digest = hashlib.sha256(self.fingerprint.encode())

@@ -43,7 +43,7 @@ STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "set
 _WORD = re.compile(rb"\w+")
 # How many levels of subclasses in files without the words are followed.
 MAX_INTERMEDIATE_LEVELS = 3
-# Pseudo-attributes of a method's mentions (analysis/classes.py reads them): it calls
+# Pseudo-attributes of a method's mentions (analysis/class_model.py reads them): it calls
 # ``super()``; its body only raises.
 SUPER = "<super>"
 RAISES = "<raises>"

@@ -1,5 +1,5 @@
 """Applying fixes to source text: non-overlapping fixes in one pass; a fix that overlaps an
-earlier one waits for the next pass (the engine re-lints between passes).
+earlier one waits for the next pass (``file_lint`` re-lints between passes).
 
 Rules write their new lines with ``\n``; here, for every rule, each inserted newline becomes
 the ending of the line the edit is on (the file's first ending when that line has none), so

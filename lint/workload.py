@@ -16,7 +16,7 @@ from .suppressions import MARKER
 from .triggers import may_be_analysed
 
 if TYPE_CHECKING:
-    from .engine import Job
+    from .file_lint import Job
 
 # The pool decision weighs each file's bytes: CPython's parser alone costs 1 a byte, libcst
 # and the rules cost ANALYSIS_WEIGHT a byte (measured: about 25 times CPython's parser).

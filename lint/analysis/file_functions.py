@@ -3,7 +3,9 @@ vocabulary the across-function analyses share (a weight copy handed to a helper,
 ``callee_weights``; provenance through calls, ``call_provenance``; a main_grad write moved
 into a helper, ``writing_helpers``).
 
-A call is resolved only when its name picks one definition of the file: ``f(...)``,
+Unlike ``helper_facts`` (which answers by name, any definition of it, and follows imports
+into the run's other files), a call is resolved here only when its name picks one definition
+of the file, so that its arguments can be bound to that definition's parameters: ``f(...)``,
 ``self.f(...)`` / ``cls.f(...)``, or ``Cls.f(...)`` for a class of the file. Two functions of
 one name (methods of two classes) leave it unresolved: guessing would lend one method's
 facts to the other."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from . import patterns
-from .classes import ClassModel, _is_self_attr
+from .class_model import ClassModel, is_self_attr
 
 
 def late_layers(model: ClassModel) -> dict[str, cst.CSTNode]:
@@ -37,7 +37,7 @@ def late_layers(model: ClassModel) -> dict[str, cst.CSTNode]:
         for inner in patterns.walk(method.body):
             if not isinstance(inner, cst.Assign):
                 continue
-            attrs = [t.target.attr.value for t in inner.targets if _is_self_attr(t.target)]
+            attrs = [t.target.attr.value for t in inner.targets if is_self_attr(t.target)]
             if not attrs:
                 continue
             where = _layer_source(inner.value, builders, inner, model.is_layer)
@@ -60,6 +60,6 @@ def _layer_source(value, builders, assignment, is_layer) -> cst.CSTNode | None:
         if is_layer(node):
             return assignment
         func = node.func
-        if _is_self_attr(func) and func.attr.value in builders:
+        if is_self_attr(func) and func.attr.value in builders:
             return builders[func.attr.value]
     return None

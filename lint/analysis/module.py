@@ -3,6 +3,8 @@
 A unit owns its control-flow graph and, computed on first use, its reaching definitions,
 control dependence, and the overwrite / zero_out / main_grad value analyses. The rules walk
 a unit's own statements (nested functions and classes are units of their own).
+
+How a unit's statements are walked is ``statements``'.
 """
 
 from __future__ import annotations
@@ -17,10 +19,16 @@ import libcst as cst
 from ..lines import line_starts
 from ..project import NO_RUN_FACTS, RunFacts, facts_in
 from . import carried as carried_flags
-from . import first_microbatch, patterns, walking
+from . import first_microbatch, patterns
 from .cfg import Graph, Node, build_graph
 from .dataflow import Aliases, ControlDependence, ReachingDefinitions, Taint
 from .locate import Locator
+from .statements import SCOPES, is_compound
+
+# Re-exported: the analysis and the rules name them ``module.X``.
+from .statements import compound_suites as compound_suites
+from .statements import iter_statements as iter_statements
+from .statements import suite_body as suite_body
 from .survey import Survey, note
 
 T = TypeVar("T")
@@ -51,7 +59,7 @@ class Unit:
         found = Survey()
         found.add(self._own)
         for stmt in self.body:
-            if type(stmt) in _SCOPES:
+            if type(stmt) in SCOPES:
                 nested = self.context.unit_of(stmt)
                 found.add(nested._head)
                 found.add(nested._own)
@@ -62,7 +70,7 @@ class Unit:
         """What this unit's statements spell, entering no function or class."""
         found = Survey()
         for stmt in self.body:
-            if type(stmt) not in _SCOPES:
+            if type(stmt) not in SCOPES:
                 for node in patterns.walk(stmt):
                     note(found, node)
         return found
@@ -151,7 +159,7 @@ class Unit:
                         yield item.item, node
                 elif kind is cst.Match:
                     yield stmt.subject, node
-                elif not _is_compound(kind):
+                elif not is_compound(kind):
                     yield stmt, node
 
     @cached_property
@@ -180,67 +188,6 @@ class Unit:
         while isinstance(target, cst.Subscript):
             target = target.value
         return isinstance(target, cst.Name) and target.value in self.returned_names
-
-
-_SCOPES = walking.SCOPES  # exact types: the functions and classes ``patterns.walk`` skips
-_COMPOUND: dict[type, bool] = {}  # node class -> whether it is a compound statement's
-
-
-def _is_compound(kind: type) -> bool:
-    """``issubclass(kind, cst.BaseCompoundStatement)``, found once per class."""
-    flag = _COMPOUND.get(kind)
-    if flag is None:
-        flag = _COMPOUND[kind] = issubclass(kind, cst.BaseCompoundStatement)
-    return flag
-
-
-def suite_body(suite: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    kind = type(suite)
-    return suite.body if kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite else ()
-
-
-def iter_statements(body: Sequence[cst.CSTNode]) -> Iterator[tuple[cst.CSTNode, Sequence]]:
-    for stmt in body:
-        kind = type(stmt)  # exact types: isinstance on libcst's ABC node classes is slow
-        if kind is cst.SimpleStatementLine:
-            for small in stmt.body:
-                yield small, body
-            continue
-        yield stmt, body
-        if kind in _SCOPES:
-            continue
-        yield from _compound_children(stmt)
-
-
-def _compound_children(stmt: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, Sequence]]:
-    if type(stmt) is cst.If:
-        yield from iter_statements(suite_body(stmt.body))
-        orelse = type(stmt.orelse)
-        if orelse is cst.If:
-            yield stmt.orelse, ()
-            yield from _compound_children(stmt.orelse)
-        elif orelse is cst.Else:
-            yield from iter_statements(suite_body(stmt.orelse.body))
-        return
-    for suite in compound_suites(stmt):
-        yield from iter_statements(suite_body(suite))
-
-
-def compound_suites(stmt: cst.CSTNode) -> Iterator[cst.BaseSuite]:
-    """The suites of a compound statement: its body, its ``except`` handlers, its ``match``
-    cases, its ``else`` and its ``finally`` (an ``if``'s ``elif`` is an ``If``, not a
-    suite: callers that tell the arms of an ``if`` apart handle ``If`` first)."""
-    body = getattr(stmt, "body", None)
-    if isinstance(body, cst.BaseSuite):
-        yield body
-    for handler in getattr(stmt, "handlers", ()):
-        yield handler.body
-    for case in getattr(stmt, "cases", ()):
-        yield case.body
-    for attr in ("orelse", "finalbody"):
-        part = getattr(stmt, attr, None)
-        if part is not None and isinstance(getattr(part, "body", None), cst.BaseSuite):
-            yield part.body
 
 
 # Parameter and local names that carry the zero-fill decision (TE's ``zero=`` argument).

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
+from .class_model import walk_all
 from .classes import (
     BACKWARD_DW,
     DELAY,
@@ -35,7 +36,6 @@ from .classes import (
     ClassModel,
     Model,
     Outside,
-    _walk_all,
     class_index,
     class_index_with_run,
     layer_test,
@@ -262,10 +262,10 @@ def _references(method: cst.FunctionDef) -> Iterator[tuple[str, cst.CSTNode, str
     ``self`` handed to a function (``fused_forward(self, x)``: it may run any layer) yield
     attribute "*"."""
     parents: dict[int, cst.CSTNode] = {}
-    for node in _walk_all(method.body):
+    for node in walk_all(method.body):
         for child in children(node):
             parents[id(child)] = node
-    for node in _walk_all(method.body):
+    for node in walk_all(method.body):
         if type(node) is cst.Name and node.value == "self" and _handed_on(node, parents):
             yield "*", node, "run"
             continue
@@ -348,7 +348,7 @@ def _guarded(node, parents, attr) -> bool:
             test = parent.test if parent.test is not current else None
         elif kind is cst.BooleanOperation and parent.right is current:
             test = parent.left
-        if test is not None and any(_self_attr(n) == attr for n in _walk_all(test)):
+        if test is not None and any(_self_attr(n) == attr for n in walk_all(test)):
             return True
         current = parent
     return False

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 # The parser and the analyses load on the first check, not with the documentation.
 hooks = LazyModule("..analysis.hooks", __package__)
+bookkeeping = LazyModule("..analysis.hook_bookkeeping", __package__)
 paths = LazyModule("..analysis.paths", __package__)
 
 CODE = "GMLP017"
@@ -274,7 +275,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         if not hooks.may_fire(unit, bound):
             continue
         for firing in hooks.firings(unit):
-            blocked = hooks.bookkeeping_nodes(unit, firing.subject, firing)
+            blocked = bookkeeping.bookkeeping_nodes(unit, firing.subject, firing)
             if hooks.unbooked(unit, firing, blocked):
                 message = MESSAGE_EACH if firing.over else MESSAGE
                 out.report(CODE, firing.call, message.format(name=firing.subject))

@@ -55,7 +55,7 @@ def main() -> int:
     timed(warmup, "find_kernels")
     timed(warmup, "compile_kernels")
     counts = {}
-    run_cases = cli._run_with_progress
+    run_cases = cli.run_with_progress
 
     def cases(*args, **kwargs):
         counts["before_cases"] = cache_counts()
@@ -66,7 +66,7 @@ def main() -> int:
             mark("cases end")
             counts["after_cases"] = cache_counts()
 
-    cli._run_with_progress = cases
+    cli.run_with_progress = cases
     status = 0
     try:
         result = cli.main(["diff", *sys.argv[2:]], standalone_mode=False)

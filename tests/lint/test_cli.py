@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from gmlp_check.lint import engine
+from gmlp_check.lint import engine, file_lint
 from gmlp_check.lint.registry import CODES, rule
 
 from .support import run_cli, write, write_plain_bulk
@@ -360,7 +360,7 @@ def test_fixes_that_would_not_parse_are_refused(monkeypatch, tmp_path):
     def break_it(source, findings, unsafe):
         return source + "def (:\n", 1
 
-    monkeypatch.setattr(engine, "apply_fixes", break_it)
+    monkeypatch.setattr(file_lint, "apply_fixes", break_it)
     path = write(tmp_path / "a.py", TRUTH.source)
     result = run_cli("--fix", str(path))
     assert result.exit_code == 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from gmlp_check.lint import engine
+from gmlp_check.lint import engine, triggers
 from gmlp_check.lint.project import RunFacts, delayed_wgrad_in, facts_in, run_facts
 
 from .support import ALL_CODES, run_cli, write
@@ -174,7 +174,7 @@ def test_engine_run_gives_the_fact_to_the_other_files_and_keys_the_cache_on_it(t
 def test_without_the_fact_the_file_is_not_even_parsed_for_it():
     # ``register_post_accumulate_grad_hook`` is a trigger only in a run using the contract.
     text = textwrap.dedent(FSDP)
-    assert not engine.mentions_contract(text)
-    assert engine.mentions_contract(text, RunFacts(delayed_wgrad=(SKIP,)))
+    assert not triggers.mentions_contract(text)
+    assert triggers.mentions_contract(text, RunFacts(delayed_wgrad=(SKIP,)))
     own = text + "\n\ndef route(m, h):\n    m.register_wgrad_accumulation_and_reduce_hooks(h)\n"
-    assert engine.mentions_contract(own)  # the file itself uses it
+    assert triggers.mentions_contract(own)  # the file itself uses it

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from gmlp_check.lint import engine, lines
+from gmlp_check.lint import engine, file_lint, lines
 from gmlp_check.lint.registry import all_rules, rule
 
 from .support import ALL_CODES, run_cli, run_process
@@ -132,7 +132,7 @@ def test_a_fix_that_only_the_compiler_rejects_is_refused(here, monkeypatch):
         fixed, count = real(source, findings, unsafe)
         return (fixed + "return 1\n", count) if count else (fixed, count)
 
-    monkeypatch.setattr(engine, "apply_fixes", to_module_return)
+    monkeypatch.setattr(file_lint, "apply_fixes", to_module_return)
     path = here / "a.py"
     path.write_text(TRUTH.source)
     result = run_cli("--fix", "a.py")
@@ -153,7 +153,7 @@ def test_fixes_that_never_settle_are_refused(here, monkeypatch):
         fixed, count = real(source, findings, unsafe)
         return (fixed, count) if not count else (fixed + TRUTH.source.replace("def f", "def g"), 1)
 
-    monkeypatch.setattr(engine, "apply_fixes", add_a_finding)
+    monkeypatch.setattr(file_lint, "apply_fixes", add_a_finding)
     path = here / "a.py"
     path.write_text(TRUTH.source)
     result = run_cli("--fix", "a.py")

@@ -297,7 +297,7 @@ def test_libcsts_node_checks_are_off_while_it_parses_and_on_again_after(monkeypa
     # checked as before.
     import libcst
 
-    from gmlp_check.lint import engine
+    from gmlp_check.lint import engine, triggers
 
     checked = []
     original = libcst.Name._validate
@@ -305,7 +305,7 @@ def test_libcsts_node_checks_are_off_while_it_parses_and_on_again_after(monkeypa
         libcst.Name, "_validate", lambda node: checked.append(node.value) or original(node)
     )
     valid = rule("GMLP004").valid[0].source
-    assert engine.mentions_contract(valid)
+    assert triggers.mentions_contract(valid)
     assert engine.lint_source(valid, "a.py", frozenset({"GMLP004"})) == []
     assert checked == []
     with pytest.raises(libcst.CSTValidationError):

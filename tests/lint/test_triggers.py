@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gmlp_check.lint import engine, triggers
+from gmlp_check.lint import engine, file_lint, triggers
 from gmlp_check.lint.project import NO_RUN_FACTS
 from gmlp_check.lint.registry import rule
 
@@ -31,15 +31,15 @@ def test_a_file_registering_hooks_that_reduce_nothing_is_not_analysed(monkeypatc
     # Recording hooks, a test method named *reduces*, a function defined (not called) with
     # reduce in its name, the word in a comment and in a string: only compiled.
     analysed = []
-    monkeypatch.setattr(engine, "_run_checks", lambda *args: analysed.append(args) or [])
+    monkeypatch.setattr(file_lint, "_run_checks", lambda *args: analysed.append(args) or [])
     assert engine.lint_source(RECORDING_HOOKS, "test_a.py", frozenset({"GMLP026"})) == []
     assert analysed == []
-    assert not engine.mentions_contract(RECORDING_HOOKS)
+    assert not triggers.mentions_contract(RECORDING_HOOKS)
 
 
 def test_a_file_registering_a_hook_and_calling_a_reduction_is_analysed():
     source = RECORDING_HOOKS + "\ndef sync(g):\n    dist.all_reduce(g)\n"
-    assert engine.mentions_contract(source)
+    assert triggers.mentions_contract(source)
 
 
 def _gmlp026_sources() -> list[str]:
@@ -52,7 +52,7 @@ def _gmlp026_sources() -> list[str]:
 def test_every_gmlp026_example_and_variant_that_registers_a_hook_is_analysed():
     sources = _gmlp026_sources()
     assert len(sources) >= 8
-    assert all(engine.mentions_contract(source) for source in sources)
+    assert all(triggers.mentions_contract(source) for source in sources)
 
 
 CALLS = {
@@ -91,7 +91,7 @@ def test_a_file_registering_a_hook_on_a_gradient_accumulator_is_analysed():
         "        acc.register_hook(lambda *_: ready.add(param))\n"
     )
     assert not triggers.calls_reduce(source)
-    assert engine.mentions_contract(source)
+    assert triggers.mentions_contract(source)
     assert triggers.ACCUMULATOR_WORD == grad_ready_hooks.ACCUMULATOR
 
 
