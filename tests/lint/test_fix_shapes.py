@@ -1,0 +1,77 @@
+"""Fixes on shapes of code the rules' examples do not use: a parenthesized or walrus test the
+fix gates on, a statement that shares its line, a suppression followed by another tool's
+comment; and the place of a parse error in a file with lone ``\\r`` endings or a lone
+surrogate. Each was found by mutating real files and checking that the fixed text means
+what the original meant where no finding was."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from gmlp_check.lint import engine
+
+from .support import ALL_CODES
+
+# GMLP001's example with the op-level test written in other shapes: the fix replaces the
+# downgraded ``accumulate`` with what the enclosing test reads.
+DOWNGRADED = """
+def compute_wgrad(op, weight, x, dy, ready):
+    accumulate = False
+    out = None
+    if {test}:
+        main_grad = weight.main_grad
+        accumulate = not getattr(weight, "overwrite_main_grad", False)
+        if ready and accumulate:
+            out = main_grad
+    if out is None:
+        out = torch.empty_like(weight)
+    gemm(x, dy, out=out, accumulate=accumulate)
+    return out
+"""
+
+
+def fixed(source: str) -> str:
+    text, _, _ = engine.fix_source(textwrap.dedent(source).lstrip("\n"), "m.py", ALL_CODES, True)
+    return text
+
+
+def fixed_test(source: str) -> ast.expr:
+    """The test of the branch that read ``accumulate``, after the fix."""
+    tree = ast.parse(fixed(source))
+    inner = tree.body[0].body[2].body[2]
+    assert isinstance(inner, ast.If)
+    return inner.test
+
+
+@pytest.mark.parametrize(
+    "test, gate",
+    [
+        # Spliced without its parentheses, ``ready and a or b`` would run the branch
+        # whenever b holds.
+        (
+            "(op.accumulate_into_main_grad or op.fuse_wgrad_accumulation)",
+            "ready and (op.accumulate_into_main_grad or op.fuse_wgrad_accumulation)",
+        ),
+        # A walrus stands for its value; splicing it whole gave ``(_w := _w := ...)``
+        # (invalid, so nothing was written and the run failed) or bound the name again.
+        ("(flag := op.accumulate_into_main_grad)", "ready and op.accumulate_into_main_grad"),
+        (
+            "(flag := op.accumulate_into_main_grad or op.fuse_wgrad_accumulation)",
+            "ready and (op.accumulate_into_main_grad or op.fuse_wgrad_accumulation)",
+        ),
+    ],
+)
+def test_the_fix_gates_on_what_the_enclosing_test_means(test, gate):
+    got = fixed_test(DOWNGRADED.format(test=test))
+    assert ast.dump(got) == ast.dump(ast.parse(gate, mode="eval").body)
+
+
+def test_a_walrus_in_the_branch_itself_is_fixed_into_valid_code():
+    source = DOWNGRADED.format(test="(_w := op.accumulate_into_main_grad)").replace(
+        "if ready and accumulate:", "if (_w := accumulate):"
+    )
+    text = fixed(source)
+    assert "if (_w := op.accumulate_into_main_grad):" in text.splitlines()[6]
