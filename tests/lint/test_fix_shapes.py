@@ -13,7 +13,7 @@ import pytest
 
 from gmlp_check.lint import engine
 
-from .support import ALL_CODES
+from .support import ALL_CODES, run_cli
 
 # GMLP001's example with the op-level test written in other shapes: the fix replaces the
 # downgraded ``accumulate`` with what the enclosing test reads.
@@ -75,3 +75,38 @@ def test_a_walrus_in_the_branch_itself_is_fixed_into_valid_code():
     )
     text = fixed(source)
     assert "if (_w := op.accumulate_into_main_grad):" in text.splitlines()[6]
+
+
+# GMLP005: the mark ``weight.grad_added_to_main_grad = True`` not first on its line. The
+# fix inserted ``wgrad = torch.zeros_like(weight)`` after it with the text before the mark
+# as "indentation": ``ctx.calls += 1;`` ran twice, or the ``if ...:`` was repeated on every
+# fix pass (nothing written, exit 2).
+DUMMY = """
+import torch
+
+
+def backward_wgrad(ctx, weight, x, dy):
+    wgrad = gemm(x, dy, out=weight.main_grad if ctx.fuse_wgrad_accumulation else None)
+    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+{mark}
+    return wgrad
+"""
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [
+        "        ctx.calls += 1; weight.grad_added_to_main_grad = True",
+        "        if ctx.calls: weight.grad_added_to_main_grad = True",
+    ],
+)
+def test_a_mark_sharing_its_line_gets_no_fix_that_copies_the_line(mark):
+    source = DUMMY.format(mark=mark).lstrip("\n")
+    found = [f for f in engine.lint_source(source, "m.py", ALL_CODES) if f.code == "GMLP005"]
+    assert found and all(f.fix is None for f in found)
+    assert fixed(source) == source
+
+
+def test_a_mark_alone_on_its_line_is_still_fixed():
+    source = DUMMY.format(mark="        weight.grad_added_to_main_grad = True").lstrip("\n")
+    assert "        wgrad = torch.zeros_like(weight)\n" in fixed(source)
