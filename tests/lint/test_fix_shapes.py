@@ -110,3 +110,24 @@ def test_a_mark_sharing_its_line_gets_no_fix_that_copies_the_line(mark):
 def test_a_mark_alone_on_its_line_is_still_fixed():
     source = DUMMY.format(mark="        weight.grad_added_to_main_grad = True").lstrip("\n")
     assert "        wgrad = torch.zeros_like(weight)\n" in fixed(source)
+
+
+# GMLP100: removing an unused suppression removed every comment after it on the line.
+@pytest.mark.parametrize(
+    "line, kept",
+    [
+        (
+            "x = 1  # gmlp: ignore[GMLP004] stale  # type: ignore[attr-defined]",
+            "x = 1  # type: ignore[attr-defined]",
+        ),
+        (
+            "x = 1  # noqa: E501  # gmlp: ignore[GMLP004]  # pragma: no cover",
+            "x = 1  # noqa: E501  # pragma: no cover",
+        ),
+        ("# gmlp: ignore[GMLP004] see #12  # keep", "# keep"),
+        ("x = 1  # gmlp: ignore[GMLP004] see #12", "x = 1"),
+    ],
+)
+def test_removing_a_suppression_keeps_the_comments_after_it(line, kept):
+    source = f"def f(p):\n    {line}\n    return p\n"
+    assert fixed(source) == f"def f(p):\n    {kept}\n    return p\n"
