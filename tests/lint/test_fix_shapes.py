@@ -131,3 +131,24 @@ def test_a_mark_alone_on_its_line_is_still_fixed():
 def test_removing_a_suppression_keeps_the_comments_after_it(line, kept):
     source = f"def f(p):\n    {line}\n    return p\n"
     assert fixed(source) == f"def f(p):\n    {kept}\n    return p\n"
+
+
+# -- where a parse error is --------------------------------------------------------------------
+def test_a_null_byte_in_a_file_with_cr_endings_is_placed_on_its_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_bytes(b'x = 1\ry = 2\rz = "\0"\r')
+    result = run_cli("--no-cache", "a.py")
+    assert result.exit_code == 2
+    assert "a.py:3:6: cannot parse: the source contains a null byte" in result.stderr
+
+
+def test_a_lone_surrogate_is_named_not_taken_for_a_null_byte(tmp_path, monkeypatch):
+    # raw_unicode_escape decodes the six characters \ud800 to a lone surrogate, which
+    # Python's compiler refuses ("surrogates not allowed"); the message said "null byte" at
+    # a negative column.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_bytes(b'# -*- coding: raw_unicode_escape -*-\nx = "\\ud800"\n')
+    result = run_cli("--no-cache", "a.py")
+    assert result.exit_code == 2
+    assert "a.py:2:6: cannot parse: surrogates not allowed ('\\ud800')" in result.stderr
+    assert "null byte" not in result.stderr
