@@ -185,6 +185,19 @@ def test_ctrl_c_during_start_up_is_one_line_exit_130():
     assert "Traceback" not in err and err.strip().endswith("interrupted")
 
 
+def test_sigterm_during_start_up_is_one_line_exit_143():
+    # Before the commands install their SIGTERM handler (torch loading), SIGTERM killed the
+    # process silently; `timeout 1 gmlp-check ...` now ends as Ctrl-C does, with 128 + 15.
+    process = run_cli("diff", "--device", "cpu")
+    deadline = time.monotonic() + 120
+    while not _loaded(process.pid, "libtorch") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 143, out + err
+    assert err.strip() == "gmlp-check: interrupted" and "Traceback" not in err
+
+
 def slow_at_relu(**kwargs):
     """Runs the cases before the first relu one, then waits there to be stopped."""
     if kwargs.get("activation") == "relu":
