@@ -274,6 +274,14 @@ def test_an_unwritable_junit_path_is_refused_before_the_run(tmp_path, path):
     assert not (tmp_path / "outdir").exists()
 
 
+def test_an_empty_junit_path_is_refused_not_ignored():
+    # ``--junit-xml ""`` (an unset variable) ran the cases and wrote no report, exit 0.
+    result = invoke("diff", "--device", "cpu", "-k", ONE_CASE, "--junit-xml", "")
+    assert result.exit_code == 2, result.output
+    assert last_line(result) == "Error: --junit-xml: expected a file name, got ''"
+    assert "passed" not in result.output
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
 def test_a_junit_write_that_fails_after_the_run_keeps_the_report_and_exits_2(tmp_path):
     full = tmp_path / "full"
