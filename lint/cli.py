@@ -95,6 +95,14 @@ def _cache_dir(ctx, param, value: str | None) -> Path | None:
     return None if value is None else Path(value)
 
 
+def _stdin_filename(ctx, param, value: str | None) -> str | None:
+    # ``--stdin-filename ""`` read as "no name given": stdin was left unread and the whole
+    # current directory linted instead, exit 0 on a clean tree.
+    if value == "":
+        raise click.BadParameter("expected a file name, got ''", ctx, param)
+    return value
+
+
 @cli.command("check", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 # Paths are looked at by discovery, which reports each problem and lints the rest (click's
 # own readability check would end the whole run at the first unreadable file).
@@ -129,6 +137,7 @@ def _cache_dir(ctx, param, value: str | None) -> Path | None:
 @click.option(
     "--stdin-filename",
     metavar="PATH",
+    callback=_stdin_filename,
     help="Read the source from stdin and report (and configure) it as PATH.",
 )
 @click.option(
