@@ -160,8 +160,8 @@ def _rewrite_codes(s: Suppression, remaining: list[str]) -> Edit:
 def _remove_comment(s: Suppression) -> Edit:
     start = s.line_start + s.column  # where ``# gmlp:`` starts (maybe after another comment)
     before = s.line_text[: start - s.line_start]
-    # Another comment after the suppression's reason (``# gmlp: ignore[X] why  # type:
-    # ignore``, ``# pragma: no cover``) belongs to another tool: it stays. The suppression
+    # Another comment after the suppression's codes and reason (``# type: ignore``,
+    # ``# pragma: no cover``, ``# noqa``) belongs to another tool: it stays. The suppression
     # ends where a ``#`` after white space starts the next one.
     after = s.comment_text[s.end_column - (s.comment_start - s.line_start) :]
     tail = _NEXT_COMMENT.search(after)
