@@ -161,7 +161,7 @@ def _remove_comment(s: Suppression) -> Edit:
     start = s.line_start + s.column  # where ``# gmlp:`` starts (maybe after another comment)
     before = s.line_text[: start - s.line_start]
     # Another comment after the suppression's codes and reason (``# type: ignore``,
-    # ``# pragma: no cover``, ``# noqa``) belongs to another tool: it stays. The suppression
+    # ``# pragma: no cover``) belongs to another tool: it stays. The suppression
     # ends where a ``#`` after white space starts the next one.
     after = s.comment_text[s.end_column - (s.comment_start - s.line_start) :]
     tail = _NEXT_COMMENT.search(after)
