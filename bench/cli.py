@@ -6,7 +6,6 @@ import contextlib
 import shlex
 import sys
 import time
-from pathlib import Path
 
 import click
 import torch
@@ -231,7 +230,7 @@ def _check_fits(workloads: list[Workload], device: str) -> None:
 @click.option(
     "--from",
     "from_file",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False),  # a str: click would make '' the current directory
     default=None,
     help="Measure nothing: read a JSON document an earlier run wrote and print its table "
     "(or, with --plot, draw it; with --format json, print it).",
@@ -256,7 +255,7 @@ def bench(
     output_format: str,
     output: str | None,
     plot: str | None,
-    from_file: Path | None,
+    from_file: str | None,
     progress: bool,
 ) -> None:
     """Time refimpl, torch-grouped-mm and triton phase by phase on model-sized MoE shapes.

@@ -33,8 +33,11 @@ def _not_json(name: str) -> None:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def load(path: Path) -> dict:
+def load(path: Path | str) -> dict:
     """The document at ``path``; click.UsageError (exit 2) naming --from otherwise."""
+    if not str(path):  # ``--from ""``: not Path(""), the current directory ("'.': Is a directory")
+        raise click.UsageError("--from: expected a file name, got ''")
+    path = Path(path)
     try:
         doc = json.loads(path.read_text(), parse_constant=_not_json)
     except OSError as error:
@@ -74,7 +77,7 @@ def with_layouts(doc: dict) -> dict:
     return doc
 
 
-def show(path: Path, plot: str | None, output_format: str) -> None:
+def show(path: Path | str, plot: str | None, output_format: str) -> None:
     doc = load(path)
     if plot is not None:
         from gmlp_check.files import OutputError, write_output

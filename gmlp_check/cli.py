@@ -187,7 +187,7 @@ def diff(
     """
     from . import report
 
-    if junit_xml:
+    if junit_xml is not None:  # '' too: check_output refuses it (it was silently no report)
         check_output("--junit-xml", junit_xml)
     if write_repro is not None:
         check_directory("--write-repro", write_repro)

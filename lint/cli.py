@@ -87,6 +87,22 @@ def _codes(ctx, param, values) -> frozenset[str] | None:
     return codes
 
 
+def _cache_dir(ctx, param, value: str | None) -> Path | None:
+    # ``--cache-dir ""`` (an unset variable) was Path(""), the current directory: the cache
+    # landed inside the linted tree, which it must stay out of (cache.py).
+    if value == "":
+        raise click.BadParameter(f"expected a directory name, got {value!r}", ctx, param)
+    return None if value is None else Path(value)
+
+
+def _stdin_filename(ctx, param, value: str | None) -> str | None:
+    # ``--stdin-filename ""`` read as "no name given": stdin was left unread and the whole
+    # current directory linted instead, exit 0 on a clean tree.
+    if value == "":
+        raise click.BadParameter("expected a file name, got ''", ctx, param)
+    return value
+
+
 @cli.command("check", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 # Paths are looked at by discovery, which reports each problem and lints the rest (click's
 # own readability check would end the whole run at the first unreadable file).
@@ -121,6 +137,7 @@ def _codes(ctx, param, values) -> frozenset[str] | None:
 @click.option(
     "--stdin-filename",
     metavar="PATH",
+    callback=_stdin_filename,
     help="Read the source from stdin and report (and configure) it as PATH.",
 )
 @click.option(
@@ -139,7 +156,8 @@ def _codes(ctx, param, values) -> frozenset[str] | None:
 )
 @click.option(
     "--cache-dir",
-    type=click.Path(path_type=Path),  # not checked here: an unusable cache is no cache
+    type=click.Path(path_type=str),  # not checked here: an unusable cache is no cache
+    callback=_cache_dir,
     metavar="DIR",
     help=f"Where results are cached (default: ${ENV_CACHE_DIR}, else ~/.cache/gmlp-lint).",
 )

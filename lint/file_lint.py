@@ -30,7 +30,7 @@ from .parsing import (
 )
 from .project import NO_RUN_FACTS, RunFacts
 from .slot_facts import SlotFact
-from .source import SourceError, decode, read_back_unchanged, read_bytes
+from .source import SourceError, check_writable, decode, read_bytes
 from .suppressions import apply as apply_suppressions
 from .suppressions import parse as parse_suppressions
 from .triggers import mentions_contract
@@ -187,7 +187,8 @@ def process(job: Job, mode: Mode) -> FileResult:
     """Lint (and with ``mode.fix`` fix, in memory) one file."""
     result = FileResult(job.path)
     try:
-        source = decode(job.data if job.data is not None else read_bytes(job.path))
+        data = job.data if job.data is not None else read_bytes(job.path)
+        source = decode(data)
         result.source, result.encoding = source.text, source.encoding
         if mode.fix:
             fixed, count, findings, original = _fix(
@@ -199,12 +200,8 @@ def process(job: Job, mode: Mode) -> FileResult:
                 job.class_facts,
                 job.slot_facts,
             )
-            if fixed != source.text and not read_back_unchanged(fixed, source.encoding):
-                raise SourceError(
-                    "a fix would change the encoding Python reads the file in (a coding line "
-                    "moved into or out of the first two lines), nothing written"
-                )
             if fixed != source.text:
+                check_writable(fixed, source, data)
                 result.fixed_source = fixed
                 result.fixed_count = count
             result.unfixed_findings = original

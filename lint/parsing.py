@@ -28,6 +28,7 @@ crash or exhaust the run.
 from __future__ import annotations
 
 import ast
+import bisect
 import gc
 import re
 import sys
@@ -37,6 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from . import lines
 from .source import SourceError
 
 T = TypeVar("T")
@@ -57,6 +59,10 @@ def syntax_error(text: str, path: str) -> SourceError | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             compile(text, path, "exec", dont_inherit=True)
+    except UnicodeEncodeError as error:
+        # A ValueError too: a lone surrogate, which a coding line such as
+        # ``raw_unicode_escape`` can decode ``\\ud800`` to (Python: "surrogates not allowed").
+        return _unencodable(text, error)
     except SyntaxError as error:
         if "null bytes" in str(error.msg):
             return _null_byte(text)
@@ -73,9 +79,23 @@ def syntax_error(text: str, path: str) -> SourceError | None:
 
 def _null_byte(text: str) -> SourceError:
     at = text.find("\0")
-    line = text.count("\n", 0, at) + 1
-    column = at - (text.rfind("\n", 0, at) + 1) + 1
-    return SourceError("cannot parse: the source contains a null byte", line, column)
+    return SourceError("cannot parse: the source contains a null byte", *_place(text, at))
+
+
+def _unencodable(text: str, error: UnicodeEncodeError) -> SourceError:
+    at = error.start if error.object == text else text.find(error.object[error.start :])
+    return SourceError(
+        f"cannot parse: {error.reason} ({error.object[error.start : error.end]!a})",
+        *_place(text, at),
+    )
+
+
+def _place(text: str, at: int) -> tuple[int, int]:
+    """The (line, column), from 1, of offset ``at``, lines ending as Python ends them (a lone
+    ``\\r`` too: counting ``\\n`` alone put a NUL in a CR file on line 1)."""
+    starts = lines.line_starts(text)
+    line = bisect.bisect_right(starts, at)
+    return line, at - starts[line - 1] + 1
 
 
 def analysis_error(text: str, path: str) -> SourceError | None:

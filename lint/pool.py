@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -52,7 +53,7 @@ class Workers:
         self.count = count
         self._others = set(multiprocessing.active_children())  # a caller's children: not ours
         self._executor = ProcessPoolExecutor(
-            max_workers=count, initializer=_prepare, initargs=(codes,)
+            max_workers=count, initializer=_prepare, initargs=(codes, _forking_parent())
         )
         # Processes start with the first task (all of them with ``fork``, one a task with
         # the other start methods): one task each that does nothing starts them all now.
@@ -112,9 +113,11 @@ def run_alone(function: Callable, *args):
         pool.close()
 
 
-def _prepare(codes: frozenset[str]) -> None:
-    """A worker's start: Ctrl-C left to the parent; with ``codes``, the analysis loaded."""
+def _prepare(codes: frozenset[str], parent: int | None) -> None:
+    """A worker's start: Ctrl-C left to the parent, ended with the parent; with ``codes``,
+    the analysis loaded."""
     _ignore_sigint()
+    _end_with(parent)
     if codes:
         import libcst  # noqa: F401
 
@@ -122,6 +125,35 @@ def _prepare(codes: frozenset[str]) -> None:
         from .registry import module_checks
 
         module_checks(codes)
+
+
+def _forking_parent() -> int | None:
+    """This process's id when the pool's workers are its own children (the ``fork`` start
+    method; under ``forkserver`` and ``spawn`` a server process is their parent)."""
+    fork = multiprocessing.get_start_method(allow_none=False) == "fork"
+    return os.getpid() if fork else None
+
+
+def _end_with(parent: int | None) -> None:
+    """On Linux, the kernel ends the worker when the parent process dies. A parent killed
+    by SIGTERM (``timeout``, a CI job's limit, ``kill``) or SIGKILL cleans nothing up: its
+    workers, waiting for chunks on a queue no one writes to, ran on for ever and held the
+    run's stdout and stderr open, so whatever read them (``$(gmlp-lint ...)``, a CI step)
+    hung. A worker writes no file (the parent writes the fixes), so ending it is safe."""
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _ignore_sigint() -> None:

@@ -97,6 +97,27 @@ def decode(data: bytes) -> Source:
         ) from error
 
 
+def check_writable(fixed: str, source: Source, data: bytes) -> None:
+    """Raise SourceError when the ``fixed`` text of ``source`` (read from ``data``) cannot be
+    written in the file's encoding without changing what no fix touched."""
+    if not read_back_unchanged(fixed, source.encoding):
+        raise SourceError(
+            "a fix would change the encoding Python reads the file in (a coding line "
+            "moved into or out of the first two lines), nothing written"
+        )
+    try:
+        same = source.text.encode(source.encoding) == data
+    except UnicodeError:
+        return  # not writable at all: the writer reports that, with its own message
+    if not same:
+        # utf-7 and the stateful codecs (iso-2022-*) have several byte forms of one text:
+        # writing the fixed text would rewrite lines no fix touched.
+        raise SourceError(
+            f"cannot write the fixes: {source.encoding} does not encode the file's text back "
+            "to its bytes, so lines no fix touches would change; nothing written"
+        )
+
+
 def read_back_unchanged(text: str, encoding: str) -> bool:
     """Whether ``text`` written in ``encoding`` is read back by Python as ``text``. A fix that
     moves a coding line into the first two lines, or out of them (by removing or inserting a

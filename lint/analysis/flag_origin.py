@@ -174,7 +174,8 @@ class _Origins:
             return None  # a dict of arguments: no one expression to gate on
         if isinstance(value, cst.Name) and self.unit.reaching.defines(value.value):
             return self.sources(value.value, d.node, seen)
-        return {self.context.text(value): patterns.is_atom(value)}
+        text, atomic = _spliced(self.context, value)
+        return {text: atomic}
 
     def downgrade_source(self, d: Def, seen: set[int]) -> dict[str, bool] | None:
         taint = self.unit.overwrite
@@ -192,8 +193,10 @@ class _Origins:
                     and self.unit.reaching.defines(only.value)
                 ):
                     return self.sources(only.value, d.node, seen)
-                text = " and ".join(_operand_text(self.context, op) for op in kept)
-                return {text: len(kept) == 1 and patterns.is_atom(kept[0])}
+                spliced = [_spliced(self.context, op) for op in kept]
+                if len(spliced) == 1:
+                    return dict(spliced)
+                return {" and ".join(t if a else f"({t})" for t, a in spliced): False}
         # ``flag = not getattr(w, "overwrite_main_grad", False)`` inside ``if op_flag:``:
         # the enclosing test is what the flag stood for.
         for stmt, branch in d.node.enclosing_ifs:
@@ -225,9 +228,9 @@ class _Origins:
             elif self.unit.overwrite.expr(operand, node):
                 return None
             else:
-                text = self.context.text(operand)
+                text, atomic = _spliced(self.context, operand)
                 looks_op_level = looks_op_level or any(h in text for h in OP_LEVEL_HINTS)
-                parts.append((_operand_text(self.context, operand), patterns.is_atom(operand)))
+                parts.append((text, atomic))
         if not looks_op_level:
             return None
         if len(parts) == 1:
@@ -249,8 +252,16 @@ def _and_operands(expr: cst.CSTNode) -> list[cst.BaseExpression]:
     return [expr]
 
 
-def _operand_text(context: ModuleContext, expr: cst.CSTNode) -> str:
+def _spliced(context: ModuleContext, expr: cst.CSTNode) -> tuple[str, bool]:
+    """The text to splice in for ``expr`` and whether it needs no parentheses around it.
+
+    A node's located text leaves out its own parentheses (libcst's positions do), so a
+    parenthesized node gets them written back: ``(a or b)`` spliced as ``a or b`` after
+    ``ready and`` would change what the test means. A walrus (``(f := op.flag)``) stands for
+    its value: splicing the assignment would bind the name again."""
+    while isinstance(expr, cst.NamedExpr):
+        expr = expr.value
     text = context.text(expr)
-    if isinstance(expr, (cst.BooleanOperation, cst.IfExp, cst.Lambda)) and not expr.lpar:
-        return f"({text})"
-    return text
+    if getattr(expr, "lpar", ()):
+        return "(" * len(expr.lpar) + text + ")" * len(expr.rpar), True
+    return text, patterns.is_atom(expr)

@@ -339,9 +339,14 @@ class _Marked:
             return False
         return any(wgrad.stem(owner) == subject for owner in wgrad.main_grad_owners(out))
 
-    def insert(self, mark: Mark, name: str, text: str) -> Edit:
-        """A new line ``name = text`` right after the mark, at its indentation."""
+    def insert(self, mark: Mark, name: str, text: str) -> Edit | None:
+        """A new line ``name = text`` right after the mark, at its indentation; None when
+        the mark is not the first statement of its line (``if c: w.flag = True``,
+        ``n += 1; w.flag = True``): the text before it is code, not indentation, and
+        copying it onto the new line would run that code twice."""
         _, indent = self.out.line_start(mark.stmt)
+        if indent.strip():
+            return None
         return self.out.insert_line_after(mark.stmt, f"{indent}{name} = {text}\n")
 
 

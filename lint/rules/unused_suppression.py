@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ..model import SAFE, Edit, Finding, Fix
@@ -37,7 +38,8 @@ RULE = Rule(
         findings come after the others') and is reported as unused.
     """,
     fix="""
-        Remove the unused codes, or the whole comment when none is used (safe).
+        Remove the unused codes, or the suppression when none is used (safe); another
+        comment after it on the line (`# type: ignore`, `# pragma: no cover`) is kept.
     """,
     fix_summary="remove it (safe)",
     scope=SUPPRESSIONS,
@@ -158,7 +160,17 @@ def _rewrite_codes(s: Suppression, remaining: list[str]) -> Edit:
 def _remove_comment(s: Suppression) -> Edit:
     start = s.line_start + s.column  # where ``# gmlp:`` starts (maybe after another comment)
     before = s.line_text[: start - s.line_start]
+    # Another comment after the suppression's codes and reason (``# type: ignore``,
+    # ``# pragma: no cover``) belongs to another tool: it stays. The suppression
+    # ends where a ``#`` after white space starts the next one.
+    after = s.comment_text[s.end_column - (s.comment_start - s.line_start) :]
+    tail = _NEXT_COMMENT.search(after)
+    if tail is not None:
+        return Edit(start, s.comment_end - len(after) + tail.start("hash"), "")
     if not before.strip():
         # A comment on a line of its own: drop the whole line.
         return Edit(s.line_start, s.line_start + len(s.line_text), "")
     return Edit(s.line_start + len(before.rstrip()), s.comment_end, "")
+
+
+_NEXT_COMMENT = re.compile(r"\s(?P<hash>#)(?=[\sA-Za-z])")  # not ``#12``, an issue number

@@ -140,6 +140,13 @@ def test_from_a_file_that_is_not_a_bench_document_is_a_usage_error(tmp_path, con
     assert bench("--from", str(tmp_path / "missing.json")).exit_code == 2
 
 
+def test_from_an_empty_name_is_named_as_given():
+    # click made '' the current directory: "--from '.': cannot read: Is a directory".
+    result = bench("--from", "")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == "Error: --from: expected a file name, got ''"
+
+
 def _from_error_line(tmp_path, doc: dict) -> str:
     """The one error line of ``bench --from`` on ``doc``, after checking it is a usage error."""
     path = tmp_path / "partial.json"

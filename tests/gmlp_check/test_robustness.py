@@ -185,6 +185,19 @@ def test_ctrl_c_during_start_up_is_one_line_exit_130():
     assert "Traceback" not in err and err.strip().endswith("interrupted")
 
 
+def test_sigterm_during_start_up_is_one_line_exit_143():
+    # Before the commands install their SIGTERM handler (torch loading), SIGTERM killed the
+    # process silently; `timeout 1 gmlp-check ...` now ends as Ctrl-C does, with 128 + 15.
+    process = run_cli("diff", "--device", "cpu")
+    deadline = time.monotonic() + 120
+    while not _loaded(process.pid, "libtorch") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 143, out + err
+    assert err.strip() == "gmlp-check: interrupted" and "Traceback" not in err
+
+
 def slow_at_relu(**kwargs):
     """Runs the cases before the first relu one, then waits there to be stopped."""
     if kwargs.get("activation") == "relu":
@@ -259,6 +272,14 @@ def test_an_unwritable_junit_path_is_refused_before_the_run(tmp_path, path):
     assert last_line(result).startswith(f"Error: --junit-xml {path!r}: ")
     assert "passed" not in result.output and "Traceback" not in result.output
     assert not (tmp_path / "outdir").exists()
+
+
+def test_an_empty_junit_path_is_refused_not_ignored():
+    # ``--junit-xml ""`` (an unset variable) ran the cases and wrote no report, exit 0.
+    result = invoke("diff", "--device", "cpu", "-k", ONE_CASE, "--junit-xml", "")
+    assert result.exit_code == 2, result.output
+    assert last_line(result) == "Error: --junit-xml: expected a file name, got ''"
+    assert "passed" not in result.output
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")

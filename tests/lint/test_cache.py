@@ -254,3 +254,13 @@ def test_the_default_directory_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_module.default_directory() == tmp_path / "home" / ".cache" / "gmlp-lint"
+
+
+def test_an_empty_cache_dir_is_a_usage_error_not_the_current_directory(here):
+    # ``--cache-dir "$UNSET"`` was Path(""), the current directory: the cache's folder
+    # appeared inside the linted tree.
+    write(here / "a.py", TRUTH.source)
+    result = run_cli("--no-progress", "--cache-dir", "", "a.py")
+    assert result.exit_code == 2
+    assert "--cache-dir" in result.stderr and "expected a directory name, got ''" in result.stderr
+    assert sorted(p.name for p in here.iterdir()) == ["a.py"]

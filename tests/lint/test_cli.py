@@ -383,6 +383,13 @@ def test_stdin_filename_names_the_file_and_picks_its_configuration(tree):
     assert other.exit_code == 1 and other.stdout.startswith("other/new.py:")
 
 
+def test_an_empty_stdin_filename_is_a_usage_error(tree):
+    # '' read as "no name": stdin was left unread and the whole directory linted instead.
+    result = run_cli("--stdin-filename", "", stdin=TRUTH.source)
+    assert result.exit_code == 2, result.output
+    assert "'--stdin-filename': expected a file name, got ''" in result.stderr
+
+
 def test_stdin_fix_prints_the_fixed_source(tree):
     result = run_cli("--fix", "-", stdin=TRUTH.source)
     assert result.exit_code == 0

@@ -122,6 +122,25 @@ def test_a_fix_that_moves_a_coding_line_over_ascii_text_is_written(here):
     assert path.read_bytes() == b"#!/usr/bin/env python\n# coding: latin-1\nX = 1\n"
 
 
+def test_a_fix_in_an_encoding_that_does_not_write_the_text_back_is_refused(here):
+    # UTF-7 spells "abc" as "+AGEAYgBj-" too: encoding the fixed text rewrote line 2, which
+    # no fix touched, as "abc".
+    data = b'# coding: utf-7\nX = "+AGEAYgBj-"\nif p.main_grad:\n    pass\n'
+    path = here / "a.py"
+    path.write_bytes(data)
+    result = run_process("--fix", "a.py", cwd=here)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        "error: a.py: cannot write the fixes: utf-7 does not encode the file's text back to its "
+        "bytes, so lines no fix touches would change; nothing written"
+    ]
+    assert path.read_bytes() == data
+    # The same file spelled as utf-7 writes it is fixed.
+    path.write_bytes(data.replace(b"+AGEAYgBj-", b"abc"))
+    assert run_process("--fix", "a.py", cwd=here).returncode == 0
+    assert b"if p.main_grad is not None:" in path.read_bytes()
+
+
 def test_a_fix_that_only_the_compiler_rejects_is_refused(here, monkeypatch):
     # libcst accepts ``return`` at module level, CPython's compiler does not.
     from gmlp_check.lint import fixes

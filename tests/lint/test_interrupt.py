@@ -62,3 +62,47 @@ def test_ctrl_c_exits_130_promptly_and_ends_the_workers(tmp_path, jobs):
     assert stderr == "error: interrupted\n"
     time.sleep(0.5)
     assert not group_alive(process.pid), "a worker outlived the run"
+
+
+def test_workers_end_when_the_parent_is_killed_by_sigterm(tmp_path):
+    # SIGTERM (``timeout``, a CI job's limit) kills the parent with no clean-up. Its workers,
+    # waiting on a queue no one writes to, ran on for ever holding stdout and stderr open:
+    # whatever read the run's output waited for them.
+    slow_files(tmp_path, 4)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gmlp_check.lint", "-j", "2", "."],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    time.sleep(3)  # workers started, files being analysed
+    assert process.poll() is None, "the run ended before it could be stopped"
+    process.send_signal(signal.SIGTERM)  # the parent alone, as `kill PID` does
+    try:
+        process.communicate(timeout=30)  # returns once every holder of the pipes is gone
+    finally:
+        if group_alive(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == -signal.SIGTERM
+    time.sleep(0.5)
+    assert running_in_group(process.pid) == [], "a worker outlived the run"
+
+
+def running_in_group(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that still run: a killed worker whose parent died
+    first is left to init to reap, and a container's init may not, so zombies are not
+    counted."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry))
+    return found

@@ -1,0 +1,154 @@
+"""Fixes on shapes of code the rules' examples do not use: a parenthesized or walrus test the
+fix gates on, a statement that shares its line, a suppression followed by another tool's
+comment; and the place of a parse error in a file with lone ``\\r`` endings or a lone
+surrogate. Each was found by mutating real files and checking that the fixed text means
+what the original meant where no finding was."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from gmlp_check.lint import engine
+
+from .support import ALL_CODES, run_cli
+
+# GMLP001's example with the op-level test written in other shapes: the fix replaces the
+# downgraded ``accumulate`` with what the enclosing test reads.
+DOWNGRADED = """
+def compute_wgrad(op, weight, x, dy, ready):
+    accumulate = False
+    out = None
+    if {test}:
+        main_grad = weight.main_grad
+        accumulate = not getattr(weight, "overwrite_main_grad", False)
+        if ready and accumulate:
+            out = main_grad
+    if out is None:
+        out = torch.empty_like(weight)
+    gemm(x, dy, out=out, accumulate=accumulate)
+    return out
+"""
+
+
+def fixed(source: str) -> str:
+    text, _, _ = engine.fix_source(textwrap.dedent(source).lstrip("\n"), "m.py", ALL_CODES, True)
+    return text
+
+
+def fixed_test(source: str) -> ast.expr:
+    """The test of the branch that read ``accumulate``, after the fix."""
+    tree = ast.parse(fixed(source))
+    inner = tree.body[0].body[2].body[2]
+    assert isinstance(inner, ast.If)
+    return inner.test
+
+
+@pytest.mark.parametrize(
+    "test, gate",
+    [
+        # Spliced without its parentheses, ``ready and a or b`` would run the branch
+        # whenever b holds.
+        (
+            "(op.accumulate_into_main_grad or op.fuse_wgrad_accumulation)",
+            "ready and (op.accumulate_into_main_grad or op.fuse_wgrad_accumulation)",
+        ),
+        # A walrus stands for its value; splicing it whole gave ``(_w := _w := ...)``
+        # (invalid, so nothing was written and the run failed) or bound the name again.
+        ("(flag := op.accumulate_into_main_grad)", "ready and op.accumulate_into_main_grad"),
+        (
+            "(flag := op.accumulate_into_main_grad or op.fuse_wgrad_accumulation)",
+            "ready and (op.accumulate_into_main_grad or op.fuse_wgrad_accumulation)",
+        ),
+    ],
+)
+def test_the_fix_gates_on_what_the_enclosing_test_means(test, gate):
+    got = fixed_test(DOWNGRADED.format(test=test))
+    assert ast.dump(got) == ast.dump(ast.parse(gate, mode="eval").body)
+
+
+def test_a_walrus_in_the_branch_itself_is_fixed_into_valid_code():
+    source = DOWNGRADED.format(test="(_w := op.accumulate_into_main_grad)").replace(
+        "if ready and accumulate:", "if (_w := accumulate):"
+    )
+    text = fixed(source)
+    assert "if (_w := op.accumulate_into_main_grad):" in text.splitlines()[6]
+
+
+# GMLP005: the mark ``weight.grad_added_to_main_grad = True`` not first on its line. The
+# fix inserted ``wgrad = torch.zeros_like(weight)`` after it with the text before the mark
+# as "indentation": ``ctx.calls += 1;`` ran twice, or the ``if ...:`` was repeated on every
+# fix pass (nothing written, exit 2).
+DUMMY = """
+import torch
+
+
+def backward_wgrad(ctx, weight, x, dy):
+    wgrad = gemm(x, dy, out=weight.main_grad if ctx.fuse_wgrad_accumulation else None)
+    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+{mark}
+    return wgrad
+"""
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [
+        "        ctx.calls += 1; weight.grad_added_to_main_grad = True",
+        "        if ctx.calls: weight.grad_added_to_main_grad = True",
+    ],
+)
+def test_a_mark_sharing_its_line_gets_no_fix_that_copies_the_line(mark):
+    source = DUMMY.format(mark=mark).lstrip("\n")
+    found = [f for f in engine.lint_source(source, "m.py", ALL_CODES) if f.code == "GMLP005"]
+    assert found and all(f.fix is None for f in found)
+    assert fixed(source) == source
+
+
+def test_a_mark_alone_on_its_line_is_still_fixed():
+    source = DUMMY.format(mark="        weight.grad_added_to_main_grad = True").lstrip("\n")
+    assert "        wgrad = torch.zeros_like(weight)\n" in fixed(source)
+
+
+# GMLP100: removing an unused suppression removed every comment after it on the line.
+@pytest.mark.parametrize(
+    "line, kept",
+    [
+        (
+            "x = 1  # gmlp: ignore[GMLP004] stale  # type: ignore[attr-defined]",
+            "x = 1  # type: ignore[attr-defined]",
+        ),
+        (
+            "x = 1  # noqa: E501  # gmlp: ignore[GMLP004]  # pragma: no cover",
+            "x = 1  # noqa: E501  # pragma: no cover",
+        ),
+        ("# gmlp: ignore[GMLP004] see #12  # keep", "# keep"),
+        ("x = 1  # gmlp: ignore[GMLP004] see #12", "x = 1"),
+    ],
+)
+def test_removing_a_suppression_keeps_the_comments_after_it(line, kept):
+    source = f"def f(p):\n    {line}\n    return p\n"
+    assert fixed(source) == f"def f(p):\n    {kept}\n    return p\n"
+
+
+# -- where a parse error is --------------------------------------------------------------------
+def test_a_null_byte_in_a_file_with_cr_endings_is_placed_on_its_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_bytes(b'x = 1\ry = 2\rz = "\0"\r')
+    result = run_cli("--no-cache", "a.py")
+    assert result.exit_code == 2
+    assert "a.py:3:6: cannot parse: the source contains a null byte" in result.stderr
+
+
+def test_a_lone_surrogate_is_named_not_taken_for_a_null_byte(tmp_path, monkeypatch):
+    # raw_unicode_escape decodes the six characters \ud800 to a lone surrogate, which
+    # Python's compiler refuses ("surrogates not allowed"); the message said "null byte" at
+    # a negative column.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_bytes(b'# -*- coding: raw_unicode_escape -*-\nx = "\\ud800"\n')
+    result = run_cli("--no-cache", "a.py")
+    assert result.exit_code == 2
+    assert "a.py:2:6: cannot parse: surrogates not allowed ('\\ud800')" in result.stderr
+    assert "null byte" not in result.stderr
