@@ -68,8 +68,10 @@ class WritingHelpers:
         ]
 
     def writes_main_grad_of(self, code: cst.CSTNode, word: str | None) -> bool:
-        """``code`` calls a helper of the file that writes the main_grad of the weight
-        ``word`` names (``wgrad.stem``)."""
+        """``code`` writes the main_grad of the weight ``word`` names (``wgrad.stem``), itself
+        (``wgrad.writes_main_grad_of``) or by calling a helper of the file that does."""
+        if wgrad.writes_main_grad_of(code, word):
+            return True
         if word is None:
             return False
         return any(

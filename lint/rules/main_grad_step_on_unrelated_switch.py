@@ -212,7 +212,6 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
             word = wgrad.stem(subject)
             if (
                 guards[-1].side == "body"
-                and not wgrad.writes_main_grad_of(guard.body, word)
                 and not unit.context.shared(writing_helpers.WritingHelpers).writes_main_grad_of(
                     guard.body, word
                 )

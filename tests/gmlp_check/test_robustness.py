@@ -173,28 +173,29 @@ def _loaded(pid: int, library: str) -> bool:
         return False
 
 
-def test_ctrl_c_during_start_up_is_one_line_exit_130():
+def _signal_during_start_up(sig: int):
+    """``gmlp-check diff`` sent ``sig`` while it imports torch: (exit status, stdout, stderr)."""
     process = run_cli("diff", "--device", "cpu")
     deadline = time.monotonic() + 120
     # Torch's library mapped: the process is importing, long before a case runs.
     while not _loaded(process.pid, "libtorch") and time.monotonic() < deadline:
         time.sleep(0.01)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sig)
     out, err = process.communicate(timeout=300)
-    assert process.returncode == 130, out + err
+    return process.returncode, out, err
+
+
+def test_ctrl_c_during_start_up_is_one_line_exit_130():
+    returncode, out, err = _signal_during_start_up(signal.SIGINT)
+    assert returncode == 130, out + err
     assert "Traceback" not in err and err.strip().endswith("interrupted")
 
 
 def test_sigterm_during_start_up_is_one_line_exit_143():
     # Before the commands install their SIGTERM handler (torch loading), SIGTERM killed the
     # process silently; `timeout 1 gmlp-check ...` now ends as Ctrl-C does, with 128 + 15.
-    process = run_cli("diff", "--device", "cpu")
-    deadline = time.monotonic() + 120
-    while not _loaded(process.pid, "libtorch") and time.monotonic() < deadline:
-        time.sleep(0.01)
-    process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=300)
-    assert process.returncode == 143, out + err
+    returncode, out, err = _signal_during_start_up(signal.SIGTERM)
+    assert returncode == 143, out + err
     assert err.strip() == "gmlp-check: interrupted" and "Traceback" not in err
 
 
