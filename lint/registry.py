@@ -72,6 +72,7 @@ RULE_MODULES = {
     "GMLP043": "delayed_wgrad_list_misses_alternative",
     "GMLP046": "main_grad_fetch_not_exposed",
     "GMLP048": "main_grad_bookkeeping_on_raw_switch",
+    "GMLP049": "flag_set_only_when_set",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

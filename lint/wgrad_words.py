@@ -28,6 +28,14 @@ def says_deferred_wgrad(word: str) -> bool:
     return "grad" in lowered and any(w in lowered for w in LATER_WORDS)
 
 
+def names_weight_gradient(word: str) -> bool:
+    """A tensor named for a weight gradient (``wgrad_rs``, ``grad_weight``, ``fc1_dw``)."""
+    lowered = word.lower()
+    if any(w in lowered for w in ("wgrad", "grad_weight", "weight_grad")):
+        return True
+    return DW_PART in lowered.split("_")
+
+
 def names_protocol_callables(word: str) -> bool:
     """A store named for the backward_dw protocol (``chunk_backward_dw_funcs``): it holds
     layers' own ``backward_dw`` callables, each of which announces its weights, as a

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .. import wgrad_words
 from . import (
     overwrite_findings,
     overwrite_switch,
@@ -23,6 +24,8 @@ from . import (
     wgrad,
     zeroed_accumulation,
 )
+
+from .helper_facts import last_name
 
 if TYPE_CHECKING:
     from .collector import Collector
@@ -91,7 +94,16 @@ def check(context: ModuleContext, out: Collector) -> None:
             # write moved out of a producer is still the producer's, and a caller that asks
             # overwrite_main_grad decides for it.
             around = [unit, *callers.get(unit.name, ())]
-            if any(map(_in_producer, around)) and not any(map(asks, around)):
+            producer = any(map(_in_producer, around))
+            if not producer and not any(map(asks, around)):
+                # Whatever the function's name, copying a value named for the weight
+                # gradient into main_grad delivers it (a drain of reduce-scattered wgrads).
+                for root, node in unit.expression_roots():
+                    buffers = tensor_writes.Buffers(unit, node)
+                    for sub in patterns.walk(root):
+                        if _copies_wgrad(sub, buffers, out):
+                            reported.add(id(sub))
+            if producer and not any(map(asks, around)):
                 switches = switches_of(unit) if function else None
                 for root, node in unit.expression_roots():
                     if switches is not None and switches.decides(node):
@@ -149,6 +161,22 @@ def _asks(unit: Unit) -> bool:
             return True
         current = current.parent
     return False
+
+
+def _copies_wgrad(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
+    """``p.main_grad.copy_(wgrad_rs)``: a replacing copy into main_grad of a value whose
+    name says weight gradient (``wgrad``, ``grad_weight``, ``weight_grad``, a ``dw``
+    part). Consumers that consolidate once per step copy ``.grad`` or a bucket, not that."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return False
+    copying = tensor_writes.copying_method(node)
+    if copying is None or not copying[2] or not buffers.main_grad(copying[0]):
+        return False
+    if not wgrad_words.names_weight_gradient(last_name(copying[2][-1].value)):
+        return False
+    how = copying[1]
+    out.report(CODE, node, MESSAGE.format(target=out.text(copying[0]), how=how))
+    return True
 
 
 def _check_call(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:

@@ -57,10 +57,22 @@ OUTCOME: dict[str, tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, int]
         (("GMLP006", 18),),
         (),
     ),
-    "blind8-te-layernorm-linear-flag-value-read-for-hasattr": ("missed", (), ()),
+    # Missed blind; caught after the 2026-12-05 round (not blind): GMLP049, the flag set only
+    # under a test that it is already true.
+    "blind8-te-layernorm-linear-flag-value-read-for-hasattr": (
+        "caught",
+        (("GMLP049", 48),),
+        (),
+    ),
     # 4: overwrite without asking
     "blind8-hygon-aglinear-te-gemm-outside-fsdp-branch": ("missed", (), ()),
-    "blind8-megatron-gtp-drain-copies-into-main-grad": ("missed", (), ()),
+    # Missed blind; caught after the 2026-12-05 round (not blind): GMLP016 takes a copy of a
+    # value named for the weight gradient into main_grad as producer code whatever the name.
+    "blind8-megatron-gtp-drain-copies-into-main-grad": (
+        "caught",
+        (("GMLP016", 19),),
+        (),
+    ),
     "blind8-hygon-vocab-output-unfused-fallback-slice-assigns": (
         "caught",
         (("GMLP003", 29), ("GMLP016", 16)),
