@@ -24,7 +24,6 @@ from . import (
     wgrad,
     zeroed_accumulation,
 )
-
 from .helper_facts import last_name
 
 if TYPE_CHECKING:

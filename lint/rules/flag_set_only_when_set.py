@@ -150,9 +150,12 @@ def _required_true(expr):
         return expr.value
     if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr":
         args = expr.args
-        if 2 <= len(args) <= 3 and patterns.string_value(args[1].value) == patterns.GRAD_ADDED:
-            if len(args) == 2 or patterns.is_false_literal(args[2].value):
-                return args[0].value
+        if (
+            2 <= len(args) <= 3
+            and patterns.string_value(args[1].value) == patterns.GRAD_ADDED
+            and (len(args) == 2 or patterns.is_false_literal(args[2].value))
+        ):
+            return args[0].value
     return None
 
 
@@ -163,9 +166,11 @@ def _sets_true(body, subject: str, out: Collector) -> bool:
         if type(node) is cst.Assign and _is_true(node.value):
             for target in node.targets:
                 flag = target.target
-                if patterns.is_attr(flag, patterns.GRAD_ADDED):
-                    if out.context.code(flag.value).strip() == subject:
-                        return True
+                if (
+                    patterns.is_attr(flag, patterns.GRAD_ADDED)
+                    and out.context.code(flag.value).strip() == subject
+                ):
+                    return True
         if type(node) is cst.Call and patterns.callee_name(node) == "setattr":
             args = node.args
             if (

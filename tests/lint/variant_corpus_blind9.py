@@ -39,7 +39,7 @@ VARIANTS = (
     Variant(
         1,
         "blind9-mindspeed-gmm-zero-out-from-view",
-        bug='''
+        bug="""
             class BaseGMMFunction(torch.autograd.Function):
                 @classmethod
                 def forward(cls, ctx, x, weight, bias, group_list, weight_param, group_list_type=0):
@@ -87,8 +87,8 @@ VARIANTS = (
                 @classmethod
                 def gmm_add_impl(cls, x, grad, group_list, weight_param, weight_shape):
                     npu_groupmatmul_add_fp32(x, grad, group_list, weight_param.main_grad)
-        ''',
-        twin='''
+        """,
+        twin="""
             class BaseGMMFunction(torch.autograd.Function):
                 @classmethod
                 def forward(cls, ctx, x, weight, bias, group_list, weight_param, group_list_type=0):
@@ -136,9 +136,8 @@ VARIANTS = (
                 @classmethod
                 def gmm_add_impl(cls, x, grad, group_list, weight_param, weight_shape):
                     npu_groupmatmul_add_fp32(x, grad, group_list, weight_param.main_grad)
-        ''',
+        """,
     ),
-
     # Ascend/MindSpeed-LLM c77308a, mindspeed_llm/tasks/posttrain/lora/moe/experts.py, the grouped LoRA expert backward (mm2 wgrad).
     # weights2_a/weights2_b are rebound to `rearrange(...)` views of the saved weights; the GEMM writes original_weight2_*.main_grad. Marking
     # the flag on the rearranged views leaves the Parameters' grad_added_to_main_grad False, so the DDP hook adds the returned (uninitialised)
@@ -146,7 +145,7 @@ VARIANTS = (
     Variant(
         1,
         "blind9-mindspeedllm-lora-gmm-flag-on-rearranged",
-        bug='''
+        bug="""
             def backward(ctx, *args):
                 grad_outs = args[0]
                 (
@@ -217,8 +216,8 @@ VARIANTS = (
                     grad_weights2_b = torch.matmul(mm2_a.t(), grad_outs)
                     grad_weights2_a = torch.matmul(mm2_inputs.t(), grad_mm2_b_inputs)
                 return grad_mm2_inputs, grad_weights2_a, grad_weights2_b
-        ''',
-        twin='''
+        """,
+        twin="""
             def backward(ctx, *args):
                 grad_outs = args[0]
                 (
@@ -289,9 +288,8 @@ VARIANTS = (
                     grad_weights2_b = torch.matmul(mm2_a.t(), grad_outs)
                     grad_weights2_a = torch.matmul(mm2_inputs.t(), grad_mm2_b_inputs)
                 return grad_mm2_inputs, grad_weights2_a, grad_weights2_b
-        ''',
+        """,
     ),
-
     # pggPL/TransformerEngine bf4b2b9, transformer_engine/pytorch/module/grouped_linear.py, _GroupedLinear.backward. `weights` come back from
     # the saved tensors (FP8 workspaces / materialized copies); the Parameters are `origin_weights`, restored from ctx.origin_weight_refs.
     # Running the Megatron bookkeeping on the saved stand-ins finds no grad_added_to_main_grad, so the Parameter's flag stays False and no
@@ -299,7 +297,7 @@ VARIANTS = (
     Variant(
         1,
         "blind9-pggpl-grouped-linear-ddp-on-saved-weights",
-        bug='''
+        bug="""
             def backward(ctx, grad_output, _grad_workspaces):
                 saved_tensors = restore_from_func_ctx(ctx)
                 N = ctx.num_gemms
@@ -372,8 +370,8 @@ VARIANTS = (
                 else:
                     wgrad_list = [None] * ctx.num_gemms
                 return (None, None, None, None, None, *wgrad_list)
-        ''',
-        twin='''
+        """,
+        twin="""
             def backward(ctx, grad_output, _grad_workspaces):
                 saved_tensors = restore_from_func_ctx(ctx)
                 N = ctx.num_gemms
@@ -446,9 +444,8 @@ VARIANTS = (
                 else:
                     wgrad_list = [None] * ctx.num_gemms
                 return (None, None, None, None, None, *wgrad_list)
-        ''',
+        """,
     ),
-
     # AMD-AGI/Primus fd1eeab, primus/backends/megatron/core/extensions/te_wgrad_store.py, _primus_put. TE's GroupedLinear puts [inputmats,
     # grad_output, wgrad_list] and, with fuse_wgrad_accumulation, wgrad_list IS the list of main_grad tensors. Snapshotting every leaf clones
     # main_grad, so the deferred GEMM accumulates into the clones and the wgrad is lost (flag already set, dummy already returned). NOTE: the
@@ -553,7 +550,6 @@ VARIANTS = (
                     wgrad_func()
         ''',
     ),
-
     # AMD-AGI/Primus fd1eeab, primus/backends/megatron/core/extensions/zbpp_gemm.py, GroupedLinearWithWeightGradientStore.forward/backward.
     # The Parameter is rebound to `weight.view(*weight_reshape_size)` before main_grad is looked up; the view has no main_grad, so
     # use_main_grad is False, the deferred wgrad closure skips the main_grad add and the expert weight gradient is silently dropped (the op
@@ -561,7 +557,7 @@ VARIANTS = (
     Variant(
         2,
         "blind9-primus-zbpp-grouped-main-grad-after-view",
-        bug='''
+        bug="""
             class GroupedLinearWithWeightGradientStore(torch.autograd.Function):
                 @staticmethod
                 def forward(ctx, input, weight, group_lens, group_offs, trans_b, weight_reshape_size,
@@ -619,8 +615,8 @@ VARIANTS = (
                         functools.partial(process_wgrad, weight, ctx.weight_shape_ori),
                     )
                     return grad_a, None, None, None, None, None, None, None
-        ''',
-        twin='''
+        """,
+        twin="""
             class GroupedLinearWithWeightGradientStore(torch.autograd.Function):
                 @staticmethod
                 def forward(ctx, input, weight, group_lens, group_offs, trans_b, weight_reshape_size,
@@ -678,9 +674,8 @@ VARIANTS = (
                         functools.partial(process_wgrad, weight, ctx.weight_shape_ori),
                     )
                     return grad_a, None, None, None, None, None, None, None
-        ''',
+        """,
     ),
-
     # ROCm/TransformerEngine ac80527, transformer_engine/pytorch/module/linear.py, _Linear.backward. With CPU offloading +
     # fuse_wgrad_accumulation the saved weight is rebound to a fresh Parameter that only gets main_grad back: grad_added_to_main_grad is lost,
     # so the real Parameter is never flagged and gets no dummy after the GEMM wrote main_grad. NOTE: the bug line is the code at this HEAD
@@ -688,7 +683,7 @@ VARIANTS = (
     Variant(
         2,
         "blind9-rocmte-linear-cpu-offload-fresh-parameter",
-        bug='''
+        bug="""
             def backward(ctx, grad_output):
                 with torch.cuda.nvtx.range("_Linear_backward"):
                     (
@@ -760,8 +755,8 @@ VARIANTS = (
                 else:
                     wgrad = None
                 return wgrad, None, None, dgrad.view(ctx.inp_shape) if ctx.requires_dgrad else None, grad_bias
-        ''',
-        twin='''
+        """,
+        twin="""
             def backward(ctx, grad_output):
                 with torch.cuda.nvtx.range("_Linear_backward"):
                     (
@@ -832,9 +827,8 @@ VARIANTS = (
                 else:
                     wgrad = None
                 return wgrad, None, None, dgrad.view(ctx.inp_shape) if ctx.requires_dgrad else None, grad_bias
-        ''',
+        """,
     ),
-
     # Ascend/MindSpeed 028de58, mindspeed/te/pytorch/module/linear.py, _calculate_grad_weight. Only the MXFP8 recipes have a fused matmul-add
     # into main_grad; the other FP8 recipes compute a real wgrad. Returning the placeholder there sets grad_added_to_main_grad and hands DDP a
     # dummy although nothing wrote main_grad: the FP8 (tensorwise/delayed) weight gradient is silently dropped.
@@ -952,14 +946,13 @@ VARIANTS = (
                 return grad_weight
         ''',
     ),
-
     # Ascend/MindSpeed-LLM c77308a, mindspeed_llm/tasks/models/transformer/fast_mlp.py, the fused SwiGLU MLP backward. The dense_h_to_4h wgrad
     # is accumulated into weight_up.main_grad and a dummy is returned, but the flag is set on weight_down (copy-paste): weight_up's main_grad
     # was written with no flag, so the DDP hook adds the (uninitialised) dummy .grad into weight_up.main_grad.
     Variant(
         3,
         "blind9-mindspeedllm-fast-mlp-up-flag-on-down",
-        bug='''
+        bug="""
             def backward(ctx, grad_output):
                 input_, weight_up, weight_down, swiglu_input, swiglu_output = ctx.saved_tensors
                 grad_output_ = grad_output.reshape(-1, grad_output.shape[-1]) if ctx.reshape else grad_output
@@ -1021,8 +1014,8 @@ VARIANTS = (
                     grad_weight_up = grad_output_up.t().matmul(total_input_up)
                 handle.wait()
                 return grad_sub_input_up, grad_weight_up, None, grad_weight_down, None, None, None, None, None
-        ''',
-        twin='''
+        """,
+        twin="""
             def backward(ctx, grad_output):
                 input_, weight_up, weight_down, swiglu_input, swiglu_output = ctx.saved_tensors
                 grad_output_ = grad_output.reshape(-1, grad_output.shape[-1]) if ctx.reshape else grad_output
@@ -1084,9 +1077,8 @@ VARIANTS = (
                     grad_weight_up = grad_output_up.t().matmul(total_input_up)
                 handle.wait()
                 return grad_sub_input_up, grad_weight_up, None, grad_weight_down, None, None, None, None, None
-        ''',
+        """,
     ),
-
     # ROCm/Megatron-LM 2b855ba, megatron/core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication.backward. With
     # gradient_accumulation_fusion the GEMM already accumulated into weight.main_grad; for a weight without grad_added_to_main_grad the code
     # must hand back None. Returning the freshly computed wgrad as well means main_grad was written with no flag and a real .grad goes on to
@@ -1211,7 +1203,6 @@ VARIANTS = (
                 return grad_input, grad_weight, grad_bias, None, None, None, None, None
         ''',
     ),
-
     # NVIDIA/NeMo 8cfedd7, nemo/core/optim/optimizer_with_main_params.py, MainParamsOptimizerWrapper._make_param_hook. main_param.grad is the
     # contiguous fp32 buffer that param.main_grad points at; the hook runs once per microbatch. copy_ replaces it without asking anything (no
     # overwrite_main_grad, no sharding strategy), so only the last microbatch's gradient survives gradient accumulation.
@@ -1305,7 +1296,6 @@ VARIANTS = (
                 return param_hook
         ''',
     ),
-
     # NVIDIA/Megatron-LM d98e8a6, megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py, _grad_acc (inside _register_fsdp_hooks).
     # Only the sharded (is_data_distributed) buffer may be overwritten: it is reduce-scattered and accumulated into gbuf after every backward.
     # The unsharded buffer is reduced once per optimizer step, so copy_ there keeps only the last microbatch.
@@ -1403,7 +1393,6 @@ VARIANTS = (
                 param.grad_added_to_main_grad = False
         ''',
     ),
-
     # ServiceNow/Fast-LLM 7d61a1b, fast_llm/functional/linear.py, update_linear_gradients. Fast-LLM's grad_buffer plays main_grad's role and
     # param_grad_is_zero is its "overwrite on first microbatch" switch. A plain mm(out=grad_buffer) overwrites on every microbatch without
     # reading the switch (earlier microbatches lost), and since the switch is never unset, reduce_gradients later zero-fills the buffer as if
@@ -1490,7 +1479,6 @@ VARIANTS = (
                     accumulate_gradient(bias, grad_output.sum(dim=0))
         ''',
     ),
-
     # Ascend/MindSpeed 028de58, mindspeed/core/transformer/moe/moe_feature/fb_overlap/modules/layers.py, the linear backward used by the fb-
     # overlap MoE path. On the decoupled (delayed-wgrad) path the weight gets neither a dummy nor grad_added_to_main_grad; skip_grad_accum is
     # what tells MindSpeed's DDP hook (adaptor._make_backward_post_hook) to skip it. Without it the hook fires with grad None and asserts
@@ -1498,7 +1486,7 @@ VARIANTS = (
     Variant(
         5,
         "blind9-mindspeed-fb-overlap-decoupled-no-skip-marker",
-        bug='''
+        bug="""
             def backward(ctx, grad_output):
                 input_, weight = ctx.saved_tensors
                 use_bias = ctx.use_bias
@@ -1553,8 +1541,8 @@ VARIANTS = (
 
                 grad_bias = grad_output.sum(dim=0) if use_bias else None
                 return grad_input, grad_weight, grad_bias, None, None, None, None, None
-        ''',
-        twin='''
+        """,
+        twin="""
             def backward(ctx, grad_output):
                 input_, weight = ctx.saved_tensors
                 use_bias = ctx.use_bias
@@ -1611,9 +1599,8 @@ VARIANTS = (
 
                 grad_bias = grad_output.sum(dim=0) if use_bias else None
                 return grad_input, grad_weight, grad_bias, None, None, None, None, None
-        ''',
+        """,
     ),
-
     # Victarry/TransformerEngine 849ad3f, transformer_engine/pytorch/ops/basic/grouped_linear.py, GroupedLinear._fuser_backward_split_quantize
     # (tail) and backward_dw. With delay_wgrad_compute and accumulate_into_main_grad, the flag and dummy must be produced in the backward
     # (backward_dw then only runs the GEMM and fires the hooks). Testing the delayed case first returns None with no flag, so the hooks that
@@ -1748,7 +1735,6 @@ VARIANTS = (
                     return final_weight_grads
         ''',
     ),
-
     # Victarry/TransformerEngine 849ad3f, transformer_engine/pytorch/module/layernorm_mlp.py, LayerNormMLP.backward_dw. Without
     # fuse_wgrad_accumulation the delayed wgrads must be handed over as .grad before _trigger_wgrad_accumulation_and_reduce_hooks runs.
     # Setting only fc2's .grad means the hooks fire for fc1_weight with no .grad and no grad_added_to_main_grad: its gradient never reaches
@@ -1832,7 +1818,6 @@ VARIANTS = (
                     self._trigger_wgrad_accumulation_and_reduce_hooks()
         ''',
     ),
-
     # alibaba/Pai-Megatron-Patch a098ca5, megatron_patch/model/qwen3_next/gated_attention.py, GatedSoftmaxAttention. The class builds its
     # fused projection as self.linear_qgkv and never a self.linear_qkv, but backward_dw (delay_wgrad_compute) still calls
     # self.linear_qkv.backward_dw(): the QKV+gate projection's delayed wgrad is never computed (or backward_dw raises). NOTE: the bug line is
@@ -1955,7 +1940,6 @@ VARIANTS = (
                     self.linear_proj.backward_dw()
         ''',
     ),
-
     # AMD-AGI/Primus fd1eeab, primus/backends/megatron/core/transformer/kimi_k3/kimi_k3_mla_attention.py, KimiK3MLASelfAttention.backward_dw.
     # The subclass adds an output-gate projection and overrides backward_dw; dropping the super() call means the inherited MLA projections
     # (q/kv down/up, linear_proj) built with delay_wgrad_compute never run their delayed wgrad, so their main_grad stays unchanged.
@@ -2064,7 +2048,6 @@ VARIANTS = (
                         self.linear_o_gate.backward_dw()
         ''',
     ),
-
     # NVIDIA/Megatron-LM d98e8a6, megatron/core/transformer/moe/experts.py, TEGroupedMLP.backward_dw. The fused ops use the wrapper's combined
     # delay mode (linear_fc1.delay_wgrad_compute); gating on config.delay_wgrad_compute alone falls through to linear_fc{1,2}.backward_dw(),
     # whose forward never ran in the fused path: the fused ops' delayed wgrads are never computed.
@@ -2168,7 +2151,6 @@ VARIANTS = (
                     self.linear_fc1.backward_dw()
         ''',
     ),
-
     # pggPL/TransformerEngine bf4b2b9, transformer_engine/pytorch/ops/fused/grouped_mlp.py, _compute_grad_params. `accumulate_into_main_grad`
     # is the local GEMM flag that overwrite_main_grad (Megatron-FSDP) turns off; the op-level switch is fc_op._accumulate_into_main_grad.
     # Choosing dummy vs real wgrad on the local flag in a conditional expression returns main_grad itself as .grad in overwrite mode, and
@@ -2176,7 +2158,7 @@ VARIANTS = (
     Variant(
         7,
         "blind9-pggpl-fused-grouped-mlp-dummy-ternary-local-flag",
-        bug='''
+        bug="""
             def _compute_grad_params(fc_op, ctx, num_groups, weight_shape, grouped_x, grouped_dy, dtype, device,
                                      bias_grads, bias_grad_packed, label=""):
                 accumulate_into_main_grad = False
@@ -2220,8 +2202,8 @@ VARIANTS = (
                     return w_list
                 bias_list = bias_grads if bias_grads is not None else [None] * num_groups
                 return w_list + bias_list
-        ''',
-        twin='''
+        """,
+        twin="""
             def _compute_grad_params(fc_op, ctx, num_groups, weight_shape, grouped_x, grouped_dy, dtype, device,
                                      bias_grads, bias_grad_packed, label=""):
                 accumulate_into_main_grad = False
@@ -2264,9 +2246,8 @@ VARIANTS = (
                     return w_list
                 bias_list = bias_grads if bias_grads is not None else [None] * num_groups
                 return w_list + bias_list
-        ''',
+        """,
     ),
-
     # Victarry/TransformerEngine 849ad3f, transformer_engine/pytorch/module/linear.py, the _Linear backward helper.
     # accumulate_wgrad_into_param_main_grad is False on the first microbatch (and for distributed weights) although the GEMM still writes
     # out=main_grad. Picking dummy vs real on it in a conditional expression returns main_grad itself as .grad with the flag unset on the
@@ -2274,7 +2255,7 @@ VARIANTS = (
     Variant(
         7,
         "blind9-victarry-linear-dummy-ternary-first-microbatch",
-        bug='''
+        bug="""
             def _linear_backward(bwd_args, origin_weight_python_object, main_grad, inputmat_total, grad_output,
                                  is_dist_weight, origin_weight_overwrites_main_grad, dgrad, grad_bias):
                 wgrad = None
@@ -2324,8 +2305,8 @@ VARIANTS = (
                 else:
                     wgrad = None
                 return (wgrad, dgrad.view(bwd_args.inp_shape) if bwd_args.requires_dgrad else None, grad_bias)
-        ''',
-        twin='''
+        """,
+        twin="""
             def _linear_backward(bwd_args, origin_weight_python_object, main_grad, inputmat_total, grad_output,
                                  is_dist_weight, origin_weight_overwrites_main_grad, dgrad, grad_bias):
                 wgrad = None
@@ -2372,9 +2353,8 @@ VARIANTS = (
                 else:
                     wgrad = None
                 return (wgrad, dgrad.view(bwd_args.inp_shape) if bwd_args.requires_dgrad else None, grad_bias)
-        ''',
+        """,
     ),
-
     # AMD-AGI/Primus fd1eeab, primus/backends/megatron/core/extensions/primus_turbo.py, _bridge_weight_grad / _WeightGradBridge.backward. On
     # both paths main_grad receives the wgrad (by the GEMM epilogue or by the bridge's add_) and the flag is set, so the dummy must be
     # returned always. Choosing on the local fuse_wgrad_accum flag in a conditional expression hands the real quantized wgrad back as .grad on
@@ -2478,7 +2458,6 @@ VARIANTS = (
                 return x, PrimusTurboQuantizedTensorPair(data=quantized_weight, data_t=quantized_weight_trans)
         ''',
     ),
-
     # NVIDIA/Megatron-LM d98e8a6, megatron/core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication.backward. Under
     # Megatron-FSDP, param.main_grad is None (or a stale bucket) until get_main_grad() allocates/fetches it; the fused wgrad GEMM must refresh
     # it first (Megatron #5209). Writing weight.main_grad directly dereferences None or writes into a buffer that is no longer the parameter's
@@ -2486,7 +2465,7 @@ VARIANTS = (
     Variant(
         8,
         "blind9-megatron-tp-linear-fsdp-main-grad-not-fetched",
-        bug='''
+        bug="""
             def backward(ctx, grad_output):
                 input, weight = ctx.saved_tensors
                 use_bias = ctx.use_bias
@@ -2531,8 +2510,8 @@ VARIANTS = (
                     grad_weight = grad_output.t().matmul(total_input)
                 grad_bias = grad_output.sum(dim=0) if use_bias else None
                 return grad_input, grad_weight, grad_bias, None, None, None, None, None
-        ''',
-        twin='''
+        """,
+        twin="""
             def backward(ctx, grad_output):
                 input, weight = ctx.saved_tensors
                 use_bias = ctx.use_bias
@@ -2578,9 +2557,8 @@ VARIANTS = (
                     grad_weight = grad_output.t().matmul(total_input)
                 grad_bias = grad_output.sum(dim=0) if use_bias else None
                 return grad_input, grad_weight, grad_bias, None, None, None, None, None
-        ''',
+        """,
     ),
-
     # Victarry/TransformerEngine 849ad3f, transformer_engine/pytorch/ops/_common.py, get_main_grad_from_param (used by the op-fuser
     # GroupedLinear / fused grouped MLP). Megatron-FSDP parameters carry __fsdp_param__ and get_main_grad(); their main_grad is None or stale
     # until fetched. Without the refresh the fused wgrad GEMM either raises on a valid FSDP setup or writes into a stale bucket (Megatron
@@ -2675,7 +2653,6 @@ VARIANTS = (
                 return out
         ''',
     ),
-
     # NVIDIA/Megatron-LM d98e8a6, megatron/core/transformer/moe/experts.py, TEGroupedMLP._make_fused_impl_pre_forward_hook /
     # _ensure_main_grad_for_fused_impl. The TE op-fuser GroupedLinear ops are built with accumulate_into_main_grad on the wrapper's
     # parameters; under Megatron-FSDP main_grad must be exposed via get_main_grad() before they run. Exposing only FC1 leaves FC2's main_grad
