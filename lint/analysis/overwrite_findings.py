@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ..wgrad_words import names_hook
 from . import overwrite_switch, patterns, step_consumers, tensor_writes
 
 if TYPE_CHECKING:
@@ -30,6 +31,11 @@ CONSUMER_MESSAGE = (
     "reads {evidence}) and never adds into main_grad nor asks overwrite_main_grad: with "
     "gradient accumulation each microbatch erases the ones before it; add_ unless this "
     "microbatch's buffer is fresh"
+)
+HOOK_MESSAGE = (
+    "this replaces `{target}`'s contents (copy_) with `{source}` in a gradient hook, which "
+    "runs every backward, and the hook never adds into it: with gradient accumulation each "
+    "microbatch erases the ones before it; add_ into the accumulator"
 )
 SWITCH_MESSAGE = (
     "this replaces `{target}`'s contents ({how}) without asking `{switch}`, which decides "
@@ -92,6 +98,41 @@ def check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
             reported.add(id(at))
             message = CONSUMER_MESSAGE.format(target=out.text(dest), evidence=evidence)
             out.report(CODE, at, message)
+
+
+def check_hook_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
+    """A gradient hook (NeMo's ``param_hook`` of the main-params optimizer: its name says
+    hook, so it fires every backward) that moves the incoming gradient into another
+    object's ``.grad`` with ``copy_`` (``main_param.grad.copy_(param.grad.data)``) and adds
+    into nothing: the accumulator keeps only the last microbatch. One that adds on some
+    path, or asks overwrite_main_grad, has made the choice."""
+    if not names_hook(unit.name) or _asks_overwrite(unit):
+        return
+    copies = []
+    for root, _node in unit.expression_roots():
+        for dest, kind, at, how in tensor_writes.writes(root, None):
+            if kind == "accumulate":
+                return
+            if how == "copy_" and (source := _grad_into_other_grad(unit, dest, at)) is not None:
+                copies.append((dest, at, source))
+    for dest, at, source in copies:
+        if id(at) not in reported:
+            reported.add(id(at))
+            message = HOOK_MESSAGE.format(target=out.text(dest), source=out.text(source))
+            out.report(CODE, at, message)
+
+
+def _grad_into_other_grad(unit: Unit, dest, call) -> cst.BaseExpression | None:
+    """The copied gradient when ``call`` copies ``Y.grad`` (or ``Y.grad.data``) into
+    ``X.grad`` of another object ``X``; else None."""
+    if not patterns.is_attr(dest, "grad") or type(call) is not cst.Call or not call.args:
+        return None
+    source = call.args[0].value
+    owner = source.value if patterns.is_attr(source, "data") else source
+    if not patterns.is_attr(owner, "grad"):
+        return None
+    code = unit.context.code
+    return source if code(owner.value).strip() != code(dest.value).strip() else None
 
 
 def check_unheeded_switch(

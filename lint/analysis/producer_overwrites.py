@@ -125,6 +125,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                         out.report(CODE, call, ZEROED.format(target=target))
         if function:
             overwrite_findings.check_unheeded_switch(unit, switches_of(unit), reported, out)
+            overwrite_findings.check_hook_consumer(unit, reported, out)
 
 
 def _callers(context: ModuleContext) -> dict[str, list[Unit]]:

@@ -234,14 +234,15 @@ class Provenance:
         if isinstance(expr, cst.Name):
             word = expr.value
             found = self.known.get(word) or by_name(word)
-            if found is None and any(p + word in self.names for p in ORIGIN_PREFIXES):
-                return SAVED  # the Parameter has its own ``origin_`` name here
+            if found is None and twin_of(word, self.names) is not None:
+                return SAVED  # the Parameter has its own name here (``origin_w``, ``w_param``)
             return found
         return of_value(expr, self.known, self.helpers, self.ctx)
 
     def stand_in(self, expr: cst.CSTNode) -> str | None:
         """The kind of stand-in ``expr`` surely is: a quantized or materialized copy, or a
-        saved tensor whose Parameter the code names separately (``origin_`` twin in scope).
+        saved tensor whose Parameter the code names separately (an ``origin_w`` or
+        ``w_param`` twin in scope).
         None for the Parameter and for anything unknown."""
         kind = self.of(expr)
         if kind in COPIES:
@@ -249,7 +250,7 @@ class Provenance:
         if (
             kind == SAVED
             and isinstance(expr, cst.Name)
-            and any(p + expr.value in self.names for p in ORIGIN_PREFIXES)
+            and twin_of(expr.value, self.names) is not None
         ):
             return SAVED
         return None
