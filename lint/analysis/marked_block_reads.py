@@ -61,8 +61,7 @@ def wrong_reads(
 ) -> Iterator[BlockRead]:
     """The reads of ``mark``'s block that name the wrong object, in the order they are
     reported: a ``MISPLACED`` mark alone, else each foreign or stand-in read. ``experts``:
-    the function runs a grouped GEMM (``zero_out_wgrad`` reads from another expert's
-    weight are left alone, not those from a stand-in for the marked one);
+    the function runs a grouped GEMM (``zero_out_wgrad`` reads are left alone);
     ``aliases``: the function's local aliases, whose other names of a marked weight
     count as that weight."""
     marked = {wgrad.stem(mark.subject)}
@@ -93,13 +92,13 @@ def wrong_reads(
         if root is None:
             continue
         for what, owner in _reads(root):
+            if experts and what == patterns.ZERO_OUT:
+                continue
             word = wgrad.stem(owner)
             if aliases is not None and any(aliases.same(owner, s) for s in subjects.values()):
                 continue  # another name for a marked weight (``s = weight``)
             if word is not None and word not in marked:
-                # one expert's zero_out_wgrad stands for the group's in grouped GEMM code
-                if not (experts and what == patterns.ZERO_OUT):
-                    yield BlockRead(OTHER_WEIGHT, owner, mark.subject, what)
+                yield BlockRead(OTHER_WEIGHT, owner, mark.subject, what)
             elif word is not None and objects.differ(subjects[word], owner):
                 yield BlockRead(STAND_IN, owner, subjects[word], what)
 

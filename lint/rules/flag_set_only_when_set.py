@@ -47,7 +47,9 @@ RULE = Rule(
 
         Seen: the flag's value required by an `if` test or by one operand of an `and` chain
         of it, and an assignment of `True` to the same flag of the same object (same source
-        text) anywhere in that `if`'s body, outside nested functions. Not seen: the test and
+        text) anywhere in that `if`'s body, outside nested functions.
+
+        Not seen: the test and
         the assignment in different functions, the value read into a local first
         (`done = getattr(...)`), `or` chains, and other flags.
     """,
