@@ -279,8 +279,17 @@ def _is_bool_call(call: cst.Call) -> bool:
 
 
 def _parenthesize(text: str, parent, also: tuple = ()) -> str:
-    # Parents around which a spliced comparison needs parentheses.
-    tighter = (cst.BinaryOperation, cst.Attribute, cst.Subscript, cst.Comparison, *also)
+    # Parents around which a spliced comparison needs parentheses. A comparison's right-hand
+    # operands sit in ComparisonTarget nodes: `flag == bool(p.main_grad)` spliced bare was
+    # `flag == p.main_grad is not None`, a chain that means `flag == p.main_grad and ...`.
+    tighter = (
+        cst.BinaryOperation,
+        cst.Attribute,
+        cst.Subscript,
+        cst.Comparison,
+        cst.ComparisonTarget,
+        *also,
+    )
     if isinstance(parent, tighter) or (
         isinstance(parent, cst.UnaryOperation) and not isinstance(parent.operator, cst.Not)
     ):

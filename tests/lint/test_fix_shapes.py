@@ -152,3 +152,15 @@ def test_a_lone_surrogate_is_named_not_taken_for_a_null_byte(tmp_path, monkeypat
     assert result.exit_code == 2
     assert "a.py:2:6: cannot parse: surrogates not allowed ('\\ud800')" in result.stderr
     assert "null byte" not in result.stderr
+
+
+@pytest.mark.parametrize("operator", ["==", "!=", "is", "is not", "in", "<"])
+def test_bool_of_main_grad_right_of_a_comparison_is_fixed_in_parentheses(operator):
+    # GMLP004's safe fix spliced `p.main_grad is not None` bare after the operator: a chained
+    # comparison (`flag == p.main_grad and p.main_grad is not None`), not what was written.
+    source = f"def ready(p, flag):\n    return flag {operator} bool(p.main_grad)\n"
+    text = fixed(source)
+    assert text == f"def ready(p, flag):\n    return flag {operator} (p.main_grad is not None)\n"
+    original, new = (ast.parse(t).body[0].body[0].value for t in (source, text))
+    assert len(new.comparators) == 1 and isinstance(new.comparators[0], ast.Compare)
+    assert ast.dump(new.left) == ast.dump(original.left)
