@@ -164,3 +164,49 @@ def test_bool_of_main_grad_right_of_a_comparison_is_fixed_in_parentheses(operato
     original, new = (ast.parse(t).body[0].body[0].value for t in (source, text))
     assert len(new.comparators) == 1 and isinstance(new.comparators[0], ast.Compare)
     assert ast.dump(new.left) == ast.dump(original.left)
+
+
+OFFLOADING = """
+def mark_for_offload(weights, fuse_wgrad_accumulation):
+    for w in weights:
+        {marking}
+        y = flag = 1
+"""
+
+
+def fixed_gmlp010(marking: str) -> tuple[str, str, list]:
+    source = textwrap.dedent(OFFLOADING).lstrip("\n").format(marking=marking)
+    text, _, _ = engine.fix_source(source, "m.py", frozenset({"GMLP010"}), True)
+    return source, text, engine.lint_source(source, "m.py", frozenset({"GMLP010"}))
+
+
+@pytest.mark.parametrize(
+    "marking",
+    [
+        "mark_activation_offload(w, w.main_grad)",  # w must stay marked
+        "flag = w.main_grad.weight_offloading = True",  # flag must stay bound
+        "w.main_grad.weight_offloading = compute(w)",  # compute must still run
+        "log(mark_activation_offload(w.main_grad))",  # log must still run
+        "mark_activation_offload(next(weights).main_grad)",  # the iterator must advance
+        "next(weights).main_grad.weight_offloading = True",
+    ],
+)
+def test_a_marking_that_does_more_than_mark_is_reported_but_not_deleted(marking):
+    # GMLP010's fix deleted the whole statement, and with it what else it did.
+    source, text, findings = fixed_gmlp010(marking)
+    assert [f.code for f in findings] == ["GMLP010"]
+    assert text == source
+
+
+@pytest.mark.parametrize(
+    "marking",
+    [
+        "mark_activation_offload(w.main_grad)",
+        "te.offload.mark_activation_offload(weights[0].main_grad, cpu=True)",
+        'mark_activation_offload(getattr(w, "main_grad"))',
+        "weights[i].main_grad.weight_offloading = True",
+    ],
+)
+def test_a_marking_that_only_marks_is_still_deleted(marking):
+    source, text, _ = fixed_gmlp010(marking)
+    assert text == source.replace(f"        {marking}\n", "")
