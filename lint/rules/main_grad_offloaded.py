@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+copyable = LazyModule("..analysis.copyable", __package__)
 
 CODE = "GMLP010"
 RULE = Rule(
@@ -163,36 +164,23 @@ def _only_marks(stmt, holds) -> bool:
     if isinstance(stmt, cst.Assign):
         target = stmt.targets[0].target
         owner = patterns.main_grad_owner(target.value) if type(target) is cst.Attribute else None
-        return len(stmt.targets) == 1 and _plain(owner) and _inert(stmt.value)
+        return (
+            len(stmt.targets) == 1
+            and copyable.is_plain_path(owner)
+            and copyable.is_inert(stmt.value)
+        )
     call = stmt.value if isinstance(stmt, cst.Expr) else None
     if type(call) is not cst.Call or "offload" not in (patterns.callee_name(call) or ""):
         return False
-    if not _plain(call.func):
+    if not copyable.is_plain_path(call.func):
         return False
     for arg in call.args:
         if arg.star:
             return False
-        held = _plain(patterns.main_grad_owner(arg.value)) or holds(arg.value)
-        if not held and not (arg.keyword is not None and _inert(arg.value)):
+        held = copyable.is_plain_path(patterns.main_grad_owner(arg.value)) or holds(arg.value)
+        if not held and not (arg.keyword is not None and copyable.is_inert(arg.value)):
             return False
     return True
-
-
-def _plain(expr) -> bool:
-    """A name, or attributes and literal or name subscripts of one (``w``, ``self.fc1.weight``,
-    ``weights[0]``): evaluating it calls nothing that deleting the statement would drop
-    (``next(weights).main_grad`` would)."""
-    while type(expr) is cst.Attribute or (
-        type(expr) is cst.Subscript
-        and all(type(e.slice) is cst.Index and _inert(e.slice.value) for e in expr.slice)
-    ):
-        expr = expr.value
-    return type(expr) is cst.Name
-
-
-def _inert(expr) -> bool:
-    """A literal or a plain path: dropping its evaluation drops no effect."""
-    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or _plain(expr)
 
 
 def _removal(out: Collector, stmt, suite, flagged) -> Fix | None:

@@ -210,3 +210,42 @@ def test_a_marking_that_does_more_than_mark_is_reported_but_not_deleted(marking)
 def test_a_marking_that_only_marks_is_still_deleted(marking):
     source, text, _ = fixed_gmlp010(marking)
     assert text == source.replace(f"        {marking}\n", "")
+
+
+FSDP_READ = """
+def deferred_wgrad(config, weights, x, dy):
+    if config.gradient_accumulation_fusion:
+        {read}
+
+
+def fetch(param):
+    if hasattr(param, "__fsdp_param__"):
+        param.main_grad = param.get_main_grad()
+"""
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        # The owner is bound inside the statement: before it, `w` is another variable or none.
+        "results = [wgrad_gemm_accum_fp32(x, dy, w.main_grad) for w in weights]",
+        "list(map(lambda w: wgrad_gemm_accum_fp32(x, dy, w.main_grad), weights))",
+        # The owner calls something: the fetch would call it three more times.
+        "wgrad_gemm_accum_fp32(x, dy, next(weights).main_grad)",
+    ],
+)
+def test_gmlp008_fetches_only_an_owner_it_can_name_before_the_read(read):
+    source = textwrap.dedent(FSDP_READ).lstrip("\n").format(read=read)
+    enabled = frozenset({"GMLP008"})
+    assert [f.code for f in engine.lint_source(source, "m.py", enabled)] == ["GMLP008"]
+    text, _, _ = engine.fix_source(source, "m.py", enabled, True)
+    assert text == source
+
+
+def test_gmlp008_still_fetches_a_loop_variable_inside_the_loop():
+    source = FSDP_READ.format(
+        read="for w in weights[0:]:\n            wgrad_gemm_accum_fp32(x, dy, w.main_grad)"
+    )
+    text = fixed(source)
+    assert '            if hasattr(w, "__fsdp_param__"):\n' in text
+    assert "                w.main_grad = w.get_main_grad()\n" in text
