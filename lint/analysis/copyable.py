@@ -27,3 +27,19 @@ def is_plain_path(expr: cst.CSTNode | None) -> bool:
 def is_inert(expr: cst.CSTNode | None) -> bool:
     """A number, a plain string or a plain path."""
     return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or is_plain_path(expr)
+
+
+# What evaluates more than a read: a call, a binding, a suspension, a generator's step.
+_EFFECTS = (cst.Call, cst.NamedExpr, cst.Await, cst.Yield)
+
+
+def calls_nothing(expr: cst.CSTNode) -> bool:
+    """No call, walrus, await or yield anywhere in ``expr`` (``fuse and not ctx.fp8``): a
+    test a fix may evaluate once more."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _EFFECTS):
+            return False
+        stack.extend(node.children)
+    return True

@@ -249,3 +249,36 @@ def test_gmlp008_still_fetches_a_loop_variable_inside_the_loop():
     text = fixed(source)
     assert '            if hasattr(w, "__fsdp_param__"):\n' in text
     assert "                w.main_grad = w.get_main_grad()\n" in text
+
+
+GEMM_OUT = """
+def fc2_wgrad(ctx, ws, w, fuse, act_out, grad_output):
+    return general_gemm(
+        act_out,
+        grad_output,
+        out_dtype=ctx.dtype,
+        out={out},
+    )
+"""
+
+
+@pytest.mark.parametrize(
+    "out",
+    [
+        # Copied into out_dtype, evaluated first: another weight's buffer, fuse() run twice.
+        "next(ws).main_grad if fuse else None",
+        "w.main_grad if fuse() else None",
+        "w.main_grad if (f := fuse) else None",
+    ],
+)
+def test_gmlp012_copies_no_buffer_or_condition_that_calls_something(out):
+    source = textwrap.dedent(GEMM_OUT).lstrip("\n").format(out=out)
+    enabled = frozenset({"GMLP012"})
+    assert [f.code for f in engine.lint_source(source, "m.py", enabled)] == ["GMLP012"]
+    text, _, _ = engine.fix_source(source, "m.py", enabled, True)
+    assert text == source
+
+
+def test_gmlp012_still_copies_a_plain_buffer_and_condition():
+    text = fixed(GEMM_OUT.format(out="ws[0].main_grad if fuse and not ctx.fp8 else None"))
+    assert "out_dtype=(ws[0].main_grad.dtype if fuse and not ctx.fp8 else ctx.dtype)," in text
