@@ -282,3 +282,15 @@ def test_gmlp012_copies_no_buffer_or_condition_that_calls_something(out):
 def test_gmlp012_still_copies_a_plain_buffer_and_condition():
     text = fixed(GEMM_OUT.format(out="ws[0].main_grad if fuse and not ctx.fp8 else None"))
     assert "out_dtype=(ws[0].main_grad.dtype if fuse and not ctx.fp8 else ctx.dtype)," in text
+
+
+@pytest.mark.parametrize("value", ["next(params).main_grad", 'getattr(next(params), "main_grad")'])
+def test_gmlp004_reads_no_main_grad_twice_that_calls_something(value):
+    # `X if X is not None else Y` evaluates X twice: another parameter's buffer came back.
+    source = f"def fetch(params):\n    return {value} or make()\n"
+    enabled = frozenset({"GMLP004"})
+    assert [f.code for f in engine.lint_source(source, "m.py", enabled)] == ["GMLP004"]
+    text, _, _ = engine.fix_source(source, "m.py", enabled, True)
+    assert text == source
+    plain = fixed("def fetch(params):\n    return params[0].main_grad or make()\n")
+    assert "params[0].main_grad if params[0].main_grad is not None else make()" in plain
