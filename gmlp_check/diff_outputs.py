@@ -6,6 +6,7 @@ line and exit 2."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -73,6 +74,17 @@ def write_repros(directory: Path, results, checker, embed: str | None) -> None:
                 reason = exc.strerror or type(exc).__name__
                 click.echo(f"Error: --write-repro {str(directory)!r}: {reason}", err=True)
                 sys.exit(EXIT_USAGE)
-            click.echo(f"reproduction of {result.case.id}: {path}", err=True)
+            click.echo(_naming(f"reproduction of {result.case.id}: ", path), err=True)
             if hint := repro.size_hint(path):
                 click.echo(f"  {hint}", err=True)
+
+
+def _naming(text: str, path: Path) -> bytes:
+    """``text`` then ``path`` as a line's bytes for stderr: the path as it is on disk.
+
+    A directory name that is not UTF-8 (byte 0xff in it) reaches Python as surrogate escapes
+    (PEP 383), which stderr's backslashreplace printed as the six characters of an escape:
+    a path that names no file, on the line the user copies to run the reproduction. The
+    name's own bytes are written instead (os.fsencode), as ``ls`` prints them."""
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    return text.encode(encoding, "backslashreplace") + os.fsencode(path)

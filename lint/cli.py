@@ -138,7 +138,7 @@ def _stdin_filename(ctx, param, value: str | None) -> str | None:
     "--stdin-filename",
     metavar="PATH",
     callback=_stdin_filename,
-    help="Read the source from stdin and report (and configure) it as PATH.",
+    help="Read the source from stdin and report (and configure) it as PATH (no other paths).",
 )
 @click.option(
     "--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too."
@@ -187,6 +187,16 @@ def check(
     options.cache_dir = None if no_cache or mode.fix else (cache_dir or default_directory())
     if "-" in paths and len(paths) > 1:
         raise click.UsageError("`-` (stdin) cannot be combined with other paths")
+    if stdin_filename and paths != ("-",) and paths:
+        # Refused, not guessed. The paths were linted (and with --fix written) while stdin
+        # went unread; ruff reads stdin instead and warns "Ignoring file ... in favor of
+        # standard input", but a warning is easily missed and the exit status would then
+        # speak for stdin alone while the user believes the files were checked. Refusing
+        # loses nothing (stdin unread, nothing written) and matches `- PATH` above.
+        raise click.UsageError(
+            f"--stdin-filename: names the source read from stdin, so it takes `-` or no "
+            f"path, got {paths[0]!r}; lint the paths in a run of their own"
+        )
     try:
         if paths == ("-",) or (not paths and stdin_filename):
             status = _check_stdin(stdin_filename, selection, mode, options, force_exclude)

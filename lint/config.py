@@ -15,8 +15,10 @@ of its parent directories, and against the file name.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +28,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from .registry import CODES
+from .source import BOM, SourceError, kind_name, read_bytes
 from .test_scope import in_test_directory, is_test_file
 
 TABLE = "gmlp-lint"
@@ -99,18 +102,26 @@ def _string_list(value, where: str) -> tuple[str, ...]:
 def load(pyproject: Path) -> Config | None:
     """The ``[tool.gmlp-lint]`` table of ``pyproject``, or None when it has none."""
     try:
-        with open(pyproject, "rb") as handle:
-            data = tomllib.load(handle)
+        # Opened without blocking and checked to be a regular file before a byte is read
+        # (source.read_bytes): one that became a FIFO since present() looked is an error too.
+        raw = read_bytes(str(pyproject))
+    except SourceError as error:
+        raise ConfigError(f"{pyproject}: {error.message}") from error
+    # A leading UTF-8 BOM (Windows editors, PowerShell's Out-File write one) is skipped, as
+    # ruff's and cargo's TOML parser (the toml crate) skips it; tomllib would read it as the
+    # start of a statement and report "Invalid statement (at line 1, column 1)".
+    skipped = len(BOM) if raw.startswith(BOM) else 0
+    raw = raw[skipped:]
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{pyproject}: invalid TOML: {error}") from error
     except UnicodeDecodeError as error:  # TOML is UTF-8 by definition
         raise ConfigError(
-            f"{pyproject}: invalid TOML: not UTF-8 ({error.reason}, byte {error.start})"
+            f"{pyproject}: invalid TOML: not UTF-8 ({error.reason}, byte {error.start + skipped})"
         ) from error
     except (RecursionError, MemoryError) as error:  # tomllib recurses on nested arrays
         raise ConfigError(f"{pyproject}: invalid TOML: nested too deeply to read") from error
-    except OSError as error:
-        raise ConfigError(f"{pyproject}: cannot read: {error.strerror or error}") from error
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{pyproject}: `tool` must be a table, got {tool!r}")
@@ -145,6 +156,32 @@ def load(pyproject: Path) -> Config | None:
     return Config(pyproject.parent, pyproject, select, ignore, tuple(pairs), exclude, analyse_tests)
 
 
+def present(pyproject: Path) -> bool:
+    """Whether ``pyproject`` is a file to read: False when nothing has that name, ConfigError
+    when something that cannot be one does (a directory, a FIFO, a socket, a broken or looping
+    symbolic link). Those were taken as "no configuration here" and the run went on with a
+    parent's or the defaults, silently. A FIFO is never opened: that would wait for a writer."""
+    try:
+        os.lstat(pyproject)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        mode = os.stat(pyproject).st_mode
+    except FileNotFoundError as error:
+        target = os.readlink(pyproject)
+        raise ConfigError(
+            f"{pyproject}: a broken symbolic link (its target {target!r} does not exist); "
+            "expected a TOML file"
+        ) from error
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            raise  # unreadable: a "cannot read" of the path being linted (discovery.py)
+        raise ConfigError(f"{pyproject}: a symbolic link loop; expected a TOML file") from error
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{pyproject}: {kind_name(mode)}, not a file; expected a TOML file")
+    return True
+
+
 @dataclass
 class Resolver:
     """Finds and caches the configuration that applies to each directory."""
@@ -162,7 +199,7 @@ class Resolver:
         if cached is not None:
             return cached
         pyproject = directory / "pyproject.toml"
-        config = load(pyproject) if pyproject.is_file() else None
+        config = load(pyproject) if present(pyproject) else None
         if config is None:
             parent = directory.parent
             if parent == directory:

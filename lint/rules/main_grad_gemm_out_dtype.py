@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+copyable = LazyModule("..analysis.copyable", __package__)
 
 CODE = "GMLP012"
 RULE = Rule(
@@ -163,26 +164,25 @@ def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
         return
     buffer, condition = chosen
     fix = None
-    if condition is not None:
+    # The replacement evaluates the buffer and the condition once more, before ``out=`` does
+    # when it comes first: ``next(ws).main_grad if fuse() else None`` copied read another
+    # weight's buffer and called fuse() twice.
+    copied = copyable.is_plain_path(buffer) and (
+        condition is None or copyable.calls_nothing(condition)
+    )
+    if not copied:
+        replacement = None
+    elif condition is not None:
         replacement = f"({out.text(buffer)}.dtype if {out.text(condition)} else {dtype_text})"
-    elif _plain_reference(buffer):
+    else:
         # The buffer may be None where it is only set under fusion (``ctx.main_grad``):
         # reading its dtype there would break the path the finding is not about.
         text = out.text(buffer)
         replacement = f"({text}.dtype if {text} is not None else {dtype_text})"
-    else:
-        replacement = None  # a call would run twice
     if replacement is not None:
         fix = Fix(f"Use `{replacement}`", (out.replace(dtype, replacement),), UNSAFE)
     message = MESSAGE.format(out=out.text(target), dtype=dtype_text)
     out.report(CODE, dtype, message, fix)
-
-
-def _plain_reference(expr) -> bool:
-    """A name or a chain of attributes: reading it twice reads the same thing."""
-    while isinstance(expr, cst.Attribute):
-        expr = expr.value
-    return isinstance(expr, cst.Name)
 
 
 def _main_grad_choice(unit: Unit, target, node: Node):

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+copyable = LazyModule("..analysis.copyable", __package__)
 
 CODE = "GMLP010"
 RULE = Rule(
@@ -49,7 +50,8 @@ RULE = Rule(
     """,
     fix="""
         Remove the marking (unsafe: make sure the backward still re-attaches the device
-        main_grad to the parameter).
+        main_grad to the parameter). A statement that does more than mark main_grad (binds a
+        name, marks another tensor too, calls something else) is reported without a fix.
     """,
     fix_summary="remove the marking (unsafe)",
     valid=(
@@ -117,7 +119,9 @@ def check(context: ModuleContext, out: Collector) -> None:
             if _marks_main_grad(stmt, partial(_holds_main_grad, unit, stmt=stmt)):
                 flagged.append((stmt, suite))
         for stmt, suite in flagged:
-            out.report(CODE, stmt, MESSAGE, _removal(out, stmt, suite, flagged))
+            holds = partial(_holds_main_grad, unit, stmt=stmt)
+            fix = _removal(out, stmt, suite, flagged) if _only_marks(stmt, holds) else None
+            out.report(CODE, stmt, MESSAGE, fix)
 
 
 def _holds_main_grad(unit, arg, *, stmt) -> bool:
@@ -148,6 +152,35 @@ def _marks_main_grad(stmt, holds=lambda arg: False) -> bool:
             ):
                 return True
     return False
+
+
+def _only_marks(stmt, holds) -> bool:
+    """Whether removing ``stmt`` removes the marking and nothing else. A statement that also
+    binds a name (``flag = w.main_grad.offloading = True``), offloads something else
+    (``mark_activation_offload(w, w.main_grad)``: ``w`` must stay marked), calls something
+    else around or inside the marking (``log(mark_offload(w.main_grad))``,
+    ``w.main_grad.offloading = compute(w)``) keeps its finding but gets no fix: deleting it
+    wrote code that no longer did those things."""
+    if isinstance(stmt, cst.Assign):
+        target = stmt.targets[0].target
+        owner = patterns.main_grad_owner(target.value) if type(target) is cst.Attribute else None
+        return (
+            len(stmt.targets) == 1
+            and copyable.is_plain_path(owner)
+            and copyable.is_inert(stmt.value)
+        )
+    call = stmt.value if isinstance(stmt, cst.Expr) else None
+    if type(call) is not cst.Call or "offload" not in (patterns.callee_name(call) or ""):
+        return False
+    if not copyable.is_plain_path(call.func):
+        return False
+    for arg in call.args:
+        if arg.star:
+            return False
+        held = copyable.is_plain_path(patterns.main_grad_owner(arg.value)) or holds(arg.value)
+        if not held and not (arg.keyword is not None and copyable.is_inert(arg.value)):
+            return False
+    return True
 
 
 def _removal(out: Collector, stmt, suite, flagged) -> Fix | None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+copyable = LazyModule("..analysis.copyable", __package__)
 
 CODE = "GMLP004"
 RULE = Rule(
@@ -253,6 +254,12 @@ class _Unit:
             isinstance(parent, cst.BooleanOperation)
             and isinstance(parent.operator, cst.Or)
             and parent.left is expr
+            # `X if X is not None else Y` reads X twice: `next(ps).main_grad` would advance
+            # the iterator between the test and the value.
+            and (
+                copyable.is_plain_path(expr)
+                or copyable.is_plain_path(patterns.main_grad_owner(expr))
+            )
         ):
             other = out.text(parent.right)
             replacement = _parenthesize(
@@ -279,8 +286,17 @@ def _is_bool_call(call: cst.Call) -> bool:
 
 
 def _parenthesize(text: str, parent, also: tuple = ()) -> str:
-    # Parents around which a spliced comparison needs parentheses.
-    tighter = (cst.BinaryOperation, cst.Attribute, cst.Subscript, cst.Comparison, *also)
+    # Parents around which a spliced comparison needs parentheses. A comparison's right-hand
+    # operands sit in ComparisonTarget nodes: `flag == bool(p.main_grad)` spliced bare was
+    # `flag == p.main_grad is not None`, a chain that means `flag == p.main_grad and ...`.
+    tighter = (
+        cst.BinaryOperation,
+        cst.Attribute,
+        cst.Subscript,
+        cst.Comparison,
+        cst.ComparisonTarget,
+        *also,
+    )
     if isinstance(parent, tighter) or (
         isinstance(parent, cst.UnaryOperation) and not isinstance(parent.operator, cst.Not)
     ):

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
+copyable = LazyModule("..analysis.copyable", __package__)
 file_functions = LazyModule("..analysis.file_functions", __package__)
 patterns = LazyModule("..analysis.patterns", __package__)
 paths = LazyModule("..analysis.paths", __package__)
@@ -68,7 +69,9 @@ RULE = Rule(
     """,
     fix="""
         Insert `if hasattr(X, "__fsdp_param__"): X.main_grad = X.get_main_grad()` before the
-        first read (unsafe: inside a loop it fetches on every pass; review where it goes).
+        first read (unsafe: inside a loop it fetches on every pass; review where it goes). An
+        `X` that calls something (`next(weights)`) or that the statement binds itself (a
+        comprehension's or a lambda's variable) gets no fix.
     """,
     fix_summary="insert the `__fsdp_param__` fetch before the first read (unsafe)",
     valid=(
@@ -287,17 +290,27 @@ class _Unit:
             for sub in patterns.walk(root):
                 owner = patterns.main_grad_owner(sub)
                 if owner is not None and wgrad.stem(owner) == word:
-                    self.out.report(CODE, sub, self.message(subject, call), self.fix(stmt, owner))
+                    fix = self.fix(stmt, owner, root)
+                    self.out.report(CODE, sub, self.message(subject, call), fix)
                     return
 
     def message(self, subject, call) -> str:
         gemm = patterns.callee_name(call) or "the GEMM"
         return MESSAGE.format(subject=self.out.text(subject), gemm=gemm)
 
-    def fix(self, stmt, owner) -> Fix | None:
+    def fix(self, stmt, owner, root) -> Fix | None:
         start, indent = self.out.line_start(stmt)
         if indent.strip() or self.out.context.source[start + len(indent) :].startswith("elif"):
             return None  # not the first statement on its line, or an ``elif``
+        # The fetch names the owner three times, before the statement: an owner that calls
+        # something (``next(weights)``) would be called three more times, and one bound inside
+        # the statement (``[gemm(x, dy, w.main_grad) for w in weights]``, a lambda's
+        # parameter) is another variable there, or none.
+        if not copyable.is_plain_path(owner):
+            return None
+        outside = {id(name) for name in patterns.read_names(root)}
+        if not all(id(name) in outside for name in patterns.read_names(owner)):
+            return None
         x = self.out.text(owner)
         text = (
             f'{indent}if hasattr({x}, "__fsdp_param__"):\n'

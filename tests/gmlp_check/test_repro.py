@@ -4,6 +4,7 @@ passes for the clean one."""
 
 import ast
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,19 @@ def test_diff_writes_a_reproduction_that_fails_without_gmlp_check(tmp_path):
     ran = run_standalone(path)
     assert ran.returncode != 0
     assert "AssertionError" in ran.stderr and "fc1.weight1: main_grad is not W" in ran.stdout
+
+
+def test_the_printed_path_of_a_reproduction_is_its_name_on_disk(tmp_path):
+    # A directory name that is not UTF-8 was printed with a backslash escape for each odd
+    # byte (stderr's backslashreplace of the surrogates): a path naming no file.
+    into = tmp_path / os.fsdecode(b"repros-\xff\xe9")
+    args = ["diff", "--fused", BUGGY, "--device", "cpu", "-k", CASE.id]
+    result = CliRunner().invoke(main, [*args, "--write-repro", str(into)])
+    assert result.exit_code == 1, result.output
+    (path,) = into.glob("*.py")
+    line = next(ln for ln in result.stderr_bytes.splitlines() if ln.startswith(b"reproduction"))
+    assert line == f"reproduction of {CASE.id}: ".encode() + os.fsencode(path)
+    assert os.path.isfile(line.split(b": ", 1)[1])
 
 
 def test_a_large_reproduction_says_how_to_get_a_smaller_one(tmp_path):

@@ -390,6 +390,21 @@ def test_an_empty_stdin_filename_is_a_usage_error(tree):
     assert "'--stdin-filename': expected a file name, got ''" in result.stderr
 
 
+@pytest.mark.parametrize("fix", [False, True], ids=["check", "fix"])
+def test_stdin_filename_with_paths_is_a_usage_error(tree, fix):
+    # The paths were linted (and fixed in place) and stdin silently left unread. ruff reads
+    # stdin and warns that it ignores the paths; here, as `- PATH` already is, the mix is
+    # refused: one error line, exit 2, stdin unread, no file written, nothing on stdout.
+    args = ["--fix"] if fix else []
+    result = run_cli(*args, "--stdin-filename", "pkg/new.py", "pkg/truth.py", stdin=GATE.source)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (error,) = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert "--stdin-filename" in error and "'pkg/truth.py'" in error
+    assert (tree / "pkg" / "truth.py").read_text() == TRUTH.source
+    assert run_cli("--stdin-filename", "pkg/new.py", "-", stdin=GATE.source).exit_code == 1
+
+
 def test_stdin_fix_prints_the_fixed_source(tree):
     result = run_cli("--fix", "-", stdin=TRUTH.source)
     assert result.exit_code == 0
