@@ -13,19 +13,16 @@ fail and the figures in the corpus docstring get revisited.
 from __future__ import annotations
 
 import sys
-from collections import Counter
 
 import pytest
 
-from gmlp_check.lint import engine
-
-from .support import ALL_CODES
+from .blind_outcomes import Outcomes, outcome, pairs, print_table, shape_problems
 from .variant_corpus_blind8 import VARIANTS
 
 # name: (outcome, findings on the buggy snippet, findings on the twin), findings as (code, line).
 # "caught": a finding on a ``# bug`` line; "near": a finding elsewhere in the buggy snippet that
 # the twin lacks and whose message names the bug (judged by hand); "missed": neither.
-OUTCOME: dict[str, tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {
+OUTCOME: Outcomes = {
     # 1: which object
     "blind8-te-backward-linear-add-dummy-for-saved-weight": ("missed", (), ()),
     # Missed blind at 58c69b9; caught after the round (not blind): overwrite_main_grad read
@@ -97,74 +94,24 @@ OUTCOME: dict[str, tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, int]
 BY_NAME = {v.name: v for v in VARIANTS}
 
 
-def _findings(source: str):
-    return engine.lint_source(source, "variant.py", ALL_CODES)
-
-
-def _pairs(source: str) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted((f.code, f.line) for f in _findings(source)))
-
-
-def _outcome(variant) -> str:
-    bug, twin = _pairs(variant.bug_source), _pairs(variant.twin_source)
-    if any(line in variant.bug_lines for _, line in bug):
-        return "caught"
-    return "near" if set(bug) - set(twin) else "missed"
-
-
 def test_corpus_shape():
-    names = [v.name for v in VARIANTS]
-    assert len(names) == len(set(names))
     assert 16 <= len(VARIANTS) <= 24
-    per_class = Counter(v.cls for v in VARIANTS)
-    assert sorted(per_class) == list(range(1, 9))
-    assert all(2 <= n <= 3 for n in per_class.values()), per_class
-    for variant in VARIANTS:
-        assert variant.bug_lines, variant.name
-        assert variant.twin_source != variant.bug_source, variant.name
-        assert not variant.unseen and not variant.twin_findings, variant.name
-    assert set(OUTCOME) == set(names)
+    assert shape_problems(VARIANTS, OUTCOME, (2, 3)) == []
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_buggy_variant_outcome_is_the_recorded_one(name):
     variant = BY_NAME[name]
-    outcome, bug_findings, _ = OUTCOME[name]
-    assert _pairs(variant.bug_source) == bug_findings
-    assert _outcome(variant) == outcome
+    recorded, bug_findings, _ = OUTCOME[name]
+    assert pairs(variant.bug_source) == bug_findings
+    assert outcome(variant) == recorded
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_twin_findings_are_the_recorded_ones(name):
-    assert _pairs(BY_NAME[name].twin_source) == OUTCOME[name][2]
-
-
-def main() -> int:
-    counts: dict[str, Counter[int]] = {k: Counter() for k in ("caught", "near", "missed")}
-    total: Counter[int] = Counter()
-    twins: Counter[int] = Counter()
-    for variant in VARIANTS:
-        outcome = _outcome(variant)
-        twin = _pairs(variant.twin_source)
-        total[variant.cls] += 1
-        counts[outcome][variant.cls] += 1
-        twins[variant.cls] += bool(twin)
-        print(
-            f"class {variant.cls} {variant.name}: {outcome}"
-            f" bug_lines={sorted(variant.bug_lines)}"
-            f" bug_findings={list(_pairs(variant.bug_source))} twin={list(twin)}"
-        )
-    for cls in sorted(total):
-        print(
-            f"class {cls}: {counts['caught'][cls]} caught + {counts['near'][cls]} near"
-            f" of {total[cls]}, {counts['missed'][cls]} missed, {twins[cls]} twins reported"
-        )
-    print(
-        f"all: {sum(counts['caught'].values())} caught + {sum(counts['near'].values())} near"
-        f" of {sum(total.values())}, {sum(twins.values())} twins reported"
-    )
-    return 0
+    assert pairs(BY_NAME[name].twin_source) == OUTCOME[name][2]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    print_table(VARIANTS)
+    sys.exit(0)

@@ -1,0 +1,77 @@
+"""What a blind corpus's tests share: a variant's findings as (code, line) pairs, its
+outcome ("caught": a finding on a ``# bug`` line that the twin does not carry; "near": a
+finding elsewhere in the buggy snippet that the twin lacks; "missed": neither), the corpus's
+shape, and the per-class table that ``python -m tests.lint.test_blindN_corpus`` prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gmlp_check.lint import engine
+
+from .support import ALL_CODES
+
+# name: (outcome, findings on the buggy snippet, findings on the twin), findings as (code, line)
+Outcomes = dict[str, tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]]
+
+
+def pairs(source: str) -> tuple[tuple[str, int], ...]:
+    found = engine.lint_source(source, "variant.py", ALL_CODES)
+    return tuple(sorted((f.code, f.line) for f in found))
+
+
+def outcome(variant) -> str:
+    bug, twin = pairs(variant.bug_source), pairs(variant.twin_source)
+    # A finding the twin carries on the same line is about the code around the bug (a real
+    # issue the twin keeps), not the bug: it does not count as catching it.
+    if any(line in variant.bug_lines and (code, line) not in twin for code, line in bug):
+        return "caught"
+    return "near" if set(bug) - set(twin) else "missed"
+
+
+def shape_problems(variants, outcomes: Outcomes, per_class: tuple[int, int]) -> list[str]:
+    """What is wrong with a corpus's shape: duplicate names, a class outside 1-8 or with
+    another number of variants than ``per_class`` allows, a variant without a ``# bug``
+    line, or one the recorded outcomes do not name."""
+    problems = []
+    names = [v.name for v in variants]
+    if len(names) != len(set(names)):
+        problems.append("duplicate names")
+    counts = Counter(v.cls for v in variants)
+    low, high = per_class
+    problems += [f"class {c}: {n} variants" for c, n in counts.items() if not low <= n <= high]
+    problems += [f"class {c} outside 1-8" for c in counts if c not in range(1, 9)]
+    for variant in variants:
+        if not variant.bug_lines or variant.twin_source == variant.bug_source:
+            problems.append(f"{variant.name}: no bug line, or the twin is the bug")
+        if variant.unseen or variant.twin_findings:
+            problems.append(f"{variant.name}: a blind variant carries no expectations")
+    if set(outcomes) != set(names):
+        problems.append(f"outcomes differ from the variants: {set(outcomes) ^ set(names)}")
+    return problems
+
+
+def print_table(variants) -> None:
+    counts: dict[str, Counter[int]] = {k: Counter() for k in ("caught", "near", "missed")}
+    total: Counter[int] = Counter()
+    twins: Counter[int] = Counter()
+    for variant in variants:
+        result = outcome(variant)
+        twin = pairs(variant.twin_source)
+        total[variant.cls] += 1
+        counts[result][variant.cls] += 1
+        twins[variant.cls] += bool(twin)
+        print(
+            f"class {variant.cls} {variant.name}: {result}"
+            f" bug_lines={sorted(variant.bug_lines)}"
+            f" bug_findings={list(pairs(variant.bug_source))} twin={list(twin)}"
+        )
+    for cls in sorted(total):
+        print(
+            f"class {cls}: {counts['caught'][cls]} caught + {counts['near'][cls]} near"
+            f" of {total[cls]}, {counts['missed'][cls]} missed, {twins[cls]} twins reported"
+        )
+    print(
+        f"all: {sum(counts['caught'].values())} caught + {sum(counts['near'].values())} near"
+        f" of {sum(total.values())}, {sum(twins.values())} twins reported"
+    )
