@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.collector import Collector
     from ..analysis.module import ModuleContext
 
+cst = LazyModule("libcst")
 classes = LazyModule("..analysis.classes", __package__)
 
 # The examples subclass this base, linted with them as another file of the run.
@@ -72,8 +73,8 @@ RULE = Rule(
         dicts, `partial`s, lambdas given to `self.x`) mentions it. A subclass's own layers
         are GMLP014's when all its bases sit in this file; a base's layers are this rule's
         wherever the base sits: a layer the base builds and its own `backward_dw` computes
-        is reported at the subclass that defines the override (of `backward_dw`, or of a
-        method it calls) after which it is no longer reached, unless the subclass's
+        is reported at the override (of `backward_dw`, or of a method it calls) after
+        which it is no longer reached (the overriding method's `def`), unless the subclass's
         `__init__` skips the base's (no `super().__init__`) or rebuilds the attribute.
 
         The examples below subclass this base, in `blocks/attention.py` of the same run:
@@ -164,7 +165,7 @@ RULE = Rule(
                 def _backward_qkv_proj(self):
                     pass
             """,
-            line=4,
+            line=5,
             others=(EXAMPLE_BASE,),
         ),
     ),
@@ -250,8 +251,17 @@ def _check_inherited_layers(index, model, out: Collector) -> None:
                 owner=base.name,
                 attrs="`, `self.".join(lost),
             )
-            out.report(CODE, model.node.name, message)
+            out.report(CODE, _override_site(model, overrides), message)
             return
+
+
+def _override_site(model, overrides: list[str]):
+    """Where the loss is made: the name of the first overriding method the class body
+    defines (what a reviewer points at), else the class's name."""
+    for stmt in model.node.body.body:
+        if type(stmt) is cst.FunctionDef and stmt.name.value in overrides:
+            return stmt.name
+    return model.node.name
 
 
 def _resolvable(index, model) -> bool:

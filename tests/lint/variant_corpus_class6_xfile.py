@@ -260,8 +260,8 @@ CASES = (
                 from moe.experts import SequentialMLP
 
 
-                class CappedSequentialMLP(SequentialMLP):  # expect: GMLP020
-                    def backward_dw(self):
+                class CappedSequentialMLP(SequentialMLP):
+                    def backward_dw(self):  # expect: GMLP020
                         self.record_capacity()
             """,
         },
@@ -309,8 +309,8 @@ CASES = (
                 from blocks.routed import RoutedMLP
 
 
-                class FastRoutedMLP(RoutedMLP):  # expect: GMLP020
-                    def backward_dw(self):
+                class FastRoutedMLP(RoutedMLP):
+                    def backward_dw(self):  # expect: GMLP020
                         self.linear_fc1.backward_dw()
             """,
         },
@@ -381,8 +381,8 @@ CASES = (
                 from blocks.mlp import ExpertMLP as MLPBase
 
 
-                class FastMLP(MLPBase):  # expect: GMLP020
-                    def backward_dw(self):
+                class FastMLP(MLPBase):
+                    def backward_dw(self):  # expect: GMLP020
                         self.linear_fc2.backward_dw()
             """,
         },
@@ -514,8 +514,8 @@ CASES = (
                 from blocks.attention import Attention
 
 
-                class CrossAttention(Attention):  # expect: GMLP020
-                    def backward_dw(self):
+                class CrossAttention(Attention):
+                    def backward_dw(self):  # expect: GMLP020
                         self.linear_proj.backward_dw()
             """,
         },
