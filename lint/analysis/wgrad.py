@@ -40,18 +40,24 @@ def marks(unit: Unit) -> list[Mark]:
     found: list[Mark] = []
     for stmt, suite in unit.statements():
         subject = marked_subject(stmt)
-        if subject is None:
-            continue
-        node = unit.node_for(stmt)
-        if node is None:
-            continue
-        guard = None
-        if node.enclosing_ifs:
-            stmt_if, side = node.enclosing_ifs[0]
-            if side == "body" and suite is suite_body(stmt_if.body):
-                guard = stmt_if
-        found.append(Mark(stmt, subject, node, suite, guard))
+        mark = None if subject is None else mark_at(unit, stmt, suite, subject)
+        if mark is not None:
+            found.append(mark)
     return found
+
+
+def mark_at(unit: Unit, stmt: cst.CSTNode, suite, subject: cst.BaseExpression) -> Mark | None:
+    """The mark of ``subject`` that ``stmt`` (in ``suite``) makes, with its graph node and
+    the ``if`` whose body it opens; None where the statement has no node (dead code)."""
+    node = unit.node_for(stmt)
+    if node is None:
+        return None
+    guard = None
+    if node.enclosing_ifs:
+        stmt_if, side = node.enclosing_ifs[0]
+        if side == "body" and suite is suite_body(stmt_if.body):
+            guard = stmt_if
+    return Mark(stmt, subject, node, suite, guard)
 
 
 def marked_subject(stmt: cst.CSTNode) -> cst.BaseExpression | None:

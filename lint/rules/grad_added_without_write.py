@@ -18,6 +18,7 @@ cst = LazyModule("libcst")
 wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 marking_wrappers = LazyModule("..analysis.marking_wrappers", __package__)
+marking_helpers = LazyModule("..analysis.marking_helpers", __package__)
 dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
 identity_erasure = LazyModule("..analysis.identity_erasure", __package__)
 unwritten_marks = LazyModule("..analysis.unwritten_marks", __package__)
@@ -101,6 +102,12 @@ RULE = Rule(
           object no call is handed and no method of which is called
           (analysis/unwritten_marks.py). Not seen: weights reached through attributes
           (`ctx.fc1_weight.main_grad`), kept in lists, or handed to any other call.
+
+        A call of a helper of the file that marks the weight it is handed (MindSpeed's
+        `_create_grad_weight_placeholder(weight_param)`, which sets the flag and returns the
+        dummy; also through a helper of its own) is judged as a mark of that argument where
+        the call is made (analysis/marking_helpers.py; blind corpus 9). Not seen: helpers of
+        other files, and helpers reached through `self.` attributes holding functions.
 
         A product of the weight (`dx = general_gemm(weight_fp8, dy)[0]`, `dy @ w`) is the
         input gradient, handed back beside the dummy: it is never taken for a dropped
@@ -333,9 +340,12 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     for found in context.shared(marking_wrappers.marked_helpers):
         out.report(CODE, found.site, WRAPPED.format(**found.__dict__))
+    helpers = marking_helpers.MarkingHelpers(context)
     for unit in context.units:
-        if unit.survey.spells_grad_added and isinstance(unit.owner, cst.FunctionDef):
-            marks = wgrad.marks(unit)
+        if isinstance(unit.owner, cst.FunctionDef):
+            marks = wgrad.marks(unit) if unit.survey.spells_grad_added else []
+            # a helper of the file that marks the weight it is handed marks it here too
+            marks += marking_helpers.helper_marks(unit, helpers)
             if marks:
                 facts = deliveries.Deliveries(unit)
                 gradients = dropped_gradients.Gradients(unit, facts)

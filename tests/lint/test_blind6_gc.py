@@ -243,9 +243,17 @@ def test_class7_spelling_caught(name):
     assert ("GMLP002", _bug_line(source)) in found
 
 
+# Findings a twin carries that are true about another class than the variant's, (code, line).
+# and_or_helper's twin marks `w` through `_zero_stand_in` on every path, also where nothing
+# wrote its main_grad (not fused): Megatron's hook then skips the real wgrad returned there
+# (class 3; GMLP032 sees marks made through a helper of the file since 2026-12-05).
+CLASS7_TWIN_FINDINGS = {"and_or_helper": [("GMLP032", 14)]}
+
+
 @pytest.mark.parametrize("name", sorted(CLASS7_TWINS))
 def test_class7_twin_clean(name):
-    assert lint_snippet(CLASS7_TWINS[name]) == []
+    found = [(f.code, f.line) for f in lint_snippet(CLASS7_TWINS[name])]
+    assert found == CLASS7_TWIN_FINDINGS.get(name, [])
 
 
 # -- class 8 ----------------------------------------------------------------------

@@ -76,10 +76,6 @@ VARIANTS = (
                 wgrad = None
             return dx, wgrad
         """,
-        unseen=(
-            "the function never touches main_grad: the write may have happened in a captured "
-            "graph, a hook or the caller (GMLP032 does not judge such functions)"
-        ),
     ),
     # ------------------------------------------------ 3: a loop marks all, writes some
     Variant(
