@@ -46,7 +46,7 @@ SLOT_SETTERS = frozenset({"register_parameter", "setattr"})
 class FreshAlias:
     value: cst.BaseExpression  # the new object's expression
     weight: str  # the weight it was made from, as written
-    holder: str  # "ctx" or "module"
+    holder: str  # "ctx", "module", or "module-path" (a fresh Parameter on some path only)
 
 
 def fresh_aliases(context: ModuleContext) -> list[FreshAlias]:
@@ -162,9 +162,13 @@ def _params(function: cst.FunctionDef) -> list[str]:
 def _in_module_slots(unit: Unit) -> Iterator[FreshAlias]:
     for stmt, _ in unit.statements():
         for value in _slot_values(stmt):
-            source = _new_parameter_over(unit, value, stmt)
-            if source is not None and _module_weight(source):
-                yield FreshAlias(value, unit.context.code(source).strip(), "module")
+            source, holder = _new_parameter_over(unit, value, stmt), "module"
+            if source is None:
+                # reported where the fresh Parameter is made, the path's own line
+                source, value = _fresh_on_some_path(unit, value, stmt) or (None, value)
+                holder = "module-path"
+            if source is not None and _module_weight(source, unit, stmt):
+                yield FreshAlias(value, unit.context.code(source).strip(), holder)
 
 
 def _new_parameter_over(unit: Unit, value, stmt) -> cst.BaseExpression | None:
@@ -180,6 +184,56 @@ def _new_parameter_over(unit: Unit, value, stmt) -> cst.BaseExpression | None:
         }
         return next(iter(made.values())) if defs and len(made) == 1 == len(defs) else None
     return made_from(value) if patterns.callee_name(value) == PARAMETER else None
+
+
+# Conversions that hand back P's values in a new tensor: a Parameter made of them is as fresh.
+CONVERSIONS = frozenset({"dequantize", "to", "float", "half", "bfloat16", "clone", "contiguous"})
+
+
+def _fresh_on_some_path(unit: Unit, value, stmt) -> tuple[cst.BaseExpression, cst.Call] | None:
+    """(P, the new Parameter) for a local put in a slot that some reaching binding makes a
+    new Parameter of P's values (``Parameter(P.dequantize())``, through ``.data`` /
+    ``.detach()`` and the ``CONVERSIONS``) while every other binding is P itself (``weight =
+    module.weight``, then ``if fp8: weight = Parameter(weight.dequantize())``): the code
+    means the slot to hold P, and on that path it holds a Parameter DDP never gave
+    main_grad."""
+    if not isinstance(value, cst.Name):
+        return None
+    node = unit.node_for(stmt)
+    defs = unit.reaching.reaching(value.value, node) if node is not None else []
+    if len(defs) < 2 or any(d.kind != "assign" or d.value is None for d in defs):
+        return None
+    code = unit.context.code
+    itself = [d.value for d in defs if patterns.callee_name(d.value) != PARAMETER]
+    made = [d.value for d in defs if patterns.callee_name(d.value) == PARAMETER]
+    fresh = [_values_of(call) for call in made]
+    if not itself or not fresh or any(f is None for f in fresh):
+        return None
+    sources = {code(e).strip() for e in itself} | {value.value}
+    if len({code(e).strip() for e in itself}) != 1:
+        return None
+    # the fresh one is made from the name itself (rebound in place) or from the same source
+    return (itself[0], made[0]) if all(code(f).strip() in sources for f in fresh) else None
+
+
+def _values_of(call: cst.Call) -> cst.BaseExpression | None:
+    """P for ``Parameter(<P's values>)``: its data argument with ``.data``, ``.detach()`` and
+    the ``CONVERSIONS`` taken off."""
+    args = patterns.positional_args(call)
+    data = patterns.keyword_arg(call, "data")
+    inner = args[0].value if args else (data.value if data is not None else None)
+    while inner is not None:
+        if type(inner) is cst.Attribute and inner.attr.value == "data":
+            inner = inner.value
+        elif (
+            type(inner) is cst.Call
+            and type(inner.func) is cst.Attribute
+            and (inner.func.attr.value in CONVERSIONS or inner.func.attr.value == "detach")
+        ):
+            inner = inner.func.value
+        else:
+            return inner
+    return None
 
 
 def _slot_values(stmt) -> Iterator[cst.BaseExpression]:
@@ -201,9 +255,16 @@ def _slot_values(stmt) -> Iterator[cst.BaseExpression]:
                 yield stmt.value
 
 
-def _module_weight(source) -> bool:
+def _module_weight(source, unit: Unit | None = None, stmt=None) -> bool:
     """An existing module's weight: ``M.weight``, ``M.get_parameter("weight")``,
-    ``getattr(M, f"weight{i}")``."""
+    ``getattr(M, f"weight{i}")``, or a local every binding of which reaching ``stmt`` is one
+    (``linear_in_weight = self.adapter.linear_in.weight``)."""
+    if type(source) is cst.Name and unit is not None:
+        node = unit.node_for(stmt)
+        defs = unit.reaching.reaching(source.value, node) if node is not None else []
+        return bool(defs) and all(
+            d.kind == "assign" and d.value is not None and _module_weight(d.value) for d in defs
+        )
     if type(source) is cst.Attribute:
         return any(w in source.attr.value for w in WEIGHT_WORDS)
     if type(source) is cst.Call and patterns.callee_name(source) in ("get_parameter", "getattr"):

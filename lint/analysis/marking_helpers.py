@@ -9,13 +9,14 @@ write on every path to it, and was a weight gradient computed here dropped on th
 
 A parameter counts as marked when the helper's body marks that very name, itself or by
 handing it on to another such helper; only functions a call resolves to
-(``file_functions.callee``) are followed."""
+(``file_functions.callee``) are followed. A helper that writes that parameter's main_grad too
+delivers the gradient itself and is judged on its own."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, wgrad
+from . import file_functions, wgrad, writing_helpers
 from .module import ModuleContext, Unit
 
 
@@ -23,6 +24,7 @@ class MarkingHelpers:
     def __init__(self, context: ModuleContext) -> None:
         self.functions = file_functions.by_name(context)
         self.classes = file_functions.class_names(context)
+        self.writers = writing_helpers.WritingHelpers(context)
         self._marked: dict[int, frozenset[str]] = {}
 
     def marked_parameters(self, function: cst.FunctionDef) -> frozenset[str]:
@@ -50,7 +52,9 @@ class MarkingHelpers:
         function = file_functions.callee(call, self.functions, self.classes)
         if function is None:
             return []
-        marked = self.marked_parameters(function)
+        # A helper that also writes the weight's main_grad (MindSpeed's get_gmm_weight_grad)
+        # delivers the gradient whole: its mark is judged inside it, not at the call.
+        marked = self.marked_parameters(function) - self.writers.written_parameters(function)
         if not marked:
             return []
         return [

@@ -118,10 +118,18 @@ RULE = Rule(
         `getattr(linear, f"weight{i}").detach()`), as a module shell meant to share a
         GroupedLinear's Parameters would (Megatron's fused-ops shell).
 
+        The slot's weight may be read off its module into a local first (`w =
+        self.adapter.linear_in.weight`, then `op.weight = Parameter(w.data)`: Megatron-Bridge's
+        LoRA branch, blind corpus 8). And on one path only: a local put in the slot that
+        every path binds to the module's weight except one, which makes a new Parameter of
+        its values (`if is_float8tensor(weight): weight = Parameter(weight.dequantize())`;
+        also through `.to()`, `.float()`, `.clone()`): the other path says the slot is meant
+        to hold the Parameter itself; reported where the new one is made.
+
         Not seen: the read of main_grad moved into a helper function of the file handed the
         rebound name (each function is judged alone); a detached weight kept on `ctx` by a
         function that does not take the fused-wgrad switch itself; a slot filled from a
-        weight held in a local or a list rather than read off its module.
+        weight held in a list rather than read off its module.
     """,
     fix="""
         Keep the Parameter: save the original object (or a weakref) and read main_grad and
@@ -148,6 +156,15 @@ RULE = Rule(
                     weight = torch.nn.Parameter(weight.requires_grad)
                     weight.main_grad = main_grad
                 wgrad_gemm(grad_output, out=weight.main_grad)
+            """
+        ),
+        Example(
+            """
+            def make_op(module):
+                weight = module.weight
+                op = BasicLinear(accumulate_into_main_grad=module.fuse_wgrad_accumulation)
+                op.weight = weight
+                return op
             """
         ),
     ),
@@ -222,6 +239,28 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def make_op(module):
+                weight = module.weight
+                if is_float8tensor(weight):
+                    weight = torch.nn.Parameter(weight.dequantize())
+                op = BasicLinear(accumulate_into_main_grad=module.fuse_wgrad_accumulation)
+                op.weight = weight
+                return op
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            def make_branch(self):
+                w = self.adapter.linear_in.weight
+                op = te.ops.Linear(accumulate_into_main_grad=True)
+                op.weight = torch.nn.Parameter(w.data)
+                return op
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -258,6 +297,12 @@ ALIAS_MESSAGES = {
         "its flags and the grad-accumulation hook stay on the original, and the module "
         "trains an object Megatron never wrapped; register `{weight}` itself"
     ),
+    "module-path": (
+        "`{value}` is a new Parameter made from `{weight}`'s values on this path, while the "
+        "other path puts `{weight}` itself in the same slot: here the module trains an object "
+        "Megatron never wrapped (no main_grad, flags or grad-accumulation hook); keep "
+        "`{weight}` in the slot"
+    ),
 }
 
 
@@ -274,7 +319,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         out.report(CODE, found.site, message)
     for alias in context.shared(fresh_aliases.fresh_aliases):
         message = ALIAS_MESSAGES[alias.holder].format(
-            value=out.text(alias.value), weight=alias.weight
+            value=_one_line(out.text(alias.value)), weight=alias.weight
         )
         out.report(CODE, alias.value, message)
     for unit in context.units:
@@ -283,6 +328,16 @@ def check(context: ModuleContext, out: Collector) -> None:
             reported = _check_unit(unit, out)
         if unit.survey.spells_grad_added:
             _check_flags(unit, out, reported)
+
+
+def _one_line(text: str) -> str:
+    """A value as the message quotes it: its first line, the rest elided (a call spread over
+    lines would carry its comments into the message)."""
+    first, _, rest = text.partition("\n")
+    if not rest:
+        return text
+    code, _, _comment = first.partition("  #")  # a trailing comment, as ruff formats one
+    return f"{code.rstrip()} ...)"
 
 
 def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
