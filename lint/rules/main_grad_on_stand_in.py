@@ -16,7 +16,9 @@ patterns = LazyModule("..analysis.patterns", __package__)
 module_provenance = LazyModule("..analysis.module_provenance", __package__)
 provenance = LazyModule("..analysis.provenance", __package__)
 stand_ins = LazyModule("..analysis.stand_ins", __package__)
-wgrad = LazyModule("..analysis.wgrad", __package__)
+marking_calls = LazyModule("..analysis.marking_calls", __package__)
+marking_helpers = LazyModule("..analysis.marking_helpers", __package__)
+stand_in_uses = LazyModule("..analysis.stand_in_uses", __package__)
 
 CODE = "GMLP030"
 RULE = Rule(
@@ -83,6 +85,16 @@ RULE = Rule(
         reported (code that materializes distributed weights handles their bookkeeping on
         that path: Transformer Engine's GroupedLinear reads its saved weights back there).
 
+        A mark made by a call (blind corpus 8): a helper of the file that marks the weight
+        it is handed (analysis/marking_helpers.py), or Transformer Engine's
+        `get_dummy_wgrads_for_params([...])`, which marks each element of the list it is
+        given (analysis/marking_calls.py's `KNOWN_MARKERS`), given a copy as above; or given
+        a name unpacked from saved tensors (`(x, w) = op_ctx.saved_tensors`) while the same
+        function takes main_grad from one other expression (`get_main_grad_from_param(
+        weight_param)`, `linear_op.weight.main_grad`): the code names the Parameter there,
+        so the restored tensor is not it. With main_grad taken from several objects, which
+        is whose is not known and nothing is reported.
+
         Not seen: copies made by helpers in other files, copies kept in dict literals or
         filled into a list or dict item by item, a helper some of whose paths return the
         Parameter, a `ctx` attribute or saved-tensor position that two functions of the file
@@ -126,6 +138,16 @@ RULE = Rule(
             def backward(ctx, dy):
                 weight = ctx.weight_ref()
                 weight.main_grad.add_(dy)
+            """
+        ),
+        Example(
+            """
+            def fuser_backward(linear_op, op_ctx, dy):
+                (x, w) = op_ctx.saved_tensors
+                weight_param = linear_op.weight
+                main_grad = get_main_grad_from_param(weight_param)
+                general_gemm(x, dy, out=main_grad, accumulate=True)
+                return get_dummy_wgrads_for_params([weight_param])[0]
             """
         ),
     ),
@@ -189,6 +211,17 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            def fuser_backward(linear_op, op_ctx, dy):
+                (x, w) = op_ctx.saved_tensors
+                weight_param = linear_op.weight
+                main_grad = get_main_grad_from_param(weight_param)
+                general_gemm(x, dy, out=main_grad, accumulate=True)
+                return get_dummy_wgrads_for_params([w])[0]
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -203,6 +236,12 @@ KINDS = {
 MESSAGE = (
     "{what} `{subject}`, {kind}: the copy carries no main_grad or flags of the Parameter, "
     "so {effect}"
+)
+RESTORED = (
+    "`{call}` marks `{subject}`, restored from the saved tensors, while this function takes "
+    "main_grad from `{param}`: the restored tensor lacks the flag, so the Parameter stays "
+    "unmarked although main_grad was written and its hook adds the dummy into it; hand "
+    "`{call}` the Parameter (`{param}`)"
 )
 EFFECTS = {
     "main_grad": "the weight gradient is read from or written into a buffer Megatron never "
@@ -235,14 +274,34 @@ def check(context: ModuleContext, out: Collector) -> None:
             _check_unit(unit, out)
 
 
+def _check_marking_calls(unit: Unit, out: Collector) -> None:
+    """A weight marked by a call (a marking helper of the file, Transformer Engine's
+    ``get_dummy_wgrads_for_params``) that is a stand-in: a copy, or a tensor restored from
+    the saved tensors while the function takes main_grad from the Parameter by another name."""
+    helpers = unit.context.shared(marking_helpers.MarkingHelpers)
+    objects = None
+    for subject, call, node in marking_calls.marked_by_calls(unit, helpers):
+        name = patterns.callee_name(call)
+        param = marking_calls.parameter_beside_restored(unit, subject, node)
+        if param is not None:
+            text = out.text(subject)
+            out.report(CODE, subject, RESTORED.format(call=name, subject=text, param=param))
+            continue
+        objects = objects or module_provenance.of_unit(unit)
+        what = f"`grad_added_to_main_grad` is set (by `{name}`) on"
+        _Reporter(unit, objects, node, out)(subject, what, "flag")
+
+
 def _check_unit(unit: Unit, out: Collector) -> None:
+    _check_marking_calls(unit, out)
+    uses = stand_in_uses
     candidates = [
-        c for c in _candidates(unit) if c[4] == "weakref" or _may_stand_in(unit, c[0], c[1])
+        c for c in uses.candidates(unit) if c[4] == "weakref" or uses.may_stand_in(unit, *c[:2])
     ]
     if not candidates:
         return  # no subject bound by an assignment, no ctx attribute, no call: nothing to ask
     objects = module_provenance.of_unit(unit)
-    in_mark_blocks = _mark_block_ids(unit)
+    in_mark_blocks = stand_in_uses.mark_block_ids(unit)
     for subject, node, root, what, effect in candidates:
         if effect == "main_grad" and id(root) in in_mark_blocks:
             continue  # GMLP007 judges what the marking block reads
@@ -251,57 +310,6 @@ def _check_unit(unit: Unit, out: Collector) -> None:
             reporter.weakref(subject, root, what)
         else:
             reporter(subject, what, effect)
-
-
-def _candidates(unit: Unit):
-    """(subject, node, root, what, effect) for each main_grad read, flag set, weakref, and
-    weight-shaped allocation in a function that marks a weight."""
-    marks = unit.survey.spells_grad_added
-    for root, node in unit.expression_roots():
-        subject = wgrad.marked_subject(root)
-        if subject is not None:
-            yield subject, node, root, "`grad_added_to_main_grad` is set on", "flag"
-        written = _assigned_ids(root)
-        for owner in _grad_targets(root):
-            # ``w.grad = wgrad`` through a copy: the Parameter never gets the gradient
-            yield owner, node, root, "the weight gradient is assigned to `.grad` of", "grad"
-        for sub in patterns.walk(root):
-            if id(sub) in written:
-                continue
-            if patterns.is_attr(sub, patterns.MAIN_GRAD):
-                yield sub.value, node, root, "main_grad is taken from", "main_grad"
-            elif type(sub) is cst.Call and patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
-                owner = patterns.positional_args(sub)[0].value
-                yield owner, node, root, "main_grad is taken from", "main_grad"
-            elif (referent := provenance.weakref_referent(sub)) is not None:
-                yield referent, node, root, "a weakref is taken of", "weakref"
-            elif marks and type(sub) is cst.Call and (model := stand_ins.shape_source(sub)):
-                # the dummy handed back in the marked Parameter's place
-                yield model, node, root, "the dummy gradient is shaped like", "dummy"
-
-
-def _grad_targets(root) -> list:
-    """The objects whose ``.grad`` an assignment statement sets (``X.grad = ...``)."""
-    if not isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-        return []
-    return [
-        t.value
-        for t in patterns.assignment_targets(root)
-        if type(t) is cst.Attribute and t.attr.value == "grad"
-    ]
-
-
-def _may_stand_in(unit: Unit, subject, node) -> bool:
-    """A cheap first look: only a name every reaching binding of which is an assignment or
-    a loop over a sequence (an element of a list of copies), a ``ctx`` attribute, a field of
-    a name (a holder's tensor field: analysis/holders.py), or a call can be a known
-    stand-in."""
-    if isinstance(subject, cst.Name):
-        defs = unit.reaching.reaching(subject.value, node)
-        return bool(defs) and all(d.kind in ("assign", "walrus", "for") for d in defs)
-    if isinstance(subject, cst.Attribute):
-        return provenance.on_ctx(subject) or isinstance(subject.value, cst.Name)
-    return isinstance(subject, (cst.Call, cst.Subscript))
 
 
 class _Reporter:
@@ -345,7 +353,7 @@ class _Reporter:
         elif stand_ins.quantized_on_some_path(objects, unit, subject, at):
             kind = provenance.QUANTIZED
         else:
-            kind = self._kind(subject) if _may_stand_in(unit, subject, at) else None
+            kind = self._kind(subject) if stand_in_uses.may_stand_in(unit, subject, at) else None
         if kind is not None:
             self(subject, what, "weakref", kind)
 
@@ -358,18 +366,3 @@ class _Reporter:
         return isinstance(subject, cst.Name) and stand_ins.rebound_to_itself(
             self.unit, subject.value, self.node
         )
-
-
-def _mark_block_ids(unit: Unit) -> set[int]:
-    """The statements of blocks that mark a weight (GMLP007 judges the reads there)."""
-    found: set[int] = set()
-    for mark in wgrad.marks(unit):
-        found.update(id(stmt) for stmt in wgrad.block_statements(mark.block))
-    return found
-
-
-def _assigned_ids(root) -> set[int]:
-    """The targets of an assignment: ``w.main_grad = buffer`` puts a buffer back."""
-    if isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-        return {id(t) for t in patterns.assignment_targets(root)}
-    return set()

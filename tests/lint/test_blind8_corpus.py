@@ -24,7 +24,9 @@ from .variant_corpus_blind8 import VARIANTS
 # the twin lacks and whose message names the bug (judged by hand); "missed": neither.
 OUTCOME: Outcomes = {
     # 1: which object
-    "blind8-te-backward-linear-add-dummy-for-saved-weight": ("missed", (), ()),
+    # missed blind; caught since 2026-12-05 (not blind): GMLP030 on a marking call handed a
+    # tensor restored from the saved tensors while main_grad is taken from weight_param
+    "blind8-te-backward-linear-add-dummy-for-saved-weight": ("caught", (("GMLP030", 44),), ()),
     # Missed blind at 58c69b9; caught after the round (not blind): overwrite_main_grad read
     # from a name that is a quantized copy on the FP8 path only (overwrite_flag_reads).
     "blind8-te-layernorm-linear-overwrite-flag-from-weightmat": (

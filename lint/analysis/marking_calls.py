@@ -1,0 +1,96 @@
+"""Calls that mark the weights they are handed (``grad_added_to_main_grad = True`` set by the
+callee), and whether what a call is handed is the Parameter the function writes through
+(issue #19, class 1: the mark spelled through a helper, on the wrong object).
+
+Two kinds of marking calls: helpers of the file that mark a parameter
+(``marking_helpers``), and ``KNOWN_MARKERS``, functions of the frameworks whose contract is
+to mark what they are given. Transformer Engine's ``get_dummy_wgrads_for_params(params)``
+(transformer_engine/pytorch/ops/_common.py) sets the flag on each element that has it and
+returns the dummies. Handed a tensor restored from the saved tensors while the same function
+takes main_grad from the Parameter under another name (``linear_op.weight``), it marks the
+saved tensor, which lacks the flag: the Parameter stays unmarked although main_grad was
+written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from . import marking_helpers, patterns, provenance
+from .module import Unit
+
+# Framework functions that mark the elements of their first argument (a list display).
+KNOWN_MARKERS = frozenset({"get_dummy_wgrads_for_params"})
+# Calls that fetch a Parameter's main_grad (Transformer Engine's ops and Megatron-FSDP).
+MAIN_GRAD_FETCHES = frozenset({"get_main_grad_from_param", "get_main_grad"})
+
+
+def marked_by_calls(
+    unit: Unit, helpers: marking_helpers.MarkingHelpers
+) -> Iterator[tuple[cst.BaseExpression, cst.Call, object]]:
+    """(subject, call, graph node) for each weight a call in ``unit`` marks."""
+    for root, node in unit.expression_roots():
+        for sub in patterns.walk(root):
+            if type(sub) is not cst.Call:
+                continue
+            if patterns.callee_name(sub) in KNOWN_MARKERS:
+                args = patterns.positional_args(sub)
+                if args and type(args[0].value) in (cst.List, cst.Tuple):
+                    for element in args[0].value.elements:
+                        if not isinstance(element, cst.StarredElement):
+                            yield element.value, sub, node
+                continue
+            for subject in helpers.marked_arguments(sub):
+                yield subject, sub, node
+
+
+def parameter_beside_restored(unit: Unit, subject, node) -> str | None:
+    """The Parameter, as written, when ``subject`` is a name every reaching binding of which
+    is unpacked from saved tensors (``(x, w) = op_ctx.saved_tensors``) while the function
+    takes main_grad from another expression (``get_main_grad_from_param(weight_param)``,
+    ``linear_op.weight.main_grad``): the code names the Parameter separately, so the
+    restored tensor is not it. None otherwise."""
+    if type(subject) is not cst.Name:
+        return None
+    if not _restored(unit, subject, node):
+        return None
+    code = unit.context.code
+    owners = {code(owner).strip() for owner in _main_grad_owners(unit)} - {subject.value}
+    # one weight's Parameter named beside it; with several, which is whose is not known
+    return owners.pop() if len(owners) == 1 else None
+
+
+def _restored(unit: Unit, name: cst.Name, node, depth: int = 2) -> bool:
+    """Every binding of ``name`` reaching ``node`` takes it from saved tensors: unpacked
+    (``(x, w) = ctx.saved_tensors``), indexed (``w = ctx.saved_tensors[1]``), or an item of
+    a local so bound (``saved = ctx.saved_tensors; w = saved[1]``)."""
+    defs = unit.reaching.reaching(name.value, node)
+    if not defs:
+        return False
+    for d in defs:
+        value = d.value
+        if d.kind != "assign" or value is None:
+            return False
+        if type(value) is cst.Subscript:
+            value = value.value
+            if type(value) is cst.Name and depth > 0:
+                if _restored(unit, value, d.node, depth - 1):
+                    continue
+                return False
+        if not provenance.is_saved_tensors(value):
+            return False
+    return True
+
+
+def _main_grad_owners(unit: Unit) -> Iterator[cst.BaseExpression]:
+    for root, _node in unit.expression_roots():
+        for sub in patterns.walk(root):
+            if patterns.is_attr(sub, patterns.MAIN_GRAD):
+                yield sub.value
+            elif type(sub) is cst.Call and patterns.callee_name(sub) in MAIN_GRAD_FETCHES:
+                args = patterns.positional_args(sub)
+                if args:
+                    yield args[0].value
+                elif isinstance(sub.func, cst.Attribute):
+                    yield sub.func.value  # ``param.get_main_grad()``

@@ -1,0 +1,78 @@
+"""GMLP030's candidates: every place a function takes main_grad, sets the mark, assigns
+``.grad``, takes a weakref or shapes a dummy through some object, which the rule
+(lint/rules/main_grad_on_stand_in.py) then asks provenance about: is that object a stand-in
+for the Parameter? Kept apart from the rule's module, which holds its documentation,
+messages and reporting."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from . import patterns, provenance, stand_ins, wgrad
+from .module import Unit
+
+
+def candidates(unit: Unit):
+    """(subject, node, root, what, effect) for each main_grad read, flag set, weakref, and
+    weight-shaped allocation in a function that marks a weight."""
+    marks = unit.survey.spells_grad_added
+    for root, node in unit.expression_roots():
+        subject = wgrad.marked_subject(root)
+        if subject is not None:
+            yield subject, node, root, "`grad_added_to_main_grad` is set on", "flag"
+        written = _assigned_ids(root)
+        for owner in _grad_targets(root):
+            # ``w.grad = wgrad`` through a copy: the Parameter never gets the gradient
+            yield owner, node, root, "the weight gradient is assigned to `.grad` of", "grad"
+        for sub in patterns.walk(root):
+            if id(sub) in written:
+                continue
+            if patterns.is_attr(sub, patterns.MAIN_GRAD):
+                yield sub.value, node, root, "main_grad is taken from", "main_grad"
+            elif type(sub) is cst.Call and patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
+                owner = patterns.positional_args(sub)[0].value
+                yield owner, node, root, "main_grad is taken from", "main_grad"
+            elif (referent := provenance.weakref_referent(sub)) is not None:
+                yield referent, node, root, "a weakref is taken of", "weakref"
+            elif marks and type(sub) is cst.Call and (model := stand_ins.shape_source(sub)):
+                # the dummy handed back in the marked Parameter's place
+                yield model, node, root, "the dummy gradient is shaped like", "dummy"
+
+
+def _grad_targets(root) -> list:
+    """The objects whose ``.grad`` an assignment statement sets (``X.grad = ...``)."""
+    if not isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        return []
+    return [
+        t.value
+        for t in patterns.assignment_targets(root)
+        if type(t) is cst.Attribute and t.attr.value == "grad"
+    ]
+
+
+def may_stand_in(unit: Unit, subject, node) -> bool:
+    """A cheap first look: only a name every reaching binding of which is an assignment or
+    a loop over a sequence (an element of a list of copies), a ``ctx`` attribute, a field of
+    a name (a holder's tensor field: analysis/holders.py), or a call can be a known
+    stand-in."""
+    if isinstance(subject, cst.Name):
+        defs = unit.reaching.reaching(subject.value, node)
+        return bool(defs) and all(d.kind in ("assign", "walrus", "for") for d in defs)
+    if isinstance(subject, cst.Attribute):
+        return provenance.on_ctx(subject) or isinstance(subject.value, cst.Name)
+    return isinstance(subject, (cst.Call, cst.Subscript))
+
+
+def mark_block_ids(unit: Unit) -> set[int]:
+    """The statements of blocks that mark a weight (GMLP007 judges the reads there)."""
+    found: set[int] = set()
+    for mark in wgrad.marks(unit):
+        found.update(id(stmt) for stmt in wgrad.block_statements(mark.block))
+    return found
+
+
+def _assigned_ids(root) -> set[int]:
+    """The targets of an assignment: ``w.main_grad = buffer`` puts a buffer back."""
+    if isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        return {id(t) for t in patterns.assignment_targets(root)}
+    return set()
