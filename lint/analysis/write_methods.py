@@ -13,7 +13,11 @@ from . import patterns
 # Transformer Engine's ``general_gemm`` / ``general_grouped_gemm`` default to
 # ``accumulate=False``. Any other function of ``torch`` given ``out=`` replaces it too
 # (``torch.sum(dw, 0, out=mg)``; the add family is ``SCALED_ADDS`` and ``ADD_WORD``'s).
-REPLACING_GEMMS = frozenset({"matmul", "mm", "bmm", "general_gemm", "general_grouped_gemm"})
+# ``te_general_gemm``: Megatron-LM's wrapper of TE's general_gemm, which hard-codes
+# ``accumulate=False`` (megatron/core/extensions/transformer_engine.py).
+REPLACING_GEMMS = frozenset(
+    {"matmul", "mm", "bmm", "general_gemm", "general_grouped_gemm", "te_general_gemm"}
+)
 ACCUMULATE_KEYWORDS = ("accumulate", "beta")
 # Methods of a tensor that replace its contents (all of them, or the rows or elements they
 # index), and those that add to them; torch's in-place methods that write given values.

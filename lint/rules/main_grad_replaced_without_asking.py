@@ -94,6 +94,13 @@ RULE = Rule(
         (`main_grad.add_(p.grad)`) are left alone. Not seen: `main_grad.mul_(0)`, and a reset
         in another function than the add.
 
+        A producer that asks but replaces on a path no asking test guards (blind corpus 8,
+        HYGON's backward with `te_general_gemm(out=weight.main_grad)` moved out of `if
+        hasattr(weight, "__fsdp_param__"):`): a replacing write with no switch or one
+        hard-coded off (`te_general_gemm` is Megatron's wrapper that always replaces), not
+        inside an `if` whose test names overwrite, FSDP, sharding (`shard*`) or distribution
+        (`gbuf.is_data_distributed`), in a function that leaves early on no such test.
+
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given
         no `accumulate=` (only torch's matmuls are known to replace), dicts of arguments

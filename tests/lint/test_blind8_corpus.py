@@ -70,7 +70,10 @@ OUTCOME: Outcomes = {
         (),
     ),
     # 4: overwrite without asking
-    "blind8-hygon-aglinear-te-gemm-outside-fsdp-branch": ("missed", (), ()),
+    # missed blind; caught since 2026-12-05 (not blind): GMLP016 on a hard-coded replacing
+    # write (te_general_gemm never accumulates) outside every test that asks, in a producer
+    # that asks elsewhere
+    "blind8-hygon-aglinear-te-gemm-outside-fsdp-branch": ("caught", (("GMLP016", 25),), ()),
     # Missed blind; caught after the 2026-12-05 round (not blind): GMLP016 takes a copy of a
     # value named for the weight gradient into main_grad as producer code whatever the name.
     "blind8-megatron-gtp-drain-copies-into-main-grad": (
