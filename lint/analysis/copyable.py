@@ -43,3 +43,17 @@ def calls_nothing(expr: cst.CSTNode) -> bool:
             return False
         stack.extend(node.children)
     return True
+
+
+def walrus_targets(expr: cst.CSTNode) -> set[str]:
+    """Names a walrus anywhere in ``expr`` binds (``(w := next(ws)).layout``): a fix that
+    copies a read of one of them ahead of the walrus, or before the statement, reads another
+    object (or none)."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.NamedExpr and type(node.target) is cst.Name:
+            found.add(node.target.value)
+        stack.extend(node.children)
+    return found

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import iteration, patterns, tensor_writes, wgrad
+from . import handoff_values, iteration, patterns, tensor_writes
 
 if TYPE_CHECKING:
     from .deliveries import Deliveries
@@ -55,7 +55,7 @@ def writes(unit: Unit, facts: Deliveries):
                 yield from _container_writes(unit, listed, node)
                 continue
         if value is not None:  # ``add_(g.float())`` puts g in, converted
-            value = wgrad.same_gradient(value)
+            value = handoff_values.same_gradient(value)
         if isinstance(value, cst.Name):
             for d in unit.reaching.reaching(value.value, node):
                 yield node, d, False

@@ -183,7 +183,18 @@ def _new_parameter_over(unit: Unit, value, stmt) -> cst.BaseExpression | None:
             if d.kind == "assign" and (source := _new_parameter_over(unit, d.value, None))
         }
         return next(iter(made.values())) if defs and len(made) == 1 == len(defs) else None
-    return made_from(value) if patterns.callee_name(value) == PARAMETER else None
+    if patterns.callee_name(value) != PARAMETER or frozen(value):
+        return None
+    return made_from(value)
+
+
+def frozen(call: cst.Call) -> bool:
+    """``Parameter(..., requires_grad=False)`` (or ``False`` second): never trained, so it
+    needs no main_grad."""
+    given = patterns.keyword_arg(call, "requires_grad")
+    args = patterns.positional_args(call)
+    value = given.value if given is not None else (args[1].value if len(args) > 1 else None)
+    return value is not None and patterns.is_false_literal(value)
 
 
 # Conversions that hand back P's values in a new tensor: a Parameter made of them is as fresh.
@@ -206,6 +217,8 @@ def _fresh_on_some_path(unit: Unit, value, stmt) -> tuple[cst.BaseExpression, cs
     code = unit.context.code
     itself = [d.value for d in defs if patterns.callee_name(d.value) != PARAMETER]
     made = [d.value for d in defs if patterns.callee_name(d.value) == PARAMETER]
+    if any(frozen(call) for call in made):
+        return None
     fresh = [_values_of(call) for call in made]
     if not itself or not fresh or any(f is None for f in fresh):
         return None

@@ -16,50 +16,31 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, wgrad, writing_helpers
+from . import file_functions, helper_effects, wgrad, writing_helpers
 from .module import ModuleContext, Unit
 
 
-class MarkingHelpers:
+class MarkingHelpers(helper_effects.HelperEffects):
     def __init__(self, context: ModuleContext) -> None:
-        self.functions = file_functions.by_name(context)
-        self.classes = file_functions.class_names(context)
-        self.writers = writing_helpers.WritingHelpers(context)
-        self._marked: dict[int, frozenset[str]] = {}
+        super().__init__(context)
+        self.writers = context.shared(writing_helpers.WritingHelpers)
 
-    def marked_parameters(self, function: cst.FunctionDef) -> frozenset[str]:
-        """The parameters of ``function`` that its body marks, itself or through a helper."""
-        key = id(function)
-        if key not in self._marked:
-            self._marked[key] = frozenset()  # a call back into a function being read: none
-            params = set(file_functions.parameters(function))
-            marked = set()
-            for node in file_functions.own_nodes(function.body.body):
-                subject = wgrad.marked_subject(node)
-                if type(subject) is cst.Name and subject.value in params:
-                    marked.add(subject.value)
-                if type(node) is cst.Call:
-                    marked.update(
-                        arg.value
-                        for arg in self.marked_arguments(node)
-                        if type(arg) is cst.Name and arg.value in params
-                    )
-            self._marked[key] = frozenset(marked)
-        return self._marked[key]
+    def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
+        marked = set()
+        for node in file_functions.own_nodes(function.body.body):
+            subject = wgrad.marked_subject(node)
+            if type(subject) is cst.Name and subject.value in params:
+                marked.add(subject.value)
+        return marked
 
-    def marked_arguments(self, call: cst.Call) -> list[cst.BaseExpression]:
-        """The arguments of ``call`` that the function it runs marks."""
-        function = file_functions.callee(call, self.functions, self.classes)
-        if function is None:
-            return []
+    def _affected_of(self, function: cst.FunctionDef) -> frozenset[str]:
         # A helper that also writes the weight's main_grad (MindSpeed's get_gmm_weight_grad)
         # delivers the gradient whole: its mark is judged inside it, not at the call.
-        marked = self.marked_parameters(function) - self.writers.written_parameters(function)
-        if not marked:
-            return []
-        return [
-            arg for name, arg in file_functions.bound_arguments(call, function) if name in marked
-        ]
+        return self.affected_parameters(function) - self.writers.written_parameters(function)
+
+    def marked_arguments(self, call: cst.Call) -> list[cst.BaseExpression]:
+        """The arguments of ``call`` that the function it runs marks (and does not write)."""
+        return self.affected_arguments(call)
 
 
 def helper_marks(unit: Unit, helpers: MarkingHelpers) -> list[wgrad.Mark]:

@@ -103,23 +103,49 @@ def check_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
 def check_hook_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
     """A gradient hook (NeMo's ``param_hook`` of the main-params optimizer: its name says
     hook, so it fires every backward) that moves the incoming gradient into another
-    object's ``.grad`` with ``copy_`` (``main_param.grad.copy_(param.grad.data)``) and adds
-    into nothing: the accumulator keeps only the last microbatch. One that adds on some
+    object's ``.grad`` with ``copy_`` (``main_param.grad.copy_(param.grad.data)``), clears
+    the source (``param.grad = None``) and adds into nothing: the accumulator keeps only the
+    last microbatch. One that adds on some
     path, or asks overwrite_main_grad, has made the choice."""
     if not names_hook(unit.name) or _asks_overwrite(unit):
         return
+    cleared = _cleared_grads(unit)
     copies = []
     for root, _node in unit.expression_roots():
         for dest, kind, at, how in tensor_writes.writes(root, None):
             if kind == "accumulate":
                 return
-            if how == "copy_" and (source := _grad_into_other_grad(unit, dest, at)) is not None:
+            source = _grad_into_other_grad(unit, dest, at) if how == "copy_" else None
+            # autograd accumulates into Y.grad across microbatches unless the hook clears it
+            # (NeMo's ``param.grad = None``): only then does the copy lose the earlier ones
+            if source is not None and _owner_text(unit, source) in cleared:
                 copies.append((dest, at, source))
     for dest, at, source in copies:
         if id(at) not in reported:
             reported.add(id(at))
             message = HOOK_MESSAGE.format(target=out.text(dest), source=out.text(source))
             out.report(CODE, at, message)
+
+
+def _owner_text(unit: Unit, grad) -> str:
+    """``Y`` of ``Y.grad`` or ``Y.grad.data``, as written."""
+    owner = grad.value if patterns.is_attr(grad, "data") else grad
+    return unit.context.code(owner.value).strip()
+
+
+def _cleared_grads(unit: Unit) -> set[str]:
+    """The objects whose ``.grad`` the function clears: ``Y.grad = None``, ``del Y.grad``."""
+    found = set()
+    for stmt, _ in unit.statements():
+        targets = []
+        if type(stmt) is cst.Assign and patterns.is_false_literal(stmt.value):
+            targets = [t.target for t in stmt.targets]
+        elif type(stmt) is cst.Del:
+            targets = [stmt.target]
+        for target in targets:
+            if patterns.is_attr(target, "grad"):
+                found.add(unit.context.code(target.value).strip())
+    return found
 
 
 def _grad_into_other_grad(unit: Unit, dest, call) -> cst.BaseExpression | None:

@@ -46,8 +46,8 @@ MESSAGE = (
 
 PATH_MESSAGE = (
     "this replaces `{target}`'s contents ({how}) on a path that no test of "
-    "overwrite_main_grad, FSDP or the sharding strategy guards (this function asks them "
-    "elsewhere): in accumulate mode only the last microbatch's gradient survives"
+    "overwrite_main_grad, FSDP or the sharding strategy guards (this function's code asks "
+    "them on other paths): in accumulate mode only the last microbatch's gradient survives"
 )
 
 ZEROED = (
@@ -121,7 +121,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                             reported.add(id(sub))
             elif function and overwrite_findings.consumes_per_backward(unit):
                 overwrite_findings.check_consumer(unit, reported, out)
-            if producer and function and asks(unit) and not any(map(asks, around[1:])):
+            if producer and function and _code_asks(unit) and not any(map(asks, around[1:])):
                 _check_unasked_paths(unit, switches_of(unit), reported, out)
             if function and not any(map(asks, around)):
                 # Whatever its name, a function that zeroes main_grad and then adds a
@@ -180,8 +180,13 @@ def _copies_wgrad(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
     copying = tensor_writes.copying_method(node)
     if copying is None or not copying[2] or not buffers.main_grad(copying[0]):
         return False
-    if not wgrad_words.names_weight_gradient(last_name(copying[2][-1].value)):
+    source = copying[2][-1].value
+    if not wgrad_words.names_weight_gradient(last_name(source)):
         return False
+    if _from_main_grad(source, buffers):
+        return False  # a value made from main_grad itself written back (all-reduced, upcast)
+    if _restoring(source, buffers):
+        return False  # main_grad put back from a copy kept earlier (a skipped step, a load)
     how = copying[1]
     out.report(CODE, node, MESSAGE.format(target=out.text(copying[0]), how=how))
     return True
@@ -194,12 +199,19 @@ def _check_unasked_paths(
     but replaces main_grad by a hard-coded write outside every test that asks: blind corpus
     8's HYGON backward, whose replacing ``te_general_gemm(out=weight.main_grad)`` moved out
     of the ``if hasattr(weight, "__fsdp_param__"):`` branch. A function that leaves early
-    on an asking test (``if not overwrite: return``), or matches on one, is left alone."""
+    on an asking test (``if not overwrite: return``), matches on one, or allocates main_grad
+    itself (``w.main_grad = torch.empty(...)``) is left alone."""
     for stmt, _ in unit.statements():
         if type(stmt) is cst.If and _asks_in(stmt.test, unit) and _exits(stmt.body):
             return
         if type(stmt) is cst.Match and _asks_in(stmt.subject, unit):
             return  # a ``match`` on the flag: its arms are its choice
+        if (
+            type(stmt) is cst.Assign
+            and any(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in stmt.targets)
+            and patterns.callee_name(stmt.value) in patterns.ALLOCATORS
+        ):
+            return  # it allocates main_grad itself: a fresh buffer, nothing to keep
     for root, node in unit.expression_roots():
         if switches.decides(node) or any(_asks_in(test, unit) for test, _ in node.enclosing_ifs):
             continue
@@ -216,6 +228,23 @@ def _check_unasked_paths(
 TEST_ASKING_WORDS = (*ASKING_WORDS, "shard", "distributed")
 
 
+def _code_asks(unit: Unit) -> bool:
+    """The function's own code (its names, attributes and strings: not its comments, not the
+    rest of the file) asks overwrite, FSDP or the sharding strategy."""
+    words = []
+    stack: list[cst.CSTNode] = [unit.owner]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.Expr and isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString)):
+            continue  # a docstring says nothing the code asks
+        if kind is cst.Name or kind is cst.SimpleString:
+            words.append(node.value)
+        stack.extend(node.children)
+    text = " ".join(words).lower()
+    return any(word in text for word in ASKING_WORDS)
+
+
 def _asks_in(node, unit: Unit) -> bool:
     test = node.test if type(node) is cst.If else node
     text = unit.context.code(test).lower()
@@ -229,6 +258,33 @@ def _exits(body) -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1]
     return isinstance(last, (cst.Return, cst.Raise))
+
+
+# Words of a function or a value that put back a gradient kept earlier: a copy, not a
+# microbatch's delivery.
+RESTORE_WORDS = ("restore", "saved", "backup", "snapshot", "stash", "checkpoint", "load")
+
+
+def _restoring(value, buffers: tensor_writes.Buffers) -> bool:
+    """The function's name, the copied value or what it is bound from says restore."""
+    unit = buffers.unit
+    texts = [unit.name, unit.context.code(value)]
+    if type(value) is cst.Name:
+        defs = unit.reaching.reaching(value.value, buffers.node)
+        texts += [unit.context.code(d.value) for d in defs if d.value is not None]
+    return any(word in text.lower() for text in texts for word in RESTORE_WORDS)
+
+
+def _from_main_grad(value, buffers: tensor_writes.Buffers) -> bool:
+    """``value`` mentions main_grad, or is a local some reaching binding of which does
+    (``g = w.main_grad.clone()``): what it holds already includes main_grad's contents."""
+    if patterns.MAIN_GRAD in buffers.unit.context.code(value):
+        return True
+    if type(value) is cst.Name:
+        defs = buffers.unit.reaching.reaching(value.value, buffers.node)
+        code = buffers.unit.context.code
+        return any(d.value is not None and patterns.MAIN_GRAD in code(d.value) for d in defs)
+    return False
 
 
 def _check_call(

@@ -16,56 +16,32 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, patterns, wgrad
-from .module import ModuleContext, Unit
+from . import file_functions, helper_effects, patterns, wgrad
+from .module import Unit
 
 
-class WritingHelpers:
-    def __init__(self, context: ModuleContext) -> None:
-        self.context = context
-        self.functions = file_functions.by_name(context)
-        self.classes = file_functions.class_names(context)
-        self._written: dict[int, frozenset[str]] = {}
+class WritingHelpers(helper_effects.HelperEffects):
+    def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
+        owners = {
+            owner.value
+            for owner in wgrad.main_grad_owners(function.body)
+            if isinstance(owner, cst.Name)
+        }
+        body = function.body
+        return {
+            name
+            for name in params
+            if name in owners and wgrad.writes_main_grad_of(body, wgrad.stem(cst.Name(name)))
+        }
 
     def written_parameters(self, function: cst.FunctionDef) -> frozenset[str]:
         """The parameters of ``function`` whose main_grad its body writes, itself or by
         handing the parameter on to another such helper."""
-        key = id(function)
-        if key not in self._written:
-            self._written[key] = frozenset()  # a call back into a function being read: none
-            params = file_functions.parameters(function)
-            owners = {
-                owner.value
-                for owner in wgrad.main_grad_owners(function.body)
-                if isinstance(owner, cst.Name)
-            }
-            written = {
-                name
-                for name in params
-                if name in owners
-                and wgrad.writes_main_grad_of(function.body, wgrad.stem(cst.Name(name)))
-            }
-            for node in file_functions.own_nodes(function.body.body):
-                if type(node) is cst.Call:
-                    written.update(
-                        arg.value
-                        for arg in self.written_arguments(node)
-                        if type(arg) is cst.Name and arg.value in params
-                    )
-            self._written[key] = frozenset(written)
-        return self._written[key]
+        return self.affected_parameters(function)
 
     def written_arguments(self, call: cst.Call) -> list[cst.BaseExpression]:
         """The arguments of ``call`` whose main_grad the function it runs writes."""
-        function = file_functions.callee(call, self.functions, self.classes)
-        if function is None:
-            return []
-        written = self.written_parameters(function)
-        if not written:
-            return []
-        return [
-            arg for name, arg in file_functions.bound_arguments(call, function) if name in written
-        ]
+        return self.affected_arguments(call)
 
     def writes_main_grad_of(self, code: cst.CSTNode, word: str | None) -> bool:
         """``code`` writes the main_grad of the weight ``word`` names (``wgrad.stem``), itself

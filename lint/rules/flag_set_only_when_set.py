@@ -49,6 +49,9 @@ RULE = Rule(
         of it, and an assignment of `True` to the same flag of the same object (same source
         text) anywhere in that `if`'s body, outside nested functions.
 
+        Left alone: a body that clears the flag first (`= False`) or rebinds the object's
+        name (`for w in ...`): the set may then change it.
+
         Not seen: the test and
         the assignment in different functions, the value read into a local first
         (`done = getattr(...)`), `or` chains, and other flags.
@@ -130,7 +133,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                 if subject is None:
                     continue
                 text = out.context.code(subject).strip()
-                if _sets_true(stmt.body, text, out):
+                if _sets_true(stmt.body, text, out) and not _changes(stmt.body, subject, out):
                     out.report(
                         CODE,
                         operand,
@@ -183,6 +186,35 @@ def _sets_true(body, subject: str, out: Collector) -> bool:
             ):
                 return True
     return False
+
+
+def _changes(body, subject, out: Collector) -> bool:
+    """The body clears the flag first (``= False``) or rebinds the object's name (``for w in
+    ...``, ``w = ...``): the set that follows may then change it."""
+    root = subject
+    while type(root) in (cst.Attribute, cst.Subscript):
+        root = root.value
+    name = root.value if type(root) is cst.Name else None
+    text = out.context.code(subject).strip()
+    for node in patterns.walk(body):
+        if type(node) is cst.Assign:
+            for target in node.targets:
+                flag = target.target
+                if (
+                    patterns.is_attr(flag, patterns.GRAD_ADDED)
+                    and patterns.is_false_literal(node.value)
+                    and out.context.code(flag.value).strip() == text
+                ):
+                    return True
+                if type(flag) is cst.Name and flag.value == name:
+                    return True
+        elif type(node) is cst.For and name in _bound_names(node.target):
+            return True
+    return False
+
+
+def _bound_names(target) -> set[str]:
+    return {n.value for n in patterns.walk(target) if type(n) is cst.Name}
 
 
 def _is_true(expr) -> bool:

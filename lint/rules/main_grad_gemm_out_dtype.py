@@ -167,8 +167,16 @@ def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
     # The replacement evaluates the buffer and the condition once more, before ``out=`` does
     # when it comes first: ``next(ws).main_grad if fuse() else None`` copied read another
     # weight's buffer and called fuse() twice.
-    copied = copyable.is_plain_path(buffer) and (
-        condition is None or copyable.calls_nothing(condition)
+    bound_here = copyable.walrus_targets(call)  # ``(w := next(ws))`` in the same call
+    copied = (
+        copyable.is_plain_path(buffer)
+        and (condition is None or copyable.calls_nothing(condition))
+        and not any(
+            name.value in bound_here
+            for part in (buffer, condition)
+            if part is not None
+            for name in patterns.read_names(part)
+        )
     )
     if not copied:
         replacement = None

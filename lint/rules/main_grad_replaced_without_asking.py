@@ -94,12 +94,23 @@ RULE = Rule(
         (`main_grad.add_(p.grad)`) are left alone. Not seen: `main_grad.mul_(0)`, and a reset
         in another function than the add.
 
-        A producer that asks but replaces on a path no asking test guards (blind corpus 8,
-        HYGON's backward with `te_general_gemm(out=weight.main_grad)` moved out of `if
-        hasattr(weight, "__fsdp_param__"):`): a replacing write with no switch or one
-        hard-coded off (`te_general_gemm` is Megatron's wrapper that always replaces), not
-        inside an `if` whose test names overwrite, FSDP, sharding (`shard*`) or distribution
-        (`gbuf.is_data_distributed`), in a function that leaves early on no such test.
+        A producer whose own code asks (its names and strings, not comments or docstrings)
+        but replaces on a path no asking test guards (blind corpus 8, HYGON's backward with
+        `te_general_gemm(out=weight.main_grad)` moved out of `if hasattr(weight,
+        "__fsdp_param__"):`): a replacing write with no switch or one hard-coded off
+        (`te_general_gemm` is Megatron's wrapper that always replaces), not inside an `if`
+        or a conditional expression whose test names overwrite, FSDP, sharding (`shard*`) or
+        distribution (`gbuf.is_data_distributed`), in a function that neither leaves early
+        on such a test, matches on one, nor allocates main_grad itself.
+
+        Whatever the function's name (since 2026-12-05): a `copy_` into main_grad of a
+        value named for the weight gradient (`wgrad*`, `grad_weight`, a `dw` part: blind
+        corpus 8's GTP drain of reduce-scattered wgrads), unless the value is made from
+        main_grad itself (all-reduced, upcast) or the function or value says restore
+        (`saved`, `backup`, `snapshot`, `checkpoint`, `load`); and a gradient hook (its name
+        says hook) that copies the incoming `Y.grad` into another object's `.grad`, clears
+        `Y.grad` (`= None`, `del`) and adds nowhere (blind corpus 9's NeMo main-params
+        hook): autograd accumulates into an uncleared `Y.grad` itself.
 
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given

@@ -311,6 +311,9 @@ class _Unit:
         outside = {id(name) for name in patterns.read_names(root)}
         if not all(id(name) in outside for name in patterns.read_names(owner)):
             return None
+        bound_here = copyable.walrus_targets(root)
+        if any(name.value in bound_here for name in patterns.read_names(owner)):
+            return None  # the statement binds the owner itself: before it, another object
         x = self.out.text(owner)
         text = (
             f'{indent}if hasattr({x}, "__fsdp_param__"):\n'

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
+handoff_values = LazyModule("..analysis.handoff_values", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
 paths = LazyModule("..analysis.paths", __package__)
@@ -228,17 +229,20 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
         if is_backward and isinstance(root, cst.Return) and root.value is not None:
             handed = [
                 e
-                for e in map(wgrad.same_gradient, map(wgrad.whole_list, wgrad.elements(root.value)))
+                for e in map(
+                    handoff_values.same_gradient,
+                    map(handoff_values.whole_list, wgrad.elements(root.value)),
+                )
                 if isinstance(e, cst.Name)
             ]
             if isinstance(root.value, cst.Name):
                 built = list(_built_tuple(unit, root.value, node))
         elif (
             isinstance(root, cst.Assign)
-            and isinstance(wgrad.same_gradient(root.value), cst.Name)
+            and isinstance(handoff_values.same_gradient(root.value), cst.Name)
             and any(patterns.is_attr(t.target, "grad") for t in root.targets)
         ):
-            handed = [wgrad.same_gradient(root.value)]
+            handed = [handoff_values.same_gradient(root.value)]
         for name, at in [(n, node) for n in handed] + built:
             reaching = unit.reaching.reaching(name.value, at)
             mine = [w for w in writes if w[1] in reaching]
