@@ -29,6 +29,12 @@ def outcome(variant) -> str:
     return "near" if set(bug) - set(twin) else "missed"
 
 
+def recorded_form(variant) -> tuple:
+    """(outcome, findings on the buggy snippet, findings on the twin): what ``Outcomes``
+    records for a variant, computed now."""
+    return outcome(variant), pairs(variant.bug_source), pairs(variant.twin_source)
+
+
 def shape_problems(variants, outcomes: Outcomes, per_class: tuple[int, int]) -> list[str]:
     """What is wrong with a corpus's shape: duplicate names, a class outside 1-8 or with
     another number of variants than ``per_class`` allows, a variant without a ``# bug``
