@@ -26,7 +26,6 @@ import json
 import sys
 from itertools import accumulate
 
-import gluon_wgrad  # beside this file
 import probe_shapes  # beside this file
 import torch
 import triton
@@ -76,6 +75,10 @@ class Gluon:
         self.options["programs"] = sms * per_sm
 
     def __call__(self, accumulate_: bool) -> None:
+        # Imported here, after the command line is checked: the Gluon API it uses is Triton
+        # 3.6's, which older and newer Triton spell differently.
+        import gluon_wgrad  # beside this file
+
         gluon_wgrad.persistent_wgrad(
             self.dy, self.x, self.dest.view(-1, self.k), self.rows, self.entries, self.offsets,
             self.n, self.k, accumulate_, dest_ptrs=self.ptrs, **self.options,

@@ -19,6 +19,7 @@ PROBES = [
     "wgrad_kernels_vs_te.py",
     "wgrad_streams_ab.py",
     "backward_dw_timeline.py",
+    "wgrad_gluon_probe.py",
 ]
 
 
