@@ -7,8 +7,13 @@ against 3.8-4.0 for a plain fill, and Qwen3's accumulate at 1.6x the bare bf16 G
 (Triton's lower-level language, shipped with Triton 3.6) lets a kernel say the schedule
 itself: one program per multiprocessor walks its output tiles; each tile's fp32 result goes
 to shared memory and leaves by an asynchronous TMA store that runs while the program loads
-and multiplies the next tile; two such buffers alternate. Accumulating, the tile's main_grad
-comes in by TMA into the buffer it will leave from, issued before the tile's products.
+and multiplies the next tile; one or two such buffers (C_BUFS) take turns. Accumulating, the
+tile's main_grad comes in by TMA into the buffer it will leave from, before the tile's
+products.
+
+Written against Triton 3.6's Gluon, the Triton of the GPU machine; 3.9 renames two of the calls
+used here (``tma.async_copy_global_to_shared`` is ``async_load``, ``gl.thread_barrier`` is
+``gl.barrier``), so this compiles with 3.6 only.
 
 What it computes is the production kernel's contract for one launch (fused/kernels/wgrad.py):
 dest_g (+)= dy_g^T @ x_g in fp32 for the listed experts, an expert without rows untouched when
