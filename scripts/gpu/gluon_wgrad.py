@@ -120,7 +120,10 @@ def persistent_wgrad_kernel(
         if (not ACCUMULATE) or end > first:
             if DEVICE_DESC:
                 # A descriptor over this expert's own [N, K] region (any address, the
-                # regions need not share a 2-D view); it clips the tile at N and K.
+                # regions need not share a 2-D view); it clips the tile at N and K. It is
+                # written into the program's one scratch slot, which a store still in flight
+                # may be reading: that store drains first (this variant overlaps less).
+                tma.store_wait(pendings=0)
                 base = gl.load(DEST_PTRS + entry).to(gl.pointer_type(gl.float32))
                 desc = tma.make_tensor_descriptor(
                     base,

@@ -72,7 +72,7 @@ class Gluon:
                                      dtype=torch.int64, device=device)  # fmt: skip
         per_sm = self.options.pop("programs_per_sm", 1)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        self.options["programs"] = sms * per_sm
+        self.options["programs"] = self.options.get("programs") or sms * per_sm
 
     def __call__(self, accumulate_: bool) -> None:
         # Imported here, after the command line is checked: the Gluon API it uses is Triton
@@ -110,19 +110,24 @@ def check_small(label: str, options: dict) -> bool:
         x = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
         start = torch.randn(len(sizes), n, k, generator=gen, device="cuda")
         for accumulate_ in (False, True):
-            dest = start.clone() if accumulate_ else torch.full_like(start, float("nan"))
+            dest = torch.empty_like(start)
             doc = {"check": label, "sizes": sizes, "n": n, "k": k, "accumulate": accumulate_}
             try:
-                Gluon(options, dy, x, sizes, dest)(accumulate_)
-                torch.cuda.synchronize()
+                for programs in (None, 1, 3):
+                    # One program (and three) walk several tiles each: the ring's phases,
+                    # the store buffers and their waits across tiles, which the default
+                    # grid (one tile per program at these sizes) never reaches.
+                    dest.copy_(start) if accumulate_ else dest.fill_(float("nan"))
+                    Gluon({**options, "programs": programs}, dy, x, sizes, dest)(accumulate_)
+                    torch.cuda.synchronize()
+                    want = reference(dy, x, sizes, start, accumulate_)
+                    err = ((dest - want).abs().max() / want.abs().max()).item()
+                    good = err < 1e-5 and not dest.isnan().any().item()
+                    emit({**doc, "programs": programs, "max_rel_error": err, "ok": good})
+                    ok = ok and good
             except Exception as exc:  # a compiler or launch refusal is this variant's answer
                 emit({**doc, "error": f"{type(exc).__name__}: {exc}"[:400]})
                 return False
-            want = reference(dy, x, sizes, start, accumulate_)
-            err = ((dest - want).abs().max() / want.abs().max()).item()
-            good = err < 1e-5 and not dest.isnan().any().item()
-            emit({**doc, "max_rel_error": err, "ok": good})
-            ok = ok and good
     return ok
 
 
@@ -134,8 +139,10 @@ def probe_gemm(shape: str, load: str, gemm: str, dy, x, sizes, splits, good: dic
     experts = len(sizes)
     n, k = dy.shape[1], x.shape[1]
     # Two [G, n, k] fp32 tensors (DeepSeek's fc1: 30 GB each), production's regions and the
-    # variant's destination, plus every fourth expert of production's result (room on an
-    # 80 GB card too); the accumulate mode's starting values are drawn again from a seed.
+    # variant's destination, plus every fourth expert of production's result and the
+    # comparison's temporaries (about 83 GB at the peak: an H200 holds it, an 80 GB card
+    # runs out on DeepSeek's fc1, which main() records); the accumulate mode's starting
+    # values are drawn again from a seed.
     prod = torch.empty(experts, n, k, device="cuda")
     dest = torch.empty_like(prod)
     regions = list(prod.unbind(0))
