@@ -59,11 +59,15 @@ def _acc_layout(block_n, block_k, num_warps):
 
 
 @gluon.jit
-def _issue_operands(dy_desc, x_desc, bars, dy_bufs, x_bufs, slot, t0, n0, k0):
+def _issue_operands(ring, produced, t0, n0, k0):
+    """Block t0 of dy's and x's tiles into the ring's next slot; the count of blocks issued."""
+    dy_desc, x_desc, bars, dy_bufs, x_bufs = ring
+    slot = produced % dy_bufs.shape[0]
     bar = bars.index(slot)
     mbarrier.expect(bar, dy_desc.block_type.nbytes + x_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(dy_desc, [t0, n0], bar, dy_bufs.index(slot))
     tma.async_copy_global_to_shared(x_desc, [t0, k0], bar, x_bufs.index(slot))
+    return produced + 1
 
 
 @gluon.jit
@@ -99,6 +103,7 @@ def persistent_wgrad_kernel(
     c_bars = gl.allocate_shared_memory(gl.int64, [C_BUFS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(bars.index(i), count=1)
+    ring = (dy_desc, x_desc, bars, dy_bufs, x_bufs)
     for i in gl.static_range(C_BUFS):
         mbarrier.init(c_bars.index(i), count=1)
 
@@ -147,18 +152,7 @@ def persistent_wgrad_kernel(
             blocks = gl.cdiv(end - first, BLOCK_T)
             ahead = gl.minimum(blocks, STAGES - 1)
             for j in range(0, ahead):
-                _issue_operands(
-                    dy_desc,
-                    x_desc,
-                    bars,
-                    dy_bufs,
-                    x_bufs,
-                    produced % STAGES,
-                    first + j * BLOCK_T,
-                    n0,
-                    k0,
-                )
-                produced += 1
+                produced = _issue_operands(ring, produced, first + j * BLOCK_T, n0, k0)
             acc = gl.zeros((BLOCK_N, BLOCK_K), dtype=gl.float32, layout=acc_layout)
             for j in range(0, blocks):
                 slot = consumed % STAGES
@@ -178,18 +172,9 @@ def persistent_wgrad_kernel(
                 # The product before this one is done: its slot takes the next block.
                 acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
                 if j + ahead < blocks:
-                    _issue_operands(
-                        dy_desc,
-                        x_desc,
-                        bars,
-                        dy_bufs,
-                        x_bufs,
-                        produced % STAGES,
-                        first + (j + ahead) * BLOCK_T,
-                        n0,
-                        k0,
+                    produced = _issue_operands(
+                        ring, produced, first + (j + ahead) * BLOCK_T, n0, k0
                     )
-                    produced += 1
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             if ACCUMULATE:
                 mbarrier.wait(c_bars.index(buf), (stored // C_BUFS) & 1)
