@@ -73,6 +73,9 @@ RULE_MODULES = {
     "GMLP046": "main_grad_fetch_not_exposed",
     "GMLP048": "main_grad_bookkeeping_on_raw_switch",
     "GMLP049": "flag_set_only_when_set",
+    "GMLP050": "main_grad_fetch_misses_module",
+    "GMLP051": "main_grad_gemm_then_real_wgrad",
+    "GMLP052": "wgrad_taken_not_handed_on",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

@@ -51,6 +51,9 @@ class HandedCopy:
     parameter: str
     use_line: int | None  # where the helper uses the parameter (None: in another file)
     copied: bool = True  # a copy on some path; False: restored or handed in beside its twin
+    # Where the stand-in comes in, when that is not the argument: the sequence a
+    # comprehension around the call walks (``zip(weights, ...)``: the line to change).
+    site: cst.BaseExpression | None = None
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
                 d.kind == "assign" and d.value is not None and _may_be_copy(objects, d.value)
                 for d in defs
             )
+            walked = None
             if not copied:
                 # Not a copy: still not the Parameter when handed in or restored beside its
                 # twin, and wrong there when the callee needs the Parameter's main_grad. A
@@ -279,6 +283,7 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
                     parameter,
                     None if use is None else context.line_of(use),
                     copied,
+                    walked,
                 )
             )
     return found

@@ -29,7 +29,7 @@ def known_from(decided: Iterable[tuple[cst.BaseExpression, bool]]) -> Known:
     """What an arm knows from the tests it passed: (test, the value that led into it)."""
     found = set()
     for test, value in decided:
-        code, negated = _plain(test)
+        code, negated = plain_test(test)
         if code is not None:
             found.add((code, value != negated))
     return frozenset(found)
@@ -46,7 +46,7 @@ def exits_avoiding(graph: Graph, start: Node, blocked: Sequence[Node], known: Kn
     stack = [(start, known)]
     while stack:
         node, facts = stack.pop()
-        decided = _decide(node, facts)
+        decided = decide(node, facts)
         for succ, label in node.succ:
             if decided is not None and label in (TRUE, FALSE) and label != decided:
                 continue  # the arm already decided this test the other way
@@ -54,24 +54,24 @@ def exits_avoiding(graph: Graph, start: Node, blocked: Sequence[Node], known: Kn
                 return True
             if succ.index in stop:
                 continue
-            after = _still_known(succ, facts)
+            after = still_known(succ, facts)
             if (succ.index, after) not in seen:
                 seen.add((succ.index, after))
                 stack.append((succ, after))
     return False
 
 
-def _decide(node: Node, facts: Known) -> str | None:
+def decide(node: Node, facts: Known) -> str | None:
     if not facts or node.kind != "if" or node.test is None:
         return None
-    code, negated = _plain(node.test)
+    code, negated = plain_test(node.test)
     for known_code, value in facts:
         if known_code == code:
             return TRUE if value != negated else FALSE
     return None
 
 
-def _still_known(node: Node, facts: Known) -> Known:
+def still_known(node: Node, facts: Known) -> Known:
     """``facts`` less those a binding or an assignment at ``node`` may change."""
     if not facts:
         return facts
@@ -101,7 +101,7 @@ def _mentions(code: str, part: str) -> bool:
     return False
 
 
-def _plain(test: cst.BaseExpression) -> tuple[str | None, bool]:
+def plain_test(test: cst.BaseExpression) -> tuple[str | None, bool]:
     """The test's code with its ``not`` taken off, and whether there was an odd number of
     them; None for a test that may not read the same twice."""
     negated = False

@@ -26,6 +26,10 @@ from .module import suite_body
 
 OWN = DELAY  # ``self.delay_wgrad_compute`` with ``self.`` dropped
 SUPER = "super()"  # the base the class extends, built by ``super().__init__``
+# Ops a method other than ``__init__`` builds (a fused container's ``Sequential`` of TE ops):
+# their ``backward_dw()`` is called on what holds them (``children[2].backward_dw()``), not
+# on a ``self.<layer>``.
+OPS = "<ops>"
 TRUE = frozenset({"True"})
 
 
@@ -96,6 +100,32 @@ def built_modes(model: ClassModel) -> dict[str, tuple[frozenset[str], cst.CSTNod
         for node in patterns.walk(assignment.value):
             if type(node) is cst.Call and (mode := _call_mode(node, dicts)) is not None:
                 found[attr] = (mode, node)
+    return found
+
+
+def method_built_modes(model: ClassModel) -> list[tuple[frozenset[str], cst.CSTNode]]:
+    """(mode terms, the call) for each op a method other than ``__init__`` builds with a
+    mode that is not ``False``; a local bound to an expression of mode terms in that method
+    (``fc1_delay = self.linear_fc1.delay_wgrad_compute``) stands for them."""
+    found = []
+    for name, method in model.methods.items():
+        if name == "__init__":
+            continue
+        nodes = list(patterns.walk(method.body))
+        local_modes = {}
+        for node in nodes:
+            if type(node) is cst.Assign and len(node.targets) == 1:
+                target = node.targets[0].target
+                if type(target) is cst.Name and (bound := terms(node.value)):
+                    local_modes[target.value] = bound
+        for node in nodes:
+            if type(node) is not cst.Call:
+                continue
+            arg = patterns.keyword_arg(node, DELAY)
+            if arg is not None and type(arg.value) is cst.Name and arg.value.value in local_modes:
+                found.append((local_modes[arg.value.value], node))
+            elif (mode := _call_mode(node, {})) is not None:
+                found.append((mode, node))
     return found
 
 
@@ -239,7 +269,7 @@ def _layer_backward_dw(node: cst.CSTNode) -> str | None:
         and owner.value.value == "self"
     ):
         return owner.attr.value
-    return None
+    return OPS
 
 
 def _is_delay_key(node: cst.CSTNode) -> bool:

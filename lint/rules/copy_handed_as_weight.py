@@ -59,7 +59,9 @@ RULE = Rule(
         helper of the file returning one) reaching the call on some path; in the callee,
         `.main_grad`, `.get_main_grad`, `grad_added_to_main_grad`, `overwrite_main_grad`,
         `zero_out_wgrad` and `weakref.ref` on the parameter, an item of it, or a loop or
-        comprehension variable over it.
+        comprehension variable over it. Reported at the argument, or, when a comprehension
+        around the call binds it, at the sequence that comprehension walks
+        (`zip(weights, main_grads)`: where the Parameters' list should be named).
 
         Also seen across files (a run fact, lint/project.py's `weight_users`): a top-level
         function of another file of the run that uses a parameter so (its `main_grad`,
@@ -215,7 +217,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     for found in context.shared(callee_weights.handed_copies):
         out.report(
             CODE,
-            found.argument,
+            found.site or found.argument,
             (MESSAGE if found.copied else BESIDE_MESSAGE).format(
                 name=found.name,
                 twin=found.twin,

@@ -64,6 +64,15 @@ RULE = Rule(
         `config.delay_wgrad_compute` for a layer built with a parameter the caller fills
         from that same config is reported; suppress it with the reason).
 
+        Ops built by another method (a fused container's `Sequential` of Transformer Engine
+        ops, `GroupedLinear(..., delay_wgrad_compute=fc1_delay)` with `fc1_delay =
+        self.linear_fc1.delay_wgrad_compute` in that method): a `backward_dw()` the class's
+        `backward_dw` calls on anything but a `self.<layer>` or `super()` (`children[2]`, an
+        op in a loop) is taken to be theirs, and its test must read a mode term one of them
+        was built with; a test reading none of them is reported (blind corpus 9's
+        Megatron-LM `TEGroupedMLP`, gated on `config.delay_wgrad_compute` where the ops
+        took each wrapper's combined mode).
+
         Terms are compared by their text with `self.` dropped: a constructor parameter named
         otherwise than the attribute a base class of another file keeps it in (`c` kept as
         `self.config`) reads as another term, and is reported.
@@ -114,6 +123,24 @@ RULE = Rule(
                         self.linear_fc1.backward_dw()
             """
         ),
+        Example(
+            """
+            class GroupedMLP(MegatronModule):
+                def _make_ops(self):
+                    fc1_delay = self.linear_fc1.delay_wgrad_compute
+                    return Sequential(
+                        GroupedLinear(self.n, self.h, self.f, delay_wgrad_compute=fc1_delay),
+                        GroupedLinear(self.n, self.f, self.h, delay_wgrad_compute=fc1_delay),
+                    )
+
+                def backward_dw(self):
+                    if self._fused and self.linear_fc1.delay_wgrad_compute:
+                        for op in self._ops:
+                            op.backward_dw()
+                        return
+                    self.linear_fc1.backward_dw()
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -144,6 +171,25 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            class GroupedMLP(MegatronModule):
+                def _make_ops(self):
+                    fc1_delay = self.linear_fc1.delay_wgrad_compute
+                    return Sequential(
+                        GroupedLinear(self.n, self.h, self.f, delay_wgrad_compute=fc1_delay),
+                        GroupedLinear(self.n, self.f, self.h, delay_wgrad_compute=fc1_delay),
+                    )
+
+                def backward_dw(self):
+                    if self._fused and self.config.delay_wgrad_compute:
+                        for op in self._ops:
+                            op.backward_dw()
+                        return
+                    self.linear_fc1.backward_dw()
+            """,
+            line=10,
+        ),
     ),
 )
 
@@ -155,6 +201,12 @@ MESSAGE = (
     "is never computed"
 )
 
+OPS_MESSAGE = (
+    "the ops this class builds were given delay mode `{built}` but their backward_dw() runs "
+    "only under `{guard}`: where the first holds and the second does not, their weight "
+    "gradients are never computed"
+)
+
 
 def check(context: ModuleContext, out: Collector) -> None:
     if classes.DELAY not in context.source or classes.BACKWARD_DW not in context.source:
@@ -162,10 +214,14 @@ def check(context: ModuleContext, out: Collector) -> None:
     index = context.shared(classes.class_index)
     for model in index.classes.values():
         built = modes.built_modes(model)
-        if not built:
+        ops = modes.method_built_modes(model)
+        if not built and not ops:
             continue
         own = modes.own_mode(model)
         for guarded in modes.guarded_calls(index, model):
+            if guarded.layer == modes.OPS and ops and guarded.terms:
+                _check_ops(guarded, ops, own, out)
+                continue
             if guarded.layer not in built or not guarded.terms:
                 continue
             if f"{guarded.layer}.{classes.DELAY}" in guarded.terms:
@@ -183,6 +239,19 @@ def check(context: ModuleContext, out: Collector) -> None:
                 message = MESSAGE.format(layer=layer, built=_show(mode), guard=_show(guard))
                 # At the test that reads the other mode: that is the line to change.
                 out.report(CODE, guarded.test or guarded.call, message)
+
+
+def _check_ops(guarded, ops, own, out: Collector) -> None:
+    """A ``backward_dw()`` called on what holds ops a method built (not a ``self.<layer>``):
+    the test must read the mode of one of them."""
+    guard = _expand(guarded.terms, own)
+    built = [_expand(mode, own) for mode, _ in ops]
+    if any(guard & mode for mode in built):
+        return  # reads the mode of one of them (each op's own test is GMLP014's and TE's)
+    message = OPS_MESSAGE.format(
+        built=" / ".join(_show(mode) for mode in built), guard=_show(guard)
+    )
+    out.report(CODE, guarded.test or guarded.call, message)
 
 
 def _expand(found: frozenset[str], own: frozenset[str] | None) -> frozenset[str]:

@@ -1,0 +1,292 @@
+"""GMLP051: a GEMM writes the weight gradient into main_grad, and the same run computes it
+again and hands it on as the real `.grad`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext, Unit
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+patterns = LazyModule("..analysis.patterns", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
+deliveries = LazyModule("..analysis.deliveries", __package__)
+consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
+decided_tests = LazyModule("..analysis.decided_tests", __package__)
+
+CODE = "GMLP051"
+RULE = Rule(
+    code=CODE,
+    classes=(3,),
+    name="main-grad-gemm-then-real-wgrad",
+    summary=(
+        "A `backward` runs a GEMM whose destination is a weight's main_grad, and on the same "
+        "run, with no `grad_added_to_main_grad` set and no dummy made after it, computes a "
+        "weight gradient by another product and returns it: the gradient reaches main_grad "
+        "twice."
+    ),
+    flags=(
+        "`gemm(..., X.main_grad)` / `gemm(..., out=X.main_grad)` in a `backward`, then on a "
+        "path that takes every repeated test the same way and passes no mark or dummy, "
+        "`g = <product of no weight>` returned by that `backward`"
+    ),
+    explanation="""
+        Issue #19, class 3 (the converse: a write with no flag, and a real `.grad`). A
+        fused weight-gradient GEMM that accumulates into `param.main_grad` has delivered the
+        gradient. If the same run then hands autograd a freshly computed weight gradient as
+        well, with `grad_added_to_main_grad` unset, Megatron's grad-accumulation hook adds
+        that `.grad` into main_grad again: the gradient is counted twice. Megatron's
+        `LinearWithGradAccumulationAndAsyncCommunication` returns a dummy when the parameter
+        carries the flag and None when it does not; computing the product in the fused
+        branch's `else` (blind corpus 9's ROCm Megatron-LM variant) is the bug.
+
+        Seen: in a function named `backward`, a statement calling a GEMM (a name with
+        `gemm` or `matmul`, ending in `mm`, or taking `out=`) handed a main_grad whole as a
+        positional argument or `out=` (`X.main_grad`, `getattr(X, "main_grad")`, a local
+        every binding of which holds main_grad, an `out` entry of a `**` dict literal; not
+        inside a conditional expression, which makes it a destination only sometimes);
+        then a binding `g = <expr>` where `<expr>` computes the *same* product again: `@`
+        or a GEMM call none of whose operands is a weight (that is the input gradient), not
+        mentioning main_grad, whose operands start from the same names as the GEMM's other
+        operands (`dy.t().matmul(x)` after `gemm(x, dy, w.main_grad)`; another weight's
+        product, `dh.t() @ x`, is not the same gradient); and a `return` of `g` (an element
+        of the returned tuple) that this binding reaches. Reported at the binding when one
+        run passes the GEMM, the binding and the return in that order, enters no
+        `grad_added_to_main_grad` mark, dummy-making call or bookkeeping helper after the
+        GEMM, and no other binding of `g` after the binding. A run takes an `if` whose test
+        it has already passed (the same code, nothing of it rebound since) the same way, and
+        an `and` that held (an `or` that did not) decides each operand: code that writes
+        under `if fuse:` and computes under a later `if not fuse:` (or `... if not fuse else
+        None`) is not reported.
+
+        Not seen: writes through helpers, a product computed in a helper (`g =
+        compute_wgrad(x, dy)`), operands renamed between the two products (`xt = x.t()`),
+        returns of a tuple built earlier, and gradients assigned to `.grad` (GMLP033's
+        ground for `add_` writes).
+    """,
+    fix="""
+        On the path where the GEMM wrote main_grad, return a dummy (with
+        `grad_added_to_main_grad = True`) or None, not a recomputed product. No automatic
+        fix.
+    """,
+    fix_summary="none (return a dummy or None where main_grad was written)",
+    valid=(
+        Example(
+            """
+            def backward(ctx, grad_output):
+                total_input, weight = ctx.saved_tensors
+                grad_input = grad_output.matmul(weight)
+                if ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(total_input, grad_output, weight.main_grad)
+                    if hasattr(weight, "grad_added_to_main_grad"):
+                        grad_weight = make_dummy_wgrad(weight)
+                        weight.grad_added_to_main_grad = True
+                    else:
+                        grad_weight = None
+                else:
+                    grad_weight = grad_output.t().matmul(total_input)
+                return grad_input, grad_weight
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                if ctx.fuse:
+                    general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+                dx = dy @ weight
+                if not ctx.fuse:
+                    wgrad = x.t() @ dy
+                else:
+                    wgrad = None
+                return dx, wgrad
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def backward(ctx, grad_output):
+                total_input, weight = ctx.saved_tensors
+                grad_input = grad_output.matmul(weight)
+                if ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(total_input, grad_output, weight.main_grad)
+                    if hasattr(weight, "grad_added_to_main_grad"):
+                        grad_weight = make_dummy_wgrad(weight)
+                        weight.grad_added_to_main_grad = True
+                    else:
+                        grad_weight = grad_output.t().matmul(total_input)
+                else:
+                    grad_weight = grad_output.t().matmul(total_input)
+                return grad_input, grad_weight
+            """,
+            line=10,
+        ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                if ctx.fuse and weight.requires_grad:
+                    general_gemm(x, dy, out=weight.main_grad, accumulate=True)
+                dx = dy @ weight
+                wgrad = x.t() @ dy if weight.requires_grad else None
+                return dx, wgrad
+            """,
+            line=6,
+        ),
+    ),
+)
+
+MESSAGE = (
+    "`{name}` is a weight gradient computed again on a run where the GEMM at line {line} "
+    "already wrote it into main_grad, and no grad_added_to_main_grad is set on the way: "
+    "Megatron's hook adds it to main_grad a second time; return a dummy or None there"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if patterns.MAIN_GRAD not in context.source or "backward" not in context.source:
+        return
+    for unit in context.units:
+        if unit.name != "backward" or not isinstance(unit.owner, cst.FunctionDef):
+            continue
+        if not unit.survey.spells_main_grad:
+            continue
+        facts = deliveries.Deliveries(unit)
+        writes = []
+        for root, node in unit.expression_roots():
+            operands = _gemm_into_main_grad(unit, facts, root, node)
+            if operands is not None:
+                writes.append((node, operands))
+        if writes:
+            _check_unit(unit, facts, writes, out)
+
+
+def _gemm_into_main_grad(unit: Unit, facts, root, node) -> frozenset[str] | None:
+    """The roots of the other operands of a GEMM in ``root`` handed a main_grad whole as its
+    destination (positionally, as ``out=``, also through a ``**`` dict or a local holding
+    main_grad), else None."""
+    for sub in patterns.walk(root):
+        if type(sub) is not cst.Call or not wgrad.looks_like_gemm(sub):
+            continue
+        out_value = wgrad.keyword_value(unit, sub, node, "out")
+        positional = [arg.value for arg in sub.args if arg.keyword is None and not arg.star]
+        destinations = [v for v in positional if _holds_main_grad(unit, facts, v, node)]
+        if out_value is not None and _holds_main_grad(unit, facts, out_value, node):
+            destinations.append(out_value)
+        if destinations:
+            others = [v for v in positional if not any(v is d for d in destinations)]
+            return frozenset(filter(None, map(_root_name, others)))
+    return None
+
+
+def _holds_main_grad(unit: Unit, facts, expr, node) -> bool:
+    if patterns.main_grad_owner(expr) is not None:
+        return True  # ``w.main_grad`` / ``getattr(w, "main_grad")``
+    if type(expr) is cst.Name:
+        defs = unit.reaching.reaching(expr.value, node)
+        return bool(defs) and all(d.index in facts.holders for d in defs)
+    return False
+
+
+def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
+    marks = facts.mark_nodes
+    write_nodes = {node.index for node, _ in writes}
+    for root, node in unit.expression_roots():
+        if type(root) is not cst.Return or root.value is None:
+            continue
+        for element in wgrad.elements(root.value):
+            if type(element) is not cst.Name:
+                continue
+            for d in unit.reaching.reaching(element.value, node):
+                product = _recomputed_wgrad(d)
+                if product is None or d.node.index in write_nodes:
+                    continue
+                others = frozenset(
+                    o.node.index for o in unit.graph.defs if o.name == d.name and o is not d
+                )
+                for write, operands in writes:
+                    if operands != _product_roots(product) or not operands:
+                        continue  # another product: another weight's gradient
+                    if _chosen_against(d.value, write):
+                        continue
+                    if consistent_paths.passes_in_order(
+                        unit.graph, (write, d.node, node), (marks, others)
+                    ):
+                        line = unit.context.line_of(write.owner)
+                        message = MESSAGE.format(name=d.name, line=line)
+                        out.report(CODE, d.target or d.node.owner, message)
+                        break
+
+
+def _recomputed_wgrad(d):
+    """The product a binding computes, when it is a product of no weight (a weight
+    gradient, not the input's) that does not involve main_grad; else None."""
+    if d.kind != "assign" or d.value is None:
+        return None
+    value = d.value
+    if type(value) is cst.IfExp:
+        # ``x.t() @ dy if weight.requires_grad else None``: the product is the value.
+        value = value.body if not patterns.is_none_like(value.body) else value.orelse
+    if wgrad.main_grad_owners(value):
+        return None
+    for sub in patterns.walk(value):
+        is_matmul = type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply
+        if (is_matmul or (type(sub) is cst.Call and wgrad.looks_like_gemm(sub))) and not (
+            wgrad.multiplies_weight(sub)
+        ):
+            return sub
+    return None
+
+
+def _product_roots(product) -> frozenset[str]:
+    """The root names of a product's operands (``dy.t() @ x``: dy, x; ``dy.t().matmul(x)``
+    and ``torch.mm(dy.t(), x)`` the same)."""
+    if type(product) is cst.BinaryOperation:
+        operands = [product.left, product.right]
+    else:
+        operands = [a.value for a in product.args if a.keyword is None and not a.star]
+        func = product.func
+        if type(func) is cst.Attribute and _root_name(func.value) not in MODULES:
+            operands.append(func.value)  # ``dy.t().matmul(x)``: the receiver
+    return frozenset(filter(None, map(_root_name, operands)))
+
+
+MODULES = frozenset({"torch", "F", "tex", "te", "ops", "np", None})
+
+
+def _root_name(expr) -> str | None:
+    """The name an operand starts from, through methods, attributes and subscripts
+    (``grad_output.t()``, ``x.float().T``, ``inputs[0]``); None for anything else."""
+    while True:
+        kind = type(expr)
+        if kind is cst.Call and type(expr.func) is cst.Attribute:
+            # ``torch.t(x)``: its argument; ``x.t()``: the receiver
+            module = _root_name(expr.func.value) in MODULES and expr.args
+            expr = expr.args[0].value if module else expr.func.value
+        elif kind is cst.Attribute or kind is cst.Subscript:
+            expr = expr.value
+        elif kind is cst.Name:
+            return expr.value
+        else:
+            return None
+
+
+def _chosen_against(value, write) -> bool:
+    """A conditional expression that takes the product only where a test the GEMM's own
+    ``if`` decided goes the other way (``x.t() @ dy if not ctx.fuse else None`` after
+    ``if ctx.fuse: gemm(...)``)."""
+    if type(value) is not cst.IfExp:
+        return False
+    needed = not patterns.is_none_like(value.body)  # the product is taken where the test holds
+    known = decided_tests.known_from(
+        (stmt.test, arm == "body") for stmt, arm in write.enclosing_ifs
+    )
+    code, negated = decided_tests.plain_test(value.test)
+    return code is not None and (code, needed == negated) in known
