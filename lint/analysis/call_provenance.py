@@ -207,7 +207,7 @@ def _saved_item(value: cst.CSTNode, restored: set[str]) -> int | None:
             and type(index) is cst.Index
             and type(index.value) is cst.Integer
         ):
-            return int(index.value.value)
+            return index.value.evaluated_value
     return None
 
 

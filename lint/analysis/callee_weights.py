@@ -171,11 +171,40 @@ def _comprehension_sequence(root, call: cst.Call, name: str):
 
 
 def _names_parameters(objects: provenance.Provenance, sequence) -> bool:
-    """A list the code names or builds as the Parameters (``origin_weights``)."""
+    """A list the code names or builds as the Parameters (``origin_weights``; also through
+    ``tuple`` / ``list`` / ``reversed`` / ``sorted``, a module's ``parameters()``, and a
+    local bound to the weakrefs' targets, ``[ref() for ref in ctx.origin_weight_refs]``, or
+    to a module's attributes, ``[getattr(module, f"weight{i}") for i in ...]``)."""
+    while (
+        type(sequence) is cst.Call
+        and patterns.callee_name(sequence) in ("tuple", "list", "reversed", "sorted")
+        and type(sequence.func) is cst.Name
+        and sequence.args
+    ):
+        sequence = sequence.args[0].value
+    if type(sequence) is cst.Call and patterns.callee_name(sequence) in (
+        "parameters",
+        "named_parameters",
+    ):
+        return True
+    if type(sequence) in (cst.ListComp, cst.GeneratorExp) and _derefs_or_getattrs(sequence):
+        return True
     word = sequence.value if type(sequence) is cst.Name else None
     return objects.of(sequence) == provenance.PARAMETER or (
         word is not None and provenance.by_name(word) == provenance.PARAMETER
     )
+
+
+def _derefs_or_getattrs(comp) -> bool:
+    """``[ref() for ref in refs]`` (a weakref's target is the Parameter itself) or
+    ``[getattr(module, ...) for ...]`` (a module's attribute is its Parameter)."""
+    elt = comp.elt
+    if type(elt) is not cst.Call:
+        return False
+    if patterns.callee_name(elt) == "getattr" and type(elt.func) is cst.Name:
+        return True
+    targets = {n.value for n in patterns.walk(comp.for_in.target) if type(n) is cst.Name}
+    return not elt.args and type(elt.func) is cst.Name and elt.func.value in targets
 
 
 def _walks_parameters(objects: provenance.Provenance, d) -> bool:
@@ -265,6 +294,13 @@ def handed_copies(context: ModuleContext) -> list[HandedCopy]:
                     beside = not isinstance(callee, Imported) and not _names_parameters(
                         objects, walked
                     )
+                    if beside and type(walked) is cst.Name:
+                        # ``params = [ref() for ref in refs]`` then ``zip(params, ...)``
+                        bound = unit.reaching.reaching(walked.value, node)
+                        beside = not bound or not all(
+                            d.value is not None and _names_parameters(objects, d.value)
+                            for d in bound
+                        )
                 else:
                     beside = (
                         bool(defs)

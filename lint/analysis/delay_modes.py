@@ -48,15 +48,15 @@ def terms(expr: cst.CSTNode) -> frozenset[str]:
     for node in patterns.walk(expr):
         kind = type(node)
         if kind is cst.Attribute and node.attr.value == DELAY:
-            found.add(_dotted(node))
+            found.add(dotted(node))
         elif kind is cst.Name and node.value == DELAY:
             found.add(DELAY)
         elif kind is cst.Subscript and _is_delay_key(node.slice[0].slice):
-            found.add(f"{_dotted(node.value)}[{DELAY}]")
+            found.add(f"{dotted(node.value)}[{DELAY}]")
         elif kind is cst.Call and patterns.callee_name(node) == "get":
             args = patterns.positional_args(node)
             if args and _is_delay_key(args[0]) and type(node.func) is cst.Attribute:
-                found.add(f"{_dotted(node.func.value)}[{DELAY}]")
+                found.add(f"{dotted(node.func.value)}[{DELAY}]")
     return frozenset(found)
 
 
@@ -68,7 +68,7 @@ def own_mode(model: ClassModel) -> frozenset[str] | None:
         return None
     for node in patterns.walk(init.body):
         if type(node) is cst.Assign and any(
-            _dotted(t.target) == OWN for t in node.targets if type(t.target) is cst.Attribute
+            dotted(t.target) == OWN for t in node.targets if type(t.target) is cst.Attribute
         ):
             value = node.value
             single = type(value) in (cst.Attribute, cst.Name, cst.Subscript, cst.Call)
@@ -113,20 +113,47 @@ def method_built_modes(model: ClassModel) -> list[tuple[frozenset[str], cst.CSTN
             continue
         nodes = list(patterns.walk(method.body))
         local_modes = {}
+        renames = {}  # ``cfg = self.config``: ``cfg.delay_wgrad_compute`` is the config's
         for node in nodes:
-            if type(node) is cst.Assign and len(node.targets) == 1:
-                target = node.targets[0].target
-                if type(target) is cst.Name and (bound := terms(node.value)):
+            if type(node) in (cst.Assign, cst.AnnAssign):
+                targets = node.targets if type(node) is cst.Assign else [node]
+                target = targets[0].target if len(targets) == 1 else None
+                if type(target) is not cst.Name or node.value is None:
+                    continue
+                if (bound := terms(node.value)) and not (
+                    type(node.value) is cst.Attribute and node.value.attr.value != DELAY
+                ):
                     local_modes[target.value] = bound
+                elif type(node.value) is cst.Attribute:
+                    renames[target.value] = dotted(node.value)
         for node in nodes:
             if type(node) is not cst.Call:
                 continue
             arg = patterns.keyword_arg(node, DELAY)
             if arg is not None and type(arg.value) is cst.Name and arg.value.value in local_modes:
-                found.append((local_modes[arg.value.value], node))
-            elif (mode := _call_mode(node, {})) is not None:
-                found.append((mode, node))
+                mode = local_modes[arg.value.value]
+            else:
+                mode = _call_mode(node, {})
+            if mode is not None:
+                found.append((frozenset(_renamed(term, renames) for term in mode), node))
     return found
+
+
+def _renamed(term: str, renames: dict[str, str]) -> str:
+    head, _, rest = term.partition(".")
+    return f"{renames[head]}.{rest}" if rest and head in renames else term
+
+
+def loop_names(index: ClassIndex, model: ClassModel) -> frozenset[str]:
+    """Names the class's ``backward_dw`` binds by a ``for`` or a comprehension."""
+    method = index.method(model, BACKWARD_DW)
+    if method is None:
+        return frozenset()
+    found = set()
+    for node in patterns.walk(method.body):
+        if type(node) in (cst.For, cst.CompFor):
+            found.update(n.value for n in patterns.walk(node.target) if type(n) is cst.Name)
+    return frozenset(found)
 
 
 def _call_mode(call: cst.Call, dicts: dict[str, frozenset[str]]) -> frozenset[str] | None:
@@ -276,7 +303,7 @@ def _is_delay_key(node: cst.CSTNode) -> bool:
     return patterns.string_value(getattr(node, "value", node)) == DELAY
 
 
-def _dotted(expr: cst.CSTNode) -> str:
+def dotted(expr: cst.CSTNode) -> str:
     """``self.config.delay_wgrad_compute`` -> ``config.delay_wgrad_compute``."""
     parts = []
     while type(expr) is cst.Attribute:
@@ -293,7 +320,7 @@ def assigns_own(model: ClassModel) -> bool:
     """Some method of the class assigns ``self.delay_wgrad_compute``."""
     return any(
         type(node) is cst.Assign
-        and any(type(t.target) is cst.Attribute and _dotted(t.target) == OWN for t in node.targets)
+        and any(type(t.target) is cst.Attribute and dotted(t.target) == OWN for t in node.targets)
         for method in model.methods.values()
         for node in patterns.walk(method.body)
     )

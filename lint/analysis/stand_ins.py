@@ -144,7 +144,7 @@ def _item_of_saved(objects: Provenance, unit: Unit, value, node) -> str | None:
         return ""
     index = value.slice[0].slice if len(value.slice) == 1 else None
     if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-        position = int(index.value.value)
+        position = index.value.evaluated_value
         if position < len(objects.ctx.saved):
             return objects.ctx.saved[position] or ""
     return ""

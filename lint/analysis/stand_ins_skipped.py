@@ -132,13 +132,13 @@ def _child_position(owner, state: _State, size: int) -> int | None:
 def _literal_int(node) -> int | None:
     value = getattr(node, "value", None)
     if type(value) is cst.Integer:
-        return int(value.value)
+        return value.evaluated_value
     if (
         type(value) is cst.UnaryOperation
         and type(value.operator) is cst.Minus
         and type(value.expression) is cst.Integer
     ):
-        return -int(value.expression.value)
+        return -value.expression.evaluated_value
     return None
 
 

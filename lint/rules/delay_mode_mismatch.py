@@ -220,7 +220,9 @@ def check(context: ModuleContext, out: Collector) -> None:
         own = modes.own_mode(model)
         for guarded in modes.guarded_calls(index, model):
             if guarded.layer == modes.OPS and ops and guarded.terms:
-                _check_ops(guarded, ops, own, out)
+                _check_ops(
+                    guarded, ops + list(built.values()), own, modes.loop_names(index, model), out
+                )
                 continue
             if guarded.layer not in built or not guarded.terms:
                 continue
@@ -241,10 +243,17 @@ def check(context: ModuleContext, out: Collector) -> None:
                 out.report(CODE, guarded.test or guarded.call, message)
 
 
-def _check_ops(guarded, ops, own, out: Collector) -> None:
+def _check_ops(guarded, ops, own, loop_names: frozenset[str], out: Collector) -> None:
     """A ``backward_dw()`` called on what holds ops a method built (not a ``self.<layer>``):
-    the test must read the mode of one of them."""
+    the test must read the mode of one of them (or of anything the class built), or the
+    receiver's own; a test reading a loop's or a comprehension's variable, or an item
+    (``ops[0].delay_wgrad_compute``), reads some op's own mode and is left alone."""
     guard = _expand(guarded.terms, own)
+    receiver = modes.dotted(guarded.call.func.value)
+    if f"{receiver}.{classes.DELAY}" in guard:
+        return  # the op's own mode
+    if any(term.startswith("?") or term.split(".")[0] in loop_names for term in guard):
+        return
     built = [_expand(mode, own) for mode, _ in ops]
     if any(guard & mode for mode in built):
         return  # reads the mode of one of them (each op's own test is GMLP014's and TE's)

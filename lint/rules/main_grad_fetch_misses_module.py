@@ -52,15 +52,20 @@ RULE = Rule(
         `self.X` or a loop variable
         over a tuple or list of `self.X`. The class's fused modules are also those it takes
         together with a fetched one (the arguments of one call, the elements of one tuple or
-        list, each `self.X` or its `modules()` / `parameters()` / `children()`: a fused
-        container's pre-forward hook walks `chain(self.fc1.modules(), self.fc2.modules())`).
+        list, each `self.X.modules()` / `parameters()` / `children()`: a fused container's
+        pre-forward hook walks `chain(self.fc1.modules(), self.fc2.modules())`; a bare
+        `self.X` in a list may be an activation or the router, and does not count). A loop
+        of the class over `self.X.parameters()` that binds the fetch itself counts as
+        fetching X; keywords beside the module (`force=True`) are options.
         Reported at the first such call when at least one fused module is handed to a
         helper somewhere in the class and another is handed to none (the calls of every
         method together: one hook per module is fine).
 
         Left alone: a class that hands a helper anything else (`self.modules()`, a
-        parameter, an attribute of a module), which may reach the rest; a class with one
-        fused module.
+        parameter, an attribute of a module), which may reach the rest, or names it other
+        than as a callee (`partial(expose, self.fc2)`, `map(expose, ...)`, a registered
+        hook); a class whose base, defined in the file, fetches too; a class with one fused
+        module.
 
         Not seen: helpers of other files, fetches written out inline for one module, and
         fused modules named through a container (`self.linears[0]`).
@@ -208,6 +213,9 @@ def _binders(module) -> frozenset[str]:
 
 def _check_class(cls, helpers: dict[str, str], binders: frozenset[str], out: Collector) -> None:
     helpers = {**helpers, **_fetching_helpers(cls, binders)}
+    names = {*helpers, *binders}
+    if _bases_fetch(cls, names, out) or _helpers_passed_on(cls, names):
+        return  # a base of the file, a partial or a map may fetch the others
     handed: dict[str, tuple] = {}  # module text -> (first call, helper name)
     for method in _methods(cls):
         for call, helper, modules in _helper_calls(method, helpers, out):
@@ -217,16 +225,17 @@ def _check_class(cls, helpers: dict[str, str], binders: frozenset[str], out: Col
                 handed.setdefault(module, (call, helper))
     if not handed:
         return
+    for module in _fetched_inline(cls, binders, out):
+        handed.setdefault(module, (None, ""))
     fused = _fused_modules(cls, out)
     for module, evidence in _peers(cls, set(handed), out).items():
         fused.setdefault(module, evidence)
     fetched = [module for module in fused if module in handed]
     missed = [module for module in fused if module not in handed]
-    if not fetched or not missed:
+    calls = [handed[m] for m in fetched if handed[m][0] is not None]
+    if not calls or not missed:
         return
-    first_call, helper = min(
-        (handed[m] for m in fetched), key=lambda item: out.context.line_of(item[0])
-    )
+    first_call, helper = min(calls, key=lambda item: out.context.line_of(item[0]))
     why, where = fused[missed[0]]
     out.report(
         CODE,
@@ -240,6 +249,71 @@ def _check_class(cls, helpers: dict[str, str], binders: frozenset[str], out: Col
             helper=helper,
         ),
     )
+
+
+def _bases_fetch(cls, helpers: set[str], out: Collector) -> bool:
+    """A base class named by the class is defined in the file and fetches main_grad (or
+    calls a fetching helper)."""
+    bases = {out.context.code(base.value).strip() for base in cls.bases}
+    return any(
+        type(node) is cst.ClassDef
+        and node.name.value in bases
+        and any(
+            patterns.spells(sub, "get_main_grad")
+            or (type(sub) is cst.Call and patterns.callee_name(sub) in helpers)
+            for sub in class_model.walk_all(node)
+        )
+        for node in out.context.module.body
+    )
+
+
+def _helpers_passed_on(cls, names) -> bool:
+    """A fetching helper named other than as the callee of a call (``partial(expose,
+    self.fc2)``, ``map(expose, ...)``, a hook registered)."""
+    callees = set()  # ids of the names that are callees, or the name a def binds
+    for node in class_model.walk_all(cls.body):
+        if type(node) is cst.FunctionDef:
+            callees.add(id(node.name))
+        if type(node) is cst.Call:
+            callees.add(id(node.func))
+            if type(node.func) is cst.Attribute:
+                callees.add(id(node.func.attr))
+    for node in class_model.walk_all(cls.body):
+        if id(node) in callees:
+            continue
+        if type(node) is cst.Name and node.value in names:
+            return True
+        if (
+            type(node) is cst.Attribute
+            and node.attr.value in names
+            and id(node.attr) not in callees
+        ):
+            return True
+    return False
+
+
+def _fetched_inline(cls, binders: frozenset[str], out: Collector):
+    """Modules whose parameters a loop of the class fetches main_grad for itself: ``for p in
+    self.fc2.parameters(): p.main_grad = p.get_main_grad()`` (or a binder called there)."""
+    for node in class_model.walk_all(cls.body):
+        if type(node) is not cst.For:
+            continue
+        source = node.iter
+        if not (
+            type(source) is cst.Call
+            and type(source.func) is cst.Attribute
+            and source.func.attr.value in ("parameters", "named_parameters")
+        ):
+            continue
+        module = _self_module(source.func.value, out)
+        if module is None:
+            continue
+        if any(
+            _binds_fetched_main_grad(inner)
+            or (type(inner) is cst.Call and patterns.callee_name(inner) in binders)
+            for inner in patterns.walk(node.body)
+        ):
+            yield module
 
 
 def _peers(cls, handed: set[str], out: Collector) -> dict[str, tuple[str, object]]:
@@ -268,12 +342,16 @@ def _quoted(modules) -> str:
 
 
 def _module_of_item(item, out: Collector) -> str | None:
-    if (
+    """``self.X`` for ``self.X.modules()`` / ``parameters()`` / ``children()``: a walk of
+    the module's own pieces (a bare ``self.X`` in a list may be anything: an activation, the
+    router)."""
+    if not (
         type(item) is cst.Call
         and type(item.func) is cst.Attribute
         and item.func.attr.value in ("modules", "parameters", "named_parameters", "children")
     ):
-        item = item.func.value
+        return None
+    item = item.func.value
     if type(item) is cst.Attribute and type(item.value) is cst.Name and item.value.value == "self":
         return out.context.code(item).strip()
     return None
@@ -393,8 +471,21 @@ def _helper_calls(method, helpers: dict[str, str], out: Collector):
     for node in nodes:
         if type(node) is not cst.Call or not _calls_helper(node, helpers):
             continue
-        args = [arg for arg in node.args if not arg.star]  # ``module=self.fc1`` too
-        if len(args) != 1 or len(node.args) != 1:
+        if any(arg.star for arg in node.args):
+            yield node, patterns.callee_name(node), None
+            continue
+        # the module: the one positional argument, or the one keyword naming a module
+        # (``module=self.fc1``); other keywords are options (``force=True``)
+        positional = [arg for arg in node.args if arg.keyword is None]
+        keyed = [arg for arg in node.args if arg.keyword is not None]
+        modules_keyed = [
+            arg
+            for arg in keyed
+            if _self_module(arg.value, out) is not None
+            or (type(arg.value) is cst.Name and arg.value.value in loops)
+        ]
+        args = positional if positional else modules_keyed
+        if len(args) != 1 or (positional and modules_keyed):
             yield node, patterns.callee_name(node), None
             continue
         value = args[0].value

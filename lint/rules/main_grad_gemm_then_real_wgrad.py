@@ -182,7 +182,7 @@ def _gemm_into_main_grad(unit: Unit, facts, root, node) -> frozenset[str] | None
             destinations.append(out_value)
         if destinations:
             others = [v for v in positional if not any(v is d for d in destinations)]
-            return frozenset(filter(None, map(_root_name, others)))
+            return frozenset(filter(None, map(_operand, others)))
     return None
 
 
@@ -214,6 +214,8 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
                 for write, operands in writes:
                     if operands != _product_roots(product) or not operands:
                         continue  # another product: another weight's gradient
+                    if _fallback_of(unit, write, d):
+                        continue
                     if _chosen_against(d.value, write):
                         continue
                     if consistent_paths.passes_in_order(
@@ -246,8 +248,8 @@ def _recomputed_wgrad(d):
 
 
 def _product_roots(product) -> frozenset[str]:
-    """The root names of a product's operands (``dy.t() @ x``: dy, x; ``dy.t().matmul(x)``
-    and ``torch.mm(dy.t(), x)`` the same)."""
+    """The operands of a product, each as ``_operand``'s text (``dy.t() @ x``: dy, x;
+    ``dy.t().matmul(x)`` and ``torch.mm(dy.t(), x)`` the same)."""
     if type(product) is cst.BinaryOperation:
         operands = [product.left, product.right]
     else:
@@ -255,27 +257,68 @@ def _product_roots(product) -> frozenset[str]:
         func = product.func
         if type(func) is cst.Attribute and _root_name(func.value) not in MODULES:
             operands.append(func.value)  # ``dy.t().matmul(x)``: the receiver
-    return frozenset(filter(None, map(_root_name, operands)))
+    return frozenset(filter(None, map(_operand, operands)))
 
 
 MODULES = frozenset({"torch", "F", "tex", "te", "ops", "np", None})
+# Methods and attributes that give the same tensor's values in another layout or dtype.
+SAME_TENSOR = frozenset(
+    {
+        "t", "T", "mT", "data", "float", "half", "bfloat16", "to", "contiguous", "view",
+        "reshape", "flatten", "detach", "transpose", "permute", "type", "view_as", "squeeze",
+        "unsqueeze",
+    }
+)  # fmt: skip
 
 
-def _root_name(expr) -> str | None:
-    """The name an operand starts from, through methods, attributes and subscripts
-    (``grad_output.t()``, ``x.float().T``, ``inputs[0]``); None for anything else."""
+def _operand(expr) -> str | None:
+    """The tensor an operand reads, as its code without layout and dtype changes
+    (``grad_output.t()``, ``x.float().T``, ``torch.t(x)``: the names; ``ctx.input1`` and
+    ``inputs[1]`` stay whole: another field is another tensor)."""
     while True:
         kind = type(expr)
         if kind is cst.Call and type(expr.func) is cst.Attribute:
-            # ``torch.t(x)``: its argument; ``x.t()``: the receiver
-            module = _root_name(expr.func.value) in MODULES and expr.args
-            expr = expr.args[0].value if module else expr.func.value
+            if _root_name(expr.func.value) in MODULES and expr.args:
+                expr = expr.args[0].value  # ``torch.t(x)``
+            elif expr.func.attr.value in SAME_TENSOR:
+                expr = expr.func.value
+            else:
+                return None
+        elif kind is cst.Attribute and expr.attr.value in SAME_TENSOR:
+            expr = expr.value
+        elif kind in (cst.Name, cst.Attribute, cst.Subscript):
+            return cst.Module(body=[]).code_for_node(expr)
+        else:
+            return None
+
+
+def _root_name(expr) -> str | None:
+    """The name an expression starts from, through calls, attributes and subscripts."""
+    while True:
+        kind = type(expr)
+        if kind is cst.Call:
+            expr = expr.func
         elif kind is cst.Attribute or kind is cst.Subscript:
             expr = expr.value
         elif kind is cst.Name:
             return expr.value
         else:
             return None
+
+
+def _fallback_of(unit: Unit, write, d) -> bool:
+    """The binding sits in an ``except`` handler of a ``try`` whose body holds the GEMM:
+    the product is the fallback for a GEMM that raised (a missing fused kernel)."""
+    for stmt, _ in unit.statements():
+        if type(stmt) is not cst.Try:
+            continue
+        body = {id(n) for n in patterns.walk(stmt.body)}
+        if id(write.owner) not in body:
+            continue
+        for handler in stmt.handlers:
+            if any(n is d.node.owner for n in patterns.walk(handler)):
+                return True
+    return False
 
 
 def _chosen_against(value, write) -> bool:

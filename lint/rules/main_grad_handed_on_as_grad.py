@@ -17,6 +17,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
 grad_storage = LazyModule("..analysis.grad_storage", __package__)
 dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
+consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
 
 CODE = "GMLP031"
 # Functions that produce a weight gradient (as GMLP016 judges producers).
@@ -51,8 +52,12 @@ RULE = Rule(
         conditional expression or a branch it sits in) is taken to choose right; and
         `P.grad = <such a value>` in a function named `*backward*`, `*wgrad*`,
         `*grad_weight*`, `*weight_grad*`, `*_dw`, or one that marks
-        `grad_added_to_main_grad`. (GMLP005 reports a GEMM result written into main_grad and
-        returned under the mark.)
+        `grad_added_to_main_grad`. A returned name with other bindings too (a dummy on
+        one branch, a product on another) is reported at a binding to main_grad itself
+        (`g = w.main_grad`, `getattr`) from which some run reaches the `return` with no
+        other binding on the way, taking tests it has passed the same way again.
+        (GMLP005 reports a GEMM result written into main_grad and returned under the
+        mark.)
 
         The flat buffer the main_grads are views of counts as main_grad: an attribute
         named `grad_data` (Megatron's bucket) or naming main_grad with a buffer word
@@ -171,6 +176,11 @@ RETURNED = (
     "where Megatron's hook adds it to main_grad again (or holds an alias of the buffer); "
     "hand back a dummy"
 )
+BOUND = (
+    "`{value}` is bound to main_grad itself here and returned as a gradient on this path: "
+    "autograd puts it in `.grad`, where Megatron's hook adds it to main_grad again (or holds "
+    "an alias of the buffer); hand back a dummy or None"
+)
 ASSIGNED = (
     "`{target}` is set to main_grad itself: the hook adds it to main_grad again (or `.grad` "
     "aliases the buffer); hand back a dummy"
@@ -199,10 +209,29 @@ def _check_unit(unit: Unit, out: Collector) -> None:
                 if _holds(unit, element, node, set(), tests) and not tests & choices:
                     site = _made_for_return(unit, element, node) or element
                     out.report(CODE, site, RETURNED.format(value=out.text(element)))
+                else:
+                    for binding in _aliases_on_some_run(unit, element, node):
+                        out.report(CODE, binding, BOUND.format(value=out.text(element)))
         elif producer and isinstance(root, cst.Assign) and _holds(unit, root.value, node, set()):
             for target in root.targets:
                 if patterns.is_attr(target.target, "grad"):
                     out.report(CODE, root, ASSIGNED.format(target=out.text(target.target)))
+
+
+def _aliases_on_some_run(unit: Unit, element, node):
+    """The bindings of a returned name to main_grad itself (``g = w.main_grad``, also
+    ``getattr``) from which some run reaches the ``return`` with no other binding of the
+    name on the way, taking repeated tests the same way (``consistent_paths``): the other
+    bindings (a dummy, a product) are right on their paths, and this one hands the buffer
+    on where it runs."""
+    if not isinstance(element, cst.Name):
+        return
+    for d in unit.reaching.reaching(element.value, node):
+        if d.kind != "assign" or d.value is None or not patterns.is_main_grad_direct(d.value):
+            continue
+        others = frozenset(o.node.index for o in unit.graph.defs if o.name == d.name and o is not d)
+        if consistent_paths.passes_in_order(unit.graph, (d.node, node), (others,)):
+            yield d.node.owner
 
 
 def _made_for_return(unit: Unit, element, node):

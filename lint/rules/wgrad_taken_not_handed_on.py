@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+wgrad = LazyModule("..analysis.wgrad", __package__)
 
 CODE = "GMLP052"
 RULE = Rule(
@@ -45,11 +46,18 @@ RULE = Rule(
         rest = self.wgrad_store.pop()`, `g1, g2 = gemm(...)`; also an item of a local holding
         one, `saved = store.pop(); (g, *_) = saved[0]`), at any depth of the target, with
         their place in it (`_` and names after a `*` left out); among the names from calls
-        of one callee, one read by an assignment to a `.grad`, and another read nowhere in
-        the function but by `del`, which holds the same kind of value: the same place in
-        another result of that callee (fc1's `pop()` beside fc2's), or both names say they
-        hold a weight gradient (`wgrad`, `grad_weight`, `weight_grad`, a `dw` part).
-        Reported at that `.grad` assignment (where the others should be handed on too).
+        of one callee, one read by an assignment to a weight's `.grad` (the object's last
+        name says weight: `self.fc2_weight`, `w`, `param`; a bias's `.grad` is its own
+        business), and another read nowhere in the function but by `del`, taken by another
+        unpacking of that callee and holding the same kind of value: the same place in it
+        (fc1's `pop()` beside fc2's), or both names say they hold a weight gradient (`wgrad`,
+        `grad_weight`, `weight_grad`, a `dw` part). Reported at that `.grad` assignment
+        (where the others should be handed on too).
+
+        Left alone: two names of one unpacking (`wgrad, wgrad_workspace = ...`, `wgrad,
+        amax = ...`: scratch and statistics ride along), and a function that marks some
+        weight's `grad_added_to_main_grad` (that weight's gradient went into main_grad, and
+        the popped tensor is main_grad itself).
 
         Not seen: gradients kept in a list and handed on by index, a gradient dropped on one
         path but read on another, and stores popped in a helper.
@@ -109,7 +117,8 @@ RULE = Rule(
         Example(
             """
             def backward_dw(self, x, dy):
-                up_wgrad, gate_wgrad = grouped_gemm_wgrad(x, dy)
+                up_wgrad, _ = grouped_gemm_wgrad(x, dy)
+                gate_wgrad, _ = grouped_gemm_wgrad(x, dy)
                 if not self.fuse:
                     if self.up.weight.grad is None:
                         self.up.weight.grad = up_wgrad
@@ -118,7 +127,7 @@ RULE = Rule(
                 for hook in self.hooks:
                     hook()
             """,
-            line=5,
+            line=6,
         ),
     ),
 )
@@ -139,8 +148,8 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _check_function(function, out: Collector) -> None:
-    # callee text -> [(name, its position in the unpacked result)]
-    taken: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    # callee text -> [(name, its position in the unpacked result, the unpacking)]
+    taken: dict[str, list[tuple[str, tuple[int, ...], int]]] = {}
     results: dict[str, str] = {}  # local bound to a call's whole result -> callee text
     bound: set[int] = set()  # ids of Name nodes that bind, not read
     handed: list[tuple[object, set[str]]] = []  # (``.grad`` assignment, names it reads)
@@ -157,22 +166,23 @@ def _check_function(function, out: Collector) -> None:
                     if source is not None:
                         callee, prefix = source
                         for name, position in _positions(place, prefix):
-                            taken.setdefault(callee, []).append((name, position))
+                            taken.setdefault(callee, []).append((name, position, id(node)))
                 elif type(place) is cst.Name:
                     if type(value) is cst.Call:
                         results[place.value] = out.context.code(value.func).strip()
                     indexed = _indexed(value)  # ``g = result[0][0]``
                     if indexed is not None and indexed[0] in results:
-                        taken.setdefault(results[indexed[0]], []).append((place.value, indexed[1]))
+                        entry = (place.value, indexed[1], id(node))
+                        taken.setdefault(results[indexed[0]], []).append(entry)
                 if type(place) in (cst.Name, cst.Tuple, cst.List):
                     bound.update(id(n) for n in names)
-                if patterns.is_attr(place, "grad"):
+                if patterns.is_attr(place, "grad") and _names_weight(place.value):
                     reads = {n.value for n in patterns.walk(value) if type(n) is cst.Name}
                     handed.append((node, reads))
         elif kind is cst.Del:
             deleted.update(id(n) for n in patterns.walk(node.target) if type(n) is cst.Name)
-    if not taken or not handed:
-        return
+    if not taken or not handed or _marks_some_weight(function):
+        return  # a weight marked here had its gradient written into main_grad: not dropped
     read = {
         n.value
         for n in patterns.walk(function.body)
@@ -180,14 +190,10 @@ def _check_function(function, out: Collector) -> None:
     }
     for source, entries in taken.items():
         for assignment, reads in handed:
-            given = [(name, position) for name, position in entries if name in reads]
+            given = [entry for entry in entries if entry[0] in reads]
             if not given:
                 continue
-            dropped = [
-                name
-                for name, position in entries
-                if name not in read and _alike(name, position, given)
-            ]
+            dropped = [e[0] for e in entries if e[0] not in read and _alike(e, given)]
             if dropped:
                 out.report(
                     CODE,
@@ -208,13 +214,28 @@ def _source(value, results: dict[str, str], out: Collector):
     return None
 
 
-def _alike(name: str, position, given) -> bool:
-    """``name`` holds what the handed-on names hold: a weight gradient by its name, or the
-    same place in another result of the same call (``(fc1_wgrad, *_), _ = store.pop()``
-    beside ``(fc2_wgrad, *_), _ = store.pop()``)."""
-    if names_weight_gradient(name) and any(names_weight_gradient(g) for g, _ in given):
-        return True
-    return any(position == where and name != g for g, where in given)
+def _marks_some_weight(function) -> bool:
+    return any(wgrad.marked_subject(node) is not None for node in patterns.walk(function.body))
+
+
+def _alike(entry, given) -> bool:
+    """The entry holds what a handed-on one holds, taken by another unpacking of the same
+    callee (``(fc1_wgrad, *_), _ = store.pop()`` beside ``(fc2_wgrad, *_), _ =
+    store.pop()``): at the same place, or both names say weight gradient. Two names of one
+    unpacking are not alike by name (``wgrad, wgrad_workspace = ...``: a scratch buffer)."""
+    name, position, unpacking = entry
+    for other, where, source in given:
+        if source == unpacking or other == name:
+            continue
+        if position == where or (names_weight_gradient(name) and names_weight_gradient(other)):
+            return True
+    return False
+
+
+def _names_weight(target) -> bool:
+    """``X.grad``'s X is a weight: its last name says so (``self.fc2_weight``, ``w``)."""
+    name = target.attr.value if type(target) is cst.Attribute else getattr(target, "value", "")
+    return isinstance(name, str) and wgrad.names_weight(name)
 
 
 def _positions(target, prefix: tuple[int, ...]):
@@ -237,7 +258,7 @@ def _indexed(value) -> tuple[str, tuple[int, ...]] | None:
         index = value.slice[0].slice
         if type(index) is not cst.Index or type(index.value) is not cst.Integer:
             return None
-        path.append(int(index.value.value))
+        path.append(index.value.evaluated_value)
         value = value.value
     if type(value) is not cst.Name or not path:
         return None

@@ -91,12 +91,6 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
         HELPER,
         frozenset({"GMLP051-invalid-0", "GMLP051-invalid-1"}),
     ),
-    ("rename-locals", "GMLP052"): (
-        "GMLP052 takes two results of one call for weight gradients alike when they sit at "
-        "the same place of two unpackings or both names say so (wgrad, grad_weight: its "
-        "page); one unpacking renamed away (`a, b = gemm(...)`) says neither",
-        frozenset({"GMLP052-invalid-1"}),
-    ),
     ("getattr", "GMLP032"): (
         "GMLP032's marks-without-writes check (analysis/unwritten_marks.py) asks whether the "
         "function names the marked weight's main_grad as an attribute; written through "
