@@ -76,6 +76,7 @@ RULE_MODULES = {
     "GMLP050": "main_grad_fetch_misses_module",
     "GMLP051": "main_grad_gemm_then_real_wgrad",
     "GMLP052": "wgrad_taken_not_handed_on",
+    "GMLP053": "main_grad_rebound_out_of_place",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

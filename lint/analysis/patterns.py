@@ -261,12 +261,16 @@ def main_grad_owner(node: cst.CSTNode) -> cst.BaseExpression | None:
 def is_main_grad_fetch(node: cst.CSTNode) -> bool:
     """A call whose result is a parameter's main_grad buffer: ``p.get_main_grad()`` and
     helpers named for fetching or viewing it (``get_main_grad_from_param``,
-    ``fetch_main_grad``, ``view_main_grad_as_grouped_buffer``, ``main_grad_view``), not
+    ``fetch_main_grad``, ``view_main_grad_as_grouped_buffer``, ``main_grad_view``,
+    ``ctx.main_grad_func``), not
     predicates about it (``overwrites_main_grad``, ``holds_main_grad``)."""
     name = (callee_name(node) or "").lstrip("_")
     if MAIN_GRAD not in name:
         return False
-    return name.startswith(FETCH_PREFIXES) or name.endswith(("main_grad_view", "main_grad_buffer"))
+    # ``ctx.main_grad_func()``: Transformer Engine keeps the fetch as a callable on ctx
+    return name.startswith(FETCH_PREFIXES) or name.endswith(
+        ("main_grad_view", "main_grad_buffer", "main_grad_func", "main_grad_fn")
+    )
 
 
 def is_main_grad_direct(node: cst.CSTNode) -> bool:

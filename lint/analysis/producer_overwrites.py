@@ -213,7 +213,10 @@ def _check_unasked_paths(
         ):
             return  # it allocates main_grad itself: a fresh buffer, nothing to keep
     for root, node in unit.expression_roots():
-        if switches.decides(node) or any(_asks_in(test, unit) for test, _ in node.enclosing_ifs):
+        if switches.decides(node) or any(
+            _asks_in(test, unit) and not _accumulating_arm(test, arm, unit)
+            for test, arm in node.enclosing_ifs
+        ):
             continue
         if any(type(sub) is cst.IfExp and _asks_in(sub.test, unit) for sub in patterns.walk(root)):
             continue  # ``gemm(..., out=mg) if overwrite else ...``: asked in the expression
@@ -249,6 +252,28 @@ def _asks_in(node, unit: Unit) -> bool:
     test = node.test if type(node) is cst.If else node
     text = unit.context.code(test).lower()
     return any(word in text for word in TEST_ASKING_WORDS)
+
+
+# The words of a test whose true side is the overwriting one (Megatron-FSDP's parameter,
+# overwrite_main_grad): on its other side main_grad accumulates across microbatches.
+OVERWRITE_SIDE_WORDS = ("overwrite", "fsdp")
+
+
+def _accumulating_arm(test_owner, arm: str, unit: Unit) -> bool:
+    """``arm`` of ``if <test>:`` runs where main_grad must accumulate: the ``else`` of a
+    plain test that asks for the overwriting side (``if hasattr(w, "__fsdp_param__"):``,
+    ``if w.overwrite_main_grad:``), or the body of its negation; a compound test decides
+    nothing here."""
+    test = test_owner.test if type(test_owner) is cst.If else test_owner
+    negated = False
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        test, negated = test.expression, not negated
+    if type(test) is cst.BooleanOperation:
+        return False
+    text = unit.context.code(test).lower()
+    if not any(word in text for word in OVERWRITE_SIDE_WORDS):
+        return False
+    return (arm == "orelse") != negated
 
 
 def _exits(body) -> bool:
