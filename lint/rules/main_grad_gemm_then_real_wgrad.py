@@ -57,7 +57,8 @@ RULE = Rule(
         operands (`dy.t().matmul(x)` after `gemm(x, dy, w.main_grad)`; another weight's
         product, `dh.t() @ x`, is not the same gradient); and a `return` of `g` (an element
         of the returned tuple) that this binding reaches. Reported at the binding when one
-        run passes the GEMM, the binding and the return in that order, enters no
+        run passes the GEMM, the binding and the return in that order (at the `return` when
+        the product came first and the GEMM after it), enters no
         `grad_added_to_main_grad` mark, dummy-making call or bookkeeping helper after the
         GEMM, and no other binding of `g` after the binding. A run takes an `if` whose test
         it has already passed (the same code, nothing of it rebound since) the same way, and
@@ -218,12 +219,19 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
                         continue
                     if _chosen_against(d.value, write):
                         continue
+                    line = unit.context.line_of(write.owner)
+                    message = MESSAGE.format(name=d.name, line=line)
                     if consistent_paths.passes_in_order(
                         unit.graph, (write, d.node, node), (marks, others)
                     ):
-                        line = unit.context.line_of(write.owner)
-                        message = MESSAGE.format(name=d.name, line=line)
                         out.report(CODE, d.target or d.node.owner, message)
+                        break
+                    # computed first, then the GEMM wrote main_grad, then handed on: the
+                    # hand-off is what is wrong
+                    if consistent_paths.passes_in_order(
+                        unit.graph, (d.node, write, node), (others, marks | others)
+                    ):
+                        out.report(CODE, root, message)
                         break
 
 

@@ -120,10 +120,6 @@ VARIANTS = (
             weight.grad_added_to_main_grad = True
             return dx, None
         """,
-        unseen=(
-            "the returned gradient is not an argument of the kernel that wrote main_grad: tying a"
-            " separately computed product to the kernel's output needs the kernel's meaning"
-        ),
     ),
     # ------------------------------------------------ 3 converse: buffer as first argument
     Variant(
