@@ -459,7 +459,7 @@ def _helper_calls(method, helpers: dict[str, str], out: Collector):
     """(call, helper, modules) for each call of a fetching helper in ``method``; modules is
     None when the argument is not ``self.X`` nor a loop variable over a display of them."""
     loops: dict[str, list[str] | None] = {}
-    nodes = sorted(class_model.walk_all(method.body), key=_position(out))
+    nodes = list(class_model.walk_all(method.body))  # the first call is found by line later
     for node in nodes:
         if type(node) is cst.For and type(node.target) is cst.Name:
             elements = None
@@ -496,14 +496,6 @@ def _helper_calls(method, helpers: dict[str, str], out: Collector):
             yield node, patterns.callee_name(node), loops[value.value]
         else:
             yield node, patterns.callee_name(node), None
-
-
-def _position(out: Collector):
-    def key(node):
-        line, column, _, _ = out.context.span(node)
-        return line, column
-
-    return key
 
 
 def _calls_helper(call, helpers: dict[str, str]) -> bool:
