@@ -73,24 +73,31 @@ def fetched_inline(cls, binders: frozenset[str], context):
     """Modules whose parameters a loop of the class fetches main_grad for itself: ``for p in
     self.fc2.parameters(): p.main_grad = p.get_main_grad()`` (or a binder called there)."""
     for node in class_model.walk_all(cls.body):
-        if type(node) is not cst.For:
-            continue
-        source = node.iter
-        if not (
-            type(source) is cst.Call
-            and type(source.func) is cst.Attribute
-            and source.func.attr.value in ("parameters", "named_parameters")
-        ):
-            continue
-        module = self_module(source.func.value, context)
-        if module is None:
-            continue
-        if any(
-            binds_fetched_main_grad(inner)
-            or (type(inner) is cst.Call and patterns.callee_name(inner) in binders)
-            for inner in patterns.walk(node.body)
-        ):
+        walked = _fetching_loop_over(node, binders)
+        module = self_module(walked, context) if walked is not None else None
+        if module is not None:
             yield module
+
+
+def _fetching_loop_over(node, binders: frozenset[str]):
+    """M for ``for p in M.parameters():`` (or ``named_parameters()``) whose body binds a
+    fetched main_grad, itself or through a binder; else None."""
+    if type(node) is not cst.For:
+        return None
+    source = node.iter
+    if not (
+        type(source) is cst.Call
+        and type(source.func) is cst.Attribute
+        and source.func.attr.value in ("parameters", "named_parameters")
+    ):
+        return None
+    if any(
+        binds_fetched_main_grad(inner)
+        or (type(inner) is cst.Call and patterns.callee_name(inner) in binders)
+        for inner in patterns.walk(node.body)
+    ):
+        return source.func.value
+    return None
 
 
 def peers(cls, handed: set[str], context) -> dict[str, tuple[str, object]]:
@@ -192,22 +199,8 @@ def fetching_helpers(scope, binders: frozenset[str]) -> dict[str, str]:
 def fetches_over_parameter(function, binders: frozenset[str]) -> bool:
     names = {param.name.value for param in function.params.params}
     for node in patterns.walk(function.body):
-        if type(node) is not cst.For:
-            continue
-        source = node.iter
-        if not (
-            type(source) is cst.Call
-            and type(source.func) is cst.Attribute
-            and source.func.attr.value in ("parameters", "named_parameters")
-            and type(source.func.value) is cst.Name
-            and source.func.value.value in names
-        ):
-            continue
-        if any(
-            binds_fetched_main_grad(inner)
-            or (type(inner) is cst.Call and patterns.callee_name(inner) in binders)
-            for inner in patterns.walk(node.body)
-        ):
+        walked = _fetching_loop_over(node, binders)
+        if type(walked) is cst.Name and walked.value in names:
             return True
     return False
 
