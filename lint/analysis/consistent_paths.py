@@ -34,8 +34,7 @@ def passes_in_order(
     start = (graph.entry.index, frozenset(), _passed(graph.entry, waypoints, 0))
     if start[2] == goal:
         return True
-    aliases = _aliases(graph)
-    repeated = _repeated_tests(graph, aliases)
+    aliases, repeated = _graph_facts(graph)
     by_index = graph.nodes
     seen = {start}
     stack = [start]
@@ -68,21 +67,30 @@ def _passed(node: Node, waypoints: Sequence[Node], stage: int) -> int:
     return stage
 
 
-_REPEATED: dict[int, tuple[Graph, frozenset[str]]] = {}
-_ALIASES: dict[int, tuple[Graph, dict[str, cst.BaseExpression]]] = {}
+# id(graph) -> (graph, its aliases, its repeated tests): computed once per graph, however
+# many questions a rule asks of it (the graph is kept to tell a reused id apart).
+_FACTS: dict[int, tuple[Graph, dict[str, cst.BaseExpression], frozenset[str]]] = {}
+
+
+def _graph_facts(graph: Graph) -> tuple[dict[str, cst.BaseExpression], frozenset[str]]:
+    cached = _FACTS.get(id(graph))
+    if cached is None or cached[0] is not graph:
+        aliases = _aliases(graph)
+        cached = (graph, aliases, _repeated_tests(graph, aliases))
+        if len(_FACTS) > 256:
+            _FACTS.clear()
+        _FACTS[id(graph)] = cached
+    return cached[1], cached[2]
 
 
 def _aliases(graph: Graph) -> dict[str, cst.BaseExpression]:
     """Locals bound once in the function, to a test that reads the same twice
     (``fuse = ctx.fuse_wgrad_accumulation``, ``need_wgrad = not ctx.fuse``): a test of the
     local is a test of that expression."""
-    cached = _ALIASES.get(id(graph))
-    if cached is not None and cached[0] is graph:
-        return cached[1]
     counts: dict[str, int] = {}
     for d in graph.defs:
         counts[d.name] = counts.get(d.name, 0) + 1
-    found = {
+    return {
         d.name: d.value
         for d in graph.defs
         if counts[d.name] == 1
@@ -91,28 +99,17 @@ def _aliases(graph: Graph) -> dict[str, cst.BaseExpression]:
         and plain_test(d.value)[0] is not None
         and type(d.value) is not cst.Name
     }
-    if len(_ALIASES) > 256:
-        _ALIASES.clear()
-    _ALIASES[id(graph)] = (graph, found)
-    return found
 
 
 def _repeated_tests(graph: Graph, aliases) -> frozenset[str]:
     """The plain codes (``not`` taken off) that two or more ``if`` tests of the graph ask,
     whole or as an operand of an ``and`` / ``or``."""
-    cached = _REPEATED.get(id(graph))
-    if cached is not None and cached[0] is graph:
-        return cached[1]
     counts: dict[str, int] = {}
     for node in graph.nodes:
         if node.kind == "if" and node.test is not None:
             for code in {plain_test(t)[0] for t in _all_operands(node.test, aliases)} - {None}:
                 counts[code] = counts.get(code, 0) + 1
-    found = frozenset(code for code, count in counts.items() if count > 1)
-    if len(_REPEATED) > 256:
-        _REPEATED.clear()
-    _REPEATED[id(graph)] = (graph, found)
-    return found
+    return frozenset(code for code, count in counts.items() if count > 1)
 
 
 def _normal(test, value: bool = True, aliases=None) -> tuple[cst.BaseExpression, bool]:

@@ -46,7 +46,7 @@ def exits_avoiding(graph: Graph, start: Node, blocked: Sequence[Node], known: Kn
     stack = [(start, known)]
     while stack:
         node, facts = stack.pop()
-        decided = decide(node, facts)
+        decided = _decide(node, facts)
         for succ, label in node.succ:
             if decided is not None and label in (TRUE, FALSE) and label != decided:
                 continue  # the arm already decided this test the other way
@@ -61,7 +61,7 @@ def exits_avoiding(graph: Graph, start: Node, blocked: Sequence[Node], known: Kn
     return False
 
 
-def decide(node: Node, facts: Known) -> str | None:
+def _decide(node: Node, facts: Known) -> str | None:
     if not facts or node.kind != "if" or node.test is None:
         return None
     code, negated = plain_test(node.test)

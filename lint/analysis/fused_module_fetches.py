@@ -185,15 +185,15 @@ def fused_modules(cls, context) -> dict[str, tuple[str, object]]:
     return found
 
 
-def fetching_helpers(scope, binders: frozenset[str]) -> dict[str, str]:
+def fetching_helpers(scope, binders: frozenset[str]) -> frozenset[str]:
     """Functions directly in ``scope`` (a module or class) that bind ``P.main_grad`` from
-    ``get_main_grad`` over the parameters of one of their parameters: name -> name."""
+    ``get_main_grad`` over the parameters of one of their parameters, by name."""
     body = scope.body if type(scope) is cst.Module else scope.body.body
-    found = {}
-    for stmt in body:
-        if type(stmt) is cst.FunctionDef and fetches_over_parameter(stmt, binders):
-            found[stmt.name.value] = stmt.name.value
-    return found
+    return frozenset(
+        stmt.name.value
+        for stmt in body
+        if type(stmt) is cst.FunctionDef and fetches_over_parameter(stmt, binders)
+    )
 
 
 def fetches_over_parameter(function, binders: frozenset[str]) -> bool:
@@ -221,7 +221,7 @@ def mentions_fetch(expr) -> bool:
     return any(patterns.spells(node, "get_main_grad") for node in patterns.walk(expr))
 
 
-def helper_calls(method, helpers: dict[str, str], context):
+def helper_calls(method, helpers: frozenset[str], context):
     """(call, helper, modules) for each call of a fetching helper in ``method``; modules is
     None when the argument is not ``self.X`` nor a loop variable over a display of them."""
     loops: dict[str, list[str] | None] = {}
@@ -264,7 +264,7 @@ def helper_calls(method, helpers: dict[str, str], context):
             yield node, patterns.callee_name(node), None
 
 
-def calls_helper(call, helpers: dict[str, str]) -> bool:
+def calls_helper(call, helpers: frozenset[str]) -> bool:
     """``helper(...)``, or ``self.helper(...)`` / ``cls.helper(...)`` / ``Class.helper(...)``:
     a name's attribute, not a module's (``self.fc1.helper`` is another object's method)."""
     func = call.func

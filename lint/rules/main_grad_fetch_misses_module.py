@@ -67,7 +67,8 @@ RULE = Rule(
         hook); a class whose base, defined in the file, fetches too; a class with one fused
         module.
 
-        Not seen: helpers of other files, fetches written out inline for one module, and
+        Not seen: helpers of other files, fetches written out inline other than in a loop
+        over `self.X.parameters()`, and
         fused modules named through a container (`self.linears[0]`).
     """,
     fix="""
@@ -199,9 +200,9 @@ def check(context: ModuleContext, out: Collector) -> None:
             _check_class(node, helpers, binders, out)
 
 
-def _check_class(cls, helpers: dict[str, str], binders: frozenset[str], out: Collector) -> None:
-    helpers = {**helpers, **fetches.fetching_helpers(cls, binders)}
-    names = {*helpers, *binders}
+def _check_class(cls, helpers: frozenset[str], binders: frozenset[str], out: Collector) -> None:
+    helpers = helpers | fetches.fetching_helpers(cls, binders)
+    names = helpers | binders
     if fetches.bases_fetch(cls, names, out.context) or fetches.helpers_passed_on(cls, names):
         return  # a base of the file, a partial or a map may fetch the others
     handed: dict[str, tuple] = {}  # module text -> (first call, helper name)

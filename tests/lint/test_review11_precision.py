@@ -111,200 +111,6 @@ CLEAN = {
                         layer.backward_dw()
         """,
     ),
-    "GMLP037_1": (
-        "GMLP037",
-        """
-        # CORRECT: the comprehension walks the Parameters (origin_weights restored from weakrefs), wrapped in tuple(); handle() gets the Parameter.
-        import torch
-
-        class _GroupedLinear(torch.autograd.Function):
-            @staticmethod
-            def backward(ctx, grad_output):
-                saved = ctx.saved_tensors
-                N = ctx.num_gemms
-                weights = saved[N:2 * N]
-                origin_weights = [ref() for ref in ctx.origin_weight_refs]
-                main_grads = [main_grad_func() for main_grad_func in ctx.main_grad_funcs]
-                for origin_weight, main_grad in zip(origin_weights, main_grads):
-                    if main_grad is not None:
-                        origin_weight.main_grad = main_grad
-                wgrad_list = general_grouped_gemm(weights, grad_output, main_grads)
-
-                def handle(weight, main_grad, wgrad):
-                    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
-                        weight.grad_added_to_main_grad = True
-                        wgrad = get_dummy_wgrad(list(main_grad.shape), weight.dtype)
-                    return wgrad
-
-                wgrad_list = [
-                    handle(weight, main_grad, wgrad)
-                    for weight, main_grad, wgrad in zip(tuple(origin_weights), main_grads, wgrad_list)
-                ]
-                return (None, *wgrad_list)
-        """,
-    ),
-    "GMLP037_2": (
-        "GMLP037",
-        """
-        # CORRECT: the comprehension walks list(origin_weights), the Parameters; handle() gets the Parameter.
-        import torch
-
-        class _GroupedLinear(torch.autograd.Function):
-            @staticmethod
-            def backward(ctx, grad_output):
-                saved = ctx.saved_tensors
-                N = ctx.num_gemms
-                weights = saved[N:2 * N]
-                origin_weights = [ref() for ref in ctx.origin_weight_refs]
-                main_grads = [main_grad_func() for main_grad_func in ctx.main_grad_funcs]
-                for origin_weight, main_grad in zip(origin_weights, main_grads):
-                    if main_grad is not None:
-                        origin_weight.main_grad = main_grad
-                wgrad_list = general_grouped_gemm(weights, grad_output, main_grads)
-
-                def handle(weight, main_grad, wgrad):
-                    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
-                        weight.grad_added_to_main_grad = True
-                        wgrad = get_dummy_wgrad(list(main_grad.shape), weight.dtype)
-                    return wgrad
-
-                wgrad_list = [
-                    handle(weight, main_grad, wgrad)
-                    for weight, main_grad, wgrad in zip(list(origin_weights), main_grads, wgrad_list)
-                ]
-                return (None, *wgrad_list)
-        """,
-    ),
-    "GMLP037_3": (
-        "GMLP037",
-        """
-        # CORRECT: the comprehension walks the Parameters (origin_weights) in reverse order; reversed() does not make them copies, so handle() gets Parameters (real code reverses the other lists too).
-        import torch
-
-        class _GroupedLinear(torch.autograd.Function):
-            @staticmethod
-            def backward(ctx, grad_output):
-                saved = ctx.saved_tensors
-                N = ctx.num_gemms
-                weights = saved[N:2 * N]
-                origin_weights = [ref() for ref in ctx.origin_weight_refs]
-                main_grads = [main_grad_func() for main_grad_func in ctx.main_grad_funcs]
-                for origin_weight, main_grad in zip(origin_weights, main_grads):
-                    if main_grad is not None:
-                        origin_weight.main_grad = main_grad
-                wgrad_list = general_grouped_gemm(weights, grad_output, main_grads)
-
-                def handle(weight, main_grad, wgrad):
-                    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
-                        weight.grad_added_to_main_grad = True
-                        wgrad = get_dummy_wgrad(list(main_grad.shape), weight.dtype)
-                    return wgrad
-
-                wgrad_list = [
-                    handle(weight, main_grad, wgrad)
-                    for weight, main_grad, wgrad in zip(reversed(origin_weights), main_grads, wgrad_list)
-                ]
-                return (None, *wgrad_list)
-        """,
-    ),
-    "GMLP037_4": (
-        "GMLP037",
-        """
-        # CORRECT: params are the Parameters dereferenced from ctx.origin_weight_refs (TE's weakrefs), just not spelled origin_*.
-        import torch
-
-        class _GroupedLinear(torch.autograd.Function):
-            @staticmethod
-            def backward(ctx, grad_output):
-                saved = ctx.saved_tensors
-                N = ctx.num_gemms
-                weights = saved[N:2 * N]
-                origin_weights = [ref() for ref in ctx.origin_weight_refs]
-                main_grads = [main_grad_func() for main_grad_func in ctx.main_grad_funcs]
-                for origin_weight, main_grad in zip(origin_weights, main_grads):
-                    if main_grad is not None:
-                        origin_weight.main_grad = main_grad
-                params = [ref() for ref in ctx.origin_weight_refs]
-                wgrad_list = general_grouped_gemm(weights, grad_output, main_grads)
-
-                def handle(weight, main_grad, wgrad):
-                    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
-                        weight.grad_added_to_main_grad = True
-                        wgrad = get_dummy_wgrad(list(main_grad.shape), weight.dtype)
-                    return wgrad
-
-                wgrad_list = [
-                    handle(weight, main_grad, wgrad)
-                    for weight, main_grad, wgrad in zip(params, main_grads, wgrad_list)
-                ]
-                return (None, *wgrad_list)
-        """,
-    ),
-    "GMLP037_6": (
-        "GMLP037",
-        """
-        # CORRECT: weight_params are the module's Parameters (TE GroupedLinear's own getattr(self, f"weight{i}") idiom); handle() gets Parameters.
-        import torch
-
-        class _GroupedLinear(torch.autograd.Function):
-            @staticmethod
-            def backward(ctx, grad_output):
-                saved = ctx.saved_tensors
-                N = ctx.num_gemms
-                weights = saved[N:2 * N]
-                origin_weights = [ref() for ref in ctx.origin_weight_refs]
-                main_grads = [main_grad_func() for main_grad_func in ctx.main_grad_funcs]
-                for origin_weight, main_grad in zip(origin_weights, main_grads):
-                    if main_grad is not None:
-                        origin_weight.main_grad = main_grad
-                weight_params = [getattr(ctx.module, f"weight{i}") for i in range(N)]
-                wgrad_list = general_grouped_gemm(weights, grad_output, main_grads)
-
-                def handle(weight, main_grad, wgrad):
-                    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
-                        weight.grad_added_to_main_grad = True
-                        wgrad = get_dummy_wgrad(list(main_grad.shape), weight.dtype)
-                    return wgrad
-
-                wgrad_list = [
-                    handle(weight, main_grad, wgrad)
-                    for weight, main_grad, wgrad in zip(weight_params, main_grads, wgrad_list)
-                ]
-                return (None, *wgrad_list)
-        """,
-    ),
-    "GMLP037_7": (
-        "GMLP037",
-        """
-        # CORRECT: the comprehension walks the module's own parameters(); handle() gets Parameters.
-        import torch
-
-        class _GroupedLinear(torch.autograd.Function):
-            @staticmethod
-            def backward(ctx, grad_output):
-                saved = ctx.saved_tensors
-                N = ctx.num_gemms
-                weights = saved[N:2 * N]
-                origin_weights = [ref() for ref in ctx.origin_weight_refs]
-                main_grads = [main_grad_func() for main_grad_func in ctx.main_grad_funcs]
-                for origin_weight, main_grad in zip(origin_weights, main_grads):
-                    if main_grad is not None:
-                        origin_weight.main_grad = main_grad
-                wgrad_list = general_grouped_gemm(weights, grad_output, main_grads)
-
-                def handle(weight, main_grad, wgrad):
-                    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
-                        weight.grad_added_to_main_grad = True
-                        wgrad = get_dummy_wgrad(list(main_grad.shape), weight.dtype)
-                    return wgrad
-
-                wgrad_list = [
-                    handle(weight, main_grad, wgrad)
-                    for weight, main_grad, wgrad in zip(ctx.module.parameters(), main_grads, wgrad_list)
-                ]
-                return (None, *wgrad_list)
-        """,
-    ),
     "GMLP050_11": (
         "GMLP050",
         """
@@ -711,7 +517,97 @@ CLEAN = {
     ),
 }
 
+
+# Transformer Engine's _GroupedLinear.backward shape the GMLP037 cases share: the per-expert
+# bookkeeping helper called in a comprehension over {walked}, with {bound} a line binding it.
+GROUPED_BACKWARD = """
+        import torch
+
+        class _GroupedLinear(torch.autograd.Function):
+            @staticmethod
+            def backward(ctx, grad_output):
+                saved = ctx.saved_tensors
+                N = ctx.num_gemms
+                weights = saved[N:2 * N]
+                origin_weights = [ref() for ref in ctx.origin_weight_refs]
+                main_grads = [main_grad_func() for main_grad_func in ctx.main_grad_funcs]
+                for origin_weight, main_grad in zip(origin_weights, main_grads):
+                    if main_grad is not None:
+                        origin_weight.main_grad = main_grad
+{bound}                wgrad_list = general_grouped_gemm(weights, grad_output, main_grads)
+
+                def handle(weight, main_grad, wgrad):
+                    if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
+                        weight.grad_added_to_main_grad = True
+                        wgrad = get_dummy_wgrad(list(main_grad.shape), weight.dtype)
+                    return wgrad
+
+                wgrad_list = [
+                    handle(weight, main_grad, wgrad)
+                    for weight, main_grad, wgrad in zip({walked}, main_grads, wgrad_list)
+                ]
+                return (None, *wgrad_list)
+        """
+# why each is correct (the Parameters are walked), what is walked, the binding line
+GROUPED_CASES = {
+    "GMLP037_1": (
+        "the comprehension walks the Parameters (origin_weights restored from weakrefs), wrapped in tuple()",
+        "tuple(origin_weights)",
+        "",
+    ),
+    "GMLP037_2": (
+        "the comprehension walks list(origin_weights), the Parameters",
+        "list(origin_weights)",
+        "",
+    ),
+    "GMLP037_3": (
+        "the Parameters in reverse order; reversed() makes no copies (real code reverses the other lists too)",
+        "reversed(origin_weights)",
+        "",
+    ),
+    "GMLP037_4": (
+        "params are the Parameters dereferenced from ctx.origin_weight_refs, not spelled origin_*",
+        "params",
+        "                params = [ref() for ref in ctx.origin_weight_refs]\n",
+    ),
+    "GMLP037_6": (
+        "weight_params are the module's Parameters (TE GroupedLinear's getattr(self, f\"weight{i}\") idiom)",
+        "weight_params",
+        '                weight_params = [getattr(ctx.module, f"weight{i}") for i in range(N)]\n',
+    ),
+    "GMLP037_7": (
+        "the comprehension walks the module's own parameters()",
+        "ctx.module.parameters()",
+        "",
+    ),
+}
+CLEAN.update(
+    (name, ("GMLP037", GROUPED_BACKWARD.replace("{bound}", bound).replace("{walked}", walked)))
+    for name, (_, walked, bound) in GROUPED_CASES.items()
+)
+
 STALLED_OR_CRASHED = {
+    # a hexadecimal index into what ctx.saved_tensors gave back (exited 2: int() of "0x1")
+    "crash_5": """
+        import torch
+
+
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, weight):
+                weight_fp8 = quantize(weight)
+                ctx.save_for_backward(x, weight_fp8)
+                ctx.weight = weight
+                return x @ weight_fp8.t()
+
+            @staticmethod
+            def backward(ctx, dy):
+                saved = ctx.saved_tensors
+                w = saved[0x1]
+                general_gemm(saved[0x0], dy, out=w.main_grad, accumulate=True)
+                w.grad_added_to_main_grad = True
+                return None, get_dummy_wgrad(list(w.shape), w.dtype, zero=True)
+        """,
     "crash_1": """
         # HANG (performance): a CORRECT Megatron-style backward (fused GEMM into main_grad in the
         # `if` arm, real product in the `else` arm) with 16 distinct ctx flags tested along the
@@ -737,70 +633,6 @@ STALLED_OR_CRASHED = {
                     grad_output = cast(grad_output)
                 if ctx.recompute_input:
                     total_input = recompute(total_input)
-                grad_input = grad_output.matmul(weight)
-                if ctx.allreduce_dgrad:
-                    handle = allreduce(grad_input)
-                if ctx.reduce_scatter_dgrad:
-                    grad_input = reduce_scatter(grad_input)
-                if handle is not None:
-                    handle.wait()
-                if ctx.wgrad_deferral_limit:
-                    total_input = total_input.contiguous()
-                if ctx.tp_comm_overlap:
-                    grad_output = grad_output.contiguous()
-                if ctx.gradient_accumulation_fusion:
-                    if weight.main_grad.dtype == torch.float32:
-                        fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32(total_input, grad_output, weight.main_grad)
-                    grad_weight = None
-                else:
-                    grad_weight = grad_output.t().matmul(total_input)
-                if ctx.use_bias:
-                    grad_bias = grad_output.sum(dim=0)
-                else:
-                    grad_bias = None
-                if ctx.debug_dump:
-                    dump(grad_input)
-                if ctx.check_nan:
-                    assert not torch.isnan(grad_input).any()
-                if ctx.profile:
-                    record()
-                if ctx.empty_cache:
-                    torch.cuda.empty_cache()
-                return grad_input, grad_weight, grad_bias, None, None, None
-        """,
-    "crash_2": """
-        # HANG (performance): as crash_1.py plus 4 flags (20 distinct tests); a CORRECT Megatron-style backward (fused GEMM into main_grad in the
-        # `if` arm, real product in the `else` arm) with 20 distinct ctx flags tested along the
-        # way. GMLP051's consistent_paths.passes_in_order explores every combination of known
-        # test outcomes: time grows ~2x per extra distinct test (crash_1: 28 s; this file: killed unfinished after 134 s at 6.2 GB RSS, still growing).
-        import torch
-
-
-        class LinearWithGradAccumulationAndAsyncCommunication(torch.autograd.Function):
-            @staticmethod
-            def backward(ctx, grad_output):
-                total_input, weight = ctx.saved_tensors
-                handle = None
-                if ctx.sequence_parallel:
-                    total_input = gather(total_input)
-                if ctx.allgather_overlap:
-                    handle = start_allgather(total_input)
-                if ctx.use_cpu_initialization:
-                    grad_output = grad_output.cuda()
-                if ctx.async_grad_allreduce:
-                    grad_output = grad_output.contiguous()
-                if ctx.fp8_enabled:
-                    grad_output = cast(grad_output)
-                if ctx.recompute_input:
-                    total_input = recompute(total_input)
-                if ctx.extra_flag_0:
-                    grad_output = grad_output.contiguous()
-                if ctx.extra_flag_1:
-                    grad_output = grad_output.contiguous()
-                if ctx.extra_flag_2:
-                    grad_output = grad_output.contiguous()
-                if ctx.extra_flag_3:
-                    grad_output = grad_output.contiguous()
                 grad_input = grad_output.matmul(weight)
                 if ctx.allreduce_dgrad:
                     handle = allreduce(grad_input)
@@ -869,6 +701,17 @@ STALLED_OR_CRASHED = {
             return _Fn.apply(x, w_fp8)
         """,
 }
+
+# crash_1 with four more independent tests (20): killed unfinished after 134 s at 6.2 GB
+STALLED_OR_CRASHED["crash_2"] = STALLED_OR_CRASHED["crash_1"].replace(
+    "                grad_input = grad_output.matmul(weight)\n",
+    "".join(
+        f"                if ctx.extra_flag_{n}:\n                    grad_output = grad_output.contiguous()\n"
+        for n in range(4)
+    )
+    + "                grad_input = grad_output.matmul(weight)\n",
+    1,
+)
 
 
 @pytest.mark.parametrize("name", sorted(CLEAN))
