@@ -77,6 +77,8 @@ RULE_MODULES = {
     "GMLP051": "main_grad_gemm_then_real_wgrad",
     "GMLP052": "wgrad_taken_not_handed_on",
     "GMLP053": "main_grad_rebound_out_of_place",
+    "GMLP054": "backward_dw_bypasses_layer",
+    "GMLP055": "forward_hook_replay_incomplete",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

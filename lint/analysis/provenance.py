@@ -46,7 +46,8 @@ NAME_WORDS = (
     (MATERIALIZED, ("full_weight", "total_weight", "gathered", "_unsharded")),
 )
 CALL_WORDS = (
-    (QUANTIZED, ("quantize", "cast_to_fp8", "to_fp8", "Float8Tensor", "cast_transpose")),
+    # "quant": quantize, dequantize, a quantizer, MindSpeed QAT's ``fakequant_func``
+    (QUANTIZED, ("quant", "cast_to_fp8", "to_fp8", "Float8Tensor", "cast_transpose")),
     (MATERIALIZED, ("all_gather", "gather_along", "unshard", "full_weight", "materialize")),
     (SAVED, ("restore_from_saved", "saved_tensors")),
 )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import deliveries, patterns, wgrad
+from . import consistent_paths, deliveries, patterns, wgrad
 
 if TYPE_CHECKING:
     from .deliveries import Deliveries
@@ -34,6 +34,9 @@ class MissingWrite:
     kind: str
     gradient: object = None  # DROPPED: dropped_gradients' binding of the lost gradient
     gemm: cst.Call | None = None  # NEVER_HANDED: the function's first GEMM
+    # NO_WRITE: the first statement of an explicit arm (``elif ...: pass``) that a sibling
+    # arm's write is skipped by on the way to the mark, where there is one
+    arm: cst.CSTNode | None = None
 
 
 def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> MissingWrite | None:
@@ -44,20 +47,35 @@ def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> Missi
     # is a way to reach it (cfg.py).
     mark_nodes = unit.graph.nodes_for(mark.stmt)
     writes.difference_update(node.index for node in mark_nodes)
+    # Putting the buffer back on the weight, or a product the weight is an operand of (the
+    # dgrad ``dy.matmul(weight)``), writes no gradient into main_grad.
+    nodes = unit.graph.nodes
+    writes.difference_update(i for i in list(writes) if _writes_nothing(nodes[i].owner))
     if writes:
         # A captured graph's replay runs whatever wrote main_grad when it was captured.
         writes |= _replays(unit)
-    if writes and any(
-        _only_loops_and_guards(unit, node, writes)
+    if writes:
         # A write skipped because there is nothing to write or it was already written
         # (``if wgrad is not None and not grad_added: main_grad.add_(wgrad)``) is no
         # missing write: paths through such tests are not followed.
-        and deliveries.entry_to_exit_through(
-            unit.graph, node, frozenset(writes | facts.skipping_tests)
-        )
-        for node in mark_nodes
-    ):
-        return MissingWrite(NO_WRITE)
+        blocked = frozenset(writes | facts.skipping_tests)
+        for node in mark_nodes:
+            if _only_loops_and_guards(
+                unit, node, writes, shared=False
+            ) and deliveries.entry_to_exit_through(unit.graph, node, blocked):
+                return MissingWrite(NO_WRITE)
+        # Under a test guarding the mark and every write alike (``if ctx.fuse:``), a path
+        # that skips the writes by falling through an ``if`` may be one whose write was
+        # deferred (Megatron's ``if wgrad_compute:``) or a loop that ran no times: only an
+        # arm written out and left without the write is reported, there.
+        for node in mark_nodes:
+            if not _only_loops_and_guards(unit, node, writes, shared=True):
+                continue
+            around = frozenset(writes | _skipping(unit, facts, writes, node))
+            if deliveries.entry_to_exit_through(unit.graph, node, around):
+                arm = _empty_arm(unit, writes, node, around, wgrad.stem(mark.subject))
+                if arm is not None:
+                    return MissingWrite(NO_WRITE, arm=arm)
     dropped = gradients.dropped_before(mark, frozenset(writes))
     if dropped is not None:
         return MissingWrite(DROPPED, gradient=dropped)
@@ -65,6 +83,80 @@ def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> Missi
     if gemm is not None:
         return MissingWrite(NEVER_HANDED, gemm=gemm)
     return None
+
+
+def _empty_arm(unit: Unit, writes: set[int], mark, blocked: frozenset[int], word: str | None):
+    """The first statement of an arm, written out in an ``if`` / ``elif`` / ``else`` whose
+    other side holds the writes, through which a path reaches the mark writing nothing
+    (``elif main_grad.dtype in (fp16, bf16): pass``): where the write was left out."""
+    graph = unit.graph
+    nodes = graph.nodes
+    for branch in nodes:
+        if branch.kind != "if" or branch.index in blocked:
+            continue
+        labels = set()
+        for index in writes:
+            labels |= _sides(unit, branch, nodes[index].index)
+        if len(labels) != 1 or not deliveries.through(graph, graph.entry, branch, blocked):
+            continue
+        for succ, label in branch.succ:
+            arm = succ if label not in labels else None
+            while arm is not None and arm.kind == "if" and _inside(arm, branch.owner):
+                # an ``elif`` chain: the arm of it that goes on to the mark
+                arm = next(
+                    (
+                        s
+                        for s, _ in arm.succ
+                        if s.index not in blocked and _reaches(graph, s, mark, blocked)
+                    ),
+                    None,
+                )
+            if (
+                arm is not None
+                and arm.index not in blocked
+                and _inside(arm, branch.owner)
+                and not _mentions(unit, arm, word)
+                and _reaches(graph, arm, mark, blocked)
+                # a run can take it: ``else: <no write>`` then ``if fuse and ...: <mark>``
+                # asks one test twice
+                and consistent_paths.passes_in_order(
+                    graph, (graph.entry, arm, mark, graph.exit), (blocked, blocked, blocked)
+                )
+            ):
+                return arm.owner
+    return None
+
+
+def _mentions(unit: Unit, arm, word: str | None) -> bool:
+    """The arm's block names the weight or main_grad (``w.main_grad[:] = g`` is a write the
+    hand-off facts do not list): only an arm that does neither is one that left the write
+    out."""
+    statement, side = arm.enclosing_ifs[0]
+    block = statement.body if side == "body" else statement.orelse
+    names = {n.value for n in patterns.walk(block) if type(n) is cst.Name}
+    return word in names or "main_grad" in unit.context.code(block)
+
+
+def _inside(node, statement) -> bool:
+    return any(enclosing is statement for enclosing, _ in node.enclosing_ifs)
+
+
+def _reaches(graph, start, goal, blocked: frozenset[int]) -> bool:
+    return start is goal or deliveries.through(graph, start, goal, blocked)
+
+
+def _skipping(unit: Unit, facts: Deliveries, writes: set[int], mark) -> set[int]:
+    """The tests that skip a write for nothing to write or already written (deliveries'
+    ``skipping_tests``), but for those the mark at ``mark`` sits under that decide no
+    write: ``if hasattr(w, "grad_added_to_main_grad"):`` around the mark alone skips
+    nothing."""
+    nodes = unit.graph.nodes
+    around = {branch.index for branch in unit.control.ancestors(mark)}
+    return {
+        test
+        for test in facts.skipping_tests
+        if test not in around or any(_sides(unit, nodes[test], nodes[w].index) for w in writes)
+    }
 
 
 def _replays(unit: Unit) -> set[int]:
@@ -104,6 +196,36 @@ def _gemm_without_main_grad(unit: Unit, writes: set[int]):
     return None
 
 
+PRODUCTS = frozenset({"matmul", "mm", "bmm"})
+
+
+def _writes_nothing(root) -> bool:
+    """A put-back, or ``g = a.matmul(w)`` / ``torch.mm(a, w)`` / ``a @ w`` with no ``out=``:
+    a statement that hands main_grad (or the weight) on and can write no gradient into it."""
+    if _puts_back(root) or _reattaches(root):
+        return True
+    value = getattr(root, "value", None)
+    if not isinstance(root, (cst.Assign, cst.Expr)) or value is None:
+        return False
+    if type(value) is cst.BinaryOperation and type(value.operator) is cst.MatrixMultiply:
+        return True
+    return (
+        type(value) is cst.Call
+        and patterns.callee_name(value) in PRODUCTS
+        and not any(a.keyword is not None and a.keyword.value == "out" for a in value.args)
+    )
+
+
+def _reattaches(root) -> bool:
+    """``w.main_grad = ctx.weight_main_grad``: the buffer kept on ``ctx`` by the forward put
+    back on the restored weight (a name or attribute, no arithmetic)."""
+    return (
+        isinstance(root, cst.Assign)
+        and all(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in root.targets)
+        and type(root.value) in (cst.Name, cst.Attribute)
+    )
+
+
 def _puts_back(root) -> bool:
     """``p.main_grad = <p's main_grad, fetched>``: the buffer made reachable, no gradient
     written into it."""
@@ -114,11 +236,11 @@ def _puts_back(root) -> bool:
     )
 
 
-def _only_loops_and_guards(unit: Unit, node, writes: set[int]) -> bool:
+def _only_loops_and_guards(unit: Unit, node, writes: set[int], shared: bool) -> bool:
     """Every branch deciding whether the mark (at ``node``) runs is a loop, a statement of a
     ``try`` that may raise into a handler, a ``hasattr`` / grad_added test, or the test
     that decides every write the other way: no condition that may be correlated with the
-    write's."""
+    write's. With ``shared``, also a test that guards the mark and every write alike."""
     for branch in unit.control.ancestors(node):
         if branch.kind in ("for", "while"):
             continue
@@ -130,9 +252,25 @@ def _only_loops_and_guards(unit: Unit, node, writes: set[int]) -> bool:
         text = unit.context.code(test)
         if "hasattr" in text or "grad_added" in text:
             continue
-        if not _decides_against(unit, branch, node, writes):
+        if not (
+            (shared and _guards_all(unit, branch, node, writes))
+            or _decides_against(unit, branch, node, writes)
+        ):
             return False
     return True
+
+
+def _guards_all(unit: Unit, branch, node, writes: set[int]) -> bool:
+    """The mark at ``node`` and every write sit on the same side of ``branch``'s test (``if
+    ctx.gradient_accumulation_fusion:`` around the fused write and its mark): the test
+    decides whether the bookkeeping runs at all, not which of write and mark runs, so it
+    can correlate the two with nothing; a path under it that skips every write (an arm
+    of a dtype dispatch left empty) still reaches the mark."""
+    mark_sides = _sides(unit, branch, node.index)
+    if len(mark_sides) != 1:
+        return False
+    nodes = unit.graph.nodes
+    return all(_sides(unit, branch, nodes[index].index) == mark_sides for index in writes)
 
 
 def _decides_against(unit: Unit, branch, node, writes: set[int]) -> bool:

@@ -313,6 +313,11 @@ NO_WRITE = (
     "`{subject}` is marked grad_added_to_main_grad on a path where nothing wrote its main_grad "
     "(this function writes it on other paths): Megatron's hook then drops the gradient"
 )
+EMPTY_ARM = (
+    "this arm writes nothing into `{subject}`'s main_grad, where its sibling arm does, and goes "
+    "on to the grad_added_to_main_grad mark at line {line}: Megatron's hook then drops the "
+    "gradient of this microbatch"
+)
 DROPPED = (
     "`{subject}` is marked grad_added_to_main_grad, but the weight gradient `{name}` computed "
     "at line {line} went nowhere on the way here and never reaches main_grad: the gradient of "
@@ -359,6 +364,10 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 def _report_missing_write(unit: Unit, mark: Mark, found: MissingWrite, out: Collector) -> None:
     subject = unit.context.code(mark.subject).strip()
+    if found.kind == unwritten_paths.NO_WRITE and found.arm is not None:
+        line = unit.context.line_of(mark.stmt)
+        out.report(CODE, found.arm, EMPTY_ARM.format(subject=subject, line=line))
+        return
     if found.kind == unwritten_paths.NO_WRITE:
         message = NO_WRITE.format(subject=subject)
     elif found.kind == unwritten_paths.DROPPED:

@@ -61,7 +61,10 @@ RULE = Rule(
         Not seen: a switch that is not an enclosing `if` (an early `if not runner.gtp_remat:
         return` before the mark, a `while`) or whose test names a related word anyway
         (`if runner.offload_weights:` says weight); a mark made by a helper called under the
-        switch, or set to a value other than the literal `True` (`= done`); marks on `ctx`, where
+        switch, or set to a value other than the literal `True` (`= done`; a loop putting back
+        the marks a CUDA-graph capture recorded, `for p, v in
+        runner.groundtruth_grad_added_to_main_grad.items(): p.grad_added_to_main_grad = v`, is
+        seen: blind corpus 10); marks on `ctx`, where
         forward records whether the parameter has the attribute; a mark made only in the
         `else` / `elif` of an unrelated switch (the switch's path may hand on a real gradient
         that needs no mark: `if ctx.fp8: <real wgrad> elif fuse: <write; mark>`). Left alone:
@@ -191,10 +194,11 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
+    restored = _restored_marks(unit) if unit.survey.spells_grad_added else {}
     for stmt, _ in unit.statements():
         if isinstance(stmt, cst.BaseCompoundStatement):
             continue
-        subject = wgrad.marked_subject(stmt)
+        subject = wgrad.marked_subject(stmt) or restored.get(id(stmt))
         reattached = _reattached(stmt) if subject is None and fsdp else None
         if subject is None and reattached is None:
             continue
@@ -223,6 +227,22 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
         ):
             message = REATTACH.format(subject=out.text(reattached), guard=out.text(guard.test))
             out.report(CODE, stmt, message)
+
+
+def _restored_marks(unit: Unit) -> dict[int, cst.BaseExpression]:
+    """id(statement) -> X for ``X.grad_added_to_main_grad = v`` in a loop that walks recorded
+    marks (``for p, v in runner.groundtruth_grad_added_to_main_grad.items():``): a CUDA-graph
+    replay putting back the marks its capture made, which is marking as much as ``= True``."""
+    found: dict[int, cst.BaseExpression] = {}
+    for stmt, _ in unit.statements():
+        if type(stmt) is not cst.For or patterns.GRAD_ADDED not in unit.context.code(stmt.iter):
+            continue
+        bound = {n.value for n in patterns.walk(stmt.target) if type(n) is cst.Name}
+        for inner, _ in module.iter_statements(module.suite_body(stmt.body)):
+            set_ = patterns.attribute_set(inner, patterns.GRAD_ADDED)
+            if set_ is not None and type(set_[1]) is cst.Name and set_[1].value in bound:
+                found[id(inner)] = set_[0]
+    return found
 
 
 def _marked_otherwise(unit: Unit, guard: cst.If, word: str | None) -> bool:

@@ -1,0 +1,201 @@
+"""GMLP054: `X.a.backward_dw()` reaches past a layer whose own `backward_dw` runs more."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+class_model = LazyModule("..analysis.class_model", __package__)
+
+CODE = "GMLP054"
+RULE = Rule(
+    code=CODE,
+    classes=(6,),
+    name="backward-dw-bypasses-layer",
+    summary=(
+        "Code outside a class calls `backward_dw()` on one of its members (`layer.a`) "
+        "where the class's own `backward_dw` runs that member's and others': the others' "
+        "delayed weight gradients are never computed."
+    ),
+    flags=(
+        "`X.a.backward_dw()` (`X` not `self` / `cls`) outside a class of the file whose "
+        "`backward_dw` calls `self.a.backward_dw()` and `self.b.backward_dw()`, where nothing "
+        "outside that class names `b`"
+    ),
+    explanation="""
+        Issue #19, class 6 (delayed wgrad across classes). With `delay_wgrad_compute` a
+        layer's weight gradients are computed only when something calls its `backward_dw`.
+        A layer made of several delayed-wgrad members says which in its own `backward_dw`
+        (Megatron's multi-token-prediction layer runs `self.eh_proj.backward_dw()` and
+        `self.mtp_model_layer.backward_dw()`). A container that reaches past it
+        (`for layer in self.layers: layer.mtp_model_layer.backward_dw()`) runs one member
+        and skips the rest: `eh_proj`'s weight gradients never reach main_grad
+        (blind corpus 10's held-out MTP-block variant).
+
+        Seen: in one file, a class whose method `backward_dw` calls `self.a.backward_dw()`
+        for two or more attributes (under any test); a call `X.a.backward_dw()` outside
+        that class where `X` is not `self`, `cls` or `super()`. Reported when, for every
+        class of the file whose `backward_dw` runs `a`, some other member it runs is named
+        nowhere outside that class (as `Y.b` or as the string `"b"`): code that runs the
+        members one by one on purpose (a schedule running attention's and the MLP's
+        weight gradients in separate steps) names each.
+
+        Not seen: classes of other files; members run through a loop or a list in the
+        class's `backward_dw`; which class `X` is (the attribute's name decides).
+    """,
+    fix="""
+        Call the layer's own `backward_dw()` (`layer.backward_dw()`), or run every member
+        it runs. No automatic fix.
+    """,
+    fix_summary="none (call the layer's own backward_dw)",
+    valid=(
+        Example(
+            """
+            class MTPLayer:
+                def backward_dw(self):
+                    self.eh_proj.backward_dw()
+                    self.mtp_model_layer.backward_dw()
+
+            class MTPBlock:
+                def backward_dw(self):
+                    for layer in self.layers:
+                        layer.backward_dw()
+            """
+        ),
+        Example(
+            """
+            class TransformerLayer:
+                def backward_dw(self):
+                    self.self_attention.backward_dw()
+                    self.mlp.backward_dw()
+
+            def attn_dw_step(layer):
+                layer.self_attention.backward_dw()
+
+            def mlp_dw_step(layer):
+                layer.mlp.backward_dw()
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class MTPLayer:
+                def backward_dw(self):
+                    self.eh_proj.backward_dw()
+                    if hasattr(self, "mtp_model_layer"):
+                        self.mtp_model_layer.backward_dw()
+
+            class MTPBlock:
+                def backward_dw(self):
+                    for layer in self.layers:
+                        layer.mtp_model_layer.backward_dw()
+            """,
+            line=10,
+        ),
+    ),
+)
+
+MESSAGE = (
+    "`{call}` runs only `{attr}`'s delayed weight gradients, where `{cls}.backward_dw` also "
+    "runs `{missing}`'s, which nothing here runs: those weight gradients never reach main_grad"
+)
+SELVES = frozenset({"self", "cls"})
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "backward_dw" not in context.source:
+        return
+    module = context.module
+    members: dict[str, tuple[cst.ClassDef, tuple[str, ...]]] = {}
+    for node in module.body:
+        if type(node) is cst.ClassDef:
+            run = _members_run(node)
+            if len(run) >= 2:
+                members[node.name.value] = (node, run)
+    if not members:
+        return
+    for node in module.body:
+        owner = node.name.value if type(node) is cst.ClassDef else None
+        for call in class_model.walk_all(node):
+            found = _bypass(call)
+            if found is None:
+                continue
+            attr = found
+            holders = [(n, c, run) for n, (c, run) in members.items() if attr in run and n != owner]
+            if not holders:
+                continue
+            missing = []
+            for name, cls, run in holders:
+                unnamed = [m for m in run if m != attr and not _named_outside(module, cls, m)]
+                if not unnamed:
+                    break
+                missing.append((name, unnamed))
+            else:
+                name, unnamed = missing[0]
+                out.report(
+                    CODE,
+                    call,
+                    MESSAGE.format(
+                        call=context.code(call).strip(),
+                        attr=attr,
+                        cls=name,
+                        missing="`, `".join(unnamed),
+                    ),
+                )
+
+
+def _members_run(cls) -> tuple[str, ...]:
+    """The attributes ``a`` whose ``self.a.backward_dw()`` the class's ``backward_dw`` calls."""
+    run: list[str] = []
+    for item in cls.body.body:
+        if type(item) is cst.FunctionDef and item.name.value == "backward_dw":
+            for call in class_model.walk_all(item.body):
+                receiver = _member_call(call)
+                if receiver is not None:
+                    holder, attr = receiver
+                    if holder == "self" and attr not in run:
+                        run.append(attr)
+    return tuple(run)
+
+
+def _member_call(call) -> tuple[str, str] | None:
+    """(X, a) for ``X.a.backward_dw()`` with ``X`` a plain name."""
+    if type(call) is not cst.Call or type(call.func) is not cst.Attribute:
+        return None
+    if call.func.attr.value != "backward_dw":
+        return None
+    member = call.func.value
+    if type(member) is not cst.Attribute or type(member.value) is not cst.Name:
+        return None
+    return member.value.value, member.attr.value
+
+
+def _bypass(call) -> str | None:
+    """``a`` for ``X.a.backward_dw()`` with ``X`` a name other than ``self`` / ``cls``."""
+    found = _member_call(call)
+    if found is None or found[0] in SELVES:
+        return None
+    return found[1]
+
+
+def _named_outside(module, cls, attr: str) -> bool:
+    """``Y.attr`` or the string ``"attr"`` somewhere in the module outside ``cls``."""
+    for node in module.body:
+        if node is cls:
+            continue
+        for sub in class_model.walk_all(node):
+            kind = type(sub)
+            if kind is cst.Attribute and sub.attr.value == attr:
+                return True
+            if kind is cst.SimpleString and sub.evaluated_value == attr:
+                return True
+    return False
