@@ -36,10 +36,16 @@ def marked_by_calls(
                 continue
             if patterns.callee_name(sub) in KNOWN_MARKERS:
                 args = patterns.positional_args(sub)
-                if args and type(args[0].value) in (cst.List, cst.Tuple):
-                    for element in args[0].value.elements:
-                        if not isinstance(element, cst.StarredElement):
-                            yield element.value, sub, node
+                given = args[0].value if args else None
+                # ``dist_dgrad_weights if is_dist_weight else weights``: each arm is a list
+                # the call marks on some run (a name of one: its elements, by provenance)
+                for arm in (given.body, given.orelse) if type(given) is cst.IfExp else (given,):
+                    if type(arm) in (cst.List, cst.Tuple):
+                        for element in arm.elements:
+                            if not isinstance(element, cst.StarredElement):
+                                yield element.value, sub, node
+                    elif type(arm) is cst.Name and type(given) is cst.IfExp:
+                        yield arm, sub, node
                 continue
             for subject in helpers.marked_arguments(sub):
                 yield subject, sub, node

@@ -150,14 +150,20 @@ def _cleared_grads(unit: Unit) -> set[str]:
 
 def _grad_into_other_grad(unit: Unit, dest, call) -> cst.BaseExpression | None:
     """The copied gradient when ``call`` copies ``Y.grad`` (or ``Y.grad.data``) into
-    ``X.grad`` of another object ``X``; else None."""
-    if not patterns.is_attr(dest, "grad") or type(call) is not cst.Call or not call.args:
+    ``X.grad`` of another object ``X``, or into any ``X.main_grad`` (Megatron-DeepSpeed's DDP
+    ``param_hook`` with ``copy_`` for ``add_``); else None."""
+    into_main_grad = patterns.is_attr(dest, patterns.MAIN_GRAD)
+    if not (into_main_grad or patterns.is_attr(dest, "grad")):
+        return None
+    if type(call) is not cst.Call or not call.args:
         return None
     source = call.args[0].value
     owner = source.value if patterns.is_attr(source, "data") else source
     if not patterns.is_attr(owner, "grad"):
         return None
     code = unit.context.code
+    if into_main_grad:
+        return source
     return source if code(owner.value).strip() != code(dest.value).strip() else None
 
 

@@ -43,7 +43,7 @@ ORIGIN_PREFIXES = ("origin_", "orig_", "original_")
 # callee) that produce it.
 NAME_WORDS = (
     (QUANTIZED, ("_fp8", "fp8_", "_quantized", "quantized_", "weightmat", "_fp4", "_mxfp8")),
-    (MATERIALIZED, ("full_weight", "total_weight", "gathered", "_unsharded")),
+    (MATERIALIZED, ("full_weight", "total_weight", "gathered", "_unsharded", "dgrad_weight")),
 )
 CALL_WORDS = (
     # "quant": quantize, dequantize, a quantizer, MindSpeed QAT's ``fakequant_func``

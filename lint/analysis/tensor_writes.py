@@ -50,9 +50,28 @@ class Buffers:
         expr = grad_storage.storage_root(expr)
         if patterns.is_main_grad_direct(expr):
             return True
-        if isinstance(expr, cst.Name) and self.unit.aliases.surely(expr.value, self.node):
+        if isinstance(expr, cst.Name) and (
+            self.unit.aliases.surely(expr.value, self.node) or self._main_grad_or_grad(expr)
+        ):
             return True
         return main_grad_list(self.unit, expr, self.node)
+
+    def _main_grad_or_grad(self, name: cst.Name) -> bool:
+        """A local every reaching binding of which is a weight's main_grad or, where it has
+        none, its ``.grad`` (``grad = w.main_grad if hasattr(w, "main_grad") else w.grad``,
+        Megatron-LLaMA): an accumulator either way, main_grad on some run."""
+        values = []
+        for d in self.unit.reaching.reaching(name.value, self.node):
+            value = d.value
+            values += [value.body, value.orelse] if type(value) is cst.IfExp else [value]
+        return (
+            len(values) > 1
+            and all(
+                v is not None and (patterns.is_main_grad_direct(v) or patterns.is_attr(v, "grad"))
+                for v in values
+            )
+            and any(patterns.is_main_grad_direct(v) for v in values)
+        )
 
     def off(self, value) -> bool:
         if literal_off(value):

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from ..analysis.collector import Collector
     from ..analysis.module import ModuleContext
 
+cst = LazyModule("libcst")
+class_model = LazyModule("..analysis.class_model", __package__)
 classes = LazyModule("..analysis.classes", __package__)
 gated_layers = LazyModule("..analysis.gated_layers", __package__)
 late_layers = LazyModule("..analysis.late_layers", __package__)
@@ -120,6 +122,11 @@ RULE = Rule(
         Left alone: a layer the class uses only through its parameters (`self.x.weight`
         handed to an autograd function of its own, as THUDM/slime's indexer does): its
         forward never runs, so there is no delayed gradient for `backward_dw` to compute.
+
+        Where a method of the class is named for the layer never reached
+        (`_backward_out_proj`) and calls another layer's `self.in_proj.backward_dw()`, the
+        finding is on that call: a copy-paste slip there is where the layer was dropped
+        (blind corpus 11's gated-delta-net variant).
 
         Not seen: bases defined in other files (they may define `backward_dw` or reach the
         layer: such classes are not reported here, nor is a `backward_dw` that calls
@@ -287,6 +294,10 @@ MISSED = (
     "`self.{attr}` is a weight layer, but `{owner}.backward_dw` (line {line}) never reaches "
     "it: with delayed wgrad its weight gradient is never computed; {fix}"
 )
+NAMED_FOR = (
+    "`{method}` is named for `self.{attr}` but runs `self.{other}.backward_dw()`: nothing "
+    "reaches `self.{attr}`, so with delayed wgrad its weight gradient is never computed"
+)
 LATE = (
     "`self.{attr}` holds a weight layer built here, outside `__init__`, but "
     "`{owner}.backward_dw` (line {line}) never reaches it: with delayed wgrad that path's "
@@ -354,6 +365,12 @@ def check(context: ModuleContext, out: Collector) -> None:
         line = context.line_of(backward_dw.name)
         for attr, assignment in model.layers.items():
             if attr not in reached:
+                named = _named_for(model.node, attr, model.layers)
+                if named is not None:
+                    method, other, call = named
+                    message = NAMED_FOR.format(method=method, attr=attr, other=other)
+                    out.report(CODE, call, message)
+                    continue
                 fix = _fix_site(model.name, owner)
                 message = MISSED.format(attr=attr, owner=owner, line=line, fix=fix)
                 out.report(CODE, assignment, message)
@@ -385,3 +402,25 @@ def _check_registrations(context: ModuleContext, out: Collector) -> None:
             receiver=found.receiver, attr=found.attr, cls=found.class_name
         )
         out.report(CODE, found.node, message)
+
+
+def _named_for(cls, attr: str, layers) -> tuple[str, str, cst.Call] | None:
+    """(method, other layer, call) where a method of the class named for ``attr``
+    (``_backward_out_proj``) calls ``self.<other>.backward_dw()`` for another layer of the
+    class and never ``attr``'s: a copy-paste slip is where the layer was dropped."""
+    for item in cls.body.body:
+        if type(item) is not cst.FunctionDef or attr not in item.name.value:
+            continue
+        for node in class_model.walk_all(item.body):
+            if (
+                type(node) is cst.Call
+                and type(node.func) is cst.Attribute
+                and node.func.attr.value == "backward_dw"
+                and type(node.func.value) is cst.Attribute
+                and type(node.func.value.value) is cst.Name
+                and node.func.value.value.value == "self"
+                and node.func.value.attr.value != attr
+                and node.func.value.attr.value in layers
+            ):
+                return item.name.value, node.func.value.attr.value, node
+    return None

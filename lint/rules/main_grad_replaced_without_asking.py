@@ -56,7 +56,9 @@ RULE = Rule(
         microbatch's gradient in accumulate mode.
 
         Seen: in one function, a call whose `out=` is `X.main_grad` (or a `getattr` of it,
-        or a local every binding of which reaching the call is main_grad storage; without
+        or a local every binding of which reaching the call is main_grad storage, or is
+        main_grad on some and the weight's `.grad` on the others, Megatron-LLaMA's `grad =
+        weight.main_grad if hasattr(weight, "main_grad") else weight.grad`; without
         `out=`, the one such buffer handed positionally to a kernel with an accumulate
         switch, `_dw_kernel[grid](x, dy, mg, ACCUMULATE=False)`: a switch is matched in
         any case, and the finding is on the switch when the call spells it) with
@@ -108,9 +110,10 @@ RULE = Rule(
         corpus 8's GTP drain of reduce-scattered wgrads), unless the value is made from
         main_grad itself (all-reduced, upcast) or the function or value says restore
         (`saved`, `backup`, `snapshot`, `checkpoint`, `load`); and a gradient hook (its name
-        says hook) that copies the incoming `Y.grad` into another object's `.grad`, clears
-        `Y.grad` (`= None`, `del`) and adds nowhere (blind corpus 9's NeMo main-params
-        hook): autograd accumulates into an uncleared `Y.grad` itself.
+        says hook) that copies the incoming `Y.grad` into another object's `.grad` or into
+        any main_grad, clears `Y.grad` (`= None`, `del`) and adds nowhere (blind corpus 9's
+        NeMo main-params hook; blind corpus 11's Megatron-DeepSpeed DDP `param_hook` with
+        `copy_` for `add_`): autograd accumulates into an uncleared `Y.grad` itself.
 
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given
