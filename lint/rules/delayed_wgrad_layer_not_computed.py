@@ -126,7 +126,10 @@ RULE = Rule(
         Where a method of the class is named for the layer never reached
         (`_backward_out_proj`) and calls another layer's `self.in_proj.backward_dw()`, the
         finding is on that call: a copy-paste slip there is where the layer was dropped
-        (blind corpus 11's gated-delta-net variant).
+        (blind corpus 11's gated-delta-net variant). So too where exactly one call (in the
+        class or a base of the file) runs a layer `__init__` builds in the same block as
+        the one never reached (`linear_q_down_proj` and `linear_q_up_proj` under one
+        `else:`, only the second run: blind corpus 10's MLA variant).
 
         Not seen: bases defined in other files (they may define `backward_dw` or reach the
         layer: such classes are not reported here, nor is a `backward_dw` that calls
@@ -298,6 +301,11 @@ NAMED_FOR = (
     "`{method}` is named for `self.{attr}` but runs `self.{other}.backward_dw()`: nothing "
     "reaches `self.{attr}`, so with delayed wgrad its weight gradient is never computed"
 )
+BESIDE = (
+    "`{method}` runs `self.{other}.backward_dw()`, a layer built in the same block of "
+    "`__init__` as `self.{attr}`, but nothing reaches `self.{attr}`: with delayed wgrad its "
+    "weight gradient is never computed"
+)
 LATE = (
     "`self.{attr}` holds a weight layer built here, outside `__init__`, but "
     "`{owner}.backward_dw` (line {line}) never reaches it: with delayed wgrad that path's "
@@ -365,10 +373,11 @@ def check(context: ModuleContext, out: Collector) -> None:
         line = context.line_of(backward_dw.name)
         for attr, assignment in model.layers.items():
             if attr not in reached:
-                named = _named_for(model.node, attr, model.layers)
+                named = _named_for(index.lineage(model), attr, model.layers)
                 if named is not None:
-                    method, other, call = named
-                    message = NAMED_FOR.format(method=method, attr=attr, other=other)
+                    template, other, call = named
+                    method = _method_of(call, index.lineage(model))
+                    message = template.format(method=method, attr=attr, other=other)
                     out.report(CODE, call, message)
                     continue
                 fix = _fix_site(model.name, owner)
@@ -404,23 +413,76 @@ def _check_registrations(context: ModuleContext, out: Collector) -> None:
         out.report(CODE, found.node, message)
 
 
-def _named_for(cls, attr: str, layers) -> tuple[str, str, cst.Call] | None:
-    """(method, other layer, call) where a method of the class named for ``attr``
-    (``_backward_out_proj``) calls ``self.<other>.backward_dw()`` for another layer of the
-    class and never ``attr``'s: a copy-paste slip is where the layer was dropped."""
-    for item in cls.body.body:
-        if type(item) is not cst.FunctionDef or attr not in item.name.value:
-            continue
-        for node in class_model.walk_all(item.body):
-            if (
-                type(node) is cst.Call
-                and type(node.func) is cst.Attribute
-                and node.func.attr.value == "backward_dw"
-                and type(node.func.value) is cst.Attribute
-                and type(node.func.value.value) is cst.Name
-                and node.func.value.value.value == "self"
-                and node.func.value.attr.value != attr
-                and node.func.value.attr.value in layers
-            ):
-                return item.name.value, node.func.value.attr.value, node
+def _named_for(lineage, attr: str, layers) -> tuple[str, str, cst.Call] | None:
+    """(message, other layer, call) where the layer ``attr`` was dropped, in the class or a
+    base of the file: a method named for ``attr`` (``_backward_out_proj``) that calls
+    ``self.<other>.backward_dw()`` for another layer of the class (a copy-paste slip); or
+    the one call reaching a layer built in the same block of ``__init__`` as ``attr``
+    (``linear_q_down_proj`` beside ``linear_q_up_proj`` under ``else:``, only the second
+    run: the call its sibling lost)."""
+    siblings = _built_beside(lineage[0].node, attr, layers)
+    beside = []
+    for model in lineage:
+        for item in model.node.body.body:
+            if type(item) is not cst.FunctionDef or item.name.value == "__init__":
+                continue
+            for node in class_model.walk_all(item.body):
+                other = _layer_dw_call(node, layers)
+                if other is None or other == attr:
+                    continue
+                if attr in item.name.value:
+                    return NAMED_FOR, other, node
+                if other in siblings:
+                    beside.append((BESIDE, other, node))
+    return beside[0] if len(beside) == 1 else None
+
+
+def _layer_dw_call(node, layers) -> str | None:
+    """``X`` for ``self.X.backward_dw()`` with ``X`` a layer of the class."""
+    if (
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
+        and node.func.attr.value == "backward_dw"
+        and type(node.func.value) is cst.Attribute
+        and type(node.func.value.value) is cst.Name
+        and node.func.value.value.value == "self"
+        and node.func.value.attr.value in layers
+    ):
+        return node.func.value.attr.value
     return None
+
+
+def _built_beside(cls, attr: str, layers) -> set[str]:
+    """The other layers ``__init__`` builds in the same block as ``attr``, a block of a
+    branch (``if`` / ``else``): layers built together on one path, the pair a path's
+    ``backward_dw`` must run together (its own top-level block says nothing so specific)."""
+    for item in cls.body.body:
+        if type(item) is cst.FunctionDef and item.name.value == "__init__":
+            for node in class_model.walk_all(item.body):
+                if type(node) is cst.IndentedBlock and node is not item.body:
+                    built = set()
+                    for statement in node.body:
+                        if type(statement) is cst.SimpleStatementLine:
+                            for small in statement.body:
+                                if type(small) is cst.Assign:
+                                    for target in small.targets:
+                                        t = target.target
+                                        if (
+                                            type(t) is cst.Attribute
+                                            and type(t.value) is cst.Name
+                                            and t.value.value == "self"
+                                        ):
+                                            built.add(t.attr.value)
+                    if attr in built:
+                        return (built & set(layers)) - {attr}
+    return set()
+
+
+def _method_of(call, lineage) -> str:
+    for model in lineage:
+        for item in model.node.body.body:
+            if type(item) is cst.FunctionDef and any(
+                n is call for n in class_model.walk_all(item.body)
+            ):
+                return item.name.value
+    return "backward_dw"
