@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ..wgrad_words import names_hook
-from . import overwrite_switch, patterns, step_consumers, tensor_writes
+from . import module, overwrite_switch, patterns, step_consumers, tensor_writes
 
 if TYPE_CHECKING:
     from .collector import Collector
@@ -107,7 +107,7 @@ def check_hook_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
     the source (``param.grad = None``) and adds into nothing: the accumulator keeps only the
     last microbatch. One that adds on some
     path, or asks overwrite_main_grad, has made the choice."""
-    if not names_hook(unit.name) or _asks_overwrite(unit):
+    if not names_hook(unit.name) or _asks_overwrite(unit) or _leaves_early(unit):
         return
     cleared = _cleared_grads(unit)
     copies = []
@@ -125,6 +125,19 @@ def check_hook_consumer(unit: Unit, reported: set[int], out: Collector) -> None:
             reported.add(id(at))
             message = HOOK_MESSAGE.format(target=out.text(dest), source=out.text(source))
             out.report(CODE, at, message)
+
+
+def _leaves_early(unit: Unit) -> bool:
+    """A ``return`` under an ``if`` (``if not engine.is_gradient_accumulation_boundary():
+    return``): the hook moves the gradient only on some backwards, and autograd accumulates
+    the others into ``.grad`` meanwhile."""
+    return any(
+        type(stmt) is cst.If
+        and any(
+            type(s) is cst.Return for s, _ in module.iter_statements(module.suite_body(stmt.body))
+        )
+        for stmt, _ in unit.statements()
+    )
 
 
 def _owner_text(unit: Unit, grad) -> str:

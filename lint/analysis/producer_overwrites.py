@@ -312,6 +312,16 @@ def _from_main_grad(value, buffers: tensor_writes.Buffers) -> bool:
     return False
 
 
+def _reads_destination(value, dest, buffers: tensor_writes.Buffers) -> bool:
+    """The copied value reads the buffer it replaces (its text, or main_grad where the
+    destination is main_grad storage): what it holds already includes the old contents."""
+    code = buffers.unit.context.code
+    text = code(dest).strip()
+    if any(code(sub).strip() == text for sub in patterns.walk(value)):
+        return True
+    return buffers.main_grad(dest) and patterns.MAIN_GRAD in code(value)
+
+
 def _check_call(
     node, buffers: tensor_writes.Buffers, out: Collector, message: str = MESSAGE
 ) -> bool:
@@ -320,6 +330,8 @@ def _check_call(
     name = patterns.callee_name(node)
     copying = tensor_writes.copying_method(node) if isinstance(node.func, cst.Attribute) else None
     if copying is not None:  # ``copy_``, ``index_copy_``...; also torch.Tensor.copy_(buffer, v)
+        if copying[2] and _reads_destination(copying[2][-1].value, copying[0], buffers):
+            return False  # ``grad.copy_(grad.float() + wgrad)``: an add, staged in fp32
         if buffers.main_grad(copying[0]):
             how = copying[1]
             out.report(CODE, node, message.format(target=out.text(copying[0]), how=how))

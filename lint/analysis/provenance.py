@@ -46,8 +46,22 @@ NAME_WORDS = (
     (MATERIALIZED, ("full_weight", "total_weight", "gathered", "_unsharded", "dgrad_weight")),
 )
 CALL_WORDS = (
-    # "quant": quantize, dequantize, a quantizer, MindSpeed QAT's ``fakequant_func``
-    (QUANTIZED, ("quant", "cast_to_fp8", "to_fp8", "Float8Tensor", "cast_transpose")),
+    # also MindSpeed QAT's ``fakequant_func`` (a fake-quantization Function's ``apply``);
+    # not ``*quantization*`` / ``*quant_recipe*`` helpers, which may hand back the Parameter
+    (
+        QUANTIZED,
+        (
+            "quantize",
+            "fakequant",
+            "fake_quant",
+            "quant_fn",
+            "quant_func",
+            "cast_to_fp8",
+            "to_fp8",
+            "Float8Tensor",
+            "cast_transpose",
+        ),
+    ),
     (MATERIALIZED, ("all_gather", "gather_along", "unshard", "full_weight", "materialize")),
     (SAVED, ("restore_from_saved", "saved_tensors")),
 )

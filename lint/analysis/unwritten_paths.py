@@ -86,9 +86,10 @@ def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> Missi
 
 
 def _empty_arm(unit: Unit, writes: set[int], mark, blocked: frozenset[int], word: str | None):
-    """The first statement of an arm, written out in an ``if`` / ``elif`` / ``else`` whose
-    other side holds the writes, through which a path reaches the mark writing nothing
-    (``elif main_grad.dtype in (fp16, bf16): pass``): where the write was left out."""
+    """The first statement of an ``elif`` arm of an ``if`` whose other side holds the
+    writes, through which a path reaches the mark writing nothing (``elif main_grad.dtype
+    in (fp16, bf16): pass``): where the write was left out. An ``else: pass`` may be the
+    case with nothing to write (an expert given no tokens) and is left alone."""
     graph = unit.graph
     nodes = graph.nodes
     for branch in nodes:
@@ -101,7 +102,9 @@ def _empty_arm(unit: Unit, writes: set[int], mark, blocked: frozenset[int], word
             continue
         for succ, label in branch.succ:
             arm = succ if label not in labels else None
+            elif_arm = False
             while arm is not None and arm.kind == "if" and _inside(arm, branch.owner):
+                elif_arm = True
                 # an ``elif`` chain: the arm of it that goes on to the mark
                 arm = next(
                     (
@@ -113,9 +116,10 @@ def _empty_arm(unit: Unit, writes: set[int], mark, blocked: frozenset[int], word
                 )
             if (
                 arm is not None
+                and elif_arm
                 and arm.index not in blocked
                 and _inside(arm, branch.owner)
-                and not _mentions(unit, arm, word)
+                and _does_nothing(unit, arm, word)
                 and _reaches(graph, arm, mark, blocked)
                 # a run can take it: ``else: <no write>`` then ``if fuse and ...: <mark>``
                 # asks one test twice
@@ -127,14 +131,35 @@ def _empty_arm(unit: Unit, writes: set[int], mark, blocked: frozenset[int], word
     return None
 
 
-def _mentions(unit: Unit, arm, word: str | None) -> bool:
-    """The arm's block names the weight or main_grad (``w.main_grad[:] = g`` is a write the
-    hand-off facts do not list): only an arm that does neither is one that left the write
+# Calls an arm that left the write out may still make: it says something, nothing more.
+SAYING = frozenset({"warn", "warning", "info", "debug", "print", "log", "warn_once"})
+
+
+def _does_nothing(unit: Unit, arm, word: str | None) -> bool:
+    """The arm's block (an ``elif``'s body) neither names the weight or main_grad outside
+    what it prints (``w.main_grad[:] = g`` is a write the hand-off facts do not list), nor
+    raises or asserts, nor calls anything but a warning or a log line (a helper of another
+    file may write, one of this file may never return): only such an arm left the write
     out."""
     statement, side = arm.enclosing_ifs[0]
     block = statement.body if side == "body" else statement.orelse
-    names = {n.value for n in patterns.walk(block) if type(n) is cst.Name}
-    return word in names or "main_grad" in unit.context.code(block)
+    said: set[int] = set()
+    for node in patterns.walk(block):
+        kind = type(node)
+        if kind in (cst.Raise, cst.Assert):
+            return False
+        if kind is cst.Call:
+            if patterns.callee_name(node) not in SAYING:
+                return False
+            said.update(id(n) for n in patterns.walk(node))
+    for node in patterns.walk(block):
+        if id(node) in said:
+            continue
+        if type(node) is cst.Name and node.value == word:
+            return False
+        if type(node) is cst.Attribute and node.attr.value == patterns.MAIN_GRAD:
+            return False
+    return True
 
 
 def _inside(node, statement) -> bool:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 class_model = LazyModule("..analysis.class_model", __package__)
+patterns = LazyModule("..analysis.patterns", __package__)
 
 CODE = "GMLP054"
 RULE = Rule(
@@ -46,7 +47,11 @@ RULE = Rule(
         class of the file whose `backward_dw` runs `a`, some other member it runs is named
         nowhere outside that class (as `Y.b` or as the string `"b"`): code that runs the
         members one by one on purpose (a schedule running attention's and the MLP's
-        weight gradients in separate steps) names each.
+        weight gradients in separate steps) names each. Left alone: a function that also
+        calls `X.backward_dw()` itself (the member is run on purpose beside it, as
+        overlapped shared experts are), and members every Megatron layer kind has under
+        the same name (`linear_fc1`, `linear_proj`, `self_attention`, `mlp`, `experts`...),
+        for which the attribute's name cannot say which class `X` is.
 
         Not seen: classes of other files; members run through a loop or a list in the
         class's `backward_dw`; which class `X` is (the attribute's name decides).
@@ -109,6 +114,13 @@ MESSAGE = (
     "runs `{missing}`'s, which nothing here runs: those weight gradients never reach main_grad"
 )
 SELVES = frozenset({"self", "cls"})
+# Members every Megatron layer kind has under these names (attention's and the MLP's
+# projections, a transformer layer's halves): by the attribute's name alone, which class
+# ``X`` is cannot be told, so a call on them is not judged.
+GENERIC = frozenset(
+    {"linear_fc1", "linear_fc2", "linear_proj", "linear_qkv", "self_attention",
+     "cross_attention", "mlp", "experts", "shared_experts"}
+)  # fmt: skip
 
 
 def check(context: ModuleContext, out: Collector) -> None:
@@ -125,32 +137,49 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     for node in module.body:
         owner = node.name.value if type(node) is cst.ClassDef else None
-        for call in class_model.walk_all(node):
-            found = _bypass(call)
-            if found is None:
-                continue
-            attr = found
-            holders = [(n, c, run) for n, (c, run) in members.items() if attr in run and n != owner]
-            if not holders:
-                continue
-            missing = []
-            for name, cls, run in holders:
-                unnamed = [m for m in run if m != attr and not _named_outside(module, cls, m)]
-                if not unnamed:
-                    break
-                missing.append((name, unnamed))
-            else:
+        for function in class_model.walk_all(node):
+            if type(function) is cst.FunctionDef:
+                _check_function(context, function, owner, members, out)
+
+
+def _check_function(context, function, owner, members, out) -> None:
+    calls = [n for n in patterns.walk(function.body) if type(n) is cst.Call]
+    # ``layer.backward_dw()`` beside ``layer.shared_experts.backward_dw()``: the layer's own
+    # ran, and the member is run on purpose (one its own skips, as overlapped shared experts)
+    whole = {_receiver(call) for call in calls} - {None}
+    for call in calls:
+        found = _member_call(call)
+        if found is None or found[0] in SELVES or found[0] in whole or found[1] in GENERIC:
+            continue
+        attr = found[1]
+        holders = [(n, c, run) for n, (c, run) in members.items() if attr in run and n != owner]
+        missing = []
+        for name, cls, run in holders:
+            unnamed = [m for m in run if m != attr and not _named_outside(context.module, cls, m)]
+            if not unnamed:
+                break
+            missing.append((name, unnamed))
+        else:
+            if missing:
                 name, unnamed = missing[0]
-                out.report(
-                    CODE,
-                    call,
-                    MESSAGE.format(
-                        call=context.code(call).strip(),
-                        attr=attr,
-                        cls=name,
-                        missing="`, `".join(unnamed),
-                    ),
+                message = MESSAGE.format(
+                    call=context.code(call).strip(),
+                    attr=attr,
+                    cls=name,
+                    missing="`, `".join(unnamed),
                 )
+                out.report(CODE, call, message)
+
+
+def _receiver(call) -> str | None:
+    """``X`` for ``X.backward_dw()`` with ``X`` a plain name."""
+    if (
+        type(call.func) is cst.Attribute
+        and call.func.attr.value == "backward_dw"
+        and type(call.func.value) is cst.Name
+    ):
+        return call.func.value.value
+    return None
 
 
 def _members_run(cls) -> tuple[str, ...]:

@@ -430,11 +430,19 @@ def _named_for(lineage, attr: str, layers) -> tuple[str, str, cst.Call] | None:
                 other = _layer_dw_call(node, layers)
                 if other is None or other == attr:
                     continue
-                if attr in item.name.value:
+                if _names_layer(item.name.value, attr, layers):
                     return NAMED_FOR, other, node
                 if other in siblings:
                     beside.append((BESIDE, other, node))
     return beside[0] if len(beside) == 1 else None
+
+
+def _names_layer(method: str, attr: str, layers) -> bool:
+    """The method's name spells ``attr`` and no longer layer name containing it
+    (``_backward_fc2_latent_proj`` is named for ``fc2_latent_proj``, not ``latent_proj``)."""
+    if attr not in method:
+        return False
+    return not any(attr in other and other != attr and other in method for other in layers)
 
 
 def _layer_dw_call(node, layers) -> str | None:

@@ -29,9 +29,9 @@ RULE = Rule(
     ),
     flags=(
         "`self.M()` in `__init__` where `M` copies submodules' `_forward_pre_hooks` into a "
-        "list and registers a hook replaying it; a filter on `inspect.getmodule(hook) == X` "
-        "(or `is` / `in`, or `!=` then `continue`) over the pre-forward hooks a function "
-        "replays"
+        "list and registers a hook replaying it; a hooks list rebound to those with "
+        "`inspect.getmodule(hook) == X` (or `is`), or a replay loop that `continue`s past "
+        "those with `!=`"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209's shape). A fused implementation built from
@@ -53,14 +53,19 @@ RULE = Rule(
           distributed_data_parallel`), dropping Megatron-FSDP's and any other engine's
           (Megatron-LM warns about such hooks and runs them).
 
-        Seen: in a class, a method that walks `X._forward_pre_hooks` (`.values()`,
-        `.items()`, the dict) outside any nested function, appends to a list, and calls
-        `register_forward_pre_hook`; a call of that method (`self.M()`, as a statement or a
-        value) in the class's `__init__`. And anywhere: a comprehension `if` or an `if
-        ...: continue` over such hooks that tests `inspect.getmodule(<hook>)` for being one
-        module. Megatron-LM reads the registries inside the replaying hook on every call
-        (a construction-time snapshot can miss hooks DDP re-enables later); a snapshot
-        taken on first use is left alone here.
+        Seen: in a class, a method that copies `X._forward_pre_hooks` (`.values()`,
+        `.items()`, the dict) into a list outside any nested function (a loop appending,
+        or a list bound from a comprehension over them) and calls
+        `register_forward_pre_hook`; a call of that method (`self.M()`, as a statement or
+        a value) in the class's `__init__`. And anywhere in a file that replays such
+        hooks: a list of hooks rebound to those passing `inspect.getmodule(<hook>) == M`
+        (or `is`, either side: `hooks = [(m, h) for m, h in hooks if ...]`), or a loop
+        that calls one of its own variables (the replay) after `if inspect.getmodule(h) !=
+        M: continue`. Megatron-LM reads the registries inside the replaying hook on every
+        call (a construction-time snapshot can miss hooks DDP re-enables later); a
+        snapshot taken on first use is left alone here, as are hooks counted or listed to
+        warn about (`any(...)`, a list bound to another name) and a test keeping several
+        engines' hooks (`in (ddp, fsdp)`).
 
         Not seen: builders of other classes or files called from `__init__`, a call made
         through another method, filters spelled otherwise (a set of allowed hooks).
@@ -180,21 +185,52 @@ def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     if "_forward_pre_hooks" not in source or "register_forward_pre_hook" not in source:
         return
+    # names of lists a loop replays (``for m, hook in hooks: hook(m, ())``)
+    replayed = {
+        node.iter.value
+        for node in class_model.walk_all(context.module)
+        if type(node) is cst.For and type(node.iter) is cst.Name and _replays(node)
+    }
     for node in class_model.walk_all(context.module):
         kind = type(node)
         if kind is cst.ClassDef:
             _check_class(context, node, out)
-        # in a file that replays pre-forward hooks: a test of which module a hook comes
-        # from can only be choosing which to replay
-        elif kind in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
-            for clause in _for_clauses(node):
-                for test in clause.ifs:
-                    if _keeps_one_module(test.test, keep=True):
-                        out.report(CODE, test.test, FILTERED)
-        elif kind is cst.For:
+        # in a file that replays pre-forward hooks: the hooks list rebound to those of one
+        # module (``hooks = [h for h in hooks if getmodule(h) == ddp]``), or a replay loop
+        # that skips the others (``if getmodule(h) != ddp: continue`` before ``h(m, ())``)
+        elif kind is cst.Assign and len(node.targets) == 1:
+            test = _filtering_rebind(node, replayed)
+            if test is not None:
+                out.report(CODE, test, FILTERED)
+        elif kind is cst.For and _replays(node):
             for statement in node.body.body:
                 if _skips_others(statement):
                     out.report(CODE, statement, FILTERED)
+
+
+def _filtering_rebind(assign, replayed: set[str]) -> cst.BaseExpression | None:
+    """The test of ``L = [... for ... in L if getmodule(h) == M]``, or of such a list taken
+    from the hooks registry (``m._forward_pre_hooks.values()``) and replayed by a loop."""
+    target, value = assign.targets[0].target, assign.value
+    if type(target) is not cst.Name or type(value) not in (cst.ListComp, cst.GeneratorExp):
+        return None
+    clause = value.for_in
+    rebinds = type(clause.iter) is cst.Name and clause.iter.value == target.value
+    if not (rebinds or (target.value in replayed and _reads_hooks(clause.iter))):
+        return None
+    for test in clause.ifs:
+        if _keeps_one_module(test.test, keep=True):
+            return test.test
+    return None
+
+
+def _replays(loop) -> bool:
+    """The loop calls one of its own variables (``for m, hook in hooks: ... hook(m, ())``)."""
+    bound = {n.value for n in patterns.walk(loop.target) if type(n) is cst.Name}
+    return any(
+        type(sub) is cst.Call and type(sub.func) is cst.Name and sub.func.value in bound
+        for sub in patterns.walk(loop.body)
+    )
 
 
 def _check_class(context: ModuleContext, cls, out: Collector) -> None:
@@ -220,7 +256,10 @@ def _snapshots_hooks(method) -> bool:
     for node in patterns.walk(method.body):  # nested functions are not entered
         kind = type(node)
         if (kind is cst.For and _reads_hooks(node.iter) and _appends(node)) or (
-            kind in (cst.ListComp, cst.GeneratorExp) and _reads_hooks(node)
+            # a list bound or extended from the hooks (not ``any(...)`` of them, to warn)
+            kind in (cst.Assign, cst.AugAssign)
+            and type(node.value) in (cst.ListComp, cst.GeneratorExp)
+            and _reads_hooks(node.value)
         ):
             copies = True
         elif kind is cst.Call and patterns.callee_name(node) == "register_forward_pre_hook":
@@ -241,31 +280,26 @@ def _appends(loop) -> bool:
     )
 
 
-def _for_clauses(comprehension):
-    clause = comprehension.for_in
-    while clause is not None:
-        yield clause
-        clause = clause.inner_for_in
-
-
 def _keeps_one_module(test, keep: bool) -> bool:
-    """``inspect.getmodule(h) == M`` (``is``, ``in``) when ``keep``; ``!=`` (``is not``,
-    ``not in``) when not: the test passes for one module's hooks only."""
+    """``inspect.getmodule(h) == M`` (or ``is``; either side) when ``keep``; ``!=`` (``is
+    not``) when not: the test passes for one module's hooks only (``in (ddp, fsdp)`` keeps
+    several engines' and is left alone)."""
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return False
-    if patterns.callee_name(test.left) != "getmodule":
+    sides = (test.left, test.comparisons[0].comparator)
+    if not any(patterns.callee_name(side) == "getmodule" for side in sides):
         return False
     operator = type(test.comparisons[0].operator)
-    if keep:
-        return operator in (cst.Equal, cst.Is, cst.In)
-    return operator in (cst.NotEqual, cst.IsNot, cst.NotIn)
+    return operator in ((cst.Equal, cst.Is) if keep else (cst.NotEqual, cst.IsNot))
 
 
 def _skips_others(statement) -> bool:
-    """``if inspect.getmodule(h) != M: continue``."""
+    """``if inspect.getmodule(h) != M: continue`` (an indented or one-line suite)."""
     if type(statement) is not cst.If or not _keeps_one_module(statement.test, keep=False):
         return False
     body = statement.body.body
+    if type(statement.body) is cst.SimpleStatementSuite:
+        return len(body) == 1 and type(body[0]) is cst.Continue
     return (
         len(body) == 1
         and type(body[0]) is cst.SimpleStatementLine

@@ -234,8 +234,19 @@ def _restored_marks(unit: Unit) -> dict[int, cst.BaseExpression]:
     marks (``for p, v in runner.groundtruth_grad_added_to_main_grad.items():``): a CUDA-graph
     replay putting back the marks its capture made, which is marking as much as ``= True``."""
     found: dict[int, cst.BaseExpression] = {}
+    # marks saved by this function itself (``saved = {p: p.grad_added_to_main_grad ...}``
+    # before a warm-up, put back after it) restore old values, not a write made elsewhere
+    saved_here = {
+        t.target.value
+        for stmt, _ in unit.statements()
+        if type(stmt) is cst.Assign
+        for t in stmt.targets
+        if type(t.target) is cst.Name and patterns.GRAD_ADDED in unit.context.code(stmt.value)
+    }
     for stmt, _ in unit.statements():
         if type(stmt) is not cst.For or patterns.GRAD_ADDED not in unit.context.code(stmt.iter):
+            continue
+        if any(type(n) is cst.Name and n.value in saved_here for n in patterns.walk(stmt.iter)):
             continue
         bound = {n.value for n in patterns.walk(stmt.target) if type(n) is cst.Name}
         for inner, _ in module.iter_statements(module.suite_body(stmt.body)):
