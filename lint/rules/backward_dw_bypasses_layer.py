@@ -53,6 +53,9 @@ RULE = Rule(
         the same name (`linear_fc1`, `linear_proj`, `self_attention`, `mlp`, `experts`...),
         for which the attribute's name cannot say which class `X` is.
 
+        `X` may be any expression (`self.layers[i]`), or the member a local bound once to
+        it (`inner = layer.mtp_model_layer; inner.backward_dw()`).
+
         Not seen: classes of other files; members run through a loop or a list in the
         class's `backward_dw`; which class `X` is (the attribute's name decides).
     """,
@@ -143,15 +146,20 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _check_function(context, function, owner, members, out) -> None:
+    code = context.code
     calls = [n for n in patterns.walk(function.body) if type(n) is cst.Call]
+    # ``inner = layer.mtp_model_layer`` (bound once): ``inner.backward_dw()`` is the member's
+    aliases = _member_aliases(function)
     # ``layer.backward_dw()`` beside ``layer.shared_experts.backward_dw()``: the layer's own
     # ran, and the member is run on purpose (one its own skips, as overlapped shared experts)
-    whole = {_receiver(call) for call in calls} - {None}
+    whole = {code(call.func.value).strip() for call in calls if _calls_backward_dw(call)}
     for call in calls:
-        found = _member_call(call)
-        if found is None or found[0] in SELVES or found[0] in whole or found[1] in GENERIC:
+        member = _member(call, aliases)
+        if member is None:
             continue
-        attr = found[1]
+        holder, attr = code(member.value).strip(), member.attr.value
+        if holder in SELVES or holder in whole or attr in GENERIC:
+            continue
         holders = [(n, c, run) for n, (c, run) in members.items() if attr in run and n != owner]
         missing = []
         for name, cls, run in holders:
@@ -163,23 +171,43 @@ def _check_function(context, function, owner, members, out) -> None:
             if missing:
                 name, unnamed = missing[0]
                 message = MESSAGE.format(
-                    call=context.code(call).strip(),
-                    attr=attr,
-                    cls=name,
-                    missing="`, `".join(unnamed),
+                    call=code(call).strip(), attr=attr, cls=name, missing="`, `".join(unnamed)
                 )
                 out.report(CODE, call, message)
 
 
-def _receiver(call) -> str | None:
-    """``X`` for ``X.backward_dw()`` with ``X`` a plain name."""
-    if (
-        type(call.func) is cst.Attribute
-        and call.func.attr.value == "backward_dw"
-        and type(call.func.value) is cst.Name
-    ):
-        return call.func.value.value
-    return None
+def _calls_backward_dw(call) -> bool:
+    return type(call.func) is cst.Attribute and call.func.attr.value == "backward_dw"
+
+
+def _member(call, aliases):
+    """``X.a`` for ``X.a.backward_dw()`` (``X`` any expression: a name, ``self.layers[i]``),
+    or for ``m.backward_dw()`` with ``m`` a local bound once to ``X.a``."""
+    if not _calls_backward_dw(call):
+        return None
+    receiver = call.func.value
+    if type(receiver) is cst.Name:
+        return aliases.get(receiver.value)
+    return receiver if type(receiver) is cst.Attribute else None
+
+
+def _member_aliases(function) -> dict:
+    """Locals bound exactly once in the function, to an attribute ``X.a``."""
+    bound: dict[str, list] = {}
+    for node in patterns.walk(function.body):
+        if type(node) is cst.Assign:
+            for target in node.targets:
+                if type(target.target) is cst.Name:
+                    bound.setdefault(target.target.value, []).append(node.value)
+        elif type(node) in (cst.For, cst.CompFor, cst.AugAssign, cst.AnnAssign):
+            for sub in patterns.walk(node.target):
+                if type(sub) is cst.Name:
+                    bound.setdefault(sub.value, []).append(None)
+    return {
+        name: values[0]
+        for name, values in bound.items()
+        if len(values) == 1 and type(values[0]) is cst.Attribute
+    }
 
 
 def _members_run(cls) -> tuple[str, ...]:
@@ -188,32 +216,17 @@ def _members_run(cls) -> tuple[str, ...]:
     for item in cls.body.body:
         if type(item) is cst.FunctionDef and item.name.value == "backward_dw":
             for call in class_model.walk_all(item.body):
-                receiver = _member_call(call)
-                if receiver is not None:
-                    holder, attr = receiver
-                    if holder == "self" and attr not in run:
-                        run.append(attr)
+                if type(call) is not cst.Call:
+                    continue
+                member = _member(call, {})
+                if (
+                    member is not None
+                    and type(member.value) is cst.Name
+                    and member.value.value == "self"
+                    and member.attr.value not in run
+                ):
+                    run.append(member.attr.value)
     return tuple(run)
-
-
-def _member_call(call) -> tuple[str, str] | None:
-    """(X, a) for ``X.a.backward_dw()`` with ``X`` a plain name."""
-    if type(call) is not cst.Call or type(call.func) is not cst.Attribute:
-        return None
-    if call.func.attr.value != "backward_dw":
-        return None
-    member = call.func.value
-    if type(member) is not cst.Attribute or type(member.value) is not cst.Name:
-        return None
-    return member.value.value, member.attr.value
-
-
-def _bypass(call) -> str | None:
-    """``a`` for ``X.a.backward_dw()`` with ``X`` a name other than ``self`` / ``cls``."""
-    found = _member_call(call)
-    if found is None or found[0] in SELVES:
-        return None
-    return found[1]
 
 
 def _named_outside(module, cls, attr: str) -> bool:

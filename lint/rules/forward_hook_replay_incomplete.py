@@ -57,7 +57,8 @@ RULE = Rule(
         `.items()`, the dict) into a list outside any nested function (a loop appending,
         or a list bound from a comprehension over them) and calls
         `register_forward_pre_hook`; a call of that method (`self.M()`, as a statement or
-        a value) in the class's `__init__`. And anywhere in a file that replays such
+        a value) in the class's `__init__`, or of a method of the class that calls it (not
+        `forward`). And anywhere in a file that replays such
         hooks: a list of hooks rebound to those passing `inspect.getmodule(<hook>) == M`
         (or `is`, either side: `hooks = [(m, h) for m, h in hooks if ...]`), or a loop
         that calls one of its own variables (the replay) after `if inspect.getmodule(h) !=
@@ -67,8 +68,8 @@ RULE = Rule(
         warn about (`any(...)`, a list bound to another name) and a test keeping several
         engines' hooks (`in (ddp, fsdp)`).
 
-        Not seen: builders of other classes or files called from `__init__`, a call made
-        through another method, filters spelled otherwise (a set of allowed hooks).
+        Not seen: builders of other classes or files called from `__init__`, filters
+        spelled otherwise (`hook.__module__`, a set of allowed hooks).
     """,
     fix="""
         Build the fused implementation on first use (or read the submodules'
@@ -241,12 +242,38 @@ def _check_class(context: ModuleContext, cls, out: Collector) -> None:
     snapshots = {name for name, method in methods.items() if _snapshots_hooks(method)}
     if not snapshots:
         return
-    for node in patterns.walk(init.body):
+    for node, name in _self_calls(init):
+        # directly, or through methods of the class ``__init__`` calls (``self._setup()``)
+        reached = _reaches_snapshot(name, methods, snapshots)
+        if reached is not None:
+            out.report(CODE, node, EAGER.format(method=reached))
+
+
+def _self_calls(method):
+    """(call, name) for each ``self.name(...)`` in the method (nested functions not entered)."""
+    for node in patterns.walk(method.body):
         if type(node) is cst.Call and type(node.func) is cst.Attribute:
             receiver = node.func.value
-            name = node.func.attr.value
-            if type(receiver) is cst.Name and receiver.value == "self" and name in snapshots:
-                out.report(CODE, node, EAGER.format(method=name))
+            if type(receiver) is cst.Name and receiver.value == "self":
+                yield node, node.func.attr.value
+
+
+def _reaches_snapshot(name: str, methods, snapshots: set[str]) -> str | None:
+    """The snapshotting method ``self.name()`` is or calls (through the class's methods)."""
+    seen = {name}
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in snapshots:
+            return current
+        method = methods.get(current)
+        if method is None or current == "forward":
+            continue  # ``forward`` runs after the engines wrapped the model
+        for _, callee in _self_calls(method):
+            if callee not in seen:
+                seen.add(callee)
+                pending.append(callee)
+    return None
 
 
 def _snapshots_hooks(method) -> bool:
