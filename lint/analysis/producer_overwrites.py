@@ -313,13 +313,11 @@ def _from_main_grad(value, buffers: tensor_writes.Buffers) -> bool:
 
 
 def _reads_destination(value, dest, buffers: tensor_writes.Buffers) -> bool:
-    """The copied value reads the buffer it replaces (its text, or main_grad where the
-    destination is main_grad storage): what it holds already includes the old contents."""
+    """The copied value reads the buffer it replaces, as written (``grad.copy_(grad.float()
+    + wgrad)``): what it holds already includes the old contents."""
     code = buffers.unit.context.code
     text = code(dest).strip()
-    if any(code(sub).strip() == text for sub in patterns.walk(value)):
-        return True
-    return buffers.main_grad(dest) and patterns.MAIN_GRAD in code(value)
+    return any(code(sub).strip() == text for sub in patterns.walk(value))
 
 
 def _check_call(
