@@ -120,7 +120,6 @@ def _empty_arm(unit: Unit, writes: set[int], mark, blocked: frozenset[int], word
                 and arm.index not in blocked
                 and _inside(arm, branch.owner)
                 and _does_nothing(unit, arm, word)
-                and _reaches(graph, arm, mark, blocked)
                 # a run can take it: ``else: <no write>`` then ``if fuse and ...: <mark>``
                 # asks one test twice
                 and consistent_paths.passes_in_order(

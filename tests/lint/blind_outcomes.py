@@ -81,3 +81,22 @@ def print_table(variants) -> None:
         f"all: {sum(counts['caught'].values())} caught + {sum(counts['near'].values())} near"
         f" of {sum(total.values())}, {sum(twins.values())} twins reported"
     )
+
+
+def split_shape_problems(development, held_out, outcomes: Outcomes) -> list[str]:
+    """``shape_problems`` for a corpus split before measuring: 16 development variants, two
+    per class, and 8 held out, one per class."""
+    problems = shape_problems(development + held_out, outcomes, (3, 3))
+    if (len(development), len(held_out)) != (16, 8):
+        problems.append(f"{len(development)} development and {len(held_out)} held out")
+    if sorted(v.cls for v in held_out) != list(range(1, 9)):
+        problems.append("the held-out part is not one variant per class")
+    return problems
+
+
+def print_split_tables(development, held_out) -> None:
+    """The per-class tables of a split corpus, development then held out."""
+    print("development:")
+    print_table(development)
+    print("held out:")
+    print_table(held_out)
