@@ -79,6 +79,9 @@ RULE_MODULES = {
     "GMLP053": "main_grad_rebound_out_of_place",
     "GMLP054": "backward_dw_bypasses_layer",
     "GMLP055": "forward_hook_replay_incomplete",
+    "GMLP056": "hook_before_delayed_wgrad",
+    "GMLP057": "mark_without_requires_grad",
+    "GMLP058": "main_grad_set_up_after_backward",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

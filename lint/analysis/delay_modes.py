@@ -161,7 +161,7 @@ def _call_mode(call: cst.Call, dicts: dict[str, frozenset[str]]) -> frozenset[st
     if arg is not None:
         if patterns.is_false_literal(arg.value):
             return None
-        if _is_true(arg.value):
+        if patterns.is_true_literal(arg.value):
             return TRUE
         return terms(arg.value) or None  # a mode read from no term we know: unknown
     for arg in call.args:
@@ -198,7 +198,7 @@ def _entry_mode(target, value, tests) -> tuple[str, frozenset[str]] | None:
         return None
     if type(name) is not cst.Name or value is None or patterns.is_false_literal(value):
         return None
-    if _is_true(value):
+    if patterns.is_true_literal(value):
         return name.value, tests or TRUE
     found = terms(value)
     return (name.value, found) if found else None
@@ -214,10 +214,6 @@ def _literal_entry(value: cst.CSTNode) -> cst.CSTNode | None:
         arg = patterns.keyword_arg(value, DELAY)
         return arg.value if arg is not None else None
     return None
-
-
-def _is_true(expr: cst.CSTNode) -> bool:
-    return type(expr) is cst.Name and expr.value == "True"
 
 
 def _is_super_init(call: cst.Call) -> bool:

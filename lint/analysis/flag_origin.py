@@ -56,6 +56,11 @@ def gate_of(branch: Branch, out: Collector) -> Gate:
     direct = taint.direct(test)
     anchor: cst.CSTNode = names[0] if names and not direct else test
     cause = _cause(unit, test, names[0] if names else None, node, direct)
+    chosen = _chosen_where_defined(unit, names[0], node) if names and not direct else None
+    if chosen is not None:
+        anchor, defined_at = chosen
+        inner = _cause(unit, defined_at.value, anchor, defined_at.node, False)
+        cause = f"`{names[0].value}`, which its definition takes from {inner}"
     site = None if direct or not names else _caller_site(unit, names[0], node)
     if site is not None:
         # The helper is right for a right argument: point at the caller that hands it the
@@ -72,6 +77,24 @@ def gate_of(branch: Branch, out: Collector) -> Gate:
     text, atomic = replacement
     edits = tuple(out.replace(name, text if atomic else f"({text})") for name in names)
     return Gate(anchor, cause, Fix(f"Gate on `{text}`", edits, UNSAFE), text)
+
+
+def _chosen_where_defined(unit: Unit, name: cst.Name, node: Node) -> tuple[cst.Name, Def] | None:
+    """The downgraded flag inside the definition of ``name`` when that definition is the
+    bookkeeping decision itself (``use_dummy = hasattr(w, "grad_added_to_main_grad") and
+    accumulate``): the wrong flag was chosen there, and the tests that read ``name`` only
+    follow it. A local that is the downgraded flag itself (also the GEMM's ``accumulate``)
+    is reported where it gates."""
+    origin = unit.overwrite.origin(name.value, node)
+    if origin is None or origin.kind != "assign" or origin.value is None:
+        return None
+    value = origin.value
+    if not any(patterns.spells(sub, patterns.GRAD_ADDED) for sub in patterns.walk(value)):
+        return None
+    if unit.overwrite.direct(value):
+        return None
+    inner = unit.overwrite.tainted_names(value, origin.node)
+    return (inner[0], origin) if inner else None
 
 
 def _caller_site(unit: Unit, name: cst.Name, node: Node) -> cst.Arg | None:

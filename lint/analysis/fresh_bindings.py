@@ -8,6 +8,7 @@ the rule's module (lint/rules/weight_rebound_before_main_grad.py) reports the re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -99,6 +100,25 @@ def _chain_makes_new(value) -> bool:
     return False
 
 
+def surely_new_object(name: str, value) -> bool:
+    """The weight rebound through a chain on itself that surely makes a new object: a copy
+    (``clone``, ``detach``, ``deepcopy``) or a view at some link, or wrapped in a
+    ``Parameter``. ``w.contiguous()`` alone is not counted: on a contiguous Parameter it
+    returns the Parameter itself."""
+    if not isinstance(value, cst.Call):
+        return False
+    if patterns.callee_name(value) == "Parameter":
+        return True
+    if name not in {n.value for n in patterns.read_names(value)}:
+        return False
+    while type(value) is cst.Call and type(value.func) is cst.Attribute:
+        link = value.func.attr.value
+        if (link in FRESH_CALLS and link != "contiguous") or link in VIEW_CALLS:
+            return True
+        value = value.func.value
+    return False
+
+
 def bindings_read(unit: Unit, owner, node, fresh, lists):
     """The rebindings (of ``fresh``) and fresh lists (of ``lists``) that ``owner`` reads
     where ``node`` runs: the name's own binding, a list's item ``L[i]``, or a loop variable
@@ -115,3 +135,29 @@ def bindings_read(unit: Unit, owner, node, fresh, lists):
             if isinstance(sequence, cst.Name):
                 reaching = unit.reaching.reaching(sequence.value, d.node)
                 yield from (e for e in reaching if e in lists)
+
+
+# What a weakref is kept for: getting the Parameter object itself back in backward.
+COPYING_LINKS = frozenset({"detach", "clone", "data"})
+
+
+def dereferenced_copies(root) -> Iterator[cst.BaseExpression]:
+    """``ref().detach()`` / ``ref().clone()`` / ``ref().data``, where ``ref`` is named for
+    a weak reference (``ref``, ``origin_weight_ref``, ``self._weight_ref``): the Parameter
+    the reference gives back, replaced at once by a new object without its main_grad,
+    flags or hooks."""
+    for sub in patterns.walk(root):
+        if type(sub) is cst.Call and type(sub.func) is cst.Attribute:
+            link, receiver = sub.func.attr.value, sub.func.value
+        elif type(sub) is cst.Attribute:
+            link, receiver = sub.attr.value, sub.value
+        else:
+            continue
+        if link not in COPYING_LINKS or type(receiver) is not cst.Call or receiver.args:
+            continue
+        called = receiver.func
+        name = called.value if type(called) is cst.Name else None
+        if type(called) is cst.Attribute:
+            name = called.attr.value
+        if name is not None and name.lower().rstrip("_").endswith("ref"):
+            yield sub

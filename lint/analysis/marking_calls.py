@@ -67,6 +67,45 @@ def parameter_beside_restored(unit: Unit, subject, node) -> str | None:
     return owners.pop() if len(owners) == 1 else None
 
 
+# Transformer Engine's helpers that read a Parameter's per-parameter state for its ops.
+PARAMETER_STATE_READS = MAIN_GRAD_FETCHES | {"get_accumulate_flag_in_param"}
+
+
+def fetched_from_restored(
+    unit: Unit, helpers: marking_helpers.MarkingHelpers
+) -> Iterator[tuple[cst.Name, str]]:
+    """The converse of ``parameter_beside_restored``: (the argument, the marked Parameter as
+    written) for each fetch of main_grad or its flags handed a name restored from the saved
+    tensors (``get_main_grad_from_param(w)``, ``w.main_grad``) while the function marks one
+    other expression (``get_dummy_wgrads_for_params([linear_op.weight])``): the buffer is
+    looked up on the saved operand, not on the Parameter the bookkeeping names."""
+    code = unit.context.code
+    subjects = [(subject, node) for subject, _, node in marked_by_calls(unit, helpers)]
+    for stmt, _ in unit.statements():
+        found = patterns.attribute_set(stmt, patterns.GRAD_ADDED)
+        if found is not None:
+            subjects.append((found[0], unit.node_for(stmt)))
+    marked = {code(subject).strip() for subject, _ in subjects}
+    if len(marked) != 1:
+        return  # none, or several weights: which is whose is not known
+    # The marked object must be named apart from the saved tensors (``linear_op.weight``):
+    # a weight saved and restored itself is the Parameter (autograd hands back the object
+    # it was given), and Megatron's linear layers mark it so.
+    if any(type(s) is cst.Name and n is not None and _restored(unit, s, n) for s, n in subjects):
+        return
+    (param,) = marked
+    for root, node in unit.expression_roots():
+        for sub in patterns.walk(root):
+            owner = None
+            if type(sub) is cst.Call and patterns.callee_name(sub) in PARAMETER_STATE_READS:
+                args = patterns.positional_args(sub)
+                owner = args[0].value if args else None
+            elif patterns.is_attr(sub, patterns.MAIN_GRAD):
+                owner = sub.value
+            if type(owner) is cst.Name and owner.value != param and _restored(unit, owner, node):
+                yield owner, param
+
+
 def _restored(unit: Unit, name: cst.Name, node, depth: int = 2) -> bool:
     """Every binding of ``name`` reaching ``node`` takes it from saved tensors: unpacked
     (``(x, w) = ctx.saved_tensors``), indexed (``w = ctx.saved_tensors[1]``), or an item of

@@ -249,6 +249,21 @@ class ModuleContext:
     def _units_by_owner(self) -> dict[int, Unit]:
         return {id(unit.owner): unit for unit in self.units}
 
+    @cached_property
+    def _class_of_method(self) -> dict[int, cst.ClassDef]:
+        found: dict[int, cst.ClassDef] = {}
+        for unit in self.units:
+            if isinstance(unit.owner, cst.ClassDef):
+                for stmt, _ in iter_statements(unit.body):
+                    if isinstance(stmt, cst.FunctionDef):
+                        found[id(stmt)] = unit.owner
+        return found
+
+    def class_of(self, unit: Unit) -> cst.ClassDef | None:
+        """The class whose body defines ``unit`` as a method (``unit.parent`` skips it:
+        methods do not see class-level names)."""
+        return self._class_of_method.get(id(unit.owner))
+
     def shared(self, analysis: Callable[[ModuleContext], T]) -> T:
         """``analysis(self)``, computed once per file however many rules ask for it."""
         if analysis not in self._shared:

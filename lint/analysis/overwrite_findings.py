@@ -13,6 +13,7 @@ import libcst as cst
 
 from ..wgrad_words import names_hook
 from . import module, overwrite_switch, patterns, step_consumers, tensor_writes
+from .write_methods import ACCUMULATE_KEYWORDS
 
 if TYPE_CHECKING:
     from .collector import Collector
@@ -276,7 +277,17 @@ def _check_switch_never_read(
                 continue
             reported.add(id(at))
             message = IGNORED_MESSAGE.format(target=out.text(dest), how=how, switch=ignored[0])
-            out.report(CODE, at, message)
+            out.report(CODE, _switch_argument(at) or at, message)
+
+
+def _switch_argument(write) -> cst.Arg | None:
+    """The ``accumulate=False`` argument of a GEMM call, where the ignored switch belongs."""
+    if type(write) is not cst.Call:
+        return None
+    for arg in write.args:
+        if arg.keyword is not None and arg.keyword.value.lower() in ACCUMULATE_KEYWORDS:
+            return arg
+    return None
 
 
 STEP_MESSAGE = (

@@ -396,6 +396,10 @@ def is_none_like(expr: cst.CSTNode) -> bool:
     return False
 
 
+def is_true_literal(expr: cst.CSTNode) -> bool:
+    return type(expr) is cst.Name and expr.value == "True"
+
+
 def is_false_literal(expr: cst.CSTNode) -> bool:
     if isinstance(expr, cst.Name):
         return expr.value in ("False", "None")

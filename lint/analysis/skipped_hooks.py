@@ -158,7 +158,9 @@ def _reads_flag_set(expr: cst.CSTNode, subject: str) -> bool:
     ``is True`` / ``== True``."""
     if type(expr) is cst.Comparison and len(expr.comparisons) == 1:
         target = expr.comparisons[0]
-        if type(target.operator) in (cst.Is, cst.Equal) and _is_true(target.comparator):
+        if type(target.operator) in (cst.Is, cst.Equal) and patterns.is_true_literal(
+            target.comparator
+        ):
             expr = expr.left
         else:
             return False
@@ -166,10 +168,6 @@ def _reads_flag_set(expr: cst.CSTNode, subject: str) -> bool:
     if owner is None and patterns.is_attr(expr, patterns.GRAD_ADDED):
         owner = expr.value
     return type(owner) is cst.Name and owner.value == subject
-
-
-def _is_true(expr: cst.CSTNode) -> bool:
-    return type(expr) is cst.Name and expr.value == "True"
 
 
 # -- branch: a sibling branch fires for the same weights ----------------------------------
@@ -351,7 +349,7 @@ def _sets_flag(unit: Unit) -> bool:
     if not unit.survey.spells_grad_added:
         return False
     for stmt, _ in unit.statements():
-        if type(stmt) is cst.Assign and _is_true(stmt.value):
+        if type(stmt) is cst.Assign and patterns.is_true_literal(stmt.value):
             if any(patterns.is_attr(t.target, patterns.GRAD_ADDED) for t in stmt.targets):
                 return True
         elif type(stmt) is cst.Expr and patterns.callee_name(stmt.value) == "setattr":
@@ -359,7 +357,7 @@ def _sets_flag(unit: Unit) -> bool:
             if (
                 len(args) == 3
                 and patterns.string_is(args[1].value, patterns.GRAD_ADDED)
-                and _is_true(args[2].value)
+                and patterns.is_true_literal(args[2].value)
             ):
                 return True
     return False

@@ -169,20 +169,31 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
             else:
                 arguments = buffers.arguments(sub)
             target, given = switched_destination(sub, arguments, buffers)
-            if target is None:
-                continue
-            if given:
-                is_off = literal_off if buffers is None else buffers.off
-                off = all(is_off(value) for value in given)
-                yield target, "replace" if off else "accumulate", sub, "accumulate=False"
-            elif replaces_out(sub):
-                yield target, "replace", sub, "out=..."
+            # ``out=w.main_grad if fuse else None``: where anything is written, it is the arm
+            # that is a tensor (each arm, when both are).
+            for arm in _output_arms(target):
+                if given:
+                    is_off = literal_off if buffers is None else buffers.off
+                    off = all(is_off(value) for value in given)
+                    yield arm, "replace" if off else "accumulate", sub, "accumulate=False"
+                elif replaces_out(sub):
+                    yield arm, "replace", sub, "out=..."
         elif kind is cst.AugAssign and type(sub.operator) in (cst.AddAssign, cst.SubtractAssign):
             yield unsubscripted(sub.target), "accumulate", sub, "+="
         elif kind is cst.Assign:
             for target in sub.targets:
                 if type(target.target) is cst.Subscript:
                     yield target.target.value, "replace", sub, "an assignment into it"
+
+
+def _output_arms(target) -> list:
+    """The tensors an ``out=`` may name: itself, or the arms of a conditional that are not
+    None."""
+    if target is None:
+        return []
+    if type(target) is cst.IfExp:
+        return [a for a in (target.body, target.orelse) if not patterns.is_none_like(a)]
+    return [target]
 
 
 def switched_destination(call, arguments, buffers: Buffers | None):

@@ -64,16 +64,12 @@ def marked_subject(stmt: cst.CSTNode) -> cst.BaseExpression | None:
     ``setattr(X, "grad_added_to_main_grad", True)``; None otherwise (also for ``ctx``, where
     forward records whether the parameter has the attribute)."""
     found = patterns.attribute_set(stmt, patterns.GRAD_ADDED)
-    if found is None or not _is_true(found[1]):
+    if found is None or not patterns.is_true_literal(found[1]):
         return None
     subject = found[0]
     if isinstance(subject, cst.Name) and subject.value == "ctx":
         return None
     return subject
-
-
-def _is_true(expr: cst.CSTNode) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "True"
 
 
 def block_statements(block: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from ..analysis.collector import Collector
     from ..analysis.module import ModuleContext
 
+cst = LazyModule("libcst")
+polarity = LazyModule("..analysis.polarity", __package__)
 overrides = LazyModule("..analysis.overrides", __package__)
 
 CODE = "GMLP038"
@@ -221,9 +223,19 @@ MESSAGE_PREDICATE = (
 )
 
 
+MESSAGE_INVERTED = (
+    "`{method}` says yes only when the wgrad is not delayed (`{read}`): `backward_dw` asks "
+    "it before computing, so the work stored under delay_wgrad_compute is never computed, "
+    "and without the delay there is none to compute"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     if "backward_dw" not in context.source:
         return
+    if "delay_wgrad" in context.source:
+        for method, read in _inverted_predicates(context):
+            out.report(CODE, read, MESSAGE_INVERTED.format(method=method, read=out.text(read)))
     for dropped in context.shared(overrides.dropped_work):
         name = dropped.method.name
         if dropped.gate is not None:
@@ -240,3 +252,41 @@ def check(context: ModuleContext, out: Collector) -> None:
         else:
             message = MESSAGE_OWN.format(cls=dropped.class_name)
         out.report(CODE, dropped.at or name, message)
+
+
+def _inverted_predicates(context: ModuleContext):
+    """(method name, the negated read) for each ``need_backward_dw`` of a class of the file
+    whose every ``return`` requires the delay switch off (``return self.wgrad_store is not
+    None and not self.wgrad_store.delay_wgrad_compute()``)."""
+    for unit in context.units:
+        owner = unit.owner
+        if type(owner) is not cst.FunctionDef or owner.name.value not in overrides.TE_PREDICATES:
+            continue
+        if context.class_of(unit) is None:
+            continue
+        returns = [s.value for s, _ in unit.statements() if type(s) is cst.Return and s.value]
+        reads = []
+        for value in returns:
+            found = list(_delay_reads(value))
+            if not found or any(on for on, _ in found):
+                break
+            reads.append(found[0][1])
+        else:
+            if reads:
+                yield owner.name.value, reads[0]
+
+
+def _delay_reads(value):
+    """(read unnegated?, the read) for each read of the delay switch in ``value``."""
+    seen = []
+
+    def is_switch(read) -> bool:
+        expr = read.func if type(read) is cst.Call else read
+        word = expr.attr.value if type(expr) is cst.Attribute else getattr(expr, "value", None)
+        if isinstance(word, str) and "delay_wgrad" in word:
+            seen.append(read)
+            return True
+        return False
+
+    for on in polarity.polarities(value, is_switch):
+        yield on, seen[-1]

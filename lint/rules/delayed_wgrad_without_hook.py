@@ -226,7 +226,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     # A work helper of another file of the run may be called here under its own name (or
     # an alias, which its ``from`` import spells beside the name).
     helpers = context.wgrad_work_helpers
-    if not _may_defer(context.source) and not any(n in context.source for n in helpers):
+    if not may_defer(context.source) and not any(n in context.source for n in helpers):
         return
     facts = context.shared(delayed_work.file_facts)
     announced = _announced_by_backward_dw(context)
@@ -248,7 +248,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                 break  # one finding per function: the first work left unannounced
 
 
-def _may_defer(source: str) -> bool:
+def may_defer(source: str) -> bool:
     """The text spells some delayed work ``delayed_work`` can find (a superset: a store or
     graph named for deferred wgrads taken from, replayed or looped over, or any replay in a
     file with a ``backward_dw``). A helper's work needs direct work somewhere in the file,

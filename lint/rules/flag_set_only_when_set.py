@@ -145,7 +145,9 @@ def _required_true(expr):
     """The object whose flag ``expr`` requires to be true, else None."""
     if type(expr) is cst.Comparison and len(expr.comparisons) == 1:
         target = expr.comparisons[0]
-        if type(target.operator) in (cst.Is, cst.Equal) and _is_true(target.comparator):
+        if type(target.operator) in (cst.Is, cst.Equal) and patterns.is_true_literal(
+            target.comparator
+        ):
             expr = expr.left
     if type(expr) is cst.Call and patterns.callee_name(expr) == "bool" and len(expr.args) == 1:
         expr = expr.args[0].value
@@ -168,7 +170,7 @@ def _sets_true(body, subject: str, out: Collector) -> bool:
     """``subject.grad_added_to_main_grad = True`` (or ``setattr``) somewhere in ``body``
     (``walk`` does not enter nested functions and classes)."""
     for node in patterns.walk(body):
-        if type(node) is cst.Assign and _is_true(node.value):
+        if type(node) is cst.Assign and patterns.is_true_literal(node.value):
             for target in node.targets:
                 flag = target.target
                 if (
@@ -181,7 +183,7 @@ def _sets_true(body, subject: str, out: Collector) -> bool:
             if (
                 len(args) == 3
                 and patterns.string_value(args[1].value) == patterns.GRAD_ADDED
-                and _is_true(args[2].value)
+                and patterns.is_true_literal(args[2].value)
                 and out.context.code(args[0].value).strip() == subject
             ):
                 return True
@@ -215,7 +217,3 @@ def _changes(body, subject, out: Collector) -> bool:
 
 def _bound_names(target) -> set[str]:
     return {n.value for n in patterns.walk(target) if type(n) is cst.Name}
-
-
-def _is_true(expr) -> bool:
-    return type(expr) is cst.Name and expr.value == "True"

@@ -243,6 +243,11 @@ RESTORED = (
     "unmarked although main_grad was written and its hook adds the dummy into it; hand "
     "`{call}` the Parameter (`{param}`)"
 )
+FETCHED = (
+    "main_grad is looked up on `{subject}`, restored from the saved tensors, while this "
+    "function marks `{param}`: the saved operand is not the Parameter (an FP8 copy, a "
+    "gathered weight) and has no main_grad or flags of its own; look it up on `{param}`"
+)
 EFFECTS = {
     "main_grad": "the weight gradient is read from or written into a buffer Megatron never "
     "reduces (or the read fails)",
@@ -292,8 +297,18 @@ def _check_marking_calls(unit: Unit, out: Collector) -> None:
         _Reporter(unit, objects, node, out)(subject, what, "flag")
 
 
+def _check_fetches(unit: Unit, out: Collector) -> None:
+    """main_grad (or its flag) looked up on a tensor restored from the saved tensors while
+    the function marks the Parameter under another name: one finding, at the first."""
+    helpers = unit.context.shared(marking_helpers.MarkingHelpers)
+    for owner, param in marking_calls.fetched_from_restored(unit, helpers):
+        out.report(CODE, owner, FETCHED.format(subject=owner.value, param=param))
+        return
+
+
 def _check_unit(unit: Unit, out: Collector) -> None:
     _check_marking_calls(unit, out)
+    _check_fetches(unit, out)
     uses = stand_in_uses
     candidates = [
         c for c in uses.candidates(unit) if c[4] == "weakref" or uses.may_stand_in(unit, *c[:2])

@@ -18,6 +18,7 @@ forward_rebinds = LazyModule("..analysis.forward_rebinds", __package__)
 fresh_aliases = LazyModule("..analysis.fresh_aliases", __package__)
 fresh_bindings = LazyModule("..analysis.fresh_bindings", __package__)
 parameter_attributes = LazyModule("..analysis.parameter_attributes", __package__)
+saved_rebinds = LazyModule("..analysis.saved_rebinds", __package__)
 
 CODE = "GMLP015"
 RULE = Rule(
@@ -279,6 +280,20 @@ LIST_MESSAGE = (
 )
 
 
+SAVED_MESSAGE = (
+    "`{name}` is rebound here to a new object ({how}) and handed to backward, which reads "
+    "`{attr}` from it at line {line}: the copy carries no main_grad or flags of the "
+    "Parameter; save the Parameter itself"
+)
+
+
+DEREF_MESSAGE = (
+    "`{copy}` replaces the Parameter the weak reference gives back with a new object at "
+    "once: it has none of the main_grad, flags or hooks the reference was kept to reach; "
+    "use the dereferenced Parameter itself"
+)
+
+
 FLAG_MESSAGE = (
     "`grad_added_to_main_grad` is set here on a fresh copy of the weight (made by `{how}` at "
     "line {line}): Megatron's hooks read the flag from the Parameter, which stays unmarked; "
@@ -328,6 +343,34 @@ def check(context: ModuleContext, out: Collector) -> None:
             reported = _check_unit(unit, out)
         if unit.survey.spells_grad_added:
             _check_flags(unit, out, reported)
+        if unit.name == saved_rebinds.FORWARD and "main_grad" in context.source:
+            _check_saved(unit, out)
+    if "main_grad" in context.source and "ref()." in context.source:
+        for unit in context.units:
+            for root, _ in unit.expression_roots():
+                for copy in fresh_bindings.dereferenced_copies(root):
+                    out.report(CODE, copy, DEREF_MESSAGE.format(copy=_one_line(out.text(copy))))
+
+
+def _check_saved(unit: Unit, out: Collector) -> None:
+    """A copy made in ``forward`` and read as the weight by the ``backward`` beside it."""
+    fresh = {
+        d
+        for d in unit.graph.defs
+        if d.kind == "assign" and fresh_bindings.surely_new_object(d.name, d.value)
+    }
+    done: set[int] = set()
+    for found in saved_rebinds.saved_copy_reads(unit, fresh):
+        if found.fresh.index in done:
+            continue
+        done.add(found.fresh.index)
+        message = SAVED_MESSAGE.format(
+            name=found.fresh.name,
+            how=unit.context.code(found.fresh.value.func).strip(),
+            attr=found.attribute,
+            line=unit.context.line_of(found.read),
+        )
+        out.report(CODE, found.fresh.node.owner, message)
 
 
 def _one_line(text: str) -> str:

@@ -35,6 +35,18 @@ OP_LEVEL_NAMES = (
 )
 
 MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
+    ("rename-ctx-attrs", "GMLP057"): (
+        "the requires-grad switch is recognised by its spelling (requires_grad with weight "
+        "or wgrad, requires_wgrad: its page); `ctx.fc1_weight_requires_grad` renamed away, "
+        "the function reads no switch",
+        frozenset({"GMLP057-invalid-0"}),
+    ),
+    ("rename-locals", "GMLP057"): (
+        "the block must read main_grad, recognised by its spelling (`.main_grad`, a name "
+        "holding the word: its page); the parameter `main_grad` renamed away, the dummy is "
+        "sized from any tensor",
+        frozenset({"GMLP057-invalid-0"}),
+    ),
     ("rename-locals", "GMLP037"): (
         "GMLP032 tells a product of the weight (the input gradient) from a weight gradient "
         "by the operand's name (weight*, param*, w; its page); renamed `wf`, the input "
@@ -217,6 +229,11 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
 }
 
 FALSE_ALARMS: dict[tuple[str, str], str] = {
+    ("rename-ctx-attrs", "GMLP057-valid-0"): (
+        "GMLP006 takes a mark nested under a test that names nothing about weights or "
+        "gradients for one gated on an unrelated switch (its page): "
+        "`ctx.fc1_weight_requires_grad` renamed `ctx.fwrg_kept` is such a test"
+    ),
     ("rename-ctx-attrs", "class2-blind6-flat-buffer-split-views-returned-as-expert-grads-twin"): (
         "GMLP032 tells a product of the weight (the input gradient) from a weight gradient "
         "by the operand's name (weight*, param*, w; its page): `ctx.stacked_weight` renamed "

@@ -1,0 +1,169 @@
+"""GMLP056: a function that runs the delayed weight-gradient work fires the hooks on a path
+that skipped that work."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+delayed_work = LazyModule("..analysis.delayed_work", __package__)
+paths = LazyModule("..analysis.paths", __package__)
+gmlp019 = LazyModule(".delayed_wgrad_without_hook", __package__)
+
+CODE = "GMLP056"
+RULE = Rule(
+    code=CODE,
+    classes=(5,),
+    name="hook-before-delayed-wgrad",
+    summary=(
+        "A function that runs the delayed weight-gradient work fires the grad-accumulation "
+        "/ reduce hooks on a path that has not run that work and leaves without it."
+    ),
+    flags=(
+        "a hook firing (as GMLP019 sees one) reached from the function's entry on a path "
+        "through none of its delayed work (`<wgrad store>.pop()`, a wgrad graph's "
+        "`replay()`, a loop over deferred wgrads, a helper doing one of these), from which "
+        "a way out is reached still without the work, in a function that does the work on "
+        "another path"
+    ),
+    explanation="""
+        Issue #19, class 5 (hooks without bookkeeping). Under `delay_wgrad_compute` the
+        hooks a `backward_dw` fires tell Megatron's DDP that the weights' gradients are in
+        main_grad (or `.grad`) and may be reduced. They belong after the delayed work. A
+        path that fires them and leaves without popping the wgrad store announces a
+        gradient that is not there: DDP reduces main_grad without this microbatch's weight
+        gradient, and the work still queued in the store is either lost or lands later,
+        after the reduce, unannounced. Blind corpus 12 found three spellings in
+        Transformer Engine forks' `backward_dw`: firing under `if not
+        self.need_backward_dw():` before the `return`, firing when the store is empty,
+        and a subclass firing and returning under `fuse_wgrad_accumulation` before the pop
+        (the fused path still defers its GEMMs into main_grad).
+
+        GMLP019 holds the other half (work done, no hook after it). Together: on every
+        path out of the function, the hooks fire if and only if the work ran.
+
+        Classes caught: 5.
+
+        Seen: the work and the firings as GMLP019 finds them (by what the function does,
+        `lint/analysis/delayed_work.py`); a firing node reachable from the entry through no
+        work node, with a way out reachable from it through no work node. A firing under
+        `try` whose work is in the same `try` is judged on the control-flow graph like
+        any other.
+
+        Not seen: a function whose only work is a helper of another file that is a method,
+        or work under names that do not say deferred weight gradients (as GMLP019); hooks
+        fired for other modules than the popped one (any firing counts); firing on the
+        empty-store path when the class computes its weight gradients at once in that
+        case and marks none of them to skip autograd's hook (no such code was seen).
+    """,
+    fix="""
+        Fire the hooks only after the work: leave the early `return` paths without firing,
+        or pop the store before firing. No automatic fix.
+    """,
+    fix_summary="none (fire the hooks after the delayed work only)",
+    valid=(
+        Example(
+            """
+            class Linear(BaseModule):
+                def backward_dw(self):
+                    if not self.need_backward_dw():
+                        return
+                    (wgrad, bgrad), _ = self.wgrad_store.pop()
+                    if not self.fuse_wgrad_accumulation:
+                        accumulate_grad(self.weight, wgrad)
+                    self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """
+        ),
+        Example(
+            """
+            class GroupedLinear(BasicOperation):
+                def backward_dw(self):
+                    if self.wgrad_store.context is None or self.wgrad_store.context.empty():
+                        return
+                    _, tensor_list = self.wgrad_store.pop()
+                    if self._accumulate_into_main_grad:
+                        self._trigger_wgrad_accumulation_and_reduce_hooks()
+                        return
+                    accumulate_grad(self.weight, tensor_list[2][0])
+                    self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class Linear(BaseModule):
+                def backward_dw(self):
+                    if not self.need_backward_dw():
+                        self._trigger_wgrad_accumulation_and_reduce_hooks()
+                        return
+                    (wgrad, bgrad), _ = self.wgrad_store.pop()
+                    if not self.fuse_wgrad_accumulation:
+                        accumulate_grad(self.weight, wgrad)
+                    self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            class FusedLinear(Linear):
+                def backward_dw(self):
+                    if self.fuse_wgrad_accumulation:
+                        for hook in self.wgrad_accumulation_and_reduce_hooks:
+                            hook()
+                        return
+                    (wgrad, _), _ = self.wgrad_store.pop()
+                    accumulate_grad(self.weight, wgrad)
+                    for hook in self.wgrad_accumulation_and_reduce_hooks:
+                        hook()
+            """,
+            line=5,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGE = (
+    "`{name}` fires the grad-accumulation / reduce hooks here on a path that has not run "
+    "its delayed weight-gradient work and leaves without it: DDP reduces main_grad (or "
+    "takes `.grad`) before this microbatch's weight gradient is in it, and the work left "
+    "in the store lands after the reduce or never"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    helpers = context.wgrad_work_helpers
+    if not gmlp019.may_defer(context.source) and not any(n in context.source for n in helpers):
+        return
+    facts = context.shared(delayed_work.file_facts)
+    for unit in context.units:
+        if type(unit.owner) is not cst.FunctionDef:
+            continue
+        # A helper called elsewhere in the file is judged with its callers (GMLP019 too).
+        if delayed_work.is_helper_of_file(unit, facts) or not delayed_work.may_work(unit, facts):
+            continue
+        work = delayed_work.work_calls(unit, facts)
+        if not work:
+            continue
+        work_nodes = [node for _, node in work]
+        work_indices = {node.index for node in work_nodes}
+        for fired in delayed_work.notifying_nodes(unit, facts):
+            if fired.owner is None or type(fired.owner) in (cst.For, cst.While):
+                # the head of a loop whose body fires (the firing statements in it are
+                # judged themselves: a body may do the work first), or the end of an exit
+                # stack's block (its callbacks run after whatever the block did)
+                continue
+            if paths.reachable_avoiding(unit.graph, fired, work_indices) and paths.exits_avoiding(
+                unit.graph, fired, work_nodes
+            ):
+                out.report(CODE, fired.owner, MESSAGE.format(name=unit.name))
+                break  # one finding per function: the first early firing

@@ -1,0 +1,139 @@
+"""GMLP058: main_grad set up after the backward that writes it, or where no run reaches."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+# The parser and the analyses load on the first check, not with the documentation.
+cst = LazyModule("libcst")
+late_main_grads = LazyModule("..analysis.late_main_grads", __package__)
+
+CODE = "GMLP058"
+RULE = Rule(
+    code=CODE,
+    classes=(8,),
+    name="main-grad-set-up-after-backward",
+    summary=(
+        "A function that sets up the parameters' main_grad and runs backward does so only "
+        "after every backward, or under a test no run passes: the fused wgrad of the "
+        "backwards finds no main_grad."
+    ),
+    flags=(
+        "a call of a helper binding `p.main_grad` (a function of the file, or one named for "
+        "setting main_grad up: `init_main_grads`), or such a binding, that no run of the "
+        "function reaches before any `X.backward(...)` it makes (reported at the set-up), "
+        "or that no run reaches at all, its test repeating one that sent every run "
+        "elsewhere (reported at that test)"
+    ),
+    explanation="""
+        Issue #19, class 8 (Megatron-LM #5209's shape: main_grad not made available before
+        the fused ops run). Code that drives modules built with
+        `accumulate_into_main_grad` / `fuse_wgrad_accumulation` outside Megatron's DDP
+        (benchmarks, tests, integration shims) gives each parameter its fp32 `main_grad`
+        itself; the weight-gradient GEMMs of the backward write into it. Blind corpus 12
+        found two regressions of Transformer Engine's grouped-MLP benchmark: the set-up
+        moved after the steps, and guarded by `accumulate_into_main_grad and fwd_only`
+        after an `if fwd_only: ... return` (never true there).
+
+        Seen: in one function, statements calling a set-up (a function of the file that
+        binds `X.main_grad`, or a callee named with main_grad and init / alloc / setup /
+        create / make / prepare / reset) or binding `X.main_grad` themselves, and calls
+        `X.backward(...)` (not `self`, `ctx`, a class or `super()`). Judged over the runs
+        `consistent_paths` allows (a test repeated later is taken the same way): no run
+        reaches any set-up while some run reaches a backward (reported at the test around
+        the first set-up), or no run passes a set-up and then a backward (reported at the
+        set-up).
+
+        Not seen: the set-up and the backward in different functions (a fixture, a
+        caller); a set-up that runs before backwards on some runs and not others (a guard
+        on the fusion switch is how correct code reads); helpers of another file under
+        other names.
+    """,
+    fix="""
+        Set up main_grad before the first forward-backward, on every run that accumulates
+        into it. No automatic fix.
+    """,
+    fix_summary="none (set up main_grad before the backward)",
+    valid=(
+        Example(
+            """
+            def run_steps(module, x, dy, num_steps, accumulate_into_main_grad):
+                if accumulate_into_main_grad:
+                    init_main_grads(module)
+                for _ in range(num_steps):
+                    out = module(x)
+                    out.backward(dy)
+                return out
+            """
+        ),
+        Example(
+            """
+            def train(module, batches):
+                for x, dy in batches:
+                    out = module(x)
+                    out.backward(dy)
+                    init_main_grads(module)
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            def run_steps(module, x, dy, num_steps, accumulate_into_main_grad):
+                for _ in range(num_steps):
+                    out = module(x)
+                    out.backward(dy)
+                if accumulate_into_main_grad:
+                    init_main_grads(module)
+                return out
+            """,
+            line=6,
+        ),
+        Example(
+            """
+            def run_steps(module, x, dy, num_steps, fwd_only, accumulate_into_main_grad):
+                if fwd_only:
+                    return module(x)
+                if accumulate_into_main_grad and fwd_only:
+                    init_main_grads(module)
+                out = module(x)
+                out.backward(dy)
+                return out
+            """,
+            line=4,
+        ),
+    ),
+)
+
+
+# -- the check ------------------------------------------------------------------------
+MESSAGES = {
+    False: (
+        "`{call}` sets up main_grad only after every backward of this function: the fused "
+        "weight-gradient GEMMs of those backwards find no main_grad (AttributeError, or a "
+        "stale buffer); set it up before the first backward"
+    ),
+    True: (
+        "no run reaches `{call}` under this test (it repeats a test that already sent every "
+        "run elsewhere), yet the function runs backward: the fused weight-gradient GEMMs "
+        "find no main_grad"
+    ),
+}
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "main_grad" not in context.source or ".backward(" not in context.source:
+        return
+    helpers = context.shared(late_main_grads.binders)
+    for unit in context.units:
+        if type(unit.owner) is not cst.FunctionDef or "backward" not in unit.survey.calls:
+            continue
+        for found in late_main_grads.late_setups(unit, helpers):
+            out.report(CODE, found.anchor, MESSAGES[found.dead].format(call=found.call))
