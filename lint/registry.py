@@ -82,6 +82,7 @@ RULE_MODULES = {
     "GMLP056": "hook_before_delayed_wgrad",
     "GMLP057": "mark_without_requires_grad",
     "GMLP058": "main_grad_set_up_after_backward",
+    "GMLP059": "delayed_layer_left_out_of_flush",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

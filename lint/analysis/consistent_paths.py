@@ -26,10 +26,15 @@ STATE_LIMIT = 20_000
 
 
 def passes_in_order(
-    graph: Graph, waypoints: Sequence[Node], blocked: Sequence[frozenset[int]]
+    graph: Graph,
+    waypoints: Sequence[Node],
+    blocked: Sequence[frozenset[int]],
+    on_limit: bool = False,
 ) -> bool:
     """Some run from the entry passes ``waypoints`` in order; after passing waypoint ``i``
-    (and before the next) it enters no node of ``blocked[i]``."""
+    (and before the next) it enters no node of ``blocked[i]``. ``on_limit`` is the answer
+    when the search gives up: False for a rule that reports where a run is found, True for
+    one that reports where none is."""
     goal = len(waypoints)
     start = (graph.entry.index, frozenset(), _passed(graph.entry, waypoints, 0))
     if start[2] == goal:
@@ -55,7 +60,7 @@ def passes_in_order(
             state = (succ.index, after, reached)
             if state not in seen:
                 if len(seen) >= STATE_LIMIT:
-                    return False
+                    return on_limit
                 seen.add(state)
                 stack.append(state)
     return False

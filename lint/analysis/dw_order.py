@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import paths, patterns
+from . import paths, patterns, unflushed_layers
 from .cfg import Node
+from .helper_facts import last_name
 from .module import ModuleContext
 
 FLUSH = "backward_dw"
@@ -33,6 +34,7 @@ class EarlyFlush:
     call: cst.Call  # ``R.backward_dw()``
     receiver: str  # ``R``, as written
     backward_line: int  # the ``R.backward(...)`` it precedes
+    helper: bool = False  # a flush helper called before the call running that backward
 
 
 def _calls(root: cst.CSTNode, method: str) -> Iterator[tuple[cst.Call, cst.CSTNode]]:
@@ -54,7 +56,7 @@ def _own_calls(body, method: str) -> Iterator[tuple[cst.Call, cst.CSTNode]]:
 def early_flushes(context: ModuleContext) -> list[EarlyFlush]:
     if FLUSH not in context.source:
         return []
-    found = []
+    found = _early_helper_flushes(context)
     for unit in context.units:
         if not isinstance(unit.owner, cst.FunctionDef):
             continue
@@ -82,4 +84,78 @@ def early_flushes(context: ModuleContext) -> list[EarlyFlush]:
             if paths.reachable_avoiding(unit.graph, node, indices) and paths.reaches(node, indices):
                 line = min(context.line_of(c) for _, c in later)
                 found.append(EarlyFlush(call, receiver, line))
+    return found
+
+
+def _flushed_components(context: ModuleContext, name: str) -> set[str]:
+    """What a call of ``name`` flushes, by the last names of the components: for a function
+    of the file, those whose layers it calls ``backward_dw()`` on (``shared_experts`` for
+    ``layer.mlp.shared_experts``); for any function named for the flush
+    (``call_shared_experts_backward_dw``, defined in another file), the rest of its name."""
+    found = set(_helper_components(context).get(name, ()))
+    if FLUSH in name:
+        stem = name.replace(FLUSH, "").strip("_")
+        for prefix in ("call_", "run_", "do_"):
+            stem = stem.removeprefix(prefix)
+        if len(stem) > 3:
+            found.add(stem)
+    return found
+
+
+def _helper_components(context: ModuleContext) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for unit in context.units:
+        if isinstance(unit.owner, cst.FunctionDef):
+            for component, _, _, method in unflushed_layers.layer_calls(unit):
+                if method == FLUSH and component not in OWN:
+                    found.setdefault(unit.name, set()).add(component.rsplit(".", 1)[-1])
+    return found
+
+
+def _early_helper_flushes(context: ModuleContext) -> list[EarlyFlush]:
+    """A flush helper of the file called before the call that runs the same component's
+    backward (``call_shared_experts_backward_dw(self)`` before
+    ``run_graph_backward(self.shared_experts_graph, ...)``), the component matched by its
+    last name appearing in the backward call's arguments."""
+    found = []
+    code = context.code
+    for unit in context.units:
+        if not isinstance(unit.owner, cst.FunctionDef):
+            continue
+        named = {c for c in unit.survey.calls if FLUSH in c} | (
+            unit.survey.calls & set(_helper_components(context))
+        )
+        helpers = {c: parts for c in named if (parts := _flushed_components(context, c))}
+        if not helpers:
+            continue
+        flushes: list[tuple[cst.Call, set[str], Node]] = []
+        backwards: list[tuple[cst.Call, set[str], Node]] = []
+        for root, node in unit.expression_roots():
+            for sub in patterns.walk(root):
+                if type(sub) is not cst.Call or type(sub.func) is not cst.Name:
+                    continue
+                name = sub.func.value
+                if name in helpers:
+                    flushes.append((sub, helpers[name], node))
+                elif BACKWARD in name and FLUSH not in name:
+                    backwards.append((sub, _argument_components(sub), node))
+        for call, components, node in flushes:
+            later = [(c, n) for c, names, n in backwards if names & components]
+            indices = {n.index for _, n in later}
+            if not later or node.index in indices:
+                continue
+            if paths.reachable_avoiding(unit.graph, node, indices) and paths.reaches(node, indices):
+                line = min(context.line_of(c) for c, _ in later)
+                found.append(EarlyFlush(call, code(call.func), line, helper=True))
+    return found
+
+
+def _argument_components(call: cst.Call) -> set[str]:
+    """The components a backward call's arguments name: the last name of each argument,
+    without a ``_graph`` suffix (``self.shared_experts_graph`` -> ``shared_experts``)."""
+    found = set()
+    for arg in call.args:
+        name = last_name(arg.value)
+        if name:
+            found.add(name.removesuffix("_graphs").removesuffix("_graph"))
     return found

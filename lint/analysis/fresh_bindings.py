@@ -141,23 +141,40 @@ def bindings_read(unit: Unit, owner, node, fresh, lists):
 COPYING_LINKS = frozenset({"detach", "clone", "data"})
 
 
-def dereferenced_copies(root) -> Iterator[cst.BaseExpression]:
-    """``ref().detach()`` / ``ref().clone()`` / ``ref().data``, where ``ref`` is named for
-    a weak reference (``ref``, ``origin_weight_ref``, ``self._weight_ref``): the Parameter
-    the reference gives back, replaced at once by a new object without its main_grad,
-    flags or hooks."""
-    for sub in patterns.walk(root):
-        if type(sub) is cst.Call and type(sub.func) is cst.Attribute:
-            link, receiver = sub.func.attr.value, sub.func.value
-        elif type(sub) is cst.Attribute:
-            link, receiver = sub.attr.value, sub.value
-        else:
-            continue
-        if link not in COPYING_LINKS or type(receiver) is not cst.Call or receiver.args:
-            continue
-        called = receiver.func
-        name = called.value if type(called) is cst.Name else None
-        if type(called) is cst.Attribute:
-            name = called.attr.value
-        if name is not None and name.lower().rstrip("_").endswith("ref"):
-            yield sub
+def dereferenced_copies(stmt) -> Iterator[cst.BaseExpression]:
+    """``w = ref().detach()`` / ``.clone()`` / ``.data`` (also an element of a list built by
+    a comprehension, or an arm of a conditional there), where ``ref`` is named for a weak
+    reference (``ref``, ``origin_weight_ref``, ``self._weight_ref``) and the name bound is a
+    weight's (``weight``, ``param``): the Parameter the reference gives back, replaced at
+    once by a new object without its main_grad, flags or hooks. A copy taken on into a
+    longer chain (``ref().detach().float()``: values for a norm) is no weight."""
+    if type(stmt) is not cst.Assign or len(stmt.targets) != 1:
+        return
+    target = stmt.targets[0].target
+    if type(target) is not cst.Name or not any(w in target.value.lower() for w in WEIGHT_WORDS):
+        return
+    value = stmt.value
+    if type(value) in (cst.ListComp, cst.GeneratorExp):
+        value = value.elt
+    for arm in (value.body, value.orelse) if type(value) is cst.IfExp else (value,):
+        if _dereferenced_copy(arm):
+            yield arm
+
+
+WEIGHT_WORDS = ("weight", "param")
+
+
+def _dereferenced_copy(sub) -> bool:
+    if type(sub) is cst.Call and type(sub.func) is cst.Attribute:
+        link, receiver = sub.func.attr.value, sub.func.value
+    elif type(sub) is cst.Attribute:
+        link, receiver = sub.attr.value, sub.value
+    else:
+        return False
+    if link not in COPYING_LINKS or type(receiver) is not cst.Call or receiver.args:
+        return False
+    called = receiver.func
+    name = called.value if type(called) is cst.Name else None
+    if type(called) is cst.Attribute:
+        name = called.attr.value
+    return name is not None and name.lower().rstrip("_").endswith("ref")

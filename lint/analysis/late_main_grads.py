@@ -4,12 +4,14 @@ run passes (GMLP058; issue #19, class 8).
 A training or benchmark loop that runs modules with ``accumulate_into_main_grad`` /
 ``fuse_wgrad_accumulation`` outside Megatron's DDP must give each parameter its fp32
 ``main_grad`` before the first backward: the fused wgrad GEMM writes into it. The set-up is
-a call of a helper that binds ``p.main_grad`` (a function of the file doing so, or one named
-for initialising main_grad: ``init_main_grads``), or such a binding in the function itself.
-Two ways to lose it, both judged over the runs ``consistent_paths`` allows: no run reaches
-the set-up at all (its test repeats one that already sent every run elsewhere: ``if fwd_only:
-return`` before ``if accumulate and fwd_only: init_main_grads(m)``), or no run passes it
-before some backward.
+a call handed the module first: a helper of the file that binds ``p.main_grad`` to a buffer
+(not ``None``: freeing is no set-up), or one named for setting main_grad up
+(``init_main_grads``). The backwards that need it are those of the module's output (``out =
+module(x)``; ``out.backward(dy)``, ``out.sum().backward()``). Two ways to lose it, both
+judged over the runs ``consistent_paths`` allows: no run reaches the set-up at all (its test
+repeats one that already sent every run elsewhere: ``if fwd_only: return`` before ``if
+accumulate and fwd_only: init_main_grads(m)``), or no run passes it before one of those
+backwards. A search that gives up answers as if a run were found: nothing is reported then.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from .cfg import Node
 from .consistent_paths import passes_in_order
 from .module import ModuleContext, Unit
 
-SETUP_WORDS = ("init", "alloc", "setup", "set_up", "create", "make", "prepare", "reset")
+SETUP_WORDS = ("init", "alloc", "setup", "set_up", "create", "prepare")
 BACKWARD = "backward"
+NOT_AN_OUTPUT = frozenset({"self", "ctx", "cls", "super"})
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class LateSetup:
 
 
 def binders(context: ModuleContext) -> frozenset[str]:
-    """Functions of the file that bind ``X.main_grad`` (an assignment or ``setattr``)."""
+    """Functions of the file that bind ``X.main_grad`` to a buffer."""
     found = set()
     for unit in context.units:
         if (
@@ -49,74 +52,76 @@ def binders(context: ModuleContext) -> frozenset[str]:
 
 
 def _binds_main_grad(stmt: cst.CSTNode) -> bool:
-    return patterns.attribute_set(stmt, patterns.MAIN_GRAD) is not None
+    found = patterns.attribute_set(stmt, patterns.MAIN_GRAD)
+    return found is not None and not patterns.is_none_like(found[1])
 
 
-def _is_setup(stmt: cst.CSTNode, helpers: frozenset[str]) -> cst.CSTNode | None:
-    if _binds_main_grad(stmt):
-        return stmt
+def _setup_of(stmt: cst.CSTNode, helpers: frozenset[str]) -> tuple[cst.Call, str] | None:
+    """(the set-up call, the module it is handed as written) in ``stmt``."""
     for sub in patterns.walk(stmt):
         if type(sub) is not cst.Call:
             continue
         name = patterns.callee_name(sub) or ""
         lowered = name.lower()
-        if name in helpers or (
-            "main_grad" in lowered and any(word in lowered for word in SETUP_WORDS)
-        ):
-            return sub
+        if name in helpers or ("main_grad" in lowered and any(w in lowered for w in SETUP_WORDS)):
+            args = patterns.positional_args(sub)
+            if args and type(args[0].value) is cst.Name:
+                return sub, args[0].value.value
     return None
 
 
-def _is_backward(stmt: cst.CSTNode) -> bool:
-    """``out.backward(...)`` / ``torch.autograd.backward(...)``; not a Function's own
-    ``backward``, ``super().backward`` or ``self.backward``."""
+def _backward_of(stmt: cst.CSTNode) -> str | None:
+    """The name ``X.backward(...)`` starts from (``out`` for ``out.sum().backward()``)."""
     for sub in patterns.walk(stmt):
         if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute:
             continue
         if sub.func.attr.value != BACKWARD:
             continue
-        receiver = sub.func.value
-        if type(receiver) is cst.Name and (
-            receiver.value in ("self", "ctx", "cls") or receiver.value[:1].isupper()
-        ):
-            continue
-        if type(receiver) is cst.Call:
-            continue  # ``super().backward(...)``
-        return True
+        root = sub.func.value
+        while type(root) in (cst.Call, cst.Attribute, cst.Subscript):
+            root = root.func if type(root) is cst.Call else root.value
+        if type(root) is cst.Name and root.value not in NOT_AN_OUTPUT:
+            return root.value
+    return None
+
+
+def _output_of(unit: Unit, name: str, node: Node, module: str) -> bool:
+    """``name`` where ``node`` runs holds ``module(...)``'s output (or a method's of it)."""
+    code = unit.context.code
+    for d in unit.reaching.reaching(name, node):
+        if type(d.value) is cst.Call:
+            called = code(d.value.func).strip()
+            if called == module or called.startswith(module + "."):
+                return True
     return False
 
 
 def late_setups(unit: Unit, helpers: frozenset[str]) -> Iterator[LateSetup]:
-    setups: list[tuple[cst.CSTNode, Node, cst.CSTNode]] = []
-    backwards: list[Node] = []
+    setups: list[tuple[Node, cst.Call, str]] = []
+    backwards: list[tuple[Node, str]] = []
     for stmt, _ in unit.statements():
         if isinstance(stmt, cst.BaseCompoundStatement):
             continue
         node = unit.node_for(stmt)
         if node is None:
             continue
-        found = _is_setup(stmt, helpers)
-        if found is not None:
-            setups.append((stmt, node, found))
-        elif _is_backward(stmt):
-            backwards.append(node)
-    if not setups or not backwards:
-        return
+        setup = _setup_of(stmt, helpers)
+        if setup is not None:
+            setups.append((node, *setup))
+        elif (output := _backward_of(stmt)) is not None:
+            backwards.append((node, output))
     graph = unit.graph
-    if not any(passes_in_order(graph, [b], []) for b in backwards):
-        return
-    reached = [s for s in setups if passes_in_order(graph, [s[1]], [])]
-    if not reached:
-        stmt, node, found = setups[0]
-        anchor = node.enclosing_ifs[0][0].test if node.enclosing_ifs else found
-        yield LateSetup(anchor, _text(unit, found), True)
-        return
-    before = any(
-        passes_in_order(graph, [s[1], b], [frozenset()]) for s in reached for b in backwards
-    )
-    if not before:
-        _, _, found = reached[0]
-        yield LateSetup(found, _text(unit, found), False)
+    for node, call, module in setups:
+        needing = [b for b, out in backwards if _output_of(unit, out, b, module)]
+        if not any(passes_in_order(graph, [b], [], on_limit=True) for b in needing):
+            continue
+        if not passes_in_order(graph, [node], [], on_limit=True):
+            anchor = node.enclosing_ifs[0][0].test if node.enclosing_ifs else call
+            yield LateSetup(anchor, _text(unit, call), True)
+        elif not any(
+            passes_in_order(graph, [node, b], [frozenset()], on_limit=True) for b in needing
+        ):
+            yield LateSetup(call, _text(unit, call), False)
 
 
 def _text(unit: Unit, node: cst.CSTNode) -> str:

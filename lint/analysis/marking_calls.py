@@ -19,6 +19,7 @@ import libcst as cst
 
 from . import marking_helpers, patterns, provenance
 from .module import Unit
+from .saved import SAVE_CALLS
 
 # Framework functions that mark the elements of their first argument (a list display).
 KNOWN_MARKERS = frozenset({"get_dummy_wgrads_for_params"})
@@ -94,6 +95,8 @@ def fetched_from_restored(
     if any(type(s) is cst.Name and n is not None and _restored(unit, s, n) for s, n in subjects):
         return
     (param,) = marked
+    if param in unit.context.shared(_saved_expressions):
+        return  # the file saves the Parameter itself: what comes back may be it
     for root, node in unit.expression_roots():
         for sub in patterns.walk(root):
             owner = None
@@ -104,6 +107,20 @@ def fetched_from_restored(
                 owner = sub.value
             if type(owner) is cst.Name and owner.value != param and _restored(unit, owner, node):
                 yield owner, param
+
+
+def _saved_expressions(context) -> frozenset[str]:
+    """Every argument of a ``save_for_backward`` / ``prepare_for_saving`` call of the file,
+    as written (``self.weight`` in ``ctx.save_for_backward(input_, self.weight)``)."""
+    found = set()
+    for unit in context.units:
+        if not unit.survey.calls & SAVE_CALLS:
+            continue
+        for root, _ in unit.expression_roots():
+            for sub in patterns.walk(root):
+                if type(sub) is cst.Call and patterns.callee_name(sub) in SAVE_CALLS:
+                    found.update(context.code(arg.value).strip() for arg in sub.args)
+    return frozenset(found)
 
 
 def _restored(unit: Unit, name: cst.Name, node, depth: int = 2) -> bool:

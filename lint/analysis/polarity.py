@@ -1,7 +1,7 @@
 """Which way a test reads a switch: unnegated (the test holds only with it on) or negated,
-through ``not``, ``is False`` / ``== False``, ``bool(...)`` and the operands of ``and`` /
-``or``. Shared by the checks that ask whether a path requires a switch (GMLP057's
-requires-grad guard, GMLP038's inverted delay predicate)."""
+through ``not``, ``is False`` / ``== False``, ``is True`` / ``== True``, ``bool(...)`` and
+the operands of ``and`` / ``or``. Shared by the checks that ask whether a path requires a
+switch (GMLP057's requires-grad guard, GMLP038's inverted delay predicate)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ def polarities(
         and patterns.is_false_literal(test.comparisons[0].comparator)
     ):
         yield from polarities(test.left, is_switch, not negated)
+        return
+    if (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, (cst.Is, cst.Equal))
+        and patterns.is_true_literal(test.comparisons[0].comparator)
+    ):
+        yield from polarities(test.left, is_switch, negated)
         return
     if is_switch(test):
         yield not negated

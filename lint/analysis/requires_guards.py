@@ -24,6 +24,7 @@ from .paths import Dominators
 from .polarity import polarities
 
 REQUIRES_GRAD = "requires_grad"
+GET = "get_main_grad"  # Megatron-FSDP's fetch: the dummy sized from ``w.get_main_grad()``
 JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
 
@@ -38,6 +39,17 @@ def unguarded_marks(unit: Unit) -> Iterator[UnguardedMark]:
     named = _switch_reads(unit)
     if not named:
         return
+    held = _switch_locals(unit)
+
+    def guard(expr: cst.CSTNode) -> bool:
+        """A test term that says the weight takes a gradient: a switch, a local holding
+        one, or the weight's own ``requires_grad`` (Transformer Engine 1.x's guard)."""
+        if type(expr) is cst.Name and expr.value in held:
+            return True
+        return _is_switch(expr) or (
+            type(expr) is cst.Attribute and expr.attr.value == REQUIRES_GRAD
+        )
+
     dominators: Dominators | None = None
     for stmt, _ in unit.statements():
         found = patterns.attribute_set(stmt, patterns.GRAD_ADDED)
@@ -46,11 +58,11 @@ def unguarded_marks(unit: Unit) -> Iterator[UnguardedMark]:
         node = unit.node_for(stmt)
         if node is None:
             continue
-        if any(_requires(if_stmt.test, arm) for if_stmt, arm in node.enclosing_ifs):
+        if any(_requires(if_stmt.test, arm, guard) for if_stmt, arm in node.enclosing_ifs):
             continue
         if dominators is None:
             dominators = Dominators(unit.graph)
-        if _early_exit_before(unit, node, dominators):
+        if _early_exit_before(unit, node, dominators, guard):
             continue
         if not _reads_main_grad(node.enclosing_ifs[0] if node.enclosing_ifs else None, unit):
             continue
@@ -70,7 +82,7 @@ def _reads_main_grad(arm: tuple[cst.If, str] | None, unit: Unit) -> bool:
         if_stmt, side = arm
         block = if_stmt.body if side == "body" else if_stmt.orelse
     for sub in patterns.walk(block):
-        if isinstance(sub, cst.Attribute) and sub.attr.value == patterns.MAIN_GRAD:
+        if isinstance(sub, cst.Attribute) and sub.attr.value in (patterns.MAIN_GRAD, GET):
             return True
         if isinstance(sub, cst.Name) and patterns.MAIN_GRAD in sub.value:
             return True
@@ -92,7 +104,20 @@ def _switch_reads(unit: Unit) -> set[str]:
     return named
 
 
+def _switch_locals(unit: Unit) -> frozenset[str]:
+    """Locals assigned a value that reads a switch (``wgrad_needed = ctx.requires_wgrad``)."""
+    found = set()
+    for stmt, _ in unit.statements():
+        if type(stmt) is cst.Assign and len(stmt.targets) == 1:
+            target = stmt.targets[0].target
+            if type(target) is cst.Name and any(_is_switch(s) for s in patterns.walk(stmt.value)):
+                found.add(target.value)
+    return frozenset(found)
+
+
 def _is_switch(expr: cst.CSTNode) -> bool:
+    if isinstance(expr, cst.Subscript):  # ``ctx.weights_requires_grad[i]``: one expert's
+        expr = expr.value
     if isinstance(expr, cst.Attribute):
         word = expr.attr.value
     elif isinstance(expr, cst.Name):
@@ -105,14 +130,14 @@ def _is_switch(expr: cst.CSTNode) -> bool:
     return REQUIRES_GRAD in lowered and ("weight" in lowered or "wgrad" in lowered)
 
 
-def _requires(test: cst.BaseExpression, arm: str) -> bool:
+def _requires(test: cst.BaseExpression, arm: str, guard) -> bool:
     """The arm runs only with the switch on: an ``and`` of terms one of which is the switch
     (body), or a negated switch ``or``-ed (else). Any read of the right polarity counts."""
     wanted = arm == "body"
-    return any(p == wanted for p in polarities(test, _is_switch))
+    return any(p == wanted for p in polarities(test, guard))
 
 
-def _early_exit_before(unit: Unit, node, dominators: Dominators) -> bool:
+def _early_exit_before(unit: Unit, node, dominators: Dominators, guard) -> bool:
     for stmt, _ in unit.statements():
         if not isinstance(stmt, cst.If):
             continue
@@ -121,7 +146,7 @@ def _early_exit_before(unit: Unit, node, dominators: Dominators) -> bool:
             continue
         if not any(isinstance(s, JUMPS) for s in body[-1].body):
             continue
-        if not any(p is False for p in polarities(stmt.test, _is_switch)):
+        if not any(p is False for p in polarities(stmt.test, guard)):
             continue
         guard = unit.node_for(stmt)
         if guard is not None and dominators.dominates(guard, node):

@@ -49,7 +49,12 @@ def saved_copy_reads(unit: Unit, fresh: set[Def]) -> Iterator[SavedCopy]:
     for root, node in backward.expression_roots():
         for owner, attribute in parameter_attributes.reads(root):
             if isinstance(owner, cst.Name):
-                for d in backward.reaching.reaching(owner.value, node):
+                defs = backward.reaching.reaching(owner.value, node)
+                # another binding reaching the read (the Parameter swapped back in from
+                # ``ctx`` under the condition that made the copy) may be what is read
+                if not defs or any(d.index not in restored for d in defs):
+                    continue
+                for d in defs:
                     at = restored.get(d.index)
                     for saved_at, defs in saved.items() if at is not None else ():
                         if _matches(saved_at, at):

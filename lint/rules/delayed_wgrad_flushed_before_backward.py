@@ -26,7 +26,9 @@ RULE = Rule(
     flags=(
         "in one function, `R.backward_dw()` reached on a path that has not yet called "
         "`R.backward(...)` and that goes on to call it (`R` the same receiver as written, "
-        "not `self` or `super()`)"
+        "not `self` or `super()`); a flush helper (`call_shared_experts_backward_dw(...)`) "
+        "called before a backward call whose argument names its component "
+        "(`run_graph_backward(self.shared_experts_graph, ...)`)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes), found from
@@ -46,7 +48,18 @@ RULE = Rule(
         previous iteration's layer under the same name is reported too (it is the same
         object at that point of the path).
 
-        Not seen: the order across functions (a schedule calling a helper that flushes),
+        Since blind corpus 13 (DualPipeV's fine-grained backward in Megatron-LM-FL and
+        FlagScale): a call of a flush helper before the call that runs its component's
+        backward. The helper's component is the rest of its name when it is named for the
+        flush (`call_shared_experts_backward_dw` -> `shared_experts`, defined anywhere), or,
+        for a function of the file, the last name of each object whose layers it calls
+        `backward_dw()` on; a backward call is a call of a name spelling `backward`, and its
+        components are the last names of its arguments without a `_graph` suffix
+        (`self.shared_experts_graph` -> `shared_experts`). Names must match whole:
+        `experts` is not `shared_experts`.
+
+        Not seen: the order across functions (a schedule calling a helper that flushes and
+        runs the backward itself),
         receivers spelled differently for one object (`layer.mlp` and `mlp = layer.mlp`),
         flushes through the store itself (`WeightGradStore.pop()`); whether the layer
         delays at all (a layer built without `delay_wgrad_compute` has an empty
@@ -87,6 +100,16 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def layer_backward(layer_graph, grad):
+                turn_shared_experts_delay_wgrad_compute(layer_graph, enable=True)
+                call_shared_experts_backward_dw(layer_graph)
+                run_graph_backward(layer_graph.shared_experts_graph, grad)
+                turn_shared_experts_delay_wgrad_compute(layer_graph, enable=False)
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -98,10 +121,19 @@ MESSAGE = (
 )
 
 
+HELPER_MESSAGE = (
+    "`{receiver}(...)` flushes the delayed weight gradients here on a path that has not "
+    "yet run that component's backward (line {line}): the flush finds an empty store or a "
+    "previous microbatch's work, and this microbatch's is queued after it; call it after "
+    "the backward"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     for flush in context.shared(dw_order.early_flushes):
+        template = HELPER_MESSAGE if flush.helper else MESSAGE
         out.report(
             CODE,
             flush.call,
-            MESSAGE.format(receiver=flush.receiver, line=flush.backward_line),
+            template.format(receiver=flush.receiver, line=flush.backward_line),
         )

@@ -35,7 +35,9 @@ RULE = Rule(
         "method that the `backward_dw` a base of the file defines calls through `self.`, "
         "where the base's version does something; a predicate the inherited `backward_dw` "
         "asks (`need_backward_dw`) overridden to return a false literal; each also when "
-        "bound at class level (`backward_dw = lambda self: None`, `= _no_op`)"
+        "bound at class level (`backward_dw = lambda self: None`, `= _no_op`); a class's "
+        "`need_backward_dw` every `return` of which requires the delay switch off (`... and "
+        "not self.wgrad_store.delay_wgrad_compute()`)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). A layer built with
@@ -75,6 +77,12 @@ RULE = Rule(
         None (every operand of an `and`, one of an `or`); a test that calls anything (a
         version or capability check) is not judged. The message names the condition under
         which the base's version runs (`not (...)` after an early `return` or in an `else`).
+
+        Seen since blind corpus 12: a `need_backward_dw` defined in a class, every `return`
+        of which reads the delay switch (a name, attribute or call spelling `delay_wgrad`)
+        only negated (`not`, `is False`, inside `and` / `or`): it says yes only when nothing
+        was delayed, so `backward_dw`, which asks it first, never computes the stored work
+        (a Transformer Engine fork's `GroupedLinear` op). Reported at the negated read.
 
         Not seen: a delay handed to the base positionally or through `**kwargs`; bases in
         other files for pieces (only the base's `backward_dw` in this file is followed); an
@@ -197,6 +205,21 @@ RULE = Rule(
             """,
             line=10,
         ),
+        Example(
+            """
+            class GroupedLinear(BasicOperation):
+                def need_backward_dw(self):
+                    store = self.wgrad_store
+                    return store is not None and not store.delay_wgrad_compute()
+
+                def backward_dw(self):
+                    if not self.need_backward_dw():
+                        return
+                    self.wgrad_store.pop()
+                    self._trigger_wgrad_accumulation_and_reduce_hooks()
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -283,10 +306,19 @@ def _delay_reads(value):
     def is_switch(read) -> bool:
         expr = read.func if type(read) is cst.Call else read
         word = expr.attr.value if type(expr) is cst.Attribute else getattr(expr, "value", None)
-        if isinstance(word, str) and "delay_wgrad" in word:
+        if isinstance(word, str) and _names_delay(word):
             seen.append(read)
             return True
         return False
 
     for on in polarity.polarities(value, is_switch):
         yield on, seen[-1]
+
+
+def _names_delay(word: str) -> bool:
+    """``delay_wgrad_compute`` and the like, not a switch that turns the delay off
+    (``disable_delay_wgrad_compute``, ``no_delay_wgrad``, ``skip_delay_wgrad``)."""
+    lowered = word.lower()
+    return "delay_wgrad" in lowered and not any(
+        w in lowered for w in ("disable", "no_delay", "skip", "without")
+    )

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 delayed_work = LazyModule("..analysis.delayed_work", __package__)
 paths = LazyModule("..analysis.paths", __package__)
+consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
 gmlp019 = LazyModule(".delayed_wgrad_without_hook", __package__)
 
 CODE = "GMLP056"
@@ -28,11 +29,11 @@ RULE = Rule(
         "/ reduce hooks on a path that has not run that work and leaves without it."
     ),
     flags=(
-        "a hook firing (as GMLP019 sees one) reached from the function's entry on a path "
-        "through none of its delayed work (`<wgrad store>.pop()`, a wgrad graph's "
-        "`replay()`, a loop over deferred wgrads, a helper doing one of these), from which "
-        "a way out is reached still without the work, in a function that does the work on "
-        "another path"
+        "a hook firing (as GMLP019 sees one) that no path reaches after the work, reached "
+        "from the function's entry on a run through none of its delayed work (`<wgrad "
+        "store>.pop()`, a wgrad graph's `replay()`, a loop over deferred wgrads, a helper "
+        "doing one of these), from which a way out is reached still without the work, in a "
+        "function that does the work on another path"
     ),
     explanation="""
         Issue #19, class 5 (hooks without bookkeeping). Under `delay_wgrad_compute` the
@@ -53,16 +54,21 @@ RULE = Rule(
         Classes caught: 5.
 
         Seen: the work and the firings as GMLP019 finds them (by what the function does,
-        `lint/analysis/delayed_work.py`); a firing node reachable from the entry through no
-        work node, with a way out reachable from it through no work node. A firing under
-        `try` whose work is in the same `try` is judged on the control-flow graph like
-        any other.
+        `lint/analysis/delayed_work.py`); a firing statement that no path reaches after
+        any work (the firing that announces the work is left alone even where a path
+        without work also reaches it: frozen weights, an empty loop over layers) and that
+        some run from the entry reaches through no work and then leaves through no work,
+        runs being those `consistent_paths` allows (a local tested twice, `delayed =
+        self.need_backward_dw()`, answers the same both times). A loop's head counts by the
+        firing statements in its body.
 
-        Not seen: a function whose only work is a helper of another file that is a method,
-        or work under names that do not say deferred weight gradients (as GMLP019); hooks
-        fired for other modules than the popped one (any firing counts); firing on the
-        empty-store path when the class computes its weight gradients at once in that
-        case and marks none of them to skip autograd's hook (no such code was seen).
+        Not seen: hooks fired before the work on a path that then does the work (the
+        announcement comes early there, and the path still works: GMLP019 may report it for
+        the later way out); a function whose only work is a helper of another file that is a
+        method, or work under names that do not say deferred weight gradients (as GMLP019);
+        hooks fired for other modules than the popped one (any firing counts); firing on the
+        empty-store path when the class computes its weight gradients at once in that case
+        and marks none of them to skip autograd's hook (no such code was seen).
     """,
     fix="""
         Fire the hooks only after the work: leave the early `return` paths without firing,
@@ -155,15 +161,21 @@ def check(context: ModuleContext, out: Collector) -> None:
         if not work:
             continue
         work_nodes = [node for _, node in work]
-        work_indices = {node.index for node in work_nodes}
+        work_indices = frozenset(node.index for node in work_nodes)
+        graph = unit.graph
         for fired in delayed_work.notifying_nodes(unit, facts):
             if fired.owner is None or type(fired.owner) in (cst.For, cst.While):
                 # the head of a loop whose body fires (the firing statements in it are
                 # judged themselves: a body may do the work first), or the end of an exit
                 # stack's block (its callbacks run after whatever the block did)
                 continue
-            if paths.reachable_avoiding(unit.graph, fired, work_indices) and paths.exits_avoiding(
-                unit.graph, fired, work_nodes
+            # A firing some path reaches after the work is the one that announces it (a
+            # path without the work there fires for weights that had none to do: frozen
+            # ones, an empty loop); only a firing reached on no-work paths alone is early.
+            if any(paths.reaches(w, (fired.index,)) or w is fired for w in work_nodes):
+                continue
+            if consistent_paths.passes_in_order(
+                graph, (graph.entry, fired, graph.exit), (work_indices, work_indices)
             ):
                 out.report(CODE, fired.owner, MESSAGE.format(name=unit.name))
                 break  # one finding per function: the first early firing

@@ -76,6 +76,12 @@ RULE = Rule(
         its custom-DDP block gated on `accumulate_wgrad_into_param_main_grad` hands back no
         dummy on each step's first microbatch.
 
+        Where the gating local is the bookkeeping decision itself, defined from the
+        protocol test and a downgraded flag (`use_dummy = hasattr(w, "grad_added_to_main_
+        grad") and accumulate_wgrad_into_param_main_grad`), the finding is on the
+        downgraded flag in that definition (blind corpus 12's ROCm `_Linear`): the wrong
+        flag was chosen there, and every test reading the local only follows it.
+
         Not seen: the choice made inside a helper of another file; a first-microbatch
         downgrade spelled without `not`; an index that is an
         arithmetic of the flag (`grads[int(accumulate) * 2]`); a dict display keyed by

@@ -84,6 +84,9 @@ RULE = Rule(
         Only the negation `not is_first_microbatch` starts the taint: a plain test on the
         switch guards weight caches and workspace updates.
 
+        As GMLP002 does, a gating local defined from `hasattr(w, "grad_added_to_main_grad")`
+        and a downgraded flag is reported at that flag in its definition.
+
         Not seen: a destination chosen in a helper function of the file that is handed the
         flag as an argument (each function is judged alone; issue #19 mutations); a
         first-microbatch downgrade spelled without `not` (`if is_first_microbatch:

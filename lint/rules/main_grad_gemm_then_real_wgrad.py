@@ -57,8 +57,11 @@ RULE = Rule(
         operands (`dy.t().matmul(x)` after `gemm(x, dy, w.main_grad)`; another weight's
         product, `dh.t() @ x`, is not the same gradient); and a `return` of `g` (an element
         of the returned tuple) that this binding reaches. Reported at the binding when one
-        run passes the GEMM, the binding and the return in that order (at the `return` when
-        the product came first and the GEMM after it), enters no
+        run passes the GEMM, the binding and the return in that order, or the binding, the
+        GEMM and the return: at the binding when the GEMM runs under an `if` the product
+        is computed before (`if ctx.gradient_accumulation_fusion:`; blind corpus 13's
+        Megatron-LLM linear, where the fix moves the product into the `else`), at the
+        `return` when nothing chooses between them), enters no
         `grad_added_to_main_grad` mark, dummy-making call or bookkeeping helper after the
         GEMM, and no other binding of `g` after the binding. A run takes an `if` whose test
         it has already passed (the same code, nothing of it rebound since) the same way, and
@@ -149,6 +152,12 @@ MESSAGE = (
     "already wrote it into main_grad, and no grad_added_to_main_grad is set on the way: "
     "Megatron's hook adds it to main_grad a second time; return a dummy or None there"
 )
+MESSAGE_BEFORE = (
+    "`{name}` is a weight gradient computed here and handed back on a run where the GEMM "
+    "at line {line} also writes it into main_grad, and no grad_added_to_main_grad is set "
+    "on the way: Megatron's hook adds it to main_grad a second time; compute it only where "
+    "main_grad is not written"
+)
 
 
 def check(context: ModuleContext, out: Collector) -> None:
@@ -227,12 +236,25 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
                         out.report(CODE, d.target or d.node.owner, message)
                         break
                     # computed first, then the GEMM wrote main_grad, then handed on: the
-                    # hand-off is what is wrong
+                    # product was computed where it is not wanted (before the choice), or
+                    # kept past it; point at the computation, where the fix moves it
                     if consistent_paths.passes_in_order(
                         unit.graph, (d.node, write, node), (others, marks | others)
                     ):
-                        out.report(CODE, root, message)
+                        if _chosen_after(d.node, write):
+                            # the GEMM runs under a choice the product was computed before
+                            # (``if fuse:``): it belongs to the other side of that choice
+                            before = MESSAGE_BEFORE.format(name=d.name, line=line)
+                            out.report(CODE, d.target or d.node.owner, before)
+                        else:
+                            out.report(CODE, root, message)  # no choice: the hand-off
                         break
+
+
+def _chosen_after(product, write) -> bool:
+    """The GEMM at ``write`` sits under an ``if`` that the product at ``product`` does not."""
+    around = {id(stmt) for stmt, _ in product.enclosing_ifs}
+    return any(id(stmt) not in around for stmt, _ in write.enclosing_ifs)
 
 
 def _recomputed_wgrad(d):

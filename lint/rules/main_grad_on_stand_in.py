@@ -37,7 +37,9 @@ RULE = Rule(
         "dummy shaped like X, where X is known to be a quantized or gathered copy of the "
         "weight or a holder's tensor field beside its Parameter field "
         "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
-        "the restored copy of a Parameter the function names `origin_X`"
+        "the restored copy of a Parameter the function names `origin_X`; main_grad looked up "
+        "(`X.main_grad`, `get_main_grad_from_param(X)`) on a name restored from saved tensors "
+        "while the function marks one other, unrestored expression"
     ),
     explanation="""
         Issue #19, class 1 (which object). A fused path handles several objects for one
@@ -94,6 +96,16 @@ RULE = Rule(
         weight_param)`, `linear_op.weight.main_grad`): the code names the Parameter there,
         so the restored tensor is not it. With main_grad taken from several objects, which
         is whose is not known and nothing is reported.
+
+        The converse (blind corpus 12, pggPL's `BackwardLinearAdd`): main_grad (or its
+        flag) looked up on a name unpacked from saved tensors, by `X.main_grad` or
+        Transformer Engine's `get_main_grad_from_param(X)` / `get_accumulate_flag_in_param(
+        X)`, while the function marks one other expression (`get_dummy_wgrads_for_params(
+        [linear_op.weight])`, `linear_op.weight.grad_added_to_main_grad = True`) that is not
+        itself restored: the operand saved for the GEMM (an FP8 copy) is not the Parameter
+        the bookkeeping names. A weight saved and restored itself and marked under its own
+        name is the Parameter (autograd hands back the object it was given: Megatron's
+        linear layers) and is left alone. One finding per function, at the first lookup.
 
         Not seen: copies made by helpers in other files, copies kept in dict literals or
         filled into a list or dict item by item, a helper some of whose paths return the
@@ -221,6 +233,16 @@ RULE = Rule(
                 return get_dummy_wgrads_for_params([w])[0]
             """,
             line=6,
+        ),
+        Example(
+            """
+            def fuser_backward(linear_op, op_ctx, dy):
+                (x, w) = op_ctx.saved_tensors
+                main_grad = get_main_grad_from_param(w)
+                general_gemm(x, dy, out=main_grad, accumulate=True)
+                return [get_dummy_wgrads_for_params([linear_op.weight])[0]]
+            """,
+            line=3,
         ),
     ),
 )

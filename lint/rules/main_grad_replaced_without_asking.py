@@ -115,6 +115,12 @@ RULE = Rule(
         NeMo main-params hook; blind corpus 11's Megatron-DeepSpeed DDP `param_hook` with
         `copy_` for `add_`): autograd accumulates into an uncleared `Y.grad` itself.
 
+        An `out=` that is a conditional (`out=weight.main_grad if fuse_wgrad_accumulation
+        else None`) writes its arm that is not None (each arm, when both are tensors), as
+        every write of the linter reads it since blind corpus 12 (ROCm's Paddle
+        `_linear_bwd_non_fp8` with `accumulate=False` and an `accumulate*` parameter it
+        never reads; that finding is on the `accumulate=` argument).
+
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given
         no `accumulate=` (only torch's matmuls are known to replace), dicts of arguments
@@ -421,6 +427,19 @@ RULE = Rule(
                 weight.grad_added_to_main_grad = True
             """,
             line=3,
+        ),
+        Example(
+            """
+            def linear_wgrad(x, dy, weight, fuse_wgrad_accumulation, accumulate_into_main_grad):
+                wgrad, _ = gemm(
+                    x,
+                    dy,
+                    accumulate=False,
+                    out=weight.main_grad if fuse_wgrad_accumulation else None,
+                )
+                return wgrad
+            """,
+            line=5,
         ),
     ),
 )

@@ -26,9 +26,10 @@ RULE = Rule(
         "backwards finds no main_grad."
     ),
     flags=(
-        "a call of a helper binding `p.main_grad` (a function of the file, or one named for "
-        "setting main_grad up: `init_main_grads`), or such a binding, that no run of the "
-        "function reaches before any `X.backward(...)` it makes (reported at the set-up), "
+        "a call of a helper binding `p.main_grad` for the module it is handed (a function of "
+        "the file, or one named for setting main_grad up: `init_main_grads(m)`) that no run "
+        "of the function reaches before a backward of `m`'s output (`out = m(x)`; "
+        "`out.backward(dy)`; reported at the set-up), "
         "or that no run reaches at all, its test repeating one that sent every run "
         "elsewhere (reported at that test)"
     ),
@@ -42,19 +43,23 @@ RULE = Rule(
         moved after the steps, and guarded by `accumulate_into_main_grad and fwd_only`
         after an `if fwd_only: ... return` (never true there).
 
-        Seen: in one function, statements calling a set-up (a function of the file that
-        binds `X.main_grad`, or a callee named with main_grad and init / alloc / setup /
-        create / make / prepare / reset) or binding `X.main_grad` themselves, and calls
-        `X.backward(...)` (not `self`, `ctx`, a class or `super()`). Judged over the runs
-        `consistent_paths` allows (a test repeated later is taken the same way): no run
-        reaches any set-up while some run reaches a backward (reported at the test around
-        the first set-up), or no run passes a set-up and then a backward (reported at the
-        set-up).
+        Seen: in one function, a call setting main_grad up for the module it is handed
+        first (a function of the file that binds `X.main_grad` to a buffer, not `None`:
+        freeing it after the steps is no set-up; or a callee named with main_grad and init
+        / alloc / setup / create / prepare), and the backwards of that module's output:
+        `out.backward(...)` or `out.sum().backward()` where `out` is bound from
+        `module(...)` (or a method of it); a reference model's backward in the same
+        function is not one. Judged over the runs `consistent_paths` allows (a test
+        repeated later is taken the same way): no run reaches the set-up while some run
+        reaches one of those backwards (reported at the test around the set-up), or no run
+        passes the set-up and then one of them (reported at the set-up). A search that
+        gives up (more than 20,000 states: many repeated switches) reports nothing.
 
-        Not seen: the set-up and the backward in different functions (a fixture, a
-        caller); a set-up that runs before backwards on some runs and not others (a guard
-        on the fusion switch is how correct code reads); helpers of another file under
-        other names.
+        Not seen: the set-up and the backward in different functions (a fixture, a caller, a
+        helper running the forward and backward); a set-up binding `p.main_grad` inline; a
+        backward of an output not bound from the module's call; a set-up that runs before
+        backwards on some runs and not others (a guard on the fusion switch is how correct
+        code reads); helpers of another file under other names.
     """,
     fix="""
         Set up main_grad before the first forward-backward, on every run that accumulates

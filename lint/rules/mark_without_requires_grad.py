@@ -57,13 +57,17 @@ RULE = Rule(
         (Transformer Engine's ops: `get_dummy_wgrad(list(w.size()), ...)`) marks a frozen
         weight harmlessly and is left alone. Reported at the test of the
         innermost `if` around the mark, where the switch belongs (at the mark when there is
-        none). The weight's own `X.requires_grad` is not such a switch: Megatron's linear
-        reads it into `wgrad_compute` and marks the weight whatever it says (a deferred
-        wgrad is computed later).
+        none). The weight's own `X.requires_grad` does not make a function one that reads a
+        switch (Megatron's linear reads it into `wgrad_compute` and marks the weight
+        whatever it says: a deferred wgrad is computed later), but as a guard it counts
+        (Transformer Engine 1.x's `if weight.requires_grad:`), as do a local assigned from
+        a switch (`wgrad_needed = ctx.requires_wgrad`), one expert's item of a switch
+        (`ctx.weights_requires_grad[i]`), `is True` / `== True`, and an early `continue`.
+        The block's main_grad read may be the fetch `X.get_main_grad()`.
 
-        Not seen: the switch tested by the caller (a helper given only the weight), held
-        in a local first (`wgrad_needed = ctx.requires_wgrad`), or spelled with other
-        words; which weight a switch belongs to (any weight's switch counts).
+        Not seen: the switch tested by the caller (a helper given only the weight), or
+        spelled with other words; which weight a switch belongs to (any weight's switch
+        counts).
     """,
     fix="""
         Test the weight's requires-grad switch on the path that marks it (`if

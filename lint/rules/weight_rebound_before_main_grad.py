@@ -37,7 +37,10 @@ RULE = Rule(
         "or of a submodule it owns (assignment, `setattr`, `register_parameter`) by a method the "
         "module's forward runs; or `w.detach()` / `w.data` / `Parameter(w.data)` kept on ctx "
         "as the weight by a function taking the fused-wgrad switch, or put in another "
-        "module's parameter slot from an existing module's weight"
+        "module's parameter slot from an existing module's weight; `w = w.clone()` (a copy or "
+        "view chain, not `.contiguous()` alone) in `forward` saved for backward (or kept on "
+        "`ctx`) where the `backward` beside it reads main_grad or a flag from it; "
+        "`ref().detach()` / `.clone()` / `.data` of a weak reference"
     ),
     explanation="""
         Issue #19, class 2. main_grad, `grad_added_to_main_grad`, `overwrite_main_grad` and
@@ -126,6 +129,18 @@ RULE = Rule(
         its values (`if is_float8tensor(weight): weight = Parameter(weight.dequantize())`;
         also through `.to()`, `.float()`, `.clone()`): the other path says the slot is meant
         to hold the Parameter itself; reported where the new one is made.
+
+        Since blind corpus 12 (analysis/saved_rebinds.py): a weight rebound in an autograd
+        Function's `forward` to an object that is surely new (a chain on it with a copy or
+        view link, or `Parameter(...)`; `w.contiguous()` alone may return the Parameter)
+        and handed to `save_for_backward` (or kept as `ctx.X`), where the `backward` of the
+        same class (or beside it) reads main_grad or a flag from the name it unpacks at that
+        position (same number of plain items; an indexed read matches any) or from `ctx.X`:
+        MindSpeed-LLM's fused MLP with `weight_down = weight_down.contiguous().clone()`.
+        Reported at the rebinding. And a weak reference's Parameter replaced by a copy as
+        it is dereferenced (`ref().detach()`, `ref().clone()`, `ref().data`, the callee named
+        for a reference: `ref`, `origin_weight_ref`): the reference was kept to reach the
+        Parameter itself (a Transformer Engine fork's grouped linear).
 
         Not seen: the read of main_grad moved into a helper function of the file handed the
         rebound name (each function is judged alone); a detached weight kept on `ctx` by a
@@ -262,6 +277,34 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            class FusedMLP(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight, gradient_accumulation_fusion):
+                    weight = weight.contiguous().clone()
+                    ctx.save_for_backward(x, weight)
+                    return x.matmul(weight.t())
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    return dy.matmul(weight), None, None
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            def restore_weights(ctx):
+                refs = ctx.origin_weight_refs
+                weights = [ref().detach() for ref in refs]
+                for weight, main_grad in zip(weights, ctx.main_grads):
+                    weight.main_grad = main_grad
+                return weights
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -347,8 +390,8 @@ def check(context: ModuleContext, out: Collector) -> None:
             _check_saved(unit, out)
     if "main_grad" in context.source and "ref()." in context.source:
         for unit in context.units:
-            for root, _ in unit.expression_roots():
-                for copy in fresh_bindings.dereferenced_copies(root):
+            for stmt, _ in unit.statements():
+                for copy in fresh_bindings.dereferenced_copies(stmt):
                     out.report(CODE, copy, DEREF_MESSAGE.format(copy=_one_line(out.text(copy))))
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from gmlp_check.lint import engine
 
 from .support import ALL_CODES
@@ -100,3 +102,19 @@ def print_split_tables(development, held_out) -> None:
     print_table(development)
     print("held out:")
     print_table(held_out)
+
+
+def split_corpus_tests(development, held_out, outcomes: Outcomes):
+    """The tests of a split corpus's module, bound to that corpus: its shape, and each
+    variant's outcome and findings against the recorded ones. A module assigns them to
+    module-level names starting with ``test_`` for pytest to collect."""
+    by_name = {v.name: v for v in development + held_out}
+
+    def test_corpus_shape():
+        assert split_shape_problems(development, held_out, outcomes) == []
+
+    @pytest.mark.parametrize("name", sorted(by_name))
+    def test_variant_outcome_and_findings_are_the_recorded_ones(name):
+        assert recorded_form(by_name[name]) == outcomes[name]
+
+    return test_corpus_shape, test_variant_outcome_and_findings_are_the_recorded_ones

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import sys
 
-import pytest
-
-from .blind_outcomes import Outcomes, print_split_tables, recorded_form, split_shape_problems
+from .blind_outcomes import Outcomes, print_split_tables, split_corpus_tests
 from .variant_corpus_blind12 import VARIANTS as DEVELOPMENT
 from .variant_corpus_blind12_heldout import VARIANTS as HELD_OUT
 
@@ -96,16 +94,9 @@ OUTCOME: Outcomes = {
     "blind12-victarryte-linear-main-grad-func-fsdp": ("missed", (), ()),
 }
 
-BY_NAME = {v.name: v for v in VARIANTS}
-
-
-def test_corpus_shape():
-    assert split_shape_problems(DEVELOPMENT, HELD_OUT, OUTCOME) == []
-
-
-@pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_variant_outcome_and_findings_are_the_recorded_ones(name):
-    assert recorded_form(BY_NAME[name]) == OUTCOME[name]
+test_corpus_shape, test_variant_outcome_and_findings_are_the_recorded_ones = split_corpus_tests(
+    DEVELOPMENT, HELD_OUT, OUTCOME
+)
 
 
 if __name__ == "__main__":

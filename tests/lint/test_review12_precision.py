@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import pytest
 
-from gmlp_check.lint import engine
-
-from .support import ALL_CODES, FIXTURES
+from .review_cases import case_codes, case_files
 
 REVIEWED = frozenset({"GMLP006", "GMLP014", "GMLP016", "GMLP030", "GMLP032", "GMLP054", "GMLP055"})
-CASES = FIXTURES / "review12"
+CASES = "review12"
 
 # file -> the codes reported on it (each once); files not named here report nothing
 EXPECTED = {
@@ -50,12 +48,11 @@ EXPECTED = {
     "hit-055-listcomp-snapshot.py": {"GMLP055"},
     "crash-mixed-oneliners.py": {"GMLP016", "GMLP054", "GMLP055"},
 }
-FILES = sorted(path.name for path in CASES.glob("*.py"))
+FILES = case_files(CASES)
 
 
 def codes(name: str) -> set[str]:
-    source = (CASES / name).read_text()
-    return {f.code for f in engine.lint_source(source, name, ALL_CODES)}
+    return case_codes(CASES, name)
 
 
 def test_every_expectation_names_a_case():
