@@ -101,9 +101,28 @@ def _mentions(code: str, part: str) -> bool:
     return False
 
 
+# id(test) -> (test, plain_test's answer): path searches ask of the same tests at every
+# state (thousands of times in one Megatron backward), and rendering a test's code is the
+# cost. The node is kept beside its answer so that a reused id is told apart; the table is
+# emptied when it grows past a bound (the nodes of earlier files are not asked again).
+_PLAIN: dict[int, tuple[cst.CSTNode, tuple[str | None, bool]]] = {}
+_PLAIN_BOUND = 50_000
+
+
 def plain_test(test: cst.BaseExpression) -> tuple[str | None, bool]:
     """The test's code with its ``not`` taken off, and whether there was an odd number of
     them; None for a test that may not read the same twice."""
+    kept = _PLAIN.get(id(test))
+    if kept is not None and kept[0] is test:
+        return kept[1]
+    answer = _plain_test(test)
+    if len(_PLAIN) >= _PLAIN_BOUND:
+        _PLAIN.clear()
+    _PLAIN[id(test)] = (test, answer)
+    return answer
+
+
+def _plain_test(test: cst.BaseExpression) -> tuple[str | None, bool]:
     negated = False
     while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         negated = not negated

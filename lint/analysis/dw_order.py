@@ -92,7 +92,7 @@ def _flushed_components(context: ModuleContext, name: str) -> set[str]:
     of the file, those whose layers it calls ``backward_dw()`` on (``shared_experts`` for
     ``layer.mlp.shared_experts``); for any function named for the flush
     (``call_shared_experts_backward_dw``, defined in another file), the rest of its name."""
-    found = set(_helper_components(context).get(name, ()))
+    found = set(context.shared(_helper_components).get(name, ()))
     if FLUSH in name:
         stem = name.replace(FLUSH, "").strip("_")
         for prefix in ("call_", "run_", "do_"):
@@ -122,8 +122,8 @@ def _early_helper_flushes(context: ModuleContext) -> list[EarlyFlush]:
     for unit in context.units:
         if not isinstance(unit.owner, cst.FunctionDef):
             continue
-        named = {c for c in unit.survey.calls if FLUSH in c} | (
-            unit.survey.calls & set(_helper_components(context))
+        named = {c for c in unit.survey.calls if FLUSH in c and c != FLUSH} | (
+            unit.survey.calls & set(context.shared(_helper_components))
         )
         helpers = {c: parts for c in named if (parts := _flushed_components(context, c))}
         if not helpers:

@@ -60,9 +60,13 @@ def left_out(context: ModuleContext) -> list[LeftOut]:
 def layer_calls(unit: Unit) -> Iterator[tuple[str, str, cst.Call, str]]:
     """(component, layer, call, method) for ``C.layer.wgrad_store.enable_delay_wgrad_compute()``
     and ``C.layer.backward_dw()`` in the unit's own code."""
+    if not unit.survey.calls & {ENABLE, FLUSH}:
+        return
     bound = _bound_paths(unit)
     code = unit.context.code
-    for root, _ in unit.expression_roots():
+    for root, _ in unit.statements():
+        if isinstance(root, cst.BaseCompoundStatement):
+            continue  # its header's calls are no layer calls; its body's are listed
         for sub in patterns.walk(root):
             if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute:
                 continue

@@ -36,15 +36,18 @@ OP_LEVEL_NAMES = (
 
 MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
     ("keywords-to-dict", "GMLP016"): (
-        "a conditional `out=` is read in the call's own keywords; moved into a `**` dict, its arms are not split",
+        "a conditional `out=` is read in the call's own keywords; moved into a `**` dict, "
+        "its arms are not split",
         frozenset({"GMLP016-invalid-12"}),
     ),
     ("getattr", "GMLP016"): (
-        'a destination handed in is a parameter, `self` or an attribute of one (its page); `getattr(weight, "main_grad")` in a conditional `out=` is a call, not such storage',
+        "a destination handed in is a parameter, `self` or an attribute of one (its page); "
+        '`getattr(weight, "main_grad")` in a conditional `out=` is a call, not such storage',
         frozenset({"GMLP016-invalid-12"}),
     ),
     ("rename-locals", "GMLP015"): (
-        "a dereferenced weak reference is taken for a weight by the name it is bound to (weight, param: its page); renamed away, it is any value",
+        "a dereferenced weak reference is taken for a weight by the name it is bound to "
+        "(weight, param: its page); renamed away, it is any value",
         frozenset({"GMLP015-invalid-9"}),
     ),
     ("rename-ctx-attrs", "GMLP057"): (
