@@ -37,6 +37,9 @@ about the file's functions, by the names calls spell, is ``helper_facts``'.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+
 import libcst as cst
 
 from ..wgrad_words import names_protocol_callables, says_deferred_wgrad
@@ -195,3 +198,53 @@ def is_helper_of_file(unit: Unit, facts: FileFacts) -> bool:
     return unit.name in facts.run_work and any(
         stmt is unit.owner for stmt in unit.context.module.body
     )
+
+
+def working_functions(context) -> Iterator[tuple[Unit, FileFacts, list]]:
+    """(function, the file's facts, its work as ``work_calls`` lists it) for each function
+    of the file that runs delayed wgrad work itself or through a helper of the file (GMLP019
+    and GMLP056 judge these). What the function does decides, not its name; a helper called
+    from elsewhere in the file is left to its callers, which then do its work."""
+    helpers = context.wgrad_work_helpers
+    if not may_defer(context.source) and not any(n in context.source for n in helpers):
+        return
+    facts = context.shared(file_facts)
+    for unit in context.units:
+        if type(unit.owner) is not cst.FunctionDef:
+            continue
+        if is_helper_of_file(unit, facts) or not may_work(unit, facts):
+            continue
+        work = work_calls(unit, facts)
+        if work:
+            yield unit, facts, work
+
+
+def may_defer(source: str) -> bool:
+    """The text spells some delayed work ``delayed_work`` can find (a superset: a store or
+    graph named for deferred wgrads taken from, replayed or looped over, or any replay in a
+    file with a ``backward_dw``). A helper's work needs direct work somewhere in the file,
+    so a file without any is not walked: most files with main_grad have none. Found with
+    ``str.find`` and a line-anchored pattern (a case-blind pattern of the words over the
+    whole text took about 4 ms per file)."""
+    if ".replay()" in source and BACKWARD_DW in source:
+        return True
+    for method in _TAKES:
+        at = source.find(method)
+        while at >= 0:
+            start = at
+            while start and (source[start - 1].isalnum() or source[start - 1] in "_[]"):
+                start -= 1
+            if _says_later(source[start:at]):
+                return True
+            at = source.find(method, at + len(method))
+    return any(_says_later(match.group(1)) for match in _LOOP.finditer(source))
+
+
+_TAKES = (".pop(", ".popleft(", ".replay(")
+_LOOP = re.compile(r"^[ \t]*for[ \t][^\n]*?[ \t]in[ \t]+([\w.\[\]]+)[ \t]*:", re.MULTILINE)
+_WORDS = ("wgrad", "dw", "deferred", "delayed", "pending", "queued")
+
+
+def _says_later(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _WORDS)

@@ -23,18 +23,13 @@ def polarities(
         isinstance(test, cst.Comparison)
         and len(test.comparisons) == 1
         and isinstance(test.comparisons[0].operator, (cst.Is, cst.Equal))
-        and patterns.is_false_literal(test.comparisons[0].comparator)
     ):
-        yield from polarities(test.left, is_switch, not negated)
-        return
-    if (
-        isinstance(test, cst.Comparison)
-        and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].operator, (cst.Is, cst.Equal))
-        and patterns.is_true_literal(test.comparisons[0].comparator)
-    ):
-        yield from polarities(test.left, is_switch, negated)
-        return
+        against = test.comparisons[0].comparator
+        if patterns.is_false_literal(against) or patterns.is_true_literal(against):
+            # ``x is False`` reads x negated, ``x is True`` reads it as it is
+            flip = patterns.is_false_literal(against)
+            yield from polarities(test.left, is_switch, negated != flip)
+            return
     if is_switch(test):
         yield not negated
         return

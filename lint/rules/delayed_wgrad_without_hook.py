@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from ..lazy import LazyModule
@@ -225,58 +224,15 @@ MESSAGE = (
 def check(context: ModuleContext, out: Collector) -> None:
     # A work helper of another file of the run may be called here under its own name (or
     # an alias, which its ``from`` import spells beside the name).
-    helpers = context.wgrad_work_helpers
-    if not may_defer(context.source) and not any(n in context.source for n in helpers):
-        return
-    facts = context.shared(delayed_work.file_facts)
     announced = _announced_by_backward_dw(context)
-    for unit in context.units:
-        if type(unit.owner) is not cst.FunctionDef or id(unit.owner) in announced:
-            continue
-        # What the function does decides, not its name: any function that runs the
-        # delayed work (itself or through a helper of this file). A helper called from
-        # elsewhere in the file is left to its callers, which then do its work.
-        if delayed_work.is_helper_of_file(unit, facts) or not delayed_work.may_work(unit, facts):
-            continue
-        work = delayed_work.work_calls(unit, facts)
-        if not work:
+    for unit, facts, work in delayed_work.working_functions(context):
+        if id(unit.owner) in announced:
             continue
         notified = delayed_work.notifying_nodes(unit, facts)
         for call, node in work:
             if paths.exits_avoiding(unit.graph, node, notified):
                 out.report(CODE, call, MESSAGE.format(name=unit.name))
                 break  # one finding per function: the first work left unannounced
-
-
-def may_defer(source: str) -> bool:
-    """The text spells some delayed work ``delayed_work`` can find (a superset: a store or
-    graph named for deferred wgrads taken from, replayed or looped over, or any replay in a
-    file with a ``backward_dw``). A helper's work needs direct work somewhere in the file,
-    so a file without any is not walked: most files with main_grad have none. Found with
-    ``str.find`` and a line-anchored pattern (a case-blind pattern of the words over the
-    whole text took about 4 ms per file)."""
-    if ".replay()" in source and BACKWARD_DW in source:
-        return True
-    for method in _TAKES:
-        at = source.find(method)
-        while at >= 0:
-            start = at
-            while start and (source[start - 1].isalnum() or source[start - 1] in "_[]"):
-                start -= 1
-            if _says_later(source[start:at]):
-                return True
-            at = source.find(method, at + len(method))
-    return any(_says_later(match.group(1)) for match in _LOOP.finditer(source))
-
-
-_TAKES = (".pop(", ".popleft(", ".replay(")
-_LOOP = re.compile(r"^[ \t]*for[ \t][^\n]*?[ \t]in[ \t]+([\w.\[\]]+)[ \t]*:", re.MULTILINE)
-_WORDS = ("wgrad", "dw", "deferred", "delayed", "pending", "queued")
-
-
-def _says_later(text: str) -> bool:
-    lowered = text.lower()
-    return any(word in lowered for word in _WORDS)
 
 
 def _announced_by_backward_dw(context: ModuleContext) -> set[int]:

@@ -17,7 +17,6 @@ cst = LazyModule("libcst")
 delayed_work = LazyModule("..analysis.delayed_work", __package__)
 paths = LazyModule("..analysis.paths", __package__)
 consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
-gmlp019 = LazyModule(".delayed_wgrad_without_hook", __package__)
 
 CODE = "GMLP056"
 RULE = Rule(
@@ -147,19 +146,7 @@ MESSAGE = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    helpers = context.wgrad_work_helpers
-    if not gmlp019.may_defer(context.source) and not any(n in context.source for n in helpers):
-        return
-    facts = context.shared(delayed_work.file_facts)
-    for unit in context.units:
-        if type(unit.owner) is not cst.FunctionDef:
-            continue
-        # A helper called elsewhere in the file is judged with its callers (GMLP019 too).
-        if delayed_work.is_helper_of_file(unit, facts) or not delayed_work.may_work(unit, facts):
-            continue
-        work = delayed_work.work_calls(unit, facts)
-        if not work:
-            continue
+    for unit, facts, work in delayed_work.working_functions(context):
         work_nodes = [node for _, node in work]
         work_indices = frozenset(node.index for node in work_nodes)
         graph = unit.graph

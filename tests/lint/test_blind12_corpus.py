@@ -13,6 +13,14 @@ near, held-out 1 of 8 with 4 near). With the session's final rules (bd70ca8): **
 into main_grad, caught by GMLP016's hook check written from corpus 11's microsoft fork of the
 same code.
 
+Read at the thirteenth session's start, held-out part included, and made development
+material (not blind since): development 13 of 16 with 2 near, held-out 7 of 8 with the
+thirteenth session's rules (GMLP056-058, and GMLP015, GMLP030, GMLP038, GMLP016, GMLP001/002
+extended). Left: the graphed `backward_dw` firing every module's hooks without asking
+`need_backward_dw()`, the MindSpeed-LLM LoRA stand-in named `weights2_b` beside
+`original_weight2_b` and `LayerNormMLP.backward_dw` dropping fc1's pop (both near), and
+the FSDP `main_grad_func` taken without `get_main_grad`.
+
 Six twins carry findings. GMLP035 (five: Transformer Engine's `backward_dw` assigning the
 popped wgrad over `.grad`, in Victarry's fork) is judged true at the heads of the forks
 carrying that code (docs/lint-history-split.toml; TE issue #3437). GMLP003 on the
