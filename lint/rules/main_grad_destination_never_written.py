@@ -126,9 +126,21 @@ def _check_unit(unit: Unit, out: Collector) -> None:
         code = unit.context.code(d.value)
         if any(r.value is not None and unit.context.code(r.value) == code for r in received):
             continue
+        # Or carried on by a binding that reads it (``main_grad = main_grad if fuse else
+        # None``: the buffer the GEMM gets is this one).
+        if any(_carries(unit, r, d) for r in received):
+            continue
         call, _ = gemms[0]
         line = unit.context.line_of(call)
         out.report(CODE, d.node.owner, MESSAGE.format(name=d.name, line=line))
+
+
+def _carries(unit: Unit, later: Def, d: Def) -> bool:
+    """The binding ``later`` reads the name ``d`` binds, where ``d`` reaches it."""
+    if later.value is None:
+        return False
+    names = {n.value for n in patterns.read_names(later.value)}
+    return d.name in names and d in unit.reaching.reaching(d.name, later.node)
 
 
 def _binds_main_grad(d: Def) -> bool:
