@@ -8,7 +8,8 @@ reads it into ``wgrad_compute`` and marks the weight whatever it says, as the de
 (``grad_output_buffer``) computes the wgrad later. A mark is guarded when an ``if`` around it
 requires the switch on (its body with the switch read unnegated, its ``else`` with it
 negated), or when an ``if`` that leaves with the switch off (``if not ctx.requires_wgrad:
-return``) comes before it on every path.
+return``) comes before it on every path; as a guard, a local holding a switch, one item of
+it (``ctx.weights_requires_grad[i]``) and the weight's own ``requires_grad`` count too.
 """
 
 from __future__ import annotations

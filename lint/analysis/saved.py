@@ -136,7 +136,7 @@ def restored_main_grads(unit: Unit) -> list[tuple[Restored, object]]:
         owner = d.node.owner
         if not isinstance(owner, cst.Assign) or not is_restored(owner.value, unit, d.node):
             continue
-        target = _target_of(owner, d.name)
+        target = target_of(owner, d.name)
         if target is None:
             continue
         element, position, count = target
@@ -147,7 +147,7 @@ def restored_main_grads(unit: Unit) -> list[tuple[Restored, object]]:
     return found
 
 
-def _target_of(assign: cst.Assign, name: str):
+def target_of(assign: cst.Assign, name: str):
     """(the element naming ``name``, its position, the number of items) in the
     assignment's targets; position None for a plain ``name = ...`` of an indexed value
     whose index is not a literal."""

@@ -21,7 +21,7 @@ import libcst as cst
 from . import parameter_attributes, patterns
 from .cfg import Def
 from .module import Unit
-from .saved import SAVE_CALLS, _target_of, is_restored
+from .saved import SAVE_CALLS, is_restored, target_of
 
 FORWARD, BACKWARD = "forward", "backward"
 
@@ -56,9 +56,9 @@ def saved_copy_reads(unit: Unit, fresh: set[Def]) -> Iterator[SavedCopy]:
                     continue
                 for d in defs:
                     at = restored.get(d.index)
-                    for saved_at, defs in saved.items() if at is not None else ():
+                    for saved_at, copies in saved.items() if at is not None else ():
                         if _matches(saved_at, at):
-                            yield from (SavedCopy(f, attribute, owner) for f in defs)
+                            yield from (SavedCopy(f, attribute, owner) for f in copies)
         for sub in patterns.walk(root):
             if (
                 isinstance(sub, cst.Attribute)
@@ -118,7 +118,7 @@ def _restored_positions(backward: Unit) -> dict[int, tuple[int, int | None]]:
             continue
         if not is_restored(owner.value, backward, d.node):
             continue
-        target = _target_of(owner, d.name)
+        target = target_of(owner, d.name)
         if target is not None and target[1] is not None:
             found[d.index] = (target[1], target[2])
     return found
