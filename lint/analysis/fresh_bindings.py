@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import iteration, patterns, provenance
+from .helper_facts import last_name
 
 if TYPE_CHECKING:
     from .module import ModuleContext, Unit
@@ -173,8 +174,4 @@ def _dereferenced_copy(sub) -> bool:
         return False
     if link not in COPYING_LINKS or type(receiver) is not cst.Call or receiver.args:
         return False
-    called = receiver.func
-    name = called.value if type(called) is cst.Name else None
-    if type(called) is cst.Attribute:
-        name = called.attr.value
-    return name is not None and name.lower().rstrip("_").endswith("ref")
+    return last_name(receiver.func).lower().rstrip("_").endswith("ref")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
+from .helper_facts import last_name
 from .module import Unit
 from .paths import Dominators
 from .polarity import polarities
@@ -117,15 +118,8 @@ def _switch_locals(unit: Unit) -> frozenset[str]:
 
 
 def _is_switch(expr: cst.CSTNode) -> bool:
-    if isinstance(expr, cst.Subscript):  # ``ctx.weights_requires_grad[i]``: one expert's
-        expr = expr.value
-    if isinstance(expr, cst.Attribute):
-        word = expr.attr.value
-    elif isinstance(expr, cst.Name):
-        word = expr.value
-    else:
-        return False
-    lowered = word.lower()
+    # ``ctx.weights_requires_grad[i]``: one expert's item counts as the switch
+    lowered = last_name(expr).lower()
     if "requires_wgrad" in lowered:
         return True
     return REQUIRES_GRAD in lowered and ("weight" in lowered or "wgrad" in lowered)

@@ -24,6 +24,7 @@ from .module import Unit
 from .saved import SAVE_CALLS, is_restored, target_of
 
 FORWARD, BACKWARD = "forward", "backward"
+CTX = "ctx"
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def saved_copy_reads(unit: Unit, fresh: set[Def]) -> Iterator[SavedCopy]:
                 isinstance(sub, cst.Attribute)
                 and sub.attr.value in parameter_attributes.PER_PARAMETER
             ):
-                held = _ctx_attribute(sub.value)
+                held = patterns.attribute_of(sub.value, CTX)
                 for fresh_def in kept.get(held, ()) if held else ():
                     yield SavedCopy(fresh_def, sub.attr.value, sub)
 
@@ -90,7 +91,7 @@ def _handed_over(
         if isinstance(root, cst.Assign) and isinstance(root.value, cst.Name):
             reaching = [d for d in unit.reaching.reaching(root.value.value, node) if d in fresh]
             for target in root.targets:
-                held = _ctx_attribute(target.target)
+                held = patterns.attribute_of(target.target, CTX)
                 if held and reaching:
                     kept.setdefault(held, []).extend(reaching)
         for call in patterns.walk(root):
@@ -122,16 +123,6 @@ def _restored_positions(backward: Unit) -> dict[int, tuple[int, int | None]]:
         if target is not None and target[1] is not None:
             found[d.index] = (target[1], target[2])
     return found
-
-
-def _ctx_attribute(expr: cst.CSTNode) -> str | None:
-    if (
-        isinstance(expr, cst.Attribute)
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value == "ctx"
-    ):
-        return expr.attr.value
-    return None
 
 
 def _matches(saved_at: tuple[int, int | None], restored_at: tuple[int, int | None]) -> bool:

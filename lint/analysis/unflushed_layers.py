@@ -71,7 +71,7 @@ def layer_calls(unit: Unit) -> Iterator[tuple[str, str, cst.Call, str]]:
             if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute:
                 continue
             method, receiver = sub.func.attr.value, sub.func.value
-            if method == ENABLE and _is_attr(receiver, STORE):
+            if method == ENABLE and patterns.is_attr(receiver, STORE):
                 receiver = receiver.value
             elif method != FLUSH:
                 continue
@@ -81,10 +81,6 @@ def layer_calls(unit: Unit) -> Iterator[tuple[str, str, cst.Call, str]]:
             text = code(holder).strip()
             component = bound.get(text, text) if type(holder) is cst.Name else text
             yield component, receiver.attr.value, sub, method
-
-
-def _is_attr(node: cst.CSTNode, name: str) -> bool:
-    return type(node) is cst.Attribute and node.attr.value == name
 
 
 def _bound_paths(unit: Unit) -> dict[str, str]:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 cst = LazyModule("libcst")
 polarity = LazyModule("..analysis.polarity", __package__)
+helper_facts = LazyModule("..analysis.helper_facts", __package__)
 overrides = LazyModule("..analysis.overrides", __package__)
 
 CODE = "GMLP038"
@@ -304,9 +305,7 @@ def _delay_reads(value):
     seen = []
 
     def is_switch(read) -> bool:
-        expr = read.func if type(read) is cst.Call else read
-        word = expr.attr.value if type(expr) is cst.Attribute else getattr(expr, "value", None)
-        if isinstance(word, str) and _names_delay(word):
+        if _names_delay(helper_facts.last_name(read.func if type(read) is cst.Call else read)):
             seen.append(read)
             return True
         return False
