@@ -342,7 +342,18 @@ def _diff(result: FileResult) -> str:
         fromfile=result.path,
         tofile=result.path,
     )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return "".join(_diff_line(line) for line in lines)
+
+
+def _diff_line(line: str) -> str:
+    """A diff line ending in a newline; the last line of a file that has none gets the
+    marker patch and git apply expect (``\\ No newline at end of file``), without which a
+    removed and an added last line read as the same text."""
+    if line.endswith("\n"):
+        return line
+    if line.endswith("\r"):
+        return line + "\n"
+    return line + "\n\\ No newline at end of file\n"
 
 
 @cli.command("rule", context_settings={"help_option_names": ["-h", "--help"]})

@@ -16,7 +16,7 @@ import libcst as cst
 
 from ..model import UNSAFE, Fix
 from . import carried as carried_flags
-from . import first_microbatch, patterns
+from . import first_microbatch, pasted_names, patterns
 from .branches import Branch
 from .cfg import Def, Node
 from .collector import Collector
@@ -75,6 +75,10 @@ def gate_of(branch: Branch, out: Collector) -> Gate:
     if replacement is None:
         return Gate(anchor, cause, None, None)
     text, atomic = replacement
+    if not pasted_names.hold_at(unit.context, unit.owner, text, test):
+        # ``op`` rebound, deleted or shadowed between the flag and the test: the spliced
+        # source would read another object there (or none)
+        return Gate(anchor, cause, None, None)
     edits = tuple(out.replace(name, text if atomic else f"({text})") for name in names)
     return Gate(anchor, cause, Fix(f"Gate on `{text}`", edits, UNSAFE), text)
 

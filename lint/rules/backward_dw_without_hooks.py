@@ -21,6 +21,7 @@ hook_model = LazyModule("..analysis.hooks", __package__)
 delayed_work = LazyModule("..analysis.delayed_work", __package__)
 exit_callbacks = LazyModule("..analysis.exit_callbacks", __package__)
 hook_containers = LazyModule("..analysis.hook_containers", __package__)
+file_functions = LazyModule("..analysis.file_functions", __package__)
 
 CODE = "GMLP011"
 RULE = Rule(
@@ -198,14 +199,15 @@ def _check_method(unit: Unit, out: Collector, trigger: str | None) -> None:
     falls_off = False
     for node in paths.exits_avoiding(unit.graph, start, hooks):
         if isinstance(node.owner, cst.Return):
-            out.report(CODE, node.owner, MESSAGE, _fix(out, node.owner, trigger, before=True))
+            fix = _fix(out, node.owner, trigger, _receiver(unit), before=True)
+            out.report(CODE, node.owner, MESSAGE, fix)
         else:
             falls_off = True
     if falls_off and unit.body:
         last = unit.body[-1]
         if isinstance(last, cst.SimpleStatementLine):
             last = last.body[-1]
-        out.report(CODE, last, MESSAGE, _fix(out, last, trigger, before=False))
+        out.report(CODE, last, MESSAGE, _fix(out, last, trigger, _receiver(unit), before=False))
 
 
 def _calls_kept_hook(root, facts) -> bool:
@@ -226,12 +228,22 @@ def _walks_hooks(root, text: str, facts) -> bool:
     )
 
 
-def _fix(out: Collector, stmt, trigger: str | None, before: bool) -> Fix | None:
-    if trigger is None:
+def _receiver(unit: Unit) -> str | None:
+    """The name the method calls its instance by (its first parameter: ``self`` or not);
+    None for a static or argument-less one."""
+    owner = unit.owner
+    if not isinstance(owner, cst.FunctionDef) or file_functions.is_static(owner):
+        return None
+    positional = (*owner.params.posonly_params, *owner.params.params)
+    return positional[0].name.value if positional else None
+
+
+def _fix(out: Collector, stmt, trigger: str | None, receiver: str | None, before: bool):
+    if trigger is None or receiver is None:
         return None
     start, indent = out.line_start(stmt)
     if indent.strip():
         return None
-    text = f"{indent}self.{trigger}()\n"
+    text = f"{indent}{receiver}.{trigger}()\n"
     edit = Edit(start, start, text) if before else out.insert_line_after(stmt, text)
-    return Fix(f"Call self.{trigger}()", (edit,), UNSAFE)
+    return Fix(f"Call {receiver}.{trigger}()", (edit,), UNSAFE)

@@ -244,7 +244,9 @@ def _check_te_dummy(call: cst.Call, out: Collector) -> None:
         value = f'getattr({param}, "zero_out_wgrad", False)'
         if zero is None:
             last = call.args[-1].value if call.args else None
-            edit = out.insert_after(last, f", zero={value}") if last else None
+            # ``f(a, (b))``: the insertion would land inside the last argument's parentheses
+            parenthesized = last is not None and bool(getattr(last, "lpar", ()))
+            edit = out.insert_after(last, f", zero={value}") if last and not parenthesized else None
         else:
             edit = out.replace(zero.value, value)
         if edit is not None:
@@ -260,9 +262,13 @@ def _check_te_dummy(call: cst.Call, out: Collector) -> None:
 
 
 def _param_of(positional: list[cst.Arg], out: Collector) -> str | None:
-    """The parameter whose dummy this is, read off ``p.size()``/``p.shape``/``p.dtype``."""
+    """The parameter whose dummy this is, read off ``p.size()``/``p.shape``/``p.dtype``;
+    None when an argument holds a lambda or comprehension, whose own names (``[p.size() for
+    p in params]``) mean nothing where the fix would write them."""
     found: set[str] = set()
     for arg in positional:
+        if any(type(sub).__name__ in _NESTED_SCOPES for sub in patterns.walk(arg.value)):
+            return None
         for sub in patterns.walk(arg.value):
             if (
                 isinstance(sub, cst.Attribute)
@@ -273,13 +279,19 @@ def _param_of(positional: list[cst.Arg], out: Collector) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+# Nodes with names of their own (read by type name: the module loads without libcst).
+_NESTED_SCOPES = frozenset({"Lambda", "ListComp", "SetComp", "DictComp", "GeneratorExp"})
+
+
 # -- empty allocations handed back as the dummy -------------------------------------------
 def _report_allocation(call: cst.Call, out: Collector) -> None:
     name = patterns.callee_name(call)
     func = call.func
     target = func.attr if isinstance(func, cst.Attribute) else func
     fix = None
-    if name in patterns.EMPTY_ALLOCATORS:
+    # Only ``torch.empty_like(...)``-style calls: a bare ``empty_like`` was imported by that
+    # name, and ``zeros_like`` may not be.
+    if name in patterns.EMPTY_ALLOCATORS and isinstance(func, cst.Attribute):
         replacement = patterns.EMPTY_ALLOCATORS[name]
         fix = Fix(f"Allocate with {replacement}", (out.replace(target, replacement),), UNSAFE)
     out.report(

@@ -11,7 +11,7 @@ from ..registry import Example, Rule
 if TYPE_CHECKING:
     from ..analysis.collector import Collector
     from ..analysis.marked_block_reads import BlockRead
-    from ..analysis.module import ModuleContext
+    from ..analysis.module import ModuleContext, Unit
     from ..analysis.overwrite_flag_reads import ArgumentRead
 
 # The parser and the analyses load on the first check, not with the documentation.
@@ -21,6 +21,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 local_aliases = LazyModule("..analysis.local_aliases", __package__)
 marked_block_reads = LazyModule("..analysis.marked_block_reads", __package__)
 overwrite_flag_reads = LazyModule("..analysis.overwrite_flag_reads", __package__)
+pasted_names = LazyModule("..analysis.pasted_names", __package__)
 
 CODE = "GMLP007"
 RULE = Rule(
@@ -390,15 +391,17 @@ def check(context: ModuleContext, out: Collector) -> None:
             for mark in marks:
                 objects = module_provenance.of_unit(unit)
                 for found in marked_block_reads.wrong_reads(mark, objects, experts, aliases):
-                    _report_block_read(found, out)
+                    _report_block_read(found, out, unit)
         if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
             for found in overwrite_flag_reads.argument_reads(unit):
-                _report_argument_read(found, out)
+                _report_argument_read(found, out, unit)
         if survey.spells_overwrite and "origin" in source:
             objects = module_provenance.of_unit(unit)
             for owner, twin, base in overwrite_flag_reads.twin_reads(unit, objects):
                 message = STAND_IN_CALL.format(subject=twin, other=out.text(owner))
-                fix = Fix(f"Read it from `{twin}`", (out.replace(base, twin),), UNSAFE)
+                fix = None
+                if pasted_names.hold_at(unit.context, unit.owner, twin, base):
+                    fix = Fix(f"Read it from `{twin}`", (out.replace(base, twin),), UNSAFE)
                 out.report(CODE, owner, message, fix)
         if survey.spells_overwrite:
             objects = module_provenance.of_unit(unit)
@@ -407,25 +410,29 @@ def check(context: ModuleContext, out: Collector) -> None:
                 out.report(CODE, owner, message)
 
 
-def _report_block_read(found: BlockRead, out: Collector) -> None:
+def _report_block_read(found: BlockRead, out: Collector, unit: Unit) -> None:
     subject, owner = found.subject, found.owner
     if found.kind == marked_block_reads.MISPLACED:
         message = MISPLACED_MARK.format(subject=out.text(subject), other=out.text(owner))
-        out.report(CODE, subject, message, _fix(out, subject, owner, MARK_FIX))
+        out.report(CODE, subject, message, _fix(out, unit, subject, owner, MARK_FIX))
         return
     template = IN_BLOCK if found.kind == marked_block_reads.OTHER_WEIGHT else STAND_IN_BLOCK
     message = template.format(subject=out.text(subject), what=found.what, other=out.text(owner))
-    out.report(CODE, owner, message, _fix(out, owner, subject))
+    out.report(CODE, owner, message, _fix(out, unit, owner, subject))
 
 
-def _report_argument_read(found: ArgumentRead, out: Collector) -> None:
+def _report_argument_read(found: ArgumentRead, out: Collector, unit: Unit) -> None:
     subject, other = found.subject, found.owner
     template = STAND_IN_CALL if found.stand_in else IN_CALL
     message = template.format(subject=out.text(subject), other=out.text(other))
     # a local may feed other calls too: its read is rewritten by hand only
-    out.report(CODE, other, message, _fix(out, other, subject) if found.direct else None)
+    out.report(CODE, other, message, _fix(out, unit, other, subject) if found.direct else None)
 
 
-def _fix(out: Collector, wrong, right, title: str = "Read it from `{}`") -> Fix:
+def _fix(out: Collector, unit: Unit, wrong, right, title: str = "Read it from `{}`"):
+    """``wrong`` rewritten as ``right``'s text, when the names of that text mean at
+    ``wrong`` what they mean at ``right`` (analysis/pasted_names.py); else no fix."""
     text = out.text(right)
+    if not pasted_names.hold_at(unit.context, unit.owner, text, wrong):
+        return None
     return Fix(title.format(text), (out.replace(wrong, text),), UNSAFE)

@@ -155,11 +155,15 @@ def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
     if patterns.is_none_like(dtype):
         return
     # The output's own dtype (``out=mg, out_dtype=mg.dtype`` with ``mg`` bound to main_grad):
-    # right whatever the output holds.
-    if (
-        type(dtype) is cst.Attribute
-        and dtype.attr.value == "dtype"
-        and out.context.code(dtype.value) == out.context.code(target)
+    # right whatever the output holds; also where it is chosen, as this rule's own fix
+    # writes it (``buf.dtype if buf is not None else ...``), which would otherwise be
+    # reported and rewritten again on every pass.
+    target_code = out.context.code(target)
+    if any(
+        type(sub) is cst.Attribute
+        and sub.attr.value == "dtype"
+        and out.context.code(sub.value) == target_code
+        for sub in patterns.walk(dtype)
     ):
         return
     buffer, condition = chosen

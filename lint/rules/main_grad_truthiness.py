@@ -262,17 +262,40 @@ class _Unit:
             )
         ):
             other = out.text(parent.right)
+            if type(parent.right).__name__ not in _ATOMS or parent.right.lpar:
+                # ``X or (1, 2)``: the text of a tuple, generator or any operation leaves out
+                # its own parentheses, and ``else 1, 2`` would make the whole a tuple.
+                other = f"({other})"
             replacement = _parenthesize(
                 f"{text} if {text} is not None else {other}",
-                grandparent,
-                also=(cst.BooleanOperation, cst.UnaryOperation, cst.IfExp, cst.Await),
+                None if parent.lpar else grandparent,  # its own parentheses stay
+                # and where a bare conditional expression does not parse: a comprehension's
+                # `for ... in` or `if`, a starred display element (`[*x or ()]`)
+                also=(
+                    cst.BooleanOperation,
+                    cst.UnaryOperation,
+                    cst.IfExp,
+                    cst.Await,
+                    cst.CompFor,
+                    cst.CompIf,
+                    cst.StarredElement,
+                ),
             )
             fix = Fix(
                 f"Replace with `{text} if {text} is not None else ...`",
                 (out.replace(parent, replacement),),
                 UNSAFE,
             )
+        # A comment inside the text a fix rewrites (``not (  # why``): no fix drops it.
+        source = out.context.source
+        if fix is not None and any("#" in source[e.start : e.end] for e in fix.edits):
+            fix = None
         out.report(CODE, expr, MESSAGE.format(text=text), fix)
+
+
+# Operands that bind tighter than a conditional expression's ``else``, spliced as written
+# (by type name: the module loads without libcst).
+_ATOMS = frozenset({"Name", "Attribute", "Call", "Subscript", "Integer", "Float", "SimpleString"})
 
 
 def _is_bool_call(call: cst.Call) -> bool:

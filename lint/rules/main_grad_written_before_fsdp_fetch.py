@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING
 
+from .. import suppressions
 from ..lazy import LazyModule
 from ..model import UNSAFE, Edit, Fix
 from ..registry import Example, Rule
@@ -315,11 +317,27 @@ class _Unit:
         if any(name.value in bound_here for name in patterns.read_names(owner)):
             return None  # the statement binds the owner itself: before it, another object
         x = self.out.text(owner)
+        unit = self.out.context.module.default_indent  # the file's own: tabs stay tabs
         text = (
             f'{indent}if hasattr({x}, "__fsdp_param__"):\n'
-            f"{indent}    {x}.main_grad = {x}.get_main_grad()\n"
+            f"{indent}{unit}{x}.main_grad = {x}.get_main_grad()\n"
         )
+        start = _above_suppressions(self.out.context, start)
         return Fix("Fetch main_grad from Megatron-FSDP first", (Edit(start, start, text),), UNSAFE)
+
+
+def _above_suppressions(context, start: int) -> int:
+    """Where to insert lines before the line starting at ``start``: above the suppression
+    comments right over it (``# gmlp: ignore[...]`` applies to the line after it, which must
+    stay the statement's). Lines as Python ends them (``context.line_starts``)."""
+    starts = context.line_starts
+    index = bisect.bisect_left(starts, start)
+    while index > 0:
+        line = context.source[starts[index - 1] : starts[index]].strip()
+        if not (line.startswith("#") and suppressions.PATTERN.search(line)):
+            break
+        index -= 1
+    return starts[index] if index < len(starts) and starts[index] <= start else start
 
 
 def _callers_fetch(unit: Unit, out: Collector, seen: set[int]) -> bool:

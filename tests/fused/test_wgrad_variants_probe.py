@@ -1,8 +1,14 @@
-"""scripts/gpu/wgrad_variants_probe.py's kernel variants are correct: its --dry-run interprets
-every variant on CPU (TRITON_INTERPRET=1, fp16, tiny sizes, persistent programs looping over
-several tiles), each batch in a child process as on the GPU, and checks main_grad += dy_g^T x_g
-against torch. The GPU timings are only worth
-reading if this holds."""
+"""The GPU weight-gradient probes' kernels are correct in every variant they time, under
+Triton's interpreter on CPU (TRITON_INTERPRET=1, fp16, tiles a quarter of the GPU's,
+persistent programs looping over several tiles), against torch's fp32 sums:
+
+* scripts/gpu/wgrad_variants_probe.py's --dry-run: each batch of variants in a child process
+  as on the GPU, main_grad += dy_g^T x_g;
+* scripts/gpu/wgrad_ws_probe.py's --interpret: the warp-specialised kernel accumulating and
+  overwriting, the variants that clip x at the expert's end on ragged splits with an empty
+  expert and rows past the last.
+
+The GPU timings (docs/perf-notes.md) are only worth reading if this holds."""
 
 import json
 import os
@@ -14,26 +20,44 @@ import pytest
 import triton
 from packaging.version import Version
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "wgrad_variants_probe.py"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "gpu"
 
-
-# The probe is written against the GPU machine's Triton (3.6): tl.range's flatten= and
-# warp_specialize= and host tensor descriptors as 3.6 has them.
-@pytest.mark.skipif(
-    Version(triton.__version__) < Version("3.6"), reason="the probe targets Triton >= 3.6"
+# The probes are written against the GPU machine's Triton (3.6): tl.range's flatten= and
+# warp_specialize=, host tensor descriptors and those made on the device as 3.6 has them.
+needs_triton_36 = pytest.mark.skipif(
+    Version(triton.__version__) < Version("3.6"), reason="the probes target Triton >= 3.6"
 )
-def test_every_wgrad_variant_is_correct_under_the_interpreter():
+
+
+def _interpreted_rows(script: str, flag: str) -> list[dict]:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--dry-run"],
+        [sys.executable, str(SCRIPTS / script), flag],
         env={**os.environ, "TRITON_INTERPRET": "1"},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@needs_triton_36
+def test_every_wgrad_variant_is_correct_under_the_interpreter():
+    rows = _interpreted_rows("wgrad_variants_probe.py", "--dry-run")
     assert rows and all(row["error"] is None and row["relerr"] < 1e-5 for row in rows), rows
     names = [row["variant"] for row in rows]
     assert len(set(names)) == len(names) >= 20
     # Persistent (1 and 2 programs per SM) and one-program-per-tile schedules all ran.
     assert {name[:3] for name in names} == {"np_", "p1_", "p2_"}
+
+
+@needs_triton_36
+def test_every_warp_specialised_wgrad_variant_is_correct_under_the_interpreter():
+    rows = _interpreted_rows("wgrad_ws_probe.py", "--interpret")
+    assert rows and all(row["relerr"] < 1e-5 for row in rows), rows
+    checked = {(row["checked"], row["accumulate"]) for row in rows}
+    variants = {name for name, _ in checked}
+    assert len(checked) == 2 * len(variants) >= 20  # every variant, both modes
+    # Both schedules (persistent, one program per tile) and the clipped ragged splits ran.
+    assert {name[:3] for name in variants} == {"np_", "p1_"}
+    assert any(0 in row["sizes"] for row in rows if row["checked"].endswith("_clip"))
