@@ -113,6 +113,4 @@ def _target_names(target: cst.CSTNode) -> list[cst.Name]:
         return [n for e in target.elements for n in _target_names(e.value)]
     if type(target) is cst.StarredElement:
         return _target_names(target.value)
-    if type(target) is cst.Del:
-        return _target_names(target.target)
     return []  # an attribute or a subscript binds no name
