@@ -94,11 +94,40 @@ def self_call_closure(
 def _mentions(method: cst.FunctionDef) -> set[str]:
     live = [n for stmt in _live_statements(method.body) for n in patterns.walk(stmt)]
     found = {n.attr.value for n in live if is_self_attr(n)}
+    found |= _named_by_getattr(method, live)
     if "super" in {patterns.callee_name(n) for n in live}:
         found.add(SUPER)
     if _only_raises(method):
         found.add(RAISES)
     return found
+
+
+def _named_by_getattr(method: cst.FunctionDef, live: list[cst.CSTNode]) -> set[str]:
+    """Attributes reached by name: ``getattr(self, "wk")``, and ``getattr(self, name)`` in
+    ``for name in ("wq_b", "wk", "weights_proj"):`` (THUDM/slime's indexer projections)."""
+    spelled: dict[str, list[str]] = {}
+    for node in patterns.walk(method.body):
+        kind = type(node)
+        if kind is cst.For and type(node.target) is cst.Name and type(node.iter) in _LITERALS:
+            words = [patterns.string_value(e.value) for e in node.iter.elements]
+            if words and None not in words:
+                spelled.setdefault(node.target.value, []).extend(words)
+    found: set[str] = set()
+    for node in live:
+        if type(node) is not cst.Call or patterns.callee_name(node) != "getattr":
+            continue
+        args = node.args
+        if len(args) < 2 or type(args[0].value) is not cst.Name or args[0].value.value != "self":
+            continue
+        word = patterns.string_value(args[1].value)
+        if word is not None:
+            found.add(word)
+        elif type(args[1].value) is cst.Name:
+            found.update(spelled.get(args[1].value.value, ()))
+    return found
+
+
+_LITERALS = (cst.Tuple, cst.List)
 
 
 # Statements after which the rest of their block never runs.

@@ -30,9 +30,17 @@ def parameters(function: cst.FunctionDef) -> list[str]:
 
 
 def is_static(function: cst.FunctionDef) -> bool:
+    return _decorated(function, "staticmethod")
+
+
+def is_classmethod(function: cst.FunctionDef) -> bool:
+    """Its first parameter is the class, not the instance."""
+    return _decorated(function, "classmethod")
+
+
+def _decorated(function: cst.FunctionDef, name: str) -> bool:
     return any(
-        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-        for d in function.decorators
+        isinstance(d.decorator, cst.Name) and d.decorator.value == name for d in function.decorators
     )
 
 

@@ -71,11 +71,12 @@ def gate_of(branch: Branch, out: Collector) -> Gate:
             f"handed here to `{unit.name}`'s `{names[0].value}`, which gates it (line {line})"
         )
         return Gate(site.value, cause, None, None)
-    replacement = None if direct else _Origins(unit).op_level_replacement(names, node)
+    origins = _Origins(unit)
+    replacement = None if direct else origins.op_level_replacement(names, node)
     if replacement is None:
         return Gate(anchor, cause, None, None)
     text, atomic = replacement
-    if not pasted_names.hold_at(unit.context, unit.owner, text, test):
+    if not pasted_names.hold_at(unit.context, unit.owner, text, test, origins.reads):
         # ``op`` rebound, deleted or shadowed between the flag and the test: the spliced
         # source would read another object there (or none)
         return Gate(anchor, cause, None, None)
@@ -156,6 +157,13 @@ class _Origins:
     def __init__(self, unit: Unit) -> None:
         self.unit = unit
         self.context = unit.context
+        # every expression a source text was read from, for the check that its names mean
+        # the same where the text is spliced (a superset: tried and dropped ones too)
+        self.reads: list[cst.CSTNode] = []
+
+    def _spliced(self, expr: cst.CSTNode) -> tuple[str, bool]:
+        self.reads.append(expr)
+        return _spliced(self.context, expr)
 
     def op_level_replacement(self, names: list[cst.Name], node: Node) -> tuple[str, bool] | None:
         """The one expression every tainted flag in the test was derived from, and whether
@@ -184,8 +192,13 @@ class _Origins:
                 return None
             if taint.value[d.index]:
                 # A downgrade whose origin cannot be read (``flag = not overwrite`` at the
-                # bottom of a loop) leaves the answer to the other definitions.
-                found.update(self.downgrade_source(d, seen) or {})
+                # bottom of a loop) leaves the answer to the other definitions, unless it
+                # reads an op-level setting of its own (``f(ops[1].accumulate_into_main_grad,
+                # ...)``): the test would then be rewritten onto another op's.
+                source = self.downgrade_source(d, seen)
+                if source is None and d.value is not None and _reads_op_setting(d.value):
+                    return None
+                found.update(source or {})
                 continue
             part = self.copy_source(d, seen)
             if part is None:
@@ -201,7 +214,7 @@ class _Origins:
             return None  # a dict of arguments: no one expression to gate on
         if isinstance(value, cst.Name) and self.unit.reaching.defines(value.value):
             return self.sources(value.value, d.node, seen)
-        text, atomic = _spliced(self.context, value)
+        text, atomic = self._spliced(value)
         return {text: atomic}
 
     def downgrade_source(self, d: Def, seen: set[int]) -> dict[str, bool] | None:
@@ -209,7 +222,9 @@ class _Origins:
         if d.kind == "aug":
             return self.sources(d.name, d.node, seen)
         value = d.value
-        operands = _and_operands(value) if value is not None else []
+        if isinstance(value, cst.Name) and self.unit.reaching.defines(value.value):
+            return self.sources(value.value, d.node, seen)  # a copy: ``acc = accumulate``
+        operands = _and_operands(_unparenthesized(value)) if value is not None else []
         if len(operands) > 1:
             kept = [op for op in operands if not taint.expr(op, d.node)]
             if kept:
@@ -220,7 +235,7 @@ class _Origins:
                     and self.unit.reaching.defines(only.value)
                 ):
                     return self.sources(only.value, d.node, seen)
-                spliced = [_spliced(self.context, op) for op in kept]
+                spliced = [self._spliced(op) for op in kept]
                 if len(spliced) == 1:
                     return dict(spliced)
                 return {" and ".join(t if a else f"({t})" for t, a in spliced): False}
@@ -255,7 +270,7 @@ class _Origins:
             elif self.unit.overwrite.expr(operand, node):
                 return None
             else:
-                text, atomic = _spliced(self.context, operand)
+                text, atomic = self._spliced(operand)
                 looks_op_level = looks_op_level or any(h in text for h in OP_LEVEL_HINTS)
                 parts.append((text, atomic))
         if not looks_op_level:
@@ -263,6 +278,24 @@ class _Origins:
         if len(parts) == 1:
             return {parts[0][0]: parts[0][1]}
         return {" and ".join(t if a else f"({t})" for t, a in parts): False}
+
+
+def _unparenthesized(expr: cst.CSTNode) -> cst.CSTNode:
+    """A whole value's own parentheses dropped: ``(a and not b)`` splits as ``a and not b``."""
+    if isinstance(expr, cst.BooleanOperation) and expr.lpar:
+        return expr.with_changes(lpar=(), rpar=())
+    return expr
+
+
+def _reads_op_setting(expr: cst.CSTNode) -> bool:
+    """``expr`` names an op-level accumulation setting (``accumulate_into_main_grad``,
+    ``fuse_wgrad_accumulation``, ``gradient_accumulation_fusion``)."""
+    return any(
+        ("accumulat" in word or "fuse_wgrad" in word) and "overwrite" not in word
+        for sub in patterns.walk(expr)
+        if type(sub) in (cst.Name, cst.Attribute)
+        for word in [sub.value if type(sub) is cst.Name else sub.attr.value]
+    )
 
 
 def _is_bool_literal(expr: cst.CSTNode) -> bool:

@@ -104,8 +104,12 @@ def wrong_reads(
 
 
 def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
-    """(what, owner) for each per-parameter attribute read in ``root``."""
+    """(what, owner) for each per-parameter attribute read in ``root`` (an attribute
+    assigned, ``u.zero_out_wgrad = False``, is written there, not read)."""
+    stores = {id(t) for t in _stored(root)}
     for sub in patterns.walk(root):
+        if id(sub) in stores:
+            continue
         if patterns.is_attr(sub, patterns.MAIN_GRAD):
             yield "main_grad", sub.value
         elif patterns.is_attr(sub, patterns.ZERO_OUT):
@@ -117,3 +121,22 @@ def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
             for word in (patterns.ZERO_OUT, patterns.GRAD_ADDED, patterns.MAIN_GRAD):
                 if patterns.string_is(args[1].value, word):
                     yield word, args[0].value
+
+
+def _stored(root) -> Iterator[cst.CSTNode]:
+    """The targets ``root`` assigns or deletes (not an augmented assignment's: it reads too)."""
+    for sub in patterns.walk(root):
+        kind = type(sub)
+        if kind is cst.Assign:
+            for target in sub.targets:
+                yield from _target_parts(target.target)
+        elif kind is cst.AnnAssign or kind is cst.Del:
+            yield from _target_parts(sub.target)
+
+
+def _target_parts(target) -> Iterator[cst.CSTNode]:
+    if type(target) in (cst.Tuple, cst.List):
+        for element in target.elements:
+            yield from _target_parts(element.value)
+    else:
+        yield target

@@ -1,14 +1,28 @@
 """Whether an expression a fix pastes at a site means there what it meant where it was read.
 
-A fix that writes a name somewhere new (a flag's op-level source spliced into a test,
-``origin_weight`` swapped in for ``weight``) is only right when the name there is bound to
-the same object: not rebound or deleted between (``op = ops[1]``, ``del op``), not bound
-after the site (``origin_weight = ...`` further down), and not shadowed by a comprehension's
-or a lambda's own variable of that name. Those are found by the function's bindings, read
-conservatively: a name is trusted when the function never binds it (a parameter left alone,
-a global), or binds it exactly once, by a plain assignment directly in its body, above the
-site. Anything else (two bindings, a loop variable, a ``with ... as``, a binding in a nested
-scope) makes the fix stand down; the finding stays."""
+A fix that writes text somewhere new (a flag's op-level source spliced into the test that
+reads the flag, ``fc1_weight`` written for ``weight``, ``origin_weight`` for a stand-in) is
+right only when every name the text reads is bound, at the site, to the object it was bound
+to where the text was read, and no attribute the text reads was assigned in between.
+
+The rule is one of execution order, read off the function's own syntax:
+
+* each name is resolved as Python resolves it (the innermost function, lambda,
+  comprehension or class body that binds it; a class body only for code directly in it);
+  the read and the site must resolve it in the same scope, and no scope may declare it
+  ``global`` or ``nonlocal`` (a call could then rebind it at any time);
+* a binding of the name in that scope (an assignment, a loop or ``with`` or ``except`` or
+  ``match`` variable, an import, a ``def``, a ``del``, a walrus) must not be able to run
+  between the read and the site: it is refused when it stands between them in the text,
+  when it sits in a loop that holds one of the two and not the other, and when a loop holds
+  both but the read does not come first in every pass (a read in an ``if`` of the loop);
+* a site in a function, lambda or generator expression defined inside the scope runs when
+  it is called, so there the name must not be bound at all after the read.
+
+A binding above both (``op = self.basic_ops[0]`` inside a ``with``, a parameter given a
+default under ``if fc1_weight is None``, a tuple unpacked from ``restore_from_saved``)
+leaves the fix alone. Anything the rule cannot place makes the fix stand down; the finding
+stays."""
 
 from __future__ import annotations
 
@@ -16,101 +30,165 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import file_functions, patterns
+from . import patterns
+from .function_bindings import CHAINS, Binding, BindingIndex, flat
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .module import ModuleContext
 
 
-def hold_at(context: ModuleContext, function: cst.CSTNode, text: str, site: cst.CSTNode) -> bool:
-    """Every name ``text`` reads is bound, at ``site`` inside ``function``, to what the
-    function's one binding of it (or none) gives it."""
+def hold_at(
+    context: ModuleContext,
+    function: cst.CSTNode,
+    text: str,
+    site: cst.CSTNode,
+    reads: Iterable[cst.CSTNode] = (),
+) -> bool:
+    """Every name and attribute ``text`` reads holds at ``site`` what it held at each of
+    ``reads`` (the nodes the text was read from). With no reads (a name the function already
+    spells, such as ``origin_weight``), what its bindings above the site give it."""
     try:
         expr = cst.parse_expression(text)
     except cst.ParserSyntaxError:
         return False
     if not isinstance(function, cst.FunctionDef):
         return False
-    bindings = _bindings(function)
-    parameters = set(file_functions.parameters(function))
-    site_line = context.line_of(site)
+    index = BindingIndex(context, function)
+    if site not in index.span:
+        return False
+    reads = list(reads)
+    if any(r not in index.span for r in reads):
+        return False  # read in an enclosing function: its bindings are not in view here
+    if any(index.frame(r) is not index.frame(site) for r in reads):
+        # the site runs later (a closure, a generator expression): by then whatever carried
+        # the value there (a flag) may hold another read's, as may the text's own names
+        return False
+    if not all(_unguarded(context, index, expr, r, site) for r in reads):
+        return False
     for name in {n.value for n in patterns.read_names(expr)}:
-        found = bindings.get(name, [])
-        if not found:
-            continue  # a parameter never rebound, or a name from outside the function
-        if name in parameters or len(found) != 1:
+        if name in index.declared:
             return False
-        kind, line_node = found[0]
-        if kind != "assign":
+        if not _name_holds(index, name, site, reads):
             return False
-        if context.line_of(line_node) >= site_line:
+    return _attributes_hold(context, index, expr, site, reads)
+
+
+def _unguarded(context, index: BindingIndex, expr, read, site) -> bool:
+    """The read was not guarded by a test of an object the text goes through (``if op is
+    not None:``, ``hasattr(op, ...)``, ``if self.basic_ops:``, a ``try`` around it): pasted
+    where that guard does not hold, the text would raise. Tests of an attribute of it
+    (``if fc_op.single_grouped_weight:``) guard nothing the text needs. A read after the
+    site (a marked block's) is judged by its bindings alone."""
+    if index.span[read][0] > index.span[site][0]:
+        return True
+    bases = {flat(context.code(n.value)) for n in patterns.walk(expr) if type(n) in CHAINS}
+    if not bases or index.runs_first(read, site):
+        return True
+    # Evaluated on paths where it never was: only through what the caller handed in (a
+    # parameter the function never rebinds, or a global), as Transformer Engine's own fix
+    # reads `fc_op._accumulate_into_main_grad` past the branches that read it first; a
+    # local may hold anything there (`def op(): ...` above, an attribute it lacks).
+    for name in patterns.read_names(expr):
+        scope = index.resolve(name.value, read)
+        bindings = index.bindings.get((id(scope), name.value), []) if scope is not None else []
+        if any(type(b.node) is not cst.Param for b in bindings):
+            return False
+    for guard in index.guards(read, site):
+        if guard is None:
+            return False
+        for sub in patterns.walk(guard):
+            if type(sub) not in (cst.Name, *CHAINS) or flat(context.code(sub)) not in bases:
+                continue
+            above = index.parent.get(sub)
+            if not (type(above) in CHAINS and above.value is sub):
+                return False  # the object itself tested, not an attribute of it
+    return True
+
+
+def _attributes_hold(context, index: BindingIndex, expr, site, reads) -> bool:
+    """No attribute or item the text reads is written between the read and the site:
+    through the same spelling or a prefix of it (``op.flag = ...``, ``ops.insert(0, x)``),
+    or through any object for an attribute of that name (an alias: ``o = op; o.flag =
+    ...``)."""
+    chains = [flat(context.code(n)) for n in patterns.walk(expr) if type(n) in CHAINS]
+    attrs = {n.attr.value for n in patterns.walk(expr) if type(n) is cst.Attribute}
+    start = index.span[site][0]
+    for store in index.stores:
+        hit = (
+            (store.attr == "*" and bool(chains))
+            or store.attr in attrs
+            or any(
+                c == store.target or c.startswith((store.target + ".", store.target + "["))
+                for c in chains
+            )
+        )
+        if not hit:
+            continue
+        if index.frame(store.binding.node) is not index.frame(site):
+            return False  # written in code that runs at another time
+        if not reads:
+            if store.binding.at > start and index.common_loop(
+                store.binding.node, site, index.function
+            ):
+                return False
+        elif not all(_unmoved(index, index.function, store.binding, r, site) for r in reads):
             return False
     return True
 
 
-def _bindings(function: cst.FunctionDef) -> dict[str, list[tuple[str, cst.CSTNode]]]:
-    """Every binding of a name in ``function``'s body, nested scopes included, as (kind,
-    the statement line or node that makes it)."""
-    found: dict[str, list[tuple[str, cst.CSTNode]]] = {}
-
-    def bind(target: cst.CSTNode, kind: str, where: cst.CSTNode) -> None:
-        for node in _target_names(target):
-            found.setdefault(node.value, []).append((kind, where))
-
-    for line in _statement_lines(function.body):
-        for node in _all_nodes(line):
-            kind = type(node)
-            if kind is cst.Assign:
-                single = len(node.targets) == 1 and type(node.targets[0].target) is cst.Name
-                # directly in the body: a statement of its own line (not inside an ``if``)
-                direct = type(line) is cst.SimpleStatementLine and node in line.body
-                for target in node.targets:
-                    bind(target.target, "assign" if single and direct else "other", line)
-            elif kind in (cst.AnnAssign, cst.AugAssign):
-                bind(node.target, "other", line)
-            elif kind in (cst.For, cst.CompFor):
-                bind(node.target, "loop", node)
-            elif kind is cst.NamedExpr:
-                bind(node.target, "walrus", node)
-            elif kind is cst.Del:
-                bind(node.target, "del", node)
-            elif kind is cst.AsName:
-                bind(node.name, "as", node)
-            elif kind is cst.Param:
-                bind(node.name, "nested parameter", node)
-            elif kind in (cst.FunctionDef, cst.ClassDef):
-                bind(node.name, "def", node)
-            elif kind in (cst.Global, cst.Nonlocal):
-                for item in node.names:
-                    bind(item.name, "global", node)
-            elif kind is cst.ImportAlias and node.asname is None:
-                bind(node.name, "import", node)
-    return found
+def _name_holds(index: BindingIndex, name: str, site: cst.CSTNode, reads: list) -> bool:
+    scope = index.resolve(name, site)
+    if any(index.resolve(name, r) is not scope for r in reads):
+        return False
+    if scope is None:
+        return True  # never bound in the function: a global, a builtin or an outer local
+    bindings = index.bindings.get((id(scope), name), [])
+    frame = index.frame_in(site, scope)
+    if not reads:
+        return _spelled_name_holds(index, scope, frame, bindings, site)
+    for read in reads:
+        if index.frame_in(read, scope) is not frame:
+            # one of the two runs later: only bindings above both, in no loop, are safe
+            first = min(index.span[read][0], index.span[site][0])
+            if not all(b.at < first and not index.loops_holding(b.node, scope) for b in bindings):
+                return False
+            continue
+        if frame is not scope and index.suspends(frame):
+            return False  # a generator or coroutine: the scope runs while it waits
+        if not all(_unmoved(index, scope, b, read, site) for b in bindings):
+            return False
+    return True
 
 
-def _statement_lines(body: cst.CSTNode):
-    """The statements of a function body, compound ones whole: each is walked in full."""
-    if isinstance(body, cst.IndentedBlock):
-        yield from body.body
-    else:
-        yield body
+def _spelled_name_holds(index: BindingIndex, scope, frame, bindings, site) -> bool:
+    """A name the function spells (``origin_weight``), pasted with no read to compare with:
+    bound above the site, never unbound, and not bound again after it in a loop that holds
+    the site (nor anywhere after, when the site runs later)."""
+    if any(b.unbinds for b in bindings):
+        return False
+    start = index.span[site][0]
+    if frame is not scope:
+        start = index.span[frame][0]
+        return all(b.at < start and not index.loops_holding(b.node, scope) for b in bindings)
+    if not any(b.at < start for b in bindings):
+        return False
+    return not any(b.at > start and index.common_loop(b.node, site, scope) for b in bindings)
 
 
-def _all_nodes(node: cst.CSTNode):
-    """Every node under ``node``, nested functions, classes, lambdas and comprehensions
-    included (libcst's own children, not the fast walk, which stops at scopes)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
-
-
-def _target_names(target: cst.CSTNode) -> list[cst.Name]:
-    if type(target) is cst.Name:
-        return [target]
-    if type(target) in (cst.Tuple, cst.List):
-        return [n for e in target.elements for n in _target_names(e.value)]
-    if type(target) is cst.StarredElement:
-        return _target_names(target.value)
-    return []  # an attribute or a subscript binds no name
+def _unmoved(index: BindingIndex, scope, binding: Binding, read, site) -> bool:
+    """``binding`` cannot run after ``read`` and before ``site`` (both in its frame)."""
+    if index.frame_in(binding.node, scope) is not index.frame_in(site, scope):
+        return False
+    read_at, site_at = index.span[read][0], index.span[site][0]
+    low, high = sorted((read_at, site_at))
+    if low < binding.at < high:
+        return False
+    for loop in index.loops_holding(binding.node, scope):
+        holds_read, holds_site = index.holds(loop, read), index.holds(loop, site)
+        if holds_read != holds_site:
+            return False
+        if holds_read and not index.runs_first(read, site):
+            return False
+    return True

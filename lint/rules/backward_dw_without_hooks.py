@@ -230,9 +230,12 @@ def _walks_hooks(root, text: str, facts) -> bool:
 
 def _receiver(unit: Unit) -> str | None:
     """The name the method calls its instance by (its first parameter: ``self`` or not);
-    None for a static or argument-less one."""
+    None for a static, class-level or argument-less one (``cls._trigger_wgrad_hooks()``
+    would call the function unbound, without an instance)."""
     owner = unit.owner
-    if not isinstance(owner, cst.FunctionDef) or file_functions.is_static(owner):
+    if not isinstance(owner, cst.FunctionDef):
+        return None
+    if file_functions.is_static(owner) or file_functions.is_classmethod(owner):
         return None
     positional = (*owner.params.posonly_params, *owner.params.params)
     return positional[0].name.value if positional else None

@@ -13,22 +13,24 @@ if TYPE_CHECKING:
 
 deferred_none = LazyModule("..analysis.deferred_none", __package__)
 shadowed_dummy = LazyModule("..analysis.shadowed_dummy", __package__)
+dropped_dummy = LazyModule("..analysis.dropped_dummy", __package__)
 
 CODE = "GMLP024"
 RULE = Rule(
     code=CODE,
-    classes=(5,),
+    classes=(5, 7),
     name="deferred-wgrad-handed-back-as-none",
     summary=(
         "A backward hands the weight to a store that computes its gradient into main_grad "
         "later, and returns None as the weight's gradient on that path, in code that "
-        "otherwise hands back dummies: the grad-accumulation hook never fires for it."
+        "otherwise hands back dummies, or chooses between that dummy and None on a flag: "
+        "the grad-accumulation hook never fires for it."
     ),
     flags=(
         "`G = None` reaching the weight's slot of a backward's `return` on a path from a "
         "call that hands the weight to an object (`store.put(x, dy, weight)`), outside any "
         "test of main_grad / `grad_added_to_main_grad`, in a file that names "
-        "`grad_added_to_main_grad`"
+        "`grad_added_to_main_grad`; `G if flag else None` handed back, `G` a dummy"
     ),
     explanation="""
         Issue #19, class 5 (hooks without bookkeeping), found from MindSpeed !908's nanopipe
@@ -68,6 +70,17 @@ RULE = Rule(
         hold together and the None wins (analysis/shadowed_dummy.py). Not seen: the two
         choices in separate `if` statements (the later one then overrides: correct), and a
         delay test read into a local named otherwise.
+
+        The dummy dropped on a flag (issue #19, class 7; since the fifteenth session, from
+        blind corpus 14's 021ai/Megatron-LM-FP8FlowMoe linear): a conditional expression
+        choosing between a name the function binds to a dummy (a call named for one, or a
+        `zeros` / `empty` / `full` sized from main_grad) and None, handed back (a returned
+        value or tuple element) or bound to that name again: `grad_weight if wgrad_compute
+        else None` hands None whenever the flag is off, for a weight whose gradient went
+        (or goes, deferred) into main_grad. Left alone: tests of whether the weight wants a
+        gradient (`requires`, `needs_input_grad`: None is autograd's own answer there) and
+        of the name itself; the same file gating as above (analysis/dropped_dummy.py). Not
+        seen: the choice made by separate `if` statements, or through a helper.
     """,
     fix="""
         On the deferred path, hand back the dummy the rest of the code uses:
@@ -125,6 +138,30 @@ RULE = Rule(
                 return hasattr(weight, "grad_added_to_main_grad")
             """
         ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                input, weight = ctx.saved_tensors
+                wgrad_compute = True
+                if ctx.grad_output_buffer is not None:
+                    ctx.grad_output_buffer.append(grad_output)
+                    wgrad_compute = False
+                if ctx.gradient_accumulation_fusion:
+                    if wgrad_compute:
+                        wgrad_gemm_accum_fp32(input, grad_output, weight.main_grad)
+                    if hasattr(weight, "grad_added_to_main_grad"):
+                        if getattr(weight, "zero_out_wgrad", False):
+                            grad_weight = torch.zeros(weight.main_grad.shape, dtype=input.dtype)
+                        else:
+                            grad_weight = torch.empty(weight.main_grad.shape, dtype=input.dtype)
+                        weight.grad_added_to_main_grad = True
+                    else:
+                        grad_weight = None
+                else:
+                    grad_weight = grad_output.t().matmul(input)
+                return grad_output.matmul(weight), grad_weight if ctx.needs_input_grad[1] else None
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -153,6 +190,31 @@ RULE = Rule(
             """,
             line=14,
         ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                input, weight = ctx.saved_tensors
+                wgrad_compute = True
+                if ctx.grad_output_buffer is not None:
+                    ctx.grad_output_buffer.append(grad_output)
+                    wgrad_compute = False
+                if ctx.gradient_accumulation_fusion:
+                    if wgrad_compute:
+                        wgrad_gemm_accum_fp32(input, grad_output, weight.main_grad)
+                    if hasattr(weight, "grad_added_to_main_grad"):
+                        if getattr(weight, "zero_out_wgrad", False):
+                            grad_weight = torch.zeros(weight.main_grad.shape, dtype=input.dtype)
+                        else:
+                            grad_weight = torch.empty(weight.main_grad.shape, dtype=input.dtype)
+                        weight.grad_added_to_main_grad = True
+                    else:
+                        grad_weight = None
+                else:
+                    grad_weight = grad_output.t().matmul(input)
+                return grad_output.matmul(weight), grad_weight if wgrad_compute else None
+            """,
+            line=20,
+        ),
     ),
 )
 
@@ -173,6 +235,13 @@ SHADOWED = (
 )
 
 
+DROPPED = (
+    "this hands autograd None instead of the dummy `{name}` whenever `{test}` is false: the "
+    "weight's gradient goes into main_grad, and without a `.grad` its grad-accumulation hook "
+    "never fires, so the overlapped reduction never counts it; hand back `{name}`"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     for found in context.shared(deferred_none.deferred_nones):
         call = context.code(found.handoff.func)
@@ -181,3 +250,6 @@ def check(context: ModuleContext, out: Collector) -> None:
         for unit in context.units:
             for test in shadowed_dummy.shadowing_tests(unit):
                 out.report(CODE, test, SHADOWED)
+    for choice, name in dropped_dummy.dropped_dummies(context):
+        test = context.code(choice.test)
+        out.report(CODE, choice, DROPPED.format(name=name, test=test))

@@ -69,7 +69,9 @@ RULE = Rule(
         through the bases defined in the same file. A layer counts as reached when
         `backward_dw` or a method it calls through `self.` mentions the attribute at all, or
         mentions an attribute that was given delayed-wgrad callables naming it (a list,
-        dict, `partial` or lambda stored in `self.x`, or appended to it).
+        dict, `partial` or lambda stored in `self.x`, or appended to it), or names it for
+        `getattr(self, ...)`: a literal, or a loop variable over literal names (`for name in
+        ("wq_b", "wk", "weights_proj"): getattr(self, name).backward_dw()`, THUDM/slime).
 
         Containers filled one at a time count as layers too (issue #19's weak spots, since
         2026-12-03): `self.experts = ModuleList()` then `self.experts.append(expert)` in a
@@ -222,6 +224,21 @@ RULE = Rule(
 
                 def backward_dw(self):
                     self.linear_q.backward_dw()
+            """
+        ),
+        Example(
+            """
+            class IndexerAttention(MegatronModule):
+                def __init__(self, config, submodules):
+                    self.linear_q = TELinear(config.hidden, config.hidden)
+                    self.wk_proj = build_module(submodules.wk_proj, config)
+                    self.weights_proj = build_module(submodules.weights_proj, config)
+
+                def backward_dw(self):
+                    self.linear_q.backward_dw()
+                    for name in ("wk_proj", "weights_proj"):
+                        if hasattr(self, name):
+                            getattr(self, name).backward_dw()
             """
         ),
     ),

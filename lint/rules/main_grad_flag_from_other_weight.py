@@ -433,6 +433,6 @@ def _fix(out: Collector, unit: Unit, wrong, right, title: str = "Read it from `{
     """``wrong`` rewritten as ``right``'s text, when the names of that text mean at
     ``wrong`` what they mean at ``right`` (analysis/pasted_names.py); else no fix."""
     text = out.text(right)
-    if not pasted_names.hold_at(unit.context, unit.owner, text, wrong):
+    if not pasted_names.hold_at(unit.context, unit.owner, text, wrong, (right,)):
         return None
     return Fix(title.format(text), (out.replace(wrong, text),), UNSAFE)

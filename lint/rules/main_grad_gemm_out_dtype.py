@@ -155,16 +155,11 @@ def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
     if patterns.is_none_like(dtype):
         return
     # The output's own dtype (``out=mg, out_dtype=mg.dtype`` with ``mg`` bound to main_grad):
-    # right whatever the output holds; also where it is chosen, as this rule's own fix
-    # writes it (``buf.dtype if buf is not None else ...``), which would otherwise be
-    # reported and rewritten again on every pass.
-    target_code = out.context.code(target)
-    if any(
-        type(sub) is cst.Attribute
-        and sub.attr.value == "dtype"
-        and out.context.code(sub.value) == target_code
-        for sub in patterns.walk(dtype)
-    ):
+    # right whatever the output holds; also the shape this rule's own fix writes
+    # (``buf.dtype if buf is not None else ...``), which would otherwise be reported and
+    # rewritten again on every pass. Any other test around the output's dtype is judged
+    # (``buf.dtype if buf is None else ctx.dtype`` picks the activation dtype for main_grad).
+    if _follows_output(out.context, dtype, target, chosen):
         return
     buffer, condition = chosen
     fix = None
@@ -192,9 +187,39 @@ def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
         text = out.text(buffer)
         replacement = f"({text}.dtype if {text} is not None else {dtype_text})"
     if replacement is not None:
+        if dtype.lpar:
+            replacement = replacement[1:-1]  # the dtype's own parentheses stay around the edit
         fix = Fix(f"Use `{replacement}`", (out.replace(dtype, replacement),), UNSAFE)
     message = MESSAGE.format(out=out.text(target), dtype=dtype_text)
     out.report(CODE, dtype, message, fix)
+
+
+def _follows_output(context, dtype, target, chosen) -> bool:
+    """``dtype`` is the output's own dtype, or the fix's ``(M.dtype if <test> else ...)``
+    with the test that chooses ``M`` (``M is not None`` for a bare buffer)."""
+    buffer, condition = chosen
+    if _dtype_of(context, dtype, (target, buffer)):
+        return True
+    if type(dtype) is not cst.IfExp or not _dtype_of(context, dtype.body, (buffer,)):
+        return False
+    if condition is not None:
+        return context.code(dtype.test) == context.code(condition)
+    test = dtype.test
+    return (
+        type(test) is cst.Comparison
+        and context.code(test.left) == context.code(buffer)
+        and len(test.comparisons) == 1
+        and type(test.comparisons[0].operator) is cst.IsNot
+        and patterns.is_none_like(test.comparisons[0].comparator)
+    )
+
+
+def _dtype_of(context, expr, owners) -> bool:
+    return (
+        type(expr) is cst.Attribute
+        and expr.attr.value == "dtype"
+        and context.code(expr.value) in {context.code(o) for o in owners}
+    )
 
 
 def _main_grad_choice(unit: Unit, target, node: Node):

@@ -317,7 +317,11 @@ class _Unit:
         if any(name.value in bound_here for name in patterns.read_names(owner)):
             return None  # the statement binds the owner itself: before it, another object
         x = self.out.text(owner)
-        unit = self.out.context.module.default_indent  # the file's own: tabs stay tabs
+        # the file's own unit (tabs stay tabs), unless this line is indented with the other
+        # character: a block mixing the two would not compile
+        unit = self.out.context.module.default_indent
+        if indent and unit.strip(indent[0]):
+            unit = "\t" if indent[0] == "\t" else "    "
         text = (
             f'{indent}if hasattr({x}, "__fsdp_param__"):\n'
             f"{indent}{unit}{x}.main_grad = {x}.get_main_grad()\n"

@@ -26,6 +26,28 @@ def lint_snippet(source: str):
     return engine.lint_source(textwrap.dedent(source).lstrip("\n"), "variant.py", ALL_CODES)
 
 
+def fix_settled(path: Path) -> tuple[str, str, list[str]]:
+    """(source, text after every unsafe fix, codes still reported) for the file at ``path``;
+    the fixed text must compile and a second pass must leave it alone."""
+    source = path.read_bytes().decode()
+    fixed, _, remaining = engine.fix_source(source, path.name, ALL_CODES, unsafe=True)
+    compile(fixed, path.name, "exec")
+    again, applied, _ = engine.fix_source(fixed, path.name, ALL_CODES, unsafe=True)
+    assert (again, applied) == (fixed, 0), "a second --fix changed the text again"
+    return source, fixed, [finding.code for finding in remaining]
+
+
+def assert_fix_writes(path: Path, present: list[str], absent: list[str]) -> None:
+    """The file's settled fix changes it, and holds every text of ``present`` and none of
+    ``absent``."""
+    source, fixed, _ = fix_settled(path)
+    assert fixed != source
+    for text in present:
+        assert text in fixed, text
+    for text in absent:
+        assert text not in fixed, text
+
+
 def run_cli(*args: str, stdin: str | None = None):
     """Invoke ``gmlp-lint`` with ``args``; the result has exit_code, stdout and stderr."""
     return CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)

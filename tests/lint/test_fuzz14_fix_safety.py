@@ -14,20 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from gmlp_check.lint import engine
-
-from .support import ALL_CODES, run_cli, write
+from .support import assert_fix_writes, fix_settled, run_cli, write
 
 CASES = Path(__file__).parent / "fixtures" / "fuzz14"
 
 
 def _fixed(name: str) -> tuple[str, str, list[str]]:
-    source = (CASES / name).read_bytes().decode()
-    fixed, _, remaining = engine.fix_source(source, name, ALL_CODES, unsafe=True)
-    compile(fixed, name, "exec")
-    again, applied, _ = engine.fix_source(fixed, name, ALL_CODES, unsafe=True)
-    assert (again, applied) == (fixed, 0), "a second --fix changed the text again"
-    return source, fixed, [finding.code for finding in remaining]
+    return fix_settled(CASES / name)
 
 
 # file: the rule whose finding stays, with no fix offered (why the fix would be wrong)
@@ -105,13 +98,7 @@ FIXED = {
 
 @pytest.mark.parametrize("name", sorted(FIXED))
 def test_a_fix_writes_what_the_rule_means(name):
-    source, fixed, _ = _fixed(name)
-    assert fixed != source
-    present, absent = FIXED[name]
-    for text in present:
-        assert text in fixed, text
-    for text in absent:
-        assert text not in fixed, text
+    assert_fix_writes(CASES / name, *FIXED[name])
 
 
 def test_the_suppression_still_silences_its_line_after_the_fetch_is_inserted():
