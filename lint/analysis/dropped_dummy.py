@@ -12,8 +12,9 @@ return did so on ``wgrad_compute``, a local that a deferral of the wgrad turns o
 A name holds a dummy when the function binds it, somewhere, to a call named for one
 (``get_dummy_wgrad``) or to an allocation sized from main_grad (``torch.zeros(
 weight.main_grad.shape, ...)``). Left alone: tests about whether the weight wants a
-gradient at all (``requires``, ``needs_input_grad``), where None is autograd's own answer,
-and tests of the name itself (``G if G is not None else None``). Files that name
+gradient at all (``requires``, ``required``, ``needs_input_grad``) or has one
+(``weight is not None``, ``ctx.has_weight``), where None is autograd's own answer, and tests
+of the name itself (``G if G is not None else None``). Files that name
 ``skip_backward_post_hook`` are left out, as in ``deferred_none``: Transformer Engine's
 delayed wgrad fires the hooks itself and hands None on purpose.
 """
@@ -25,15 +26,16 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import patterns
+from . import helper_facts, patterns
 from .deferred_none import FLAG, SKIPS_HOOKS
 from .stand_ins import SIZED_ALLOCATORS
 
 if TYPE_CHECKING:
     from .module import ModuleContext, Unit
 
-# Words of a test about whether the weight wants a gradient at all.
-WANTS_GRAD_WORDS = ("requires", "needs_input_grad")
+# Words of a test about whether the weight wants a gradient at all, or exists.
+WANTS_GRAD_WORDS = ("requires", "required", "needs_input_grad", "need_grad", "needs_grad")
+EXISTS_PREFIX = "has_"  # ``ctx.has_weight``
 
 
 def dropped_dummies(context: ModuleContext) -> Iterator[tuple[cst.IfExp, str]]:
@@ -48,11 +50,23 @@ def dropped_dummies(context: ModuleContext) -> Iterator[tuple[cst.IfExp, str]]:
         dummies = _dummy_names(unit)
         if not dummies:
             continue
+        weights = _main_grad_owners(context, unit)
         for stmt, _ in unit.statements():
             for choice in _choices(stmt):
-                name = _dropped(choice, dummies)
+                name = _dropped(context, choice, dummies, weights)
                 if name is not None:
                     yield choice, name
+
+
+def _main_grad_owners(context: ModuleContext, unit: Unit) -> set[str]:
+    """The code of every object whose main_grad the function reads: its weights, whatever
+    they are called."""
+    return {
+        context.code(owner)
+        for stmt, _ in unit.statements()
+        for sub in patterns.walk(stmt)
+        if (owner := patterns.main_grad_owner(sub)) is not None
+    }
 
 
 def _dummy_names(unit: Unit) -> set[str]:
@@ -110,7 +124,7 @@ def _choices(stmt: cst.CSTNode) -> Iterator[cst.IfExp]:
             yield stmt.value
 
 
-def _dropped(choice: cst.IfExp, dummies: set[str]) -> str | None:
+def _dropped(context, choice: cst.IfExp, dummies: set[str], weights: set[str]) -> str | None:
     arms = (choice.body, choice.orelse)
     kept = [a for a in arms if type(a) is cst.Name and a.value in dummies]
     if len(kept) != 1 or not any(patterns.is_none_like(a) for a in arms):
@@ -124,4 +138,23 @@ def _dropped(choice: cst.IfExp, dummies: set[str]) -> str | None:
     )
     if name in read or any(word in words for word in WANTS_GRAD_WORDS):
         return None
+    if EXISTS_PREFIX in words or _tests_a_weight_for_none(context, choice.test, weights):
+        return None  # no weight, no gradient: None is right
     return name
+
+
+def _tests_a_weight_for_none(context, test: cst.CSTNode, weights: set[str]) -> bool:
+    """``weight is not None``: an object whose main_grad the function reads, or any name
+    or attribute spelling a weight."""
+    return any(
+        type(sub) is cst.Comparison
+        and (
+            context.code(sub.left) in weights
+            or "weight" in helper_facts.last_name(sub.left).lower()
+        )
+        and any(
+            type(c.operator) in (cst.Is, cst.IsNot) and patterns.is_none_like(c.comparator)
+            for c in sub.comparisons
+        )
+        for sub in patterns.walk(test)
+    )

@@ -188,6 +188,10 @@ class _Origins:
             if d.index in seen:
                 continue
             seen.add(d.index)
+            if d.node.owner is not None:
+                # where the flag took its value: a definition that does not run on every
+                # pass to the test keeps an earlier pass's (pasted_names judges it as a read)
+                self.reads.append(d.node.owner)
             if d.kind in ("param", "import", "except", "match", "def", "for", "with"):
                 return None
             if taint.value[d.index]:

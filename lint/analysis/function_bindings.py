@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from . import patterns
 from .walking import children
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ SCOPES = (
 # code there runs when called or iterated, not where it stands
 DEFERRED = (cst.FunctionDef, cst.Lambda, cst.GeneratorExp)
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-LOOPS = (cst.For, cst.While)
+# a comprehension runs its element once per pass, like a loop's body
+LOOPS = (cst.For, cst.While, *COMPREHENSIONS)
 CHAINS = (cst.Attribute, cst.Subscript)
 # methods that change a container in place: ``self.basic_ops.insert(0, op)`` changes what
 # ``self.basic_ops[0]`` is
@@ -89,7 +91,7 @@ class BindingIndex:
             self.span[node] = (counter, counter)
             counter += 1
             stack.append((node, True))
-            for child in reversed(children(node)):
+            for child in reversed(_in_execution_order(node, children(node))):
                 self.parent[child] = node
                 stack.append((child, False))
 
@@ -188,7 +190,7 @@ class BindingIndex:
         while common not in above_site:
             child, common = common, self.parent[common]
         if isinstance(common, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-            return type(child) is cst.SimpleStatementLine or _in_header(child, read, self)
+            return _unconditional(child, read, self)
         if isinstance(common, (cst.If, cst.While, cst.With)):
             return _in_header(common, read, self)
         if type(common) is cst.IfExp:
@@ -214,6 +216,12 @@ class BindingIndex:
                 yield current.left
             elif kind in (cst.Try, cst.TryStar) and child is current.body:
                 yield None
+            elif kind is cst.With and child is current.body and _suppresses(current):
+                yield None  # ``with contextlib.suppress(AttributeError):`` is a ``try``
+            elif kind is cst.MatchCase and child is current.body and current.guard is not None:
+                yield current.guard
+            elif kind is cst.Match and child is not current.subject:
+                yield current.subject  # a case's pattern tests the subject
             child, current = current, self.parent[current]
 
     def suspends(self, frame: cst.CSTNode) -> bool:
@@ -236,6 +244,10 @@ class BindingIndex:
         for chain in _target_chains(target):
             attr = chain.attr.value if type(chain) is cst.Attribute else None
             self.stores.append(Store(flat(self.context.code(chain)), attr, Binding(node, at)))
+            if type(chain) is cst.Subscript:
+                # ``ops[i] = x``, ``ops[:] = new``: any item of the container may change
+                container = flat(self.context.code(chain.value))
+                self.stores.append(Store(container, None, Binding(node, at)))
 
     def _bind(self, node: cst.CSTNode) -> None:
         kind = type(node)
@@ -322,6 +334,52 @@ def _target_chains(target: cst.CSTNode) -> list[cst.CSTNode]:
     if kind is cst.StarredElement:
         return _target_chains(target.value)
     return []
+
+
+# Fields in the order they run, where libcst lists them otherwise: an ``except`` clause's
+# name is bound before its body, a case's guard runs before its body, a comprehension's
+# ``for`` before its element, decorators and bases before the body they wrap.
+_EXECUTION_ORDER = {
+    cst.ExceptHandler: ("type", "name", "body"),
+    cst.ExceptStarHandler: ("type", "name", "body"),
+    cst.MatchCase: ("pattern", "guard", "body"),
+    cst.ListComp: ("for_in", "elt"),
+    cst.SetComp: ("for_in", "elt"),
+    cst.GeneratorExp: ("for_in", "elt"),
+    cst.DictComp: ("for_in", "key", "value"),
+    cst.FunctionDef: ("decorators", "name", "params", "returns", "body"),
+    cst.ClassDef: ("decorators", "name", "bases", "keywords", "body"),
+}
+
+
+def _in_execution_order(node: cst.CSTNode, found: tuple) -> tuple:
+    fields = _EXECUTION_ORDER.get(type(node))
+    if fields is None:
+        return found
+    rank: dict[int, int] = {}
+    for i, field in enumerate(fields):
+        value = getattr(node, field)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            rank[id(item)] = i
+    return tuple(sorted(found, key=lambda child: rank.get(id(child), len(fields))))
+
+
+def _unconditional(statement: cst.CSTNode, node: cst.CSTNode, index: BindingIndex) -> bool:
+    """``node`` runs whenever ``statement`` is reached: a simple statement, a compound
+    statement's header, or, through a ``with`` that suppresses nothing, a statement of its
+    body that runs whenever the body does."""
+    if type(statement) is cst.SimpleStatementLine or _in_header(statement, node, index):
+        return True
+    if type(statement) is not cst.With or _suppresses(statement):
+        return False
+    for inner in statement.body.body:
+        if index.holds(inner, node):
+            return _unconditional(inner, node, index)
+    return False
+
+
+def _suppresses(statement: cst.With) -> bool:
+    return any("suppress" in (patterns.callee_name(item.item) or "") for item in statement.items)
 
 
 def _in_header(statement: cst.CSTNode, node: cst.CSTNode, index: BindingIndex) -> bool:

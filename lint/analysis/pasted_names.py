@@ -87,13 +87,20 @@ def _unguarded(context, index: BindingIndex, expr, read, site) -> bool:
     if not bases or index.runs_first(read, site):
         return True
     # Evaluated on paths where it never was: only through what the caller handed in (a
-    # parameter the function never rebinds, or a global), as Transformer Engine's own fix
-    # reads `fc_op._accumulate_into_main_grad` past the branches that read it first; a
-    # local may hold anything there (`def op(): ...` above, an attribute it lacks).
+    # parameter the function never rebinds, or a global) or one plain assignment above
+    # both (`fc_op = self.basic_ops[0]`), as Transformer Engine's own fix reads
+    # `fc_op._accumulate_into_main_grad` past the branches that read it first; a local
+    # bound otherwise may hold anything there (`def op(): ...`, an attribute it lacks).
     for name in patterns.read_names(expr):
         scope = index.resolve(name.value, read)
         bindings = index.bindings.get((id(scope), name.value), []) if scope is not None else []
-        if any(type(b.node) is not cst.Param for b in bindings):
+        locals_ = [b for b in bindings if type(b.node) is not cst.Param]
+        if locals_ and not (
+            len(bindings) == 1
+            and type(locals_[0].node) is cst.Assign
+            and index.runs_first(locals_[0].node, read)
+            and not index.loops_holding(locals_[0].node, scope)
+        ):
             return False
     for guard in index.guards(read, site):
         if guard is None:
@@ -172,8 +179,8 @@ def _spelled_name_holds(index: BindingIndex, scope, frame, bindings, site) -> bo
     if frame is not scope:
         start = index.span[frame][0]
         return all(b.at < start and not index.loops_holding(b.node, scope) for b in bindings)
-    if not any(b.at < start for b in bindings):
-        return False
+    if not any(b.at < start and index.runs_first(b.node, site) for b in bindings):
+        return False  # bound only on some paths to the site (under an ``if``, in a loop)
     return not any(b.at > start and index.common_loop(b.node, site, scope) for b in bindings)
 
 

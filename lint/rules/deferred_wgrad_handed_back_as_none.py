@@ -78,9 +78,11 @@ RULE = Rule(
         value or tuple element) or bound to that name again: `grad_weight if wgrad_compute
         else None` hands None whenever the flag is off, for a weight whose gradient went
         (or goes, deferred) into main_grad. Left alone: tests of whether the weight wants a
-        gradient (`requires`, `needs_input_grad`: None is autograd's own answer there) and
-        of the name itself; the same file gating as above (analysis/dropped_dummy.py). Not
-        seen: the choice made by separate `if` statements, or through a helper.
+        gradient (`requires`, `required`, `needs_input_grad`) or exists at all (`weight is
+        not None` for any object whose main_grad the function reads, `ctx.has_weight`):
+        None is autograd's own answer there; tests of the name itself; the same file gating
+        as above (analysis/dropped_dummy.py). Not seen: the choice made by separate `if`
+        statements, or through a helper.
     """,
     fix="""
         On the deferred path, hand back the dummy the rest of the code uses:
@@ -160,6 +162,35 @@ RULE = Rule(
                 else:
                     grad_weight = grad_output.t().matmul(input)
                 return grad_output.matmul(weight), grad_weight if ctx.needs_input_grad[1] else None
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                input, weight = ctx.saved_tensors
+                grad_weight = None
+                fused = ctx.gradient_accumulation_fusion
+                if weight is not None:
+                    if fused and hasattr(weight, "grad_added_to_main_grad"):
+                        wgrad_gemm_accum_fp32(input, grad_output, weight.main_grad)
+                        grad_weight = torch.zeros(weight.main_grad.shape, dtype=input.dtype)
+                        weight.grad_added_to_main_grad = True
+                    else:
+                        grad_weight = grad_output.t().matmul(input)
+                return grad_output, grad_weight if weight is not None else None
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                input, weight = ctx.saved_tensors
+                if ctx.gradient_accumulation_fusion and hasattr(weight, "grad_added_to_main_grad"):
+                    wgrad_gemm_accum_fp32(input, grad_output, weight.main_grad)
+                    grad_weight = torch.zeros(weight.main_grad.shape, dtype=input.dtype)
+                    weight.grad_added_to_main_grad = True
+                else:
+                    grad_weight = grad_output.t().matmul(input)
+                return grad_output.matmul(weight), grad_weight if ctx.wgrad_required else None
             """
         ),
     ),
