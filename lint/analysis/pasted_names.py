@@ -16,8 +16,17 @@ The rule is one of execution order, read off the function's own syntax:
   between the read and the site: it is refused when it stands between them in the text,
   when it sits in a loop that holds one of the two and not the other, and when a loop holds
   both but the read does not come first in every pass (a read in an ``if`` of the loop);
-* a site in a function, lambda or generator expression defined inside the scope runs when
-  it is called, so there the name must not be bound at all after the read.
+* a site in a function, lambda or generator expression runs when it is called, later than
+  the read: no fix there;
+* an attribute or item the text reads must not be stored between the two (by its spelling,
+  a prefix of it, any object for the same attribute name, ``setattr``, an in-place
+  container method);
+* where the read sits in a branch the site does not share, the text is evaluated on paths
+  where it never was: it must go through the caller's objects (a parameter never rebound)
+  or a local bound once above both, and no guard of the read may test that object.
+
+The reads given are the text's own and, for a flag, the definitions the flag took its value
+from: a definition that does not run on every pass to the test keeps an earlier pass's.
 
 A binding above both (``op = self.basic_ops[0]`` inside a ``with``, a parameter given a
 default under ``if fc1_weight is None``, a tuple unpacked from ``restore_from_saved``)
