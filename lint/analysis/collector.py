@@ -44,6 +44,14 @@ class Collector:
         start = self.context.line_starts[line - 1]
         return start, self.context.source[start : start + column - 1]
 
+    def line_rest(self, node: cst.CSTNode) -> str:
+        """The text after ``node`` on its last line (without the line break)."""
+        _, _, end_line, end_column = self.context.span(node)
+        starts = self.context.line_starts
+        start = starts[end_line - 1] + end_column - 1
+        end = starts[end_line] if end_line < len(starts) else len(self.context.source)
+        return self.context.source[start:end].rstrip("\r\n")
+
     def insert_line_after(self, node: cst.CSTNode, text: str) -> Edit:
         """``text`` (a line ending in a newline) inserted after ``node``'s last line."""
         _, _, end_line, _ = self.context.span(node)

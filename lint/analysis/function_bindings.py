@@ -241,7 +241,7 @@ class BindingIndex:
         for name in _target_names(target):
             binding = Binding(node, at, unbinds)
             self.bindings.setdefault((id(scope), name), []).append(binding)
-        for chain in _target_chains(target):
+        for chain in target_chains(target):
             attr = chain.attr.value if type(chain) is cst.Attribute else None
             self.stores.append(Store(flat(self.context.code(chain)), attr, Binding(node, at)))
             if type(chain) is cst.Subscript:
@@ -324,15 +324,15 @@ def _target_names(target: cst.CSTNode) -> list[str]:
     return []  # an attribute or a subscript binds no name (see stores)
 
 
-def _target_chains(target: cst.CSTNode) -> list[cst.CSTNode]:
+def target_chains(target: cst.CSTNode) -> list[cst.CSTNode]:
     """The attributes and subscripts a target assigns (``op.flag = False``, ``a, w.x = ...``)."""
     kind = type(target)
     if kind in CHAINS:
         return [target]
     if kind in (cst.Tuple, cst.List):
-        return [c for e in target.elements for c in _target_chains(e.value)]
+        return [c for e in target.elements for c in target_chains(e.value)]
     if kind is cst.StarredElement:
-        return _target_chains(target.value)
+        return target_chains(target.value)
     return []
 
 

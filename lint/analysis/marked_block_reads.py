@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import block_weight, patterns, wgrad
+from . import block_weight, function_bindings, patterns, wgrad
 
 if TYPE_CHECKING:
     from .provenance import Provenance
@@ -124,19 +124,12 @@ def _reads(root) -> Iterator[tuple[str, cst.BaseExpression]]:
 
 
 def _stored(root) -> Iterator[cst.CSTNode]:
-    """The targets ``root`` assigns or deletes (not an augmented assignment's: it reads too)."""
+    """The attributes and items ``root`` assigns or deletes (not an augmented assignment's:
+    it reads them too)."""
     for sub in patterns.walk(root):
         kind = type(sub)
         if kind is cst.Assign:
             for target in sub.targets:
-                yield from _target_parts(target.target)
+                yield from function_bindings.target_chains(target.target)
         elif kind is cst.AnnAssign or kind is cst.Del:
-            yield from _target_parts(sub.target)
-
-
-def _target_parts(target) -> Iterator[cst.CSTNode]:
-    if type(target) in (cst.Tuple, cst.List):
-        for element in target.elements:
-            yield from _target_parts(element.value)
-    else:
-        yield target
+            yield from function_bindings.target_chains(sub.target)

@@ -410,6 +410,16 @@ def is_false_literal(expr: cst.CSTNode) -> bool:
 
 def is_atom(expr: cst.CSTNode) -> bool:
     """Safe to splice anywhere an operand goes without parentheses."""
-    return isinstance(
-        expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.Integer)
-    ) or bool(getattr(expr, "lpar", ()))
+    return isinstance(expr, _ATOMS) or bool(getattr(expr, "lpar", ()))
+
+
+# Operands that bind tighter than any operator: names, attributes, calls, subscripts, literals.
+_ATOMS = (
+    cst.Name,
+    cst.Attribute,
+    cst.Call,
+    cst.Subscript,
+    cst.SimpleString,
+    cst.Integer,
+    cst.Float,
+)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 dummy_sites = LazyModule("..analysis.dummy_sites", __package__)
+function_bindings = LazyModule("..analysis.function_bindings", __package__)
 
 CODE = "GMLP003"
 RULE = Rule(
@@ -267,7 +268,7 @@ def _param_of(positional: list[cst.Arg], out: Collector) -> str | None:
     p in params]``) mean nothing where the fix would write them."""
     found: set[str] = set()
     for arg in positional:
-        if any(type(sub).__name__ in _NESTED_SCOPES for sub in patterns.walk(arg.value)):
+        if any(isinstance(sub, function_bindings.SCOPES) for sub in patterns.walk(arg.value)):
             return None
         for sub in patterns.walk(arg.value):
             if (
@@ -277,10 +278,6 @@ def _param_of(positional: list[cst.Arg], out: Collector) -> str | None:
             ):
                 found.add(out.text(sub.value))
     return found.pop() if len(found) == 1 else None
-
-
-# Nodes with names of their own (read by type name: the module loads without libcst).
-_NESTED_SCOPES = frozenset({"Lambda", "ListComp", "SetComp", "DictComp", "GeneratorExp"})
 
 
 # -- empty allocations handed back as the dummy -------------------------------------------

@@ -262,7 +262,7 @@ class _Unit:
             )
         ):
             other = out.text(parent.right)
-            if type(parent.right).__name__ not in _ATOMS or parent.right.lpar:
+            if not patterns.is_atom(parent.right) or parent.right.lpar:
                 # ``X or (1, 2)``: the text of a tuple, generator or any operation leaves out
                 # its own parentheses, and ``else 1, 2`` would make the whole a tuple.
                 other = f"({other})"
@@ -291,11 +291,6 @@ class _Unit:
         if fix is not None and any("#" in source[e.start : e.end] for e in fix.edits):
             fix = None
         out.report(CODE, expr, MESSAGE.format(text=text), fix)
-
-
-# Operands that bind tighter than a conditional expression's ``else``, spliced as written
-# (by type name: the module loads without libcst).
-_ATOMS = frozenset({"Name", "Attribute", "Call", "Subscript", "Integer", "Float", "SimpleString"})
 
 
 def _is_bool_call(call: cst.Call) -> bool:

@@ -349,11 +349,8 @@ class _Marked:
             return None
         # Nor when code follows it on its line (``w.flag = True; return wgrad``): the new
         # line would come after that code, past a return or a rebinding of the weight.
-        context = self.out.context
-        _, _, end_line, end_column = context.span(mark.stmt)
-        line_end = context.line_starts[end_line] if end_line < len(context.line_starts) else None
-        rest = context.source[context.line_starts[end_line - 1] + end_column - 1 : line_end]
-        if rest.strip() and not rest.strip().startswith("#"):
+        rest = self.out.line_rest(mark.stmt).strip()
+        if rest and not rest.startswith("#"):
             return None
         return self.out.insert_line_after(mark.stmt, f"{indent}{name} = {text}\n")
 
