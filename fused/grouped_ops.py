@@ -23,6 +23,7 @@ from .kernels.wgrad import grouped_bias_grad_kernel, grouped_wgrad_kernel
 from .operands import (
     b_strides,
     descriptor,
+    entry_rows,
     expert_pointers,
     experts_pow2,
     grouped_regions,
@@ -326,11 +327,9 @@ def grouped_wgrad(
             x_desc,
             x.stride(0),
             x.stride(1),
-            launch.experts,
+            entry_rows(splits, launch.experts),
             launch.pointers,
             *launch.strides,
-            splits,
-            num_experts,
             num_tokens,
             n,
             k,
@@ -345,7 +344,6 @@ def grouped_wgrad(
             BLOCK_K=tiles.block_k,
             BLOCK_T=tiles.block_m,
             GROUP_N=tiles.group,
-            EXPERTS_POW2=experts_pow2(num_experts),
             **tiles.launch_options(),
         )
 

@@ -281,6 +281,15 @@ def region_layouts(
     ]
 
 
+def entry_rows(splits: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
+    """[listed experts, 2] int32: each listed expert's first row (the exclusive scan of the
+    split sizes) and row count, in the order ``experts`` lists them. Made on the device by
+    torch, without a synchronisation: the split sizes never travel to the host."""
+    sizes = splits.to(torch.int32)
+    first = torch.cumsum(sizes, 0, dtype=torch.int32) - sizes
+    return torch.stack((first, sizes), 1).index_select(0, experts)
+
+
 def region_tma_ready(launch: RegionLaunch) -> bool:
     """Whether a descriptor made on the device can describe every fp32 region of the launch:
     16-byte aligned bases (ALIGNED covers every pointer), unit column stride, a row stride of

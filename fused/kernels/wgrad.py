@@ -25,12 +25,10 @@ def grouped_wgrad_kernel(
     X_DESC,
     stride_xm,
     stride_xk,
-    DEST_EXPERTS,
+    ENTRY_ROWS,
     DEST_PTRS,
     stride_dest_n,
     stride_dest_k,
-    SPLITS,
-    num_experts,
     num_tokens,
     N,
     K,
@@ -45,7 +43,6 @@ def grouped_wgrad_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_T: tl.constexpr,
     GROUP_N: tl.constexpr,
-    EXPERTS_POW2: tl.constexpr,
 ):
     """dest_g (+)= dy_g^T @ x_g, fp32, for the listed experts.
 
@@ -53,6 +50,14 @@ def grouped_wgrad_kernel(
     expert's output tiles run together, in groups of GROUP_N row tiles (expert_rows.py).
     An expert without tokens is left untouched when accumulating (its region stays bit for
     bit) and zero-filled when overwriting, as the contract requires.
+
+    ENTRY_ROWS (int32 [listed experts, 2]) holds each listed expert's first row and row count,
+    made on the device by the launch (fused/operands.py, entry_rows). A program loads its two
+    numbers beside its region pointer, independent loads, and issues its first operand load
+    one latency after it starts. Scanning the G split sizes in every program instead (as the
+    row GEMMs do) put a dependent load and a few barrier-bound reductions before it: DeepSeek-V3
+    runs 458,752 short programs for fc1, and the scan cost 9 % of its overwrite on an H100
+    (scripts/gpu/wgrad_prologue_probe.py, docs/perf-notes.md).
 
     With TMA, whole BLOCK_T row blocks of the expert come through the descriptors over dy
     [T, N] and x [T, K]; the last partial block, whose rows past the expert's end belong to
@@ -79,8 +84,8 @@ def grouped_wgrad_kernel(
     pid = tl.program_id(0)
     entry = pid // per_expert
     pid_n, pid_k = grouped_tile(pid % per_expert, num_n, num_k, GROUP_N)
-    expert = tl.load(DEST_EXPERTS + entry)
-    first_row, count = expert_row_range(SPLITS, num_experts, expert, EXPERTS_POW2)
+    first_row = tl.load(ENTRY_ROWS + 2 * entry)
+    count = tl.load(ENTRY_ROWS + 2 * entry + 1)
     # Compile-time condition outside, runtime condition inside: not one `and`.
     if ACCUMULATE:  # noqa: SIM102
         if count == 0:

@@ -187,6 +187,22 @@ def test_wgrad_launches_only_the_listed_experts_and_strided_regions():
         torch.testing.assert_close(view, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_wgrad_reads_the_rows_of_each_listed_expert_in_any_listing_order():
+    # One launch over experts listed backwards with one left out: each program's row table
+    # entry (fused/operands.py, entry_rows) must follow the listing, not the expert numbers.
+    tokens = sum(SPLITS)
+    dy = randn(tokens, OUT, dtype=torch.float32, seed=0)
+    x = randn(tokens, IN, dtype=torch.float32, seed=1)
+    listed = [e for e in reversed(range(len(SPLITS))) if e != 1]
+    regions = {e: torch.full((OUT, IN), float("nan")) for e in listed}
+    grouped_ops.grouped_wgrad(
+        dy, x, device_splits(SPLITS), [(e, regions[e]) for e in listed], accumulate=False
+    )
+    for e in listed:
+        expected = dy[rows(SPLITS, e)].t() @ x[rows(SPLITS, e)]
+        torch.testing.assert_close(regions[e], expected, rtol=1e-5, atol=1e-5)
+
+
 @DTYPES
 def test_bias_grad(dtype):
     dy = randn(sum(SPLITS), OUT, dtype=dtype, seed=0)

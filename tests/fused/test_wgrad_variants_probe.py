@@ -4,6 +4,7 @@ persistent programs looping over several tiles), against torch's fp32 sums:
 
 * scripts/gpu/wgrad_variants_probe.py's --dry-run: each batch of variants in a child process
   as on the GPU, main_grad += dy_g^T x_g;
+* scripts/gpu/wgrad_prologue_probe.py --interpret: per-entry row tables in place of the scan;
 * scripts/gpu/wgrad_ws_probe.py's --interpret: the warp-specialised kernel accumulating and
   overwriting, the variants that clip x at the expert's end on ragged splits with an empty
   expert and rows past the last.
@@ -61,3 +62,16 @@ def test_every_warp_specialised_wgrad_variant_is_correct_under_the_interpreter()
     # Both schedules (persistent, one program per tile) and the clipped ragged splits ran.
     assert {name[:3] for name in variants} == {"np_", "p1_"}
     assert any(0 in row["sizes"] for row in rows if row["checked"].endswith("_clip"))
+
+
+def test_the_prologue_probe_kernel_is_correct_under_the_interpreter():
+    """scripts/gpu/wgrad_prologue_probe.py --interpret: ragged splits with an empty expert,
+    experts listed backwards with one left out, both modes; the script itself asserts torch's
+    fp32 sums and stops at the first variant that differs from production."""
+    rows = _interpreted_rows("wgrad_prologue_probe.py", "--interpret")
+    assert {(row["variant"], row["mode"]) for row in rows} == {
+        (variant, mode)
+        for variant in ("production", "entry-rows")
+        for mode in ("overwrite", "accumulate")
+    }
+    assert all(row["identical"] for row in rows), rows
