@@ -83,6 +83,7 @@ RULE_MODULES = {
     "GMLP057": "mark_without_requires_grad",
     "GMLP058": "main_grad_set_up_after_backward",
     "GMLP059": "delayed_layer_left_out_of_flush",
+    "GMLP060": "flag_read_before_set",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

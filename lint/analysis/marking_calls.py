@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from . import marking_helpers, patterns, provenance
+from . import marking_helpers, patterns, provenance, stand_in_uses
 from .module import Unit
 from .saved import SAVE_CALLS
 
@@ -66,6 +66,36 @@ def parameter_beside_restored(unit: Unit, subject, node) -> str | None:
     owners = {code(owner).strip() for owner in _main_grad_owners(unit)} - {subject.value}
     # one weight's Parameter named beside it; with several, which is whose is not known
     return owners.pop() if len(owners) == 1 else None
+
+
+def parameter_before_rebinding(unit: Unit, subject, node) -> tuple[str, cst.CSTNode] | None:
+    """(the Parameter as written, the rebinding's target) when ``subject`` is a name that
+    held the Parameter where the function took main_grad through it and has since been
+    rebound to a tensor restored from the saved tensors (``weight_param = self.weight``,
+    ``weight_param.main_grad`` into the GEMM, then ``weight_param = w`` of ``(x, w) =
+    ctx.saved_tensors`` before the mark): one name, two objects, and the mark lands on the
+    saved one. None otherwise, and when the function takes main_grad from more than one
+    object."""
+    if type(subject) is not cst.Name or not _restored(unit, subject, node):
+        return None
+    rebindings = [d.target for d in unit.reaching.reaching(subject.value, node) if d.target]
+    code = unit.context.code
+    held = set()
+    for owner, at in _main_grad_owners_at(unit):
+        if type(owner) is cst.Name and owner.value == subject.value:
+            defs = unit.reaching.reaching(owner.value, at)
+            values = {
+                code(d.value).strip() if d.kind == "assign" and d.value else None for d in defs
+            }
+            if len(values) != 1 or None in values or _restored(unit, owner, at):
+                return None  # a parameter, an unknown binding, or the saved tensor itself
+            held |= values
+        else:
+            held.add(code(owner).strip())
+    # the name took main_grad from exactly one other object, spelled apart from the saved one
+    if len(held) != 1 or not rebindings:
+        return None
+    return held.pop(), rebindings[0]
 
 
 # Transformer Engine's helpers that read a Parameter's per-parameter state for its ops.
@@ -125,8 +155,9 @@ def _saved_expressions(context) -> frozenset[str]:
 
 def _restored(unit: Unit, name: cst.Name, node, depth: int = 2) -> bool:
     """Every binding of ``name`` reaching ``node`` takes it from saved tensors: unpacked
-    (``(x, w) = ctx.saved_tensors``), indexed (``w = ctx.saved_tensors[1]``), or an item of
-    a local so bound (``saved = ctx.saved_tensors; w = saved[1]``)."""
+    (``(x, w) = ctx.saved_tensors``), indexed (``w = ctx.saved_tensors[1]``), an item of
+    a local so bound (``saved = ctx.saved_tensors; w = saved[1]``), or a copy of a name so
+    bound (``weight_param = w``)."""
     defs = unit.reaching.reaching(name.value, node)
     if not defs:
         return False
@@ -140,19 +171,38 @@ def _restored(unit: Unit, name: cst.Name, node, depth: int = 2) -> bool:
                 if _restored(unit, value, d.node, depth - 1):
                     continue
                 return False
+        elif type(value) is cst.Name and depth > 0:
+            # ``weight_param = w``: a copy of a name so bound
+            if _restored(unit, value, d.node, depth - 1):
+                continue
+            return False
         if not provenance.is_saved_tensors(value):
             return False
     return True
 
 
 def _main_grad_owners(unit: Unit) -> Iterator[cst.BaseExpression]:
-    for root, _node in unit.expression_roots():
+    for owner, _node in _main_grad_owners_at(unit, stores=True):
+        yield owner
+
+
+def _main_grad_owners_at(
+    unit: Unit, stores: bool = False
+) -> Iterator[tuple[cst.BaseExpression, object]]:
+    """(the object main_grad is taken from, its graph node), for every read and fetch, and
+    with ``stores`` every assignment to a main_grad too (``w.main_grad = buf`` hangs a buffer
+    on ``w`` without taking one from it)."""
+    for root, node in unit.expression_roots():
+        stored = set() if stores else stand_in_uses.assigned_ids(root)
         for sub in patterns.walk(root):
             if patterns.is_attr(sub, patterns.MAIN_GRAD):
-                yield sub.value
+                if id(sub) not in stored:
+                    yield sub.value, node
+            elif type(sub) is cst.Call and patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
+                yield patterns.positional_args(sub)[0].value, node  # getattr(w, "main_grad")
             elif type(sub) is cst.Call and patterns.callee_name(sub) in MAIN_GRAD_FETCHES:
                 args = patterns.positional_args(sub)
                 if args:
-                    yield args[0].value
+                    yield args[0].value, node
                 elif isinstance(sub.func, cst.Attribute):
-                    yield sub.func.value  # ``param.get_main_grad()``
+                    yield sub.func.value, node  # ``param.get_main_grad()``

@@ -20,7 +20,7 @@ def candidates(unit: Unit):
         subject = wgrad.marked_subject(root)
         if subject is not None:
             yield subject, node, root, "`grad_added_to_main_grad` is set on", "flag"
-        written = _assigned_ids(root)
+        written = assigned_ids(root)
         for owner in _grad_targets(root):
             # ``w.grad = wgrad`` through a copy: the Parameter never gets the gradient
             yield owner, node, root, "the weight gradient is assigned to `.grad` of", "grad"
@@ -71,7 +71,7 @@ def mark_block_ids(unit: Unit) -> set[int]:
     return found
 
 
-def _assigned_ids(root) -> set[int]:
+def assigned_ids(root) -> set[int]:
     """The targets of an assignment: ``w.main_grad = buffer`` puts a buffer back."""
     if isinstance(root, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
         return {id(t) for t in patterns.assignment_targets(root)}

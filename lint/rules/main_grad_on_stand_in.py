@@ -39,7 +39,9 @@ RULE = Rule(
         "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
         "the restored copy of a Parameter the function names `origin_X`; main_grad looked up "
         "(`X.main_grad`, `get_main_grad_from_param(X)`) on a name restored from saved tensors "
-        "while the function marks one other, unrestored expression"
+        "while the function marks one other, unrestored expression; the mark set through a name "
+        "that held the Parameter where main_grad was taken and was then rebound to a saved "
+        "tensor"
     ),
     explanation="""
         Issue #19, class 1 (which object). A fused path handles several objects for one
@@ -107,6 +109,18 @@ RULE = Rule(
         name is the Parameter (autograd hands back the object it was given: Megatron's
         linear layers) and is left alone. One finding per function, at the first lookup.
 
+        One name, two objects (blind corpus 14, Transformer Engine's `BasicLinear.
+        op_backward`): `weight_param = self.weight` where main_grad is taken into the GEMM,
+        then `weight_param = w` (`w` unpacked from the saved tensors, or a copy of such a
+        name) before `weight_param.grad_added_to_main_grad = True`. The bindings that reach
+        each use decide (analysis/dataflow.py), not the spelling: the mark lands on the
+        saved operand and the Parameter stays unmarked. Reported when every binding
+        reaching the mark is restored and every main_grad lookup through that name saw one
+        other binding, the function taking main_grad from no other object. A restored name
+        marked while main_grad comes from a *different* name is not reported: two weights
+        marked in turn (MindSpeed's fused MLP marks `weight_up` and `weight_down` in two
+        blocks) look the same to a per-name check.
+
         Not seen: copies made by helpers in other files, copies kept in dict literals or
         filled into a list or dict item by item, a helper some of whose paths return the
         Parameter, a `ctx` attribute or saved-tensor position that two functions of the file
@@ -160,6 +174,19 @@ RULE = Rule(
                 main_grad = get_main_grad_from_param(weight_param)
                 general_gemm(x, dy, out=main_grad, accumulate=True)
                 return get_dummy_wgrads_for_params([weight_param])[0]
+            """
+        ),
+        Example(
+            """
+            def op_backward(self, ctx, dy):
+                (x, w) = ctx.saved_tensors
+                weight_param = w
+                dgrad = general_gemm(weight_param, dy)
+                weight_param = self.weight
+                general_gemm(x, dy, out=weight_param.main_grad, accumulate=True)
+                weight_param.grad_added_to_main_grad = True
+                zero = getattr(weight_param, "zero_out_wgrad", False)
+                return dgrad, get_dummy_wgrad(list(weight_param.size()), weight_param.dtype, zero)
             """
         ),
     ),
@@ -244,6 +271,19 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def op_backward(self, ctx, dy):
+                (x, w) = ctx.saved_tensors
+                weight_param = self.weight
+                general_gemm(x, dy, out=weight_param.main_grad, accumulate=True)
+                weight_param = w
+                weight_param.grad_added_to_main_grad = True
+                zero = getattr(weight_param, "zero_out_wgrad", False)
+                return get_dummy_wgrad(list(weight_param.size()), weight_param.dtype, zero)
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -264,6 +304,12 @@ RESTORED = (
     "main_grad from `{param}`: the restored tensor lacks the flag, so the Parameter stays "
     "unmarked although main_grad was written and its hook adds the dummy into it; hand "
     "`{call}` the Parameter (`{param}`)"
+)
+REBOUND = (
+    "`{subject}` held `{param}` where this function took main_grad through it, and is "
+    "rebound here to a tensor restored from the saved tensors before "
+    "`{subject}.grad_added_to_main_grad` is set: the mark lands on the saved operand, and "
+    "`{param}` stays unmarked although main_grad was written; mark `{param}`"
 )
 FETCHED = (
     "main_grad is looked up on `{subject}`, restored from the saved tensors, while this "
@@ -319,6 +365,24 @@ def _check_marking_calls(unit: Unit, out: Collector) -> None:
         _Reporter(unit, objects, node, out)(subject, what, "flag")
 
 
+def _check_direct_marks(unit: Unit, out: Collector) -> None:
+    """``X.grad_added_to_main_grad = True`` on a name restored from the saved tensors where
+    the function took main_grad through the same name before rebinding it to the restored
+    tensor. (A restored name marked while main_grad comes from another name is left alone:
+    two weights marked in turn, `weight_up` and `weight_down` of MindSpeed's fused MLP, look
+    the same.)"""
+    for stmt, _ in unit.statements():
+        found = patterns.attribute_set(stmt, patterns.GRAD_ADDED)
+        if found is None or type(found[0]) is not cst.Name:
+            continue
+        subject, node = found[0], unit.node_for(stmt)
+        found = marking_calls.parameter_before_rebinding(unit, subject, node)
+        if found is not None:
+            # at the rebinding: that line is what hands the mark to the saved tensor
+            param, rebinding = found
+            out.report(CODE, rebinding, REBOUND.format(subject=subject.value, param=param))
+
+
 def _check_fetches(unit: Unit, out: Collector) -> None:
     """main_grad (or its flag) looked up on a tensor restored from the saved tensors while
     the function marks the Parameter under another name: one finding, at the first."""
@@ -330,6 +394,8 @@ def _check_fetches(unit: Unit, out: Collector) -> None:
 
 def _check_unit(unit: Unit, out: Collector) -> None:
     _check_marking_calls(unit, out)
+    if unit.survey.spells_grad_added:
+        _check_direct_marks(unit, out)
     _check_fetches(unit, out)
     uses = stand_in_uses
     candidates = [

@@ -42,6 +42,16 @@ grad_added_to_main_grad at the heads of the 26 mirrored repositories): caught af
 reading, so the development part reads 5 of 16 caught and 2 near with the rules now, the
 blind figure staying 7 of 24. The held-out part was not read.
 
+Read in the sixteenth session (development only): Transformer Engine's `BasicLinear.
+op_backward` with `weight_param = w` (the saved operand) between taking main_grad through
+`weight_param = self.weight` and marking `weight_param`. GMLP030 now follows the bindings
+that reach each use of one name (one name, two objects) and reports the rebinding. And
+Megatron-LM's CUDA-graph replay collecting `get_input_grads_with_dummy_flags()` before
+restoring the recorded `grad_added_to_main_grad`: GMLP060 (new) reports a helper of the file
+that decides from the flag, called before the caller sets it. Both caught after reading, so
+the development part reads 7 of 16 caught and 2 near, the blind figure staying 7 of 24. The
+held-out part was not read.
+
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind14_corpus`` prints the table.
 """
@@ -59,7 +69,11 @@ VARIANTS = DEVELOPMENT + HELD_OUT
 OUTCOME: Outcomes = {
     # -- development (blind: measured before anyone who writes rules read it)
     "blind14-tefp8-linear-bwd-cpu-offload-keeps-restored-weight-stand-in": ("missed", (), ()),
-    "blind14-tefp8-basiclinear-op-bwd-bookkeeping-on-saved-weight": ("missed", (), ()),
+    "blind14-tefp8-basiclinear-op-bwd-bookkeeping-on-saved-weight": (
+        "caught",
+        (("GMLP030", 52),),
+        (),
+    ),
     "blind14-tefp8-grouped-bwd-offload-rewraps-origin-weights": ("missed", (), ()),
     "blind14-mlfp8-fsdp-replace-param-rewraps-fresh-parameter": ("missed", (), ()),
     "blind14-habana-linear-bwd-ddp-flag-set-on-non-fused-path": ("missed", (), ()),
@@ -71,7 +85,11 @@ OUTCOME: Outcomes = {
         (("GMLP035", 64),),
         (("GMLP035", 63),),
     ),
-    "blind14-mlfp8-cudagraph-bwd-dummy-choice-before-flag-restore": ("missed", (), ()),
+    "blind14-mlfp8-cudagraph-bwd-dummy-choice-before-flag-restore": (
+        "caught",
+        (("GMLP060", 12),),
+        (),
+    ),
     "blind14-slime-glm5-dsa-backward-dw-misses-indexer-projections": (
         "near",
         (("GMLP014", 20),),
