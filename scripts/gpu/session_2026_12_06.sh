@@ -8,11 +8,12 @@
 #                        checkout's, then te-ops beside the new one
 #   bash THIS ab-h200    (no TE needed; DeepSeek-V3's step does not fit an H100) the same
 #                        phases of DeepSeek-V3 with the old and the new fused/, triton only
-#   bash THIS tests      every gpu-marked test (scripts/gpu/session_common.sh)
-#   bash THIS bench      the recorded bench (every preset shape, both loads, both weight
-#                        layouts, te-ops included)
+#   bash THIS tests | bench   the eighth session's steps (scripts/gpu/session_2026_12_05.sh):
+#                        every gpu-marked test; the recorded bench (every preset shape, both
+#                        loads, both weight layouts, te-ops included)
 # Logs and JSON in $OUT/, a summary line per step.
 PART=${1:?prologue, ab, ab-h200, tests or bench}
+case $PART in tests | bench) exec bash scripts/gpu/session_2026_12_05.sh "$PART" ;; esac
 source scripts/gpu/session_common.sh
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" > $G/env-$PART.txt 2>&1
 if [ "$PART" = prologue ]; then
@@ -35,17 +36,6 @@ if [ "$PART" = ab-h200 ]; then
   rm -rf fused && mv /tmp/fused.new fused
   step new-deepseek 200 $G/ab-h200-new-deepseek.txt $CK bench $AB --output $G/ab-h200-new-deepseek.json
   grep -h "triton" $G/ab-h200-*.txt | head -20
-fi
-if [ "$PART" = tests ]; then
-  python3 -c "import transformer_engine as te, megatron.core as mc; print(te.__version__, mc.__version__)" >> $G/env-$PART.txt 2>&1
-  step pytest-gpu $((585 - SECONDS)) $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs \
-    -p no:cacheprovider $GPU_TEST_FILES
-  tail -n 8 $G/pytest-gpu.log
-fi
-if [ "$PART" = bench ]; then
-  step bench 560 $G/bench-table.txt $CK bench --device cuda --shape all --load both --weights both \
-    --impl refimpl,torch-grouped-mm,te-ops,triton --no-progress \
-    --output $G/bench-h200.json --plot $G/bench-h200.png
 fi
 tail -3 $G/stderr-$PART.log
 cat $S
