@@ -296,16 +296,24 @@ def grouped_wgrad(
     [G, N, K] tensor, its slice g for every expert g.
 
     One launch per distinct region layout (strides, alignment): normally one. The regions are
-    written in place, so unlike read-only operands they are never copied to unify strides."""
+    written in place, so unlike read-only operands they are never copied to unify strides.
+    Every expert named must have a split size: the rows are looked up by expert id."""
+    num_experts = splits.shape[0]
     if isinstance(destinations, torch.Tensor):
+        listed = range(destinations.shape[0])
         launches = [grouped_regions(destinations, dy.device)]
     else:
+        listed = [expert for expert, _ in destinations]
         launches = region_layouts(destinations, dy.device)
+    if any(not 0 <= expert < num_experts for expert in listed):
+        raise ValueError(
+            f"destinations: expert ids must lie in [0, {num_experts}) (one per split size), "
+            f"got {sorted(set(listed))}"
+        )
     if not launches:
         return
     num_tokens, n = dy.shape
     k = x.shape[1]
-    num_experts = splits.shape[0]
     # Long per-expert reductions amortise a larger tile's single resident program; short ones
     # need two programs per multiprocessor to hide the fp32 read-modify-write (fused/tiles.py).
     long = num_tokens >= LONG_REDUCTION_ROWS * num_experts

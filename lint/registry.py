@@ -84,6 +84,7 @@ RULE_MODULES = {
     "GMLP058": "main_grad_set_up_after_backward",
     "GMLP059": "delayed_layer_left_out_of_flush",
     "GMLP060": "flag_read_before_set",
+    "GMLP061": "recorded_flags_restored_as_true",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

@@ -28,14 +28,20 @@ from .module import ModuleContext, Unit
 
 FLAG = patterns.GRAD_ADDED
 COMPOUND = (cst.If, cst.For, cst.While, cst.With, cst.Try)
+EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+# A reader is called by name whatever the receiver, so its name must say what it is about:
+# ``wait()`` of an unrelated handle must not stand for a bucket's ``wait`` that reads the flag.
+READER_WORDS = ("grad", "dummy", "dummies", "flag", "main_grad")
 
 
 def readers(context: ModuleContext) -> dict[str, int]:
-    """Name -> line of the first read, for the functions of the file that read the flag and
-    are the only function of their name."""
+    """Name -> line of the first read, for the functions of the file that read the flag, are
+    the only function of their name, and are named for gradients, dummies or flags."""
     found: dict[str, int] = {}
     for name, defs in file_functions.by_name(context).items():
-        if len(defs) != 1:
+        if len(defs) != 1 or not any(word in name.lower() for word in READER_WORDS):
             continue
         read = _first_read(defs[0])
         if read is not None:
@@ -44,7 +50,7 @@ def readers(context: ModuleContext) -> dict[str, int]:
 
 
 def late_sets(unit: Unit, reading: dict[str, int]) -> Iterator[tuple[cst.Call, str, cst.CSTNode]]:
-    """(the call of a reader, its name, the first later statement setting the flag) in
+    """(the call of a reader, its name, the later assignment restoring the flag) in
     ``unit``, when no statement of the unit sets the flag before the call."""
     body = getattr(unit.owner, "body", None)
     if not isinstance(body, cst.IndentedBlock):
@@ -57,12 +63,29 @@ def late_sets(unit: Unit, reading: dict[str, int]) -> Iterator[tuple[cst.Call, s
     first_set = min(sets, key=unit.context.line_of) if sets else None
     for stmts, enclosing in _blocks_with_rest(body.body, ()):
         for i, stmt in enumerate(stmts):
-            if isinstance(stmt, (*COMPOUND, cst.FunctionDef, cst.ClassDef)):
-                continue
+            if isinstance(stmt, (*COMPOUND, cst.FunctionDef, cst.ClassDef, *EXITS)):
+                continue  # a call in ``return`` leaves before any later set
             for call in _reader_calls(stmt, reading):
-                later = next((s for s in (*stmts[i + 1 :], *enclosing) if _sets_flag(s)), None)
+                later = _later_restore(stmts[i + 1 :], enclosing)
                 if later is not None and not _before(first_set, stmt, unit):
                     yield call, patterns.callee_name(call), later
+
+
+def _later_restore(following: Sequence[cst.CSTNode], enclosing: tuple) -> cst.CSTNode | None:
+    """The first flag restore the run reaches after the call: in the statements that follow
+    it in its block, up to one that leaves the block (``return``, ``raise``, ``continue``,
+    ``break``: the restore after it is on another path), then after the block."""
+    for stmt in following:
+        if isinstance(stmt, EXITS):
+            return None
+        found = _restore_in(stmt)
+        if found is not None:
+            return found
+    for stmt in enclosing:
+        found = _restore_in(stmt)
+        if found is not None:
+            return found
+    return None
 
 
 def _before(first_set, stmt, unit: Unit) -> bool:
@@ -74,12 +97,15 @@ def _before(first_set, stmt, unit: Unit) -> bool:
 
 
 def _first_read(function: cst.FunctionDef):
-    stored = set()
+    stored = set()  # every node of a store or ``del`` target: ``a.flag, b = ...`` writes
     for node in file_functions.own_nodes(function.body.body):
         if type(node) is cst.Assign:
-            stored.update(id(t.target) for t in node.targets)
-        elif type(node) in (cst.AugAssign, cst.AnnAssign):
-            stored.add(id(node.target))
+            targets = [t.target for t in node.targets]
+        elif type(node) in (cst.AugAssign, cst.AnnAssign, cst.Del):
+            targets = [node.target]
+        else:
+            continue
+        stored.update(id(sub) for target in targets for sub in patterns.walk(target))
     for node in file_functions.own_nodes(function.body.body):
         if patterns.is_attr(node, FLAG) and id(node) not in stored:
             return node
@@ -95,16 +121,19 @@ def _reader_calls(stmt: cst.CSTNode, reading: dict[str, int]) -> Iterator[cst.Ca
             yield node
 
 
-def _sets_flag(stmt: cst.CSTNode) -> bool:
-    """``stmt`` (or a statement inside it) sets the flag to a value other than ``False``."""
+def _restore_in(stmt: cst.CSTNode) -> cst.CSTNode | None:
+    """The first node of ``stmt`` that restores the flag: sets it to a value read from
+    somewhere (a recorded value, ``added``), not a constant. A constant set after asking is
+    how a producer marks what it has just written (``if not self.already_added(p): ...
+    p.grad_added_to_main_grad = True``)."""
     for node in patterns.walk(stmt):
         found = patterns.attribute_set(node, FLAG)
         if found is None:
             continue
         value = found[1]
-        if not (type(value) is cst.Name and value.value == "False"):
-            return True
-    return False
+        if not (type(value) is cst.Name and value.value in ("True", "False", "None")):
+            return node
+    return None
 
 
 def _blocks_with_rest(

@@ -81,6 +81,7 @@ def parameter_before_rebinding(unit: Unit, subject, node) -> tuple[str, cst.CSTN
     rebindings = [d.target for d in unit.reaching.reaching(subject.value, node) if d.target]
     code = unit.context.code
     held = set()
+    through_name = False  # main_grad was taken through the marked name at least once
     for owner, at in _main_grad_owners_at(unit):
         if type(owner) is cst.Name and owner.value == subject.value:
             defs = unit.reaching.reaching(owner.value, at)
@@ -90,10 +91,11 @@ def parameter_before_rebinding(unit: Unit, subject, node) -> tuple[str, cst.CSTN
             if len(values) != 1 or None in values or _restored(unit, owner, at):
                 return None  # a parameter, an unknown binding, or the saved tensor itself
             held |= values
+            through_name = True
         else:
             held.add(code(owner).strip())
     # the name took main_grad from exactly one other object, spelled apart from the saved one
-    if len(held) != 1 or not rebindings:
+    if len(held) != 1 or not rebindings or not through_name:
         return None
     return held.pop(), rebindings[0]
 

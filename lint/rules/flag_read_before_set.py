@@ -29,7 +29,7 @@ RULE = Rule(
         "`obj.m(...)`, where `m` is the one function of the file by that name and reads "
         "`p.grad_added_to_main_grad` / `getattr(p, 'grad_added_to_main_grad', ...)`, "
         "followed in the caller (same block, or after the block around the call) by a "
-        "statement setting the flag to anything but `False`, with no set of the flag "
+        "statement restoring the flag from a value (not a constant), with no set of the flag "
         "before the call"
     ),
     explanation="""
@@ -43,17 +43,23 @@ RULE = Rule(
         gradients, and the hooks fired on them add them into main_grad again.
 
         Seen: functions of the file whose own body reads the flag (as a value or by
-        `getattr`), found by name (the only function of that name in the file, whatever the
-        receiver: `runner.get_input_grads_with_dummy_flags()` for `runner = ctx.runner`);
-        calls of them as `obj.m(...)` in simple statements; a later statement of the same
-        block, or one after a block around the call, that sets the flag (`X.flag = v`,
-        `setattr`, also inside a loop) to a value other than `False`. Reported at the call.
-        Left alone: a reset to `False` after the read (what a hook does once it has added
-        the gradient); a function that sets the flag, to any value, at or before the call's
-        line; helpers of other files, and two functions of one name.
+        `getattr`; a store or `del` is no read), found by name (the only function of that
+        name in the file, named for gradients, dummies or flags, whatever the receiver:
+        `runner.get_input_grads_with_dummy_flags()` for `runner = ctx.runner`); calls of
+        them as `obj.m(...)` in simple statements; a later statement of the same block
+        before any `return` / `raise` / `continue` / `break`, or one after the block around
+        the call, that restores the flag (`X.flag = v`, `setattr`, also inside a loop) from
+        a value, not a constant. Reported at the call. Left alone: a constant set after the
+        read (a reset to False is what a hook does once it has added the gradient; True is
+        how a producer marks what it has just written, after asking whether it was added
+        already); a function that sets the flag, to any value, at or before the call's line;
+        helpers of other files, two functions of one name, and helpers named otherwise
+        (`wait()`: an unrelated handle's `wait` must not stand for a bucket's).
 
-        Not seen: a read through a further helper, and a helper called as a plain function
-        (`m(obj)`) or in a compound statement's test.
+        Not seen: a read through a further helper; a helper called as a plain function
+        (`m(obj)`) or in a compound statement's test; a restore in `finally:` after a call
+        in `try:`; and a function that sets the flag on another path above the call (an
+        earlier branch that returns), since "before" is judged by line.
     """,
     fix="""
         Set or restore the flag before calling the helper that reads it. No automatic fix.

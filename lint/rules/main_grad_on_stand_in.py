@@ -116,7 +116,11 @@ RULE = Rule(
         each use decide (analysis/dataflow.py), not the spelling: the mark lands on the
         saved operand and the Parameter stays unmarked. Reported when every binding
         reaching the mark is restored and every main_grad lookup through that name saw one
-        other binding, the function taking main_grad from no other object. A restored name
+        other binding, the function taking main_grad from no other object. Not seen: a
+        rebinding on one path only, or by a walrus. Reported although correct: a saved
+        tensor that is the Parameter itself (Megatron saves the Parameter) rebound this way;
+        no code at the mirrored heads or in Transformer Engine's and Megatron-LM's history
+        does so. A restored name
         marked while main_grad comes from a *different* name is not reported: two weights
         marked in turn (MindSpeed's fused MLP marks `weight_up` and `weight_down` in two
         blocks) look the same to a per-name check.

@@ -225,3 +225,18 @@ def test_zero_tokens_everywhere():
     grouped_ops.grouped_wgrad(torch.zeros(0, OUT), x, splits, regions, accumulate=False)
     assert all(torch.count_nonzero(r) == 0 for _, r in regions)
     assert torch.count_nonzero(grouped_ops.grouped_bias_grad(torch.zeros(0, OUT), splits)) == 0
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["regions", "grouped"])
+def test_wgrad_refuses_an_expert_without_a_split_size(grouped):
+    # The rows are looked up by expert id; an id past the split sizes has none to look up.
+    tokens = sum(SPLITS)
+    dy = randn(tokens, OUT, dtype=torch.float32, seed=0)
+    x = randn(tokens, IN, dtype=torch.float32, seed=1)
+    count = len(SPLITS) + 1
+    if grouped:
+        destinations = torch.zeros(count, OUT, IN)
+    else:
+        destinations = [(e, torch.zeros(OUT, IN)) for e in range(count)]
+    with pytest.raises(ValueError, match=r"destinations: expert ids must lie in \[0, 4\)"):
+        grouped_ops.grouped_wgrad(dy, x, device_splits(SPLITS), destinations, accumulate=False)

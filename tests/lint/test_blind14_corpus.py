@@ -48,9 +48,10 @@ op_backward` with `weight_param = w` (the saved operand) between taking main_gra
 that reach each use of one name (one name, two objects) and reports the rebinding. And
 Megatron-LM's CUDA-graph replay collecting `get_input_grads_with_dummy_flags()` before
 restoring the recorded `grad_added_to_main_grad`: GMLP060 (new) reports a helper of the file
-that decides from the flag, called before the caller sets it. Both caught after reading, so
-the development part reads 7 of 16 caught and 2 near, the blind figure staying 7 of 24. The
-held-out part was not read.
+that decides from the flag, called before the caller sets it. And the same replay walking
+that record by its keys and setting every flag True: GMLP061 (new). All three caught after
+reading, so the development part reads 8 of 16 caught and 2 near, the blind figure staying
+7 of 24. The held-out part was not read.
 
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind14_corpus`` prints the table.
@@ -77,7 +78,11 @@ OUTCOME: Outcomes = {
     "blind14-tefp8-grouped-bwd-offload-rewraps-origin-weights": ("missed", (), ()),
     "blind14-mlfp8-fsdp-replace-param-rewraps-fresh-parameter": ("missed", (), ()),
     "blind14-habana-linear-bwd-ddp-flag-set-on-non-fused-path": ("missed", (), ()),
-    "blind14-mlfp8-cudagraph-bwd-replay-flags-every-param": ("missed", (), ()),
+    "blind14-mlfp8-cudagraph-bwd-replay-flags-every-param": (
+        "caught",
+        (("GMLP061", 24),),
+        (),
+    ),
     "blind14-bigscience-ddp-param-hook-copies-into-main-grad": ("caught", (("GMLP016", 40),), ()),
     "blind14-apex-linear-bwd-half-main-grad-matmul-out": ("caught", (("GMLP016", 39),), ()),
     "blind14-tefp8-grouped-delayed-wgrad-skips-ddp-bookkeeping": (
