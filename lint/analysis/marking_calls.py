@@ -208,3 +208,48 @@ def _main_grad_owners_at(
                     yield args[0].value, node
                 elif isinstance(sub.func, cst.Attribute):
                     yield sub.func.value, node  # ``param.get_main_grad()``
+
+
+def offload_stand_in(unit: Unit, stmt) -> tuple[cst.Name, cst.If] | None:
+    """(the name, the offload test) when ``stmt`` hangs a buffer on a restored name as its
+    main_grad under a test of CPU offload (``if ctx.cpu_offloading ...: weight.main_grad =
+    main_grad``), the function marks that name, and no binding of it reads the Parameter
+    back from ``ctx`` (``weight = ctx.weight_object``). Offload hands backward a plain tensor
+    in the Parameter's place (which is why main_grad is hung on it): the mark lands on that
+    tensor and the Parameter stays unmarked."""
+    found = patterns.attribute_set(stmt, patterns.MAIN_GRAD)
+    if found is None or type(found[0]) is not cst.Name:
+        return None
+    name, value = found
+    if type(value) is cst.Call and "get_main_grad" in (patterns.callee_name(value) or ""):
+        return None  # Megatron-FSDP's fetch on the Parameter itself
+    node = unit.node_for(stmt)
+    code = unit.context.code
+    test = next(
+        (
+            branch_if
+            for branch_if, branch in node.enclosing_ifs
+            if branch == "body" and "offload" in code(branch_if.test)
+        ),
+        None,
+    )
+    if test is None:
+        return None
+    defs = unit.reaching.reaching(name.value, node)
+    if not defs or any(d.value is None or "saved" not in code(d.value) for d in defs):
+        return None  # not (only) restored from the saved tensors here
+    for d in unit.graph.defs:
+        if d.name == name.value and d.value is not None and _on_ctx(d.value):
+            return None  # the Parameter read back from ctx on some path
+    for other, _ in unit.statements():
+        marked = patterns.attribute_set(other, patterns.GRAD_ADDED)
+        if marked is not None and type(marked[0]) is cst.Name and marked[0].value == name.value:
+            return name, test
+    return None
+
+
+def _on_ctx(value: cst.CSTNode) -> bool:
+    root = value
+    while type(root) in (cst.Attribute, cst.Call, cst.Subscript):
+        root = root.func if type(root) is cst.Call else root.value
+    return type(root) is cst.Name and root.value == "ctx"

@@ -41,7 +41,8 @@ RULE = Rule(
         "(`X.main_grad`, `get_main_grad_from_param(X)`) on a name restored from saved tensors "
         "while the function marks one other, unrestored expression; the mark set through a name "
         "that held the Parameter where main_grad was taken and was then rebound to a saved "
-        "tensor"
+        "tensor; under a CPU-offload test, main_grad hung on a restored name the function "
+        "marks, with no binding of it from `ctx` (`w = ctx.weight_object`)"
     ),
     explanation="""
         Issue #19, class 1 (which object). A fused path handles several objects for one
@@ -125,6 +126,16 @@ RULE = Rule(
         marked in turn (MindSpeed's fused MLP marks `weight_up` and `weight_down` in two
         blocks) look the same to a per-name check.
 
+        CPU offload (blind corpus 14, Transformer Engine's `_Linear.backward`): offloading
+        the saved weight hands backward a plain tensor in the Parameter's place, so the code
+        hangs main_grad on it (`if ctx.cpu_offloading ...: weight.main_grad = main_grad`)
+        and must read the Parameter back (`weight = ctx.weight_object`) before the
+        bookkeeping. Reported at the offload test: a buffer (not a `get_main_grad()`
+        fetch) hung as main_grad on a name every binding of which there comes from the
+        saved tensors (`restore_from_saved`, `ctx.saved_tensors`), inside an `if` whose test
+        names offload, in a function that marks that name and binds it from no `ctx`
+        attribute anywhere.
+
         Not seen: copies made by helpers in other files, copies kept in dict literals or
         filled into a list or dict item by item, a helper some of whose paths return the
         Parameter, a `ctx` attribute or saved-tensor position that two functions of the file
@@ -191,6 +202,20 @@ RULE = Rule(
                 weight_param.grad_added_to_main_grad = True
                 zero = getattr(weight_param, "zero_out_wgrad", False)
                 return dgrad, get_dummy_wgrad(list(weight_param.size()), weight_param.dtype, zero)
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+                main_grad = ctx.main_grad_func()
+                if ctx.cpu_offloading:
+                    weight = ctx.weight_object
+                    weight.main_grad = main_grad
+                general_gemm(x, dy, out=main_grad, accumulate=True)
+                weight.grad_added_to_main_grad = True
+                zero = getattr(weight, "zero_out_wgrad", False)
+                return get_dummy_wgrad(list(weight.main_grad.shape), weight.dtype, zero)
             """
         ),
     ),
@@ -288,6 +313,20 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+                main_grad = ctx.main_grad_func()
+                if ctx.cpu_offloading and ctx.fuse_wgrad_accumulation:
+                    weight.main_grad = main_grad
+                general_gemm(x, dy, out=main_grad, accumulate=True)
+                weight.grad_added_to_main_grad = True
+                zero = getattr(weight, "zero_out_wgrad", False)
+                return get_dummy_wgrad(list(weight.main_grad.shape), weight.dtype, zero)
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -314,6 +353,12 @@ REBOUND = (
     "rebound here to a tensor restored from the saved tensors before "
     "`{subject}.grad_added_to_main_grad` is set: the mark lands on the saved operand, and "
     "`{param}` stays unmarked although main_grad was written; mark `{param}`"
+)
+OFFLOAD = (
+    "under this CPU-offload test `{subject}` is the tensor restored from the saved tensors "
+    "(offload hands backward a plain tensor, which is why main_grad is hung on it here), "
+    "and this function marks `{subject}`: the flag lands on the stand-in and the Parameter "
+    "stays unmarked; restore the Parameter first (`{subject} = ctx.weight_object`)"
 )
 FETCHED = (
     "main_grad is looked up on `{subject}`, restored from the saved tensors, while this "
@@ -376,6 +421,10 @@ def _check_direct_marks(unit: Unit, out: Collector) -> None:
     two weights marked in turn, `weight_up` and `weight_down` of MindSpeed's fused MLP, look
     the same.)"""
     for stmt, _ in unit.statements():
+        offload = marking_calls.offload_stand_in(unit, stmt)
+        if offload is not None:
+            name, test = offload
+            out.report(CODE, test.test, OFFLOAD.format(subject=name.value))
         found = patterns.attribute_set(stmt, patterns.GRAD_ADDED)
         if found is None or type(found[0]) is not cst.Name:
             continue

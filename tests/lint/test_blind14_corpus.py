@@ -49,9 +49,11 @@ that reach each use of one name (one name, two objects) and reports the rebindin
 Megatron-LM's CUDA-graph replay collecting `get_input_grads_with_dummy_flags()` before
 restoring the recorded `grad_added_to_main_grad`: GMLP060 (new) reports a helper of the file
 that decides from the flag, called before the caller sets it. And the same replay walking
-that record by its keys and setting every flag True: GMLP061 (new). All three caught after
-reading, so the development part reads 8 of 16 caught and 2 near, the blind figure staying
-7 of 24. The held-out part was not read.
+that record by its keys and setting every flag True: GMLP061 (new). And Transformer Engine's
+`_Linear.backward` hanging main_grad on the restored weight under CPU offload without
+reading the Parameter back from `ctx.weight_object`, then marking it: GMLP030 again. All four
+caught after reading, so the development part reads 9 of 16 caught and 2 near, the blind
+figure staying 7 of 24. The held-out part was not read.
 
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind14_corpus`` prints the table.
@@ -69,7 +71,11 @@ VARIANTS = DEVELOPMENT + HELD_OUT
 
 OUTCOME: Outcomes = {
     # -- development (blind: measured before anyone who writes rules read it)
-    "blind14-tefp8-linear-bwd-cpu-offload-keeps-restored-weight-stand-in": ("missed", (), ()),
+    "blind14-tefp8-linear-bwd-cpu-offload-keeps-restored-weight-stand-in": (
+        "caught",
+        (("GMLP030", 17),),
+        (),
+    ),
     "blind14-tefp8-basiclinear-op-bwd-bookkeeping-on-saved-weight": (
         "caught",
         (("GMLP030", 52),),
