@@ -3,9 +3,9 @@
 The weight-gradient kernel writes fp32 straight into its destinations: each weight's
 main_grad (or the [G, out, in] view of one), or fresh fp32 buffers in plain mode. They come as
 a table of the listed experts' first rows and row counts (int32) and their region pointers
-(int64), with strides shared by the launch. Accumulate (``+=``) or overwrite (``=``) is a compile-time choice; a launch covers the
-experts it lists, so parameters with different ``overwrite_main_grad`` settings (or region
-strides) take one launch each.
+(int64), with strides shared by the launch. Accumulate (``+=``) or overwrite (``=``) is a
+compile-time choice; a launch covers the experts it lists, so parameters with different
+``overwrite_main_grad`` settings (or region strides) take one launch each.
 """
 
 import triton
