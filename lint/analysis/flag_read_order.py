@@ -131,7 +131,7 @@ def _restore_in(stmt: cst.CSTNode) -> cst.CSTNode | None:
         if found is None:
             continue
         value = found[1]
-        if not (type(value) is cst.Name and value.value in ("True", "False", "None")):
+        if not (patterns.is_true_literal(value) or patterns.is_false_literal(value)):
             return node
     return None
 

@@ -197,11 +197,10 @@ def _main_grad_owners_at(
     for root, node in unit.expression_roots():
         stored = set() if stores else stand_in_uses.assigned_ids(root)
         for sub in patterns.walk(root):
-            if patterns.is_attr(sub, patterns.MAIN_GRAD):
+            owner = patterns.main_grad_owner(sub)  # ``w.main_grad``, ``getattr(w, "main_grad")``
+            if owner is not None:
                 if id(sub) not in stored:
-                    yield sub.value, node
-            elif type(sub) is cst.Call and patterns.is_getattr_of(sub, patterns.MAIN_GRAD):
-                yield patterns.positional_args(sub)[0].value, node  # getattr(w, "main_grad")
+                    yield owner, node
             elif type(sub) is cst.Call and patterns.callee_name(sub) in MAIN_GRAD_FETCHES:
                 args = patterns.positional_args(sub)
                 if args:

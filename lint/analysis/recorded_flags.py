@@ -69,8 +69,7 @@ def constant_restores(
             if (
                 type(subject) is cst.Name
                 and subject.value == variable
-                and type(value) is cst.Name
-                and value.value == "True"
+                and patterns.is_true_literal(value)
             ):
                 yield loop, record, node
                 break
