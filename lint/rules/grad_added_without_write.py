@@ -113,6 +113,16 @@ RULE = Rule(
         input gradient, handed back beside the dummy: it is never taken for a dropped
         weight gradient.
 
+        A weight gradient computed here and replaced, unused, by another value on the way
+        to the mark is dropped too (blind corpus 14: a linear's flag-and-dummy block moved
+        out of `if ctx.gradient_accumulation_fusion:` to below the non-fused GEMM, so that
+        `grad_weight = torch.empty(weight.main_grad.shape, ...)` replaces the gradient just
+        computed and the mark follows). The run must be one the tests allow: `else: gw =
+        gemm(...)` then `if fuse: gw = dummy` asks one test twice and is no such run
+        (analysis/consistent_paths.py); a read of the gradient (a cast, a view) on the way
+        is a use. Not judged in a function with a `match` statement (a `case` is not related
+        to a later test of the same value), nor through a starred unpacking.
+
         Exception paths are paths: a handler is entered from before any statement of its
         `try` body (the GEMM that writes main_grad may be the one that raised), and a
         `return` inside a `try` runs its `finally` on the way out, so a mark in `finally`
@@ -210,6 +220,20 @@ RULE = Rule(
                 return None, wgrad
             """
         ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                if ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                else:
+                    grad_weight = dy.t().matmul(x)
+                if ctx.gradient_accumulation_fusion:
+                    grad_weight = make_dummy_wgrad(weight)
+                    weight.grad_added_to_main_grad = True
+                return None, grad_weight
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -297,6 +321,22 @@ RULE = Rule(
                 return dy.t() @ x
             """,
             line=6,
+        ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                if ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    grad_weight = None
+                else:
+                    grad_weight = dy.t().matmul(x)
+                if hasattr(weight, "grad_added_to_main_grad"):
+                    grad_weight = make_dummy_wgrad(weight)
+                    weight.grad_added_to_main_grad = True
+                return None, grad_weight
+            """,
+            line=10,
         ),
     ),
 )

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+main_grad_copies = LazyModule("..analysis.main_grad_copies", __package__)
 
 CODE = "GMLP053"
 RULE = Rule(
@@ -28,7 +29,9 @@ RULE = Rule(
     flags=(
         "an assignment to `X.main_grad` of an arithmetic result (`+`, `-`, `*`, `.add()`, "
         "`.sub()`, `.mul()`, `torch.add` / `sub` / `mul`) one of whose operands is that same "
-        "`X.main_grad`"
+        "`X.main_grad`; or of a copy of that same buffer (`clone`, `torch.clone`, "
+        "`copy.deepcopy`), also through locals, same-storage methods and calls handed it "
+        "first, and `setattr(X, attr, ...)` with `attr` a local naming main_grad"
     ),
     explanation="""
         Issue #19, class 3 (flags without writes): `param.main_grad` is a view into the
@@ -47,6 +50,27 @@ RULE = Rule(
         or `torch.add(X.main_grad, ...)` (also `sub`, `mul`).
 
         Not seen: the sum bound to a local first and assigned later.
+
+        Also reported (since blind corpus 15; analysis/main_grad_copies.py): a copy of X's
+        buffer bound back to `X.main_grad`, reported at the copy (correct code binds the
+        buffer back too, after unsharding or resharding it: the copy is what leaves the
+        buffer behind). MT-MegatronLM's MTP embedding reduction with `grad =
+        _unshard_if_dtensor(orig_grad).contiguous().clone()`, an all-reduce of `grad`, then
+        `setattr(weight, grad_attr, _reshard_if_dtensor(grad, orig_grad))`: the reduced sum
+        never reaches the buffer the optimizer reads. The value is followed back through
+        locals (every binding reaching the read), methods that hand back the same storage
+        (`contiguous`, `view`, `reshape`, `float`, `detach`, `.data`) and calls of anything
+        else whose first argument it is (a helper that unshards or reshards a tensor is taken
+        to hand back what it was given; a function of the file is followed through the
+        parameters its `return`s hand back); the attribute may be named by a local bound only
+        to string constants, one of them `"main_grad"`. A function that also binds that
+        main_grad to something not a copy (the buffer put back after a scratch copy, a tensor
+        of its own in a test) is not judged.
+
+        Not seen: a copy made by a helper's own code (`grad = copy_of(main_grad)`), by
+        `torch.empty_like` plus `copy_`, or by `.to(...)` into another dtype; a copy bound by
+        a walrus or an annotated assignment; an attribute name bound by a loop; a copy bound
+        to another parameter's main_grad.
     """,
     fix="""
         Write the buffer in place: `X.main_grad.add_(g)` (or `+=`). No automatic fix: the
@@ -78,6 +102,16 @@ RULE = Rule(
                 param.main_grad = param.get_main_grad()
             """
         ),
+        Example(
+            """
+            def allreduce_embedding_grad(weight, group):
+                grad_attr = "main_grad" if hasattr(weight, "main_grad") else "grad"
+                orig_grad = getattr(weight, grad_attr)
+                grad = _unshard_if_dtensor(orig_grad)
+                torch.distributed.all_reduce(grad, group=group)
+                setattr(weight, grad_attr, _reshard_if_dtensor(grad, orig_grad))
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -100,6 +134,17 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def allreduce_embedding_grad(weight, group):
+                grad_attr = "main_grad" if hasattr(weight, "main_grad") else "grad"
+                orig_grad = getattr(weight, grad_attr)
+                grad = _unshard_if_dtensor(orig_grad).contiguous().clone()
+                torch.distributed.all_reduce(grad, group=group)
+                setattr(weight, grad_attr, _reshard_if_dtensor(grad, orig_grad))
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -111,15 +156,36 @@ OPERATORS = ("Add", "Subtract", "Multiply")
 METHODS = ("add", "sub", "mul")
 
 
+COPY_MESSAGE = (
+    "`{copy}` copies `{target}`'s buffer, and the copy is bound back to `{target}` at line "
+    "{line}: the gradient buffer the attribute viewed, which DDP reduces and the optimizer "
+    "reads, is left behind with none of what is done to the copy; work on the buffer itself"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     if patterns.MAIN_GRAD not in context.source:
         return
     for unit in context.units:
+        reported = set()
         for stmt, _ in unit.statements():
             for owner, value in _main_grad_bindings(stmt):
                 text = out.context.code(owner).strip()
                 if _out_of_place_on(value, text, out):
                     out.report(CODE, stmt, MESSAGE.format(target=f"{text}.main_grad"))
+                    reported.add(id(stmt))
+        for found in main_grad_copies.copies_bound(unit):
+            if id(found.stmt) in reported:
+                continue
+            # Reported at the copy: correct code binds the buffer back too (after unsharding
+            # or resharding it); the copy is what leaves the buffer behind.
+            copy = out.context.code(found.copy).strip().partition("\n")[0]
+            message = COPY_MESSAGE.format(
+                target=f"{found.owner}.main_grad",
+                copy=copy,
+                line=out.context.line_of(found.stmt),
+            )
+            out.report(CODE, found.copy, message)
 
 
 def _main_grad_bindings(stmt):

@@ -83,6 +83,23 @@ RULE = Rule(
         read the Parameter's flag, which stays unset (the buffer put back on the copy is
         not reported, the flag is).
 
+        The flag may be set by a helper of the file the copy is handed to, one that sets
+        `grad_added_to_main_grad` on the parameter it gets (analysis/marking_helpers.py):
+        the copy handed by name, or the item of a container it was stored into, handed by
+        subscript or by a loop or comprehension variable walking the container (blind corpus
+        14: a grouped backward re-wrapping `origin_weights[i]` under CPU offload, then
+        `[handle_custom_ddp_from_mcore(w, g) for w, g in zip(origin_weights, wgrads)]`).
+        Reported at the store into the container (or at the argument). The store counts
+        while the container name is bound as it was there, and an item read by a constant
+        key only under that key; a Parameter over newly allocated storage
+        (`Parameter(torch.randn(...))`) is no copy here; a helper that rebinds its parameter
+        before marking (`weight = getattr(weight, "_origin_param", weight)`) is not taken to
+        mark what it was handed. Not seen: a container walked through `reversed(...)` or a
+        slice, a copy stored without a name (`L[i] = Parameter(...)`), a nested function
+        that marks the copy it closes over. Reported wrongly: a helper whose mark sits under
+        a test of another argument (`_finish(probe, g, fused=False)`) is taken to mark
+        whatever it is handed.
+
         Also reported: a module's weight rebound to a fresh `Parameter(...)` on the way
         into each forward (`forward`, the class's methods it calls, forward pre-hooks of
         the class: `setattr(self, f"weight{i}", Parameter(host.to("cuda")))` in an onload
@@ -181,6 +198,25 @@ RULE = Rule(
                 op = BasicLinear(accumulate_into_main_grad=module.fuse_wgrad_accumulation)
                 op.weight = weight
                 return op
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, dy):
+                weights, origin_weights = list(ctx.weights), list(ctx.origin_weights)
+                for i in range(ctx.num_gemms):
+                    w = torch.nn.Parameter(weights[i], weights[i].requires_grad)
+                    w.main_grad = ctx.main_grads[i]
+                    weights[i] = w
+
+                main_grads = [w.main_grad for w in weights]
+                general_grouped_gemm(ctx.inputs, dy, main_grads, accumulate=True)
+
+                def mark(weight):
+                    weight.grad_added_to_main_grad = True
+                    return make_dummy_wgrad(weight)
+
+                return [mark(weight) for weight in origin_weights]
             """
         ),
     ),
@@ -305,6 +341,26 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def backward(ctx, dy):
+                weights, origin_weights = list(ctx.weights), list(ctx.origin_weights)
+                for i in range(ctx.num_gemms):
+                    w = torch.nn.Parameter(origin_weights[i], origin_weights[i].requires_grad)
+                    w.main_grad = ctx.main_grads[i]
+                    origin_weights[i] = w
+
+                main_grads = [w.main_grad for w in weights]
+                general_grouped_gemm(ctx.inputs, dy, main_grads, accumulate=True)
+
+                def mark(weight):
+                    weight.grad_added_to_main_grad = True
+                    return make_dummy_wgrad(weight)
+
+                return [mark(weight) for weight in origin_weights]
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -341,6 +397,14 @@ FLAG_MESSAGE = (
     "`grad_added_to_main_grad` is set here on a fresh copy of the weight (made by `{how}` at "
     "line {line}): Megatron's hooks read the flag from the Parameter, which stays unmarked; "
     "set it on the original Parameter (`origin_weight`)"
+)
+
+
+HELPER_FLAG_MESSAGE = (
+    "`{what}` holds a fresh copy of the weight (made by `{how}` at line {line}), and "
+    "`{helper}` sets `grad_added_to_main_grad` on it at line {call_line}: Megatron's hooks "
+    "read the flag from the Parameter, which stays unmarked; keep the original Parameter "
+    "where the bookkeeping reaches it"
 )
 
 
@@ -384,7 +448,10 @@ def check(context: ModuleContext, out: Collector) -> None:
         reported: set[int] = set()
         if unit.survey.spells_main_grad or unit.survey.spells_grad_added:
             reported = _check_unit(unit, out)
-        if unit.survey.spells_grad_added:
+        # The flag may be set by a helper of the file the copy is handed to.
+        if unit.survey.spells_grad_added or (
+            unit.survey.spells_main_grad and "grad_added_to_main_grad" in context.source
+        ):
             _check_flags(unit, out, reported)
         if unit.name == saved_rebinds.FORWARD and "main_grad" in context.source:
             _check_saved(unit, out)
@@ -438,7 +505,17 @@ def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
             continue
         how = unit.context.code(found.fresh.value.func).strip()
         line = unit.context.line_of(found.fresh.node.owner)
-        out.report(CODE, found.target, FLAG_MESSAGE.format(how=how, line=line))
+        if found.helper is None:
+            out.report(CODE, found.target, FLAG_MESSAGE.format(how=how, line=line))
+            continue
+        message = HELPER_FLAG_MESSAGE.format(
+            what=_one_line(out.text(found.target)),
+            helper=unit.context.code(found.helper.func).strip(),
+            call_line=unit.context.line_of(found.helper),
+            how=how,
+            line=line,
+        )
+        out.report(CODE, found.target, message)
 
 
 def _check_unit(unit: Unit, out: Collector) -> set[int]:

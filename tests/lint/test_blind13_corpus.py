@@ -24,6 +24,10 @@ so harmless there) and GMLP005 on the MUSA linear's `backward_custom` (the dummy
 None when `zero_out_wgrad` is off: `backward_custom` returns to its caller, not to autograd,
 so a false alarm of GMLP005's premise, left).
 
+Since the seventeenth session (written from blind corpus 14, this corpus unread) the MUSA
+grouped `backward_custom`'s re-wrapped offload weights, handed to a helper of the file that
+marks them, are caught (GMLP015): development 10 of 16.
+
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind13_corpus`` prints the table.
 """
@@ -42,7 +46,11 @@ OUTCOME: Outcomes = {
     # -- development (blind until the session's first rules were measured on it)
     "blind13-tefl-musa-grouped-bwd-ddp-bookkeeping-on-saved-fp8-weights": ("missed", (), ()),
     "blind13-realhf-merged-linear-bwd-weights-cast-before-wgrad": ("missed", (), ()),
-    "blind13-tefl-musa-grouped-backward-custom-offload-rebinds-fresh-parameter": ("missed", (), ()),
+    "blind13-tefl-musa-grouped-backward-custom-offload-rebinds-fresh-parameter": (
+        "caught",
+        (("GMLP015", 13),),
+        (),
+    ),
     "blind13-realhf-linear-bwd-weight-view-rebinds-before-wgrad": (
         "caught",
         (("GMLP015", 13),),

@@ -1,0 +1,185 @@
+"""main_grad rebound to a copy of its own buffer (GMLP053, beside the out-of-place sum).
+
+``param.main_grad`` is a view into the gradient buffer that Megatron's DDP (or
+Megatron-FSDP) reduces and the optimizer reads. Code that works on a copy of it and binds the
+copy back (``grad = main_grad.contiguous().clone()``, an all-reduce of ``grad``, then
+``setattr(weight, grad_attr, grad)``: blind corpus 15's MTP embedding reduction) leaves the
+buffer behind: the reduction never reaches the optimizer, and later writes land in a tensor
+nobody reads.
+
+Per function, over reaching definitions: what a value is, followed back through locals,
+methods that hand back the same storage (``contiguous``, ``view``, ``float`` on an fp32
+buffer) and calls of anything else whose first argument it is (a helper that unshards or
+reshards a tensor hands back what it was given, as far as can be seen): the parameter's own
+buffer, a copy of it (``clone``, ``torch.clone``, ``copy.deepcopy``), or neither. The
+attribute may be named through a local bound only to string constants, one of them
+``"main_grad"`` (``grad_attr = "main_grad" if hasattr(w, "main_grad") else "grad"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import file_functions, patterns
+from .module import Unit
+
+BUFFER, COPY = "buffer", "copy"
+# Calls that make a new tensor holding the values: a copy of the buffer, not the buffer.
+COPYING = frozenset({"clone", "deepcopy"})
+# Methods that hand back the same storage on a contiguous fp32 buffer (or a view of it).
+SAME_STORAGE = frozenset({"contiguous", "view", "view_as", "reshape", "float", "data", "detach"})
+# How far back a value is followed through locals and calls.
+DEPTH = 8
+
+
+@dataclass(frozen=True)
+class CopyBound:
+    stmt: cst.CSTNode  # the binding of main_grad
+    owner: str  # X of ``X.main_grad``, as written
+    copy: cst.CSTNode  # the call that made the copy
+
+
+def copies_bound(unit: Unit) -> list[CopyBound]:
+    """Bindings of a parameter's main_grad to a copy of that same parameter's buffer, in a
+    function that binds that main_grad to nothing else: one that also puts the buffer back
+    (a scratch copy swapped in, then restored in ``finally``) or gives main_grad a tensor of
+    its own (a test's) is not judged."""
+    found: list[CopyBound] = []
+    other: set[str] = set()  # owners whose main_grad is bound to something not a copy
+    for stmt, _ in unit.statements():
+        node = unit.node_for(stmt)
+        if node is None:
+            continue
+        for owner, value in _bindings(unit, stmt, node):
+            text = unit.context.code(owner).strip()
+            kind, copy = _what(unit, value, node, text, DEPTH)
+            if kind == COPY:
+                found.append(CopyBound(stmt, text, copy))
+            else:
+                other.add(text)
+    return [f for f in found if f.owner not in other]
+
+
+def _bindings(unit: Unit, stmt, node):
+    """(X, value) for ``X.main_grad = value`` and ``setattr(X, A, value)`` with A naming
+    main_grad."""
+    if type(stmt) is cst.Assign:
+        for target in stmt.targets:
+            if patterns.is_attr(target.target, patterns.MAIN_GRAD):
+                yield target.target.value, stmt.value
+    elif type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
+        call = stmt.value
+        args = call.args
+        named = patterns.callee_name(call) == "setattr" and len(args) == 3
+        if named and _names_main_grad(unit, args[1].value, node):
+            yield args[0].value, args[2].value
+
+
+def _names_main_grad(unit: Unit, attr, node) -> bool:
+    """``"main_grad"``, or a local every binding of which reaching ``node`` is made of string
+    constants only, one of them ``"main_grad"``."""
+    if patterns.string_value(attr) == patterns.MAIN_GRAD:
+        return True
+    if type(attr) is not cst.Name:
+        return False
+    defs = unit.reaching.reaching(attr.value, node)
+    if not defs or any(d.kind != "assign" or d.value is None for d in defs):
+        return False
+    strings = [s for d in defs for s in _strings(d.value)]
+    return patterns.MAIN_GRAD in strings and None not in strings
+
+
+def _strings(value) -> list[str | None]:
+    """The string constants a value may be (None for anything else)."""
+    if type(value) is cst.IfExp:
+        return _strings(value.body) + _strings(value.orelse)
+    return [patterns.string_value(value)]
+
+
+def _what(unit: Unit, value, node, owner: str, depth: int):
+    """(BUFFER or COPY or None, the copying call) for ``value`` read where ``node`` runs."""
+    if depth == 0 or value is None:
+        return None, None
+    found = patterns.main_grad_owner(value)
+    if found is not None:
+        return (BUFFER if unit.context.code(found).strip() == owner else None), None
+    if type(value) is cst.Call and patterns.callee_name(value) == "getattr":
+        args = value.args
+        same = len(args) >= 2 and unit.context.code(args[0].value).strip() == owner
+        named = same and _names_main_grad(unit, args[1].value, node)
+        return (BUFFER, None) if named else (None, None)
+    if type(value) is cst.Name:
+        return _what_name(unit, value.value, node, owner, depth)
+    if type(value) is cst.Attribute and value.attr.value in SAME_STORAGE:
+        return _what(unit, value.value, node, owner, depth - 1)
+    if type(value) is not cst.Call:
+        return None, None
+    func = value.func
+    name = patterns.callee_name(value)
+    if type(func) is cst.Attribute and not _is_module(func.value):
+        # a method of the value: a copy, the same storage, or something else
+        if name in COPYING:
+            kind, _ = _what(unit, func.value, node, owner, depth - 1)
+            return (COPY, value) if kind is not None else (None, None)
+        if name in SAME_STORAGE:
+            return _what(unit, func.value, node, owner, depth - 1)
+        return None, None
+    function = file_functions.callee(
+        value, unit.context.shared(file_functions.by_name), _classes(unit)
+    )
+    if function is not None:
+        return _returned(unit, value, function, node, owner, depth)
+    positional = patterns.positional_args(value)
+    if not positional:
+        return None, None
+    kind, copy = _what(unit, positional[0].value, node, owner, depth - 1)
+    if kind is not None and name in COPYING:
+        return COPY, value  # ``torch.clone(g)``, ``copy.deepcopy(g)``
+    return kind, copy
+
+
+def _returned(unit: Unit, call: cst.Call, function: cst.FunctionDef, node, owner, depth):
+    """What a call of a function of the file hands back, from its ``return``s that return a
+    parameter as it was given: the argument bound to it (``_reshard_if_dtensor(grad, ref)``
+    returning ``ref`` on one path and ``grad`` on the other is a copy when ``grad`` is one).
+    Other returns are not followed; none of the kind: unknown."""
+    arguments = dict(file_functions.bound_arguments(call, function))
+    rebound = {
+        n.value
+        for sub in file_functions.own_nodes(function.body.body)
+        if type(sub) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
+        for n in patterns.walk(sub)
+        if type(n) is cst.Name and n.value in arguments
+    }
+    kinds = []
+    for sub in file_functions.own_nodes(function.body.body):
+        if type(sub) is cst.Return and type(sub.value) is cst.Name:
+            name = sub.value.value
+            if name in arguments and name not in rebound:
+                kinds.append(_what(unit, arguments[name], node, owner, depth - 1))
+    if not kinds or any(kind is None for kind, _ in kinds):
+        return None, None
+    copies = [copy for kind, copy in kinds if kind == COPY]
+    return (COPY, copies[0]) if copies else (BUFFER, None)
+
+
+def _classes(unit: Unit) -> set[str]:
+    return unit.context.shared(file_functions.class_names)
+
+
+def _what_name(unit: Unit, name: str, node, owner: str, depth: int):
+    defs = unit.reaching.reaching(name, node)
+    if not defs or any(d.kind != "assign" for d in defs):
+        return None, None
+    results = [_what(unit, d.value, d.node, owner, depth - 1) for d in defs]
+    if any(kind is None for kind, _ in results):
+        return None, None
+    copies = [copy for kind, copy in results if kind == COPY]
+    return (COPY, copies[0]) if copies else (BUFFER, None)
+
+
+def _is_module(expr) -> bool:
+    """``torch.clone(x)`` / ``copy.deepcopy(x)``: a function of a module, not a method."""
+    return type(expr) is cst.Name and expr.value in ("torch", "copy")
