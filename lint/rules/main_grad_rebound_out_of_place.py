@@ -174,7 +174,8 @@ def check(context: ModuleContext, out: Collector) -> None:
                 if _out_of_place_on(value, text, out):
                     out.report(CODE, stmt, MESSAGE.format(target=f"{text}.main_grad"))
                     reported.add(id(stmt))
-        for found in main_grad_copies.copies_bound(unit):
+        copies = main_grad_copies.copies_bound(unit) if unit.survey.spells_main_grad else []
+        for found in copies:
             if id(found.stmt) in reported:
                 continue
             # Reported at the copy: correct code binds the buffer back too (after unsharding
