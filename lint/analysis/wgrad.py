@@ -64,12 +64,26 @@ def marked_subject(stmt: cst.CSTNode) -> cst.BaseExpression | None:
     ``setattr(X, "grad_added_to_main_grad", True)``; None otherwise (also for ``ctx``, where
     forward records whether the parameter has the attribute)."""
     found = patterns.attribute_set(stmt, patterns.GRAD_ADDED)
-    if found is None or not patterns.is_true_literal(found[1]):
+    if found is None or not (
+        patterns.is_true_literal(found[1]) or _asks_own_flag(found[0], found[1])
+    ):
         return None
     subject = found[0]
     if isinstance(subject, cst.Name) and subject.value == "ctx":
         return None
     return subject
+
+
+def _asks_own_flag(subject, value) -> bool:
+    """``w.grad_added_to_main_grad = hasattr(w, "grad_added_to_main_grad")``: True on every
+    parameter Megatron's DDP set up (it gives each the attribute), so a mark there (blind
+    corpus 16: PaddleFleet's FP8 wgrad path marking so while handing back the real
+    gradient)."""
+    if patterns.callee_name(value) != "hasattr" or len(value.args) != 2:
+        return False
+    owner, name = (arg.value for arg in value.args)
+    same = cst.Module([]).code_for_node(owner) == cst.Module([]).code_for_node(subject)
+    return same and patterns.string_value(name) == patterns.GRAD_ADDED
 
 
 def block_statements(block: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:

@@ -120,8 +120,13 @@ RULE = Rule(
         computed and the mark follows). The run must be one the tests allow: `else: gw =
         gemm(...)` then `if fuse: gw = dummy` asks one test twice and is no such run
         (analysis/consistent_paths.py); a read of the gradient (a cast, a view) on the way
-        is a use. Not judged in a function with a `match` statement (a `case` is not related
-        to a later test of the same value), nor through a starred unpacking.
+        is a use. Not judged in a function with a `match` statement (a `case` is not
+        related to a later test of the same value), nor through a starred unpacking.
+
+        A mark may be spelled `w.grad_added_to_main_grad = hasattr(w,
+        "grad_added_to_main_grad")`: True on every parameter Megatron's DDP set up (blind
+        corpus 16: PaddleFleet's FP8 weight-gradient path marking so while it hands back the
+        real gradient). This holds for every rule that reads marks (`wgrad.marked_subject`).
 
         Exception paths are paths: a handler is entered from before any statement of its
         `try` body (the GEMM that writes main_grad may be the one that raised), and a
@@ -337,6 +342,21 @@ RULE = Rule(
                 return None, grad_weight
             """,
             line=10,
+        ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                if ctx.fp8_wgrad:
+                    grad_weight = general_gemm(x.t(), dy)[0]
+                    weight.grad_added_to_main_grad = hasattr(weight, "grad_added_to_main_grad")
+                elif ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    grad_weight = make_dummy_wgrad(weight)
+                    weight.grad_added_to_main_grad = True
+                return None, grad_weight
+            """,
+            line=5,
         ),
     ),
 )

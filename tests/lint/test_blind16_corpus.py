@@ -1,0 +1,75 @@
+"""The sixteenth blind corpus (variant_corpus_blind16.py, 16 development variants, and
+variant_corpus_blind16_heldout.py, 8 held out) written by someone who read neither the rules
+nor their tests (only CONTRACT.md, the two seed reports and issue #19's class list), from
+code of frameworks outside the PyTorch Megatron family: PaddlePaddle's PaddleFleet (its own
+`main_grad`, `grad_added_to_main_grad` and backward-hook bookkeeping) and Paddle's
+zero-bubble `WeightGradStore`, and ServiceNow's Fast-LLM (`grad_buffer` in main_grad's
+place, `param_grad_is_zero` in the overwrite switch's), the third variant of each class held
+out as written. Sources with commits are in the corpus module's docstring; where a class had
+no grounding there (no CUDA-graph replay touching main_grad, no `backward_dw` class
+hierarchy, no `overwrite_main_grad`), the variants use the nearest mechanism the sources have.
+
+Blind, with the rules of b01ecdd (the seventeenth session's start) and of ea6d598 (after
+the session's three checks, written before this corpus existed): **3 of 24** both times
+(development 2 of 16, held-out 1 of 8). The other frameworks' idioms are where the rules
+transfer worst: Paddle's `paddle.matmul(..., transpose_x=True)` and `PyLayer`, Fast-LLM's
+buffers under other names. One held-out twin carries a finding (GMLP008, a rule older than
+the session), not judged: the held-out part is not read.
+
+Then one development miss was read: PaddleFleet's FP8 weight-gradient path setting
+`weight.grad_added_to_main_grad = hasattr(weight, "grad_added_to_main_grad")` beside the real
+gradient it hands back. Such an assignment is now a mark for every rule that reads marks
+(`wgrad.marked_subject`; no file at the heads of the 33 mirrors spells it on anything but
+`ctx`), and GMLP032 reports it: development 3 of 16.
+
+``OUTCOME`` pins every variant's result with the rules now. ``python -m
+tests.lint.test_blind16_corpus`` prints the table.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .blind_outcomes import Outcomes, print_split_tables, split_corpus_tests
+from .variant_corpus_blind16 import VARIANTS as DEVELOPMENT
+from .variant_corpus_blind16_heldout import VARIANTS as HELD_OUT
+
+VARIANTS = DEVELOPMENT + HELD_OUT
+
+OUTCOME: Outcomes = {
+    # -- development (blind: measured before anyone who writes rules read it)
+    "blind16-paddlefleet-shared-expert-ctx-fp8-weight": ("missed", (), ()),
+    "blind16-paddle-zero-bubble-cast-weight": ("missed", (), ()),
+    "blind16-paddle-zero-bubble-return-main-grad": ("caught", (("GMLP031", 65),), ()),
+    "blind16-paddlefleet-linear-forward-weight-copy": ("missed", (), ()),
+    "blind16-paddlefleet-linear-fp8-wgrad-flag": ("caught", (("GMLP032", 32),), ()),
+    "blind16-paddlefleet-shared-expert-real-grad-returned": ("missed", (), ()),
+    "blind16-fastllm-linear-mm-out-grad-buffer": ("missed", (), ()),
+    "blind16-paddlefleet-kitchen-gemm-no-accumulate": ("missed", (), ()),
+    "blind16-fastllm-accumulate-hook-keeps-grad": ("missed", (), ()),
+    "blind16-paddlefleet-linear-expert-no-dummy": ("missed", (), ()),
+    "blind16-paddle-weight-grad-store-flush-clears": ("missed", (), ()),
+    "blind16-paddle-split-bw-matmul-swapped-store": ("missed", (), ()),
+    "blind16-paddlefleet-linear-dummy-on-wgrad-compute": ("caught", (("GMLP005", 38),), ()),
+    "blind16-paddlefleet-linear-expert-real-or-dummy": ("missed", (), ()),
+    "blind16-paddlefleet-expert-down-main-grad-local": ("missed", (), ()),
+    "blind16-paddlefleet-shared-expert-skip-none-main-grad": ("missed", (), ()),
+    # -- held out (blind: measured at the same time, not read)
+    "blind16-paddlefleet-shared-expert-caller-fp8": ("missed", (), ()),
+    "blind16-paddlefleet-linear-backward-weight-copy": ("missed", (), ()),
+    "blind16-fastllm-chunk-weight-unzeroed": ("missed", (), ()),
+    "blind16-paddle-grad-weight-fn-assign": ("missed", (), ()),
+    "blind16-paddlefleet-linear-flag-value-guard": ("caught", (("GMLP049", 37),), ()),
+    "blind16-paddle-split-bw-matmul-cache-rebound": ("missed", (), ()),
+    "blind16-paddlefleet-linear-sp-return-gated": ("missed", (), ()),
+    "blind16-paddlefleet-linear-no-get-main-grad": ("missed", (), (("GMLP008", 37),)),
+}
+
+test_corpus_shape, test_variant_outcome_and_findings_are_the_recorded_ones = split_corpus_tests(
+    DEVELOPMENT, HELD_OUT, OUTCOME
+)
+
+
+if __name__ == "__main__":
+    print_split_tables(DEVELOPMENT, HELD_OUT)
+    sys.exit(0)
