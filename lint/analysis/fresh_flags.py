@@ -156,13 +156,12 @@ def _copies_handed(unit: Unit, arg, node: Node, walked, fresh: set[Def], stored:
     itself (reported at the argument), or an item of a container a copy was stored into, by
     subscript (the same key, when both are constants) or by a loop or comprehension variable
     walking it (reported at the store)."""
-    container = None
     if isinstance(arg, cst.Subscript) and isinstance(arg.value, cst.Name):
         yield from _stores_reaching(unit, stored, arg.value.value, node, arg)
-        return
-    if isinstance(arg, cst.Name) and arg.value in walked:
+    elif isinstance(arg, cst.Name) and arg.value in walked:
         sequence = walked[arg.value]
-        container = sequence.value if isinstance(sequence, cst.Name) else None
+        if isinstance(sequence, cst.Name):
+            yield from _stores_reaching(unit, stored, sequence.value, node)
     elif isinstance(arg, cst.Name):
         for d in unit.reaching.reaching(arg.value, node):
             if d in fresh:
@@ -171,9 +170,6 @@ def _copies_handed(unit: Unit, arg, node: Node, walked, fresh: set[Def], stored:
                 sequence = iteration.element_source(d.node.owner, d.target)
                 if isinstance(sequence, cst.Name):
                     yield from _stores_reaching(unit, stored, sequence.value, node)
-        return
-    if container is not None:
-        yield from _stores_reaching(unit, stored, container, node)
 
 
 def _stores_reaching(unit: Unit, stored: dict, container: str, node: Node, item=None):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import file_functions, patterns
+from . import file_functions, patterns, provenance
 from .module import Unit
 
 BUFFER, COPY = "buffer", "copy"
@@ -52,7 +52,7 @@ def copies_bound(unit: Unit) -> list[CopyBound]:
         node = unit.node_for(stmt)
         if node is None:
             continue
-        for owner, value in _bindings(unit, stmt, node):
+        for owner, value in bindings(unit, stmt, node):
             text = unit.context.code(owner).strip()
             kind, copy = _what(unit, value, node, text, DEPTH)
             if kind == COPY:
@@ -62,9 +62,10 @@ def copies_bound(unit: Unit) -> list[CopyBound]:
     return [f for f in found if f.owner not in other]
 
 
-def _bindings(unit: Unit, stmt, node):
+def bindings(unit: Unit, stmt, node):
     """(X, value) for ``X.main_grad = value`` and ``setattr(X, A, value)`` with A naming
-    main_grad."""
+    main_grad (``node``: the statement's graph node, where A's bindings are read; None
+    takes only the literal ``"main_grad"``)."""
     if type(stmt) is cst.Assign:
         for target in stmt.targets:
             if patterns.is_attr(target.target, patterns.MAIN_GRAD):
@@ -82,7 +83,7 @@ def _names_main_grad(unit: Unit, attr, node) -> bool:
     constants only, one of them ``"main_grad"``."""
     if patterns.string_value(attr) == patterns.MAIN_GRAD:
         return True
-    if type(attr) is not cst.Name:
+    if type(attr) is not cst.Name or node is None:
         return False
     defs = unit.reaching.reaching(attr.value, node)
     if not defs or any(d.kind != "assign" or d.value is None for d in defs):
@@ -147,11 +148,9 @@ def _returned(unit: Unit, call: cst.Call, function: cst.FunctionDef, node, owner
     Other returns are not followed; none of the kind: unknown."""
     arguments = dict(file_functions.bound_arguments(call, function))
     rebound = {
-        n.value
+        name
         for sub in file_functions.own_nodes(function.body.body)
-        if type(sub) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
-        for n in patterns.walk(sub)
-        if type(n) is cst.Name and n.value in arguments
+        for name in provenance.bound_names(sub)
     }
     kinds = []
     for sub in file_functions.own_nodes(function.body.body):

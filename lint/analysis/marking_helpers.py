@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, helper_effects, wgrad, writing_helpers
+from . import file_functions, helper_effects, provenance, wgrad, writing_helpers
 from .module import ModuleContext, Unit
 
 
@@ -32,7 +32,7 @@ class MarkingHelpers(helper_effects.HelperEffects):
             subject = wgrad.marked_subject(node)
             if type(subject) is cst.Name and subject.value in params:
                 marked.add(subject.value)
-            rebound.update(_bound_names(node))
+            rebound.update(provenance.bound_names(node))
         # A parameter the helper rebinds before marking (``weight = getattr(weight,
         # "_origin_param", weight)``) may name another object at the mark: not counted.
         return marked - rebound
@@ -61,26 +61,3 @@ def helper_marks(unit: Unit, helpers: MarkingHelpers) -> list[wgrad.Mark]:
                     if mark is not None:
                         found.append(mark)
     return found
-
-
-def _bound_names(node: cst.CSTNode) -> set[str]:
-    """Names a statement or expression binds: assignment targets, a walrus, a loop's target."""
-    if type(node) is cst.Assign:
-        targets = [t.target for t in node.targets]
-    elif type(node) in (cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For):
-        targets = [node.target]
-    else:
-        return set()
-    return {name for t in targets for name in _target_names(t)}
-
-
-def _target_names(target) -> set[str]:
-    """The plain names a target binds (``a``, ``a, (b, *c)``), not those read inside an
-    attribute or subscript target (``w.grad_added_to_main_grad = True`` binds no name)."""
-    if type(target) is cst.Name:
-        return {target.value}
-    if type(target) is cst.StarredElement:
-        return _target_names(target.value)
-    if type(target) in (cst.Tuple, cst.List):
-        return {name for element in target.elements for name in _target_names(element.value)}
-    return set()

@@ -300,3 +300,26 @@ def target_names(target: cst.CSTNode) -> list[str]:
     if kind is cst.Tuple or kind is cst.List:
         return [e.value.value for e in target.elements if type(e.value) is cst.Name]
     return []
+
+
+def bound_names(node: cst.CSTNode) -> set[str]:
+    """The names a statement or expression binds: assignment targets (plain and annotated,
+    augmented), a walrus, a ``for`` target; not those read inside an attribute or subscript
+    target (``w.grad_added_to_main_grad = True`` binds no name)."""
+    if type(node) is cst.Assign:
+        targets = [t.target for t in node.targets]
+    elif type(node) in (cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For):
+        targets = [node.target]
+    else:
+        return set()
+    return {name for target in targets for name in _nested_target_names(target)}
+
+
+def _nested_target_names(target: cst.CSTNode) -> set[str]:
+    if type(target) is cst.Name:
+        return {target.value}
+    if type(target) is cst.StarredElement:
+        return _nested_target_names(target.value)
+    if type(target) in (cst.Tuple, cst.List):
+        return {n for element in target.elements for n in _nested_target_names(element.value)}
+    return set()

@@ -169,7 +169,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     for unit in context.units:
         reported = set()
         for stmt, _ in unit.statements():
-            for owner, value in _main_grad_bindings(stmt):
+            for owner, value in main_grad_copies.bindings(unit, stmt, unit.node_for(stmt)):
                 text = out.context.code(owner).strip()
                 if _out_of_place_on(value, text, out):
                     out.report(CODE, stmt, MESSAGE.format(target=f"{text}.main_grad"))
@@ -187,22 +187,6 @@ def check(context: ModuleContext, out: Collector) -> None:
                 line=out.context.line_of(found.stmt),
             )
             out.report(CODE, found.copy, message)
-
-
-def _main_grad_bindings(stmt):
-    """(X, value) for ``X.main_grad = value`` and ``setattr(X, "main_grad", value)``."""
-    if type(stmt) is cst.Assign:
-        for target in stmt.targets:
-            if patterns.is_attr(target.target, patterns.MAIN_GRAD):
-                yield target.target.value, stmt.value
-    elif type(stmt) is cst.Expr and type(stmt.value) is cst.Call:
-        call = stmt.value
-        if (
-            patterns.callee_name(call) == "setattr"
-            and len(call.args) == 3
-            and patterns.string_value(call.args[1].value) == patterns.MAIN_GRAD
-        ):
-            yield call.args[0].value, call.args[2].value
 
 
 def _out_of_place_on(value, owner: str, out: Collector) -> bool:
