@@ -127,8 +127,9 @@ def _what(unit: Unit, value, node, owner: str, depth: int):
         if name in SAME_STORAGE:
             return _what(unit, func.value, node, owner, depth - 1)
         return None, None
+    context = unit.context
     function = file_functions.callee(
-        value, unit.context.shared(file_functions.by_name), _classes(unit)
+        value, context.shared(file_functions.by_name), context.shared(file_functions.class_names)
     )
     if function is not None:
         return _returned(unit, value, function, node, owner, depth)
@@ -158,22 +159,20 @@ def _returned(unit: Unit, call: cst.Call, function: cst.FunctionDef, node, owner
             name = sub.value.value
             if name in arguments and name not in rebound:
                 kinds.append(_what(unit, arguments[name], node, owner, depth - 1))
-    if not kinds or any(kind is None for kind, _ in kinds):
-        return None, None
-    copies = [copy for kind, copy in kinds if kind == COPY]
-    return (COPY, copies[0]) if copies else (BUFFER, None)
-
-
-def _classes(unit: Unit) -> set[str]:
-    return unit.context.shared(file_functions.class_names)
+    return _either(kinds)
 
 
 def _what_name(unit: Unit, name: str, node, owner: str, depth: int):
     defs = unit.reaching.reaching(name, node)
     if not defs or any(d.kind != "assign" for d in defs):
         return None, None
-    results = [_what(unit, d.value, d.node, owner, depth - 1) for d in defs]
-    if any(kind is None for kind, _ in results):
+    return _either([_what(unit, d.value, d.node, owner, depth - 1) for d in defs])
+
+
+def _either(results: list[tuple]):
+    """What a value that may be any of ``results`` is: unknown if any is (or none is
+    given), a copy if any is one (its copying call), else the buffer."""
+    if not results or any(kind is None for kind, _ in results):
         return None, None
     copies = [copy for kind, copy in results if kind == COPY]
     return (COPY, copies[0]) if copies else (BUFFER, None)

@@ -16,9 +16,7 @@ top of each saying what the code is and what was expected:
 
 from __future__ import annotations
 
-import pytest
-
-from .review_cases import case_codes, case_files
+from .review_cases import review_tests
 
 REVIEWED = frozenset(
     {
@@ -51,18 +49,8 @@ EXPECTED = {
     "miss-GMLP057-get-main-grad.py": {"GMLP057"},
     "miss-GMLP058-call-receiver-backward.py": {"GMLP058"},
 }
-FILES = case_files(CASES)
-
-
-def test_every_expectation_names_a_case():
-    assert set(EXPECTED) <= set(FILES)
-
-
-@pytest.mark.parametrize("name", FILES)
-def test_case_reports_the_recorded_codes(name):
-    assert case_codes(CASES, name) == EXPECTED.get(name, set())
-
-
-@pytest.mark.parametrize("name", [n for n in FILES if n.startswith("fa-")])
-def test_correct_code_is_clean_of_the_reviewed_rules(name):
-    assert not case_codes(CASES, name) & REVIEWED
+(
+    test_every_expectation_names_a_case,
+    test_case_reports_the_recorded_codes,
+    test_correct_code_is_clean_of_the_reviewed_rules,
+) = review_tests(CASES, EXPECTED, REVIEWED)

@@ -12,9 +12,7 @@ saying what the code is and what was expected:
 
 from __future__ import annotations
 
-import pytest
-
-from .review_cases import case_codes, case_files
+from .review_cases import review_tests
 
 REVIEWED = frozenset({"GMLP030", "GMLP060", "GMLP061"})
 CASES = "review16"
@@ -24,18 +22,8 @@ EXPECTED = {
     "hit-GMLP060-call-and-restore-in-with-blocks.py": {"GMLP060"},
     "hit-GMLP060-guarded-read.py": {"GMLP060"},
 }
-FILES = case_files(CASES)
-
-
-def test_every_expectation_names_a_case():
-    assert set(EXPECTED) <= set(FILES)
-
-
-@pytest.mark.parametrize("name", FILES)
-def test_case_reports_the_recorded_codes(name):
-    assert case_codes(CASES, name) == EXPECTED.get(name, set())
-
-
-@pytest.mark.parametrize("name", [n for n in FILES if n.startswith("fa-")])
-def test_correct_code_is_clean_of_the_reviewed_rules(name):
-    assert not case_codes(CASES, name) & REVIEWED
+(
+    test_every_expectation_names_a_case,
+    test_case_reports_the_recorded_codes,
+    test_correct_code_is_clean_of_the_reviewed_rules,
+) = review_tests(CASES, EXPECTED, REVIEWED)

@@ -18,9 +18,7 @@ expected, and what the review changed:
 
 from __future__ import annotations
 
-import pytest
-
-from .review_cases import case_codes, case_files
+from .review_cases import review_tests
 
 REVIEWED = frozenset({"GMLP015", "GMLP032", "GMLP053"})
 CASES = "review17"
@@ -38,18 +36,8 @@ EXPECTED = {
     "hit-GMLP053-mtp-embedding-reduce.py": {"GMLP053"},
     "hit-GMLP053-odd-syntax-no-crash.py": {"GMLP053"},
 }
-FILES = case_files(CASES)
-
-
-def test_every_expectation_names_a_case():
-    assert set(EXPECTED) <= set(FILES)
-
-
-@pytest.mark.parametrize("name", FILES)
-def test_case_reports_the_recorded_codes(name):
-    assert case_codes(CASES, name) == EXPECTED.get(name, set())
-
-
-@pytest.mark.parametrize("name", [n for n in FILES if n.startswith("fa-")])
-def test_correct_code_is_clean_of_the_reviewed_rules(name):
-    assert not case_codes(CASES, name) & REVIEWED
+(
+    test_every_expectation_names_a_case,
+    test_case_reports_the_recorded_codes,
+    test_correct_code_is_clean_of_the_reviewed_rules,
+) = review_tests(CASES, EXPECTED, REVIEWED)
