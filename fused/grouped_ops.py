@@ -28,6 +28,7 @@ from .operands import (
     experts_pow2,
     grouped_regions,
     no_pointers,
+    paired_entries,
     region_layouts,
     region_tma_ready,
     row_gemm_options,
@@ -37,11 +38,11 @@ from .operands import (
     use_scratch_allocator,
 )
 from .tiles import (
-    LONG_REDUCTION_ROWS,
     Tiles,
     dgrad_activation_apart,
     dot_precision,
     tiles_for,
+    wgrad_tiles,
 )
 
 
@@ -314,10 +315,7 @@ def grouped_wgrad(
         return
     num_tokens, n = dy.shape
     k = x.shape[1]
-    # Long per-expert reductions amortise a larger tile's single resident program; short ones
-    # need two programs per multiprocessor to hide the fp32 read-modify-write (fused/tiles.py).
-    long = num_tokens >= LONG_REDUCTION_ROWS * num_experts
-    tiles = tiles or tiles_for("wgrad_long" if long else "wgrad", dy.device, dy.dtype)
+    tiles = tiles or wgrad_tiles(dy.device, dy.dtype, rows=num_tokens, experts=num_experts)
     tma = tiles.tma and tma_ready(dy) and tma_ready(x)
     dy_desc = descriptor(dy, (tiles.block_m, tiles.block_n)) if tma else dy
     x_desc = descriptor(x, (tiles.block_m, tiles.block_k)) if tma else x
@@ -326,7 +324,12 @@ def grouped_wgrad(
         tma_dest = tiles.tma_dest and tma and region_tma_ready(launch)
         if tma_dest and dy.device.type == "cuda":
             use_scratch_allocator()
-        grouped_wgrad_kernel[(launch.count * tiles_per_expert,)](
+        rows, pointers = entry_rows(splits, launch.experts), launch.pointers
+        slots = launch.count
+        if tiles.paired:
+            rows, pointers = paired_entries(rows, pointers)
+            slots = 2 * triton.cdiv(launch.count, 2)
+        grouped_wgrad_kernel[(slots * tiles_per_expert,)](
             dy,
             dy_desc,
             dy.stride(0),
@@ -335,13 +338,15 @@ def grouped_wgrad(
             x_desc,
             x.stride(0),
             x.stride(1),
-            entry_rows(splits, launch.experts),
-            launch.pointers,
+            rows,
+            pointers,
             *launch.strides,
+            launch.count,
             num_tokens,
             n,
             k,
             ACCUMULATE=accumulate,
+            PAIRED=tiles.paired,
             ALIGNED=launch.aligned,
             TMA=tma,
             TMA_DEST=tma_dest,

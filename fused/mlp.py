@@ -22,7 +22,7 @@ from .grouped_linear import Splits
 from .kernels.activations import ACTIVATION_CODES
 from .main_grad import WgradPlan
 from .mlp_base import FusedGroupedMLPBase
-from .tiles import wgrad_by_cublas
+from .tiles import Tiles, wgrad_by_cublas, wgrad_tiles
 
 
 class TritonGroupedMLP(FusedGroupedMLPBase):
@@ -65,14 +65,30 @@ class TritonGroupedMLP(FusedGroupedMLPBase):
         if self._wgrads_by_cublas(splits, dy, x):
             per_expert_wgrad(dy, x, splits.host, plan)
             return
+        sizes = splits.host
+
+        def tiles(accumulate: bool) -> Tiles:  # heavy-light pairs need the sizes (fused.tiles)
+            return wgrad_tiles(
+                dy.device,
+                dy.dtype,
+                rows=sum(sizes),
+                experts=len(sizes),
+                heaviest=max(sizes, default=0),
+                accumulate=accumulate,
+            )
+
         grouped = plan.grouped_destination()
         if grouped is not None:
             destination, accumulate = grouped
-            grouped_ops.grouped_wgrad(dy, x, splits.device, destination, accumulate=accumulate)
+            grouped_ops.grouped_wgrad(
+                dy, x, splits.device, destination, accumulate=accumulate, tiles=tiles(accumulate)
+            )
             return
         for accumulate in (False, True):
             regions = [(e.expert, e.region) for e in plan.experts if e.accumulate == accumulate]
-            grouped_ops.grouped_wgrad(dy, x, splits.device, regions, accumulate=accumulate)
+            grouped_ops.grouped_wgrad(
+                dy, x, splits.device, regions, accumulate=accumulate, tiles=tiles(accumulate)
+            )
 
 
 class TritonCublasWgradMLP(TritonGroupedMLP):

@@ -290,6 +290,22 @@ def entry_rows(splits: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
     return torch.stack((first, sizes), 1).index_select(0, experts)
 
 
+def paired_entries(rows: torch.Tensor, pointers: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``entry_rows``' table and the region pointers, reordered on the device (no
+    synchronisation) for the paired weight-gradient grid: entries by row count, the most
+    rows first, the i-th of the first half paired with the i-th of the second (the heaviest
+    beside one from the middle, whose share of main_grad traffic is the same and whose
+    products are few; experts without rows come last)."""
+    order = torch.argsort(rows[:, 1], descending=True, stable=True)
+    count = order.numel()
+    half = (count + 1) // 2
+    interleaved = torch.empty(2 * half, dtype=order.dtype, device=order.device)
+    interleaved[0::2] = order[:half]
+    interleaved[1 : 2 * (count - half) : 2] = order[half:]
+    interleaved = interleaved[:count]  # an odd count: the last pair has one entry
+    return rows.index_select(0, interleaved), pointers.index_select(0, interleaved)
+
+
 def region_tma_ready(launch: RegionLaunch) -> bool:
     """Whether a descriptor made on the device can describe every fp32 region of the launch:
     16-byte aligned bases (ALIGNED covers every pointer), unit column stride, a row stride of

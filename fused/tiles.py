@@ -41,7 +41,7 @@ mantissa bits (relative error about 1e-3), far outside the fp32 tolerance a chec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -71,6 +71,8 @@ class Tiles:
     # so the fp32 stream, which nothing reads again in the kernel, passes L2 without pushing
     # out the operand tiles the next programs reuse (kernels/wgrad.py).
     evict_first_dest: bool = False
+    # Weight gradient: experts in heavy-light pairs whose programs alternate (kernels/wgrad.py).
+    paired: bool = False
     # Register cap per thread (ptxas), None for the compiler's choice.
     max_registers: int | None = None
 
@@ -115,6 +117,45 @@ def tiles_for(kernel: str, device: torch.device, dtype: torch.dtype) -> Tiles:
         return _INTERPRETER_FP32 if dtype == torch.float32 else _INTERPRETER_16BIT
     table = _GPU_FP32 if dtype == torch.float32 else _GPU_16BIT
     return table[kernel]
+
+
+# Accumulating weight gradients take heavy-light pairs (Tiles.paired, kernels/wgrad.py) when
+# experts are short (mean rows at most PAIRED_MAX_MEAN_ROWS: most programs only move their
+# fp32 tile of main_grad) and the heaviest has at least PAIRED_MIN_SKEW times the mean rows
+# (its long programs are compute-bound). Measured on an H100 (scripts/gpu/wgrad_tiles_sweep.py
+# --table paired, docs/gpu-runs/h100-session-2026-12-06d/): DeepSeek-V3 skewed (mean 128 rows,
+# heaviest 32x) fc1 20.8 -> 18.7 ms, fc2 10.4 -> 9.3 ms; uniform DeepSeek-V3 (1x) 1 % slower,
+# Qwen3 (mean 1024) 0-10 % slower with either load; overwriting, mixed (-1 to +6 %). Nothing
+# measured between those points: each threshold sits near the middle on a log scale.
+PAIRED_MAX_MEAN_ROWS = 256
+PAIRED_MIN_SKEW = 8
+
+
+def wgrad_tiles(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    rows: int,
+    experts: int,
+    heaviest: int | None = None,
+    accumulate: bool = False,
+) -> Tiles:
+    """Tiles of the weight-gradient kernel for ``rows`` rows over ``experts`` experts, the
+    heaviest of which has ``heaviest`` rows (None when the split sizes are on the device
+    only: no pairs then). Long per-expert reductions amortise a larger tile's single
+    resident program; short ones need two programs per multiprocessor to hide the fp32
+    read-modify-write."""
+    mean = rows / max(experts, 1)
+    tiles = tiles_for("wgrad_long" if mean >= LONG_REDUCTION_ROWS else "wgrad", device, dtype)
+    if (
+        accumulate
+        and tiles.tma
+        and heaviest is not None
+        and mean <= PAIRED_MAX_MEAN_ROWS
+        and heaviest >= PAIRED_MIN_SKEW * mean > 0
+    ):
+        return replace(tiles, paired=True)
+    return tiles
 
 
 def dgrad_activation_apart(dtype: torch.dtype) -> bool:

@@ -271,7 +271,7 @@ _MAIN_GRAD_WORDS = ("main_grad", GRAD_ADDED)
 # product converted is the same fresh product, a gradient converted the same gradient
 # (``analysis.wgrad`` reads this set too).
 CONVERTING = frozenset(
-    {"to", "float", "half", "bfloat16", "type", "type_as", "contiguous", "clone"}
+    {"to", "float", "half", "bfloat16", "type", "type_as", "contiguous", "clone", "astype", "cast"}
 )
 
 

@@ -29,10 +29,12 @@ def grouped_wgrad_kernel(
     DEST_PTRS,
     stride_dest_n,
     stride_dest_k,
+    num_entries,
     num_tokens,
     N,
     K,
     ACCUMULATE: tl.constexpr,
+    PAIRED: tl.constexpr,
     ALIGNED: tl.constexpr,
     TMA: tl.constexpr,
     TMA_DEST: tl.constexpr,
@@ -77,13 +79,29 @@ def grouped_wgrad_kernel(
 
     EVICT_FIRST_DEST (pointer path): the tile is stored with an evict-first hint: main_grad
     is written once and never read again by this kernel, while the operand tiles in L2 are
-    reused by the expert's other programs."""
+    reused by the expert's other programs.
+
+    PAIRED: the entries come in pairs whose programs alternate (grid: cdiv(entries, 2) *
+    2 * tiles per expert), the table ordered by the launch so that an expert with many rows
+    is paired with one with few (fused/operands.py, paired_entries). Expert-major order runs
+    a heavy expert's long, compute-bound programs together, then light experts' short ones
+    that only move main_grad's fp32 tiles; side by side the two overlap. Each tile's
+    reduction is unchanged, so is the result, bit for bit."""
     num_n = tl.cdiv(N, BLOCK_N)
     num_k = tl.cdiv(K, BLOCK_K)
     per_expert = num_n * num_k
     pid = tl.program_id(0)
-    entry = pid // per_expert
-    pid_n, pid_k = grouped_tile(pid % per_expert, num_n, num_k, GROUP_N)
+    if PAIRED:
+        # Entries 2j and 2j + 1 take turns, tile by tile (grid: cdiv(entries, 2) pairs).
+        in_pair = pid % (2 * per_expert)
+        entry = pid // (2 * per_expert) * 2 + in_pair % 2
+        tile = in_pair // 2
+        if entry >= num_entries:
+            return  # the second of an odd last pair
+    else:
+        entry = pid // per_expert
+        tile = pid % per_expert
+    pid_n, pid_k = grouped_tile(tile, num_n, num_k, GROUP_N)
     first_row = tl.load(ENTRY_ROWS + 2 * entry)
     count = tl.load(ENTRY_ROWS + 2 * entry + 1)
     # Compile-time condition outside, runtime condition inside: not one `and`.

@@ -122,14 +122,22 @@ def _aliases(function: cst.FunctionDef, parameter: str) -> set[str]:
     return names
 
 
-def _use_in(body: cst.CSTNode, owners: set[str]) -> cst.CSTNode | None:
-    """The first node of ``body`` taking main_grad, a flag or a weakref from ``owners``."""
+def _use_in(
+    body: cst.CSTNode, owners: set[str], functions=None, depth: int = 2
+) -> cst.CSTNode | None:
+    """The first node of ``body`` taking main_grad, a flag or a weakref from ``owners``;
+    with ``functions`` (the file's, by name), also a call handing one of ``owners`` to a
+    plain function of the file defined once that does so with its parameter (``depth``
+    levels: a backward handing the restored weight to its wgrad helper, and that helper
+    to the one that writes)."""
     for node in patterns.walk(body):
         kind = type(node)
         if kind is cst.Attribute and node.attr.value in callee_weights.ATTRIBUTES:
             if _owner_key(node.value) in owners:
                 return node
         elif kind is cst.Call:
+            if functions and depth and _helper_uses(node, owners, functions, depth):
+                return node
             referent = provenance.weakref_referent(node)
             if referent is not None and _owner_key(referent) in owners:
                 return node
@@ -144,13 +152,33 @@ def _use_in(body: cst.CSTNode, owners: set[str]) -> cst.CSTNode | None:
     return None
 
 
+def _helper_uses(call: cst.Call, owners: set[str], functions, depth: int) -> bool:
+    """``call`` runs a plain function of the file, defined once, and hands one of ``owners``
+    (by position or keyword) to a parameter that function takes the bookkeeping from."""
+    func = call.func
+    helpers = functions.get(func.value) if type(func) is cst.Name else None
+    if not helpers or len(helpers) != 1:
+        return False
+    helper = helpers[0]
+    for parameter, argument in _pairs(call.args, helper, 0):
+        if _owner_key(argument) in owners:
+            names = _aliases(helper, parameter)
+            if _use_in(helper.body, names, functions, depth - 1) is not None:
+                return True
+    return False
+
+
 def _parameter_use(
-    function: cst.FunctionDef, parameter: str, siblings: list[cst.FunctionDef]
+    function: cst.FunctionDef,
+    parameter: str,
+    siblings: list[cst.FunctionDef],
+    functions=None,
 ) -> cst.CSTNode | None:
     """Where ``function`` (or, through ``ctx``, one of ``siblings``: the other methods of
-    its class) takes the Parameter's bookkeeping from ``parameter``."""
+    its class) takes the Parameter's bookkeeping from ``parameter``, itself or through a
+    helper of the file (``functions``) it hands the parameter to."""
     names = _aliases(function, parameter)
-    use = _use_in(function.body, names)
+    use = _use_in(function.body, names, functions)
     if use is not None or not siblings:
         return use
     attrs, positions = set(), set()
@@ -188,13 +216,16 @@ def _parameter_use(
                         for i, e in enumerate(target.elements)
                         if i in positions and type(e.value) is cst.Name
                     )
-        use = _use_in(other.body, owners)
+        use = _use_in(other.body, owners, functions)
         if use is not None:
             return use
     return None
 
 
 def _saved(value: cst.CSTNode) -> bool:
+    """``ctx.saved_tensors``, or Paddle's ``ctx.saved_tensor()`` (PyLayer's spelling)."""
+    if type(value) is cst.Call and not value.args and type(value.func) is cst.Attribute:
+        return value.func.attr.value == "saved_tensor"
     return type(value) is cst.Attribute and value.attr.value == "saved_tensors"
 
 
@@ -324,7 +355,7 @@ def handed_stand_ins(context: ModuleContext) -> list[HandedStandIn]:
                     continue
                 key = (id(callee), parameter)
                 if key not in uses:
-                    uses[key] = _parameter_use(callee, parameter, siblings)
+                    uses[key] = _parameter_use(callee, parameter, siblings, functions)
                 if uses[key] is not None:
                     candidates.append((call, callee, parameter, argument, uses[key]))
         if not candidates:

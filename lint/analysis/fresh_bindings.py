@@ -79,7 +79,17 @@ def makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[str
     """A Parameter wrapper or tensor copy (also made by a helper of the module that returns
     one), or the weight rebound to its own quantized copy (``w = quantize(w)``, or a helper
     of the module that returns one). A gathered weight is not counted: code that gathers for
-    dgrad turns the main_grad path off on its own."""
+    dgrad turns the main_grad path off on its own. A conditional expression keeping the
+    weight in one arm and making one of those in the other (``w = w if w.dtype == dtype
+    else w.astype(dtype)``) makes it on the runs that take that arm."""
+    if type(value) is cst.IfExp:
+        arms = (value.body, value.orelse)
+        return any(
+            type(kept) is cst.Name
+            and kept.value == name
+            and makes_fresh(name, made, helpers, makers)
+            for kept, made in (arms, arms[::-1])
+        )
     if not isinstance(value, cst.Call):
         return False
     callee = patterns.callee_name(value)
@@ -89,6 +99,16 @@ def makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[str
     if rebinds and _chain_makes_new(value):
         return True
     return rebinds and provenance.of_value(value, {}, helpers) == provenance.QUANTIZED
+
+
+def made_by(name: str, value):
+    """The expression that makes the bound object: the value, or for ``w = w if test else
+    X`` (or ``X if test else w``) the other arm X."""
+    if type(value) is cst.IfExp:
+        for kept, other in ((value.body, value.orelse), (value.orelse, value.body)):
+            if type(kept) is cst.Name and kept.value == name:
+                return other
+    return value
 
 
 def _chain_makes_new(value) -> bool:

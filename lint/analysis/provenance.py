@@ -67,6 +67,12 @@ CALL_WORDS = (
 )
 
 
+# Casts that make a new tensor even to the same dtype (Paddle's and NumPy's spellings), unlike
+# torch's ``w.to(dtype)``, which hands back the Parameter itself when the dtype matches (the
+# usual mixed-precision call), so is not a copy here.
+ALWAYS_COPYING_CASTS = frozenset({"astype", "cast"})
+
+
 # The Parameter's twin may also be spelled by a suffix: MindSpeed's GMM takes ``weight`` (the
 # operand) beside ``weight_param`` (the Parameter, whose main_grad it accumulates into).
 PARAMETER_SUFFIXES = ("_param",)
@@ -157,6 +163,8 @@ def of_value(
                 return provenance
         if name == "to" and _to_fp8(value):
             return QUANTIZED  # ``w.to(torch.float8_e4m3fn)``: a cast copy
+        if name in ALWAYS_COPYING_CASTS:
+            return QUANTIZED  # ``w.astype(x.dtype)``: a new tensor, whatever the dtype
         if on_ctx(value.func) and ctx and name in ctx.refs:
             return ctx.refs[name]  # ctx.weight_ref(): a weakref taken of a copy
         if isinstance(value.func, cst.Attribute) and name.endswith("_ref"):

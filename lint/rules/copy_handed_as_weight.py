@@ -88,7 +88,13 @@ RULE = Rule(
         (`weights = weights_and_biases[:n]`), and, for `apply`, through what `forward` keeps
         of it on `ctx` (`ctx.w = w`) or saves for backward (`ctx.save_for_backward(x, w)`)
         and another method of the class (backward) uses so, read back as `ctx.w` or restored
-        from `ctx.saved_tensors` at that position (unpacked, or indexed). A function of the
+        from `ctx.saved_tensors` (Paddle: `ctx.saved_tensor()`) at that position (unpacked,
+        or indexed), also when the callee or that method hands it (by position or keyword)
+        to a plain function of the file, defined once, that so uses its parameter, two calls
+        deep at most (a backward, its wgrad helper, the helper's writer).
+        `w.astype(dtype)` / `w.cast(dtype)` (Paddle's and NumPy's casts, a new tensor
+        whatever the dtype) is a copy; torch's `w.to(dtype)` only to an FP8 dtype (to the
+        weight's own dtype it hands back the Parameter). A function of the
         file counts by what it returns, not by its name (`_param_list_for_unshard(module)`
         returning `module.parameters()` hands the Parameters). A helper's returned value is
         classified by its last binding provenance.py can classify, so a helper returning a
@@ -181,6 +187,31 @@ RULE = Rule(
                 return _Linear.apply(x, quantize(weight))
             """,
             line=15,
+        ),
+        Example(
+            """
+            def _wgrad(x, weight, dy):
+                if hasattr(weight, "main_grad"):
+                    weight.main_grad.add_(dy.t() @ x)
+
+
+            class _Linear(PyLayer):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, weight)
+                    return x @ weight.t()
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensor()
+                    _wgrad(x, weight, dy)
+                    return dy @ weight, None
+
+
+            def linear(x, weight):
+                return _Linear.apply(x, weight.astype(x.dtype))
+            """,
+            line=20,
         ),
     ),
 )

@@ -34,7 +34,8 @@ RULE = Rule(
     flags=(
         "`gemm(..., X.main_grad)` / `gemm(..., out=X.main_grad)` in a `backward`, then on a "
         "path that takes every repeated test the same way and passes no mark or dummy, "
-        "`g = <product of no weight>` returned by that `backward`"
+        "`g = <product of no weight>` returned by that `backward`, or that product returned "
+        "as it is"
     ),
     explanation="""
         Issue #19, class 3 (the converse: a write with no flag, and a real `.grad`). A
@@ -69,10 +70,15 @@ RULE = Rule(
         under `if fuse:` and computes under a later `if not fuse:` (or `... if not fuse else
         None`) is not reported.
 
+        The same product returned as it is computed (`return dx, x.t() @ dy`, also
+        `paddle.matmul(x, dy, transpose_x=True)`) is reported at that element when a run
+        passes the GEMM and the return with no mark or dummy between them.
+
         Not seen: writes through helpers, a product computed in a helper (`g =
         compute_wgrad(x, dy)`), operands renamed between the two products (`xt = x.t()`),
-        returns of a tuple built earlier, and gradients assigned to `.grad` (GMLP033's
-        ground for `add_` writes).
+        returns of a tuple built earlier, gradients assigned to `.grad` (GMLP033's
+        ground for `add_` writes), and fused kernels into main_grad whose names say no GEMM
+        (Paddle's `fused_linear_param_grad_add`).
     """,
     fix="""
         On the path where the GEMM wrote main_grad, return a dummy (with
@@ -144,6 +150,16 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                if hasattr(weight, "main_grad"):
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                return dy @ weight, x.t() @ dy
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -213,6 +229,7 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
             continue
         for element in wgrad.elements(root.value):
             if type(element) is not cst.Name:
+                _check_returned_product(unit, writes, marks, element, node, out)
                 continue
             for d in unit.reaching.reaching(element.value, node):
                 product = _recomputed_wgrad(d)
@@ -251,6 +268,25 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
                         break
 
 
+def _check_returned_product(unit: Unit, writes, marks, element, node, out: Collector) -> None:
+    """The same product returned as it is computed (``return dx, x.t() @ dy``), on a run
+    from the GEMM that sets no mark on the way."""
+    product = _product_in(element)
+    value = element
+    if type(value) is cst.IfExp:
+        value = value.body if not patterns.is_none_like(value.body) else value.orelse
+    if product is None or product is not value:
+        return  # only the element itself: a product handed to a call is that call's
+    for write, operands in writes:
+        if not operands or operands != _product_roots(product) or _chosen_against(element, write):
+            continue
+        if consistent_paths.passes_in_order(unit.graph, (write, node), (marks,)):
+            line = unit.context.line_of(write.owner)
+            name = unit.context.code(product).strip().partition("\n")[0]
+            out.report(CODE, element, MESSAGE.format(name=name, line=line))
+            return
+
+
 def _chosen_after(product, write) -> bool:
     """The GEMM at ``write`` sits under an ``if`` that the product at ``product`` does not."""
     around = {id(stmt) for stmt, _ in product.enclosing_ifs}
@@ -262,7 +298,12 @@ def _recomputed_wgrad(d):
     gradient, not the input's) that does not involve main_grad; else None."""
     if d.kind != "assign" or d.value is None:
         return None
-    value = d.value
+    return _product_in(d.value)
+
+
+def _product_in(value):
+    """The product a value computes, when it is a product of no weight that does not
+    involve main_grad; else None."""
     if type(value) is cst.IfExp:
         # ``x.t() @ dy if weight.requires_grad else None``: the product is the value.
         value = value.body if not patterns.is_none_like(value.body) else value.orelse
@@ -290,7 +331,7 @@ def _product_roots(product) -> frozenset[str]:
     return frozenset(filter(None, map(_operand, operands)))
 
 
-MODULES = frozenset({"torch", "F", "tex", "te", "ops", "np", None})
+MODULES = frozenset({"torch", "F", "tex", "te", "ops", "np", "paddle", None})
 # Methods and attributes that give the same tensor's values in another layout or dtype.
 SAME_TENSOR = frozenset(
     {

@@ -21,6 +21,8 @@ deliveries = LazyModule("..analysis.deliveries", __package__)
 iteration = LazyModule("..analysis.iteration", __package__)
 paths = LazyModule("..analysis.paths", __package__)
 delivered_gradients = LazyModule("..analysis.delivered_gradients", __package__)
+decided_tests = LazyModule("..analysis.decided_tests", __package__)
+consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
 
 CODE = "GMLP033"
 RULE = Rule(
@@ -36,7 +38,8 @@ RULE = Rule(
         "`X.main_grad.add_(g)` / `copy_(g)` / `+= g` / `kernel(X.main_grad, g)` followed, "
         "on a path with no "
         "`grad_added_to_main_grad` mark and no dummy, by `return ..., g` in a `backward` or "
-        "`p.grad = g`"
+        "`p.grad = g`, also through a local bound to `g` or to a conditional expression with "
+        "`g` in an arm"
     ),
     explanation="""
         Issue #19, class 3, the converse of a flag without a write: a write with no flag.
@@ -56,8 +59,16 @@ RULE = Rule(
         what lacks the flag and the dummy); when every path to the hand-off wrote (`if
         overwrite: copy_(g) else: add_(g)`), the hand-off is reported. The gradient
         converted on the way in or out is the same gradient (`g.to(weight.dtype)`, `g.float()`,
-        `g.contiguous()`, a view of it), and main_grad reached through a local (`mg :=
-        getattr(w, "main_grad", None)`, a view of it) is main_grad.
+        `g.contiguous()`, `g.astype(dtype)`, a view of it), and main_grad reached through a
+        local (`mg := getattr(w, "main_grad", None)`, a view of it) is main_grad.
+
+        Class 7, the same shape in other syntax: the gradient may reach the hand-off through
+        a local bound to it (`grad_weight = wgrad.to(dtype)`) or to a conditional expression
+        one arm of which is it (`grad_weight = dummy if hasattr(w, "grad_added_to_main_grad")
+        else wgrad`, taken on the run where the mark above was skipped); reported at that
+        binding when a run passes the write and the binding with no mark between them, unless
+        the `if` around the write rules the arm out (`if fuse: add_(g)` beside `dummy if fuse
+        else g`).
 
         A kernel that takes its destination first (`fused_accumulate(p.main_grad, g)`, a
         function, not an in-place method of another tensor) puts its second argument into
@@ -72,12 +83,14 @@ RULE = Rule(
         binding of `L` hands them all on. So does `torch._foreach_add_(<main_grads>, L)` /
         `_foreach_copy_` (a list of main_grads, or a local bound to one).
 
-        Not seen: writes by GEMMs (`out=main_grad`: their result *is* main_grad, GMLP031's
-        and GMLP005's ground; a gradient computed apart and returned next to such a kernel
-        is not tied to it), hand-offs in helpers of other files, the flag set by the
-        caller; a list rebuilt from the written one (`[g.float() for g in L]`), elements
-        handed on one by one by index (`p.grad = L[i]`) after a write through another
-        name, and loops over anything but a plain name, `zip` and `enumerate`.
+        Not seen: a choice whose test only implies the write's (`if fuse:` around the write,
+        `dummy if fuse and not fp8 else g` at the binding) is taken as possible; bindings
+        through more than one local. Writes by GEMMs (`out=main_grad`: their result *is*
+        main_grad, GMLP031's and GMLP005's ground; a gradient computed apart and returned
+        next to such a kernel is not tied to it), hand-offs in helpers of other files, the
+        flag set by the caller; a list rebuilt from the written one (`[g.float() for g in
+        L]`), elements handed on one by one by index (`p.grad = L[i]`) after a write through
+        another name, and loops over anything but a plain name, `zip` and `enumerate`.
 
         A call of a helper of the file that puts one of its parameters into another's
         main_grad (`P.main_grad.add_(Q)`) and marks nothing counts as that write, of the
@@ -118,6 +131,19 @@ RULE = Rule(
                     w.main_grad.add_(g)
                     w.grad_added_to_main_grad = True
                 return None, *[make_dummy_wgrad(w) for w in ctx.weights]
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = dy.t() @ x
+                if ctx.fuse:
+                    weight.main_grad.add_(wgrad)
+                    if hasattr(weight, "grad_added_to_main_grad"):
+                        weight.grad_added_to_main_grad = True
+                grad_weight = torch.zeros_like(weight) if ctx.fuse else wgrad.to(x.dtype)
+                return None, grad_weight
             """
         ),
     ),
@@ -161,6 +187,31 @@ RULE = Rule(
                 return None, wgrad.to(weight.dtype)
             """,
             line=5,
+        ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = dy.t() @ x
+                weight.main_grad.add_(wgrad)
+                grad_weight = wgrad.astype(x.dtype)
+                return None, grad_weight
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            def backward(ctx, dy, x):
+                weight = ctx.weight
+                wgrad = dy.t() @ x
+                weight.main_grad.add_(wgrad)
+                if hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                marked = hasattr(weight, "grad_added_to_main_grad")
+                grad_weight = torch.zeros_like(weight) if marked else wgrad
+                return None, grad_weight
+            """,
+            line=8,
         ),
     ),
 )
@@ -243,7 +294,12 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
             and any(patterns.is_attr(t.target, "grad") for t in root.targets)
         ):
             handed = [handoff_values.same_gradient(root.value)]
-        for name, at in [(n, node) for n in handed] + built:
+        # (name, node, arm) of a local bound to the gradient, or to a choice of it, and
+        # handed on: reported at that binding, where the real gradient is chosen.
+        aliased = [a for n in handed for a in _aliases(unit, n, node)]
+        entries = [(n, node, None, root) for n in handed] + [(n, at, None, root) for n, at in built]
+        entries += [(n, at, arm, at.owner) for n, at, arm in aliased]
+        for name, at, arm, site in entries:
             reaching = unit.reaching.reaching(name.value, at)
             mine = [w for w in writes if w[1] in reaching]
             # Every path to the hand-off wrote (``if overwrite: copy_ else: add_``): the
@@ -251,16 +307,21 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
             wrote_always = not paths.reachable_avoiding(
                 unit.graph, node, (w[0].index for w in mine)
             )
+            handoff = node if site is root else at
             for write_node, _, message in mine:
+                if site is not root and not _alias_after_write(
+                    unit, facts, write_node, at, node, arm
+                ):
+                    continue
                 if deliveries.through(unit.graph, write_node, node, facts.mark_nodes):
-                    if not wrote_always and _only_the_write_decided(unit, write_node, node):
+                    if not wrote_always and _only_the_write_decided(unit, write_node, handoff):
                         # The hand-off is right on the paths that wrote nothing: the
                         # write's own branch is what lacks the flag and the dummy.
-                        there = unit.context.line_of(root)
+                        there = unit.context.line_of(site)
                         out.report(CODE, write_node.owner, WRITE_MESSAGE.format(line=there))
                         continue
                     line = unit.context.line_of(write_node.owner)
-                    out.report(CODE, root, message.format(name=name.value, line=line))
+                    out.report(CODE, site, message.format(name=name.value, line=line))
                     break
 
 
@@ -282,3 +343,48 @@ def _built_tuple(unit: Unit, name: cst.Name, node):
             for element in wgrad.elements(d.value):
                 if isinstance(element, cst.Name):
                     yield element, d.node
+
+
+def _aliases(unit: Unit, name: cst.Name, node):
+    """(g, the binding's node, arm) for a handed-on local bound to the gradient ``g``
+    (``grad_weight = wgrad.to(dtype)``) or to a choice one arm of which is ``g``
+    (``grad_weight = dummy if marked else wgrad.astype(dtype)``: arm is that conditional
+    expression and the arm's truth value, None for a plain binding)."""
+    for d in unit.reaching.reaching(name.value, node):
+        if d.kind != "assign" or d.value is None:
+            continue
+        value = handoff_values.same_gradient(d.value)
+        if isinstance(value, cst.Name) and value.value != name.value:
+            yield value, d.node, None
+        elif isinstance(value, cst.IfExp):
+            for branch, truth in ((value.body, True), (value.orelse, False)):
+                chosen = handoff_values.same_gradient(branch)
+                if isinstance(chosen, cst.Name) and chosen.value != name.value:
+                    yield chosen, d.node, (value, truth)
+
+
+def _alias_after_write(unit: Unit, facts: Deliveries, write, binding, handoff, arm) -> bool:
+    """The binding that hands the written gradient on runs on a run with the write, and goes
+    on to the hand-off, with no mark after the first of them (either may come first; a run
+    takes every ``if`` on a test already decided the way it went), and a conditional
+    expression's arm is not
+    one that the ``if`` around the write rules out (``if fuse: add_(g)`` beside ``dummy
+    if fuse else g``: the write's runs take the dummy)."""
+    marks = facts.mark_nodes
+    if not any(
+        consistent_paths.passes_in_order(unit.graph, order, (marks, marks))
+        for order in ((write, binding, handoff), (binding, write, handoff))
+    ):
+        return False
+    if arm is None:
+        return True
+    choice, truth = arm
+    key, negated = decided_tests.plain_test(choice.test)
+    if key is None:
+        return True
+    needed = truth != negated
+    for stmt, side in write.enclosing_ifs:
+        around, around_negated = decided_tests.plain_test(stmt.test)
+        if around == key and ((side == "body") != around_negated) != needed:
+            return False
+    return True

@@ -159,6 +159,12 @@ RULE = Rule(
         for a reference: `ref`, `origin_weight_ref`): the reference was kept to reach the
         Parameter itself (a Transformer Engine fork's grouped linear).
 
+        Since blind corpus 16: the rebinding may keep the weight on one arm of a
+        conditional expression and copy it on the other (`weight = weight if weight.dtype
+        == x.dtype else weight.astype(x.dtype)`: PaddleFleet's linear), reported for the
+        runs that take the copy; `astype` / `cast` (Paddle's and NumPy's casts, new tensors
+        whatever the dtype) are copies.
+
         Not seen: the read of main_grad moved into a helper function of the file handed the
         rebound name (each function is judged alone); a detached weight kept on `ctx` by a
         function that does not take the fused-wgrad switch itself; a slot filled from a
@@ -503,7 +509,8 @@ def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
     ):
         if found.fresh.index in reported:
             continue
-        how = unit.context.code(found.fresh.value.func).strip()
+        made = fresh_bindings.made_by(found.fresh.name, found.fresh.value)
+        how = unit.context.code(made.func).strip()
         line = unit.context.line_of(found.fresh.node.owner)
         if found.helper is None:
             out.report(CODE, found.target, FLAG_MESSAGE.format(how=how, line=line))
@@ -546,7 +553,9 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
                 template = MESSAGE if d in fresh else LIST_MESSAGE
                 message = template.format(
                     name=d.name,
-                    how=unit.context.code(lists.get(d, d.value).func).strip(),
+                    how=unit.context.code(
+                        (lists.get(d) or fresh_bindings.made_by(d.name, d.value)).func
+                    ).strip(),
                     attr=attr,
                     line=unit.context.line_of(owner),
                 )

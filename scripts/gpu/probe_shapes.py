@@ -49,8 +49,8 @@ def run(measure: Callable[[str], dict], default: str = "mixtral,qwen3,deepseek")
 
 @dataclass(frozen=True)
 class WgradOperands:
-    """bf16 operands of a preset shape's weight gradients under uniform load: fc1's is
-    dh^T @ x, fc2's dy^T @ act, per expert over ``splits`` (int32, on the device)."""
+    """bf16 operands of a preset shape's weight gradients under a load (uniform unless asked):
+    fc1's is dh^T @ x, fc2's dy^T @ act, per expert over ``splits`` (int32, on the device)."""
 
     sizes: list[int]
     x: torch.Tensor  # [rows, hidden]
@@ -64,10 +64,10 @@ class WgradOperands:
         return sum(self.sizes)
 
 
-def wgrad_operands(name: str, device: str = "cuda") -> WgradOperands:
+def wgrad_operands(name: str, device: str = "cuda", load: str = "uniform") -> WgradOperands:
     """The same random operands every weight-gradient probe draws (seed 0, in this order)."""
     shape = PRESETS[name]
-    sizes = split_sizes(shape, "uniform")
+    sizes = split_sizes(shape, load)
     rows = sum(sizes)
     g = torch.Generator(device=device).manual_seed(0)
 

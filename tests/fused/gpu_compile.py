@@ -21,6 +21,7 @@ from triton.compiler import ASTSource, compile, make_backend
 from triton.runtime.jit import create_function_from_signature
 
 import gmlp_check.fused.grouped_ops as grouped_ops
+from gmlp_check.fused import tiles
 from gmlp_check.fused.dual_jit import DualKernel
 from gmlp_check.fused.tiles import tiles_for
 
@@ -47,11 +48,13 @@ def captured_launches(monkeypatch) -> Iterator[list[Launch]]:
         return launch
 
     monkeypatch.setattr(DualKernel, "__getitem__", capture)
-    monkeypatch.setattr(
-        grouped_ops,
-        "tiles_for",
-        lambda kernel, device, dtype: tiles_for(kernel, torch.device("cuda"), dtype),
-    )
+    # The launchers ask tiles_for directly, the weight gradient through tiles.wgrad_tiles.
+    for module in (grouped_ops, tiles):
+        monkeypatch.setattr(
+            module,
+            "tiles_for",
+            lambda kernel, device, dtype: tiles_for(kernel, torch.device("cuda"), dtype),
+        )
     yield launches
 
 

@@ -12,7 +12,7 @@ import torch
 
 from gmlp_check import refimpl
 from gmlp_check.fused.grouped_mm import TorchGroupedMMMLP
-from gmlp_check.fused.tiles import wgrad_by_cublas
+from gmlp_check.fused.tiles import wgrad_by_cublas, wgrad_tiles
 
 from ..harness import MainGrads, attach, main_grad_buffers, nonempty
 from .harness import (
@@ -139,6 +139,36 @@ def test_accumulate_into_main_grad(dtype, how, delay, single, microbatches):
             else fused.main_grads["fc2.weight1"]
         )
         assert torch.count_nonzero(empty) == 0
+
+
+# 32 short experts, the heaviest far above the mean, five without rows: accumulating, the
+# weight gradients take heavy-light pairs (fused.tiles.wgrad_tiles, Tiles.paired).
+PAIRED_SPLITS = (1500, 300, 77, 1, *[40] * 23, *[0] * 5)
+
+
+@pytest.mark.parametrize("single", [False, True], ids=["discrete", "single"])
+def test_accumulate_in_heavy_light_pairs(single):
+    dtype = torch.bfloat16
+    case = REAL.with_(
+        dtype=dtype, splits=PAIRED_SPLITS, accumulate_into_main_grad=True, single=single
+    )
+    rows, experts = sum(PAIRED_SPLITS), len(PAIRED_SPLITS)
+    tiles = wgrad_tiles(
+        torch.device("cuda"),
+        dtype,
+        rows=rows,
+        experts=experts,
+        heaviest=max(PAIRED_SPLITS),
+        accumulate=True,
+    )
+    assert tiles.paired
+    how = MainGrads()
+    ref, fused = run_against_fp32_reference(case, how, mb=2)
+    check_outputs(ref, fused, dtype)
+    for name, r in nonempty(ref.main_grads.items(), "main_grads"):
+        start = main_grad_buffers(module_shaped_like(case), how)[name]
+        close(fused.main_grads[name] - start, r - start, dtype, name)
+        assert fused.grad_added[name] is True
 
 
 # fc1's weight gradients (mean n * k * rows 3.8e10) go to cuBLAS one expert at a time, fc2's

@@ -5,11 +5,14 @@ sizes that are not multiples of the interpreter's blocks (BLOCK_M=16, BLOCK_N=32
 BLOCK_K=16); and T=0.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
 from gmlp_check.fused import grouped_ops
 from gmlp_check.fused.kernels.activations import ACTIVATION_CODES
+from gmlp_check.fused.tiles import tiles_for
 from gmlp_check.refimpl import ACTIVATIONS
 
 SPLITS = [5, 0, 18, 3]
@@ -201,6 +204,31 @@ def test_wgrad_reads_the_rows_of_each_listed_expert_in_any_listing_order():
     for e in listed:
         expected = dy[rows(SPLITS, e)].t() @ x[rows(SPLITS, e)]
         torch.testing.assert_close(regions[e], expected, rtol=1e-5, atol=1e-5)
+
+
+@DTYPES
+@pytest.mark.parametrize("accumulate", [False, True], ids=["overwrite", "accumulate"])
+@pytest.mark.parametrize("splits", [SPLITS, [*SPLITS, 9]], ids=["even", "odd"])
+def test_wgrad_in_heavy_light_pairs_writes_what_expert_order_writes(dtype, accumulate, splits):
+    # The paired grid reorders the entries by row count and alternates two experts' tiles;
+    # every region must get the same sum, bit for bit, and an odd count's last slot nothing.
+    tokens = sum(splits)
+    dy = randn(tokens, OUT, dtype=dtype, seed=0)
+    x = randn(tokens, IN, dtype=dtype, seed=1)
+    start = randn(len(splits), OUT, IN, dtype=torch.float32, seed=2)
+    results = {}
+    for paired in (False, True):
+        tiles = dataclasses.replace(tiles_for("wgrad", x.device, dtype), paired=paired)
+        regions = start.clone() if accumulate else torch.full_like(start, float("nan"))
+        grouped_ops.grouped_wgrad(
+            dy, x, device_splits(splits), regions, accumulate=accumulate, tiles=tiles
+        )
+        results[paired] = regions
+    assert torch.equal(results[True], results[False])
+    for e in range(len(splits)):
+        wgrad = dy[rows(splits, e)].float().t() @ x[rows(splits, e)].float()
+        expected = start[e] + wgrad if accumulate else wgrad
+        torch.testing.assert_close(results[True][e], expected, rtol=1e-5, atol=1e-5)
 
 
 @DTYPES

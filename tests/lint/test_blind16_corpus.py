@@ -22,6 +22,21 @@ gradient it hands back. Such an assignment is now a mark for every rule that rea
 (`wgrad.marked_subject`; no file at the heads of the 33 mirrors spells it on anything but
 `ctx`), and GMLP032 reports it: development 3 of 16.
 
+The eighteenth session read a second: PaddleFleet's expert path adding the weight gradient into
+main_grad, marking under `hasattr`, then binding `grad_weight = dummy if hasattr(...) else
+wgrad.astype(dtype)` (class 7: the seed's choice in a conditional expression). GMLP033 now
+follows a hand-off through a local bound to the gradient or to a choice with it in an arm,
+and takes `astype` / `cast` as conversions. And a third: Paddle's zero-bubble linear handing
+its autograd function `self.weight.astype(input.dtype)` (a new tensor, whatever the dtype),
+whose backward restores it with `ctx.saved_tensor()` and hands it to the file's wgrad helper,
+which reads `weight.main_grad`: GMLP037 now takes `astype` / `cast` for copies, Paddle's
+`saved_tensor()` for the saved tensors, and a parameter handed on to a helper of the file
+that reads its main_grad (one level). A fourth: a forward rebinding `weight = weight if
+weight.dtype == input.dtype else weight.astype(input.dtype)` before reading its main_grad:
+GMLP015 takes a conditional expression keeping the weight in one arm and copying it in the
+other. Development 6 of 16; held out (still not read) 2 of 8:
+a held-out variant is now caught by GMLP015, which takes the same copies.
+
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind16_corpus`` prints the table.
 """
@@ -39,9 +54,9 @@ VARIANTS = DEVELOPMENT + HELD_OUT
 OUTCOME: Outcomes = {
     # -- development (blind: measured before anyone who writes rules read it)
     "blind16-paddlefleet-shared-expert-ctx-fp8-weight": ("missed", (), ()),
-    "blind16-paddle-zero-bubble-cast-weight": ("missed", (), ()),
+    "blind16-paddle-zero-bubble-cast-weight": ("caught", (("GMLP037", 70),), ()),
     "blind16-paddle-zero-bubble-return-main-grad": ("caught", (("GMLP031", 65),), ()),
-    "blind16-paddlefleet-linear-forward-weight-copy": ("missed", (), ()),
+    "blind16-paddlefleet-linear-forward-weight-copy": ("caught", (("GMLP015", 7),), ()),
     "blind16-paddlefleet-linear-fp8-wgrad-flag": ("caught", (("GMLP032", 32),), ()),
     "blind16-paddlefleet-shared-expert-real-grad-returned": ("missed", (), ()),
     "blind16-fastllm-linear-mm-out-grad-buffer": ("missed", (), ()),
@@ -51,12 +66,12 @@ OUTCOME: Outcomes = {
     "blind16-paddle-weight-grad-store-flush-clears": ("missed", (), ()),
     "blind16-paddle-split-bw-matmul-swapped-store": ("missed", (), ()),
     "blind16-paddlefleet-linear-dummy-on-wgrad-compute": ("caught", (("GMLP005", 38),), ()),
-    "blind16-paddlefleet-linear-expert-real-or-dummy": ("missed", (), ()),
+    "blind16-paddlefleet-linear-expert-real-or-dummy": ("caught", (("GMLP033", 55),), ()),
     "blind16-paddlefleet-expert-down-main-grad-local": ("missed", (), ()),
     "blind16-paddlefleet-shared-expert-skip-none-main-grad": ("missed", (), ()),
     # -- held out (blind: measured at the same time, not read)
     "blind16-paddlefleet-shared-expert-caller-fp8": ("missed", (), ()),
-    "blind16-paddlefleet-linear-backward-weight-copy": ("missed", (), ()),
+    "blind16-paddlefleet-linear-backward-weight-copy": ("caught", (("GMLP015", 14),), ()),
     "blind16-fastllm-chunk-weight-unzeroed": ("missed", (), ()),
     "blind16-paddle-grad-weight-fn-assign": ("missed", (), ()),
     "blind16-paddlefleet-linear-flag-value-guard": ("caught", (("GMLP049", 37),), ()),
