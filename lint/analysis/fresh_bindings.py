@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import iteration, patterns, provenance
+from . import decided_tests, iteration, patterns, provenance
 from .helper_facts import last_name
 
 if TYPE_CHECKING:
@@ -109,6 +109,53 @@ def made_by(name: str, value):
             if type(kept) is cst.Name and kept.value == name:
                 return other
     return value
+
+
+def is_choice(value) -> bool:
+    """A conditional expression (``w = w if fuse else w.astype(dt)``)."""
+    return type(value) is cst.IfExp
+
+
+def copy_ruled_out(name: str, value, node) -> bool:
+    """For ``w = w if test else copy`` (or ``copy if test else w``): an ``if`` around the
+    read at ``node`` decides the test for the arm that keeps the weight (``w = w if fuse
+    else w.astype(dt)`` beside ``if fuse: w.main_grad...``), or the read is that test
+    asked again (``if hasattr(w, "main_grad")`` after a choice on it)."""
+    if type(value) is not cst.IfExp:
+        return False
+    if _asks_main_grad(value.test):
+        # ``w = w if hasattr(w, "main_grad") else copy``: the copy has no main_grad either,
+        # so the same question asked again (the read itself, or an ``if`` around it) finds
+        # what the choice found, and what it guards runs on the kept weight
+        asked = _text(value.test)
+        if node.test is not None and _text(node.test) == asked:
+            return True
+        return any(
+            _text(stmt.test) == asked and side == "body" for stmt, side in node.enclosing_ifs
+        )
+    key, negated = decided_tests.plain_test(value.test)
+    if key is None:
+        return False
+    copying = (made_by(name, value) is value.body) != negated  # the test's value for the copy
+    for stmt, side in node.enclosing_ifs:
+        around, around_negated = decided_tests.plain_test(stmt.test)
+        if around == key and ((side == "body") != around_negated) != copying:
+            return True
+    return False
+
+
+def _asks_main_grad(test) -> bool:
+    """``hasattr(w, "main_grad")``."""
+    args = patterns.positional_args(test) if type(test) is cst.Call else []
+    return (
+        patterns.callee_name(test) == "hasattr"
+        and len(args) == 2
+        and patterns.string_value(args[1].value) == patterns.MAIN_GRAD
+    )
+
+
+def _text(expr) -> str:
+    return cst.Module(body=[]).code_for_node(expr.with_changes(lpar=(), rpar=()))
 
 
 def _chain_makes_new(value) -> bool:

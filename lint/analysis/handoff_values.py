@@ -46,3 +46,12 @@ def whole_list(element: cst.BaseExpression) -> cst.BaseExpression:
         if len(args) == 1 and args[0].keyword is None and not args[0].star:
             return args[0].value
     return element
+
+
+def choice_of(value: cst.BaseExpression, element: cst.BaseExpression) -> cst.BaseExpression:
+    """The conditional expression of ``value`` one arm of which is ``element`` (returned
+    elements come with the choices taken apart: ``wgrad.elements``), else ``element``."""
+    for sub in patterns.walk(value):
+        if type(sub) is cst.IfExp and (sub.body is element or sub.orelse is element):
+            return sub
+    return element

@@ -92,9 +92,10 @@ RULE = Rule(
         or indexed), also when the callee or that method hands it (by position or keyword)
         to a plain function of the file, defined once, that so uses its parameter, two calls
         deep at most (a backward, its wgrad helper, the helper's writer).
-        `w.astype(dtype)` / `w.cast(dtype)` (Paddle's and NumPy's casts, a new tensor
-        whatever the dtype) is a copy; torch's `w.to(dtype)` only to an FP8 dtype (to the
-        weight's own dtype it hands back the Parameter). A function of the
+        (Not seen: the saved tensors unpacked from a local by index into a tuple, `x, w =
+        saved[0], saved[1]`.) `w.astype(dtype)` / `w.cast(dtype)` (Paddle's and NumPy's
+        casts, a new tensor whatever the dtype) is a copy; torch's `w.to(dtype)` only to an
+        FP8 dtype (to the weight's own dtype it hands back the Parameter). A function of the
         file counts by what it returns, not by its name (`_param_list_for_unshard(module)`
         returning `module.parameters()` hands the Parameters). A helper's returned value is
         classified by its last binding provenance.py can classify, so a helper returning a

@@ -18,6 +18,7 @@ patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
+handoff_values = LazyModule("..analysis.handoff_values", __package__)
 decided_tests = LazyModule("..analysis.decided_tests", __package__)
 
 CODE = "GMLP051"
@@ -71,8 +72,10 @@ RULE = Rule(
         None`) is not reported.
 
         The same product returned as it is computed (`return dx, x.t() @ dy`, also
-        `paddle.matmul(x, dy, transpose_x=True)`) is reported at that element when a run
-        passes the GEMM and the return with no mark or dummy between them.
+        `paddle.matmul(x, dy, transpose_x=True)`, converted: `(x.t() @ dy).to(dt)`) is
+        reported at that element when a run passes the GEMM and the return with no mark or
+        dummy between them, unless it is the arm of a returned choice that the GEMM's `if`
+        rules out (`None if fuse else x.t() @ dy`); not a product handed to another call.
 
         Not seen: writes through helpers, a product computed in a helper (`g =
         compute_wgrad(x, dy)`), operands renamed between the two products (`xt = x.t()`),
@@ -229,7 +232,8 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
             continue
         for element in wgrad.elements(root.value):
             if type(element) is not cst.Name:
-                _check_returned_product(unit, writes, marks, element, node, out)
+                choice = handoff_values.choice_of(root.value, element)
+                _check_returned_product(unit, writes, marks, element, choice, node, out)
                 continue
             for d in unit.reaching.reaching(element.value, node):
                 product = _recomputed_wgrad(d)
@@ -268,17 +272,18 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
                         break
 
 
-def _check_returned_product(unit: Unit, writes, marks, element, node, out: Collector) -> None:
+def _check_returned_product(
+    unit: Unit, writes, marks, element, choice, node, out: Collector
+) -> None:
     """The same product returned as it is computed (``return dx, x.t() @ dy``), on a run
-    from the GEMM that sets no mark on the way."""
+    from the GEMM that sets no mark on the way; ``choice``: the conditional expression it
+    is an arm of (``None if fuse else x.t() @ dy``), or the element itself."""
+    element = handoff_values.same_gradient(element)  # ``(x.t() @ dy).to(w.dtype)``
     product = _product_in(element)
-    value = element
-    if type(value) is cst.IfExp:
-        value = value.body if not patterns.is_none_like(value.body) else value.orelse
-    if product is None or product is not value:
+    if product is None or product is not element:
         return  # only the element itself: a product handed to a call is that call's
     for write, operands in writes:
-        if not operands or operands != _product_roots(product) or _chosen_against(element, write):
+        if not operands or operands != _product_roots(product) or _chosen_against(choice, write):
             continue
         if consistent_paths.passes_in_order(unit.graph, (write, node), (marks,)):
             line = unit.context.line_of(write.owner)

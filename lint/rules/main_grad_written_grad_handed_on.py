@@ -83,14 +83,20 @@ RULE = Rule(
         binding of `L` hands them all on. So does `torch._foreach_add_(<main_grads>, L)` /
         `_foreach_copy_` (a list of main_grads, or a local bound to one).
 
+        A run that binds the gradient's name anew after the write (`if fuse: add_(g); g =
+        None`) hands on something else and is not reported; a returned choice (`return dx,
+        (None if fuse else g)`) is judged like a bound one.
+
         Not seen: a choice whose test only implies the write's (`if fuse:` around the write,
         `dummy if fuse and not fp8 else g` at the binding) is taken as possible; bindings
-        through more than one local. Writes by GEMMs (`out=main_grad`: their result *is*
-        main_grad, GMLP031's and GMLP005's ground; a gradient computed apart and returned
-        next to such a kernel is not tied to it), hand-offs in helpers of other files, the
-        flag set by the caller; a list rebuilt from the written one (`[g.float() for g in
-        L]`), elements handed on one by one by index (`p.grad = L[i]`) after a write through
-        another name, and loops over anything but a plain name, `zip` and `enumerate`.
+        through more than one local, nested conditional expressions, a walrus alias inside
+        the return, `paddle.cast(g, dt)` spelled as a function. Writes by GEMMs
+        (`out=main_grad`: their result *is* main_grad, GMLP031's and GMLP005's ground; a
+        gradient computed apart and returned next to such a kernel is not tied to it),
+        hand-offs in helpers of other files, the flag set by the caller; a list rebuilt from
+        the written one (`[g.float() for g in L]`), elements handed on one by one by index
+        (`p.grad = L[i]`) after a write through another name, and loops over anything but a
+        plain name, `zip` and `enumerate`.
 
         A call of a helper of the file that puts one of its parameters into another's
         main_grad (`P.main_grad.add_(Q)`) and marks nothing counts as that write, of the
@@ -277,15 +283,17 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
         handed: list[cst.Name] = []
         # (name, node where its value is taken) when the gradients went into a tuple first
         built: list[tuple[cst.Name, object]] = []
+        # (element, the conditional expression it is an arm of) of a returned choice
+        chosen: dict[int, object] = {}
         if is_backward and isinstance(root, cst.Return) and root.value is not None:
-            handed = [
-                e
-                for e in map(
-                    handoff_values.same_gradient,
-                    map(handoff_values.whole_list, wgrad.elements(root.value)),
-                )
-                if isinstance(e, cst.Name)
-            ]
+            handed = []
+            for element in wgrad.elements(root.value):
+                e = handoff_values.same_gradient(handoff_values.whole_list(element))
+                if isinstance(e, cst.Name):
+                    handed.append(e)
+                    choice = handoff_values.choice_of(root.value, element)
+                    if choice is not element:
+                        chosen[id(e)] = (choice, choice.body is element)
             if isinstance(root.value, cst.Name):
                 built = list(_built_tuple(unit, root.value, node))
         elif (
@@ -297,7 +305,8 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
         # (name, node, arm) of a local bound to the gradient, or to a choice of it, and
         # handed on: reported at that binding, where the real gradient is chosen.
         aliased = [a for n in handed for a in _aliases(unit, n, node)]
-        entries = [(n, node, None, root) for n in handed] + [(n, at, None, root) for n, at in built]
+        entries = [(n, node, chosen.get(id(n)), root) for n in handed]
+        entries += [(n, at, None, root) for n, at in built]
         entries += [(n, at, arm, at.owner) for n, at, arm in aliased]
         for name, at, arm, site in entries:
             reaching = unit.reaching.reaching(name.value, at)
@@ -308,12 +317,17 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
                 unit.graph, node, (w[0].index for w in mine)
             )
             handoff = node if site is root else at
+            # a run that binds the name anew after the write hands on something else
+            # (``if fuse: add_(g); g = None``)
+            rebinds = _bindings_of(unit, name.value) if at is node else frozenset()
             for write_node, _, message in mine:
                 if site is not root and not _alias_after_write(
-                    unit, facts, write_node, at, node, arm
+                    unit, facts, write_node, at, node, arm, name.value
                 ):
                     continue
-                if deliveries.through(unit.graph, write_node, node, facts.mark_nodes):
+                if site is root and arm is not None and _arm_ruled_out(write_node, arm):
+                    continue
+                if deliveries.through(unit.graph, write_node, node, facts.mark_nodes | rebinds):
                     if not wrote_always and _only_the_write_decided(unit, write_node, handoff):
                         # The hand-off is right on the paths that wrote nothing: the
                         # write's own branch is what lacks the flag and the dummy.
@@ -363,7 +377,14 @@ def _aliases(unit: Unit, name: cst.Name, node):
                     yield chosen, d.node, (value, truth)
 
 
-def _alias_after_write(unit: Unit, facts: Deliveries, write, binding, handoff, arm) -> bool:
+def _bindings_of(unit: Unit, name: str, but=None) -> frozenset[int]:
+    """The nodes that bind ``name`` (other than ``but``)."""
+    return frozenset(d.node.index for d in unit.graph.defs if d.name == name and d.node is not but)
+
+
+def _alias_after_write(
+    unit: Unit, facts: Deliveries, write, binding, handoff, arm, gradient: str
+) -> bool:
     """The binding that hands the written gradient on runs on a run with the write, and goes
     on to the hand-off, with no mark after the first of them (either may come first; a run
     takes every ``if`` on a test already decided the way it went), and a conditional
@@ -371,20 +392,33 @@ def _alias_after_write(unit: Unit, facts: Deliveries, write, binding, handoff, a
     one that the ``if`` around the write rules out (``if fuse: add_(g)`` beside ``dummy
     if fuse else g``: the write's runs take the dummy)."""
     marks = facts.mark_nodes
-    if not any(
-        consistent_paths.passes_in_order(unit.graph, order, (marks, marks))
-        for order in ((write, binding, handoff), (binding, write, handoff))
+    # the gradient bound anew between the write and the binding, or the alias between the
+    # binding and the hand-off, is not the written gradient handed on
+    gradient_rebound = _bindings_of(unit, gradient)
+    alias = next((d.name for d in unit.graph.defs if d.node is binding), None)
+    alias_rebound = _bindings_of(unit, alias, but=binding) if alias else frozenset()
+    if not (
+        consistent_paths.passes_in_order(
+            unit.graph, (write, binding, handoff), (marks | gradient_rebound, marks | alias_rebound)
+        )
+        or consistent_paths.passes_in_order(
+            unit.graph, (binding, write, handoff), (alias_rebound, marks | alias_rebound)
+        )
     ):
         return False
-    if arm is None:
-        return True
+    return arm is None or not _arm_ruled_out(write, arm)
+
+
+def _arm_ruled_out(write, arm) -> bool:
+    """The ``if`` around the write decides the conditional expression's test against the
+    arm that hands the gradient on (``if fuse: add_(g)`` beside ``dummy if fuse else g``)."""
     choice, truth = arm
     key, negated = decided_tests.plain_test(choice.test)
     if key is None:
-        return True
+        return False
     needed = truth != negated
     for stmt, side in write.enclosing_ifs:
         around, around_negated = decided_tests.plain_test(stmt.test)
         if around == key and ((side == "body") != around_negated) != needed:
-            return False
-    return True
+            return True
+    return False

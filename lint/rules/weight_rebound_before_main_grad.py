@@ -162,8 +162,13 @@ RULE = Rule(
         Since blind corpus 16: the rebinding may keep the weight on one arm of a
         conditional expression and copy it on the other (`weight = weight if weight.dtype
         == x.dtype else weight.astype(x.dtype)`: PaddleFleet's linear), reported for the
-        runs that take the copy; `astype` / `cast` (Paddle's and NumPy's casts, new tensors
-        whatever the dtype) are copies.
+        runs that take the copy, unless the read sits under an `if` deciding the choice's
+        test for the kept arm (`w = w if fuse else w.astype(dt)` beside `if fuse:`), or the
+        choice asked `hasattr(w, "main_grad")` and the read is that question again (or under
+        it); a flag set on such a one-arm copy is not reported. `astype` / `cast` (Paddle's
+        and NumPy's casts, new tensors whatever the dtype) are copies. Not seen: a copy in
+        a nested conditional expression; a cast copy made in `forward` and saved for
+        backward (the saved-rebinding path takes only chains with a copy or view link).
 
         Not seen: the read of main_grad moved into a helper function of the file handed the
         rebound name (each function is judged alone); a detached weight kept on `ctx` by a
@@ -504,8 +509,14 @@ def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
     flag from the same copy is one bug, reported once at the rebinding)."""
     helpers = unit.context.shared(module_provenance.returned_provenance)
     makers = unit.context.shared(fresh_bindings.fresh_makers)
+    # A copy made on one arm of a choice only (``w = w if fuse else w.astype(dt)``) is left
+    # to the reads: a flag set under the choice's own test is set on the kept weight.
     for found in fresh_flags.flags_on_copies(
-        unit, lambda d: fresh_bindings.makes_fresh(d.name, d.value, helpers, makers)
+        unit,
+        lambda d: (
+            not fresh_bindings.is_choice(d.value)
+            and fresh_bindings.makes_fresh(d.name, d.value, helpers, makers)
+        ),
     ):
         if found.fresh.index in reported:
             continue
@@ -550,6 +561,8 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
             for d in fresh_bindings.bindings_read(unit, owner, node, fresh, lists):
                 if (d.index, attr) in restored:
                     continue
+                if d in fresh and fresh_bindings.copy_ruled_out(d.name, d.value, node):
+                    continue  # the read runs only where the weight was kept
                 template = MESSAGE if d in fresh else LIST_MESSAGE
                 message = template.format(
                     name=d.name,
