@@ -35,6 +35,15 @@ def known_from(decided: Iterable[tuple[cst.BaseExpression, bool]]) -> Known:
     return frozenset(found)
 
 
+def rules_out(enclosing_ifs, test: cst.BaseExpression, value: bool) -> bool:
+    """The ``if``s around a node (``Node.enclosing_ifs``) decide ``test`` against ``value``:
+    code under ``if fuse:`` never sees ``fuse`` false, so it never takes the arm of ``dummy
+    if fuse else g`` that hands on ``g``."""
+    code, negated = plain_test(test)
+    known = known_from((stmt.test, side == "body") for stmt, side in enclosing_ifs)
+    return code is not None and (code, value == negated) in known
+
+
 def exits_avoiding(graph: Graph, start: Node, blocked: Sequence[Node], known: Known) -> bool:
     """Some way out of the function is reached from ``start`` passing no node of
     ``blocked``, following only the edge an ``if`` on a known test takes."""

@@ -83,13 +83,8 @@ def makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[str
     weight in one arm and making one of those in the other (``w = w if w.dtype == dtype
     else w.astype(dtype)``) makes it on the runs that take that arm."""
     if type(value) is cst.IfExp:
-        arms = (value.body, value.orelse)
-        return any(
-            type(kept) is cst.Name
-            and kept.value == name
-            and makes_fresh(name, made, helpers, makers)
-            for kept, made in (arms, arms[::-1])
-        )
+        made = made_by(name, value)
+        return made is not value and makes_fresh(name, made, helpers, makers)
     if not isinstance(value, cst.Call):
         return False
     callee = patterns.callee_name(value)
@@ -133,15 +128,10 @@ def copy_ruled_out(name: str, value, node) -> bool:
         return any(
             _text(stmt.test) == asked and side == "body" for stmt, side in node.enclosing_ifs
         )
-    key, negated = decided_tests.plain_test(value.test)
-    if key is None:
-        return False
-    copying = (made_by(name, value) is value.body) != negated  # the test's value for the copy
-    for stmt, side in node.enclosing_ifs:
-        around, around_negated = decided_tests.plain_test(stmt.test)
-        if around == key and ((side == "body") != around_negated) != copying:
-            return True
-    return False
+    # the test's value on the runs that make the copy
+    return decided_tests.rules_out(
+        node.enclosing_ifs, value.test, made_by(name, value) is value.body
+    )
 
 
 def _asks_main_grad(test) -> bool:

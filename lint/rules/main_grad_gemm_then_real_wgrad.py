@@ -403,9 +403,5 @@ def _chosen_against(value, write) -> bool:
     ``if ctx.fuse: gemm(...)``)."""
     if type(value) is not cst.IfExp:
         return False
-    needed = not patterns.is_none_like(value.body)  # the product is taken where the test holds
-    known = decided_tests.known_from(
-        (stmt.test, arm == "body") for stmt, arm in write.enclosing_ifs
-    )
-    code, negated = decided_tests.plain_test(value.test)
-    return code is not None and (code, needed == negated) in known
+    taken = not patterns.is_none_like(value.body)  # the test's value where the product is
+    return decided_tests.rules_out(write.enclosing_ifs, value.test, taken)

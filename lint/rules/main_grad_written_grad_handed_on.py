@@ -388,9 +388,8 @@ def _alias_after_write(
     """The binding that hands the written gradient on runs on a run with the write, and goes
     on to the hand-off, with no mark after the first of them (either may come first; a run
     takes every ``if`` on a test already decided the way it went), and a conditional
-    expression's arm is not
-    one that the ``if`` around the write rules out (``if fuse: add_(g)`` beside ``dummy
-    if fuse else g``: the write's runs take the dummy)."""
+    expression's arm is not one that the ``if`` around the write rules out (``if fuse:
+    add_(g)`` beside ``dummy if fuse else g``: the write's runs take the dummy)."""
     marks = facts.mark_nodes
     # the gradient bound anew between the write and the binding, or the alias between the
     # binding and the hand-off, is not the written gradient handed on
@@ -413,12 +412,4 @@ def _arm_ruled_out(write, arm) -> bool:
     """The ``if`` around the write decides the conditional expression's test against the
     arm that hands the gradient on (``if fuse: add_(g)`` beside ``dummy if fuse else g``)."""
     choice, truth = arm
-    key, negated = decided_tests.plain_test(choice.test)
-    if key is None:
-        return False
-    needed = truth != negated
-    for stmt, side in write.enclosing_ifs:
-        around, around_negated = decided_tests.plain_test(stmt.test)
-        if around == key and ((side == "body") != around_negated) != needed:
-            return True
-    return False
+    return decided_tests.rules_out(write.enclosing_ifs, choice.test, truth)
