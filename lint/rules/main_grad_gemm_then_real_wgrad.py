@@ -81,7 +81,8 @@ RULE = Rule(
         compute_wgrad(x, dy)`), operands renamed between the two products (`xt = x.t()`),
         returns of a tuple built earlier, gradients assigned to `.grad` (GMLP033's
         ground for `add_` writes), and fused kernels into main_grad whose names say no GEMM
-        (Paddle's `fused_linear_param_grad_add`).
+        (but Paddle's `fused_linear_param_grad_add`, named for adding a parameter's
+        gradient, is taken for one).
     """,
     fix="""
         On the path where the GEMM wrote main_grad, return a dummy (with
@@ -163,6 +164,15 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensor()
+                fused_linear_param_grad_add(x, dy, weight.main_grad, None, True, False)
+                return dy @ weight, paddle.matmul(x, dy, transpose_x=True)
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -202,7 +212,7 @@ def _gemm_into_main_grad(unit: Unit, facts, root, node) -> frozenset[str] | None
     destination (positionally, as ``out=``, also through a ``**`` dict or a local holding
     main_grad), else None."""
     for sub in patterns.walk(root):
-        if type(sub) is not cst.Call or not wgrad.looks_like_gemm(sub):
+        if type(sub) is not cst.Call or not (wgrad.looks_like_gemm(sub) or _adds_param_grad(sub)):
             continue
         out_value = wgrad.keyword_value(unit, sub, node, "out")
         positional = [arg.value for arg in sub.args if arg.keyword is None and not arg.star]
@@ -213,6 +223,13 @@ def _gemm_into_main_grad(unit: Unit, facts, root, node) -> frozenset[str] | None
             others = [v for v in positional if not any(v is d for d in destinations)]
             return frozenset(filter(None, map(_operand, others)))
     return None
+
+
+def _adds_param_grad(call) -> bool:
+    """A fused kernel named for adding a parameter's gradient (Paddle's
+    ``fused_linear_param_grad_add(x, dy, w.main_grad, ...)``): a weight-gradient GEMM into
+    the buffer it is handed, though its name says no GEMM."""
+    return "param_grad_add" in (patterns.callee_name(call) or "")
 
 
 def _holds_main_grad(unit: Unit, facts, expr, node) -> bool:
@@ -362,6 +379,8 @@ def _operand(expr) -> str | None:
                 return None
         elif kind is cst.Attribute and expr.attr.value in SAME_TENSOR:
             expr = expr.value
+        elif kind is cst.Name and expr.value in ("None", "True", "False"):
+            return None  # a kernel's flag or empty slot (``..., w.main_grad, None, True)``)
         elif kind in (cst.Name, cst.Attribute, cst.Subscript):
             return cst.Module(body=[]).code_for_node(expr)
         else:

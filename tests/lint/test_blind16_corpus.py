@@ -34,7 +34,13 @@ which reads `weight.main_grad`: GMLP037 now takes `astype` / `cast` for copies, 
 that reads its main_grad (one level). A fourth: a forward rebinding `weight = weight if
 weight.dtype == input.dtype else weight.astype(input.dtype)` before reading its main_grad:
 GMLP015 takes a conditional expression keeping the weight in one arm and copying it in the
-other. Development 6 of 16; held out (still not read) 2 of 8:
+other. A fifth: PaddleFleet's shared expert returning `paddle.matmul(hidden_states, do1,
+transpose_x=True)` (w1's and w2's weight gradients, both) after
+`paddle._C_ops.fused_linear_param_grad_add(hidden_states, do1, w1.main_grad, None, True,
+False)` accumulated the same products: GMLP051 now takes a returned product as it is
+computed, a kernel named for adding a parameter's gradient for a GEMM into the buffer it is
+handed, and no longer counts `None` / `True` / `False` among a GEMM's operands. Development
+7 of 16; held out (still not read) 2 of 8:
 a held-out variant is now caught by GMLP015, which takes the same copies.
 
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
@@ -58,7 +64,11 @@ OUTCOME: Outcomes = {
     "blind16-paddle-zero-bubble-return-main-grad": ("caught", (("GMLP031", 65),), ()),
     "blind16-paddlefleet-linear-forward-weight-copy": ("caught", (("GMLP015", 7),), ()),
     "blind16-paddlefleet-linear-fp8-wgrad-flag": ("caught", (("GMLP032", 32),), ()),
-    "blind16-paddlefleet-shared-expert-real-grad-returned": ("missed", (), ()),
+    "blind16-paddlefleet-shared-expert-real-grad-returned": (
+        "caught",
+        (("GMLP051", 48), ("GMLP051", 48)),
+        (),
+    ),
     "blind16-fastllm-linear-mm-out-grad-buffer": ("missed", (), ()),
     "blind16-paddlefleet-kitchen-gemm-no-accumulate": ("missed", (), ()),
     "blind16-fastllm-accumulate-hook-keeps-grad": ("missed", (), ()),
