@@ -87,7 +87,7 @@ def still_known(node: Node, facts: Known) -> Known:
     bound = {d.name for d in node.defs}
     targets = set()
     if type(node.owner) in _ASSIGNS:
-        targets = {_code(t) for t in patterns.assignment_targets(node.owner)}
+        targets = {text_of(t) for t in patterns.assignment_targets(node.owner)}
     if not bound and not targets:
         return facts
     return frozenset(
@@ -138,10 +138,11 @@ def _plain_test(test: cst.BaseExpression) -> tuple[str | None, bool]:
         test = test.expression
     if any(isinstance(sub, _UNSTABLE) for sub in patterns.walk(test)):
         return None, negated
-    return _code(test), negated
+    return text_of(test), negated
 
 
-def _code(expr: cst.CSTNode) -> str:
+def text_of(expr: cst.CSTNode) -> str:
+    """An expression's source text without its outer parentheses."""
     if hasattr(expr, "lpar"):
         expr = expr.with_changes(lpar=(), rpar=())
     return cst.Module(body=[]).code_for_node(expr)

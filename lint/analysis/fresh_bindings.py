@@ -122,11 +122,12 @@ def copy_ruled_out(name: str, value, node) -> bool:
         # ``w = w if hasattr(w, "main_grad") else copy``: the copy has no main_grad either,
         # so the same question asked again (the read itself, or an ``if`` around it) finds
         # what the choice found, and what it guards runs on the kept weight
-        asked = _text(value.test)
-        if node.test is not None and _text(node.test) == asked:
+        asked = decided_tests.text_of(value.test)
+        if node.test is not None and decided_tests.text_of(node.test) == asked:
             return True
         return any(
-            _text(stmt.test) == asked and side == "body" for stmt, side in node.enclosing_ifs
+            decided_tests.text_of(stmt.test) == asked and side == "body"
+            for stmt, side in node.enclosing_ifs
         )
     # the test's value on the runs that make the copy
     return decided_tests.rules_out(
@@ -142,10 +143,6 @@ def _asks_main_grad(test) -> bool:
         and len(args) == 2
         and patterns.string_value(args[1].value) == patterns.MAIN_GRAD
     )
-
-
-def _text(expr) -> str:
-    return cst.Module(body=[]).code_for_node(expr.with_changes(lpar=(), rpar=()))
 
 
 def _chain_makes_new(value) -> bool:
