@@ -67,6 +67,36 @@ def hands_in_switch(source: str) -> bool:
     return False
 
 
+# A GEMM told to add or not by a value it computes (``accumulate=not is_zero(w)``): the
+# function's own choice for that ``out=``, which GMLP016 holds its other writes to. A
+# literal switch (``accumulate=True``) chooses nothing.
+_COMPUTED_SWITCH = re.compile(
+    r"(?<![\w.])(?:accumulate|ACCUMULATE)[ \t]*=(?!=)[ \t]*(?!(?:True|False|None|\d)\b)\S"
+)
+
+
+def computes_switch(source: str) -> bool:
+    """Some call is handed ``accumulate=`` a value that is not a literal (over the raw
+    text: a yes may only cost a parse)."""
+    return "ccumulate" in source.lower() and _COMPUTED_SWITCH.search(source) is not None
+
+
+# An accumulator's record that it holds a gradient (``meta.grad_accumulation = True``), which
+# the next microbatch asks before it writes (GMLP016, analysis/accumulation_records.py).
+# A setting (``cfg.gradient_accumulation_fusion = True``) is no record: names saying fusion
+# are left out, and the text must spell a write that replaces a buffer.
+RECORD_WORD = "ccumulat"
+_RECORD = re.compile(r"\.(\w*[Aa]ccumulat\w*)[ \t]*=[ \t]*True\b")
+
+
+def records_accumulation(source: str) -> bool:
+    """Some attribute named for accumulation (not for fusion) is set to ``True`` in a text
+    that spells a replacing write (over the raw text)."""
+    if not any(word in source for word in REPLACING_WORDS):
+        return False
+    return any("fus" not in m.group(1).lower() for m in _RECORD.finditer(source))
+
+
 def _is_parameter(source: str, at: int) -> bool:
     start = at
     while start and source[start - 1] in "_*":
@@ -101,6 +131,10 @@ def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
     if HOOK_TRIGGER in source and (ACCUMULATOR_WORD in source or calls_reduce(source)):
         return True
     if hands_in_switch(source) and any(word in source for word in REPLACING_WORDS):
+        return True
+    if "out=" in source and computes_switch(source):
+        return True
+    if RECORD_WORD in source and records_accumulation(source):
         return True
     return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
         facts.delayed_wgrad or delayed_wgrad_in(source)
@@ -153,4 +187,9 @@ def may_be_analysed(data: bytes, facts: RunFacts) -> bool:
         text = data.decode("utf-8", "replace")
         if hands_in_switch(text) and any(word in text for word in REPLACING_WORDS):
             return True
+    if RECORD_WORD.encode() in data and records_accumulation(data.decode("utf-8", "replace")):
+        return True
+    switch_words = b"accumulate" in data or b"ACCUMULATE" in data
+    if b"out=" in data and switch_words and computes_switch(data.decode("utf-8", "replace")):
+        return True
     return bool(facts.delayed_wgrad) and any(t in data for t in _BYTE_CONTRACT_TRIGGERS)

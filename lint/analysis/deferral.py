@@ -39,6 +39,10 @@ MAX_FOLLOWED = 3
 class Handoff:
     call: cst.Call  # the call that hands the wgrad work on
     alternative: bool  # some path of the function does the work itself
+    # The test that says the store receiving the work is off, when the hand-off runs only
+    # where it says so (``if store.enabled: compute() else: store.put(work)``): the work is
+    # queued exactly when nobody will pop it, and computed at once when a later step would.
+    off: cst.BaseExpression | None = None
 
 
 def handoffs(context: ModuleContext) -> list[Handoff]:
@@ -54,8 +58,8 @@ def handoffs(context: ModuleContext) -> list[Handoff]:
         if isinstance(owner, cst.FunctionDef) and owner.name.value == BACKWARD:
             scope = _Scope(owner, top)
             found.extend(
-                Handoff(call, alternative)
-                for call, alternative in _calls(suite_body(owner.body), False)
+                Handoff(call, alternative, _store_off(call, branch))
+                for call, alternative, branch in _calls(suite_body(owner.body), False, ())
                 if any(scope.writes_main_grad(arg.value) for arg in call.args)
             )
     return found
@@ -147,29 +151,50 @@ def _walk_with_nested(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(patterns.children(current))
 
 
-def _calls(body: Sequence[cst.CSTNode], alternative: bool) -> Iterator[tuple[cst.Call, bool]]:
-    """Method calls made as statements in ``body`` (``x.put(...)``, ``h = x.put(...)``),
-    with whether another path of the function does work instead (see the module's text)."""
+# The tests a hand-off runs under: (test, True when the hand-off runs where it holds).
+Tests = tuple[tuple[cst.BaseExpression, bool], ...]
+
+
+def _calls(
+    body: Sequence[cst.CSTNode], alternative: bool, tests: Tests
+) -> Iterator[tuple[cst.Call, bool, Tests]]:
+    """Method calls made as statements in ``body`` (``x.put(...)``, ``h = x.put(...)``, an
+    arm of ``compute() if mode else x.put(...)``), with whether another path of the
+    function does work instead (see the module's text) and the tests they run under."""
     for index, stmt in enumerate(body):
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 value = getattr(small, "value", None)
-                if isinstance(small, (cst.Expr, cst.Assign)) and _is_method_call(value):
-                    yield value, alternative
+                if isinstance(small, (cst.Expr, cst.Assign)):
+                    yield from _expression_calls(value, alternative, tests)
         elif isinstance(stmt, cst.If):
-            yield from _branches(stmt, alternative, body[index + 1 :])
+            yield from _branches(stmt, alternative, body[index + 1 :], tests)
             if stmt.orelse is None and _does_work_and_returns(stmt.body):
                 alternative = True  # the rest of this block runs only when that path did not
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             continue
         else:
             for suite in compound_suites(stmt):
-                yield from _calls(suite_body(suite), alternative)
+                yield from _calls(suite_body(suite), alternative, tests)
+
+
+def _expression_calls(
+    value, alternative: bool, tests: Tests
+) -> Iterator[tuple[cst.Call, bool, Tests]]:
+    """The method call a statement's value is, or those of the arms of a conditional
+    expression (each arm's other is another path when it calls something)."""
+    if _is_method_call(value):
+        yield value, alternative, tests
+    elif isinstance(value, cst.IfExp):
+        arms = ((value.body, value.orelse, True), (value.orelse, value.body, False))
+        for arm, other, holds in arms:
+            here = alternative or any(isinstance(n, cst.Call) for n in patterns.walk(other))
+            yield from _expression_calls(arm, here, (*tests, (value.test, holds)))
 
 
 def _branches(
-    stmt: cst.If, alternative: bool, rest: Sequence[cst.CSTNode]
-) -> Iterator[tuple[cst.Call, bool]]:
+    stmt: cst.If, alternative: bool, rest: Sequence[cst.CSTNode], tests: Tests
+) -> Iterator[tuple[cst.Call, bool, Tests]]:
     """The calls of each arm; ``rest``, the statements after the ``if`` in its block, is
     another path for an arm that ends in a jump (``if delay: put(...); return``) when some
     path gets past the ``if`` (no ``else``, or an arm that does not jump)."""
@@ -185,7 +210,36 @@ def _branches(
         others = arms[:index] + arms[index + 1 :]
         here = alternative or any(_calls_something(other) for other in others)
         here = here or (jumps[index] and rest_works)
-        yield from _calls(suite_body(arm), here)
+        # every arm past the first runs where the ``if``'s own test is false
+        yield from _calls(suite_body(arm), here, (*tests, (stmt.test, index == 0)))
+
+
+# Words of a store's attribute or method that says it is splitting the backward pass, as
+# whole segments of its name (``enabled``, ``split_bw``, ``delay_wgrad_compute``; not
+# ``deferral_limit_reached``, a limit of the deferral).
+_ON_WORDS = frozenset({"enable", "enabled", "delay", "delayed", "split", "defer", "deferred"})
+_OFF_WORDS = frozenset({"disable", "disabled", "no", "not", "off", "skip"})
+
+
+def _store_off(call: cst.Call, tests: Tests) -> cst.BaseExpression | None:
+    """The test among ``tests`` that reads the receiving store's own on switch
+    (``store.enabled``, ``store.delay_wgrad_compute()``, negated or not) and says it is off
+    where ``call`` runs."""
+    receiver = call.func.value
+    for test, holds in tests:
+        inner, positive = test, holds
+        while isinstance(inner, cst.UnaryOperation) and isinstance(inner.operator, cst.Not):
+            inner, positive = inner.expression, not positive
+        if isinstance(inner, cst.Call):
+            inner = inner.func
+        if not isinstance(inner, cst.Attribute) or positive:
+            continue
+        segments = inner.attr.value.lower().split("_")
+        if _ON_WORDS.isdisjoint(segments) or not _OFF_WORDS.isdisjoint(segments):
+            continue  # not a switch of the mode, or one named for its off side
+        if inner.value.deep_equals(receiver):
+            return test
+    return None
 
 
 def current_else(stmt: cst.If) -> cst.CSTNode | None:

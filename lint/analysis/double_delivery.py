@@ -63,13 +63,23 @@ def _frames(body, call: cst.Call) -> list[tuple[Sequence[cst.CSTNode], bool]] | 
             continue
         if isinstance(stmt, cst.SimpleStatementLine):
             if any(sub is call for sub in patterns.walk(stmt)):
-                return []
+                # an arm of ``compute() if mode else store.put(work)`` is a branch of its
+                # own, with nothing beside it
+                return [((), True)] if _in_conditional_arm(stmt, call) else []
             continue
         for suite, is_if in _branch_suites(stmt):
             inner = _frames(suite_body(suite), call)
             if inner is not None:
                 return [(suite_body(suite), is_if), *inner]
     return None
+
+
+def _in_conditional_arm(stmt: cst.CSTNode, call: cst.Call) -> bool:
+    return any(
+        type(sub) is cst.IfExp
+        and any(node is call for arm in (sub.body, sub.orelse) for node in patterns.walk(arm))
+        for sub in patterns.walk(stmt)
+    )
 
 
 def _beside(function: cst.FunctionDef, call: cst.Call) -> list[Sequence[cst.CSTNode]]:

@@ -103,6 +103,11 @@ def _what(unit: Unit, value, node, owner: str, depth: int):
     """(BUFFER or COPY or None, the copying call) for ``value`` read where ``node`` runs."""
     if depth == 0 or value is None:
         return None, None
+    attr = _ctx_attr(value)
+    if attr is not None:
+        stashed = unit.context.shared(ctx_copies).get(attr)
+        if stashed is not None and stashed[0] == owner:
+            return COPY, stashed[1]
     found = patterns.main_grad_owner(value)
     if found is not None:
         return (BUFFER if unit.context.code(found).strip() == owner else None), None
@@ -176,6 +181,71 @@ def _either(results: list[tuple]):
         return None, None
     copies = [copy for kind, copy in results if kind == COPY]
     return (COPY, copies[0]) if copies else (BUFFER, None)
+
+
+def ctx_copies(context) -> dict[str, tuple[str, cst.Call]]:
+    """For ``context.shared``: ``ctx`` attributes that every assignment of the file sets to a
+    copy of a parameter's main_grad (blind corpus 17, a zero-bubble fork's forward stashing
+    ``ctx.weight_main_grad = weight.main_grad.detach().clone()`` for its backward to put
+    back): attribute -> (the parameter as written, the copying call)."""
+    found: dict[str, tuple[str, cst.Call] | None] = {}
+    if "ctx." not in context.source or "clone" not in context.source:
+        return {}
+    for unit in context.units:
+        if not unit.survey.ctx_attrs:
+            continue
+        for stmt, _ in unit.statements():
+            if type(stmt) is not cst.Assign:
+                continue
+            for target in stmt.targets:
+                attr = _ctx_attr(target.target)
+                if attr is None:
+                    continue
+                copied = _copied_main_grad(unit, stmt.value, unit.node_for(stmt))
+                if copied is None or found.get(attr, copied) != copied:
+                    found[attr] = None  # set otherwise somewhere: not known to be a copy
+                else:
+                    found[attr] = copied
+    return {attr: copied for attr, copied in found.items() if copied is not None}
+
+
+def _copied_main_grad(unit: Unit, value, node) -> tuple[str, cst.Call] | None:
+    """(X as written, the copying call) for a value that copies ``X.main_grad``
+    (``X.main_grad.clone()``, ``X.main_grad.detach().clone()``, ``torch.clone(...)``, also
+    of a local whose one binding reaching ``node`` is ``X.main_grad``)."""
+    if type(value) is not cst.Call or patterns.callee_name(value) not in COPYING:
+        return None
+    func = value.func
+    if type(func) is cst.Attribute and not _is_module(func.value):
+        inner = func.value
+    else:
+        positional = patterns.positional_args(value)
+        if not positional:
+            return None
+        inner = positional[0].value
+    while True:
+        if type(inner) is cst.Call and type(inner.func) is cst.Attribute:
+            if inner.func.attr.value not in SAME_STORAGE:
+                return None
+            inner = inner.func.value
+        elif type(inner) is cst.Attribute and inner.attr.value in SAME_STORAGE:
+            inner = inner.value
+        else:
+            break
+    if type(inner) is cst.Name and node is not None:
+        defs = unit.reaching.reaching(inner.value, node)
+        if len(defs) == 1 and defs[0].kind == "assign" and defs[0].value is not None:
+            inner = defs[0].value
+    owner = patterns.main_grad_owner(inner)
+    if owner is None:
+        return None
+    return unit.context.code(owner).strip(), value
+
+
+def _ctx_attr(expr) -> str | None:
+    if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "ctx":
+        return expr.attr.value
+    return None
 
 
 def _is_module(expr) -> bool:

@@ -193,24 +193,38 @@ def check_unheeded_switch(
     between replacing and adding to a destination, so the function itself says that
     destination's write mode is decided by that test; another write that replaces the same
     destination on a path no test on the same values decides ignores the switch."""
-    if not switches.governed:
+    if all(choice.by_argument for choice in switches.governed.values()):
+        # No ``if`` chooses: a switch parameter may still go unread (a computed switch on
+        # one write does not read it).
         _check_switch_never_read(unit, reported, out, tensors_only)
+    if not switches.governed:
         return
     code = unit.context.code
+    params = None
     for root, node in unit.expression_roots():
         for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
             key = code(dest).strip()
             if kind != "replace" or key not in switches.governed or id(at) in reported:
                 continue
-            stmt, terms = switches.governed[key]
-            if switches.under(terms, node) or _masks_a_range(at):
+            choice = switches.governed[key]
+            if switches.under(choice.terms, node) or _masks_a_range(at):
                 continue
+            if choice.by_argument:
+                # A computed switch on storage the function allocated may be a chunked
+                # loop's own (``accumulate=i > 0``): only storage handed in is a gradient
+                # the caller keeps. A write that reads the destination it masks
+                # (``D.masked_fill_(D.isnan(), 0)``) fixes values up, it replaces nothing.
+                params = _parameter_names(unit) if params is None else params
+                if not tensor_writes.handed_in(unit, dest, node, params):
+                    continue
+                if _reads_its_destination(at, key, code):
+                    continue
             reported.add(id(at))
             message = SWITCH_MESSAGE.format(
                 target=key,
                 how=how,
-                switch=code(stmt.test).strip(),
-                line=unit.context.line_of(stmt),
+                switch=code(choice.test).strip(),
+                line=unit.context.line_of(choice.node),
             )
             out.report(CODE, at, message)
 
@@ -265,8 +279,7 @@ def _check_switch_never_read(
     ignored = [name for name in switches if name not in read]
     if not ignored or len(ignored) != len(switches):
         return  # one switch read is asking: the others may be passed on under another name
-    params = {p.name.value for p in (*unit.params.posonly_params, *unit.params.params)}
-    params |= {p.name.value for p in unit.params.kwonly_params}
+    params = _parameter_names(unit)
     for root, node in unit.expression_roots():
         for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
             if kind != "replace" or id(at) in reported:
@@ -278,6 +291,23 @@ def _check_switch_never_read(
             reported.add(id(at))
             message = IGNORED_MESSAGE.format(target=out.text(dest), how=how, switch=ignored[0])
             out.report(CODE, _switch_argument(at) or at, message)
+
+
+def _reads_its_destination(write, key: str, code) -> bool:
+    if type(write) is not cst.Call:
+        return False
+    return any(
+        code(sub).strip() == key
+        for arg in write.args
+        if arg.keyword is None or arg.keyword.value != "out"  # where it writes, not reads
+        for sub in patterns.walk(arg.value)
+        if type(sub) in (cst.Name, cst.Attribute)
+    )
+
+
+def _parameter_names(unit: Unit) -> set[str]:
+    params = unit.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
 def _switch_argument(write) -> cst.Arg | None:

@@ -1,23 +1,27 @@
 """A function's own overwrite-or-add choices: an ``if`` that replaces a destination on one side
-and adds to it on the other says that its test decides how that destination is written
+and adds to it on the other, or a write whose accumulate switch is computed (``accumulate=not
+is_zero(w)``, ``beta=beta``), says that its test decides how that destination is written
 (``Switches``); which graph nodes run under a test on the same values; and the parameters
 whose names say they are such a switch (``overwrite*``, ``accumulate*``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import libcst as cst
 
 from . import patterns
+from .statements import is_compound
 from .tensor_writes import (
     ACCUMULATING_METHODS,
     LazyDicts,
     after,
     kinds_by_destination,
     leaves,
+    syntactic_arguments,
     writes,
 )
+from .write_methods import ACCUMULATE_KEYWORDS
 
 if TYPE_CHECKING:
     from .module import Unit
@@ -28,14 +32,27 @@ if TYPE_CHECKING:
 _OBJECT_NAMES = frozenset({"self", "ctx", "cls"})
 
 
+class Choice(NamedTuple):
+    """Where a destination's write mode is decided: the ``if`` (or the write whose switch
+    is computed), the expression that decides, and the values it reads."""
+
+    node: cst.CSTNode
+    test: cst.BaseExpression
+    terms: frozenset[str]
+    # True for a computed switch: the write is its own choice, and no ``if`` says which
+    # side replaces; the choice is a gradient's (a GEMM's mode), never a dict's or a counter's.
+    by_argument: bool = False
+
+
 class Switches:
     """The function's own overwrite-or-add choices: for each destination (by its text) that
-    an ``if`` replaces on one side and adds to on the other, that ``if`` and the values its
-    test reads; and which graph nodes run under a test on those values."""
+    an ``if`` replaces on one side and adds to on the other, or that a write adds to under
+    a computed switch, the ``Choice``; and which graph nodes run under a test on its
+    values."""
 
     def __init__(self, unit: Unit) -> None:
         self.unit = unit
-        self.governed: dict[str, tuple[cst.If, frozenset[str]]] = {}
+        self.governed: dict[str, Choice] = {}
         code = unit.context.code
         self._taints: dict[frozenset[str], object] = {}
         # By syntax alone (the graph is built only for a function that has such a choice).
@@ -75,9 +92,52 @@ class Switches:
                 if len(mine) == 1 and len(theirs) == 1 and mine != theirs:
                     if body_rmw[key] == other_rmw.get(key, set()):
                         continue
+                    if _adds_under_computed_switch(key, body_writes + other_writes, code, dicts):
+                        continue  # the add asks its own question: that switch decides
                     terms = switch_terms(stmt.test, code)
                     if terms and key not in self.governed:
-                        self.governed[key] = (stmt, terms)
+                        self.governed[key] = Choice(stmt, stmt.test, terms)
+        self._computed_switches(dicts)
+
+    def _computed_switches(self, dicts) -> None:
+        """A write into D whose accumulate switch is computed (Fast-LLM's
+        ``input_row_sparse_matmul(..., out=w.grad_buffer, accumulate=not
+        param_get_and_unset_is_zero(w))``, ``torch.addmm(D, a, b, beta=beta, out=D)``) is
+        the function's own choice for D, decided by the values the switch reads (not the
+        destination's owner: ``w`` is the object, the call on it is the decision). A name
+        bound to nothing but literals is a constant, not a choice."""
+        if not isinstance(self.unit.owner, cst.FunctionDef):
+            return
+        code = self.unit.context.code
+        constants = _literal_locals(self.unit)
+        loop_names = _loop_names(self.unit)
+        sources = None  # local -> the names its bindings read (``acc = not is_first_mb``)
+        found = (
+            write
+            for stmt, _ in self.unit.statements()
+            if not is_compound(type(stmt))  # a body's statements come on their own
+            for write in writes(stmt, None, dicts)
+        )
+        for dest, kind, at, _ in found:
+            if kind != "accumulate" or type(at) is not cst.Call:
+                continue
+            key = code(dest).strip()
+            if key in self.governed:
+                continue
+            value = _computed_switch(at, dicts)
+            if value is None:
+                continue
+            owner_name = key.split(".")[0].split("[")[0]
+            terms = switch_terms(value, code) - {owner_name} - constants
+            # a loop's index (``accumulate=i > 0``) chooses per chunk, not per microbatch
+            if not terms or terms <= loop_names:
+                continue
+            if sources is None:
+                sources = _binding_sources(self.unit)
+            # a test on what a local was computed from decides as much as one on the local
+            for term in list(terms):
+                terms |= sources.get(term, frozenset())
+            self.governed[key] = Choice(at, value, frozenset(terms), by_argument=True)
 
     def _taint(self, terms: frozenset[str]):
         if terms not in self._taints:
@@ -93,7 +153,71 @@ class Switches:
         """``node`` runs under one of the function's overwrite-or-add choices."""
         if not self.governed:
             return False
-        return any(self.under(terms, node) for _, terms in self.governed.values())
+        return any(self.under(choice.terms, node) for choice in self.governed.values())
+
+
+def _adds_under_computed_switch(key: str, side_writes, code, dicts) -> bool:
+    return any(
+        kind == "accumulate"
+        and type(at) is cst.Call
+        and _computed_switch(at, dicts) is not None
+        and code(dest).strip() == key
+        for dest, kind, at, _ in side_writes
+    )
+
+
+def _computed_switch(call: cst.Call, dicts):
+    """The value of a call's accumulate switch (``accumulate=`` / ``beta=``, in any case,
+    also from a ``**`` dict literal) when it is computed rather than a literal."""
+    for word, value in syntactic_arguments(call, dicts).items():
+        if word.lower() not in ACCUMULATE_KEYWORDS:
+            continue
+        if type(value) in (cst.Integer, cst.Float) or patterns.is_true_literal(value):
+            return None
+        if patterns.is_false_literal(value) or patterns.is_none_like(value):
+            return None
+        return value
+    return None
+
+
+def _loop_names(unit: Unit) -> frozenset[str]:
+    """Names a ``for`` of the function binds."""
+    return frozenset(
+        name.value
+        for stmt, _ in unit.statements()
+        if type(stmt) is cst.For
+        for name in patterns.walk(stmt.target)
+        if type(name) is cst.Name
+    )
+
+
+def _binding_sources(unit: Unit) -> dict[str, frozenset[str]]:
+    """local -> the names read by the values bound to it."""
+    found: dict[str, set[str]] = {}
+    for stmt, _ in unit.statements():
+        if type(stmt) is not cst.Assign:
+            continue
+        read = {n.value for n in patterns.read_names(stmt.value)} - _OBJECT_NAMES
+        for target in stmt.targets:
+            if type(target.target) is cst.Name:
+                found.setdefault(target.target.value, set()).update(read)
+    return {name: frozenset(read) for name, read in found.items()}
+
+
+def _literal_locals(unit: Unit) -> frozenset[str]:
+    """Locals every assignment of which in the function binds a literal (``acc = True``)."""
+    literal: set[str] = set()
+    other: set[str] = set()
+    for stmt, _ in unit.statements():
+        if type(stmt) is not cst.Assign:
+            continue
+        constant = type(stmt.value) in (cst.Integer, cst.Float) or (
+            type(stmt.value) is cst.Name and stmt.value.value in ("True", "False", "None")
+        )
+        for target in stmt.targets:
+            if type(target.target) is cst.Name:
+                (literal if constant else other).add(target.target.value)
+    return frozenset(literal - other)
 
 
 def _read_modify_write(kinds: dict[str, set[str]], roots, side_writes, code) -> dict[str, set[str]]:

@@ -165,7 +165,7 @@ def writes(root, buffers: Buffers | None, dicts: dict | None = None):
                 yield unsubscripted(functional[0]), functional[1], sub, functional[2]
                 continue
             if buffers is None:  # syntax only: the keywords as written, ``**`` dict literals
-                arguments = _syntactic_arguments(sub, dicts if dicts is not None else {})
+                arguments = syntactic_arguments(sub, dicts if dicts is not None else {})
             else:
                 arguments = buffers.arguments(sub)
             target, given = switched_destination(sub, arguments, buffers)
@@ -314,7 +314,8 @@ def _same_text(a, b) -> bool:
     return type(a) is type(b) and a.deep_equals(b)
 
 
-def _syntactic_arguments(call, dicts) -> dict:
+def syntactic_arguments(call, dicts) -> dict:
+    """A call's keyword arguments as written, with those of a ``**name`` dict literal."""
     found = {}
     for arg in call.args:
         if arg.keyword is not None:

@@ -209,13 +209,17 @@ def keyword_value(unit: Unit, call: cst.Call, node: Node, word: str) -> cst.Base
     return None
 
 
-def writes_main_grad_of(code: cst.CSTNode, word: str | None) -> bool:
+def writes_main_grad_of(
+    code: cst.CSTNode, word: str | None, bound: frozenset[str] = frozenset()
+) -> bool:
     """``code`` writes the main_grad of the weight ``word`` names (``stem``): an in-place
     method of it (``w.main_grad.add_(...)``, not a reset) or a GEMM handed it
     (``gemm(x, dy, out=w.main_grad)``, ``fused_matmul_add(x, dy, w.main_grad)``), also
     through a local bound to it earlier in ``code`` (``mg = w.main_grad; gemm(x, dy, mg)``:
-    the local's name is the writer's choice, the buffer is the same)."""
-    aliases: dict[str, str | None] = {}  # local -> stem of the weight whose main_grad it holds
+    the local's name is the writer's choice, the buffer is the same) or, for a caller that
+    walks a function statement by statement, bound to it before ``code`` (``bound``)."""
+    # local -> stem of the weight whose main_grad it holds
+    aliases: dict[str, str | None] = dict.fromkeys(bound, word)
     for sub in patterns.walk(code):
         kind = type(sub)
         if kind is cst.Assign and len(sub.targets) == 1 and type(sub.targets[0].target) is cst.Name:

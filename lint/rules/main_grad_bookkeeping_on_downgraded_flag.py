@@ -17,6 +17,7 @@ cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 LITERALS = ("True", "False", "None")
 flag_origin = LazyModule("..analysis.flag_origin", __package__)
+delay_gated_dummy = LazyModule("..analysis.delay_gated_dummy", __package__)
 
 CODE = "GMLP002"
 RULE = Rule(
@@ -25,11 +26,13 @@ RULE = Rule(
     name="main-grad-bookkeeping-on-downgraded-flag",
     summary=(
         "`grad_added_to_main_grad = True`, a dummy wgrad, or None weight gradients are gated "
-        "on a local flag that `overwrite_main_grad` can switch off."
+        "on a local flag that `overwrite_main_grad` can switch off (or the dummy on the "
+        "split / delay mode)."
     ),
     flags=(
         "`grad_added_to_main_grad = True`, a dummy wgrad, or None/empty returned gradients gated "
-        "on such a flag"
+        "on such a flag; a dummy-versus-computed weight gradient chosen on the split or delay "
+        "mode"
     ),
     explanation="""
         When the weight gradient went into main_grad, the producer must tell Megatron's DDP
@@ -82,6 +85,19 @@ RULE = Rule(
         downgraded flag in that definition (blind corpus 12's ROCm `_Linear`): the wrong
         flag was chosen there, and every test reading the local only follows it.
 
+        The split or delay mode is not the gate either (blind corpus 17, the zero-bubble
+        Megatron fork: `grad_weight = _dummy_wgrad(weight, dtype) if wgrad_compute else
+        grad_output.t().matmul(total_input)` with `wgrad_compute = not
+        WeightGradStore.split_bw()`; analysis/delay_gated_dummy.py): a choice between a
+        dummy (a call named for it, or a bookkeeping helper of the file) and a computed
+        weight gradient, as a conditional expression or an `if` / `else` binding one name,
+        whose test reads the mode (`delay_wgrad`, `split_bw`, `zero_bubble` in its
+        text, or a local every binding of which does) hands back the real gradient on a
+        deferred step, which the store also adds into main_grad, and a dummy on an
+        immediate step without fusion. Dummy against None on that mode is right (the
+        deferred work finishes the job) and left alone. Not seen: the mode read through a
+        helper's return, and a dummy held by a local.
+
         Not seen: the choice made inside a helper of another file; a first-microbatch
         downgrade spelled without `not`; an index that is an
         arithmetic of the flag (`grads[int(accumulate) * 2]`); a dict display keyed by
@@ -131,6 +147,17 @@ RULE = Rule(
                     weight.main_grad.add_(wgrad)
                     weight.grad_added_to_main_grad = True
                 return dummy
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, weight, x, dy):
+                delay = WeightGradStore.split_bw()
+                if ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    weight.grad_added_to_main_grad = True
+                grad_weight = None if delay else make_dummy_wgrad(weight)
+                return grad_weight
             """
         ),
     ),
@@ -271,6 +298,18 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def backward(ctx, weight, x, dy):
+                wgrad_compute = not WeightGradStore.split_bw()
+                if ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    weight.grad_added_to_main_grad = True
+                grad_weight = make_dummy_wgrad(weight) if wgrad_compute else dy.t().matmul(x)
+                return grad_weight
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -289,7 +328,21 @@ FLAG_IS_LOCAL = (
 )
 
 
+DELAY_GATED = (
+    "the dummy-versus-real weight gradient is chosen on `{test}` ({cause}), the step's split "
+    "or delay mode, not on where the gradient goes: a deferred step hands back the real "
+    "gradient while the store also adds it into main_grad, and an immediate step without "
+    "fusion hands back a dummy for a gradient written nowhere; choose on the op-level "
+    "fusion setting"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
+    for unit in context.units:
+        survey = unit.survey
+        if survey.spells_main_grad or survey.spells_grad_added:
+            for test, cause in delay_gated_dummy.delay_gated_choices(unit):
+                out.report(CODE, test, DELAY_GATED.format(test=out.text(test), cause=cause))
     if "grad_added_to_main_grad" in context.source and "overwrite" in context.source:
         for unit in context.units_touching_overwrite():
             if unit.survey.spells_grad_added:

@@ -67,6 +67,16 @@ RULE = Rule(
         main_grad to something not a copy (the buffer put back after a scratch copy, a tensor
         of its own in a test) is not judged.
 
+        The copy may come across on `ctx` (blind corpus 17, a zero-bubble Megatron fork's
+        forward stashing `ctx.weight_main_grad = weight.main_grad.detach().clone()`, its
+        backward putting it back with `weight.main_grad = ctx.weight_main_grad`): a `ctx`
+        attribute that every assignment of the file sets to a copy of a parameter's
+        main_grad (by syntax: `clone` / `torch.clone` / `copy.deepcopy` of `X.main_grad`,
+        through the same-storage methods) is that copy wherever it is read, and is
+        reported at the copy when bound back to the main_grad of a parameter written the
+        same way. Not seen: the stashed copy used as a GEMM destination without being bound
+        back.
+
         Not seen: a copy made by a helper's own code (`grad = copy_of(main_grad)`), by
         `torch.empty_like` plus `copy_`, or by `.to(...)` into another dtype; a copy bound by
         a walrus or an annotated assignment; an attribute name bound by a loop; a copy bound
@@ -100,6 +110,23 @@ RULE = Rule(
             """
             def attach(param):
                 param.main_grad = param.get_main_grad()
+            """
+        ),
+        Example(
+            """
+            class _Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, weight)
+                    ctx.stashed_grad = weight.main_grad
+                    return x @ weight.t()
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    weight.main_grad = ctx.stashed_grad
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    return dy @ weight, None
             """
         ),
         Example(
@@ -144,6 +171,24 @@ RULE = Rule(
                 setattr(weight, grad_attr, _reshard_if_dtensor(grad, orig_grad))
             """,
             line=4,
+        ),
+        Example(
+            """
+            class _Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, weight)
+                    ctx.stashed_grad = weight.main_grad.detach().clone()
+                    return x @ weight.t()
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    weight.main_grad = ctx.stashed_grad
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    return dy @ weight, None
+            """,
+            line=5,
         ),
     ),
 )

@@ -171,6 +171,35 @@ RULE = Rule(
         and a replacing write where replacing is right whatever the switch says (a buffer
         reduced in place and copied back onto itself: reported, suppress with the reason).
 
+        A computed switch is a choice too (blind corpus 16, Fast-LLM's
+        `update_linear_gradients`: one branch hands `input_row_sparse_matmul(...,
+        out=weight.grad_buffer, accumulate=not param_get_and_unset_is_zero(weight))`,
+        another `torch.addmm(..., beta=beta, out=weight.grad_buffer)`, a third
+        `torch.mm(lhs, rhs, out=weight.grad_buffer)`): a write that adds to a destination
+        under an `accumulate=` / `beta=` value that is not a literal (nor a local bound only
+        to literals) says that value decides how that destination is written. A write that
+        replaces the same destination, storage the function was handed (a parameter, `self`,
+        an attribute of one), on a path no test of that value's terms decides (the
+        destination's own owner is not one: `weight` is the object, the call on it the
+        decision) ignores it. Files that never spell main_grad are analysed for this when
+        they hand a GEMM `accumulate=` such a value and spell `out=`. Not seen: the switch
+        computed into a local that another function reads, and a destination spelled two
+        ways.
+
+        An accumulator that records whether it holds a gradient (blind corpus 17, YaFSDP's
+        `Narrow.backward`: copy while `ctx.metaparam.grad_accumulation` is False, add once
+        it is True, then set it True; analysis/accumulation_records.py), in a file that
+        never spells main_grad: a function that sets such a record (an attribute named for
+        accumulation, not for fusion, set to `True`) and never reads it, while it replaces
+        storage reached through the record's owner, drops every earlier microbatch; one
+        that reads the record on one object and sets it on another
+        (`ctx.metaparam.param.grad_accumulation = True` beside a choice on
+        `ctx.metaparam.grad_accumulation`) leaves the record the choice reads False for
+        ever, and is reported at the assignment. Files are analysed for this when their
+        text sets such an attribute to `True` and spells a replacing write. Not seen: a
+        record kept under another word (`is_zero`, `fresh`), set through a helper, or
+        read in another function than the one that sets it.
+
         Its degenerate form: a function with a parameter named for the choice
         (`overwrite*`, `accumulate*`) that it never reads, and a write that replaces storage
         it was handed or reaches through an object (a parameter or `self`, an attribute of
@@ -307,6 +336,31 @@ RULE = Rule(
                 counts["seen"] = copy(rows)
             """
         ),
+        Example(
+            """
+            def chunked_wgrad(chunks, dys, shape):
+                out = torch.empty(shape)
+                out.zero_()
+                for i, (x, dy) in enumerate(zip(chunks, dys)):
+                    gemm(x, dy, out=out, accumulate=i > 0)
+                return out
+            """
+        ),
+        Example(
+            """
+            class Narrow(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    meta = ctx.metaparam
+                    view = meta.grad_buffer.narrow(0, meta.offset, meta.numel)
+                    if not meta.grad_accumulation:
+                        view.copy_(grad_output.view(-1))
+                    else:
+                        view.add_(grad_output.view(-1))
+                    meta.grad_accumulation = True
+                    return None, None
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -440,6 +494,44 @@ RULE = Rule(
                 return wgrad
             """,
             line=5,
+        ),
+        Example(
+            """
+            def update_gradients(weight, lhs, rhs, sparse):
+                if sparse:
+                    sparse_matmul(lhs, rhs, out=weight.grad_buffer, accumulate=not is_zero(weight))
+                else:
+                    torch.mm(lhs, rhs, out=weight.grad_buffer)
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            class Narrow(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    meta = ctx.metaparam
+                    meta.grad_buffer.narrow(0, meta.offset, meta.numel).copy_(grad_output.view(-1))
+                    meta.grad_accumulation = True
+                    return None, None
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            class Narrow(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    meta = ctx.metaparam
+                    view = meta.grad_buffer.narrow(0, meta.offset, meta.numel)
+                    if not meta.grad_accumulation:
+                        view.copy_(grad_output.view(-1))
+                    else:
+                        view.add_(grad_output.view(-1))
+                    meta.param.grad_accumulation = True
+                    return None, None
+            """,
+            line=10,
         ),
     ),
 )

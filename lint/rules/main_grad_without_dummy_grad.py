@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 wgrad = LazyModule("..analysis.wgrad", __package__)
+narrowed_mark = LazyModule("..analysis.narrowed_mark", __package__)
 
 CODE = "GMLP005"
 RULE = Rule(
     code=CODE,
-    classes=(3,),
+    classes=(3, 5),
     name="main-grad-without-dummy-grad",
     summary=(
         "The weight gradient went into main_grad, but what is handed back as the weight's "
@@ -31,7 +32,8 @@ RULE = Rule(
     flags=(
         "no dummy `.grad` for a weight whose gradient went into main_grad: main_grad itself "
         "returned under `grad_added_to_main_grad`, `None` in that branch, or `None` with no "
-        "`grad_added_to_main_grad` at all"
+        "`grad_added_to_main_grad` at all; and bookkeeping gated on the flag and something "
+        "else about the weight, whose `else` hands back `None`"
     ),
     explanation="""
         When a fused op writes the weight gradient into `param.main_grad`, autograd must
@@ -49,6 +51,22 @@ RULE = Rule(
         * a function makes main_grad the GEMM output, then returns None for that weight on
           the main_grad path and never sets `grad_added_to_main_grad` (TE #2097, the te.ops
           linear backward).
+
+        A fourth shape (blind corpus 16, PaddleFleet's linear backward): the bookkeeping's
+        guard asks for the flag and also something else about the weight (`if hasattr(w,
+        "grad_added_to_main_grad") and not getattr(w, "is_expert_param", False):`), and its
+        `else` binds the handed-back gradient to None. For a weight with the flag that the
+        extra condition excludes, main_grad holds the gradient, the flag stays False and no
+        `.grad` arrives, so the hook that reduces main_grad never fires (issue #19 class 5).
+        Reported on that condition, where the function writes the weight's main_grad. A
+        condition that restates when the write ran (it reads a term of a test around a
+        write: `wgrad_compute`), names the op-level setting, delayed wgrad or whether the
+        weight takes a gradient (`requires_grad`, `needs_input_grad`, Paddle's
+        `stop_gradient` / `trainable`), or only asks whether something is None, narrows
+        nothing and is left alone, as is a guard of the flag test
+        alone (`else` runs only for a weight without that bookkeeping). Not seen: the extra
+        condition in an enclosing `if`, or in an `elif` chain; the None bound after the
+        `if` instead of in its `else`.
 
         None under a test on delayed wgrad is left alone: with `delay_wgrad_compute` the
         weight carries `skip_backward_post_hook` and `backward_dw()` finishes the job.
@@ -114,6 +132,19 @@ RULE = Rule(
                     grad_weight = None
                 else:
                     grad_weight = dy.t().matmul(x)
+                return grad_weight
+            """
+        ),
+        Example(
+            """
+            def backward_wgrad(ctx, weight, x, dy, wgrad_compute):
+                if wgrad_compute:
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                if hasattr(weight, "grad_added_to_main_grad") and wgrad_compute:
+                    weight.grad_added_to_main_grad = True
+                    grad_weight = torch.zeros_like(weight)
+                else:
+                    grad_weight = None
                 return grad_weight
             """
         ),
@@ -188,6 +219,22 @@ RULE = Rule(
             """,
             line=8,
         ),
+        Example(
+            """
+            def backward_wgrad(ctx, weight, x, dy):
+                if ctx.gradient_accumulation_fusion:
+                    wgrad_gemm_accum_fp32(x, dy, weight.main_grad)
+                    if hasattr(weight, "grad_added_to_main_grad") and not weight.is_shared:
+                        weight.grad_added_to_main_grad = True
+                        grad_weight = torch.zeros_like(weight)
+                    else:
+                        grad_weight = None
+                else:
+                    grad_weight = dy.t().matmul(x)
+                return grad_weight
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -207,6 +254,13 @@ NO_MARK = (
     "`{name}` held main_grad and is handed back as None on the main_grad path, and this "
     "function never sets `grad_added_to_main_grad`: the fused op gives the DDP hook no dummy "
     "`.grad` (Transformer Engine #2097); set the flag under `hasattr` and return a dummy"
+)
+NARROWED = (
+    "the test that sets `{subject}.grad_added_to_main_grad` also asks `{narrowing}`, which "
+    "is not when main_grad was written: where it is false, `{name}` is handed back None "
+    "(line {line}) and the flag stays unset for a weight whose gradient is in main_grad, so "
+    "the hook that reduces main_grad never fires for it; gate the bookkeeping on the flag "
+    "(and the write's own condition) only"
 )
 OP_LEVEL_HINTS = ("main_grad", "accumulat", "fuse_wgrad", "gradient_accumulation_fusion")
 
@@ -251,6 +305,14 @@ class _Marked:
         for mark in found:
             if not self.none_in_block(mark):
                 self.main_grad_returned(mark)
+            for narrowing, none in narrowed_mark.nones_past_narrowed_guard(self.unit, mark):
+                message = NARROWED.format(
+                    name=wgrad.assigned_name(none),
+                    line=self.unit.context.line_of(none),
+                    subject=self.out.text(mark.subject),
+                    narrowing=self.out.text(narrowing),
+                )
+                self.out.report(CODE, narrowing, message)
 
     def dummy_fix(self, mark: Mark, edit: Edit | None) -> Fix | None:
         if edit is None:

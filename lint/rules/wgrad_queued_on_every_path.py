@@ -29,8 +29,10 @@ RULE = Rule(
         "callable whose work spells main_grad or assigns `.grad` (a lambda, "
         "`partial(f, ...)`, a function of the file or of the backward) with no other "
         "path that does the work: no enclosing "
-        "`if`/`else` branch that calls something instead, no earlier `if` that calls "
-        "something and returns"
+        "`if`/`else` branch (or arm of a conditional expression) that calls something "
+        "instead, no earlier `if` that calls something and returns; and a hand-off made only "
+        "where the receiving store's own switch says it is off (`compute() if store.enabled "
+        "else store.put(work)`)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad). A split backward (zero-bubble pipelines, TE's
@@ -57,6 +59,17 @@ RULE = Rule(
         returns `None` for the weight bypasses the gradient hooks of ZeRO / DDP, which see
         `None` (Megatron-DeepSpeed #428: the store was used on every path, not only under
         the zero-bubble schedule).
+
+        A statement that is a conditional expression (`work() if mode else
+        store.put(work)`) is an `if` of two arms. The arms swapped (blind corpus 16, Paddle's
+        zero-bubble `SplitBWMatmul.backward` queuing when `WeightGradStore.enabled` is
+        false): a hand-off whose path passes a test of the receiving store's own switch (an
+        attribute or method of the same object with enable(d), delay(ed), split or
+        defer(red) as a whole segment of its name, `not` counted: not
+        `deferral_limit_reached`) on the side where it is off queues exactly when no step pops
+        the store, and computes at once when one would. Not seen: the switch read through a
+        local or on another object (`if ctx.delay: ... else: store.put(...)`), and arms
+        swapped in an `if` / `elif` chain past its first test.
 
         Not seen: which test is the delay mode (any other branch that calls something
         counts as computing the gradient at once: a test of an unrelated switch hides the
@@ -118,6 +131,21 @@ RULE = Rule(
                     return grad_output @ weight, None
             """
         ),
+        Example(
+            """
+            class _LinearWithSplit(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+                    work = functools.partial(accumulate, weight, x, grad_output)
+                    WeightGradStore.put(work) if WeightGradStore.enabled else work()
+                    return grad_output @ weight, None
+
+
+            def accumulate(weight, x, g):
+                weight.main_grad.addmm_(g.t(), x)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -157,6 +185,36 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            class _LinearWithSplit(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+                    work = functools.partial(accumulate, weight, x, grad_output)
+                    work() if WeightGradStore.enabled else WeightGradStore.put(work)
+                    return grad_output @ weight, None
+
+
+            def accumulate(weight, x, g):
+                weight.main_grad.addmm_(g.t(), x)
+            """,
+            line=6,
+        ),
+        Example(
+            """
+            class _LinearWithSplit(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+                    if not ctx.store.delay_wgrad_compute():
+                        ctx.store.put(lambda: weight.main_grad.add_(grad_output.t() @ x))
+                    else:
+                        weight.main_grad.add_(grad_output.t() @ x)
+                    return grad_output @ weight, None
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -168,10 +226,19 @@ MESSAGE = (
 )
 
 
+OFF_MESSAGE = (
+    "the weight-gradient work is queued only where `{test}` says this store is off, and "
+    "computed at once where it is on: the two arms are swapped, so the queued work is never "
+    "popped and the split step computes it too early; queue where the store is on"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     # A hand-off followed on some path by the gradient computed again is GMLP036's (the work
     # is done twice there, not never).
     twice = {id(d.call) for d in context.shared(double_delivery.double_deliveries)}
     for handoff in context.shared(deferral.handoffs):
-        if not handoff.alternative and id(handoff.call) not in twice:
+        if handoff.off is not None:
+            out.report(CODE, handoff.call, OFF_MESSAGE.format(test=out.text(handoff.off)))
+        elif not handoff.alternative and id(handoff.call) not in twice:
             out.report(CODE, handoff.call, MESSAGE)

@@ -43,6 +43,17 @@ handed, and no longer counts `None` / `True` / `False` among a GEMM's operands. 
 7 of 16; held out (still not read) 2 of 8:
 a held-out variant is now caught by GMLP015, which takes the same copies.
 
+The nineteenth session read three more, each taken for its class: Fast-LLM's
+`torch.mm(lhs, rhs, out=weight.grad_buffer)` where the function's other branches hand that
+buffer computed switches (`accumulate=not param_get_and_unset_is_zero(weight)`, `beta=beta`):
+GMLP016 takes a computed switch for the function's own choice; PaddleFleet's bookkeeping
+guard narrowed with `and not getattr(weight, "is_expert_param", False)`, its `else` handing
+back None: GMLP005 reports a condition beside the flag test that is not when main_grad was
+written; Paddle's zero-bubble backward with the arms of `compute() if WeightGradStore.enabled
+else WeightGradStore.put(...)` swapped: GMLP023 reads a conditional expression's arms and
+reports a hand-off where the receiving store's own switch says it is off. Development 10 of
+16; held out (still not read) 2 of 8, unchanged.
+
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind16_corpus`` prints the table.
 """
@@ -69,12 +80,15 @@ OUTCOME: Outcomes = {
         (("GMLP051", 48), ("GMLP051", 48)),
         (),
     ),
-    "blind16-fastllm-linear-mm-out-grad-buffer": ("missed", (), ()),
+    # GMLP016: the sibling branches' computed switches decide grad_buffer's mode
+    "blind16-fastllm-linear-mm-out-grad-buffer": ("caught", (("GMLP016", 29),), ()),
     "blind16-paddlefleet-kitchen-gemm-no-accumulate": ("missed", (), ()),
     "blind16-fastllm-accumulate-hook-keeps-grad": ("missed", (), ()),
-    "blind16-paddlefleet-linear-expert-no-dummy": ("missed", (), ()),
+    # GMLP005: the bookkeeping's guard also asks is_expert_param, its else hands back None
+    "blind16-paddlefleet-linear-expert-no-dummy": ("caught", (("GMLP005", 37),), ()),
     "blind16-paddle-weight-grad-store-flush-clears": ("missed", (), ()),
-    "blind16-paddle-split-bw-matmul-swapped-store": ("missed", (), ()),
+    # GMLP023: the hand-off runs where `WeightGradStore.enabled` says the store is off
+    "blind16-paddle-split-bw-matmul-swapped-store": ("caught", (("GMLP023", 55),), ()),
     "blind16-paddlefleet-linear-dummy-on-wgrad-compute": ("caught", (("GMLP005", 38),), ()),
     "blind16-paddlefleet-linear-expert-real-or-dummy": ("caught", (("GMLP033", 55),), ()),
     "blind16-paddlefleet-expert-down-main-grad-local": ("missed", (), ()),

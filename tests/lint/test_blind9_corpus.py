@@ -13,8 +13,11 @@ primus_turbo.py:206, GMLP009 at Megatron-LM's experts.py:694.
 
 The held-out eight were read on 2026-12-05 (eleventh session) after their second
 measurement (1 of 8 again, on 6a17985) and are development material since: GMLP050-052 and
-the GMLP021 / GMLP037 extensions were written from them (6 of 8 now, not blind). The
-held-out part of the project's variant corpora is now the tenth corpus's.
+the GMLP021 / GMLP037 extensions were written from them (6 of 8 then, not blind). The
+held-out part of the project's variant corpora is now the tenth corpus's. A seventh (7 of 8)
+since the nineteenth session: Fast-LLM's `torch.mm(..., out=weight.grad_buffer)` beside
+branches whose computed `accumulate=` / `beta=` decide that buffer's mode (GMLP016's computed
+switches, written from the sixteenth corpus's twin of it).
 
 ``OUTCOME`` pins every variant's result with the rules now (development variants mended since
 are marked), so a rule change that moves one makes these tests fail and the figures get
@@ -94,7 +97,9 @@ OUTCOME: Outcomes = {
         (),
     ),
     # other frameworks' buffer names (Fast-LLM's grad_buffer) are not main_grad's vocabulary
-    "blind9-fastllm-linear-wgrad-mm-out": ("missed", (), ()),
+    # caught since the eighteenth session's second day: the computed switches of the
+    # function's other writes into the buffer decide its mode (GMLP016)
+    "blind9-fastllm-linear-wgrad-mm-out": ("caught", (("GMLP016", 29),), ()),
     # GMLP035 on line 30 is the twin's too (the real backward_dw's .grad assignment); GMLP052
     # sees fc1's wgrad popped beside fc2's and never handed on
     "blind9-victarry-layernorm-mlp-backward-dw-fc1-grad": (

@@ -78,3 +78,46 @@ def test_values_or_the_whole_buffer_replaced_after_the_choice_are_still_reported
     ):
         findings = _lint(_MASKED_AFTER_THE_CHOICE.format(write=write))
         assert [(f.code, f.line) for f in findings] == [("GMLP016", 10)], write
+
+
+_COMPUTED = """
+    def update(weight, lhs, rhs, sparse, acc):
+        {binding}
+        if sparse:
+            sparse_matmul(lhs, rhs, out=weight.grad_buffer, accumulate={switch})
+        else:
+            {other}
+"""
+
+
+def _codes(binding: str, switch: str, other: str):
+    source = textwrap.dedent(_COMPUTED).format(binding=binding, switch=switch, other=other)
+    return [(f.code, f.line) for f in _lint(source)]
+
+
+def test_a_computed_switch_decides_its_destination_against_an_unasked_replace():
+    replace = "torch.mm(lhs, rhs, out=weight.grad_buffer)"
+    assert _codes("pass", "not is_zero(weight)", replace) == [("GMLP016", 6)]
+    # the same value asked on the other path too: decided there as well
+    asked = "if is_zero(weight): weight.grad_buffer.copy_(lhs @ rhs)"
+    assert _codes("pass", "not is_zero(weight)", asked) == []
+
+
+def test_a_switch_bound_only_to_literals_is_no_computed_choice():
+    replace = "torch.mm(lhs, rhs, out=weight.grad_buffer)"
+    # ``acc`` is rebound to a constant before the call: the switch is that constant, and
+    # a constant decides nothing for the other path to ignore
+    assert _codes("acc = True", "acc", replace) == []
+    assert _codes("acc = flag(weight)", "acc", replace) == [("GMLP016", 6)]
+
+
+def test_a_computed_switch_on_storage_the_function_allocated_is_its_own():
+    source = """
+        def chunked(chunks, dys, shape):
+            out = torch.empty(shape)
+            for i, (x, dy) in enumerate(zip(chunks, dys)):
+                gemm(x, dy, out=out, accumulate=i > 0)
+            out.copy_(out * 0.5)
+            return out
+    """
+    assert _lint(source) == []

@@ -133,3 +133,39 @@ def test_the_work_estimate_asks_for_the_switch_as_the_engine_does():
             data.decode()
         )
     assert triggers.may_be_analysed(handed, NO_RUN_FACTS)
+
+
+@pytest.mark.parametrize(
+    ("source", "analysed"),
+    [
+        # a GEMM told to add by a value it computes: the function's own choice (GMLP016)
+        ("def f(w, a, b):\n    mm(a, b, out=w.buf, accumulate=not is_zero(w))\n", True),
+        ("def f(w, a, b):\n    mm(a, b, out=w.buf, ACCUMULATE=acc)\n", True),
+        # a literal switch chooses nothing; a comparison is no keyword; no ``out=``: no write
+        ("def f(w, a, b):\n    mm(a, b, out=w.buf, accumulate=True)\n", False),
+        ("def f(w, a, b):\n    mm(a, b, out=w.buf, accumulate=0)\n", False),
+        ("def f(w, a, b):\n    return accumulate == flag(out=w)\n", False),
+        ("def f(w, a, b):\n    return mm(a, b, accumulate=not is_zero(w))\n", False),
+        ("def f(w, a, b):\n    mm(a, b, out=w.buf, grad_accumulate=acc)\n", False),
+    ],
+)
+def test_a_computed_accumulate_switch_with_an_out_is_a_trigger(source, analysed):
+    assert triggers.mentions_contract(source) is analysed
+    data = source.encode()
+    assert triggers.may_be_analysed(data, NO_RUN_FACTS) is analysed
+
+
+@pytest.mark.parametrize(
+    ("source", "analysed"),
+    [
+        # an accumulator's record that it holds a gradient, beside a replacing write
+        ("def f(meta, g):\n    meta.buf.copy_(g)\n    meta.grad_accumulation = True\n", True),
+        # a fusion setting is no record; a record with no replacing write judges nothing
+        ("def f(c, g):\n    c.buf.copy_(g)\n    c.gradient_accumulation_fusion = True\n", False),
+        ("def f(meta, g):\n    meta.buf.add_(g)\n    meta.grad_accumulation = True\n", False),
+        ("def f(meta, g):\n    meta.buf.copy_(g)\n    meta.grad_accumulation = False\n", False),
+    ],
+)
+def test_an_accumulation_record_beside_a_replacing_write_is_a_trigger(source, analysed):
+    assert triggers.mentions_contract(source) is analysed
+    assert triggers.may_be_analysed(source.encode(), NO_RUN_FACTS) is analysed
