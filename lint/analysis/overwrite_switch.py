@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 # Names that stand for an object, not a decision: a test reading only ``self.x`` is about
 # ``self.x``, not about ``self``.
 _OBJECT_NAMES = frozenset({"self", "ctx", "cls"})
+# Names a computed switch's local may read that say nothing about the choice.
+_BUILTINS = frozenset({"getattr", "hasattr", "isinstance", "len", "bool", "True", "False", "None"})
 
 
 class Choice(NamedTuple):
@@ -135,8 +137,9 @@ class Switches:
             if sources is None:
                 sources = _binding_sources(self.unit)
             # a test on what a local was computed from decides as much as one on the local
+            # (not the owner again, nor a builtin every test may call)
             for term in list(terms):
-                terms |= sources.get(term, frozenset())
+                terms |= sources.get(term, frozenset()) - {owner_name} - _BUILTINS
             self.governed[key] = Choice(at, value, frozenset(terms), by_argument=True)
 
     def _taint(self, terms: frozenset[str]):
