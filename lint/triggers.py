@@ -89,12 +89,19 @@ RECORD_WORD = "ccumulat"
 _RECORD = re.compile(r"\.(\w*[Aa]ccumulat\w*)[ \t]*=[ \t]*True\b")
 
 
+def is_record_name(name: str) -> bool:
+    """An attribute name for an accumulator's record that it holds a gradient
+    (``grad_accumulation``), not for a fusion setting."""
+    lowered = name.lower()
+    return RECORD_WORD in lowered and "fus" not in lowered
+
+
 def records_accumulation(source: str) -> bool:
-    """Some attribute named for accumulation (not for fusion) is set to ``True`` in a text
-    that spells a replacing write (over the raw text)."""
+    """Some attribute with a record's name is set to ``True`` in a text that spells a
+    replacing write (over the raw text)."""
     if not any(word in source for word in REPLACING_WORDS):
         return False
-    return any("fus" not in m.group(1).lower() for m in _RECORD.finditer(source))
+    return any(is_record_name(m.group(1)) for m in _RECORD.finditer(source))
 
 
 def _is_parameter(source: str, at: int) -> bool:

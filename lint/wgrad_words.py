@@ -60,3 +60,28 @@ def names_grad_hook(word: str) -> bool:
     weight-gradient contract, not a saved-tensor, forward or checkpoint hook."""
     lowered = word.lower()
     return names_hook(word) and any(w in lowered for w in CALLBACK_WORDS)
+
+
+# Spellings of the split or delay mode of the backward pass in a test's text (GMLP002's delay
+# gate: ``wgrad_compute = not WeightGradStore.split_bw()``). Not ``defer``: Megatron-LM's
+# ``defer_embedding_wgrad_compute`` gates other things.
+DELAY_MODE_SPELLINGS = ("delay_wgrad", "split_bw", "zero_bubble")
+# Whole segments of a store's attribute or method that say it is splitting the backward pass
+# (``enabled``, ``split_bw``, ``delay_wgrad_compute``; not ``deferral_limit_reached``), and
+# those that name the switch for its off side (``split_bw_disabled``): GMLP023.
+STORE_ON_SEGMENTS = frozenset(
+    {"enable", "enabled", "delay", "delayed", "split", "defer", "deferred"}
+)
+STORE_OFF_SEGMENTS = frozenset({"disable", "disabled", "no", "not", "off", "skip"})
+
+
+def delay_mode_spelling(text: str) -> str | None:
+    """The spelling of the split or delay mode that ``text`` contains, if any."""
+    lowered = text.lower()
+    return next((w for w in DELAY_MODE_SPELLINGS if w in lowered), None)
+
+
+def names_store_on_switch(attr: str) -> bool:
+    """A store's attribute or method that is its on switch (``enabled``, ``split_bw``)."""
+    segments = attr.lower().split("_")
+    return not STORE_ON_SEGMENTS.isdisjoint(segments) and STORE_OFF_SEGMENTS.isdisjoint(segments)

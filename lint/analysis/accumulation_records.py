@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ..triggers import is_record_name
 from . import patterns, tensor_writes
+from .zeroed_accumulation import is_reset
 
 if TYPE_CHECKING:
     from .module import Unit
-
-RECORD_WORD = "accumulat"
 
 NEVER_READ = (
     "this replaces `{target}`'s contents ({how}), and the function then records "
@@ -78,8 +78,7 @@ def _records(unit: Unit) -> Iterator[tuple[cst.Assign, str, str]]:
             continue
         for target in stmt.targets:
             attr = target.target
-            name = attr.attr.value.lower() if type(attr) is cst.Attribute else ""
-            if RECORD_WORD in name and "fus" not in name:  # a fusion setting is no record
+            if type(attr) is cst.Attribute and is_record_name(attr.attr.value):
                 yield stmt, code(attr.value).strip(), attr.attr.value
 
 
@@ -96,7 +95,7 @@ def _read_records(unit: Unit) -> list[tuple[str, str]]:
             if (
                 type(sub) is cst.Attribute
                 and id(sub) not in assigned
-                and RECORD_WORD in sub.attr.value.lower()
+                and is_record_name(sub.attr.value)
             ):
                 found.append((code(sub).strip(), sub.attr.value))
     return found
@@ -107,7 +106,8 @@ def _unasked_replaces(unit: Unit, owner: str, record: str):
     prefix = owner + "."
     for root, node in unit.expression_roots():
         for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
-            if kind != "replace" or type(at) is cst.Assign or _resets(at):
+            # a reset (``zero_()``, ``fill_``) starts afresh: it carries no microbatch's values
+            if kind != "replace" or type(at) is cst.Assign or is_reset(how):
                 continue
             target = code(dest).strip()
             # a gradient buffer of the owner (``meta.grad_buffer``), not its data
@@ -121,9 +121,3 @@ def _same_root_paths(a: str, b: str) -> bool:
     if a.startswith(b + ".") or b.startswith(a + "."):
         return True
     return "." in a and "." in b and a.split(".")[0] == b.split(".")[0]
-
-
-def _resets(write) -> bool:
-    """``zero_()`` / ``fill_(...)``: starting afresh carries no microbatch's values."""
-    method = patterns.method_call(write) if type(write) is cst.Call else None
-    return method is not None and method[1] in patterns.RESET_METHODS

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ..wgrad_words import names_store_on_switch
 from . import patterns
 from .module import ModuleContext, compound_suites, suite_body
 
@@ -214,13 +215,6 @@ def _branches(
         yield from _calls(suite_body(arm), here, (*tests, (stmt.test, index == 0)))
 
 
-# Words of a store's attribute or method that says it is splitting the backward pass, as
-# whole segments of its name (``enabled``, ``split_bw``, ``delay_wgrad_compute``; not
-# ``deferral_limit_reached``, a limit of the deferral).
-_ON_WORDS = frozenset({"enable", "enabled", "delay", "delayed", "split", "defer", "deferred"})
-_OFF_WORDS = frozenset({"disable", "disabled", "no", "not", "off", "skip"})
-
-
 def _store_off(call: cst.Call, tests: Tests) -> cst.BaseExpression | None:
     """The test among ``tests`` that reads the receiving store's own on switch
     (``store.enabled``, ``store.delay_wgrad_compute()``, negated or not) and says it is off
@@ -234,10 +228,7 @@ def _store_off(call: cst.Call, tests: Tests) -> cst.BaseExpression | None:
             inner = inner.func
         if not isinstance(inner, cst.Attribute) or positive:
             continue
-        segments = inner.attr.value.lower().split("_")
-        if _ON_WORDS.isdisjoint(segments) or not _OFF_WORDS.isdisjoint(segments):
-            continue  # not a switch of the mode, or one named for its off side
-        if inner.value.deep_equals(receiver):
+        if names_store_on_switch(inner.attr.value) and inner.value.deep_equals(receiver):
             return test
     return None
 

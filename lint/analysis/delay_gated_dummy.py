@@ -19,13 +19,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ..wgrad_words import delay_mode_spelling
 from . import patterns, wgrad
 
 if TYPE_CHECKING:
     from .module import Unit
-
-# Words that say a value is the split or delay mode of the backward pass.
-DELAY_WORDS = ("delay_wgrad", "split_bw", "zero_bubble")
 
 
 def delay_gated_choices(unit: Unit) -> Iterator[tuple[cst.BaseExpression, str]]:
@@ -92,8 +90,7 @@ def _delay_locals(unit: Unit) -> dict[str, str]:
         if type(stmt) is not cst.Assign:
             continue
         names = [t.target.value for t in stmt.targets if type(t.target) is cst.Name]
-        text = unit.context.code(stmt.value)
-        word = next((w for w in DELAY_WORDS if w in text.lower()), None)
+        word = delay_mode_spelling(unit.context.code(stmt.value))
         for name in names:
             if word is None:
                 other.add(name)
@@ -103,8 +100,7 @@ def _delay_locals(unit: Unit) -> dict[str, str]:
 
 
 def _delay_cause(test, code, delay_locals: dict[str, str]) -> str | None:
-    text = code(test).lower()
-    word = next((w for w in DELAY_WORDS if w in text), None)
+    word = delay_mode_spelling(code(test))
     if word is not None:
         return word
     for name in patterns.read_names(test):

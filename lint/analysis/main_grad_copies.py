@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import file_functions, patterns, provenance
+from .carried import ctx_attr
 from .module import Unit
 
 BUFFER, COPY = "buffer", "copy"
@@ -54,7 +55,7 @@ def copies_bound(unit: Unit) -> list[CopyBound]:
             continue
         for owner, value in bindings(unit, stmt, node):
             text = unit.context.code(owner).strip()
-            kind, copy = _what(unit, value, node, text, DEPTH)
+            kind, copy = _what(unit, value, node, text, DEPTH, unit.context.shared(ctx_copies))
             if kind == COPY:
                 found.append(CopyBound(stmt, text, copy))
             else:
@@ -99,15 +100,17 @@ def _strings(value) -> list[str | None]:
     return [patterns.string_value(value)]
 
 
-def _what(unit: Unit, value, node, owner: str, depth: int):
-    """(BUFFER or COPY or None, the copying call) for ``value`` read where ``node`` runs."""
+def _what(unit: Unit, value, node, owner: str, depth: int, stashed: dict):
+    """(BUFFER or COPY or None, the copying call) for ``value`` read where ``node`` runs;
+    ``stashed``: the ``ctx`` attributes known to hold copies (``ctx_copies``; none while
+    those are being found)."""
     if depth == 0 or value is None:
         return None, None
-    attr = _ctx_attr(value)
+    attr = ctx_attr(value)
     if attr is not None:
-        stashed = unit.context.shared(ctx_copies).get(attr)
-        if stashed is not None and stashed[0] == owner:
-            return COPY, stashed[1]
+        copied = stashed.get(attr)
+        if copied is not None and copied[0] == owner:
+            return COPY, copied[1]
     found = patterns.main_grad_owner(value)
     if found is not None:
         return (BUFFER if unit.context.code(found).strip() == owner else None), None
@@ -117,9 +120,9 @@ def _what(unit: Unit, value, node, owner: str, depth: int):
         named = same and _names_main_grad(unit, args[1].value, node)
         return (BUFFER, None) if named else (None, None)
     if type(value) is cst.Name:
-        return _what_name(unit, value.value, node, owner, depth)
+        return _what_name(unit, value.value, node, owner, depth, stashed)
     if type(value) is cst.Attribute and value.attr.value in SAME_STORAGE:
-        return _what(unit, value.value, node, owner, depth - 1)
+        return _what(unit, value.value, node, owner, depth - 1, stashed)
     if type(value) is not cst.Call:
         return None, None
     func = value.func
@@ -127,27 +130,29 @@ def _what(unit: Unit, value, node, owner: str, depth: int):
     if type(func) is cst.Attribute and not _is_module(func.value):
         # a method of the value: a copy, the same storage, or something else
         if name in COPYING:
-            kind, _ = _what(unit, func.value, node, owner, depth - 1)
+            kind, _ = _what(unit, func.value, node, owner, depth - 1, stashed)
             return (COPY, value) if kind is not None else (None, None)
         if name in SAME_STORAGE:
-            return _what(unit, func.value, node, owner, depth - 1)
+            return _what(unit, func.value, node, owner, depth - 1, stashed)
         return None, None
     context = unit.context
     function = file_functions.callee(
         value, context.shared(file_functions.by_name), context.shared(file_functions.class_names)
     )
     if function is not None:
-        return _returned(unit, value, function, node, owner, depth)
+        return _returned(unit, value, function, node, owner, depth, stashed)
     positional = patterns.positional_args(value)
     if not positional:
         return None, None
-    kind, copy = _what(unit, positional[0].value, node, owner, depth - 1)
+    kind, copy = _what(unit, positional[0].value, node, owner, depth - 1, stashed)
     if kind is not None and name in COPYING:
         return COPY, value  # ``torch.clone(g)``, ``copy.deepcopy(g)``
     return kind, copy
 
 
-def _returned(unit: Unit, call: cst.Call, function: cst.FunctionDef, node, owner, depth):
+def _returned(
+    unit: Unit, call: cst.Call, function: cst.FunctionDef, node, owner, depth, stashed: dict
+):
     """What a call of a function of the file hands back, from its ``return``s that return a
     parameter as it was given: the argument bound to it (``_reshard_if_dtensor(grad, ref)``
     returning ``ref`` on one path and ``grad`` on the other is a copy when ``grad`` is one).
@@ -163,15 +168,15 @@ def _returned(unit: Unit, call: cst.Call, function: cst.FunctionDef, node, owner
         if type(sub) is cst.Return and type(sub.value) is cst.Name:
             name = sub.value.value
             if name in arguments and name not in rebound:
-                kinds.append(_what(unit, arguments[name], node, owner, depth - 1))
+                kinds.append(_what(unit, arguments[name], node, owner, depth - 1, stashed))
     return _either(kinds)
 
 
-def _what_name(unit: Unit, name: str, node, owner: str, depth: int):
+def _what_name(unit: Unit, name: str, node, owner: str, depth: int, stashed: dict):
     defs = unit.reaching.reaching(name, node)
     if not defs or any(d.kind != "assign" for d in defs):
         return None, None
-    return _either([_what(unit, d.value, d.node, owner, depth - 1) for d in defs])
+    return _either([_what(unit, d.value, d.node, owner, depth - 1, stashed) for d in defs])
 
 
 def _either(results: list[tuple]):
@@ -198,7 +203,7 @@ def ctx_copies(context) -> dict[str, tuple[str, cst.Call]]:
             if type(stmt) is not cst.Assign:
                 continue
             for target in stmt.targets:
-                attr = _ctx_attr(target.target)
+                attr = ctx_attr(target.target)
                 if attr is None:
                     continue
                 copied = _copied_main_grad(unit, stmt.value, unit.node_for(stmt))
@@ -210,41 +215,26 @@ def ctx_copies(context) -> dict[str, tuple[str, cst.Call]]:
 
 
 def _copied_main_grad(unit: Unit, value, node) -> tuple[str, cst.Call] | None:
-    """(X as written, the copying call) for a value that copies ``X.main_grad``
-    (``X.main_grad.clone()``, ``X.main_grad.detach().clone()``, ``torch.clone(...)``, also
-    of a local whose one binding reaching ``node`` is ``X.main_grad``)."""
+    """(X as written, the copying call) for a value that ``_what`` finds a copy of
+    ``X.main_grad``, X any parameter whose main_grad the value (or the one binding of a local
+    it reads, reaching ``node``) spells."""
     if type(value) is not cst.Call or patterns.callee_name(value) not in COPYING:
         return None
-    func = value.func
-    if type(func) is cst.Attribute and not _is_module(func.value):
-        inner = func.value
-    else:
-        positional = patterns.positional_args(value)
-        if not positional:
-            return None
-        inner = positional[0].value
-    while True:
-        if type(inner) is cst.Call and type(inner.func) is cst.Attribute:
-            if inner.func.attr.value not in SAME_STORAGE:
-                return None
-            inner = inner.func.value
-        elif type(inner) is cst.Attribute and inner.attr.value in SAME_STORAGE:
-            inner = inner.value
-        else:
-            break
-    if type(inner) is cst.Name and node is not None:
-        defs = unit.reaching.reaching(inner.value, node)
-        if len(defs) == 1 and defs[0].kind == "assign" and defs[0].value is not None:
-            inner = defs[0].value
-    owner = patterns.main_grad_owner(inner)
-    if owner is None:
-        return None
-    return unit.context.code(owner).strip(), value
-
-
-def _ctx_attr(expr) -> str | None:
-    if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "ctx":
-        return expr.attr.value
+    spelled = [value]
+    for name in patterns.read_names(value):
+        defs = unit.reaching.reaching(name.value, node) if node is not None else []
+        spelled += [d.value for d in defs if d.kind == "assign" and d.value is not None]
+    owners = {
+        unit.context.code(owner).strip()
+        for expr in spelled
+        for sub in patterns.walk(expr)
+        for owner in (patterns.main_grad_owner(sub),)
+        if owner is not None
+    }
+    for owner in sorted(owners):
+        kind, copy = _what(unit, value, node, owner, DEPTH, {})
+        if kind == COPY:
+            return owner, copy
     return None
 
 

@@ -113,16 +113,18 @@ def _guard_and_other_side(mark: Mark):
 def _main_grad_writes(unit: Unit, word: str | None):
     """The graph nodes of the statements writing the main_grad of the weight ``word`` names,
     also through a local the function binds to it (``mg = w.main_grad; gemm(x, dy, mg)``)."""
-    aliases = set()
-    for stmt, _ in unit.statements():
-        if isinstance(stmt, cst.Assign) and wgrad.assigned_name(stmt):
-            owner = patterns.main_grad_owner(stmt.value)
-            if owner is not None and wgrad.stem(owner) == word:
-                aliases.add(wgrad.assigned_name(stmt))
+    aliases = frozenset(
+        wgrad.assigned_name(stmt)
+        for stmt, _ in unit.statements()
+        if isinstance(stmt, cst.Assign)
+        and wgrad.assigned_name(stmt)
+        and (owner := patterns.main_grad_owner(stmt.value)) is not None
+        and wgrad.stem(owner) == word
+    )
     for stmt, _ in unit.statements():
         if isinstance(stmt, cst.BaseCompoundStatement):
             continue
-        if wgrad.writes_main_grad_of(stmt, word, frozenset(aliases)):
+        if wgrad.writes_main_grad_of(stmt, word, aliases):
             node = unit.node_for(stmt)
             if node is not None:
                 yield node

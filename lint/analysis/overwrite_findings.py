@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ..wgrad_words import names_hook
-from . import module, overwrite_switch, patterns, step_consumers, tensor_writes
+from . import file_functions, module, overwrite_switch, patterns, step_consumers, tensor_writes
 from .write_methods import ACCUMULATE_KEYWORDS
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def check_unheeded_switch(
                 # loop's own (``accumulate=i > 0``): only storage handed in is a gradient
                 # the caller keeps. A write that reads the destination it masks
                 # (``D.masked_fill_(D.isnan(), 0)``) fixes values up, it replaces nothing.
-                params = _parameter_names(unit) if params is None else params
+                params = set(file_functions.parameters(unit.owner)) if params is None else params
                 if not tensor_writes.handed_in(unit, dest, node, params):
                     continue
                 if _reads_its_destination(at, key, code):
@@ -279,7 +279,7 @@ def _check_switch_never_read(
     ignored = [name for name in switches if name not in read]
     if not ignored or len(ignored) != len(switches):
         return  # one switch read is asking: the others may be passed on under another name
-    params = _parameter_names(unit)
+    params = set(file_functions.parameters(unit.owner))
     for root, node in unit.expression_roots():
         for dest, kind, at, how in tensor_writes.writes(root, tensor_writes.Buffers(unit, node)):
             if kind != "replace" or id(at) in reported:
@@ -303,11 +303,6 @@ def _reads_its_destination(write, key: str, code) -> bool:
         for sub in patterns.walk(arg.value)
         if type(sub) in (cst.Name, cst.Attribute)
     )
-
-
-def _parameter_names(unit: Unit) -> set[str]:
-    params = unit.params
-    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
 def _switch_argument(write) -> cst.Arg | None:

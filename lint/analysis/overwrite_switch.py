@@ -295,12 +295,5 @@ def handed_in(unit: Unit, terms: frozenset[str], destination: str) -> bool:
     names -= _OBJECT_NAMES | {destination.split(".")[0].split("[")[0]}
     if terms & names:
         return True
-    for stmt, _ in unit.statements():
-        smalls = stmt.body if type(stmt) is cst.SimpleStatementLine else (stmt,)
-        for small in smalls:
-            if type(small) is not cst.Assign:
-                continue
-            bound = {t.target.value for t in small.targets if type(t.target) is cst.Name}
-            if bound & terms and {n.value for n in patterns.read_names(small.value)} & names:
-                return True
-    return False
+    sources = _binding_sources(unit)
+    return any(sources.get(term, frozenset()) & names for term in terms)

@@ -43,7 +43,7 @@ def resets_before_adds(unit: Unit) -> Iterator[tuple[cst.Call, cst.BaseExpressio
             if not buffers.main_grad(dest):
                 continue
             keys = _storage_keys(unit, dest)
-            if kind == "replace" and _reset(how):
+            if kind == "replace" and is_reset(how):
                 resets.append((call, dest, node, keys))
             elif kind == "accumulate" and _computes(call):
                 adds.append((call, node, keys))
@@ -76,7 +76,8 @@ def _kernels(root):
                     yield arg.value, "accumulate", sub, name
 
 
-def _reset(how: str) -> bool:
+def is_reset(how: str) -> bool:
+    """A write (by ``tensor_writes.writes``' ``how``) that resets its destination."""
     return how in RESETS or how.startswith("_foreach_zero_")
 
 
