@@ -85,6 +85,9 @@ RULE_MODULES = {
     "GMLP059": "delayed_layer_left_out_of_flush",
     "GMLP060": "flag_read_before_set",
     "GMLP061": "recorded_flags_restored_as_true",
+    "GMLP062": "wgrad_dropped_in_mode_arm",
+    "GMLP063": "main_grad_fallback_dropped",
+    "GMLP064": "grad_kept_after_accumulating",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

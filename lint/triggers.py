@@ -21,6 +21,12 @@ TRIGGERS = (
     # the per-micro-step accumulation state of ZeRO-style optimizers, whose FP32 gradient
     # partitions are main_grad under another name (GMLP016's consumer side)
     "accumulation_boundary",
+    # APEX's fused wgrad kernels (``wgrad_gemm_accum_fp32``): outside Megatron they are
+    # handed the Parameter's ``.grad`` (GMLP051), with no main_grad in the file
+    "gemm_accum",
+    # a zero-bubble store of weight-gradient work (GMLP036): ColossalAI's backward hands it
+    # work with no main_grad in the file
+    "WeightGradStore",
 )
 _BYTE_TRIGGERS = tuple(t.encode() for t in TRIGGERS)
 # Worth parsing only in a run that uses TE's delayed-wgrad contract (``RunFacts.delayed_wgrad``,

@@ -85,3 +85,15 @@ def names_store_on_switch(attr: str) -> bool:
     """A store's attribute or method that is its on switch (``enabled``, ``split_bw``)."""
     segments = attr.lower().split("_")
     return not STORE_ON_SEGMENTS.isdisjoint(segments) and STORE_OFF_SEGMENTS.isdisjoint(segments)
+
+
+# A store named for weight gradients (``WeightGradStore``, ``self.wgrad_store``): what is
+# put into it is weight-gradient work, whatever the callable's body (often imported).
+WEIGHT_GRAD_STORE_WORDS = ("weightgradstore", "wgradstore", "weightgradientstore")
+# Its methods that take work in.
+STORE_PUT_METHODS = frozenset({"put", "append", "push", "enqueue"})
+
+
+def names_weight_grad_store(word: str) -> bool:
+    folded = word.lower().replace("_", "")
+    return any(store in folded for store in WEIGHT_GRAD_STORE_WORDS)

@@ -24,11 +24,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..wgrad_words import names_store_on_switch
+from ..wgrad_words import STORE_PUT_METHODS, names_store_on_switch, names_weight_grad_store
 from . import patterns
 from .module import ModuleContext, compound_suites, suite_body
 
 MAIN_GRAD = "main_grad"
+# The text of a file whose backward may hand work to a store named for weight gradients
+# (``WeightGradStore``: zero-bubble pipelines with no main_grad, ColossalAI's).
+WEIGHT_GRAD_STORE = "WeightGradStore"
 GRAD = "grad"
 BACKWARD = "backward"
 PARTIALS = frozenset({"partial"})
@@ -44,11 +47,15 @@ class Handoff:
     # where it says so (``if store.enabled: compute() else: store.put(work)``): the work is
     # queued exactly when nobody will pop it, and computed at once when a later step would.
     off: cst.BaseExpression | None = None
+    # The callable's work was read and writes main_grad or ``.grad`` (False: only the
+    # store's name says it takes weight-gradient work; the callable is imported). Whether
+    # some path does the work itself is then not known either.
+    work_seen: bool = True
 
 
 def handoffs(context: ModuleContext) -> list[Handoff]:
     """Every hand-off of wgrad work in the file's ``backward`` functions."""
-    if MAIN_GRAD not in context.source:
+    if MAIN_GRAD not in context.source and WEIGHT_GRAD_STORE not in context.source:
         return []
     top = {
         stmt.name.value: stmt for stmt in context.module.body if isinstance(stmt, cst.FunctionDef)
@@ -58,11 +65,10 @@ def handoffs(context: ModuleContext) -> list[Handoff]:
         owner = unit.owner
         if isinstance(owner, cst.FunctionDef) and owner.name.value == BACKWARD:
             scope = _Scope(owner, top)
-            found.extend(
-                Handoff(call, alternative, _store_off(call, branch))
-                for call, alternative, branch in _calls(suite_body(owner.body), False, ())
-                if any(scope.writes_main_grad(arg.value) for arg in call.args)
-            )
+            for call, alternative, branch in _calls(suite_body(owner.body), False, ()):
+                seen = any(scope.writes_main_grad(arg.value) for arg in call.args)
+                if seen or _puts_into_wgrad_store(call):
+                    found.append(Handoff(call, alternative, _store_off(call, branch), seen))
     return found
 
 
@@ -249,6 +255,22 @@ def _raises_or_returns(stmt: cst.CSTNode) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and any(
         isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in stmt.body
     )
+
+
+def _puts_into_wgrad_store(call: cst.Call) -> bool:
+    """``WeightGradStore.put(x, dy, weight, work)``: a store named for weight gradients takes
+    work in, whether or not the callable's body can be read (ColossalAI imports it)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in STORE_PUT_METHODS:
+        return False
+    receiver = func.value
+    if isinstance(receiver, cst.Attribute):
+        word = receiver.attr.value
+    elif isinstance(receiver, cst.Name):
+        word = receiver.value
+    else:
+        return False
+    return names_weight_grad_store(word) and bool(call.args)
 
 
 def _is_method_call(node: cst.CSTNode | None) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import deferral, paths, patterns
+from . import deferral, implied_tests, paths, patterns
 from .cfg import Def, Graph, Node
 from .module import ModuleContext, Unit, suite_body
 
@@ -153,3 +153,65 @@ def double_deliveries(context: ModuleContext) -> list[DoubleDelivery]:
                 line = context.line_of(product.node.owner)
                 found.append(DoubleDelivery(handoff.call, product.name, line))
     return found
+
+
+@dataclass(frozen=True)
+class ReturnedChoice:
+    call: cst.Call  # the hand-off
+    product: cst.BaseExpression  # the arm of the returned choice that computes the gradient
+    test: cst.BaseExpression  # the choice's test
+
+
+def returned_choices(context: ModuleContext) -> list[ReturnedChoice]:
+    """A hand-off, then a ``return`` reached from it whose element chooses between ``None``
+    and a computed product (``None if wgrad_now else x.t() @ dy``) on a test that the
+    hand-off's own ``if``s decide for the product (``wgrad_now = accum and not use_zbv``
+    after ``if use_zbv: WeightGradStore.put(...)``): the second delivery returned directly
+    (ColossalAI's ``MatmulWithAsyncCommunication``, blind corpus 17)."""
+    handoffs = context.shared(deferral.handoffs)
+    if not handoffs:
+        return []
+    found = []
+    for unit in context.units:
+        if not isinstance(unit.owner, cst.FunctionDef) or unit.owner.name.value != "backward":
+            continue
+        returns = [
+            (root, node)
+            for root, node in unit.expression_roots()
+            if type(root) is cst.Return and root.value is not None
+        ]
+        for handoff in handoffs:
+            start = _node_of(unit, handoff.call)
+            if start is None or not start.enclosing_ifs:
+                continue
+            for root, node in returns:
+                if not paths.reaches(start, [node.index]):
+                    continue
+                for element in _displayed(root.value):
+                    choice = _product_choice(element)
+                    if choice is None:
+                        continue
+                    product, taken = choice
+                    decided = implied_tests.decides(unit, start.enclosing_ifs, element.test)
+                    if decided is taken:
+                        found.append(ReturnedChoice(handoff.call, product, element.test))
+    return found
+
+
+def _displayed(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The elements of a returned tuple or list (the expression itself otherwise)."""
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return [element.value for element in expr.elements]
+    return [expr]
+
+
+def _product_choice(element) -> tuple[cst.BaseExpression, bool] | None:
+    """For ``None if t else product`` (or ``product if t else None``): the product arm and
+    the value of ``t`` that takes it."""
+    if type(element) is not cst.IfExp:
+        return None
+    if patterns.is_none_like(element.body) and _is_product(element.orelse):
+        return element.orelse, False
+    if patterns.is_none_like(element.orelse) and _is_product(element.body):
+        return element.body, True
+    return None

@@ -171,15 +171,21 @@ def of_value(
             return of_value(value.func, known)  # ctx.origin_weight_ref(): a weakref's object
     if kind is cst.Subscript:
         return of_value(value.value, known, helpers, ctx)
+    if kind is cst.IfExp:
+        # ``w_fp8 if w_fp8 is not None else w``: the copy on the path that takes it, and
+        # what reads main_grad or a flag from it reads them from the copy there
+        arms = {of_value(arm, known, helpers, ctx) for arm in (value.body, value.orelse)}
+        copies = arms & COPIES
+        return copies.pop() if len(copies) == 1 else None
     if kind is cst.ListComp or kind is cst.GeneratorExp:
         # ``[quantize(w) for w in weights]``: a list of copies, whose items ``X[i]`` are
         # copies (only a copy is carried: an element naming the loop variable says nothing)
-        if type(value.elt) is cst.Name:
+        if type(value.elt) is cst.Name or _keeps_a_name(value.elt):
             return None
         return copy_or_none(of_value(value.elt, {}, helpers, ctx))
     if kind is cst.DictComp:
         # ``{e: quantize(w) for e, w in enumerate(weights)}``: per-expert copies by index
-        if type(value.value) is cst.Name:
+        if type(value.value) is cst.Name or _keeps_a_name(value.value):
             return None
         return copy_or_none(of_value(value.value, {}, helpers, ctx))
     if kind is cst.List or kind is cst.Tuple:
@@ -232,6 +238,11 @@ class Provenance:
                         self.known[name] = found
             elif names:
                 found = of_value(stmt.value, self.known, self.helpers, self.ctx)
+                if type(stmt.value) is cst.IfExp and _mentions_name(stmt.value, names[0]):
+                    # ``weight = weight if same_dtype else weight.astype(dt)``: the name
+                    # rebound to a maybe-copy of itself; uses before it saw the Parameter,
+                    # and a name has one provenance here, so it keeps its spelling's
+                    found = None
                 if found is None or found == SAVED:
                     # ``origin_w = ctx.w_object``: what ``ctx`` holds may be the Parameter
                     # itself (TE saves it), and the name says it is; the restored copy
@@ -287,6 +298,19 @@ class Provenance:
         if len(kinds) == 1:
             return False
         return (PARAMETER in kinds and bool(kinds & STAND_INS)) or bool(kinds & COPIES)
+
+
+def _keeps_a_name(element: cst.CSTNode) -> bool:
+    """``w.dequantize() if quantized(w) else w``: an element that is the loop variable on one
+    arm hands back the Parameters it iterates there (Transformer Engine's
+    ``_get_weight_tensors``): the list is not one of copies."""
+    return type(element) is cst.IfExp and any(
+        type(arm) is cst.Name for arm in (element.body, element.orelse)
+    )
+
+
+def _mentions_name(expr: cst.CSTNode, name: str) -> bool:
+    return any(type(sub) is cst.Name and sub.value == name for sub in patterns.walk(expr))
 
 
 def _to_fp8(call: cst.Call) -> bool:

@@ -19,6 +19,8 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 deliveries = LazyModule("..analysis.deliveries", __package__)
 consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
 handoff_values = LazyModule("..analysis.handoff_values", __package__)
+grad_buffers = LazyModule("..analysis.grad_buffers", __package__)
+implied_tests = LazyModule("..analysis.implied_tests", __package__)
 decided_tests = LazyModule("..analysis.decided_tests", __package__)
 
 CODE = "GMLP051"
@@ -77,10 +79,20 @@ RULE = Rule(
         dummy between them, unless it is the arm of a returned choice that the GEMM's `if`
         rules out (`None if fuse else x.t() @ dy`); not a product handed to another call.
 
+        The Parameter's own `.grad` is the buffer too where a framework keeps no main_grad
+        (ColossalAI's linears, blind corpus 17: `grad = weight_origin.grad`,
+        `wgrad_gemm_accum_fp16(x, dy, grad)`, then the product computed and returned as
+        well: autograd adds it into `.grad` again), when it is handed to a kernel named for
+        adding (`accum`, `param_grad_add`) or as `out=`; files naming APEX's `gemm_accum`
+        kernels are analysed without main_grad. A returned choice is also ruled out through
+        boolean locals bound once (`wgrad_now = accum and not use_zbv` under `if
+        wgrad_now:` decides `None if use_zbv or accum else ...`).
+
         Not seen: writes through helpers, a product computed in a helper (`g =
         compute_wgrad(x, dy)`), operands renamed between the two products (`xt = x.t()`),
         returns of a tuple built earlier, gradients assigned to `.grad` (GMLP033's
-        ground for `add_` writes), and fused kernels into main_grad whose names say no GEMM
+        ground for `add_` writes), a `.grad` given positionally to a GEMM not named for
+        adding, and fused kernels into main_grad whose names say no GEMM
         (but Paddle's `fused_linear_param_grad_add`, named for adding a parameter's
         gradient, is taken for one).
     """,
@@ -120,6 +132,18 @@ RULE = Rule(
                 else:
                     wgrad = None
                 return dx, wgrad
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                x, weight = ctx.saved_tensors
+                accum = fusion_available and weight.grad is not None
+                wgrad_now = accum and not ctx.use_zbv
+                if wgrad_now:
+                    wgrad_gemm_accum_fp32(x, grad_output, weight.grad)
+                grad_weight = None if ctx.use_zbv or accum else x.t().matmul(grad_output)
+                return grad_output.matmul(weight), grad_weight
             """
         ),
     ),
@@ -173,51 +197,75 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                x, weight = ctx.saved_tensors
+                grad = weight.grad
+                if grad is not None and grad.dtype == torch.float16:
+                    fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp16(x, grad_output, grad)
+                    grad_weight = x.t().matmul(grad_output)
+                else:
+                    grad_weight = x.t().matmul(grad_output)
+                return grad_output.matmul(weight), grad_weight
+            """,
+            line=6,
+        ),
     ),
 )
 
 MESSAGE = (
     "`{name}` is a weight gradient computed again on a run where the GEMM at line {line} "
-    "already wrote it into main_grad, and no grad_added_to_main_grad is set on the way: "
-    "Megatron's hook adds it to main_grad a second time; return a dummy or None there"
+    "already wrote it into the weight's main_grad (or `.grad`), and no "
+    "grad_added_to_main_grad is set on the way: it is added a second time (by Megatron's "
+    "hook into main_grad, by autograd into `.grad`); return a dummy or None there"
 )
 MESSAGE_BEFORE = (
     "`{name}` is a weight gradient computed here and handed back on a run where the GEMM "
-    "at line {line} also writes it into main_grad, and no grad_added_to_main_grad is set "
-    "on the way: Megatron's hook adds it to main_grad a second time; compute it only where "
-    "main_grad is not written"
+    "at line {line} also writes it into the weight's main_grad (or `.grad`), and no "
+    "grad_added_to_main_grad is set on the way: it is added a second time; compute it only "
+    "where the GEMM does not write it"
 )
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if patterns.MAIN_GRAD not in context.source or "backward" not in context.source:
+    source = context.source
+    if "backward" not in source:
+        return
+    into_grad = grad_buffers.KERNEL_TRIGGER in source or "out=" in source
+    if patterns.MAIN_GRAD not in source and not into_grad:
         return
     for unit in context.units:
         if unit.name != "backward" or not isinstance(unit.owner, cst.FunctionDef):
             continue
-        if not unit.survey.spells_main_grad:
+        if not (unit.survey.spells_main_grad or into_grad):
             continue
         facts = deliveries.Deliveries(unit)
         writes = []
         for root, node in unit.expression_roots():
-            operands = _gemm_into_main_grad(unit, facts, root, node)
+            operands = _gemm_into_buffer(unit, facts, root, node)
             if operands is not None:
                 writes.append((node, operands))
         if writes:
             _check_unit(unit, facts, writes, out)
 
 
-def _gemm_into_main_grad(unit: Unit, facts, root, node) -> frozenset[str] | None:
-    """The roots of the other operands of a GEMM in ``root`` handed a main_grad whole as its
-    destination (positionally, as ``out=``, also through a ``**`` dict or a local holding
-    main_grad), else None."""
+def _gemm_into_buffer(unit: Unit, facts, root, node) -> frozenset[str] | None:
+    """The roots of the other operands of a GEMM in ``root`` handed a weight's gradient
+    buffer whole as its destination (a main_grad positionally, as ``out=``, also through a
+    ``**`` dict or a local holding it; a ``.grad`` to an adding kernel or as ``out=``),
+    else None."""
     for sub in patterns.walk(root):
-        if type(sub) is not cst.Call or not (wgrad.looks_like_gemm(sub) or _adds_param_grad(sub)):
+        if type(sub) is not cst.Call:
+            continue
+        adding = grad_buffers.adds_into_argument(sub)
+        if not (adding or wgrad.looks_like_gemm(sub)):
             continue
         out_value = wgrad.keyword_value(unit, sub, node, "out")
         positional = [arg.value for arg in sub.args if arg.keyword is None and not arg.star]
-        destinations = [v for v in positional if _holds_main_grad(unit, facts, v, node)]
-        if out_value is not None and _holds_main_grad(unit, facts, out_value, node):
+
+        destinations = [v for v in positional if _buffer(unit, facts, v, node, adding)]
+        if out_value is not None and _buffer(unit, facts, out_value, node, True):
             destinations.append(out_value)
         if destinations:
             others = [v for v in positional if not any(v is d for d in destinations)]
@@ -225,20 +273,11 @@ def _gemm_into_main_grad(unit: Unit, facts, root, node) -> frozenset[str] | None
     return None
 
 
-def _adds_param_grad(call) -> bool:
-    """A fused kernel named for adding a parameter's gradient (Paddle's
-    ``fused_linear_param_grad_add(x, dy, w.main_grad, ...)``): a weight-gradient GEMM into
-    the buffer it is handed, though its name says no GEMM."""
-    return "param_grad_add" in (patterns.callee_name(call) or "")
-
-
-def _holds_main_grad(unit: Unit, facts, expr, node) -> bool:
-    if patterns.main_grad_owner(expr) is not None:
-        return True  # ``w.main_grad`` / ``getattr(w, "main_grad")``
-    if type(expr) is cst.Name:
-        defs = unit.reaching.reaching(expr.value, node)
-        return bool(defs) and all(d.index in facts.holders for d in defs)
-    return False
+def _buffer(unit: Unit, facts, value, node, grad_too: bool) -> bool:
+    """``value`` is a weight's main_grad, or (``grad_too``) its ``.grad``."""
+    if grad_buffers.holds_main_grad(unit, facts.holders, value, node):
+        return True
+    return grad_too and grad_buffers.holds_grad(unit, value, node)
 
 
 def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
@@ -264,7 +303,7 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
                         continue  # another product: another weight's gradient
                     if _fallback_of(unit, write, d):
                         continue
-                    if _chosen_against(d.value, write):
+                    if _chosen_against(unit, d.value, write):
                         continue
                     line = unit.context.line_of(write.owner)
                     message = MESSAGE.format(name=d.name, line=line)
@@ -300,7 +339,9 @@ def _check_returned_product(
     if product is None or product is not element:
         return  # only the element itself: a product handed to a call is that call's
     for write, operands in writes:
-        if not operands or operands != _product_roots(product) or _chosen_against(choice, write):
+        if not operands or operands != _product_roots(product):
+            continue
+        if _chosen_against(unit, choice, write):
             continue
         if consistent_paths.passes_in_order(unit.graph, (write, node), (marks,)):
             line = unit.context.line_of(write.owner)
@@ -416,11 +457,14 @@ def _fallback_of(unit: Unit, write, d) -> bool:
     return False
 
 
-def _chosen_against(value, write) -> bool:
+def _chosen_against(unit: Unit, value, write) -> bool:
     """A conditional expression that takes the product only where a test the GEMM's own
     ``if`` decided goes the other way (``x.t() @ dy if not ctx.fuse else None`` after
-    ``if ctx.fuse: gemm(...)``)."""
+    ``if ctx.fuse: gemm(...)``), also through boolean locals (``None if use_zbv or accum
+    else x.t() @ dy`` after ``if wgrad_now:``, ``wgrad_now = accum and not use_zbv``)."""
     if type(value) is not cst.IfExp:
         return False
     taken = not patterns.is_none_like(value.body)  # the test's value where the product is
-    return decided_tests.rules_out(write.enclosing_ifs, value.test, taken)
+    if decided_tests.rules_out(write.enclosing_ifs, value.test, taken):
+        return True
+    return implied_tests.decides(unit, write.enclosing_ifs, value.test) is (not taken)

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 double_delivery = LazyModule("..analysis.double_delivery", __package__)
+decided_tests = LazyModule("..analysis.decided_tests", __package__)
 
 CODE = "GMLP036"
 RULE = Rule(
@@ -45,12 +46,21 @@ RULE = Rule(
         `None` to a returned name and on to an assignment of a call or arithmetic product
         to that name. The hand-off is reported here and not by GMLP023.
 
-        Not seen: files that name none of the linter's triggers (`main_grad`, ...; a
-        work function that writes only `.grad` in such a file is never analysed), a second
-        delivery returned directly (`return dx, dy.t() @ x` with no name set to `None`
-        first), deliveries in helpers of the backward, whether the two
-        branches' conditions exclude each other (two `if`s on conditions that never hold
-        together are reported).
+        Also reported, at the returned product: a `return` reached from the hand-off whose
+        element chooses between `None` and a product (`None if wgrad_now else x.t() @ dy`)
+        on a test that the hand-off's own `if`s decide for the product, directly or through
+        boolean locals bound once (ColossalAI, blind corpus 17: `wgrad_now = accum and not
+        use_zbv`, the `put` under `if use_zbv:`). A `put` (`append`, `push`, `enqueue`) into
+        a store named for weight gradients (`WeightGradStore`, `wgrad_store`) is a hand-off
+        whatever its callable (ColossalAI imports it); files naming `WeightGradStore` are
+        analysed without main_grad.
+
+        Not seen: files that name none of the linter's triggers (`main_grad`,
+        `WeightGradStore`, ...; a work function that writes only `.grad` in such a file is
+        never analysed), a second delivery returned directly (`return dx, dy.t() @ x` with
+        no name set to `None` first, no choice), deliveries in helpers of the backward,
+        whether the two branches' conditions exclude each other (two `if`s on conditions
+        that never hold together are reported).
     """,
     fix="""
         Make the branches exclusive (`if ...: put; g = None` / `elif ...: put; g = None` /
@@ -95,6 +105,21 @@ RULE = Rule(
             """,
             others=(),
         ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                x, weight = ctx.saved_tensors
+                use_zbv = ctx.use_zbv
+                accum = fusion_available and weight.grad is not None
+                wgrad_now = accum and not use_zbv
+                if use_zbv:
+                    WeightGradStore.put(x, grad_output, weight, execute_w_pass)
+                if wgrad_now:
+                    wgrad_gemm_accum_fp32(x, grad_output, weight.grad)
+                return grad_output @ weight, (None if use_zbv or accum else x.t() @ grad_output)
+            """,
+            others=(),
+        ),
     ),
     invalid=(
         Example(
@@ -120,6 +145,21 @@ RULE = Rule(
             """,
             line=11,
         ),
+        Example(
+            """
+            def backward(ctx, grad_output):
+                x, weight = ctx.saved_tensors
+                use_zbv = ctx.use_zbv
+                accum = fusion_available and weight.grad is not None
+                wgrad_now = accum and not use_zbv
+                if use_zbv:
+                    WeightGradStore.put(x, grad_output, weight, execute_w_pass)
+                if wgrad_now:
+                    wgrad_gemm_accum_fp32(x, grad_output, weight.grad)
+                return grad_output @ weight, (None if wgrad_now else x.t().matmul(grad_output))
+            """,
+            line=10,
+        ),
     ),
 )
 
@@ -131,6 +171,17 @@ MESSAGE = (
 )
 
 
+MESSAGE_RETURNED = (
+    "this weight gradient is returned on a path where the work handed on at line {line} "
+    "delivers it too: under that hand-off's tests `{test}` chooses the computed gradient; "
+    "return None wherever the work was handed on"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     for found in context.shared(double_delivery.double_deliveries):
         out.report(CODE, found.call, MESSAGE.format(slot=found.slot, line=found.product_line))
+    for choice in context.shared(double_delivery.returned_choices):
+        test = decided_tests.text_of(choice.test).partition("\n")[0]
+        line = context.line_of(choice.call)
+        out.report(CODE, choice.product, MESSAGE_RETURNED.format(line=line, test=test))

@@ -74,10 +74,12 @@ RULE = Rule(
         Not seen: which test is the delay mode (any other branch that calls something
         counts as computing the gradient at once: a test of an unrelated switch hides the
         bug), work that writes the weight gradient without spelling main_grad (a `.grad`
-        returned later), hand-offs made in helpers of the backward. A store whose `put` itself
-        computes at once when not splitting would make a correct backward look like this
-        one (a false alarm); the stores of TE, Megatron-LM and Primus all assert the mode in
-        `put` instead.
+        returned later), hand-offs made in helpers of the backward, a `put` into a store
+        named for weight gradients whose callable cannot be read (an import: such a hand-off
+        is left to GMLP036 and GMLP062, its work and alternatives being unknown). A store
+        whose `put` itself computes at once when not splitting would make a correct
+        backward look like this one (a false alarm); the stores of TE, Megatron-LM and
+        Primus all assert the mode in `put` instead.
     """,
     fix="""
         Queue only when the step splits the backward pass and compute the weight gradient
@@ -240,5 +242,5 @@ def check(context: ModuleContext, out: Collector) -> None:
     for handoff in context.shared(deferral.handoffs):
         if handoff.off is not None:
             out.report(CODE, handoff.call, OFF_MESSAGE.format(test=out.text(handoff.off)))
-        elif not handoff.alternative and id(handoff.call) not in twice:
+        elif not (handoff.alternative or id(handoff.call) in twice) and handoff.work_seen:
             out.report(CODE, handoff.call, MESSAGE)

@@ -128,6 +128,7 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
             {"GMLP051-invalid-0", "GMLP051-invalid-1", "GMLP051-invalid-2", "GMLP051-invalid-3"}
         ),
     ),
+    ("extract-write-helper", "GMLP064"): (HELPER, frozenset({"GMLP064-invalid-0"})),
     ("getattr", "GMLP032"): (
         "GMLP032's marks-without-writes check (analysis/unwritten_marks.py) asks whether the "
         "function names the marked weight's main_grad as an attribute; written through "

@@ -36,6 +36,7 @@ EXPECTED = {
     "hit-033-tuple-target.py": {"GMLP033"},
     "hit-033-write-under-if-ifexp-else.py": {"GMLP033"},
     "hit-037-ctx-attr-hasattr.py": {"GMLP037"},
+    "hit-037-ifexp-arg.py": {"GMLP037"},
     "hit-037-keyword-helper2.py": {"GMLP037"},
     "hit-037-local-copy.py": {"GMLP037"},
     "hit-037-paddle-cast-fn.py": {"GMLP037"},
