@@ -263,14 +263,8 @@ def _puts_into_wgrad_store(call: cst.Call) -> bool:
     func = call.func
     if not isinstance(func, cst.Attribute) or func.attr.value not in STORE_PUT_METHODS:
         return False
-    receiver = func.value
-    if isinstance(receiver, cst.Attribute):
-        word = receiver.attr.value
-    elif isinstance(receiver, cst.Name):
-        word = receiver.value
-    else:
-        return False
-    return names_weight_grad_store(word) and bool(call.args)
+    word = patterns.last_word(func.value)
+    return word is not None and names_weight_grad_store(word) and bool(call.args)
 
 
 def _is_method_call(node: cst.CSTNode | None) -> bool:

@@ -16,12 +16,12 @@ gradient after it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
-from . import deferral, implied_tests, paths, patterns
+from . import deferral, implied_tests, paths, patterns, wgrad
 from .cfg import Def, Graph, Node
 from .module import ModuleContext, Unit, suite_body
 
@@ -135,23 +135,28 @@ def _second_delivery(
     return None
 
 
-def double_deliveries(context: ModuleContext) -> list[DoubleDelivery]:
+def _backward_handoffs(context: ModuleContext) -> Iterator[tuple[Unit, deferral.Handoff, Node]]:
+    """Each hand-off of the file with the ``backward`` holding it and its graph node."""
     handoffs = context.shared(deferral.handoffs)
     if not handoffs:
-        return []
-    found = []
+        return
     for unit in context.units:
         if not isinstance(unit.owner, cst.FunctionDef) or unit.owner.name.value != "backward":
             continue
         for handoff in handoffs:
             start = _node_of(unit, handoff.call)
-            if start is None:
-                continue
-            blocks = _beside(unit.owner, handoff.call)
-            product = _second_delivery(unit.graph, start, unit.returned_names, blocks)
-            if product is not None and product.node.owner is not None:
-                line = context.line_of(product.node.owner)
-                found.append(DoubleDelivery(handoff.call, product.name, line))
+            if start is not None:
+                yield unit, handoff, start
+
+
+def double_deliveries(context: ModuleContext) -> list[DoubleDelivery]:
+    found = []
+    for unit, handoff, start in _backward_handoffs(context):
+        blocks = _beside(unit.owner, handoff.call)
+        product = _second_delivery(unit.graph, start, unit.returned_names, blocks)
+        if product is not None and product.node.owner is not None:
+            line = context.line_of(product.node.owner)
+            found.append(DoubleDelivery(handoff.call, product.name, line))
     return found
 
 
@@ -168,33 +173,23 @@ def returned_choices(context: ModuleContext) -> list[ReturnedChoice]:
     hand-off's own ``if``s decide for the product (``wgrad_now = accum and not use_zbv``
     after ``if use_zbv: WeightGradStore.put(...)``): the second delivery returned directly
     (ColossalAI's ``MatmulWithAsyncCommunication``, blind corpus 17)."""
-    handoffs = context.shared(deferral.handoffs)
-    if not handoffs:
-        return []
     found = []
-    for unit in context.units:
-        if not isinstance(unit.owner, cst.FunctionDef) or unit.owner.name.value != "backward":
+    for unit, handoff, start in _backward_handoffs(context):
+        if not start.enclosing_ifs:
             continue
-        returns = [
-            (root, node)
-            for root, node in unit.expression_roots()
-            if type(root) is cst.Return and root.value is not None
-        ]
-        for handoff in handoffs:
-            start = _node_of(unit, handoff.call)
-            if start is None or not start.enclosing_ifs:
+        for root, node in unit.expression_roots():
+            if type(root) is not cst.Return or root.value is None:
                 continue
-            for root, node in returns:
-                if not paths.reaches(start, [node.index]):
+            if not paths.reaches(start, [node.index]):
+                continue
+            for element in _displayed(root.value):
+                choice = _product_choice(element)
+                if choice is None:
                     continue
-                for element in _displayed(root.value):
-                    choice = _product_choice(element)
-                    if choice is None:
-                        continue
-                    product, taken = choice
-                    decided = implied_tests.decides(unit, start.enclosing_ifs, element.test)
-                    if decided is taken:
-                        found.append(ReturnedChoice(handoff.call, product, element.test))
+                product, taken = choice
+                decided = implied_tests.decides(unit, start.enclosing_ifs, element.test)
+                if decided is taken:
+                    found.append(ReturnedChoice(handoff.call, product, element.test))
     return found
 
 
@@ -206,12 +201,14 @@ def _displayed(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _product_choice(element) -> tuple[cst.BaseExpression, bool] | None:
-    """For ``None if t else product`` (or ``product if t else None``): the product arm and
-    the value of ``t`` that takes it."""
+    """For ``None if t else product`` (or ``product if t else None``), the product a weight
+    gradient: the product arm and the value of ``t`` that takes it."""
     if type(element) is not cst.IfExp:
         return None
-    if patterns.is_none_like(element.body) and _is_product(element.orelse):
+    # a weight gradient: a product of no weight (``dy @ w`` is the input's, ``dy.sum(0)``
+    # the bias's)
+    if patterns.is_none_like(element.body) and wgrad.weight_gradient_product(element.orelse):
         return element.orelse, False
-    if patterns.is_none_like(element.orelse) and _is_product(element.body):
+    if patterns.is_none_like(element.orelse) and wgrad.weight_gradient_product(element.body):
         return element.body, True
     return None

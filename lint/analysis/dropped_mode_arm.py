@@ -12,11 +12,14 @@ Only plain shapes are taken, so that a None is never read as a drop where someth
 delivers: ``g = None`` as the only work of an ``if`` arm (the arm binds only constants and
 names, and may return names: ``if zbv: g = None; return dx, g``), or ``g = None if T else
 <product>``; ``g`` returned by the backward and bound somewhere to a product of no weight
-(the weight gradient; ``dy @ w`` is the input's); in a backward that names no main_grad,
-assigns no ``.grad``, hands no work on and spells no string with ``grad``. Tests about
-whether the weight wants a gradient at all (``requires_grad``, ``needs_input_grad``, a
-frozen or absent weight: any test naming ``grad``, ``requires``, ``need``, ``freez``,
-``frozen``, ``train`` or ``None``) choose legitimately and are left alone.
+(the weight gradient; ``dy @ w`` is the input's; a name with ``bias`` is a bias gradient);
+in a backward that names no main_grad, assigns no ``.grad``, hands no work on, puts
+nothing into a container (``append``, ``put``, ...) and spells no string with ``grad``. The
+test must read the split-backward mode (``zbv``, ``zero_bubble``, ``split``, ``delay``,
+``defer``, ``store``, ``w_pass``): a None elsewhere has other reasons (a frozen LoRA base,
+an int8 weight, an expert with no tokens). Tests about whether the weight wants a gradient
+at all (``requires_grad``, ``needs_input_grad``: any test naming ``grad``, ``requires``,
+``need``, ``freez``, ``frozen``, ``train`` or ``None``) are left alone.
 """
 
 from __future__ import annotations
@@ -32,6 +35,15 @@ from .module import ModuleContext, compound_suites, suite_body
 
 # Words of a test that asks whether the weight wants a gradient (see the module's text).
 WANTS_GRADIENT_WORDS = ("grad", "requires", "need", "freez", "frozen", "train", "none")
+# Words of a test that reads the split-backward mode: only there is a None the promise that a
+# later pass delivers (a frozen LoRA base, an int8 weight, an expert with no tokens return
+# None for other reasons).
+SPLIT_MODE_WORDS = ("zbv", "zero_bubble", "zb_", "split", "delay", "defer", "store", "w_pass")
+# Names of a bias gradient besides those naming ``bias`` (``db = ones @ dy`` is a product of
+# no weight too).
+BIAS_NAMES = frozenset({"db", "dbias", "d_bias"})
+# Methods that put work (or its inputs) into a container a later pass drains.
+QUEUEING_METHODS = frozenset({"append", "put", "push", "enqueue", "extend", "appendleft"})
 
 
 @dataclass(frozen=True)
@@ -53,11 +65,13 @@ def dropped_arms(context: ModuleContext) -> list[DroppedArm]:
         returned = unit.returned_names
         computed = _computed_names(owner.body)
         for binding, name, test in _none_bindings(suite_body(owner.body), None):
-            if name not in returned or name not in computed:
+            if name not in returned or name not in computed or _names_bias(name):
                 continue
-            if any(word in text_of(test).lower() for word in WANTS_GRADIENT_WORDS):
+            text = text_of(test).lower()
+            if any(word in text for word in WANTS_GRADIENT_WORDS):
                 continue
-            found.append(DroppedArm(binding, name, test))
+            if any(word in text for word in SPLIT_MODE_WORDS):
+                found.append(DroppedArm(binding, name, test))
     return found
 
 
@@ -146,18 +160,22 @@ def _computed_names(body: cst.BaseSuite) -> set[str]:
 
 
 def _weight_gradient(value) -> bool:
-    for sub in patterns.walk(value):
-        is_matmul = type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply
-        gemm = is_matmul or (type(sub) is cst.Call and wgrad.looks_like_gemm(sub))
-        if gemm and not wgrad.multiplies_weight(sub):
-            return True
-    return False
+    return wgrad.weight_gradient_product(value) is not None
+
+
+def _names_bias(name: str) -> bool:
+    lowered = name.lower()
+    return "bias" in lowered or lowered in BIAS_NAMES
 
 
 def _delivers_elsewhere(function: cst.FunctionDef, handed: set[int]) -> bool:
-    """The backward may deliver a weight gradient some other way than returning it."""
+    """The backward may deliver a weight gradient some other way than returning it: a
+    hand-off, main_grad or a ``.grad`` named, or anything put into a container (``pending.
+    append((x, dy, weight))``, drained by a later pass)."""
     for sub in patterns.walk(function.body):
         if id(sub) in handed:
+            return True
+        if type(sub) is cst.Call and patterns.callee_name(sub) in QUEUEING_METHODS and sub.args:
             return True
         if type(sub) is cst.Attribute and sub.attr.value in ("main_grad", "grad"):
             return True  # names main_grad, assigns or hands on a ``.grad``

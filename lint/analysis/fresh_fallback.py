@@ -13,11 +13,11 @@ parameter's main_grad (``X.main_grad``) and an allocation (``zeros``, ``empty``,
 bound as two arms of one conditional expression or by two assignments, the allocation
 chosen on a test of whether main_grad is there (naming ``main_grad``, ``None`` or
 ``hasattr``). A write is the
-local handed to a GEMM (a callee named with ``gemm``, ``matmul`` or ``accum``, ending in
-``mm``, or given it as ``out=``) or an in-place method called on it (``add_``). The local
-is kept when the function binds it to anything else (``X.main_grad = main_grad``, an
-attribute, a subscript, a container, ``setattr``), returns or yields it, or hands it to a
-call that is not such a write: then it is not judged.
+local handed to a GEMM (a callee named with ``gemm`` or ``matmul``, ending in ``mm``, or
+given it as ``out=``; a kernel named for adding, ``accum`` or ``param_grad_add``) or an
+in-place method called on it (``add_``). The local is kept when any assignment's value
+mentions it (``X.main_grad = main_grad``, ``g = buf.to(dt)`` handed back), when it is
+returned or yielded, or handed to a call that is not such a write: then it is not judged.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import decided_tests, patterns, wgrad
+from . import decided_tests, grad_buffers, patterns, wgrad
 from .module import Unit
 
 MAIN_GRAD = "main_grad"
@@ -93,9 +93,7 @@ def _uses(unit: Unit, name: str) -> tuple[bool, bool]:
             elif type(sub) in (cst.Return, cst.Yield) and _mentions(sub.value, name):
                 kept = True
             elif type(sub) is cst.Assign and _mentions(sub.value, name):
-                kept |= _bare(sub.value, name) or any(
-                    type(t.target) is not cst.Name for t in sub.targets
-                )
+                kept = True  # bound, stored, or converted and handed on (``g = buf.to(dt)``)
     return writes, kept
 
 
@@ -110,7 +108,7 @@ def _role_in_call(call: cst.Call, name: str) -> str | None:
     handed = [a for a in call.args if _is_name(a.value, name)]
     if not handed:
         return None
-    if wgrad.looks_like_gemm(call) or "accum" in (patterns.callee_name(call) or "").lower():
+    if wgrad.looks_like_gemm(call) or grad_buffers.adds_into_argument(call):
         return "write"
     if (patterns.callee_name(call) or "") in patterns.NON_ALIASING_CALLS:
         return None
@@ -119,16 +117,6 @@ def _role_in_call(call: cst.Call, name: str) -> str | None:
 
 def _mentions(expr, name: str) -> bool:
     return expr is not None and any(_is_name(sub, name) for sub in patterns.walk(expr))
-
-
-def _bare(expr, name: str) -> bool:
-    """The value hands on the local itself (``x = main_grad``, ``pair = (main_grad, g)``),
-    not something computed from it."""
-    if _is_name(expr, name):
-        return True
-    if type(expr) in (cst.Tuple, cst.List):
-        return any(_bare(e.value, name) for e in expr.elements)
-    return False
 
 
 def _is_name(expr, name: str) -> bool:

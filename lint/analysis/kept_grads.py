@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import paths, patterns
+from . import decided_tests, paths, patterns
 from .cfg import Node
 from .module import Unit
 
@@ -69,7 +69,12 @@ def kept_grads(unit: Unit) -> list[KeptGrad]:
     found = []
     for owner, add in adds:
         nodes = frees.get(owner)
-        if not nodes or not paths.exits_avoiding(unit.graph, add, nodes):
+        # ``if moved: buf.add_(p.grad)`` ... ``if moved: p.grad = None``: a path takes a test
+        # it already passed the same way
+        known = decided_tests.known_from(
+            (stmt.test, side == "body") for stmt, side in add.enclosing_ifs
+        )
+        if not nodes or not decided_tests.exits_avoiding(unit.graph, add, nodes, known):
             continue
         # a free in the same pass: not through the head of a loop around the add (``for p
         # in params:`` frees another parameter's ``.grad`` on its next turn)

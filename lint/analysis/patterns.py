@@ -126,12 +126,16 @@ ALLOCATORS = frozenset(
 def callee_name(call: cst.CSTNode) -> str | None:
     if type(call) is not cst.Call:
         return None
-    func = call.func
-    kind = type(func)
+    return last_word(call.func)
+
+
+def last_word(expr: cst.CSTNode) -> str | None:
+    """The name an expression ends in: ``x`` for ``x``, ``w`` for ``a.b.w``; else None."""
+    kind = type(expr)
     if kind is cst.Name:
-        return func.value
+        return expr.value
     if kind is cst.Attribute:
-        return func.attr.value
+        return expr.attr.value
     return None
 
 

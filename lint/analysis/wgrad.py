@@ -165,11 +165,8 @@ def stem(expr: cst.CSTNode) -> str | None:
     """The weight an expression names, as a comparable word: ``origin_fc1_weight``,
     ``ctx.fc1_weight`` and ``fc1_weight`` all give ``fc1_weight``. None for anything but a
     name or an attribute chain."""
-    if isinstance(expr, cst.Attribute):
-        word = expr.attr.value
-    elif isinstance(expr, cst.Name):
-        word = expr.value
-    else:
+    word = patterns.last_word(expr)
+    if word is None:
         return None
     for prefix in _STEM_PREFIXES:
         if word.startswith(prefix) and len(word) > len(prefix):
@@ -268,6 +265,19 @@ def has_product(expr: cst.CSTNode) -> bool:
         if type(sub) is cst.Call and looks_like_gemm(sub):
             return True
     return False
+
+
+def weight_gradient_product(expr: cst.CSTNode) -> cst.CSTNode | None:
+    """The first product in ``expr`` (``@`` or a call that ``looks_like_gemm``) none of
+    whose operands is a weight: a weight gradient (``dy.t() @ x``), not the input's
+    (``dy @ w``)."""
+    for sub in patterns.walk(expr):
+        is_matmul = type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply
+        if (is_matmul or (type(sub) is cst.Call and looks_like_gemm(sub))) and not (
+            multiplies_weight(sub)
+        ):
+            return sub
+    return None
 
 
 # Words a name uses to say it holds a weight (``weight``, ``weight_fp8``, ``param``, ``w1``).

@@ -42,13 +42,19 @@ RULE = Rule(
 
         Seen: per function, an in-place `add_` on another tensor an argument of which
         reads `P.grad` (as it is, `.data`, `.view(-1)`, `.to(...)`), `P` a name or an
-        attribute chain; the same function setting `P.grad = None` (spelled the same); a
-        path from the add to a `return` or the end of the function that passes no such
-        free. Raising is not a way out here.
+        attribute chain; the same function setting `P.grad = None` (spelled the same) at a
+        point the add reaches in the same pass (not through the head of a loop around it: a
+        loop over parameters frees the next one's); a path from the add to a `return` or
+        the end of the function that passes no such free, taking every test it already
+        passed the same way (`if moved: buf.add_(...)` then `if moved: p.grad = None` is
+        one decision). Raising is not a way out here. Files are analysed when they name a
+        trigger (`main_grad`, or `register_hook(` with `next_functions`, ...).
 
         Not seen: a function that never frees (it may leave the free to its caller: not
-        judged), frees through a helper or `setattr`, `P.grad` read through a local
-        (`g = p.grad; buf.add_(g)`), adds spelled `torch.add(..., out=)` or `+=`.
+        judged), files that name no trigger (a hook into a contiguous buffer with no
+        main_grad and no `next_functions`), frees through a helper or `setattr`, `P.grad`
+        read through a local (`g = p.grad; buf.add_(g)`), adds spelled `torch.add(...,
+        out=)` or `+=`.
     """,
     fix="""
         Free `.grad` right after the add, before any early return or condition. No

@@ -43,14 +43,18 @@ RULE = Rule(
         Seen: per function, a local some binding of which is `X.main_grad` (or
         `getattr(X, "main_grad")`) and another an allocation (`zeros`, `zeros_like`,
         `empty`, `full`, ...), as two arms of one conditional expression or two
-        assignments; written when handed to a GEMM (a callee named with `gemm`, `matmul`
-        or `accum`, ending in `mm`, or taking `out=`) or given an in-place method
-        (`add_`); reported at the binding that allocates when the function never keeps
-        the local: no binding of it (or a tuple holding it) to anything, no attribute or
-        subscript assigned from it, no `return` / `yield` of it, no other call given it.
+        assignments, the allocation chosen on a test of whether main_grad is there (naming
+        `main_grad`, `None` or `hasattr`: a scratch buffer chosen on an overwrite switch
+        is GMLP001's); written when handed to a GEMM (a callee named with `gemm` or
+        `matmul`, ending in `mm`, or taking `out=`; a kernel named for adding, `accum` or
+        `param_grad_add`) or given an in-place method (`add_`); reported at the binding
+        that allocates when the function never keeps the local: no assignment whose value
+        mentions it (`g = buf.to(dt)` handed back keeps it), no `return` / `yield` of it,
+        no other call given it.
 
         Not seen: the local kept through a helper that stores it (any other call given it
-        counts as keeping it, so this is silent), allocations by helpers of other names,
+        counts as keeping it, so this is silent, as is a logging call), allocations by
+        helpers of other names,
         a fresh tensor made by copying (`clone`: GMLP053's), writes in helpers called
         with the local by a name that says no GEMM.
     """,

@@ -372,13 +372,7 @@ def _product_in(value):
         value = value.body if not patterns.is_none_like(value.body) else value.orelse
     if wgrad.main_grad_owners(value):
         return None
-    for sub in patterns.walk(value):
-        is_matmul = type(sub) is cst.BinaryOperation and type(sub.operator) is cst.MatrixMultiply
-        if (is_matmul or (type(sub) is cst.Call and wgrad.looks_like_gemm(sub))) and not (
-            wgrad.multiplies_weight(sub)
-        ):
-            return sub
-    return None
+    return wgrad.weight_gradient_product(value)
 
 
 def _product_roots(product) -> frozenset[str]:

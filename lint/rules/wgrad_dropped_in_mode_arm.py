@@ -28,8 +28,8 @@ RULE = Rule(
     flags=(
         "in a `backward` that names no main_grad, assigns no `.grad` and hands no work on, "
         "`g = None` as the only work of an `if T:` arm (or `g = None if T else <product>`), "
-        "`g` returned and elsewhere bound to a product of no weight, `T` not about whether "
-        "the weight wants a gradient"
+        "`g` returned and elsewhere bound to a product of no weight, `T` reading the "
+        "split-backward mode"
     ),
     explanation="""
         Issue #19, classes 3 and 6 (a gradient returned as None that nothing delivers; a
@@ -45,14 +45,18 @@ RULE = Rule(
         it, no string naming a gradient for `getattr`); `g = None` in an `if` arm (`if`,
         `elif` or `else`) that binds only constants and names and may return names (`if
         zbv: g = None; return dx, g`), or `g = None if T else <product>`; `g` one of the
-        names the backward returns and bound somewhere in it to a product (`@` or a GEMM
-        call) none of whose operands is a weight. Tests about whether a gradient is wanted
-        at all (words `grad`, `requires`, `need`, `freez`/`frozen`, `train`, `None`) are
-        left alone. Files are analysed when they name a trigger (`WeightGradStore` among
-        them).
+        names the backward returns (not a bias gradient: a name with `bias`, `db`) and
+        bound somewhere in it to a product (`@` or a GEMM call) none of whose operands is a
+        weight; the test reads the split-backward mode (`zbv`, `zero_bubble`, `split`,
+        `delay`, `defer`, `store`, `w_pass`), and is not about whether a gradient is wanted
+        at all (words `grad`, `requires`, `need`, `freez`/`frozen`, `train`, `None`); the
+        backward puts nothing into a container (`append`, `put`, `push`, ...: a pending list
+        drained by a later pass delivers). Files are analysed when they name a trigger
+        (`WeightGradStore` among them).
 
-        Not seen: a None arm that calls anything (logging included), the None returned
-        directly (`return dx, None` in the arm), backwards that deliver some other weight's
+        Not seen: a None arm that calls anything (logging included), a mode named otherwise
+        (`if ctx.overlap:`) or with `grad` in it (`defer_wgrad`), the None returned directly
+        (`return dx, None` in the arm), backwards that deliver some other weight's
         gradient into a buffer (the whole function is then left alone), files that name no
         trigger.
     """,
