@@ -40,8 +40,12 @@ def rules_out(enclosing_ifs, test: cst.BaseExpression, value: bool) -> bool:
     code under ``if fuse:`` never sees ``fuse`` false, so it never takes the arm of ``dummy
     if fuse else g`` that hands on ``g``."""
     code, negated = plain_test(test)
-    known = known_from((stmt.test, side == "body") for stmt, side in enclosing_ifs)
-    return code is not None and (code, value == negated) in known
+    return code is not None and (code, value == negated) in known_under(enclosing_ifs)
+
+
+def known_under(enclosing_ifs) -> Known:
+    """What code under the ``if``s around a node (``Node.enclosing_ifs``) knows."""
+    return known_from((stmt.test, side == "body") for stmt, side in enclosing_ifs)
 
 
 def exits_avoiding(graph: Graph, start: Node, blocked: Sequence[Node], known: Known) -> bool:

@@ -58,7 +58,7 @@ def kept_grads(unit: Unit) -> list[KeptGrad]:
             if sub.func.attr.value not in ADDING_METHODS:
                 continue
             target, sources = sub.func.value, list(sub.args)
-            if unit.context.code(target).strip() in UNBOUND_RECEIVERS and sources:
+            if code(target).strip() in UNBOUND_RECEIVERS and sources:
                 target, sources = sources[0].value, sources[1:]  # ``Tensor.add_(buf, g)``
             if _grad_owner(target):
                 continue  # ``p.grad.add_(...)`` adds into the gradient itself
@@ -71,9 +71,7 @@ def kept_grads(unit: Unit) -> list[KeptGrad]:
         nodes = frees.get(owner)
         # ``if moved: buf.add_(p.grad)`` ... ``if moved: p.grad = None``: a path takes a test
         # it already passed the same way
-        known = decided_tests.known_from(
-            (stmt.test, side == "body") for stmt, side in add.enclosing_ifs
-        )
+        known = decided_tests.known_under(add.enclosing_ifs)
         if not nodes or not decided_tests.exits_avoiding(unit.graph, add, nodes, known):
             continue
         # a free in the same pass: not through the head of a loop around the add (``for p
