@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 main_grad_copies = LazyModule("..analysis.main_grad_copies", __package__)
+cloned_views = LazyModule("..analysis.cloned_views", __package__)
 
 CODE = "GMLP053"
 RULE = Rule(
@@ -76,6 +77,12 @@ RULE = Rule(
         reported at the copy when bound back to the main_grad of a parameter written the
         same way. Not seen: the stashed copy used as a GEMM destination without being bound
         back.
+
+        A third shape (blind corpus 18, picotron's `BucketManager`): main_grad bound to a
+        `clone()` of a slice of a gradient buffer (`tensor[start:end].view(shape).clone()`,
+        also through layout changes, `torch.clone(...)`, or a function or method of the file
+        every `return` of which is such a clone), reported at the clone: main_grad is no
+        longer a view into the bucket the reduction reads.
 
         Not seen: a copy made by a helper's own code (`grad = copy_of(main_grad)`), by
         `torch.empty_like` plus `copy_`, or by `.to(...)` into another dtype; a copy bound by
@@ -139,6 +146,20 @@ RULE = Rule(
                 setattr(weight, grad_attr, _reshard_if_dtensor(grad, orig_grad))
             """
         ),
+        Example(
+            """
+            class BucketManager:
+                def _initialize_buckets(self):
+                    for param in self.params:
+                        start, end, bucket_id = self.locations[param]
+                        grad_data = self.grad_data_list[bucket_id]
+                        param.main_grad = self._get_view(grad_data, param.shape, start, end)
+                        param.grad_snapshot = grad_data[start:end].clone()
+
+                def _get_view(self, tensor, shape, start, end):
+                    return tensor[start:end].view(shape)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -190,6 +211,20 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            class BucketManager:
+                def _initialize_buckets(self):
+                    for param in self.params:
+                        start, end, bucket_id = self.locations[param]
+                        grad_data = self.grad_data_list[bucket_id]
+                        param.main_grad = self._get_view(grad_data, param.shape, start, end)
+
+                def _get_view(self, tensor, shape, start, end):
+                    return tensor[start:end].view(shape).clone()
+            """,
+            line=9,
+        ),
     ),
 )
 
@@ -201,6 +236,11 @@ OPERATORS = ("Add", "Subtract", "Multiply")
 METHODS = ("add", "sub", "mul")
 
 
+VIEW_MESSAGE = (
+    "main_grad is bound to this clone of a slice of a gradient buffer: it is no longer a view "
+    "into the buffer the reduction and the optimizer read, so the gradients accumulated into "
+    "it never reach them; bind the view itself"
+)
 COPY_MESSAGE = (
     "`{copy}` copies `{target}`'s buffer, and the copy is bound back to `{target}` at line "
     "{line}: the gradient buffer the attribute viewed, which DDP reduces and the optimizer "
@@ -219,6 +259,8 @@ def check(context: ModuleContext, out: Collector) -> None:
                 if _out_of_place_on(value, text, out):
                     out.report(CODE, stmt, MESSAGE.format(target=f"{text}.main_grad"))
                     reported.add(id(stmt))
+        for clone in cloned_views.cloned_views(unit):
+            out.report(CODE, clone, VIEW_MESSAGE)
         copies = main_grad_copies.copies_bound(unit) if unit.survey.spells_main_grad else []
         for found in copies:
             if id(found.stmt) in reported:

@@ -12,8 +12,8 @@ class is about (classes 7 and 8), and say so.
 Blind, with the rules of e88b4be (the twentieth session's start): **3 of 24** (development 2
 of 16, held-out 1 of 8). After the session's checks (GMLP064 among them, written from two of
 these development misses: picotron's free of `.grad` moved under the sync switch and
-nnscaler's behind an early return): development 4 of 16 and 1 near, held-out 1 of 8 (not
-read).
+nnscaler's behind an early return; and GMLP053's clone of a bucket slice, from picotron's
+`_get_view_from_tensor`): development 5 of 16 and 1 near, held-out 1 of 8 (not read).
 
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind18_corpus`` prints the table.
@@ -34,7 +34,7 @@ OUTCOME: Outcomes = {
     "msamp_megatron_linear_grad_update_on_fp8_cast": ("missed", (), ()),
     "msamp_gemm_fn_accumulate_decision_from_fp8_cast": ("missed", (), ()),
     "msamp_gemm_fn_return_flag_read_from_rebound_parameter": ("missed", (), ()),
-    "picotron_main_grad_is_a_copy_of_the_bucket_view": ("missed", (), ()),
+    "picotron_main_grad_is_a_copy_of_the_bucket_view": ("caught", (("GMLP053", 44),), ()),
     "picotron_hook_keeps_grad_under_no_sync": ("caught", (("GMLP064", 44),), ()),
     "nnscaler_hook_returns_before_freeing_grad": ("caught", (("GMLP064", 16),), ()),
     "picotron_hook_copies_into_main_grad": ("caught", (("GMLP016", 40),), ()),
