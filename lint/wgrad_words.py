@@ -66,6 +66,10 @@ def names_grad_hook(word: str) -> bool:
 # gate: ``wgrad_compute = not WeightGradStore.split_bw()``). Not ``defer``: Megatron-LM's
 # ``defer_embedding_wgrad_compute`` gates other things.
 DELAY_MODE_SPELLINGS = ("delay_wgrad", "split_bw", "zero_bubble")
+# Wider: what a test of the split-backward mode may contain when a None weight gradient is the
+# promise that a later pass delivers (GMLP062; ``defer`` is taken there, where a None arm that
+# calls nothing is the whole question).
+SPLIT_MODE_WORDS = ("zbv", "zero_bubble", "zb_", "split", "delay", "defer", "store", "w_pass")
 # Whole segments of a store's attribute or method that say it is splitting the backward pass
 # (``enabled``, ``split_bw``, ``delay_wgrad_compute``; not ``deferral_limit_reached``), and
 # those that name the switch for its off side (``split_bw_disabled``): GMLP023.

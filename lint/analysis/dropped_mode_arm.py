@@ -29,21 +29,28 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import deferral, patterns, wgrad
+from ..wgrad_words import SPLIT_MODE_WORDS, STORE_PUT_METHODS
+from . import deferral, dropped_dummy, patterns, wgrad
 from .decided_tests import text_of
 from .module import ModuleContext, compound_suites, suite_body
 
-# Words of a test that asks whether the weight wants a gradient (see the module's text).
-WANTS_GRADIENT_WORDS = ("grad", "requires", "need", "freez", "frozen", "train", "none")
-# Words of a test that reads the split-backward mode: only there is a None the promise that a
-# later pass delivers (a frozen LoRA base, an int8 weight, an expert with no tokens return
-# None for other reasons).
-SPLIT_MODE_WORDS = ("zbv", "zero_bubble", "zb_", "split", "delay", "defer", "store", "w_pass")
+# Words of a test that asks whether the weight wants a gradient (see the module's text):
+# GMLP003's, and wider ones (any ``grad``, a frozen or absent weight).
+WANTS_GRADIENT_WORDS = (
+    *dropped_dummy.WANTS_GRAD_WORDS,
+    "grad",
+    "need",
+    "freez",
+    "frozen",
+    "train",
+    "none",
+)
 # Names of a bias gradient besides those naming ``bias`` (``db = ones @ dy`` is a product of
 # no weight too).
 BIAS_NAMES = frozenset({"db", "dbias", "d_bias"})
-# Methods that put work (or its inputs) into a container a later pass drains.
-QUEUEING_METHODS = frozenset({"append", "put", "push", "enqueue", "extend", "appendleft"})
+# Methods that put work (or its inputs) into a container a later pass drains: a store's, and
+# a list's or deque's.
+QUEUEING_METHODS = STORE_PUT_METHODS | {"extend", "appendleft"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ def dropped_arms(context: ModuleContext) -> list[DroppedArm]:
             text = text_of(test).lower()
             if any(word in text for word in WANTS_GRADIENT_WORDS):
                 continue
+            # only on the split-backward mode is a None the promise that a later pass
+            # delivers (a frozen LoRA base, an int8 weight, an expert with no tokens return
+            # None for other reasons)
             if any(word in text for word in SPLIT_MODE_WORDS):
                 found.append(DroppedArm(binding, name, test))
     return found

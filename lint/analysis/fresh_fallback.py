@@ -29,8 +29,6 @@ import libcst as cst
 from . import decided_tests, grad_buffers, patterns, wgrad
 from .module import Unit
 
-MAIN_GRAD = "main_grad"
-
 
 @dataclass(frozen=True)
 class FreshFallback:
@@ -75,7 +73,7 @@ def _asks_missing(tests) -> bool:
     buffer is GMLP001's)."""
     for test in tests:
         text = decided_tests.text_of(test)
-        if MAIN_GRAD in text or "None" in text or "hasattr" in text:
+        if patterns.MAIN_GRAD in text or "None" in text or "hasattr" in text:
             return True
     return False
 

@@ -26,7 +26,6 @@ from .module import Unit
 ADDING_KERNEL_WORDS = ("accum", "param_grad_add")
 # The text that makes a file without main_grad worth this look (``lint/triggers.py``).
 KERNEL_TRIGGER = "gemm_accum"
-GRAD = "grad"
 
 
 def adds_into_argument(call: cst.Call) -> bool:
@@ -60,6 +59,6 @@ def _is_grad_attribute(expr) -> bool:
     # ``ctx.grad`` is the context's own field, not a weight's buffer
     return (
         type(expr) is cst.Attribute
-        and expr.attr.value == GRAD
+        and expr.attr.value == patterns.GRAD
         and not (type(expr.value) is cst.Name and expr.value.value == "ctx")
     )

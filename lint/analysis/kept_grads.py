@@ -27,7 +27,6 @@ from . import decided_tests, paths, patterns
 from .cfg import Node
 from .module import Unit
 
-GRAD = "grad"
 LOOP_KINDS = frozenset({"for", "while"})
 ADDING_METHODS = frozenset({"add_"})
 # ``torch.Tensor.add_(buffer, g)``: the method called unbound, its first argument the target.
@@ -97,7 +96,7 @@ def _loop_heads(unit: Unit, node: Node) -> list[int]:
 
 def _grad_owner(expr) -> cst.BaseExpression | None:
     """P for ``P.grad`` (P a name or an attribute chain of names)."""
-    if type(expr) is cst.Attribute and expr.attr.value == GRAD and _plain(expr.value):
+    if type(expr) is cst.Attribute and expr.attr.value == patterns.GRAD and _plain(expr.value):
         return expr.value
     return None
 

@@ -13,6 +13,7 @@ import libcst as cst
 from .walking import children, children_kept, walk  # noqa: F401
 
 MAIN_GRAD = "main_grad"
+GRAD = "grad"
 # Prefixes of locals named for main_grad that hold a switch about it, not the buffer.
 MAIN_GRAD_SWITCH_PREFIXES = (
     "accumulate",

@@ -27,9 +27,9 @@ RULE = Rule(
     ),
     flags=(
         "`g = X.main_grad if ... else zeros(...)` (or two bindings of `g`, one to "
-        "`X.main_grad`, one to an allocation), `g` then handed to a GEMM or given an "
-        "in-place write, and nowhere bound to an attribute, stored, returned or handed to "
-        "another call"
+        "`X.main_grad`, one to an allocation chosen on whether main_grad is there), `g` then "
+        "handed to a GEMM or given an in-place write, with no assignment's value mentioning "
+        "it, not returned and not handed to another call"
     ),
     explanation="""
         Issue #19, class 2 (a tensor standing in for the parameter's main_grad, fresh on
