@@ -35,7 +35,7 @@ from .decided_tests import text_of
 from .module import ModuleContext, compound_suites, suite_body
 
 # Words of a test that asks whether the weight wants a gradient (see the module's text):
-# GMLP003's, and wider ones (any ``grad``, a frozen or absent weight).
+# GMLP024's (analysis/dropped_dummy.py), and wider ones (any ``grad``, a frozen or absent weight).
 WANTS_GRADIENT_WORDS = (
     *dropped_dummy.WANTS_GRAD_WORDS,
     "grad",
