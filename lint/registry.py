@@ -88,6 +88,7 @@ RULE_MODULES = {
     "GMLP062": "wgrad_dropped_in_mode_arm",
     "GMLP063": "main_grad_fallback_dropped",
     "GMLP064": "grad_kept_after_accumulating",
+    "GMLP065": "wgrad_pass_gated_on_window_switch",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

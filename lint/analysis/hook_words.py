@@ -20,6 +20,25 @@ def is_stored_hook(attr: str) -> bool:
     )
 
 
+# A method that runs hooks (``self.run_wgrad_hooks()``) is named by what it does: it is not
+# a list of the object's own hooks.
+RUNNING_VERBS = frozenset({"run", "fire", "call", "invoke", "execute", "dispatch", "trigger"})
+
+
+def is_called_hook_list(attr: str) -> bool:
+    """A list of a tensor's post-backward hooks called as one (MS-AMP's ``HookManager``:
+    ``self._backward_post_hooks(grad)`` runs each): calling it fires them all for the
+    tensor it belongs to. A noun naming post hooks (``post`` a segment of it); not pre hooks,
+    which run before the gradient exists, nor a method named for running them."""
+    segments = attr.lower().strip("_").split("_")
+    return (
+        segments[-1] == "hooks"
+        and "post" in segments
+        and RUNNING_VERBS.isdisjoint(segments)
+        and not any(word in segments for word in NOT_A_STORED_HOOK)
+    )
+
+
 def is_hook_container(word: str) -> bool:
     """The plural of a stored hook's name (``_grad_accum_hooks``)."""
     return word.endswith("hooks") and is_stored_hook(word[:-1])

@@ -48,7 +48,7 @@ from . import (
     patterns,
 )
 from .cfg import Node
-from .hook_words import is_hook_container, is_stored_hook
+from .hook_words import is_called_hook_list, is_hook_container, is_stored_hook
 from .module import Unit
 
 # Calls through which a hook may be fired without a call named after it: ``getattr(p,
@@ -164,7 +164,8 @@ def _fired_subject(unit: Unit, call: cst.Call, node: Node) -> str | None:
         return handed
     func = call.func
     if type(func) is cst.Attribute and type(func.value) is cst.Name:
-        return func.value.value if is_stored_hook(func.attr.value) else None
+        attr = func.attr.value
+        return func.value.value if is_stored_hook(attr) or is_called_hook_list(attr) else None
     if type(func) in (cst.Subscript, cst.Call):
         # ``hooks[p]()`` / ``hooks[i]()``; ``getattr(p, "<hook>")()`` / ``hooks.get(p)()``
         return hook_owners.hook_owner(func, unit, node)

@@ -23,6 +23,7 @@ dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
 identity_erasure = LazyModule("..analysis.identity_erasure", __package__)
 unwritten_marks = LazyModule("..analysis.unwritten_marks", __package__)
 unwritten_paths = LazyModule("..analysis.unwritten_paths", __package__)
+marked_real_returns = LazyModule("..analysis.marked_real_returns", __package__)
 
 CODE = "GMLP032"
 RULE = Rule(
@@ -138,6 +139,14 @@ RULE = Rule(
         kernels may have written main_grad. Giving a weight to a list (`append`,
         `extend`, `insert`) queues it and writes nothing.
 
+        A helper that finishes the bookkeeping for its caller, handed the weight gradient
+        (a parameter named for one: `grad_weight`, `wgrad`, `dw`, never rebound) and no
+        main_grad of its own, must not mark on a path that returns that gradient (blind
+        corpus 19: fastmoe's `_finish_wgrad(weight, grad_weight, written)` with its mark
+        moved above `if not written: return grad_weight`): the hook then skips `.grad`
+        (analysis/marked_real_returns.py). Not seen: the gradient returned under another
+        name, or through a container.
+
         Not seen: a function that never touches main_grad at all (the write may have
         happened in a captured graph, a hook or another function: Megatron's CUDA-graph
         replay marks exactly so); writes in helpers of other files that are not handed the
@@ -237,6 +246,18 @@ RULE = Rule(
                     grad_weight = make_dummy_wgrad(weight)
                     weight.grad_added_to_main_grad = True
                 return None, grad_weight
+            """
+        ),
+        Example(
+            """
+            import torch
+
+
+            def finish_wgrad(weight, grad_weight, written_to_main_grad):
+                if not written_to_main_grad:
+                    return grad_weight
+                weight.grad_added_to_main_grad = True
+                return torch.zeros_like(weight)
             """
         ),
     ),
@@ -358,6 +379,19 @@ RULE = Rule(
             """,
             line=5,
         ),
+        Example(
+            """
+            import torch
+
+
+            def finish_wgrad(weight, grad_weight, written_to_main_grad):
+                weight.grad_added_to_main_grad = True
+                if not written_to_main_grad:
+                    return grad_weight
+                return torch.zeros_like(weight)
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -377,6 +411,12 @@ EMPTY_ARM = (
     "this arm writes nothing into `{subject}`'s main_grad, where its sibling arm does, and goes "
     "on to the grad_added_to_main_grad mark at line {line}: Megatron's hook then drops the "
     "gradient of this microbatch"
+)
+RETURNED = (
+    "`{subject}` is marked grad_added_to_main_grad here, and the path goes on to return the "
+    "real weight gradient `{name}` this function was handed (line {line}): Megatron's hook "
+    "trusts the mark and skips `.grad`, so that gradient never reaches main_grad (or, where "
+    "the caller wrote it, autograd gets it twice); mark only where the dummy is returned"
 )
 DROPPED = (
     "`{subject}` is marked grad_added_to_main_grad, but the weight gradient `{name}` computed "
@@ -420,6 +460,11 @@ def check(context: ModuleContext, out: Collector) -> None:
                         _report_missing_write(unit, mark, found, out)
                 for mark, name in unwritten_marks.unwritten(unit, marks):
                     out.report(CODE, mark.stmt, UNWRITTEN.format(name=name))
+                for found in marked_real_returns.marked_returns(unit):
+                    subject = context.code(found.mark.subject).strip()
+                    line = context.line_of(found.returned)
+                    message = RETURNED.format(subject=subject, name=found.name, line=line)
+                    out.report(CODE, found.mark.stmt, message)
 
 
 def _report_missing_write(unit: Unit, mark: Mark, found: MissingWrite, out: Collector) -> None:

@@ -102,6 +102,12 @@ RULE = Rule(
         Looking a hook up in a container keyed by the parameter (`store.get(w)`,
         `store.pop(w)`) keeps no books for it.
 
+        A tensor's own list of post-backward hooks called as one (`self._backward_post_hooks(
+        grad)`, MS-AMP's `HookManager` on a `ScalingTensor`: a plural noun with `post` in it, not
+        `pre`, not named for running them like `run_wgrad_hooks`) fires them for that tensor: it must set its own
+        `.grad` first (blind corpus 18's `backward_grad_update` with its two lines
+        swapped fed the FP8 DDP hook the previous gradient).
+
         Not seen: bookkeeping done before the function is called (by its caller), hooks
         stored under other names (`p._hook_fn()`: no gradient or accumulation in the name),
         a loop over a container of hooks alone (`for h in
@@ -188,6 +194,18 @@ RULE = Rule(
                     w.post_wgrad_grad_acc_hook()
             """
         ),
+        Example(
+            """
+            class ScalingTensor:
+                def backward_grad_update(self, grad):
+                    self.grad = grad
+                    self._backward_post_hooks(grad)
+
+
+            def fp8_param_hook(param):
+                param.main_grad.add_(param.grad)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -243,6 +261,19 @@ RULE = Rule(
                             w.main_grad.add_(dy.t() @ x)
             """,
             line=8,
+        ),
+        Example(
+            """
+            class ScalingTensor:
+                def backward_grad_update(self, grad):
+                    self._backward_post_hooks(grad)
+                    self.grad = grad
+
+
+            def fp8_param_hook(param):
+                param.main_grad.add_(param.grad)
+            """,
+            line=3,
         ),
     ),
 )

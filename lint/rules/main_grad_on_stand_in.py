@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..lazy import LazyModule
 from ..registry import Example, Rule
+from ..wgrad_words import STORE_PUT_METHODS
 
 if TYPE_CHECKING:
     from ..analysis.collector import Collector
@@ -19,6 +20,7 @@ stand_ins = LazyModule("..analysis.stand_ins", __package__)
 marking_calls = LazyModule("..analysis.marking_calls", __package__)
 marking_helpers = LazyModule("..analysis.marking_helpers", __package__)
 stand_in_uses = LazyModule("..analysis.stand_in_uses", __package__)
+window_switches = LazyModule("..analysis.window_switches", __package__)
 
 CODE = "GMLP030"
 RULE = Rule(
@@ -33,7 +35,8 @@ RULE = Rule(
     ),
     flags=(
         "`X.main_grad` / `getattr(X, 'main_grad')`, `X.grad_added_to_main_grad = True`, "
-        "`X.grad = ...` / `X.grad += ...`, `weakref.ref(X)` or, where a weight is marked, a "
+        "`X.grad = ...` / `X.grad += ...`, `weakref.ref(X)`, `WeightGradStore.put(X, ...)` or, "
+        "where a weight is marked, a "
         "dummy shaped like X, where X is known to be a quantized or gathered copy of the "
         "weight or a holder's tensor field beside its Parameter field "
         "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
@@ -144,6 +147,13 @@ RULE = Rule(
         beside it is taken to be the Parameter: Transformer Engine saves the Parameter
         itself).
 
+        The weight handed to a store of weight-gradient work (`WeightGradStore.put(total_weight,
+        ...)`; files naming such a store are analysed without main_grad) is where the W pass
+        delivers the gradient: a copy there (by producer, or a name spelled as a copy,
+        `total_weight` / `weight_fp8`, bound from any call) gets it instead of the
+        Parameter (blind corpus 19: InternEvo's weight-parallel linear handing the store
+        its all-gathered weight).
+
         Not seen: the read moved into a helper function of the file, or into an autograd
         Function's forward / backward, handed the copy: GMLP037 reports the call (where
         the copy's `origin_` twin is in scope, or where every path makes it a copy).
@@ -216,6 +226,18 @@ RULE = Rule(
                 weight.grad_added_to_main_grad = True
                 zero = getattr(weight, "zero_out_wgrad", False)
                 return get_dummy_wgrad(list(weight.main_grad.shape), weight.dtype, zero)
+            """
+        ),
+        Example(
+            """
+            from internlm.core.scheduler.pipeline_scheduler_zb import WeightGradStore
+
+
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                total_weight = ctx.communicator.weight_hook(weight, module=ctx.module)
+                WeightGradStore.put(weight, x, dy, linear_backward_op)
+                return dy @ total_weight, None
             """
         ),
     ),
@@ -327,6 +349,19 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            from internlm.core.scheduler.pipeline_scheduler_zb import WeightGradStore
+
+
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                total_weight = ctx.communicator.weight_hook(weight, module=ctx.module)
+                WeightGradStore.put(total_weight, x, dy, linear_backward_op)
+                return dy @ total_weight, None
+            """,
+            line=7,
+        ),
     ),
 )
 
@@ -374,12 +409,17 @@ EFFECTS = {
     "the Parameter's: autograd rejects it or the hook adds a wrong tensor into main_grad",
     "grad": "the gradient lands on a temporary the optimizer never sees and the Parameter's "
     "`.grad` stays empty",
+    "store": "the W pass computes the gradient for it and delivers it there: it lands on a "
+    "temporary and the Parameter gets none",
 }
 
 
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
-    if "main_grad" not in source:
+    # a zero-bubble backward hands its weight to a store (ColossalAI's, InternEvo's) in
+    # files that never name main_grad
+    stores = window_switches.names_a_store(source)
+    if "main_grad" not in source and not stores:
         return
     look_at_refs = "weakref" in source
     # a ``.grad`` assignment can stand anywhere in a file that keeps main_grad (a delayed
@@ -392,6 +432,7 @@ def check(context: ModuleContext, out: Collector) -> None:
             or survey.spells_main_grad
             or survey.spells_grad_added
             or (look_at_refs and survey.calls & {"ref", "proxy"})
+            or (stores and not STORE_PUT_METHODS.isdisjoint(survey.calls))
         ):
             _check_unit(unit, out)
 
@@ -474,6 +515,8 @@ class _Reporter:
 
     def __call__(self, subject, what: str, effect: str, kind: str | None = None) -> None:
         kind = kind or self._kind(subject)
+        if kind is None and effect == "store":
+            kind = self._produced_copy(subject)
         if kind is None or self._rebinds_itself(subject):
             return
         if effect == "dummy" and kind == provenance.SAVED:
@@ -512,6 +555,19 @@ class _Reporter:
             kind = self._kind(subject) if stand_in_uses.may_stand_in(unit, subject, at) else None
         if kind is not None:
             self(subject, what, "weakref", kind)
+
+    def _produced_copy(self, subject) -> str | None:
+        """A name spelled as a copy (``total_weight``, ``weight_fp8``) that every binding
+        reaching here takes from a call (a communicator's gather, a cast helper): the copy
+        its spelling says, whatever the producer's name."""
+        if type(subject) is not cst.Name:
+            return None
+        kind = provenance.by_name(subject.value)
+        defs = self.unit.reaching.reaching(subject.value, self.node)
+        if kind not in provenance.COPIES or not defs:
+            return None
+        produced = all(d.kind == "assign" and type(d.value) is cst.Call for d in defs)
+        return kind if produced else None
 
     def _kind(self, subject) -> str | None:
         return stand_ins.surely_stand_in(self.objects, self.unit, subject, self.node)

@@ -13,7 +13,10 @@ Blind, with the rules of e88b4be (the twentieth session's start): **3 of 24** (d
 of 16, held-out 1 of 8). After the session's checks (GMLP064 among them, written from two of
 these development misses: picotron's free of `.grad` moved under the sync switch and
 nnscaler's behind an early return; and GMLP053's clone of a bucket slice, from picotron's
-`_get_view_from_tensor`): development 5 of 16 and 1 near, held-out 1 of 8 (not read).
+`_get_view_from_tensor`): development 5 of 16 and 1 near, held-out 1 of 8 (not read). The
+twenty-first session's GMLP065 (DualPipe's W pass gated on the store's window switch) and
+GMLP017's post-hook list called as one (MS-AMP's `backward_grad_update` firing its hooks
+before setting `.grad`): development 7 of 16 and 1 near, held-out 1 of 8 (not read).
 
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind18_corpus`` prints the table.
@@ -39,10 +42,10 @@ OUTCOME: Outcomes = {
     "nnscaler_hook_returns_before_freeing_grad": ("caught", (("GMLP064", 16),), ()),
     "picotron_hook_copies_into_main_grad": ("caught", (("GMLP016", 40),), ()),
     "msamp_gemm_fn_accumulation_gemm_overwrites": ("missed", (), ()),
-    "msamp_grad_update_fires_hooks_before_setting_grad": ("missed", (), ()),
+    "msamp_grad_update_fires_hooks_before_setting_grad": ("caught", (("GMLP017", 28),), ()),
     "picotron_hook_on_param_tensor_not_accumulator": ("missed", (), ()),
     "dualpipe_linear_defers_when_zero_bubble_is_off": ("near", (("GMLP023", 48),), ()),
-    "dualpipe_weight_chunk_gated_on_reset_enabled_flag": ("missed", (), ()),
+    "dualpipe_weight_chunk_gated_on_reset_enabled_flag": ("caught", (("GMLP065", 40),), ()),
     "msamp_fused_linear_flag_assigned_the_local_accumulate": ("caught", (("GMLP002", 32),), ()),
     "msamp_fused_linear_hook_path_chosen_on_local_accumulate": ("missed", (), ()),
     "neox_te_linear_fetch_skipped_when_main_grad_attr_missing": ("missed", (), ()),

@@ -1,0 +1,86 @@
+"""A weight marked as written into main_grad while the function hands back the real weight
+gradient it was given (issue #19, class 3: a flag with no write).
+
+A helper that finishes the bookkeeping for a fused backward is handed the weight gradient
+and whether it was written into main_grad (``def _finish_wgrad(weight, grad_weight,
+written)``): if not, the gradient is returned for autograd to put into ``.grad``; if so, the
+weight is marked (``weight.grad_added_to_main_grad = True``) and a dummy goes back instead.
+A mark on a path that then returns the gradient itself breaks both halves: Megatron's hook
+trusts the mark and skips ``.grad``, so the gradient never reaches main_grad (or, where it was
+written, autograd gets it a second time). fastmoe's ``MOELinear`` in blind corpus 19 moved the
+mark above the early return.
+
+Seen: a function (not a ``backward``) none of whose code names ``main_grad`` as an
+attribute (the write, if any, is the caller's: GMLP032's other checks see functions that
+write), with a parameter named for a weight gradient (``grad_weight``, ``wgrad``, ``dw``)
+that it never rebinds and does not return on every path (a helper that chooses between it
+and a dummy of its own; one that only hands it back may be handed the caller's dummy), and a
+path from a mark to a ``return`` of that parameter (alone or as an element of a returned
+tuple).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..wgrad_words import names_weight_gradient
+from . import paths, patterns, wgrad
+from .module import Unit
+
+
+@dataclass(frozen=True)
+class MarkedReturn:
+    mark: wgrad.Mark
+    name: str  # the parameter holding the real gradient
+    returned: cst.Return
+
+
+def marked_returns(unit: Unit) -> list[MarkedReturn]:
+    function = unit.owner
+    # autograd hands ``backward`` the outputs' gradients, never a weight gradient to finish
+    if type(function) is not cst.FunctionDef or function.name.value == "backward":
+        return []
+    names = [
+        p.name.value
+        for p in (*function.params.params, *function.params.kwonly_params)
+        if names_weight_gradient(p.name.value)
+    ]
+    if not names or _names_main_grad(function):
+        return []
+    marks = wgrad.marks(unit)
+    if not marks:
+        return []
+    rebound = {d.name for d in unit.graph.defs if d.kind != "param"}
+    found = []
+    for name in names:
+        if name in rebound:
+            continue
+        all_returns = [n for n in unit.graph.nodes if type(n.owner) is cst.Return]
+        returns = {n.index: n.owner for n in all_returns if _returns_name(n.owner.value, name)}
+        if len(returns) == len(all_returns):
+            # the only thing it hands back: the caller may pass a dummy in (``finish(w,
+            # dummy)``); a helper choosing between the gradient and a dummy of its own
+            # shows that the parameter is the real one
+            continue
+        for mark in marks:
+            reached = [i for i in returns if paths.reaches(mark.node, (i,))]
+            if reached:
+                found.append(MarkedReturn(mark, name, returns[reached[0]]))
+    return found
+
+
+def _names_main_grad(function: cst.FunctionDef) -> bool:
+    return any(
+        type(node) is cst.Attribute and node.attr.value == patterns.MAIN_GRAD
+        for node in patterns.walk(function.body)
+    )
+
+
+def _returns_name(value: cst.BaseExpression | None, name: str) -> bool:
+    if type(value) is cst.Name:
+        return value.value == name
+    if type(value) is cst.Tuple:
+        return any(type(e.value) is cst.Name and e.value.value == name for e in value.elements)
+    return False
