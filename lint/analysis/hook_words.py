@@ -20,23 +20,22 @@ def is_stored_hook(attr: str) -> bool:
     )
 
 
-# A method that runs hooks (``self.run_wgrad_hooks()``) is named by what it does: it is not
-# a list of the object's own hooks.
-RUNNING_VERBS = frozenset({"run", "fire", "call", "invoke", "execute", "dispatch", "trigger"})
+# Every word of the name of a tensor's own list of post hooks: a noun phrase, so that a
+# method about hooks (``run_wgrad_hooks``, ``has_backward_post_hooks``, ``clear_post_hooks``)
+# is not one.
+HOOK_LIST_WORDS = frozenset(
+    {"backward", "post", "accumulate", "accumulation", "accum", "grad", "gradient", "hooks"}
+)
 
 
 def is_called_hook_list(attr: str) -> bool:
     """A list of a tensor's post-backward hooks called as one (MS-AMP's ``HookManager``:
     ``self._backward_post_hooks(grad)`` runs each): calling it fires them all for the
-    tensor it belongs to. A noun naming post hooks (``post`` a segment of it); not pre hooks,
-    which run before the gradient exists, nor a method named for running them."""
+    tensor it belongs to. A noun phrase naming post hooks (``post`` one of its words, every
+    word in ``HOOK_LIST_WORDS``); not pre hooks, which run before the gradient exists, nor a
+    method about them."""
     segments = attr.lower().strip("_").split("_")
-    return (
-        segments[-1] == "hooks"
-        and "post" in segments
-        and RUNNING_VERBS.isdisjoint(segments)
-        and not any(word in segments for word in NOT_A_STORED_HOOK)
-    )
+    return segments[-1] == "hooks" and "post" in segments and set(segments) <= HOOK_LIST_WORDS
 
 
 def is_hook_container(word: str) -> bool:

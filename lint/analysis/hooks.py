@@ -45,6 +45,7 @@ from . import (
     hook_owners,
     hook_spellings,
     hook_words,
+    paths,
     patterns,
 )
 from .cfg import Node
@@ -272,3 +273,29 @@ def runs_delayed_wgrad(expr: cst.CSTNode) -> cst.Call | None:
         if method == "pop" and any(word in hook_words.last_word(receiver) for word in WGRAD_WORDS):
             return sub
     return None
+
+
+def is_list_firing(firing: Firing) -> bool:
+    """A tensor's own list of post hooks called as one (``self._backward_post_hooks(g)``)."""
+    func = firing.call.func
+    return (
+        type(func) is cst.Attribute
+        and is_called_hook_list(func.attr.value)
+        and not is_stored_hook(func.attr.value)
+    )
+
+
+def sets_grad_later(unit: Unit, firing: Firing) -> bool:
+    """A node reached from the firing assigns ``<subject>.grad`` (or its ``_grad`` field):
+    the function sets, after firing the hooks, the gradient they read."""
+    targets = set()
+    for node in unit.graph.nodes:
+        owner = node.owner
+        if type(owner) in (cst.Assign, cst.AnnAssign, cst.AugAssign) and any(
+            type(t) is cst.Attribute
+            and t.attr.value in ("grad", "_grad")
+            and unit.context.code(t.value) == firing.subject
+            for t in patterns.assignment_targets(owner)
+        ):
+            targets.add(node.index)
+    return bool(targets) and paths.reaches(firing.node, targets)

@@ -45,7 +45,7 @@ def marked_returns(unit: Unit) -> list[MarkedReturn]:
     names = [
         p.name.value
         for p in (*function.params.params, *function.params.kwonly_params)
-        if names_weight_gradient(p.name.value)
+        if names_weight_gradient(p.name.value) and "dummy" not in p.name.value.lower()
     ]
     if not names or _names_main_grad(function):
         return []
@@ -58,16 +58,20 @@ def marked_returns(unit: Unit) -> list[MarkedReturn]:
         if name in rebound:
             continue
         all_returns = [n for n in unit.graph.nodes if type(n.owner) is cst.Return]
-        returns = {n.index: n.owner for n in all_returns if _returns_name(n.owner.value, name)}
-        if len(returns) == len(all_returns):
-            # the only thing it hands back: the caller may pass a dummy in (``finish(w,
-            # dummy)``); a helper choosing between the gradient and a dummy of its own
-            # shows that the parameter is the real one
+        returns = {n.index: n for n in all_returns if _returns_name(n.owner.value, name)}
+        if not any(_allocates(n.owner.value) for n in all_returns):
+            # a helper that makes no dummy of its own may be handed the caller's (``finish(w,
+            # dummy)``, returning it or None); one choosing between the parameter and a
+            # dummy it allocates shows that the parameter is the real gradient
             continue
         for mark in marks:
-            reached = [i for i in returns if paths.reaches(mark.node, (i,))]
+            reached = [
+                n
+                for i, n in returns.items()
+                if paths.reaches(mark.node, (i,)) and not _contradict(unit, mark.node, n)
+            ]
             if reached:
-                found.append(MarkedReturn(mark, name, returns[reached[0]]))
+                found.append(MarkedReturn(mark, name, reached[0].owner))
     return found
 
 
@@ -84,3 +88,42 @@ def _returns_name(value: cst.BaseExpression | None, name: str) -> bool:
     if type(value) is cst.Tuple:
         return any(type(e.value) is cst.Name and e.value.value == name for e in value.elements)
     return False
+
+
+def _allocates(value: cst.BaseExpression | None) -> bool:
+    """A fresh tensor: an allocation (``torch.empty_like(w)``) or a dummy maker, also as an
+    element of a returned tuple or list, or of a comprehension."""
+    if type(value) in (cst.Tuple, cst.List):
+        return any(_allocates(e.value) for e in value.elements)
+    if type(value) in (cst.ListComp, cst.GeneratorExp):
+        return _allocates(value.elt)
+    name = patterns.callee_name(value) or ""
+    return name in patterns.ALLOCATORS or name.endswith("_like") or "dummy" in name.lower()
+
+
+def _contradict(unit: Unit, first, second) -> bool:
+    """The ``if``s around the two nodes ask one condition with opposite outcomes (``if
+    fused and ...: mark`` and ``if not fused: return g``): no run reaches both."""
+    one, other = _known(unit, first), _known(unit, second)
+    return any(other.get(text) is (not value) for text, value in one.items())
+
+
+def _known(unit: Unit, node) -> dict[str, bool]:
+    """What the ``if``s around a node say about plain conditions, by their code."""
+    known: dict[str, bool] = {}
+    for stmt, arm in node.enclosing_ifs:
+        truth = arm == "body"
+        test = stmt.test
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, truth = test.expression, not truth
+        parts = [test]
+        if truth and type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+            parts = [test.left, test.right]
+        elif type(test) is cst.BooleanOperation:
+            continue  # ``not (a and b)``: neither part is known
+        for part in parts:
+            value = truth
+            while type(part) is cst.UnaryOperation and type(part.operator) is cst.Not:
+                part, value = part.expression, not value
+            known[unit.context.code(part)] = value
+    return known

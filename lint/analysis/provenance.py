@@ -91,6 +91,22 @@ def is_origin_name(word: str) -> bool:
     return any(word.startswith(p) and len(word) > len(p) for p in ORIGIN_PREFIXES)
 
 
+# The same said by a suffix, on a sibling of one stem: ColossalAI unpacks ``weight_cal,
+# weight_origin = weight`` (a view handed to Gemini's ``__torch_function__``, and the
+# Parameter that is updated).
+ORIGIN_SUFFIXES = ("_origin", "_orig", "_original")
+
+
+def origin_sibling(word: str, siblings) -> str | None:
+    """Among ``siblings``, the one that spells the Parameter beside ``word`` by a suffix on
+    ``word``'s stem (``weight_origin`` beside ``weight_cal`` or ``weight``)."""
+    stem = word.rsplit("_", 1)[0]
+    for sibling in siblings:
+        if sibling != word and any(sibling in (stem + s, word + s) for s in ORIGIN_SUFFIXES):
+            return sibling
+    return None
+
+
 def by_name(word: str) -> str | None:
     if is_origin_name(word) or word.endswith("_param"):
         return PARAMETER

@@ -41,9 +41,8 @@ def candidates(unit: Unit):
             elif type(sub) is cst.Call and _puts_into_weight_grad_store(sub):
                 # the W pass delivers the gradient to the weight it was handed
                 what = "the deferred weight-gradient work is handed"
-                for arg in patterns.positional_args(sub):
-                    if type(arg.value) is cst.Name:
-                        yield arg.value, node, root, what, "store"
+                for weight in _store_weights(sub):
+                    yield weight, node, root, what, "store"
 
 
 def _puts_into_weight_grad_store(call: cst.Call) -> bool:
@@ -55,6 +54,18 @@ def _puts_into_weight_grad_store(call: cst.Call) -> bool:
         and func.attr.value in STORE_PUT_METHODS
         and names_weight_grad_store(patterns.last_word(func.value) or "")
     )
+
+
+def _store_weights(call: cst.Call) -> list[cst.Name]:
+    """The names handed to a store's ``put`` that spell a weight (``total_weight``,
+    ``weight_fp8``; not the FP8 input or the gathered output gradient, which are the W
+    pass's operands), none when one of them spells the Parameter itself (a plain
+    ``weight`` beside the gathered one: the store takes both)."""
+    names = [a.value for a in call.args if type(a.value) is cst.Name]
+    weights = [n for n in names if "weight" in n.value.lower()]
+    if any(provenance.by_name(n.value) not in provenance.COPIES for n in weights):
+        return []
+    return weights
 
 
 def _grad_targets(root) -> list:

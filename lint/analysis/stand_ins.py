@@ -20,8 +20,12 @@ from .provenance import (
     is_saved_tensors,
     of_value,
     on_ctx,
+    origin_sibling,
     target_names,
 )
+
+# The other tensor of a pair unpacked beside the Parameter's origin-named sibling.
+PAIRED = "paired"
 
 
 def surely_stand_in(
@@ -102,6 +106,13 @@ def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> s
             # ``wm, workspace = quantize_weight(w)``: what a copying producer hands back,
             # unpacked, is that copy and its companions, whatever the names.
             kind = kind or objects.of(value)
+        if kind is None:
+            # ``weight_cal, weight_origin = weight``: unpacked beside the Parameter's
+            # origin-named sibling, it is the other tensor of the pair
+            targets = [t.target for t in d.node.owner.targets] if _assigns(d) else []
+            siblings = target_names(targets[0]) if len(targets) == 1 else []
+            if origin_sibling(d.name, siblings) is not None:
+                return PAIRED
         return _as_stand_in(objects, d.name, kind)
     value = d.value
     if type(value) is cst.List and not value.elements:
@@ -167,6 +178,10 @@ def rebound_to_itself(unit: Unit, name: str, node) -> bool:
         d.value is not None and name in {n.value for n in patterns.read_names(d.value)}
         for d in unit.reaching.reaching(name, node)
     )
+
+
+def _assigns(d) -> bool:
+    return type(d.node.owner) is cst.Assign
 
 
 def _unpacked(d) -> bool:

@@ -61,12 +61,73 @@ def gated_passes(context: ModuleContext) -> list[GatedPass]:
             continue
         for test, switch, take in _gates(function.body, windows):
             attr = switch.attr.value
+            resets = [r for w, r in windows[attr] if _same_switch(context, switch, r)]
+            if not resets:
+                continue  # a window of another object's attribute of that name
             window_functions = [w for w, _ in windows[attr]]
-            if _called_in(function.name.value, window_functions):
+            if function.name.value in _reached_from(window_functions, functions):
                 continue
             code = context.code(switch)
-            found.append(GatedPass(test, code, windows[attr][0][1], take))
+            found.append(GatedPass(test, code, resets[0], take))
     return found
+
+
+def _same_switch(context: ModuleContext, read: cst.Attribute, reset: cst.CSTNode) -> bool:
+    """The reset writes the attribute the gate reads: the same object by its code, or
+    ``cls.X`` / ``self.X`` inside the class whose name the read's object ends in
+    (``WeightGradStore.enabled`` and ``cls.enabled`` in ``class WeightGradStore``)."""
+    target = reset.targets[0].target
+    owner = context.code(target.value)
+    if owner == context.code(read.value):
+        return True
+    if owner not in ("cls", "self"):
+        return False
+    cls = next((c for c in _classes_around(context, reset)), None)
+    return cls is not None and cls == patterns.last_word(read.value)
+
+
+def _classes_around(context: ModuleContext, node: cst.CSTNode):
+    start, end = context.offsets(node)
+    for unit in context.units:
+        owner = unit.owner
+        if type(owner) is cst.ClassDef:
+            first, last = context.offsets(owner)
+            if first <= start and end <= last:
+                yield owner.name.value
+
+
+def _reached_from(
+    starts: Sequence[cst.FunctionDef], functions: Sequence[cst.FunctionDef]
+) -> set[str]:
+    """The names of the file's functions that code inside the windows may run: named
+    (called, handed on as a callback, looked up by ``getattr``) in a window function or,
+    in turn, in a function so named; all of them where one calls through a table or a
+    ``getattr``."""
+    by_name = {f.name.value: f for f in functions}
+    reached: set[str] = set()
+    stack = list(starts)
+    while stack:
+        function = stack.pop()
+        for node in patterns.walk(function.body):
+            if type(node) is cst.Call and type(node.func) in (cst.Subscript, cst.Call):
+                # ``self._ops[op]()``, ``getattr(self, name)()``: it may run any of them
+                return set(by_name)
+            word = _named(node)
+            if word in by_name and word not in reached:
+                reached.add(word)
+                stack.append(by_name[word])
+    return reached
+
+
+def _named(node: cst.CSTNode) -> str | None:
+    kind = type(node)
+    if kind is cst.Name:
+        return node.value
+    if kind is cst.Attribute:
+        return node.attr.value
+    if kind is cst.SimpleString:
+        return patterns.string_value(node)
+    return None
 
 
 def _window_switches(
@@ -78,13 +139,16 @@ def _window_switches(
     for function in functions:
         top = suite_body(function.body)
         writes = _writes(function.body)
+        # a generator (``@contextmanager``) yields inside its window: its caller's block
+        # runs with the switch on
+        generator = any(type(n) is cst.Yield for n in patterns.walk(function.body))
         for attr in {a for a, _, _ in writes}:
             if attr in spoiled:
                 continue
             turns_on = any(a == attr and not off for a, _, off in writes)
             if not turns_on:
                 continue  # only turned off here (``__init__``, a reset helper)
-            reset = _final_reset(top, attr)
+            reset = None if generator else _final_reset(top, attr)
             if reset is None:
                 spoiled.add(attr)
                 windows.pop(attr, None)
@@ -178,11 +242,9 @@ def _gates(
 
 def _returns(statements: Sequence[cst.CSTNode]) -> bool:
     last = statements[-1] if statements else None
-    return (
-        type(last) is cst.SimpleStatementLine
-        and type(last.body[-1]) is cst.Return
-        and (last.body[-1].value is None or patterns.is_none_like(last.body[-1].value))
-    )
+    if type(last) is cst.SimpleStatementLine:
+        last = last.body[-1]  # an indented body; a one-line ``if T: return`` holds the return
+    return type(last) is cst.Return and (last.value is None or patterns.is_none_like(last.value))
 
 
 def _needed(test: cst.BaseExpression, windows: dict, *, when: bool) -> cst.Attribute | None:
@@ -212,11 +274,3 @@ def _take(statements: Sequence[cst.CSTNode]) -> cst.Call | None:
                 if node.func.attr.value in TAKE_METHODS and names_weight_grad_store(receiver):
                     return node
     return None
-
-
-def _called_in(name: str, functions: Sequence[cst.FunctionDef]) -> bool:
-    return any(
-        patterns.callee_name(node) == name
-        for function in functions
-        for node in patterns.walk(function.body)
-    )

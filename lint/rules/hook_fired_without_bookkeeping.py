@@ -103,8 +103,10 @@ RULE = Rule(
         `store.pop(w)`) keeps no books for it.
 
         A tensor's own list of post-backward hooks called as one (`self._backward_post_hooks(
-        grad)`, MS-AMP's `HookManager` on a `ScalingTensor`: a plural noun with `post` in it, not
-        `pre`, not named for running them like `run_wgrad_hooks`) fires them for that tensor: it must set its own
+        grad)`, MS-AMP's `HookManager` on a `ScalingTensor`: a noun phrase of `backward`, `post`,
+        `grad`, `accum...` and `hooks` only, with `post` in it; not `run_wgrad_hooks`,
+        `has_backward_post_hooks`) fires them for that tensor; it is reported only where
+        the function sets that tensor's `.grad` (or `_grad`) after the firing: it must set its own
         `.grad` first (blind corpus 18's `backward_grad_update` with its two lines
         swapped fed the FP8 DDP hook the previous gradient).
 
@@ -306,6 +308,8 @@ def check(context: ModuleContext, out: Collector) -> None:
         if not hooks.may_fire(unit, bound):
             continue
         for firing in hooks.firings(unit):
+            if hooks.is_list_firing(firing) and not hooks.sets_grad_later(unit, firing):
+                continue  # a tensor's own hooks: judged where it sets the gradient after them
             blocked = bookkeeping.bookkeeping_nodes(unit, firing.subject, firing)
             if hooks.unbooked(unit, firing, blocked):
                 message = MESSAGE_EACH if firing.over else MESSAGE

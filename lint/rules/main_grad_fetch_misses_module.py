@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+partial_fetches = LazyModule("..analysis.partial_fetches", __package__)
 fetches = LazyModule("..analysis.fused_module_fetches", __package__)
 
 CODE = "GMLP050"
@@ -66,6 +67,14 @@ RULE = Rule(
         than as a callee (`partial(expose, self.fc2)`, `map(expose, ...)`, a registered
         hook); a class whose base, defined in the file, fetches too; a class with one fused
         module.
+
+        A fetch over a literal list of one object's parameters (`for p in (self.w1,
+        self.w2): expose(p)`, or the binding written inline) followed, in the same function,
+        by a call handed a literal list of the same object's parameters that holds others
+        besides (`op(..., (self.w1, self.v1, self.w2), fuse)`) leaves those others' main_grad
+        None (blind corpus 19: megablocks' grouped GLU fetched `w1` and `w2` and not `v1`;
+        `analysis/partial_fetches.py`). Not seen there: lists built elsewhere, parameters
+        named by strings (`getattr(self, name)`), an op handed them one by one.
 
         Not seen: helpers of other files, fetches written out inline other than in a loop
         over `self.X.parameters()`, and
@@ -135,6 +144,21 @@ RULE = Rule(
                         self._expose(module)
             """
         ),
+        Example(
+            """
+            def expose(param):
+                if getattr(param, "main_grad", None) is None:
+                    param.main_grad = param.get_main_grad()
+
+
+            class GroupedGLU(Module):
+                def forward(self, x, sizes):
+                    fuse = self.args.fuse_wgrad_accumulation
+                    for param in (self.w1, self.v1, self.w2):
+                        expose(param)
+                    return grouped_glu(x, sizes, (self.w1, self.v1, self.w2), fuse)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -179,6 +203,22 @@ RULE = Rule(
             """,
             line=17,
         ),
+        Example(
+            """
+            def expose(param):
+                if getattr(param, "main_grad", None) is None:
+                    param.main_grad = param.get_main_grad()
+
+
+            class GroupedGLU(Module):
+                def forward(self, x, sizes):
+                    fuse = self.args.fuse_wgrad_accumulation
+                    for param in (self.w1, self.w2):
+                        expose(param)
+                    return grouped_glu(x, sizes, (self.w1, self.v1, self.w2), fuse)
+            """,
+            line=9,
+        ),
     ),
 )
 
@@ -186,6 +226,13 @@ MESSAGE = (
     "main_grad is fetched for {fetched} but not for {missed}, whose parameters the fused ops "
     "of `{cls}` also write ({why} on line {line}): under Megatron-FSDP their main_grad "
     "stays None; hand {missed} to `{helper}` too"
+)
+
+
+PARTIAL = (
+    "main_grad is fetched over this list only, and the call on line {line} hands the op "
+    "{missing} too: under Megatron-FSDP their main_grad stays None when the op writes it; "
+    "fetch every parameter the op is handed"
 )
 
 
@@ -198,6 +245,10 @@ def check(context: ModuleContext, out: Collector) -> None:
     for node in patterns.walk(context.module):
         if type(node) is cst.ClassDef:
             _check_class(node, helpers, binders, out)
+    for found in partial_fetches.partial_fetches(context, binders):
+        missing = ", ".join(f"`{name}`" for name in found.missing)
+        line = context.line_of(found.call)
+        out.report(CODE, found.listed, PARTIAL.format(missing=missing, line=line))
 
 
 def _check_class(cls, helpers: frozenset[str], binders: frozenset[str], out: Collector) -> None:

@@ -154,6 +154,11 @@ RULE = Rule(
         Parameter (blind corpus 19: InternEvo's weight-parallel linear handing the store
         its all-gathered weight).
 
+        A pair unpacked with one name spelling the Parameter by a suffix on the other's
+        stem (`weight_cal, weight_origin = weight`: ColossalAI's store keeps a view for
+        Gemini beside the Parameter) makes the other a stand-in (blind corpus 17: the W pass
+        setting `weight_cal.grad`).
+
         Not seen: the read moved into a helper function of the file, or into an autograd
         Function's forward / backward, handed the copy: GMLP037 reports the call (where
         the copy's `origin_` twin is in scope, or where every path makes it a copy).
@@ -238,6 +243,19 @@ RULE = Rule(
                 total_weight = ctx.communicator.weight_hook(weight, module=ctx.module)
                 WeightGradStore.put(weight, x, dy, linear_backward_op)
                 return dy @ total_weight, None
+            """
+        ),
+        Example(
+            """
+            class WeightGradStore:
+                @classmethod
+                def pop(cls, stored):
+                    for x, dy, weight, func in stored:
+                        weight_cal, weight_origin = weight
+                        if weight_origin.grad is not None:
+                            func(x, dy, weight_origin.grad)
+                        else:
+                            weight_origin.grad = func(x, dy)
             """
         ),
     ),
@@ -362,6 +380,20 @@ RULE = Rule(
             """,
             line=7,
         ),
+        Example(
+            """
+            class WeightGradStore:
+                @classmethod
+                def pop(cls, stored):
+                    for x, dy, weight, func in stored:
+                        weight_cal, weight_origin = weight
+                        if weight_origin.grad is not None:
+                            func(x, dy, weight_origin.grad)
+                        else:
+                            weight_cal.grad = func(x, dy)
+            """,
+            line=9,
+        ),
     ),
 )
 
@@ -372,6 +404,7 @@ KINDS = {
     "quantized": "a quantized copy of the weight",
     "materialized": "a materialized (gathered) copy of the weight",
     "held": "a tensor field kept beside the holder's Parameter field (not the Parameter)",
+    "paired": "the other tensor of a pair unpacked beside the Parameter `{twin}`",
 }
 MESSAGE = (
     "{what} `{subject}`, {kind}: the copy carries no main_grad or flags of the Parameter, "
@@ -528,6 +561,7 @@ class _Reporter:
         text = out.text(subject)
         names = self.objects.names
         twin = next((p + text for p in provenance.ORIGIN_PREFIXES if p + text in names), "")
+        twin = twin or provenance.origin_sibling(text, names) or ""
         message = MESSAGE.format(
             what=what, subject=text, kind=KINDS[kind].format(twin=twin), effect=EFFECTS[effect]
         )

@@ -9,9 +9,10 @@
 #                     every gpu-marked test that runs without TE, then DeepSeek-V3's weight-
 #                     gradient phases (discrete weights, both loads) with 753b253's fused/
 #                     and with this checkout's (heavy-light pairs), triton only
+#   bash THIS ab      tests-ab without the tests (a short device budget: the A/B alone)
 #   bash THIS tests | bench   the eighth session's steps (scripts/gpu/session_2026_12_05.sh)
 # Logs and JSON in $OUT/, a summary line per step.
-PART=${1:?paired, tests-ab, tests or bench}
+PART=${1:?paired, tests-ab, ab, tests or bench}
 case $PART in tests | bench) exec bash scripts/gpu/session_2026_12_05.sh "$PART" ;; esac
 source scripts/gpu/session_common.sh
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" > $G/env-$PART.txt 2>&1
@@ -22,9 +23,11 @@ if [ "$PART" = paired ]; then
   done
   grep -h '"checked"' $G/wgrad-paired-*.jsonl | grep -v '"max_rel_difference": 0.0' | cut -c1-300
 fi
-if [ "$PART" = tests-ab ]; then
-  step pytest-gpu 300 $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs -p no:cacheprovider $GPU_TEST_FILES
-  tail -n 6 $G/pytest-gpu.log
+if [ "$PART" = tests-ab ] || [ "$PART" = ab ]; then
+  if [ "$PART" = tests-ab ]; then
+    step pytest-gpu 300 $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs -p no:cacheprovider $GPU_TEST_FILES
+    tail -n 6 $G/pytest-gpu.log
+  fi
   # DeepSeek-V3's discrete-weight phases need an H200's memory (45 GB of main_grad alone).
   python3 -c "import sys, torch; sys.exit(torch.cuda.get_device_properties(0).total_memory < 100e9)" || { cat $S; exit 0; }
   AB="--device cuda --shape deepseek --impl triton --weights discrete --load both --no-progress --phases wgrad-accumulate,wgrad-overwrite"

@@ -70,6 +70,12 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
         "gradient reads as a dropped weight gradient and GMLP032 fires on the return instead",
         frozenset({"class1-blind5-partial-bound-to-fp8-cast-writes-wgrad"}),
     ),
+    ("rename-locals", "GMLP050"): (
+        "a call that takes the listed parameters is a fused op when it is also handed a "
+        "switch named for fusing (fuse, accumulat*, main_grad: its page); the local `fuse` "
+        "renamed away, the call reads as any use of the parameters",
+        frozenset({"GMLP050-invalid-2"}),
+    ),
     ("rename-locals", "GMLP032"): (
         "a bookkeeping helper's handed-in gradient is recognised by its parameter's name "
         "(grad_weight, wgrad, dw: its page); renamed away it is any value the helper returns",
@@ -92,6 +98,18 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
         "is named for it (a name part dw, wgrad: its page); renamed away, `backward_dw[...]` "
         "is any list",
         frozenset({"GMLP043-invalid-0"}),
+    ),
+    ("rename-classes", "GMLP030"): (
+        "a file that names no main_grad is analysed for a store's work when it names a "
+        "store for weight gradients (WeightGradStore: lint/triggers.py); the class renamed "
+        "away, the file is only compiled",
+        frozenset({"GMLP030-invalid-10"}),
+    ),
+    ("unpack-by-index", "GMLP030"): (
+        "the other tensor of a pair is known where both are unpacked in one assignment "
+        "(`weight_cal, weight_origin = weight`, its page); bound by index one at a time they "
+        "are two unrelated subscripts",
+        frozenset({"GMLP030-invalid-10"}),
     ),
     ("rename-classes", "GMLP039"): (
         "GMLP039 finds the class by the name the spec of another file plugs in (its page): "
@@ -147,8 +165,15 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
         "gathering function handed in as a parameter and every local renamed, "
         "`fw1 = gf(ws)` is a tensor of unknown kind; a weight handed to a weight-gradient "
         "store, bound from a call of any name, is a copy by its own spelling (total_weight), "
-        "and renamed away a communicator's gather is any call",
-        frozenset({"class1-blind6-dummy-shaped-like-unsharded-weight", "GMLP030-invalid-9"}),
+        "and renamed away a communicator's gather is any call; the other tensor of a pair is "
+        "known by its sibling's origin suffix (weight_origin), renamed away it is any name",
+        frozenset(
+            {
+                "class1-blind6-dummy-shaped-like-unsharded-weight",
+                "GMLP030-invalid-9",
+                "GMLP030-invalid-10",
+            }
+        ),
     ),
     ("rename-functions", "GMLP060"): (
         "a reader is found by its name, whatever the receiver, so its name must say what it "

@@ -21,7 +21,9 @@ main_grad on `ctx` for its backward to put back (GMLP053 follows `ctx` attribute
 assignment of which copies a main_grad); and YaFSDP's accumulation record (GMLP016: a record
 set and never read beside a replacing write, or read on one object and set on another). Two
 YaFSDP variants are caught by the last: development 5 of 16; held out (still not read) 2 of 8,
-unchanged.
+unchanged. The twentieth session's checks: development 8 of 16. The twenty-first's GMLP030
+on the other tensor of a pair unpacked beside the Parameter (`weight_cal, weight_origin =
+weight`, ColossalAI's store): development 9 of 16; held out 2 of 8, unchanged, not read.
 
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind17_corpus`` prints the table.
@@ -39,7 +41,7 @@ VARIANTS = DEVELOPMENT + HELD_OUT
 
 OUTCOME: Outcomes = {
     # -- development (blind: measured before anyone who writes rules read it)
-    "colossalai_wgs_pop_sets_grad_on_weight_cal": ("missed", (), ()),
+    "colossalai_wgs_pop_sets_grad_on_weight_cal": ("caught", (("GMLP030", 30),), ()),
     "yafsdp_narrow_flag_on_original_param": ("caught", (("GMLP016", 22),), ()),
     "zbpp_forward_stashes_main_grad_copy": ("caught", (("GMLP053", 15),), ()),
     "yafsdp_materialize_wraps_fresh_parameter": ("missed", (), ()),

@@ -14,12 +14,13 @@ Blind, with the rules of 22a1d89 and this session's first two checks (GMLP065, G
 hook list called as one; both written from corpus 18 before this corpus existed): **3 of 24**
 (development 3 of 16, held-out 0 of 8). After the checks written from its development part
 (GMLP032's bookkeeping helper that marks and returns the gradient it was handed, from fastmoe;
-GMLP030's weight handed to a weight-gradient store as a gathered copy, from InternEvo):
-development 5 of 16, held-out 0 of 8 (not read). Half of the development variants (8 of 16)
-live in files that name no trigger (no main_grad, no store: fairscale, pytorch's pipelining,
-InternEvo's ZeRO hooks): analysing every file catches none of them more (measured by
-patching the trigger test away), so what they need is rules over frameworks' own `.grad`
-accumulators, not wider triggers.
+GMLP030's weight handed to a weight-gradient store as a gathered copy, from InternEvo;
+GMLP050's fetch over a listed few of the parameters the fused op is handed, from
+megablocks' GLU): development 6 of 16, held-out 0 of 8 (not read). Half of the
+development variants (8 of 16) live in files that name no trigger (no main_grad, no store:
+fairscale, pytorch's pipelining, InternEvo's ZeRO hooks): analysing every file catches none
+of them more (measured by patching the trigger test away), so what they need is rules over
+frameworks' own `.grad` accumulators, not wider triggers.
 
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind19_corpus`` prints the table.
@@ -56,7 +57,7 @@ OUTCOME: Outcomes = {
         (),
     ),
     "fastmoe_megatron_mlp_fetches_own_params_not_experts": ("missed", (), ()),
-    "megablocks_grouped_glu_fetch_skips_v1": ("missed", (), ()),
+    "megablocks_grouped_glu_fetch_skips_v1": ("caught", (("GMLP050", 142),), ()),
     # -- held out (blind: measured at the same time, not read)
     "megablocks_grouped_mlp_params_taken_after_scale_grad": ("missed", (), ()),
     "megablocks_grouped_mlp_returns_main_grad_view_as_wgrad": ("missed", (), ()),

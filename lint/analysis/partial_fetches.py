@@ -1,0 +1,134 @@
+"""A fetch of Megatron-FSDP's main_grad over a listed few of the weights that a fused op is
+then handed (issue #19, class 8; GMLP050).
+
+A module that runs a fused op with accumulate-into-main-grad over several of its
+parameters fetches each one's buffer first (``for p in (self.w1, self.v1, self.w2):
+expose_main_grad(p)``) and hands the op the same parameters (``op(..., (self.w1, self.v1,
+self.w2), fuse)``). A weight left out of the fetch's list (megablocks' GLU in blind corpus
+19 fetched ``(self.w1, self.w2)`` and handed the op ``v1`` too) reaches the op with
+``main_grad`` None: the op's write fails, or lands nowhere the optimizer reads.
+
+Seen: in one function, a ``for`` over a literal tuple or list of attributes of one object
+(``self.w1``) whose body binds ``P.main_grad`` from ``get_main_grad()`` (inline, or through a
+function of the file that does: a *binder*); after it, a call handed a literal tuple or list
+of attributes of the same object that shares at least one with the fetched list and holds
+others besides, and a switch for fusing (an argument or keyword naming ``fuse``,
+``accumulat*`` or main_grad: a norm or a log of the parameters is no fused op). Handed
+parameters fetched one by one before the call (``expose(self.v1)``) and biases (their
+gradients go through autograd: ``bias`` in the name, or ``b1``) are not missing. Not seen:
+lists built elsewhere, parameters named by strings (``getattr(self, name)``), the op handed
+the parameters one by one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from . import patterns
+from .fused_module_fetches import binds_fetched_main_grad
+from .module import ModuleContext
+
+
+@dataclass(frozen=True)
+class PartialFetch:
+    listed: cst.BaseExpression  # the fetch loop's list
+    missing: tuple[str, ...]  # the handed parameters it leaves out
+    call: cst.Call  # the call handed them
+
+
+def partial_fetches(context: ModuleContext, binders: frozenset[str]) -> Iterator[PartialFetch]:
+    for unit in context.units:
+        if type(unit.owner) is not cst.FunctionDef:
+            continue
+        nodes = list(patterns.walk(unit.owner.body))
+        for loop in nodes:
+            if type(loop) is not cst.For or type(loop.target) is not cst.Name:
+                continue
+            fetched = _attributes(context, loop.iter)
+            if not fetched or not _fetches(loop, loop.target.value, binders):
+                continue
+            after = context.offsets(loop)[1]
+            for call in nodes:
+                if type(call) is not cst.Call or context.offsets(call)[0] < after:
+                    continue
+                if not _hands_fuse_switch(context, call):
+                    continue  # a call about the parameters for another reason (a norm, logs)
+                before = context.offsets(call)[0]
+                singly = _fetched_singly(context, nodes, binders, before)
+                for arg in call.args:
+                    handed = _attributes(context, arg.value)
+                    if handed and fetched[0] == handed[0] and set(handed[1]) & set(fetched[1]):
+                        missing = tuple(
+                            a
+                            for a in handed[1]
+                            if a not in fetched[1] and a not in singly and not _is_bias(a)
+                        )
+                        if missing:
+                            yield PartialFetch(loop.iter, missing, call)
+
+
+def _attributes(context: ModuleContext, expr) -> tuple[str, tuple[str, ...]] | None:
+    """(owner, attribute codes) for a literal tuple or list of ``owner.X`` of one owner."""
+    if type(expr) not in (cst.Tuple, cst.List) or len(expr.elements) < 2:
+        return None
+    codes = []
+    owners = set()
+    for element in expr.elements:
+        value = element.value
+        if type(element) is not cst.Element or type(value) is not cst.Attribute:
+            return None
+        owners.add(context.code(value.value))
+        codes.append(context.code(value))
+    return (owners.pop(), tuple(codes)) if len(owners) == 1 else None
+
+
+def _fetches(loop: cst.For, name: str, binders: frozenset[str]) -> bool:
+    for node in patterns.walk(loop.body):
+        if binds_fetched_main_grad(node):
+            return True
+        # the loop's parameter handed to a binder, by position or by keyword
+        if (
+            type(node) is cst.Call
+            and patterns.callee_name(node) in binders
+            and any(type(a.value) is cst.Name and a.value.value == name for a in node.args)
+        ):
+            return True
+    return False
+
+
+def _is_bias(code: str) -> bool:
+    word = code.rsplit(".", 1)[-1].lower()
+    return "bias" in word or re.fullmatch(r"b\d*", word) is not None
+
+
+# Words of the switch a fused op is handed with its parameters (``fuse``,
+# ``fuse_wgrad_accumulation``, ``accumulate_into_main_grad``).
+FUSE_WORDS = ("fuse", "accumulat", "main_grad")
+
+
+def _hands_fuse_switch(context: ModuleContext, call: cst.Call) -> bool:
+    for arg in call.args:
+        words = context.code(arg.value).lower()
+        if arg.keyword is not None:
+            words += " " + arg.keyword.value.lower()
+        if any(word in words for word in FUSE_WORDS):
+            return True
+    return False
+
+
+def _fetched_singly(context: ModuleContext, nodes, binders: frozenset[str], before: int) -> set:
+    """The parameters handed to a binder one at a time before ``before`` (``expose(self.v1)``
+    on the GLU branch)."""
+    return {
+        context.code(arg.value)
+        for node in nodes
+        if type(node) is cst.Call
+        and patterns.callee_name(node) in binders
+        and context.offsets(node)[0] < before
+        for arg in node.args
+        if type(arg.value) is cst.Attribute
+    }
