@@ -16,6 +16,8 @@ cst = LazyModule("libcst")
 polarity = LazyModule("..analysis.polarity", __package__)
 helper_facts = LazyModule("..analysis.helper_facts", __package__)
 overrides = LazyModule("..analysis.overrides", __package__)
+skipped_w_passes = LazyModule("..analysis.skipped_w_passes", __package__)
+window_switches = LazyModule("..analysis.window_switches", __package__)
 
 CODE = "GMLP038"
 RULE = Rule(
@@ -85,6 +87,17 @@ RULE = Rule(
         was delayed, so `backward_dw`, which asks it first, never computes the stored work
         (a Transformer Engine fork's `GroupedLinear` op). Reported at the negated read.
 
+        A zero-bubble scheduler's W pass skipped by a subclass (blind corpus 17's
+        ColossalAI fused-tail scheduler: `schedule_w` returns early `if
+        self._w_fused_into_b(chunk)` before `super().schedule_w(...)`, and its `schedule_b`
+        lost the `WeightGradStore.pop(...)` for that case): a class of the file whose base in
+        the file takes from a store named for weight gradients (`pop`, `popleft`, `flush`)
+        in a method the class overrides with an early `if T: return` followed by the
+        base's call, where no method of the class takes from such a store itself
+        (`analysis/skipped_w_passes.py`). Reported at the class's call of the base's B pass
+        (the base method that queues: `flush` / `put` on the store), or at `T`. Files
+        naming such a store are analysed for this without `backward_dw`.
+
         Not seen: a delay handed to the base positionally or through `**kwargs`; bases in
         other files for pieces (only the base's `backward_dw` in this file is followed); an
         override that does unrelated work that looks like computing (it assigns a `.grad`
@@ -138,6 +151,32 @@ RULE = Rule(
                     )
 
                 backward_dw = lambda self: super(SharedFC1, self).backward_dw()
+            """
+        ),
+        Example(
+            """
+            from colossalai.pipeline.weight_grad_store import WeightGradStore
+
+
+            class ZeroBubbleScheduler:
+                def schedule_b(self, chunk):
+                    self.backward_b_step(chunk)
+                    WeightGradStore.flush(chunk=chunk)
+
+                def schedule_w(self, chunk):
+                    WeightGradStore.pop(chunk=chunk)
+
+
+            class FusedTailScheduler(ZeroBubbleScheduler):
+                def schedule_b(self, chunk):
+                    super().schedule_b(chunk)
+                    if self.fused(chunk):
+                        WeightGradStore.pop(chunk=chunk)
+
+                def schedule_w(self, chunk):
+                    if self.fused(chunk):
+                        return
+                    super().schedule_w(chunk)
             """
         ),
     ),
@@ -221,10 +260,41 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            from colossalai.pipeline.weight_grad_store import WeightGradStore
+
+
+            class ZeroBubbleScheduler:
+                def schedule_b(self, chunk):
+                    self.backward_b_step(chunk)
+                    WeightGradStore.flush(chunk=chunk)
+
+                def schedule_w(self, chunk):
+                    WeightGradStore.pop(chunk=chunk)
+
+
+            class FusedTailScheduler(ZeroBubbleScheduler):
+                def schedule_b(self, chunk):
+                    super().schedule_b(chunk)
+
+                def schedule_w(self, chunk):
+                    if self.fused(chunk):
+                        return
+                    super().schedule_w(chunk)
+            """,
+            line=15,
+        ),
     ),
 )
 
 
+MESSAGE_SKIPPED = (
+    "`{cls}.{method}` skips the W pass of `{base}.{method}` (the take of the store's "
+    "weight-gradient work) when `{test}` (line {line}), and no method of `{cls}` takes that "
+    "work itself: the gradients queued for those steps are never computed; take them in "
+    "this class's B pass for that case"
+)
 MESSAGE_OWN = (
     "`{cls}.backward_dw` overrides the backward_dw of a base built with "
     "delay_wgrad_compute, but never runs it (`super().backward_dw()`) nor computes what the "
@@ -255,6 +325,16 @@ MESSAGE_INVERTED = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
+    if window_switches.names_a_store(context.source):
+        for found in skipped_w_passes.skipped_passes(context):
+            message = MESSAGE_SKIPPED.format(
+                cls=found.class_name,
+                method=found.method,
+                base=found.base,
+                test=out.text(found.test).partition("\n")[0],
+                line=context.line_of(found.test),
+            )
+            out.report(CODE, found.queued_at or found.test, message)
     if "backward_dw" not in context.source:
         return
     if "delay_wgrad" in context.source:

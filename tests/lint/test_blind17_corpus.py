@@ -23,7 +23,9 @@ set and never read beside a replacing write, or read on one object and set on an
 YaFSDP variants are caught by the last: development 5 of 16; held out (still not read) 2 of 8,
 unchanged. The twentieth session's checks: development 8 of 16. The twenty-first's GMLP030
 on the other tensor of a pair unpacked beside the Parameter (`weight_cal, weight_origin =
-weight`, ColossalAI's store): development 9 of 16; held out 2 of 8, unchanged, not read.
+weight`, ColossalAI's store) and GMLP038 on a scheduler's W pass a subclass skips with
+nothing taking the work instead (ColossalAI's fused tail): development 10 of 16; held out 2
+of 8, unchanged, not read.
 
 ``OUTCOME`` pins every variant's result with the rules now. ``python -m
 tests.lint.test_blind17_corpus`` prints the table.
@@ -52,7 +54,7 @@ OUTCOME: Outcomes = {
     "nanotron_sync_flag_only_for_multi_rank_dp": ("missed", (), ()),
     "deepspeed_graph_harvest_readds_hooked_grads": ("missed", (), ()),
     "colossalai_lm_head_matmul_skips_zbv_put": ("caught", (("GMLP062", 41),), ()),
-    "colossalai_fused_tail_scheduler_never_pops": ("missed", (), ()),
+    "colossalai_fused_tail_scheduler_never_pops": ("caught", (("GMLP038", 29),), ()),
     "zbpp_dummy_chosen_on_wgrad_compute": ("caught", (("GMLP002", 35),), ()),
     "colossalai_return_gated_on_wgrad_now": ("caught", (("GMLP036", 44),), ()),
     "yafsdp_pre_forward_hides_unowned_grad_buffer": ("missed", (), ()),
