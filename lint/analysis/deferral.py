@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..wgrad_words import STORE_PUT_METHODS, names_store_on_switch, names_weight_grad_store
-from . import patterns
+from ..wgrad_words import names_store_on_switch
+from . import patterns, store_calls
 from .module import ModuleContext, compound_suites, suite_body
 
 MAIN_GRAD = "main_grad"
@@ -67,7 +67,7 @@ def handoffs(context: ModuleContext) -> list[Handoff]:
             scope = _Scope(owner, top)
             for call, alternative, branch in _calls(suite_body(owner.body), False, ()):
                 seen = any(scope.writes_main_grad(arg.value) for arg in call.args)
-                if seen or _puts_into_wgrad_store(call):
+                if seen or store_calls.puts(call):
                     found.append(Handoff(call, alternative, _store_off(call, branch), seen))
     return found
 
@@ -255,16 +255,6 @@ def _raises_or_returns(stmt: cst.CSTNode) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and any(
         isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in stmt.body
     )
-
-
-def _puts_into_wgrad_store(call: cst.Call) -> bool:
-    """``WeightGradStore.put(x, dy, weight, work)``: a store named for weight gradients takes
-    work in, whether or not the callable's body can be read (ColossalAI imports it)."""
-    func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value not in STORE_PUT_METHODS:
-        return False
-    word = patterns.last_word(func.value)
-    return word is not None and names_weight_grad_store(word) and bool(call.args)
 
 
 def _is_method_call(node: cst.CSTNode | None) -> bool:

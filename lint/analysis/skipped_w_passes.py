@@ -27,13 +27,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..wgrad_words import STORE_PUT_METHODS, names_weight_grad_store
-from . import patterns
+from . import patterns, store_calls
 from .module import ModuleContext, suite_body
-
-TAKE_METHODS = frozenset({"pop", "popleft", "flush"})
-# What a B pass does with the work: closes the step's batch of it, or queues it.
-QUEUE_METHODS = STORE_PUT_METHODS | {"flush"}
 
 
 @dataclass(frozen=True)
@@ -83,13 +78,7 @@ def _queuing_call(methods, base_methods, skipped: str) -> tuple[cst.Call | None,
 
 
 def _queues(function: cst.FunctionDef) -> bool:
-    return any(
-        type(node) is cst.Call
-        and type(node.func) is cst.Attribute
-        and node.func.attr.value in QUEUE_METHODS
-        and names_weight_grad_store(patterns.last_word(node.func.value) or "")
-        for node in patterns.walk(function.body)
-    )
+    return any(store_calls.queues(node) for node in patterns.walk(function.body))
 
 
 def _methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
@@ -97,12 +86,7 @@ def _methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
 
 
 def _takes(function: cst.FunctionDef) -> bool:
-    for node in patterns.walk(function.body):
-        if type(node) is cst.Call and type(node.func) is cst.Attribute:
-            receiver = patterns.last_word(node.func.value) or ""
-            if node.func.attr.value in TAKE_METHODS and names_weight_grad_store(receiver):
-                return True
-    return False
+    return any(store_calls.takes(node) for node in patterns.walk(function.body))
 
 
 def _skipping_test(override: cst.FunctionDef, name: str) -> cst.BaseExpression | None:

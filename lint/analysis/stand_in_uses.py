@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..wgrad_words import STORE_PUT_METHODS, names_weight_grad_store
-from . import patterns, provenance, stand_ins, wgrad
+from . import patterns, provenance, stand_ins, store_calls, wgrad
 from .module import Unit
 
 
@@ -38,22 +37,11 @@ def candidates(unit: Unit):
             elif marks and type(sub) is cst.Call and (model := stand_ins.shape_source(sub)):
                 # the dummy handed back in the marked Parameter's place
                 yield model, node, root, "the dummy gradient is shaped like", "dummy"
-            elif type(sub) is cst.Call and _puts_into_weight_grad_store(sub):
+            elif store_calls.puts(sub):
                 # the W pass delivers the gradient to the weight it was handed
                 what = "the deferred weight-gradient work is handed"
                 for weight in _store_weights(sub):
                     yield weight, node, root, what, "store"
-
-
-def _puts_into_weight_grad_store(call: cst.Call) -> bool:
-    """``WeightGradStore.put(...)``: work for a later W pass, which writes the gradient of
-    the weight it is handed."""
-    func = call.func
-    return (
-        type(func) is cst.Attribute
-        and func.attr.value in STORE_PUT_METHODS
-        and names_weight_grad_store(patterns.last_word(func.value) or "")
-    )
 
 
 def _store_weights(call: cst.Call) -> list[cst.Name]:

@@ -28,18 +28,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..wgrad_words import WEIGHT_GRAD_STORE_WORDS, names_weight_grad_store
-from . import patterns
+from . import patterns, store_calls
 from .module import ModuleContext, suite_body
-
-# Taking work out of a store: the W pass.
-TAKE_METHODS = frozenset({"pop", "popleft", "flush"})
-
-
-def names_a_store(source: str) -> bool:
-    """The file spells a store named for weight gradients: the only files with a pass."""
-    folded = source.lower().replace("_", "")
-    return any(word in folded for word in WEIGHT_GRAD_STORE_WORDS)
 
 
 @dataclass(frozen=True)
@@ -120,14 +110,9 @@ def _reached_from(
 
 
 def _named(node: cst.CSTNode) -> str | None:
-    kind = type(node)
-    if kind is cst.Name:
-        return node.value
-    if kind is cst.Attribute:
-        return node.attr.value
-    if kind is cst.SimpleString:
+    if type(node) is cst.SimpleString:
         return patterns.string_value(node)
-    return None
+    return patterns.last_word(node)
 
 
 def _window_switches(
@@ -267,10 +252,7 @@ def _needed(test: cst.BaseExpression, windows: dict, *, when: bool) -> cst.Attri
 
 
 def _take(statements: Sequence[cst.CSTNode]) -> cst.Call | None:
-    for stmt in statements:
-        for node in patterns.walk(stmt):
-            if type(node) is cst.Call and type(node.func) is cst.Attribute:
-                receiver = patterns.last_word(node.func.value) or ""
-                if node.func.attr.value in TAKE_METHODS and names_weight_grad_store(receiver):
-                    return node
-    return None
+    return next(
+        (node for stmt in statements for node in patterns.walk(stmt) if store_calls.takes(node)),
+        None,
+    )

@@ -17,7 +17,7 @@ polarity = LazyModule("..analysis.polarity", __package__)
 helper_facts = LazyModule("..analysis.helper_facts", __package__)
 overrides = LazyModule("..analysis.overrides", __package__)
 skipped_w_passes = LazyModule("..analysis.skipped_w_passes", __package__)
-window_switches = LazyModule("..analysis.window_switches", __package__)
+store_calls = LazyModule("..analysis.store_calls", __package__)
 
 CODE = "GMLP038"
 RULE = Rule(
@@ -325,7 +325,7 @@ MESSAGE_INVERTED = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if window_switches.names_a_store(context.source):
+    if store_calls.names_a_store(context.source):
         for found in skipped_w_passes.skipped_passes(context):
             message = MESSAGE_SKIPPED.format(
                 cls=found.class_name,

@@ -20,7 +20,7 @@ stand_ins = LazyModule("..analysis.stand_ins", __package__)
 marking_calls = LazyModule("..analysis.marking_calls", __package__)
 marking_helpers = LazyModule("..analysis.marking_helpers", __package__)
 stand_in_uses = LazyModule("..analysis.stand_in_uses", __package__)
-window_switches = LazyModule("..analysis.window_switches", __package__)
+store_calls = LazyModule("..analysis.store_calls", __package__)
 
 CODE = "GMLP030"
 RULE = Rule(
@@ -451,7 +451,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     # a zero-bubble backward hands its weight to a store (ColossalAI's, InternEvo's) in
     # files that never name main_grad
-    stores = window_switches.names_a_store(source)
+    stores = store_calls.names_a_store(source)
     if "main_grad" not in source and not stores:
         return
     look_at_refs = "weakref" in source

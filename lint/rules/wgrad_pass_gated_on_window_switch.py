@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..analysis.module import ModuleContext
 
 # The parser and the analyses load on the first check, not with the documentation.
+store_calls = LazyModule("..analysis.store_calls", __package__)
 window_switches = LazyModule("..analysis.window_switches", __package__)
 
 CODE = "GMLP065"
@@ -151,7 +152,7 @@ MESSAGE = (
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if not window_switches.names_a_store(context.source):
+    if not store_calls.names_a_store(context.source):
         return
     for found in window_switches.gated_passes(context):
         take = out.text(found.take.func)
