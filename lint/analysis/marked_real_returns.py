@@ -13,10 +13,12 @@ mark above the early return.
 Seen: a function (not a ``backward``) none of whose code names ``main_grad`` as an
 attribute (the write, if any, is the caller's: GMLP032's other checks see functions that
 write), with a parameter named for a weight gradient (``grad_weight``, ``wgrad``, ``dw``)
-that it never rebinds and does not return on every path (a helper that chooses between it
-and a dummy of its own; one that only hands it back may be handed the caller's dummy), and a
-path from a mark to a ``return`` of that parameter (alone or as an element of a returned
-tuple).
+(not one named ``dummy``) that it never rebinds, another ``return`` of which hands back a
+dummy the helper allocates itself (``torch.empty_like(w)``, ``zeros``, a ``*dummy*`` maker,
+also inside a returned tuple or comprehension: a helper that returns only the parameter, or
+it and None, may be handed the caller's dummy), and a path from a mark to a ``return`` of
+that parameter (alone or as an element of a returned tuple) on which the ``if``s around the
+two do not ask one condition with opposite outcomes.
 """
 
 from __future__ import annotations

@@ -45,20 +45,26 @@ def partial_fetches(context: ModuleContext, binders: frozenset[str]) -> Iterator
         if type(unit.owner) is not cst.FunctionDef:
             continue
         nodes = list(patterns.walk(unit.owner.body))
-        for loop in nodes:
-            if type(loop) is not cst.For or type(loop.target) is not cst.Name:
-                continue
-            fetched = _attributes(context, loop.iter)
-            if not fetched or not _fetches(loop, loop.target.value, binders):
-                continue
+        loops = [
+            (loop, fetched)
+            for loop in nodes
+            if type(loop) is cst.For
+            and type(loop.target) is cst.Name
+            and (fetched := _attributes(context, loop.iter))
+            and _fetches(loop, loop.target.value, binders)
+        ]
+        if not loops:
+            continue
+        # the fused calls, and the parameters fetched one at a time: each found once
+        calls = [n for n in nodes if type(n) is cst.Call and _hands_fuse_switch(context, n)]
+        singles = _fetched_singly(context, nodes, binders)
+        for loop, fetched in loops:
             after = context.offsets(loop)[1]
-            for call in nodes:
-                if type(call) is not cst.Call or context.offsets(call)[0] < after:
-                    continue
-                if not _hands_fuse_switch(context, call):
-                    continue  # a call about the parameters for another reason (a norm, logs)
+            for call in calls:
                 before = context.offsets(call)[0]
-                singly = _fetched_singly(context, nodes, binders, before)
+                if before < after:
+                    continue
+                singly = {code for code, at in singles if at < before}
                 for arg in call.args:
                     handed = _attributes(context, arg.value)
                     if handed and fetched[0] == handed[0] and set(handed[1]) & set(fetched[1]):
@@ -120,15 +126,13 @@ def _hands_fuse_switch(context: ModuleContext, call: cst.Call) -> bool:
     return False
 
 
-def _fetched_singly(context: ModuleContext, nodes, binders: frozenset[str], before: int) -> set:
-    """The parameters handed to a binder one at a time before ``before`` (``expose(self.v1)``
-    on the GLU branch)."""
-    return {
-        context.code(arg.value)
+def _fetched_singly(context: ModuleContext, nodes, binders: frozenset[str]) -> list:
+    """(parameter, offset) for each parameter handed to a binder on its own
+    (``expose(self.v1)`` on the GLU branch)."""
+    return [
+        (context.code(arg.value), context.offsets(node)[0])
         for node in nodes
-        if type(node) is cst.Call
-        and patterns.callee_name(node) in binders
-        and context.offsets(node)[0] < before
+        if type(node) is cst.Call and patterns.callee_name(node) in binders
         for arg in node.args
         if type(arg.value) is cst.Attribute
-    }
+    ]

@@ -17,8 +17,13 @@ on. A *gated pass*: in another function, a test read before taking work out of a
 named for weight gradients (``WeightGradStore.pop()``, ``flush``), whose outcome requires
 the switch on to reach the take: an early ``if T: return`` with ``T`` false only when the
 switch is on (``not S``, ``A or not S``), or an ``if T:`` around the take with ``T`` true
-only when it is (``S``, ``S and B``). A gated function that a window function calls is left
-alone: it may run inside the window.
+only when it is (``S``, ``S and B``), where some window's reset writes the object the gate
+reads (by its code, or ``cls.`` / ``self.`` inside the class of that name: a profiler's
+``self.profiler.enabled`` window says nothing of ``WeightGradStore.enabled``). Left alone: a
+gated function that code inside a window may run (named in a window function, as a callee,
+a callback or a ``getattr`` string, or in turn in a function so named; every function where
+one calls through a table or ``getattr(...)()``), and a generator's window
+(``@contextmanager``: the caller's ``with`` block runs inside it).
 """
 
 from __future__ import annotations

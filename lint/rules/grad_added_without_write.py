@@ -140,8 +140,9 @@ RULE = Rule(
         `extend`, `insert`) queues it and writes nothing.
 
         A helper that finishes the bookkeeping for its caller, handed the weight gradient
-        (a parameter named for one: `grad_weight`, `wgrad`, `dw`, never rebound) and no
-        main_grad of its own, must not mark on a path that returns that gradient (blind
+        (a parameter named for one: `grad_weight`, `wgrad`, `dw`, not `dummy`, never
+        rebound) and no main_grad of its own, and returning a dummy it allocates on another
+        path, must not mark on a path that returns that gradient (blind
         corpus 19: fastmoe's `_finish_wgrad(weight, grad_weight, written)` with its mark
         moved above `if not written: return grad_weight`): the hook then skips `.grad`
         (analysis/marked_real_returns.py). Not seen: the gradient returned under another

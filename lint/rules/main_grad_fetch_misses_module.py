@@ -71,10 +71,14 @@ RULE = Rule(
         A fetch over a literal list of one object's parameters (`for p in (self.w1,
         self.w2): expose(p)`, or the binding written inline) followed, in the same function,
         by a call handed a literal list of the same object's parameters that holds others
-        besides (`op(..., (self.w1, self.v1, self.w2), fuse)`) leaves those others' main_grad
-        None (blind corpus 19: megablocks' grouped GLU fetched `w1` and `w2` and not `v1`;
-        `analysis/partial_fetches.py`). Not seen there: lists built elsewhere, parameters
-        named by strings (`getattr(self, name)`), an op handed them one by one.
+        besides, and a switch for fusing (an argument naming `fuse`, `accumulat*` or
+        main_grad: `op(..., (self.w1, self.v1, self.w2), fuse)`), leaves those others'
+        main_grad None (blind corpus 19: megablocks' grouped GLU fetched `w1` and `w2` and
+        not `v1`; `analysis/partial_fetches.py`). Biases (`bias` in the name, `b1`) and
+        parameters handed to the binder on their own before the call are not missing. Not
+        seen there: lists built elsewhere, parameters named by strings (`getattr(self,
+        name)`), an op handed them one by one; a frozen parameter handed to the op is
+        reported (known false alarm, `fixtures/review21`).
 
         Not seen: helpers of other files, fetches written out inline other than in a loop
         over `self.X.parameters()`, and

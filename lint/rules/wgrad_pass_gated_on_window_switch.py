@@ -50,8 +50,13 @@ RULE = Rule(
         function that does not turn it on, an `if T: return` whose `T` is false only with
         the switch on (`not S`, `A or not S`) before a take from a store named for weight
         gradients (`pop`, `popleft`, `flush` on `WeightGradStore`, `wgrad_store`), or an
-        `if T:` around the take with `T` true only with the switch on. A function that a
-        window function calls is left alone (it may run inside the window).
+        `if T:` around the take with `T` true only with the switch on, where a window's
+        reset writes the object the gate reads (or `cls.` / `self.` in the class of that
+        name). Left alone: a gated function that code inside a window may run (named in a
+        window function as a callee, a callback or a `getattr` string, transitively; every
+        function where a window function calls through a table or `getattr(...)()`), and a
+        window that is a generator (`@contextmanager`), whose caller's block runs inside
+        it.
 
         Not seen: windows across files (the switch turned on in one module, the pass in
         another: the file must hold both), a switch reset by a helper call or a context
