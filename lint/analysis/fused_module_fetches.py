@@ -91,13 +91,25 @@ def _fetching_loop_over(node, binders: frozenset[str]):
         and source.func.attr.value in ("parameters", "named_parameters")
     ):
         return None
-    if any(
-        binds_fetched_main_grad(inner)
-        or (type(inner) is cst.Call and patterns.callee_name(inner) in binders)
-        for inner in patterns.walk(node.body)
-    ):
-        return source.func.value
-    return None
+    return source.func.value if body_fetches(node.body, binders) else None
+
+
+def body_fetches(body, binders: frozenset[str], handed: str | None = None) -> bool:
+    """A loop body binds a fetched main_grad itself, or calls a binder (handed the loop's
+    name ``handed``, by position or keyword, when one is given)."""
+    for inner in patterns.walk(body):
+        if binds_fetched_main_grad(inner):
+            return True
+        if (
+            type(inner) is cst.Call
+            and patterns.callee_name(inner) in binders
+            and (
+                handed is None
+                or any(type(a.value) is cst.Name and a.value.value == handed for a in inner.args)
+            )
+        ):
+            return True
+    return False
 
 
 def peers(cls, handed: set[str], context) -> dict[str, tuple[str, object]]:

@@ -172,3 +172,19 @@ def _is_attr_of(expr: cst.CSTNode, subject: str, attrs: tuple[str, ...]) -> bool
     return (
         type(expr) is cst.Attribute and expr.attr.value in attrs and _is_name(expr.value, subject)
     )
+
+
+def grad_set_after(unit: Unit, firing: Firing) -> bool:
+    """A node reached from the firing assigns ``<subject>.grad`` (or the ``_grad`` field
+    behind a ``grad`` property): the function sets, after firing a tensor's own hooks, the
+    gradient they read."""
+    targets = {
+        node.index
+        for node in unit.graph.nodes
+        if type(node.owner) in (cst.Assign, cst.AnnAssign, cst.AugAssign)
+        and any(
+            _is_attr_of(t, firing.subject, ("grad", "_grad"))
+            for t in patterns.assignment_targets(node.owner)
+        )
+    }
+    return bool(targets) and paths.reaches(firing.node, targets)

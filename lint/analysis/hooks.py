@@ -45,7 +45,6 @@ from . import (
     hook_owners,
     hook_spellings,
     hook_words,
-    paths,
     patterns,
 )
 from .cfg import Node
@@ -283,19 +282,3 @@ def is_list_firing(firing: Firing) -> bool:
         and is_called_hook_list(func.attr.value)
         and not is_stored_hook(func.attr.value)
     )
-
-
-def sets_grad_later(unit: Unit, firing: Firing) -> bool:
-    """A node reached from the firing assigns ``<subject>.grad`` (or its ``_grad`` field):
-    the function sets, after firing the hooks, the gradient they read."""
-    targets = set()
-    for node in unit.graph.nodes:
-        owner = node.owner
-        if type(owner) in (cst.Assign, cst.AnnAssign, cst.AugAssign) and any(
-            type(t) is cst.Attribute
-            and t.attr.value in ("grad", "_grad")
-            and unit.context.code(t.value) == firing.subject
-            for t in patterns.assignment_targets(owner)
-        ):
-            targets.add(node.index)
-    return bool(targets) and paths.reaches(firing.node, targets)

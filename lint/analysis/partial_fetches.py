@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import patterns
-from .fused_module_fetches import binds_fetched_main_grad
+from .fused_module_fetches import body_fetches
 from .module import ModuleContext
 
 
@@ -51,7 +51,7 @@ def partial_fetches(context: ModuleContext, binders: frozenset[str]) -> Iterator
             if type(loop) is cst.For
             and type(loop.target) is cst.Name
             and (fetched := _attributes(context, loop.iter))
-            and _fetches(loop, loop.target.value, binders)
+            and body_fetches(loop.body, binders, loop.target.value)
         ]
         if not loops:
             continue
@@ -90,20 +90,6 @@ def _attributes(context: ModuleContext, expr) -> tuple[str, tuple[str, ...]] | N
         owners.add(context.code(value.value))
         codes.append(context.code(value))
     return (owners.pop(), tuple(codes)) if len(owners) == 1 else None
-
-
-def _fetches(loop: cst.For, name: str, binders: frozenset[str]) -> bool:
-    for node in patterns.walk(loop.body):
-        if binds_fetched_main_grad(node):
-            return True
-        # the loop's parameter handed to a binder, by position or by keyword
-        if (
-            type(node) is cst.Call
-            and patterns.callee_name(node) in binders
-            and any(type(a.value) is cst.Name and a.value.value == name for a in node.args)
-        ):
-            return True
-    return False
 
 
 def _is_bias(code: str) -> bool:

@@ -29,6 +29,7 @@ import libcst as cst
 
 from . import patterns, store_calls
 from .module import ModuleContext, suite_body
+from .override_gates import ends_in_return
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,6 @@ class SkippedPass:
     # where the take belongs: the class's call of the base's B pass (the method that
     # queues the work) in its own override of it, when it has one
     queued_at: cst.Call | None
-    queuing: str
 
 
 def skipped_passes(context: ModuleContext) -> Iterator[SkippedPass]:
@@ -60,11 +60,11 @@ def skipped_passes(context: ModuleContext) -> Iterator[SkippedPass]:
                 test = _skipping_test(override, name)
                 if test is None:
                     continue
-                queued_at, queuing = _queuing_call(methods, _methods(base), name)
-                yield SkippedPass(test, cls.name.value, name, base.name.value, queued_at, queuing)
+                queued_at = _queuing_call(methods, _methods(base), name)
+                yield SkippedPass(test, cls.name.value, name, base.name.value, queued_at)
 
 
-def _queuing_call(methods, base_methods, skipped: str) -> tuple[cst.Call | None, str]:
+def _queuing_call(methods, base_methods, skipped: str) -> cst.Call | None:
     """The class's ``super().<b>(...)`` in its override of a base method that queues the
     work (``flush`` / ``put`` on the store): the B pass the work must be taken in."""
     for name, base_method in base_methods.items():
@@ -73,8 +73,8 @@ def _queuing_call(methods, base_methods, skipped: str) -> tuple[cst.Call | None,
             continue
         for node in patterns.walk(override.body):
             if _is_super_call(node, name):
-                return node, name
-    return None, ""
+                return node
+    return None
 
 
 def _queues(function: cst.FunctionDef) -> bool:
@@ -93,19 +93,15 @@ def _skipping_test(override: cst.FunctionDef, name: str) -> cst.BaseExpression |
     """``T`` of a top-level ``if T: return`` followed by ``super().<name>(...)``."""
     statements = suite_body(override.body)
     for index, stmt in enumerate(statements):
-        if type(stmt) is not cst.If or stmt.orelse is not None or not _returns(stmt.body):
+        if (
+            type(stmt) is not cst.If
+            or stmt.orelse is not None
+            or not ends_in_return(suite_body(stmt.body))
+        ):
             continue
         if any(_calls_super(s, name) for s in statements[index + 1 :]):
             return stmt.test
     return None
-
-
-def _returns(body: cst.BaseSuite) -> bool:
-    statements = suite_body(body)
-    last = statements[-1] if statements else None
-    if type(last) is cst.SimpleStatementLine:
-        last = last.body[-1]
-    return type(last) is cst.Return
 
 
 def _calls_super(stmt: cst.CSTNode, name: str) -> bool:

@@ -93,10 +93,10 @@ def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> s
     if _unpacked(d):
         value = d.node.owner.value
         kind = by_name(d.name)
+        targets = [t.target for t in d.node.owner.targets]
+        names = target_names(targets[0]) if len(targets) == 1 else []  # the unpacked names
         if is_saved_tensors(value):
             saved = objects.ctx.saved
-            targets = [t.target for t in d.node.owner.targets]
-            names = target_names(targets[0]) if len(targets) == 1 else []
             if len(saved) == len(names) and d.name in names:
                 kind = saved[names.index(d.name)] or kind or SAVED
             kind = kind or SAVED
@@ -106,13 +106,10 @@ def _binding_kind(objects: Provenance, unit: Unit, d, seen: frozenset[str]) -> s
             # ``wm, workspace = quantize_weight(w)``: what a copying producer hands back,
             # unpacked, is that copy and its companions, whatever the names.
             kind = kind or objects.of(value)
-        if kind is None:
+        if kind is None and origin_sibling(d.name, names) is not None:
             # ``weight_cal, weight_origin = weight``: unpacked beside the Parameter's
             # origin-named sibling, it is the other tensor of the pair
-            targets = [t.target for t in d.node.owner.targets] if _assigns(d) else []
-            siblings = target_names(targets[0]) if len(targets) == 1 else []
-            if origin_sibling(d.name, siblings) is not None:
-                return PAIRED
+            return PAIRED
         return _as_stand_in(objects, d.name, kind)
     value = d.value
     if type(value) is cst.List and not value.elements:
@@ -178,10 +175,6 @@ def rebound_to_itself(unit: Unit, name: str, node) -> bool:
         d.value is not None and name in {n.value for n in patterns.read_names(d.value)}
         for d in unit.reaching.reaching(name, node)
     )
-
-
-def _assigns(d) -> bool:
-    return type(d.node.owner) is cst.Assign
 
 
 def _unpacked(d) -> bool:

@@ -308,7 +308,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         if not hooks.may_fire(unit, bound):
             continue
         for firing in hooks.firings(unit):
-            if hooks.is_list_firing(firing) and not hooks.sets_grad_later(unit, firing):
+            if hooks.is_list_firing(firing) and not bookkeeping.grad_set_after(unit, firing):
                 continue  # a tensor's own hooks: judged where it sets the gradient after them
             blocked = bookkeeping.bookkeeping_nodes(unit, firing.subject, firing)
             if hooks.unbooked(unit, firing, blocked):
