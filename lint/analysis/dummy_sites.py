@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import patterns, wgrad
+from . import patterns, wgrad, writing_helpers
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -89,15 +89,20 @@ class _Sites:
         return False
 
     def main_grad_owners(self) -> set[str]:
-        """The text of X for every ``X.main_grad`` this function touches."""
+        """The text of X for every ``X.main_grad`` this function touches, itself or through
+        a helper of the file that writes the main_grad of the X it is handed."""
         if self._owners is None:
-            self._owners = {
-                self.unit.context.code(owner)
-                for stmt, _ in self.unit.statements()
-                if not isinstance(stmt, cst.BaseCompoundStatement)
-                for sub in patterns.walk(stmt)
-                if (owner := patterns.main_grad_owner(sub)) is not None
-            }
+            writers = self.unit.context.shared(writing_helpers.WritingHelpers)
+            code = self.unit.context.code
+            self._owners = set()
+            for stmt, _ in self.unit.statements():
+                if isinstance(stmt, cst.BaseCompoundStatement):
+                    continue
+                for sub in patterns.walk(stmt):
+                    if (owner := patterns.main_grad_owner(sub)) is not None:
+                        self._owners.add(code(owner))
+                    elif type(sub) is cst.Call:
+                        self._owners.update(code(arg) for arg in writers.written_arguments(sub))
         return self._owners
 
     def function_marks_grad_added(self) -> bool:

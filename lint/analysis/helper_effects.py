@@ -18,6 +18,7 @@ class HelperEffects:
         self.functions = file_functions.by_name(context)
         self.classes = file_functions.class_names(context)
         self._affected: dict[int, frozenset[str]] = {}
+        self._names: frozenset[str] | None = None
 
     def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
         """The parameters ``function``'s own code affects (not through its calls)."""
@@ -40,6 +41,17 @@ class HelperEffects:
                     )
             self._affected[key] = frozenset(affected)
         return self._affected[key]
+
+    def names(self) -> frozenset[str]:
+        """The names of the functions of the file that affect a parameter (a unit calling
+        none of them hands no helper a weight to affect)."""
+        if self._names is None:
+            self._names = frozenset(
+                name
+                for name, defs in self.functions.items()
+                if any(self.affected_parameters(d) for d in defs)
+            )
+        return self._names
 
     def affected_arguments(self, call: cst.Call) -> list[cst.BaseExpression]:
         """The arguments of ``call`` that the function it runs affects."""

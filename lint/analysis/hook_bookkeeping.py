@@ -1,10 +1,12 @@
 """What was done to a parameter before its grad-accumulation hook is fired by hand
 (``hooks.firings``): the *bookkeeping* for ``p`` is a statement that assigns ``p.grad`` or
 ``p.grad_added_to_main_grad`` (directly or by ``setattr``), a test
-``hasattr(p, "grad_added_to_main_grad")``, a call that is handed ``p`` itself (a helper may
-do it), or a ``backward_dw`` call; for a hook fired for each element of a sequence, an
-earlier loop over the same sequence that keeps each element's books. GMLP017 asks whether a
-path reaches a firing around all of them (``hooks.unbooked``)."""
+``hasattr(p, "grad_added_to_main_grad")``, a call that is handed ``p`` itself (a helper
+may do it; a helper of the file whose body keeps no books of it, such as one that only
+adds into ``p.main_grad``, does not), or a ``backward_dw`` call; for a hook fired for each
+element of a sequence, an earlier loop over the same sequence that keeps each element's
+books. GMLP017 asks whether a path reaches a firing around all of them
+(``hooks.unbooked``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import hook_owners, hook_spellings, iteration, paths, patterns
+from . import (
+    file_functions,
+    helper_effects,
+    hook_owners,
+    hook_spellings,
+    iteration,
+    paths,
+    patterns,
+)
 from .cfg import Node
 from .hooks import Firing, code_of
 from .module import Unit
@@ -42,7 +52,7 @@ def bookkeeping_nodes(unit: Unit, subject: str, firing: Firing, lists: bool = Tr
         and (
             hook_spellings.keeps_sequence_books(root, over, PROTOCOL_CALLS)
             if over
-            else _keeps_books(root, subject)
+            else _keeps_books(root, subject, unit.context.shared(BookkeepingHelpers))
         )
     ]
     if lists and any(
@@ -73,13 +83,14 @@ def _bookkeeping_loops(
     if not iterables:
         return []
     found = []
+    helpers = unit.context.shared(BookkeepingHelpers)
     for loop in loops:
         stmt = loop.node
         if type(stmt) is not cst.For or id(firing.call) in loop.calls:
             continue
         for name, code in loop.walks:
             if code in iterables and any(
-                _keeps_books(small, name) for small in _small_statements(stmt.body)
+                _keeps_books(small, name, helpers) for small in _small_statements(stmt.body)
             ):
                 node = unit.node_for(stmt)
                 if node is not None:
@@ -134,7 +145,36 @@ def _small_statements(suite: cst.BaseSuite) -> list[cst.CSTNode]:
     ]
 
 
-def _keeps_books(root: cst.CSTNode, subject: str) -> bool:
+class BookkeepingHelpers(helper_effects.HelperEffects):
+    """Functions of the file that keep the books of a parameter they are handed (as
+    ``_keeps_books`` reads a statement; a call in them handed it on counts, as anywhere)."""
+
+    def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
+        statements = [
+            stmt
+            for stmt in file_functions.own_nodes(function.body.body)
+            if isinstance(stmt, cst.BaseSmallStatement)
+        ]
+        return {p for p in params if any(_keeps_books(stmt, p) for stmt in statements)}
+
+    def keeps_none(self, call: cst.Call, subject: str) -> bool:
+        """``call`` runs a function of the file, handed ``subject``, whose body keeps no
+        books of it (``_accumulate(p)`` that only adds into ``p.main_grad``)."""
+        function = file_functions.callee(call, self.functions, self.classes)
+        if function is None:
+            return False
+        kept = self.affected_parameters(function)
+        handed = [
+            name
+            for name, arg in file_functions.bound_arguments(call, function)
+            if _is_name(arg, subject)
+        ]
+        return bool(handed) and not kept.intersection(handed)
+
+
+def _keeps_books(
+    root: cst.CSTNode, subject: str, helpers: BookkeepingHelpers | None = None
+) -> bool:
     if isinstance(root, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
         for target in patterns.assignment_targets(root):
             if _is_attr_of(target, subject, BOOKKEEPING_ATTRS):
@@ -160,6 +200,8 @@ def _keeps_books(root: cst.CSTNode, subject: str) -> bool:
         if name and hook_owners.is_param_hook(name):  # another hook fired: no books kept
             continue
         if any(_is_name(arg.value, subject) for arg in sub.args):
+            if helpers is not None and helpers.keeps_none(sub, subject):
+                continue  # a helper of the file, read: it keeps no books of ``subject``
             return True
     return False
 

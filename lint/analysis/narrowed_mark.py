@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import patterns, wgrad
+from . import patterns, wgrad, writing_helpers
 from .overwrite_switch import switch_terms
 
 if TYPE_CHECKING:
@@ -121,10 +121,14 @@ def _main_grad_writes(unit: Unit, word: str | None):
         and (owner := patterns.main_grad_owner(stmt.value)) is not None
         and wgrad.stem(owner) == word
     )
+    writers = unit.context.shared(writing_helpers.WritingHelpers)
     for stmt, _ in unit.statements():
         if isinstance(stmt, cst.BaseCompoundStatement):
             continue
-        if wgrad.writes_main_grad_of(stmt, word, aliases):
+        # written here, or by a helper of the file the weight is handed to
+        if wgrad.writes_main_grad_of(stmt, word, aliases) or writers.writes_main_grad_of(
+            stmt, word
+        ):
             node = unit.node_for(stmt)
             if node is not None:
                 yield node

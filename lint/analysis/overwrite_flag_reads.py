@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import module_provenance, patterns, provenance, stand_ins, wgrad
+from . import module_provenance, patterns, provenance, stand_ins, wgrad, writing_helpers
 
 if TYPE_CHECKING:
     from .module import Unit
@@ -51,12 +51,29 @@ def argument_reads(unit: Unit) -> Iterator[ArgumentRead]:
     """The wrong reads of the calls and dict literals of ``unit``'s statements, each read
     once however many calls it feeds."""
     seen: set[int] = set()
+    writers = unit.context.shared(writing_helpers.WritingHelpers)
     for stmt, _ in unit.statements():
         if not isinstance(stmt, cst.BaseCompoundStatement):
             flow = _Flow(unit, unit.node_for(stmt), seen)
             for sub in patterns.walk(stmt):
                 if isinstance(sub, (cst.Call, cst.Dict)):
                     yield from _arguments(sub, module_provenance.of_unit(unit), flow)
+                if type(sub) is cst.Call:
+                    yield from _helper_arguments(
+                        sub, writers, module_provenance.of_unit(unit), flow
+                    )
+
+
+def _helper_arguments(call: cst.Call, writers, objects: Provenance, flow) -> Iterator[ArgumentRead]:
+    """A call of a helper of the file that writes the main_grad of one weight it is handed
+    (``_accumulate(x, dy, p, over)``: the GEMM moved into a helper), whose other arguments
+    read ``overwrite_main_grad`` from another weight."""
+    written = writers.written_arguments(call)
+    if len(written) != 1 or wgrad.stem(written[0]) is None:
+        return
+    subject = written[0]
+    others = [(None, arg.value) for arg in call.args if arg.value is not subject]
+    yield from _reads_beside(subject, wgrad.stem(subject), others, objects, flow)
 
 
 def _arguments(node, objects: Provenance, flow=None) -> Iterator[ArgumentRead]:
@@ -73,10 +90,14 @@ def _arguments(node, objects: Provenance, flow=None) -> Iterator[ArgumentRead]:
     if len(words) != 1 or None in words:
         return
     (word,) = words
-    subject = owners[0]
-    for key, value in pairs:
-        if key == "out":
-            continue
+    others = [(key, value) for key, value in pairs if key != "out"]
+    yield from _reads_beside(owners[0], word, others, objects, flow)
+
+
+def _reads_beside(subject, word: str, pairs, objects: Provenance, flow) -> Iterator[ArgumentRead]:
+    """The reads of ``overwrite_main_grad`` from another object than ``subject`` (whose
+    main_grad is written; ``word`` its stem) in the arguments ``pairs`` beside it."""
+    for _key, value in pairs:
         for sub, direct in _through_locals(value, flow):
             other = _overwrite_owner(sub)
             if other is None or (flow is not None and id(other) in flow.seen):

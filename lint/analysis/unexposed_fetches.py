@@ -9,8 +9,12 @@ code does write never gets there:
 
 * the fetch sits under an existence test (``if not hasattr(p, "main_grad")``, ``"main_grad"
   not in vars(p)``, the ``else`` of ``if hasattr(p, "main_grad")``, an ``except
-  AttributeError`` around reading it): the attribute exists, holding None, so the fetch
-  never runs. Megatron-LM's fix asks ``getattr(param, "main_grad", None) is None``;
+  AttributeError`` around reading it): once the attribute exists, holding None (Megatron-FSDP
+  resets it so after each step), the fetch never runs. Megatron-LM's fix asks
+  ``getattr(param, "main_grad", None) is None``. The other polarity (``if hasattr(p,
+  "main_grad")``, the ``else`` of ``not hasattr``) fails the other way: Megatron-FSDP patches
+  in ``get_main_grad`` alone, and the attribute first appears when a gradient is reduced, so
+  before that (the first step) the fetch never runs;
 * the fetched buffer is stored where nobody reads it - a ``self`` attribute of the class
   (a dict by name, a list) that no other method of the class mentions - and the function
   binds no ``.main_grad``;
@@ -116,6 +120,11 @@ def _scopes(node: cst.CSTNode) -> Iterator[cst.FunctionDef | cst.ClassDef]:
 
 
 # -- a fetch under an existence test ---------------------------------------------------------
+# Both ways of asking whether the attribute exists keep the fetch from some of the
+# parameters it is for: (kind, the presence the fetch's side of the test requires).
+POLARITIES = (("guard", False), ("guard-present", True))
+
+
 def _guarded(suite: Sequence[cst.CSTNode]) -> Iterator[Unexposed]:
     for i, stmt in enumerate(suite):
         if type(stmt) is cst.If:
@@ -124,10 +133,11 @@ def _guarded(suite: Sequence[cst.CSTNode]) -> Iterator[Unexposed]:
             if (
                 stmt.orelse is None
                 and _ends_in_jump(suite_body(stmt.body))
-                and _requires_not(stmt.test, present=False)
                 and _fetches(suite[i + 1 :])
             ):
-                yield Unexposed(stmt.test, "guard", "", _fetch_count(suite[i + 1 :]))
+                for kind, present in POLARITIES:
+                    if _requires_not(stmt.test, present=present):
+                        yield Unexposed(stmt.test, kind, "", _fetch_count(suite[i + 1 :]))
         elif type(stmt) is cst.Try:
             caught = [
                 h
@@ -148,15 +158,16 @@ def _guarded(suite: Sequence[cst.CSTNode]) -> Iterator[Unexposed]:
 
 
 def _if_guard(stmt: cst.If) -> Iterator[Unexposed]:
-    if _fetches(suite_body(stmt.body)) and _requires(stmt.test, present=False):
-        yield Unexposed(stmt.test, "guard", "", _fetch_count(suite_body(stmt.body)))
     orelse = stmt.orelse
-    if (
-        type(orelse) is cst.Else
-        and _requires_not(stmt.test, present=False)
-        and _fetches(suite_body(orelse.body))
-    ):
-        yield Unexposed(stmt.test, "guard", "", _fetch_count(suite_body(orelse.body)))
+    for kind, present in POLARITIES:
+        if _fetches(suite_body(stmt.body)) and _requires(stmt.test, present=present):
+            yield Unexposed(stmt.test, kind, "", _fetch_count(suite_body(stmt.body)))
+        if (
+            type(orelse) is cst.Else
+            and _requires_not(stmt.test, present=present)
+            and _fetches(suite_body(orelse.body))
+        ):
+            yield Unexposed(stmt.test, kind, "", _fetch_count(suite_body(orelse.body)))
     yield from _guarded(suite_body(stmt.body))
     if type(orelse) is cst.If:
         yield from _if_guard(orelse)

@@ -4,7 +4,9 @@ whose main_grad this function never names, while it names other weights' main_gr
 claims a write that nothing made (GMLP032).
 
 A weight counts as unwritten only when nothing here could write its main_grad: its
-main_grad is not spelled (directly, or through a loop variable over a display holding it),
+main_grad is not spelled (directly, or through a loop variable over a display holding it)
+nor written by a helper of the file it is handed to (``writing_helpers``: such a write names
+the weight's main_grad as surely as one spelled here),
 it is used only as an operand of a GEMM with no ``out=`` (the product of a weight is the
 input gradient, a fresh tensor), for its ``dtype`` / ``shape`` / ``device``, in ``getattr`` /
 ``hasattr`` / ``isinstance``, in a display walked by a loop, or marked; it is bound here
@@ -20,7 +22,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from . import local_aliases, patterns, wgrad
+from . import local_aliases, patterns, wgrad, writing_helpers
 from .module import Unit
 
 READ_ATTRS = frozenset({"dtype", "shape", "device", "ndim", patterns.GRAD_ADDED})
@@ -41,8 +43,14 @@ def unwritten(unit: Unit, marks) -> Iterator[tuple[object, str]]:
     body = unit.owner.body
     nodes = list(patterns.walk(body))
     owners: set[str] = set()
+    writers = unit.context.shared(writing_helpers.WritingHelpers)
     for sub in nodes:
-        if patterns.is_attr(sub, patterns.MAIN_GRAD):
+        if type(sub) is cst.Call and (written := writers.written_arguments(sub)):
+            # ``_accumulate(x, dy, w2)``: a helper of the file writes w2's main_grad
+            if any(type(arg) is not cst.Name for arg in written):
+                return
+            owners.update(arg.value for arg in written)
+        elif patterns.is_attr(sub, patterns.MAIN_GRAD):
             if type(sub.value) is not cst.Name:
                 return  # ``ctx.weight.main_grad``: which local it is, is not followed
             owners.add(sub.value.value)

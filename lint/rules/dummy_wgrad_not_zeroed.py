@@ -37,8 +37,9 @@ RULE = Rule(
         Flagged: Transformer Engine's `get_dummy_wgrad(shape, dtype)` without `zero=` (or with
         a literal False), and an `empty`/`empty_like`/`new_empty` allocation handed back as
         the dummy (assigned to the `.grad` of a weight whose main_grad the function touches,
-        allocated next to `grad_added_to_main_grad = True`, or
-        returned by a function named for dummies or one that sets `grad_added_to_main_grad`)
+        itself or through a helper of the file that writes it, allocated next to
+        `grad_added_to_main_grad = True`, or returned by a function named for dummies or one
+        that sets `grad_added_to_main_grad`)
         on a path that no test on `zero_out_wgrad` guards (an `if`, or a conditional
         expression choosing between two dummies). `get_dummy_wgrad` calls are judged
         only where the dummy leaves the function (returned, put in `.grad`, or stored in what

@@ -98,9 +98,10 @@ RULE = Rule(
         * a mark names its weights one by one (`for w in (w1, w2): w.grad_added_... = True`
           marks `w1` and `w2`): a marked weight whose main_grad the function never names
           (not even through a loop variable over a display holding it), while it names
-          other locals' main_grads, and that is only read here (a GEMM operand with no
-          `out=`, its `dtype` / `shape`, `getattr`) after being bound from a field of an
-          object no call is handed and no method of which is called
+          other locals' main_grads (itself, or through a helper of the file that writes
+          the main_grad of a weight it is handed), and that is only read here (a GEMM
+          operand with no `out=`, its `dtype` / `shape`, `getattr`) after being bound
+          from a field of an object no call is handed and no method of which is called
           (analysis/unwritten_marks.py). Not seen: weights reached through attributes
           (`ctx.fc1_weight.main_grad`), kept in lists, or handed to any other call.
 

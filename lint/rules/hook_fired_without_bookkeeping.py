@@ -54,9 +54,10 @@ RULE = Rule(
         that call without passing a statement that assigns `p.grad` or
         `p.grad_added_to_main_grad` (or `setattr`s them), a test `hasattr(p,
         "grad_added_to_main_grad")` (a parameter without it has no such bookkeeping), a call
-        handed `p` itself (a
-        helper may keep the books) or a `backward_dw()` call (the delayed-wgrad protocol
-        keeps the books of the weights it computes).
+        handed `p` itself (a helper may keep the books; a helper of the file whose body,
+        read, keeps none of `p`'s, such as one that only adds into `p.main_grad`, does
+        not: analysis/hook_bookkeeping.py) or a `backward_dw()` call (the delayed-wgrad
+        protocol keeps the books of the weights it computes).
 
         Seen besides: hooks kept in a container named as their plural
         (`_grad_accum_hooks`), fired for a known parameter: by key (`hooks[p]()`,

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
 partial_fetches = LazyModule("..analysis.partial_fetches", __package__)
+inherited = LazyModule("..analysis.inherited_fused_weights", __package__)
+own_fetches = LazyModule("..analysis.own_parameter_fetches", __package__)
 fetches = LazyModule("..analysis.fused_module_fetches", __package__)
 
 CODE = "GMLP050"
@@ -31,7 +33,10 @@ RULE = Rule(
         "a helper of the file that binds `param.main_grad` from `get_main_grad()` for the "
         "parameters of a module it is handed, called in a class on `self.A` (directly or in a "
         "loop over a display) but on no `self.B`, where `self.B`'s setting feeds an "
-        "`accumulate_into_main_grad=` / `fuse_wgrad_accumulation=` argument in the same class"
+        "`accumulate_into_main_grad=` / `fuse_wgrad_accumulation=` argument in the same class; "
+        "a fetch over a literal list of weights that leaves out one the fused op is handed, "
+        "or one a Transformer Engine base built with `fuse_wgrad_accumulation` writes; a fetch "
+        "over `self.parameters(recurse=False)` in a class that turns fusion on for submodules"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209's shape, one module further). Under
@@ -79,6 +84,23 @@ RULE = Rule(
         seen there: lists built elsewhere, parameters named by strings (`getattr(self,
         name)`), an op handed them one by one; a frozen parameter handed to the op is
         reported (known false alarm, `fixtures/review21`).
+
+        A class that subclasses a Transformer Engine module (`Linear`, `LayerNormLinear`,
+        `LayerNormMLP`, by the last name of the base, in a file naming transformer_engine),
+        hands `fuse_wgrad_accumulation=` (not False) in one of its calls, and fetches over a
+        literal list of its weights (strings read with `getattr(self, name)`, or `self.X`)
+        that leaves out a weight the base fuses (`weight`; `fc1_weight` and `fc2_weight`)
+        leaves that weight's main_grad None when the base's backward writes it (blind corpus
+        18: GPT-NeoX's `TELayerNormMLP` fetched `layer_norm_weight` and `fc1_weight`;
+        `analysis/inherited_fused_weights.py`). Not seen there: lists built elsewhere, a
+        base of another file that subclasses TE in turn, TE modules outside that table.
+
+        A class that fetches over `self.parameters(recurse=False)` (or `named_parameters`)
+        while it gives a fusion switch (`gradient_accumulation_fusion`,
+        `fuse_wgrad_accumulation`, `accumulate_into_main_grad`) to another object (assigned
+        to `X.<switch>` with X not `self`, or handed to a call bound to `self.X`) fetches
+        none of the submodules' parameters that the fused ops write (blind corpus 19:
+        fastmoe's Megatron MLP, whose experts' linears fuse; `analysis/own_parameter_fetches.py`).
 
         Not seen: helpers of other files, fetches written out inline other than in a loop
         over `self.X.parameters()`, and
@@ -163,6 +185,37 @@ RULE = Rule(
                     return grouped_glu(x, sizes, (self.w1, self.v1, self.w2), fuse)
             """
         ),
+        Example(
+            """
+            import transformer_engine as te
+
+
+            class TELayerNormMLP(te.pytorch.LayerNormMLP):
+                def __init__(self, args):
+                    super().__init__(args.hidden, args.ffn, fuse_wgrad_accumulation=args.fuse)
+
+                def forward(self, x):
+                    for name in ("fc1_weight", "fc2_weight"):
+                        param = getattr(self, name)
+                        if getattr(param, "main_grad", None) is None:
+                            param.main_grad = param.get_main_grad()
+                    return super().forward(x)
+            """
+        ),
+        Example(
+            """
+            class MegatronMLP(FMoETransformerMLP):
+                def __init__(self, args):
+                    super().__init__(args.num_experts)
+                    for expert in self.experts:
+                        expert.htoh4.gradient_accumulation_fusion = args.fusion
+
+                def _expose(self):
+                    for param in self.experts.parameters():
+                        if getattr(param, "main_grad", None) is None:
+                            param.main_grad = param.get_main_grad()
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -223,6 +276,39 @@ RULE = Rule(
             """,
             line=9,
         ),
+        Example(
+            """
+            import transformer_engine as te
+
+
+            class TELayerNormMLP(te.pytorch.LayerNormMLP):
+                def __init__(self, args):
+                    super().__init__(args.hidden, args.ffn, fuse_wgrad_accumulation=args.fuse)
+
+                def forward(self, x):
+                    for name in ("layer_norm_weight", "fc1_weight"):
+                        param = getattr(self, name)
+                        if getattr(param, "main_grad", None) is None:
+                            param.main_grad = param.get_main_grad()
+                    return super().forward(x)
+            """,
+            line=9,
+        ),
+        Example(
+            """
+            class MegatronMLP(FMoETransformerMLP):
+                def __init__(self, args):
+                    super().__init__(args.num_experts)
+                    for expert in self.experts:
+                        expert.htoh4.gradient_accumulation_fusion = args.fusion
+
+                def _expose(self):
+                    for param in self.parameters(recurse=False):
+                        if getattr(param, "main_grad", None) is None:
+                            param.main_grad = param.get_main_grad()
+            """,
+            line=8,
+        ),
     ),
 )
 
@@ -230,6 +316,20 @@ MESSAGE = (
     "main_grad is fetched for {fetched} but not for {missed}, whose parameters the fused ops "
     "of `{cls}` also write ({why} on line {line}): under Megatron-FSDP their main_grad "
     "stays None; hand {missed} to `{helper}` too"
+)
+
+
+OWN = (
+    "main_grad is fetched for this module's own parameters only (`recurse=False`), while "
+    "the class turns wgrad fusion on for its submodules: their parameters reach the fused "
+    "ops with main_grad None under Megatron-FSDP; fetch over the submodules' parameters"
+)
+
+
+INHERITED = (
+    "main_grad is fetched over this list only, and the Transformer Engine base `{base}`, "
+    "built with `fuse_wgrad_accumulation`, also writes the main_grad of {missing}: under "
+    "Megatron-FSDP it stays None there; fetch every weight the base fuses"
 )
 
 
@@ -242,9 +342,14 @@ PARTIAL = (
 
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
-    if "get_main_grad" not in source or not any(word in source for word in fetches.FUSE_KEYWORDS):
+    if "get_main_grad" not in source:
         return
     binders = fetches.binders(context.module)
+    if "recurse=False" in source:
+        for walk in own_fetches.own_parameter_fetches(context.module, binders):
+            out.report(CODE, walk, OWN)
+    if not any(word in source for word in fetches.FUSE_KEYWORDS):
+        return
     helpers = fetches.fetching_helpers(context.module, binders)
     for node in patterns.walk(context.module):
         if type(node) is cst.ClassDef:
@@ -253,6 +358,9 @@ def check(context: ModuleContext, out: Collector) -> None:
         missing = ", ".join(f"`{name}`" for name in found.missing)
         line = context.line_of(found.call)
         out.report(CODE, found.listed, PARTIAL.format(missing=missing, line=line))
+    for found in inherited.missed_weights(context, binders):
+        missing = ", ".join(f"`{name}`" for name in found.missing)
+        out.report(CODE, found.listed, INHERITED.format(missing=missing, base=found.base))
 
 
 def _check_class(cls, helpers: frozenset[str], binders: frozenset[str], out: Collector) -> None:

@@ -21,12 +21,14 @@ RULE = Rule(
     summary=(
         "Code fetches Megatron-FSDP's main_grad (`p.get_main_grad()`) so that fused ops can "
         "write it, but on its way `param.main_grad` stays None: the fetch sits under a test "
-        "of whether the attribute exists, or the buffer is stored where nobody reads it."
+        "of whether the attribute exists (either way round), or the buffer is stored where "
+        "nobody reads it."
     ),
     flags=(
         '`p.main_grad = p.get_main_grad()` only under `not hasattr(p, "main_grad")` (or '
         '`"main_grad" not in vars(p)`, the `else` of `hasattr`, an `except AttributeError` '
-        "around reading it); `p.get_main_grad()` stored in a `self` attribute that no other "
+        'around reading it) or only under `hasattr(p, "main_grad")` (or the `else` of '
+        "`not hasattr`); `p.get_main_grad()` stored in a `self` attribute that no other "
         "method of the class reads, in a method that binds no `.main_grad`; a fetch inside "
         "a `map(lambda ...)`, `filter(lambda ...)` or generator expression whose iterator "
         "the statement drops, in a function that binds main_grad nowhere else"
@@ -44,8 +46,13 @@ RULE = Rule(
         parameters it is for; nor does the `else` of `if hasattr(p, "main_grad")`, a fetch
         in `except AttributeError:` around reading `p.main_grad`, or one guarded by
         `"main_grad" not in vars(p)` / `p.__dict__`. Megatron-LM's own hook asks
-        `getattr(param, "main_grad", None) is None`. A test that lets the fetch run some
-        other way too (`... or p.main_grad is None`) is not reported.
+        `getattr(param, "main_grad", None) is None`. The other polarity fails the other
+        way: Megatron-FSDP patches in `get_main_grad` alone and the attribute first appears
+        when a gradient is reduced, so a fetch only under `if hasattr(p, "main_grad")` (or
+        the `else` of `not hasattr`, or after `if not hasattr(p, "main_grad"): continue`)
+        never runs in the first step, when the fused op first needs the buffer. A test that
+        lets the fetch run some other way too (`... or p.main_grad is None`) is not
+        reported.
 
         The fetched buffer is kept where nobody reads it: assigned to `self.x` (a dict by
         name, a list, an item of one) or added with `append` / `update` / `setdefault`,
@@ -103,6 +110,14 @@ RULE = Rule(
                 any(p.main_grad.zero_() for p in params)
             """
         ),
+        Example(
+            """
+            def expose(module):
+                for p in module.parameters(recurse=False):
+                    if hasattr(p, "get_main_grad") and getattr(p, "main_grad", None) is None:
+                        p.main_grad = p.get_main_grad()
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -140,6 +155,15 @@ RULE = Rule(
             """,
             line=2,
         ),
+        Example(
+            """
+            def expose(module):
+                for p in module.parameters(recurse=False):
+                    if hasattr(p, "main_grad") and hasattr(p, "get_main_grad"):
+                        p.main_grad = p.get_main_grad()
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -150,6 +174,12 @@ MESSAGES = {
         "the main_grad fetch runs only when `main_grad` does not exist as an attribute, but "
         "Megatron-FSDP's parameters carry `main_grad = None`: it never runs for them and the "
         "fused op finds no buffer; test `getattr(p, 'main_grad', None) is None`"
+    ),
+    "guard-present": (
+        "the main_grad fetch runs only when `main_grad` already exists as an attribute, but "
+        "Megatron-FSDP patches in `get_main_grad` alone and the attribute first appears when "
+        "a gradient is reduced: in the first step the fetch never runs and the fused op finds "
+        "no buffer; test `getattr(p, 'main_grad', None) is None`"
     ),
     "stored": (
         "the fetched main_grad is kept in `self.{attr}`, which no other method reads, and "

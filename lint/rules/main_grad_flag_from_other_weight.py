@@ -89,8 +89,12 @@ RULE = Rule(
         and stand-ins whose names and producers say nothing (a plain `weight` with no
         `origin_weight` beside it is taken to be the Parameter).
 
-        Not seen: a GEMM into the stand-in's main_grad moved into a helper function of the
-        file (each function is judged alone).
+        A GEMM moved into a helper function of the file that writes the main_grad of one
+        weight it is handed (`_accumulate(x, dy, p, over)`, analysis/writing_helpers.py) is
+        read as that weight's write at the call: the call's other arguments are asked, as a
+        GEMM's are, whether they read `overwrite_main_grad` from another weight. Not seen:
+        a GEMM into a stand-in's main_grad moved into such a helper (the helper is judged
+        alone; GMLP037 reports the copy handed to it).
 
         The mark itself on the wrong weight (class 3, blind corpus 7: MindSpeed-LLM's fused
         MLP backward marking `weight_down` in `weight_up`'s block): when every read of the
@@ -392,7 +396,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                 objects = module_provenance.of_unit(unit)
                 for found in marked_block_reads.wrong_reads(mark, objects, experts, aliases):
                     _report_block_read(found, out, unit)
-        if look_at_calls and survey.spells_overwrite and survey.spells_main_grad:
+        if look_at_calls and survey.spells_overwrite:
             for found in overwrite_flag_reads.argument_reads(unit):
                 _report_argument_read(found, out, unit)
         if survey.spells_overwrite and "origin" in source:

@@ -22,6 +22,7 @@ handoff_values = LazyModule("..analysis.handoff_values", __package__)
 grad_buffers = LazyModule("..analysis.grad_buffers", __package__)
 implied_tests = LazyModule("..analysis.implied_tests", __package__)
 decided_tests = LazyModule("..analysis.decided_tests", __package__)
+writing_helpers = LazyModule("..analysis.writing_helpers", __package__)
 
 CODE = "GMLP051"
 RULE = Rule(
@@ -88,11 +89,17 @@ RULE = Rule(
         boolean locals bound once (`wgrad_now = accum and not use_zbv` under `if
         wgrad_now:` decides `None if use_zbv or accum else ...`).
 
-        Not seen: writes through helpers, a product computed in a helper (`g =
-        compute_wgrad(x, dy)`), operands renamed between the two products (`xt = x.t()`),
-        returns of a tuple built earlier, gradients assigned to `.grad` (GMLP033's
-        ground for `add_` writes), a `.grad` given positionally to a GEMM not named for
-        adding, and fused kernels into main_grad whose names say no GEMM
+        A call of a helper function of the file that writes the main_grad of a weight it
+        is handed (`_accumulate(x, dy, weight)`, analysis/writing_helpers.py) counts as
+        the GEMM into main_grad, its other arguments as the GEMM's operands.
+
+        Not seen: helpers whose write is a kernel `writing_helpers` does not read as one (Paddle's
+        `fused_linear_param_grad_add` given main_grad positionally), helpers of another
+        file, a product computed in a helper (`g = compute_wgrad(x, dy)`), operands
+        renamed between the two products (`xt = x.t()`), returns of a tuple built
+        earlier, gradients assigned to `.grad` (GMLP033's ground for `add_` writes), a
+        `.grad` given positionally to a GEMM not named for adding, and fused kernels into
+        main_grad whose names say no GEMM
         (but Paddle's `fused_linear_param_grad_add`, named for adding a parameter's
         gradient, is taken for one).
     """,
@@ -235,15 +242,19 @@ def check(context: ModuleContext, out: Collector) -> None:
     into_grad = grad_buffers.KERNEL_TRIGGER in source or "out=" in source
     if patterns.MAIN_GRAD not in source and not into_grad:
         return
+    writers = context.shared(writing_helpers.WritingHelpers)
     for unit in context.units:
         if unit.name != "backward" or not isinstance(unit.owner, cst.FunctionDef):
             continue
-        if not (unit.survey.spells_main_grad or into_grad):
+        calls_writer = not writers.names().isdisjoint(unit.survey.calls)
+        if not (unit.survey.spells_main_grad or into_grad or calls_writer):
             continue
         facts = deliveries.Deliveries(unit)
         writes = []
         for root, node in unit.expression_roots():
             operands = _gemm_into_buffer(unit, facts, root, node)
+            if operands is None and calls_writer:
+                operands = _helper_into_buffer(writers, root)
             if operands is not None:
                 writes.append((node, operands))
         if writes:
@@ -269,6 +280,21 @@ def _gemm_into_buffer(unit: Unit, facts, root, node) -> frozenset[str] | None:
             destinations.append(out_value)
         if destinations:
             others = [v for v in positional if not any(v is d for d in destinations)]
+            return frozenset(filter(None, map(_operand, others)))
+    return None
+
+
+def _helper_into_buffer(writers, root) -> frozenset[str] | None:
+    """The roots of the other arguments of a call of a helper of the file that writes the
+    main_grad of a weight it is handed (the GEMM moved into ``_accumulate(x, dy, weight)``),
+    else None."""
+    for sub in patterns.walk(root):
+        if type(sub) is not cst.Call:
+            continue
+        written = writers.written_arguments(sub)
+        if written:
+            positional = [arg.value for arg in sub.args if arg.keyword is None and not arg.star]
+            others = [v for v in positional if not any(v is w for w in written)]
             return frozenset(filter(None, map(_operand, others)))
     return None
 

@@ -58,7 +58,8 @@ RULE = Rule(
         `else` binds the handed-back gradient to None. For a weight with the flag that the
         extra condition excludes, main_grad holds the gradient, the flag stays False and no
         `.grad` arrives, so the hook that reduces main_grad never fires (issue #19 class 5).
-        Reported on that condition, where the function writes the weight's main_grad. A
+        Reported on that condition, where the function writes the weight's main_grad
+        (itself, or through a helper of the file it hands the weight to). A
         condition that restates when the write ran (it reads a term of a test around a
         write: `wgrad_compute`), names the op-level setting, delayed wgrad or whether the
         weight takes a gradient (`requires_grad`, `needs_input_grad`, Paddle's

@@ -19,6 +19,7 @@ fresh_aliases = LazyModule("..analysis.fresh_aliases", __package__)
 fresh_bindings = LazyModule("..analysis.fresh_bindings", __package__)
 parameter_attributes = LazyModule("..analysis.parameter_attributes", __package__)
 saved_rebinds = LazyModule("..analysis.saved_rebinds", __package__)
+reading_helpers = LazyModule("..analysis.reading_helpers", __package__)
 
 CODE = "GMLP015"
 RULE = Rule(
@@ -170,8 +171,13 @@ RULE = Rule(
         a nested conditional expression; a cast copy made in `forward` and saved for
         backward (the saved-rebinding path takes only chains with a copy or view link).
 
-        Not seen: the read of main_grad moved into a helper function of the file handed the
-        rebound name (each function is judged alone); a detached weight kept on `ctx` by a
+        A read moved into a helper function of the file handed the rebound name
+        (`_accumulate(dy, weight)` whose body writes `weight.main_grad`) counts as a read at
+        the call (`analysis/reading_helpers.py`: the helper reads the attribute from that
+        very parameter and never rebinds it, or hands it on to a helper that does). Not
+        seen: such a helper handed a copy made in `forward` and restored from the saved
+        tensors (the saved-rebinding path reads the attributes written in `backward`
+        itself); helpers of another file; a detached weight kept on `ctx` by a
         function that does not take the fused-wgrad switch itself; a slot filled from a
         weight held in a list rather than read off its module.
     """,
@@ -455,9 +461,16 @@ def check(context: ModuleContext, out: Collector) -> None:
             value=_one_line(out.text(alias.value)), weight=alias.weight
         )
         out.report(CODE, alias.value, message)
+    readers = (
+        context.shared(reading_helpers.ReadingHelpers) if "main_grad" in context.source else None
+    )
     for unit in context.units:
         reported: set[int] = set()
-        if unit.survey.spells_main_grad or unit.survey.spells_grad_added:
+        if (
+            unit.survey.spells_main_grad
+            or unit.survey.spells_grad_added
+            or (readers is not None and not readers.names().isdisjoint(unit.survey.calls))
+        ):
             reported = _check_unit(unit, out)
         # The flag may be set by a helper of the file the copy is handed to.
         if unit.survey.spells_grad_added or (
@@ -556,8 +569,11 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
         for owner, attr in parameter_attributes.put_backs(root):
             for d in fresh_bindings.bindings_read(unit, owner, node, fresh, lists):
                 restored.add((d.index, attr))
+    readers = unit.context.shared(reading_helpers.ReadingHelpers)
     for root, node in unit.expression_roots():
-        for owner, attr in parameter_attributes.reads(root):
+        # read here, or by a helper of the file the name is handed to
+        handed = [(arg, "main_grad") for arg in readers.read_arguments(root)]
+        for owner, attr in [*parameter_attributes.reads(root), *handed]:
             for d in fresh_bindings.bindings_read(unit, owner, node, fresh, lists):
                 if (d.index, attr) in restored:
                     continue

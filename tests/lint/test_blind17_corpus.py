@@ -58,7 +58,7 @@ OUTCOME: Outcomes = {
     "zbpp_dummy_chosen_on_wgrad_compute": ("caught", (("GMLP002", 35),), ()),
     "colossalai_return_gated_on_wgrad_now": ("caught", (("GMLP036", 44),), ()),
     "yafsdp_pre_forward_hides_unowned_grad_buffer": ("missed", (), ()),
-    "automodel_main_grad_hook_on_wrapper_module": ("missed", (), ()),
+    "automodel_main_grad_hook_on_wrapper_module": ("caught", (("GMLP050", 40),), ()),
     # -- held out (blind: measured at the same time, not read)
     "nanotron_accum_hook_adds_into_fp32_param": ("missed", (), ()),
     "automodel_set_stacked_weight_rebinds_parameter": ("missed", (), ()),

@@ -56,7 +56,7 @@ OUTCOME: Outcomes = {
         (("GMLP002", 113),),
         (),
     ),
-    "fastmoe_megatron_mlp_fetches_own_params_not_experts": ("missed", (), ()),
+    "fastmoe_megatron_mlp_fetches_own_params_not_experts": ("caught", (("GMLP050", 24),), ()),
     "megablocks_grouped_glu_fetch_skips_v1": ("caught", (("GMLP050", 142),), ()),
     # -- held out (blind: measured at the same time, not read)
     "megablocks_grouped_mlp_params_taken_after_scale_grad": ("missed", (), ()),

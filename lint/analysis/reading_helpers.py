@@ -1,0 +1,46 @@
+"""Functions of a file that read a per-parameter attribute (main_grad or its flags) of a
+weight they are handed, and the calls that hand one over (issue #19, class 2: the read
+spelled through a helper).
+
+``def _accumulate(grad_output, weight): wgrad_gemm(grad_output, out=weight.main_grad)``
+called as ``_accumulate(dy, weight)`` reads ``weight``'s main_grad as surely as the GEMM
+written in the caller would: a caller that rebound ``weight`` to a fresh object first
+(``weight = Parameter(weight)``) hands the helper an object with no main_grad. GMLP015 asks
+its "is main_grad read from the new object" of such calls too.
+
+A parameter counts as read when the helper's body reads one of the attributes from that very
+name (``parameter_attributes.reads``) and never rebinds it, or hands it on to a helper that
+does; only functions a call resolves to (``file_functions.callee``) are followed."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from . import file_functions, helper_effects, parameter_attributes, patterns, provenance
+
+
+class ReadingHelpers(helper_effects.HelperEffects):
+    def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
+        body = function.body.body
+        rebound = {
+            name for node in file_functions.own_nodes(body) for name in provenance.bound_names(node)
+        }
+        read = {
+            owner.value
+            for stmt in body
+            if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))
+            for owner, _attr in parameter_attributes.reads(stmt)
+            if type(owner) is cst.Name and owner.value in params
+        }
+        return read - rebound
+
+    def read_arguments(self, root: cst.CSTNode) -> list[cst.Name]:
+        """The plain names handed, by a call in ``root``, to a helper that reads a
+        per-parameter attribute from them."""
+        return [
+            arg
+            for sub in patterns.walk(root)
+            if type(sub) is cst.Call
+            for arg in self.affected_arguments(sub)
+            if type(arg) is cst.Name
+        ]
