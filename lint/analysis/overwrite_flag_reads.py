@@ -52,19 +52,25 @@ def argument_reads(unit: Unit) -> Iterator[ArgumentRead]:
     once however many calls it feeds."""
     seen: set[int] = set()
     writers = unit.context.shared(writing_helpers.WritingHelpers)
+    # a unit calling none of the file's writing helpers hands none of them a weight
+    through_helpers = calls_a_writer(unit)
     for stmt, _ in unit.statements():
         if not isinstance(stmt, cst.BaseCompoundStatement):
             flow = _Flow(unit, unit.node_for(stmt), seen)
             for sub in patterns.walk(stmt):
                 if isinstance(sub, (cst.Call, cst.Dict)):
                     yield from _arguments(sub, module_provenance.of_unit(unit), flow)
-                if type(sub) is cst.Call:
-                    yield from _helper_arguments(
-                        sub, writers, module_provenance.of_unit(unit), flow
-                    )
+                if through_helpers and type(sub) is cst.Call:
+                    yield from _helper_arguments(sub, writers, unit, flow)
 
 
-def _helper_arguments(call: cst.Call, writers, objects: Provenance, flow) -> Iterator[ArgumentRead]:
+def calls_a_writer(unit: Unit) -> bool:
+    """``unit`` calls a helper of the file that writes main_grad of a weight it is handed."""
+    writers = unit.context.shared(writing_helpers.WritingHelpers)
+    return not writers.names().isdisjoint(unit.survey.calls)
+
+
+def _helper_arguments(call: cst.Call, writers, unit: Unit, flow) -> Iterator[ArgumentRead]:
     """A call of a helper of the file that writes the main_grad of one weight it is handed
     (``_accumulate(x, dy, p, over)``: the GEMM moved into a helper), whose other arguments
     read ``overwrite_main_grad`` from another weight."""
@@ -73,6 +79,7 @@ def _helper_arguments(call: cst.Call, writers, objects: Provenance, flow) -> Ite
         return
     subject = written[0]
     others = [(None, arg.value) for arg in call.args if arg.value is not subject]
+    objects = module_provenance.of_unit(unit)
     yield from _reads_beside(subject, wgrad.stem(subject), others, objects, flow)
 
 

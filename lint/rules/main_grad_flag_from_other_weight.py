@@ -396,7 +396,11 @@ def check(context: ModuleContext, out: Collector) -> None:
                 objects = module_provenance.of_unit(unit)
                 for found in marked_block_reads.wrong_reads(mark, objects, experts, aliases):
                     _report_block_read(found, out, unit)
-        if look_at_calls and survey.spells_overwrite:
+        if (
+            look_at_calls
+            and survey.spells_overwrite
+            and (survey.spells_main_grad or overwrite_flag_reads.calls_a_writer(unit))
+        ):
             for found in overwrite_flag_reads.argument_reads(unit):
                 _report_argument_read(found, out, unit)
         if survey.spells_overwrite and "origin" in source:

@@ -461,16 +461,9 @@ def check(context: ModuleContext, out: Collector) -> None:
             value=_one_line(out.text(alias.value)), weight=alias.weight
         )
         out.report(CODE, alias.value, message)
-    readers = (
-        context.shared(reading_helpers.ReadingHelpers) if "main_grad" in context.source else None
-    )
     for unit in context.units:
         reported: set[int] = set()
-        if (
-            unit.survey.spells_main_grad
-            or unit.survey.spells_grad_added
-            or (readers is not None and not readers.names().isdisjoint(unit.survey.calls))
-        ):
+        if unit.survey.spells_main_grad or unit.survey.spells_grad_added or _calls_a_reader(unit):
             reported = _check_unit(unit, out)
         # The flag may be set by a helper of the file the copy is handed to.
         if unit.survey.spells_grad_added or (
@@ -484,6 +477,16 @@ def check(context: ModuleContext, out: Collector) -> None:
             for stmt, _ in unit.statements():
                 for copy in fresh_bindings.dereferenced_copies(stmt):
                     out.report(CODE, copy, DEREF_MESSAGE.format(copy=_one_line(out.text(copy))))
+
+
+def _calls_a_reader(unit: Unit) -> bool:
+    """``unit`` calls a helper of the file that reads main_grad or a flag from a weight it is
+    handed (the helpers are read only for files spelling main_grad, units calling some)."""
+    context = unit.context
+    if "main_grad" not in context.source or not unit.survey.calls:
+        return False
+    readers = context.shared(reading_helpers.ReadingHelpers)
+    return not readers.names().isdisjoint(unit.survey.calls)
 
 
 def _check_saved(unit: Unit, out: Collector) -> None:
@@ -570,9 +573,10 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
             for d in fresh_bindings.bindings_read(unit, owner, node, fresh, lists):
                 restored.add((d.index, attr))
     readers = unit.context.shared(reading_helpers.ReadingHelpers)
+    through = _calls_a_reader(unit)
     for root, node in unit.expression_roots():
         # read here, or by a helper of the file the name is handed to
-        handed = [(arg, "main_grad") for arg in readers.read_arguments(root)]
+        handed = [(arg, "main_grad") for arg in readers.read_arguments(root)] if through else []
         for owner, attr in [*parameter_attributes.reads(root), *handed]:
             for d in fresh_bindings.bindings_read(unit, owner, node, fresh, lists):
                 if (d.index, attr) in restored:
