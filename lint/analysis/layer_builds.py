@@ -90,7 +90,8 @@ def parameters_only(methods, layers: set[str], walk_all) -> set[str]:
     forward never runs, so they compute no weight gradient to delay (THUDM/slime's
     ``weights_proj``, built as a projection and used as a weight for an eager autograd
     function). A layer called, or handed on whole, anywhere in the class is still one, and
-    so is one the class never mentions again."""
+    so is one the class never mentions again; a loop over a display of layers that only
+    walks each one's parameters (to freeze them) hands none of them on whole."""
     used_whole: set[str] = set()
     parameters_used: set[str] = set()
     for method in methods:
@@ -104,6 +105,7 @@ def parameters_only(methods, layers: set[str], walk_all) -> set[str]:
         }
         parameters_used.update(owners.values())
         assigned = {id(t.target) for n in nodes if type(n) is cst.Assign for t in n.targets}
+        walked = _walked_for_parameters(nodes)
         used_whole.update(
             n.attr.value
             for n in nodes
@@ -111,9 +113,38 @@ def parameters_only(methods, layers: set[str], walk_all) -> set[str]:
             and n.attr.value in layers
             and id(n) not in owners
             and id(n) not in assigned
+            and id(n) not in walked
         )
     # A layer the class never mentions again may run in a subclass's forward: still one.
     return (layers & parameters_used) - used_whole
+
+
+PARAMETER_WALKS = frozenset({"parameters", "named_parameters", "requires_grad_"})
+
+
+def _walked_for_parameters(nodes) -> set[int]:
+    """The ids of the ``self.x`` of a display a ``for`` walks only to reach each module's
+    parameters (``for m in (self.wq_b, self.weights_proj): for p in m.parameters(): p.
+    requires_grad = False``, radixark/miles' frozen indexer): not a use of the layer whole."""
+    found: set[int] = set()
+    for loop in nodes:
+        if type(loop) is not cst.For or type(loop.target) is not cst.Name:
+            continue
+        if type(loop.iter) not in (cst.Tuple, cst.List):
+            continue
+        name = loop.target.value
+        uses = [n for n in patterns.walk(loop.body) if type(n) is cst.Name and n.value == name]
+        walks = [
+            n
+            for n in patterns.walk(loop.body)
+            if type(n) is cst.Attribute
+            and n.attr.value in PARAMETER_WALKS
+            and type(n.value) is cst.Name
+            and n.value.value == name
+        ]
+        if uses and len(walks) == len(uses):
+            found.update(id(e.value) for e in loop.iter.elements if is_self_attr(e.value))
+    return found
 
 
 def _is_self(node: cst.CSTNode) -> bool:

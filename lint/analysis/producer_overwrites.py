@@ -17,6 +17,7 @@ import libcst as cst
 
 from .. import wgrad_words
 from . import (
+    handed_main_grads,
     overwrite_findings,
     overwrite_switch,
     patterns,
@@ -77,6 +78,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     ):
         return
     callers = _callers(context)
+    handed = context.shared(handed_main_grads.handed_main_grads)
     asked: dict[int, bool] = {}
 
     def asks(unit: Unit) -> bool:
@@ -131,6 +133,22 @@ def check(context: ModuleContext, out: Collector) -> None:
                         reported.add(id(call))
                         target = out.context.code(dest).strip()
                         out.report(CODE, call, ZEROED.format(target=target))
+        elif function and id(unit.owner) in handed:
+            # a wrapper handed main_grad by every call (``out=ctx.main_grad``), judged with
+            # its callers: a producer's write moved into it
+            around = [unit, *callers.get(unit.name, ())]
+            params = handed[id(unit.owner)] - handed_main_grads.contents_read(unit.owner)
+            if (
+                params
+                and len(around) > 1
+                and all(map(_in_producer, around[1:]))
+                and not any(map(asks, around))
+            ):
+                for root, node in unit.expression_roots():
+                    buffers = tensor_writes.Buffers(unit, node, params)
+                    for sub in patterns.walk(root):
+                        if _check_call(sub, buffers, out):
+                            reported.add(id(sub))
         if function:
             overwrite_findings.check_unheeded_switch(unit, switches_of(unit), reported, out)
             overwrite_findings.check_hook_consumer(unit, reported, out)

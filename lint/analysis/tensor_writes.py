@@ -38,9 +38,11 @@ class Buffers:
     literal, or a local every reaching binding of which is one), and the entries of a dict
     of GEMM arguments (``kwargs = {"out": w.main_grad, "accumulate": False}``)."""
 
-    def __init__(self, unit: Unit, node) -> None:
+    def __init__(self, unit: Unit, node, handed: frozenset[str] = frozenset()) -> None:
         self.unit = unit
         self.node = node
+        # parameters every call of the file hands main_grad (analysis/handed_main_grads.py)
+        self.handed = handed
 
     def main_grad(self, expr) -> bool:
         """main_grad storage: the buffer, a local bound to it, or per-expert buffers (a list
@@ -51,7 +53,9 @@ class Buffers:
         if patterns.is_main_grad_direct(expr):
             return True
         if isinstance(expr, cst.Name) and (
-            self.unit.aliases.surely(expr.value, self.node) or self._main_grad_or_grad(expr)
+            expr.value in self.handed
+            or self.unit.aliases.surely(expr.value, self.node)
+            or self._main_grad_or_grad(expr)
         ):
             return True
         return main_grad_list(self.unit, expr, self.node)

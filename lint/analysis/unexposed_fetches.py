@@ -18,6 +18,8 @@ code does write never gets there:
 * the fetched buffer is stored where nobody reads it - a ``self`` attribute of the class
   (a dict by name, a list) that no other method of the class mentions - and the function
   binds no ``.main_grad``;
+* the fetch's result is dropped (``p.get_main_grad()`` as a statement of its own), and the
+  function binds main_grad nowhere else;
 * the fetch sits in a lazy iterator that the statement drops (``map(lambda p: setattr(p,
   "main_grad", p.get_main_grad()), params)``, a generator expression): nothing iterates
   it, so the fetch never runs, and the function binds main_grad nowhere else.
@@ -67,7 +69,19 @@ def unexposed_fetches(module: cst.Module) -> list[Unexposed]:
             found.extend(guards)
         if not _count_fetches(scope):
             found.extend(_never_iterated(scope))
+            found.extend(_dropped(scope))
     return found
+
+
+def _dropped(function: cst.FunctionDef) -> Iterator[Unexposed]:
+    """Expression statements that call the fetch and drop what it returns
+    (``self.weight.get_main_grad()``): the buffer is fetched and bound nowhere."""
+    for stmt in patterns.walk(function.body):
+        if type(stmt) is not cst.SimpleStatementLine:
+            continue
+        for small in stmt.body:
+            if type(small) is cst.Expr and _is_plain_fetch(small.value):
+                yield Unexposed(small, "dropped", "")
 
 
 # -- a fetch in a lazy iterator nobody iterates ------------------------------------------------

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import consistent_paths, deliveries, patterns, wgrad
+from . import consistent_paths, deliveries, patterns, returned_outputs, wgrad
+from .cfg import FALSE, TRUE
 
 if TYPE_CHECKING:
     from .deliveries import Deliveries
@@ -76,6 +77,14 @@ def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> Missi
                 arm = _empty_arm(unit, writes, node, around, wgrad.stem(mark.subject))
                 if arm is not None:
                     return MissingWrite(NO_WRITE, arm=arm)
+        # Every write chooses main_grad as its output on one side of one test
+        # (``out=w.main_grad if ctx.fuse else None``) and a run that takes the test the
+        # other way (``if not ctx.fuse: w.grad = wgrad``) goes on to the mark: that run
+        # marks a main_grad nothing wrote.
+        if any(
+            _other_side_reaches(unit, writes, node, wgrad.stem(mark.subject)) for node in mark_nodes
+        ):
+            return MissingWrite(NO_WRITE)
     dropped = gradients.dropped_before(mark, frozenset(writes))
     if dropped is not None:
         return MissingWrite(DROPPED, gradient=dropped)
@@ -83,6 +92,62 @@ def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> Missi
     if gemm is not None:
         return MissingWrite(NEVER_HANDED, gemm=gemm)
     return None
+
+
+def _other_side_reaches(unit: Unit, writes: set[int], mark, word: str | None) -> bool:
+    """Every write's output is ``X.main_grad if T else None`` (or the other way round) for
+    one test T, and a run through an ``if`` on T, on the side where that output is None,
+    reaches the mark (taking repeated tests the same way)."""
+    nodes = unit.graph.nodes
+    # the hand-offs that write this weight's main_grad (not its `.grad`, a dummy, a return)
+    choices = {_output_choice(unit, nodes[i], word) for i in writes} - {NOT_MAIN_GRAD}
+    if len(choices) != 1 or None in choices:
+        return False
+    ((test, wanted),) = choices
+    for branch in nodes:
+        if branch.kind != "if" or branch.test is None:
+            continue
+        base, negated = returned_outputs.base(unit.context.code(branch.test))
+        if base != test:
+            continue
+        for succ, label in branch.succ:
+            if label in (TRUE, FALSE) and ((label == TRUE) != negated) != wanted:
+                empty = frozenset()
+                if consistent_paths.passes_in_order(unit.graph, (succ, mark), (empty, empty)):
+                    return True
+    return False
+
+
+NOT_MAIN_GRAD = ("", False)  # a hand-off that names no main_grad of the weight
+
+
+def _names_main_grad(stmt, word: str | None) -> bool:
+    return any(
+        (owner := patterns.main_grad_owner(n)) is not None and wgrad.stem(owner) == word
+        for n in patterns.walk(stmt)
+    )
+
+
+def _output_choice(unit: Unit, node, word: str | None) -> tuple[str, bool] | None:
+    """(T, truth) for a hand-off whose call's ``out=`` (also through a ``**`` dict) is
+    ``X.main_grad if T else None`` (truth True) or ``None if T else X.main_grad`` (False),
+    X the weight ``word`` names; NOT_MAIN_GRAD for one naming no main_grad of X; None for a
+    write of it on every run."""
+    stmt = node.owner
+    for call in patterns.walk(stmt):
+        if type(call) is not cst.Call:
+            continue
+        choice = wgrad.keyword_value(unit, call, node, "out")
+        if type(choice) is not cst.IfExp:
+            continue
+        arms = (choice.body, choice.orelse)
+        owners = [patterns.main_grad_owner(a) for a in arms]
+        mains = [o is not None and wgrad.stem(o) == word for o in owners]
+        if mains.count(True) != 1 or not patterns.is_none_like(arms[mains.index(False)]):
+            return None
+        base, negated = returned_outputs.base(unit.context.code(choice.test))
+        return base, mains[0] != negated
+    return None if _names_main_grad(stmt, word) else NOT_MAIN_GRAD
 
 
 def _empty_arm(unit: Unit, writes: set[int], mark, blocked: frozenset[int], word: str | None):

@@ -122,7 +122,9 @@ RULE = Rule(
 
         Left alone: a layer the class uses only through its parameters (`self.x.weight`
         handed to an autograd function of its own, as THUDM/slime's indexer does): its
-        forward never runs, so there is no delayed gradient for `backward_dw` to compute.
+        forward never runs, so there is no delayed gradient for `backward_dw` to compute. A
+        loop over a display of layers that only walks each one's parameters (to freeze
+        them, as radixark/miles' GLM-5 indexer does) does not use them whole.
 
         Where a method of the class is named for the layer never reached
         (`_backward_out_proj`) and calls another layer's `self.in_proj.backward_dw()`, the
@@ -239,6 +241,25 @@ RULE = Rule(
                     for name in ("wk_proj", "weights_proj"):
                         if hasattr(self, name):
                             getattr(self, name).backward_dw()
+            """
+        ),
+        Example(
+            """
+            class IndexerAttention(MegatronModule):
+                def __init__(self, config, submodules):
+                    self.linear_q = TELinear(config.hidden, config.hidden)
+                    self.weights_proj = build_module(submodules.weights_proj, config)
+                    if config.freeze_indexer:
+                        for module in (self.linear_q, self.weights_proj):
+                            for param in module.parameters():
+                                param.requires_grad = False
+
+                def forward(self, x):
+                    heads = RouterGatingLinearFunction.apply(x, self.weights_proj.weight)
+                    return self.linear_q(x) * heads
+
+                def backward_dw(self):
+                    self.linear_q.backward_dw()
             """
         ),
     ),

@@ -31,7 +31,8 @@ RULE = Rule(
         "`not hasattr`); `p.get_main_grad()` stored in a `self` attribute that no other "
         "method of the class reads, in a method that binds no `.main_grad`; a fetch inside "
         "a `map(lambda ...)`, `filter(lambda ...)` or generator expression whose iterator "
-        "the statement drops, in a function that binds main_grad nowhere else"
+        "the statement drops, or a `p.get_main_grad()` whose result is dropped, in a function "
+        "that binds main_grad nowhere else"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209). Megatron-FSDP sets `param.main_grad = None`
@@ -59,6 +60,10 @@ RULE = Rule(
         where no method of the class but `__init__` mentions `self.x`, in a method that binds
         no `.main_grad`. `param.main_grad` stays None and the op fails or, with a stale
         buffer, writes the wrong one.
+
+        The fetch's result is dropped: `p.get_main_grad()` as a statement of its own, in a
+        function that binds main_grad to a fetch nowhere (Primus-Turbo-style grouped
+        linear, blind corpus 20): the getter returns the buffer and binds nothing.
 
         The fetch sits in a lazy iterator nobody iterates: an expression statement
         `map(lambda p: setattr(p, "main_grad", p.get_main_grad()), params)` (or `filter`,
@@ -164,6 +169,15 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            def forward(self, x):
+                if getattr(self.weight, "main_grad", None) is None:
+                    self.weight.get_main_grad()
+                return grouped_gemm(x, self.weight, fuse=self.fuse_wgrad_accumulation)
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -184,6 +198,11 @@ MESSAGES = {
     "stored": (
         "the fetched main_grad is kept in `self.{attr}`, which no other method reads, and "
         "`param.main_grad` is never bound: it stays None for the op that writes it"
+    ),
+    "dropped": (
+        "the main_grad fetch's result is dropped: `get_main_grad()` hands back the buffer, it "
+        "does not bind it, so `param.main_grad` stays None for the fused op; bind it "
+        "(`p.main_grad = p.get_main_grad()`)"
     ),
     "lazy": (
         "the main_grad fetch is inside a lazy iterator (`map`, `filter`, a generator "

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 patterns = LazyModule("..analysis.patterns", __package__)
+file_functions = LazyModule("..analysis.file_functions", __package__)
 copyable = LazyModule("..analysis.copyable", __package__)
 
 CODE = "GMLP012"
@@ -38,7 +39,10 @@ RULE = Rule(
         Checked in calls and in dict literals of GEMM arguments: when `out` is main_grad (a
         `p.main_grad`, a local bound to it, or a conditional expression choosing it),
         `out_dtype` must mention main_grad, be fp32, or be the output's own dtype
-        (`out=mg, out_dtype=mg.dtype`).
+        (`out=mg, out_dtype=mg.dtype`). A call of a function of the file given both is a
+        wrapper, not the GEMM, and is left alone: what it does with the dtype is its own
+        (Primus-Turbo's wgrad wrappers accumulate into `out` and type the dummy they hand
+        back with `out_dtype`).
 
         Not seen: `out` and `out_dtype` given in different places (`out` in a `**kwargs` dict,
         `out_dtype` in the call); an output passed positionally or under another keyword
@@ -69,6 +73,21 @@ RULE = Rule(
                     ),
                     out=fc2_weight.main_grad if ctx.fuse_wgrad_accumulation else None,
                 )
+            """
+        ),
+        Example(
+            """
+            def _wgrad(x, dy, out_dtype, accumulate=False, out=None):
+                if not accumulate:
+                    return gemm(x, dy, out_dtype=out_dtype)
+                gemm_accum(x, dy, out=out)
+                return make_dummy_wgrad(out)
+
+
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                wgrad = _wgrad(x, dy, out_dtype=ctx.out_dtype, accumulate=True, out=ctx.main_grad)
+                return dy @ weight, wgrad
             """
         ),
     ),
@@ -141,10 +160,20 @@ def check(context: ModuleContext, out: Collector) -> None:
                     _check_arguments(unit, sub, node, out)
 
 
+def _runs_file_function(context, call) -> bool:
+    functions = context.shared(file_functions.by_name)
+    classes = context.shared(file_functions.class_names)
+    return file_functions.callee(call, functions, classes) is not None
+
+
 def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
     found = dict(patterns.argument_pairs(call))
     target, dtype = found.get("out"), found.get("out_dtype")
     if target is None or dtype is None:
+        return
+    if type(call) is cst.Call and _runs_file_function(unit.context, call):
+        # a wrapper of the file, not the GEMM: what it does with the dtype is its own
+        # (Primus-Turbo's wgrad wrappers type the dummy they hand back with it)
         return
     chosen = _main_grad_choice(unit, target, node)
     if chosen is None:

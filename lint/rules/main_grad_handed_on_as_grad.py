@@ -18,6 +18,7 @@ iteration = LazyModule("..analysis.iteration", __package__)
 grad_storage = LazyModule("..analysis.grad_storage", __package__)
 dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
 consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
+returned_outputs = LazyModule("..analysis.returned_outputs", __package__)
 
 CODE = "GMLP031"
 # Functions that produce a weight gradient (as GMLP016 judges producers).
@@ -73,6 +74,13 @@ RULE = Rule(
         `[fc1.main_grad, fc2.main_grad]`, or `L = []` filled only by `L.append(<main_grad>)`),
         returned whole or starred (`*wgrad_list`).
 
+        Left alone: a call of a function of the file given `out=main_grad` none of whose
+        `return`s hands back its `out` (Primus-Turbo's wgrad wrappers accumulate into it and
+        return a dummy); a `.grad` assignment under an `if` that decides against the run
+        where main_grad was the GEMM's output (`wgrad = gemm(..., out=w.main_grad if
+        ctx.fuse else None)`, then `if not ctx.fuse: w.grad = wgrad`, in a fork of
+        Transformer Engine's layernorm_linear; `analysis/returned_outputs.py`).
+
         Not seen: main_grad returned through a helper of another file or a container filled
         elsewhere (`extend`, `insert`, an item assigned, a list some of whose elements are
         other tensors);
@@ -112,6 +120,33 @@ RULE = Rule(
             def copy_model_grads(params):
                 for param in params:
                     param.grad = param.main_grad
+            """
+        ),
+        Example(
+            """
+            def _wgrad(x, dy, accumulate=False, out=None):
+                if not accumulate:
+                    return gemm(x, dy)
+                gemm_accum(x, dy, out=out)
+                return make_dummy_wgrad(out)
+
+
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                wgrad = _wgrad(x, dy, accumulate=ctx.fuse, out=ctx.main_grad)
+                return dy @ weight, wgrad
+            """
+        ),
+        Example(
+            """
+            def backward_wgrad(ctx, weight, x, dy):
+                fuse = ctx.fuse_wgrad_accumulation
+                wgrad, _, _ = gemm(x, dy, accumulate=True, out=weight.main_grad if fuse else None)
+                if not fuse:
+                    if weight.grad is None:
+                        weight.grad = wgrad
+                    else:
+                        weight.grad += wgrad
             """
         ),
     ),
@@ -212,7 +247,12 @@ def _check_unit(unit: Unit, out: Collector) -> None:
                 else:
                     for binding in _aliases_on_some_run(unit, element, node):
                         out.report(CODE, binding, BOUND.format(value=out.text(element)))
-        elif producer and isinstance(root, cst.Assign) and _holds(unit, root.value, node, set()):
+        elif producer and isinstance(root, cst.Assign):
+            tests: set[str] = set()
+            if not _holds(unit, root.value, node, set(), tests):
+                continue
+            if returned_outputs.decided_against(unit, node, tests):
+                continue  # main_grad only on the runs that do not reach this assignment
             for target in root.targets:
                 if patterns.is_attr(target.target, "grad"):
                     out.report(CODE, root, ASSIGNED.format(target=out.text(target.target)))
@@ -313,7 +353,10 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
         arms = (expr.body, expr.orelse)
         held = [_holds(unit, arm, node, seen, tests) for arm in arms]
         if any(held) and all(h or patterns.is_none_like(arm) for h, arm in zip(held, arms)):
-            tests.add(unit.context.code(expr.test).strip())
+            text = unit.context.code(expr.test).strip()
+            tests.add(text)
+            if held[0] != held[1]:  # main_grad when the test holds (body) or fails (orelse)
+                tests.add(returned_outputs.arm(text, "body" if held[0] else "orelse"))
             return True
         return False
     if isinstance(expr, cst.Call):
@@ -321,7 +364,10 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
             return _holds(unit, expr.args[0].value, node, seen, tests)  # ``list(<comp>)``
         out = wgrad.keyword_value(unit, expr, node, "out")  # also from a **kwargs dict
         if out is not None and _holds(unit, out, node, seen, tests):
-            return True  # a call given ``out=`` returns that tensor: the GEMM's result
+            # a call given ``out=`` returns that tensor (the GEMM's result), unless it runs
+            # a function of the file that never hands back its ``out`` (Primus-Turbo's wgrad
+            # wrappers return a dummy after accumulating into it)
+            return not returned_outputs.hands_back_other(unit.context, expr)
         if patterns.callee_name(expr) == "map":
             # ``map(lambda c, w: c.view_as(w), flat.split(n), ws)``: as the comprehension
             return _mapped_views(unit, expr, node, seen, tests)
@@ -350,7 +396,9 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
             return False
         for h, d in zip(held, defs):
             if h and d.node.enclosing_ifs:
-                tests.add(unit.context.code(d.node.enclosing_ifs[0][0].test).strip())
+                branch, side = d.node.enclosing_ifs[0]
+                text = unit.context.code(branch.test).strip()
+                tests.update((text, returned_outputs.arm(text, side)))
         return True
     return False
 
@@ -404,6 +452,8 @@ def _first_output_holds(unit: Unit, value, node, seen: set[str], tests: set[str]
     (``outputs = gemm(..., out=...)``; ``wgrad, _ = outputs``)."""
     if isinstance(value, cst.Call):
         out = wgrad.keyword_value(unit, value, node, "out")
+        if returned_outputs.hands_back_other(unit.context, value):
+            return False
         return out is not None and _holds(unit, out, node, seen, tests)
     if isinstance(value, cst.Name) and value.value not in seen:
         defs = unit.reaching.reaching(value.value, node)

@@ -121,6 +121,14 @@ RULE = Rule(
         `_linear_bwd_non_fp8` with `accumulate=False` and an `accumulate*` parameter it
         never reads; that finding is on the `accumulate=` argument).
 
+        A wrapper of the file that every call hands main_grad itself (`out=ctx.main_grad`,
+        `analysis/handed_main_grads.py`), called only from producers, is judged as they are:
+        a replacing write into that parameter (`out.copy_(gemm(a, dy))` where the twin
+        accumulates) is reported unless the wrapper or a caller asks (blind corpus 20,
+        Primus-Turbo's grouped wgrad wrapper), or the wrapper reads what the buffer holds
+        (a use other than a method call on it, its shape / dtype / device or a None test:
+        MindSpeed's `_add_to_quant_grad` dequantizes it, adds and copies back).
+
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given
         no `accumulate=` (only torch's matmuls are known to replace), dicts of arguments
@@ -532,6 +540,24 @@ RULE = Rule(
                     return None, None
             """,
             line=10,
+        ),
+        Example(
+            """
+            def _bgrad_wrapper(a, dy, accumulate_into_out=False, out=None):
+                if not accumulate_into_out:
+                    return gemm(a, dy)
+                out.copy_(gemm(a, dy))
+                return torch.zeros(out.shape, dtype=dy.dtype)
+
+
+            class GroupedGemm(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    a, b = ctx.saved_tensors
+                    db = _bgrad_wrapper(a, dy, accumulate_into_out=ctx.fuse, out=ctx.main_grad)
+                    return dy @ b, db
+            """,
+            line=4,
         ),
     ),
 )
