@@ -102,7 +102,9 @@ class _Sites:
                     if (owner := patterns.main_grad_owner(sub)) is not None:
                         self._owners.add(code(owner))
                     elif type(sub) is cst.Call:
-                        self._owners.update(code(arg) for arg in writers.written_arguments(sub))
+                        self._owners.update(
+                            code(arg) for arg in writers.surely_written_arguments(sub)
+                        )
         return self._owners
 
     def function_marks_grad_added(self) -> bool:

@@ -9,7 +9,9 @@ in the backward that calls it. GMLP016 judges such a wrapper with its callers.
 A parameter counts when the function is called somewhere in the file, every such call (by
 name, ``file_functions.callee``) binds it to ``X.main_grad`` (or ``getattr(X,
 "main_grad")``, or a local every binding of which reaching the call is one), and the
-function never rebinds it. Not seen: arguments packed into a ``**`` dict."""
+function never rebinds it. A function that tests a parameter every call hands a literal
+(``inplace_add_to_out=True``) is left alone: its branches are its callers' constants. Not
+seen: arguments packed into a ``**`` dict."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ def handed_main_grads(context: ModuleContext) -> dict[int, frozenset[str]]:
     """For ``context.shared``: function id -> its parameters handed main_grad by every call."""
     functions = context.shared(file_functions.by_name)
     classes = context.shared(file_functions.class_names)
-    bound: dict[int, list[dict[str, cst.BaseExpression]]] = {}
+    bound: dict[int, list[dict[str, bool]]] = {}
+    literals: dict[int, list[set[str]]] = {}
     owners: dict[int, cst.FunctionDef] = {}
     for unit in context.units:
         for node in file_functions.own_nodes(unit.body):
@@ -37,7 +40,11 @@ def handed_main_grads(context: ModuleContext) -> dict[int, frozenset[str]]:
             bound.setdefault(id(function), []).append(
                 {name: _holds_main_grad(unit, node, arg) for name, arg in arguments.items()}
             )
+            literals.setdefault(id(function), []).append(
+                {name for name, arg in arguments.items() if _is_literal(arg)}
+            )
     found: dict[int, frozenset[str]] = {}
+    calls_literals = {key: set.intersection(*sets) for key, sets in literals.items()}
     for key, calls in bound.items():
         function = owners[key]
         names = {
@@ -52,9 +59,26 @@ def handed_main_grads(context: ModuleContext) -> dict[int, frozenset[str]]:
                 for n in provenance.bound_names(node)
             }
             names -= rebound
-        if names:
+        if names and not _decided_by_callers(function, calls_literals[key]):
             found[key] = frozenset(names)
     return found
+
+
+def _decided_by_callers(function: cst.FunctionDef, literal: set[str]) -> bool:
+    """A parameter every call hands a literal (``inplace_add_to_out=True``) is one the
+    function tests: which branch runs is the callers' constant, not a question asked."""
+    tested = {
+        n.value
+        for node in patterns.walk(function.body)
+        if type(node) in (cst.If, cst.IfExp, cst.While)
+        for n in patterns.walk(node.test)
+        if type(n) is cst.Name
+    }
+    return bool(tested & literal)
+
+
+def _is_literal(arg: cst.BaseExpression) -> bool:
+    return type(arg) is cst.Name and arg.value in ("True", "False", "None")
 
 
 def _holds_main_grad(unit, call: cst.Call, arg: cst.BaseExpression) -> bool:

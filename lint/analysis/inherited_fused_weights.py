@@ -13,8 +13,10 @@ Seen: a class of the file with such a base (the last name of its spelling, in a 
 names transformer_engine), a ``fuse_wgrad_accumulation=`` keyword (not the literal False) in
 a call of the class, and a ``for`` over a literal tuple or list of strings (read by
 ``getattr(self, name)``) or of ``self.X``, whose body binds a fetched main_grad (itself or
-through a binder of the file). Not seen: lists built elsewhere, fetches written one by one,
-bases from another file that subclass TE in turn.
+through a binder of the file). Weights the class freezes (``requires_grad_(False)``) are not
+missing; a class handing ``parameters_split=`` (named weights) is left alone. Not seen: lists
+built elsewhere, fetches written one by one, bases from another file that subclass TE in
+turn, fusion switched on through a ``**kwargs`` dict.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ def missed_weights(context: ModuleContext, binders: frozenset[str]) -> Iterator[
         base = _te_base(cls)
         if base is None or not _fuses(cls):
             continue
-        weights = WEIGHTS_OF[base]
+        if _splits_parameters(cls):
+            continue  # ``parameters_split``: the weights are named by the split, not ``weight``
+        weights = tuple(w for w in WEIGHTS_OF[base] if w not in _frozen(cls))
         for loop in class_model.walk_all(cls.body):
             if type(loop) is not cst.For or not body_fetches(loop.body, binders):
                 continue
@@ -95,6 +99,35 @@ def _fuses(cls: cst.ClassDef) -> bool:
                     if not (type(value) is cst.Name and value.value == "False"):
                         return True
     return False
+
+
+def _splits_parameters(cls: cst.ClassDef) -> bool:
+    return any(
+        type(node) is cst.Arg
+        and node.keyword is not None
+        and node.keyword.value == "parameters_split"
+        for node in class_model.walk_all(cls.body)
+    )
+
+
+def _frozen(cls: cst.ClassDef) -> frozenset[str]:
+    """``self.w`` of ``self.w.requires_grad_(False)`` / ``self.w.requires_grad = False``: a
+    weight that takes no gradient has no main_grad to fetch."""
+    found = set()
+    for node in class_model.walk_all(cls.body):
+        if (
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.attr.value == "requires_grad_"
+            and node.args
+            and patterns.is_false_literal(node.args[0].value)
+        ):
+            found.add(patterns.attribute_of(node.func.value, "self"))
+        elif type(node) is cst.Assign and patterns.is_false_literal(node.value):
+            for target in node.targets:
+                if patterns.is_attr(target.target, "requires_grad"):
+                    found.add(patterns.attribute_of(target.target.value, "self"))
+    return frozenset(found - {None})
 
 
 def _listed_weights(expr: cst.BaseExpression) -> frozenset[str]:

@@ -126,8 +126,10 @@ def _main_grad_writes(unit: Unit, word: str | None):
         if isinstance(stmt, cst.BaseCompoundStatement):
             continue
         # written here, or by a helper of the file the weight is handed to
-        if wgrad.writes_main_grad_of(stmt, word, aliases) or writers.writes_main_grad_of(
-            stmt, word
+        if wgrad.writes_main_grad_of(stmt, word, aliases) or any(
+            type(call) is cst.Call
+            and any(wgrad.stem(arg) == word for arg in writers.surely_written_arguments(call))
+            for call in patterns.walk(stmt)
         ):
             node = unit.node_for(stmt)
             if node is not None:

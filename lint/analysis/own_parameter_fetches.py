@@ -19,7 +19,8 @@ file, or ``self.register_forward_pre_hook(F)`` / ``register_forward_hook(F)`` wi
 function of the file whose loop over its first parameter's ``parameters(recurse=False)``
 fetches so; and, in the same class, a fusion switch given to another object: an assignment
 to ``X.<switch>`` with X not ``self``, or a call bound to ``self.X`` handed ``<switch>=``.
-Not seen: submodules that fuse by their own default, switches set from another file.
+A class with another fetch loop (over its children's parameters) is left alone. Not seen:
+submodules that fuse by their own default, switches set from another file.
 """
 
 from __future__ import annotations
@@ -56,7 +57,15 @@ def own_parameter_fetches(module: cst.Module, binders: frozenset[str]) -> Iterat
             and body_fetches(node.body, binders)
         ]
         found += [node for node in nodes if _registers_on_self(node, hooks)]
-        if found and any(_fuses_another(node) for node in nodes):
+        # another fetch loop of the class (over the children's parameters) may be the one
+        # that reaches the submodules
+        elsewhere = any(
+            type(node) is cst.For
+            and not _own_parameters(node.iter, "self")
+            and body_fetches(node.body, binders)
+            for node in nodes
+        )
+        if found and not elsewhere and any(_fuses_another(node) for node in nodes):
             yield from found
 
 

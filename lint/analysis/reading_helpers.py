@@ -8,9 +8,11 @@ written in the caller would: a caller that rebound ``weight`` to a fresh object 
 (``weight = Parameter(weight)``) hands the helper an object with no main_grad. GMLP015 asks
 its "is main_grad read from the new object" of such calls too.
 
-A parameter counts as read when the helper's body reads one of the attributes from that very
-name (``parameter_attributes.reads``) and never rebinds it, or hands it on to a helper that
-does; only functions a call resolves to (``file_functions.callee``) are followed."""
+A parameter counts as read when the helper's body reads one of the attributes from that
+very name (``parameter_attributes.reads``), never rebinds it and never asks whether it has
+main_grad at all (a helper with a ``.grad`` fallback is written for copies too), or hands
+it on to a helper that does; only functions a call resolves to (``file_functions.callee``)
+are followed."""
 
 from __future__ import annotations
 
@@ -32,7 +34,18 @@ class ReadingHelpers(helper_effects.HelperEffects):
             for owner, _attr in parameter_attributes.reads(stmt)
             if type(owner) is cst.Name and owner.value in params
         }
-        return read - rebound
+        # a helper that asks whether the parameter has main_grad at all (``hasattr(p,
+        # "main_grad")``, ``getattr(p, "main_grad", None)``) is written for objects without
+        # one too (a master copy's fallback to ``.grad``)
+        asked = {
+            owner.value
+            for node in file_functions.own_nodes(body)
+            if patterns.callee_name(node) in ("hasattr", "getattr")
+            and len(args := patterns.positional_args(node)) >= 2
+            and type(owner := args[0].value) is cst.Name
+            and patterns.string_value(args[1].value) == patterns.MAIN_GRAD
+        }
+        return read - rebound - asked
 
     def read_arguments(self, root: cst.CSTNode) -> list[cst.Name]:
         """The plain names handed, by a call in ``root``, to a helper that reads a

@@ -63,6 +63,8 @@ def unexposed_fetches(module: cst.Module) -> list[Unexposed]:
             found.extend(_stored_away(scope, scopes))
             continue
         guards = list(_guarded(suite_body(scope.body)))
+        if _attribute_exists(module, scope):
+            guards = [g for g in guards if g.kind != "guard-present"]
         # Another fetch of the function, outside every such test (``elif p.main_grad is
         # None: fetch``), may be the one that runs: the function is not judged then.
         if guards and _count_fetches(scope) <= sum(g.fetches for g in guards):
@@ -82,6 +84,31 @@ def _dropped(function: cst.FunctionDef) -> Iterator[Unexposed]:
         for small in stmt.body:
             if type(small) is cst.Expr and _is_plain_fetch(small.value):
                 yield Unexposed(small, "dropped", "")
+            elif (
+                type(small) is cst.Assign
+                and _is_plain_fetch(small.value)
+                and all(type(t.target) is cst.Name and t.target.value == "_" for t in small.targets)
+            ):
+                yield Unexposed(small, "dropped", "")  # ``_ = p.get_main_grad()``
+
+
+# Functions named for putting buffers back after an offload refresh the views of the
+# parameters that have one: there a positive existence test is the point.
+REFRESHING = ("reload", "onload", "restore", "refresh", "rebind")
+
+
+def _attribute_exists(module: cst.Module, function: cst.FunctionDef) -> bool:
+    """The positive existence test asks nothing: the file binds ``X.main_grad = None``
+    itself (the attribute exists from then on), or the function refreshes views after a
+    reload."""
+    if any(word in function.name.value.lower() for word in REFRESHING):
+        return True
+    return any(
+        type(node) is cst.Assign
+        and patterns.is_none_like(node.value)
+        and any(patterns.is_attr(t.target, MAIN_GRAD) for t in node.targets)
+        for node in patterns.walk(module)
+    )
 
 
 # -- a fetch in a lazy iterator nobody iterates ------------------------------------------------

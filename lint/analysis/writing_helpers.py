@@ -43,6 +43,18 @@ class WritingHelpers(helper_effects.HelperEffects):
         """The arguments of ``call`` whose main_grad the function it runs writes."""
         return self.affected_arguments(call)
 
+    def surely_written_arguments(self, call: cst.Call) -> list[cst.BaseExpression]:
+        """The arguments of ``call`` whose main_grad the function it runs writes on every
+        run: a statement of its body's top level writes it, and no statement before it can
+        return (``if not hasattr(w, "main_grad"): return False`` first, or the write under
+        an ``if``, may leave it unwritten: the caller's other branch then computes the real
+        gradient, as a defensive "accumulate if possible" helper's callers do)."""
+        function = file_functions.callee(call, self.functions, self.classes)
+        if function is None:
+            return []
+        sure = {p for p in self.written_parameters(function) if _written_first(function, p)}
+        return [arg for name, arg in file_functions.bound_arguments(call, function) if name in sure]
+
     def writes_main_grad_of(self, code: cst.CSTNode, word: str | None) -> bool:
         """``code`` writes the main_grad of the weight ``word`` names (``wgrad.stem``), itself
         (``wgrad.writes_main_grad_of``) or by calling a helper of the file that does."""
@@ -67,3 +79,15 @@ class WritingHelpers(helper_effects.HelperEffects):
                 ):
                     found.append((unit, node))
         return found
+
+
+def _written_first(function: cst.FunctionDef, param: str) -> bool:
+    """A top-level statement of ``function`` writes ``param``'s main_grad, and none before
+    it holds a ``return``."""
+    word = wgrad.stem(cst.Name(param))
+    for stmt in function.body.body:
+        if type(stmt) is cst.SimpleStatementLine and wgrad.writes_main_grad_of(stmt, word):
+            return True
+        if any(type(n) is cst.Return for n in patterns.walk(stmt)):
+            return False
+    return False

@@ -92,15 +92,19 @@ RULE = Rule(
         that leaves out a weight the base fuses (`weight`; `fc1_weight` and `fc2_weight`)
         leaves that weight's main_grad None when the base's backward writes it (blind corpus
         18: GPT-NeoX's `TELayerNormMLP` fetched `layer_norm_weight` and `fc1_weight`;
-        `analysis/inherited_fused_weights.py`). Not seen there: lists built elsewhere, a
-        base of another file that subclasses TE in turn, TE modules outside that table.
+        `analysis/inherited_fused_weights.py`). Weights the class freezes
+        (`requires_grad_(False)`) are not missing; a class handing `parameters_split=`
+        (named weights instead of `weight`) is left alone. Not seen there: lists built
+        elsewhere, a base of another file that subclasses TE in turn, TE modules outside
+        that table, fusion switched on through a `**kwargs` dict.
 
         A class that fetches over `self.parameters(recurse=False)` (or `named_parameters`)
         while it gives a fusion switch (`gradient_accumulation_fusion`,
         `fuse_wgrad_accumulation`, `accumulate_into_main_grad`) to another object (assigned
         to `X.<switch>` with X not `self`, or handed to a call bound to `self.X`) fetches
         none of the submodules' parameters that the fused ops write (blind corpus 19:
-        fastmoe's Megatron MLP, whose experts' linears fuse; `analysis/own_parameter_fetches.py`).
+        fastmoe's Megatron MLP, whose experts' linears fuse; `analysis/own_parameter_fetches.py`),
+        unless another fetch loop of the class walks something else (the children).
 
         Not seen: helpers of other files, fetches written out inline other than in a loop
         over `self.X.parameters()`, and

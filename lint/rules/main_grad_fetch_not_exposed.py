@@ -51,9 +51,11 @@ RULE = Rule(
         way: Megatron-FSDP patches in `get_main_grad` alone and the attribute first appears
         when a gradient is reduced, so a fetch only under `if hasattr(p, "main_grad")` (or
         the `else` of `not hasattr`, or after `if not hasattr(p, "main_grad"): continue`)
-        never runs in the first step, when the fused op first needs the buffer. A test that
-        lets the fetch run some other way too (`... or p.main_grad is None`) is not
-        reported.
+        never runs in the first step, when the fused op first needs the buffer. That
+        polarity is left alone where the attribute surely exists: the file binds
+        `X.main_grad = None` itself, or the function refreshes views after a reload (named
+        for `reload`, `onload`, `restore`, `refresh`, `rebind`). A test that lets the fetch
+        run some other way too (`... or p.main_grad is None`) is not reported.
 
         The fetched buffer is kept where nobody reads it: assigned to `self.x` (a dict by
         name, a list, an item of one) or added with `append` / `update` / `setdefault`,
@@ -61,7 +63,8 @@ RULE = Rule(
         no `.main_grad`. `param.main_grad` stays None and the op fails or, with a stale
         buffer, writes the wrong one.
 
-        The fetch's result is dropped: `p.get_main_grad()` as a statement of its own, in a
+        The fetch's result is dropped: `p.get_main_grad()` as a statement of its own (or
+        bound to `_`), in a
         function that binds main_grad to a fetch nowhere (Primus-Turbo-style grouped
         linear, blind corpus 20): the getter returns the buffer and binds nothing.
 

@@ -90,8 +90,11 @@ RULE = Rule(
         wgrad_now:` decides `None if use_zbv or accum else ...`).
 
         A call of a helper function of the file that writes the main_grad of a weight it
-        is handed (`_accumulate(x, dy, weight)`, analysis/writing_helpers.py) counts as
-        the GEMM into main_grad, its other arguments as the GEMM's operands.
+        is handed (`_accumulate(x, dy, weight)`, analysis/writing_helpers.py) on every run
+        (a top-level statement of its body, with no `return` before it) counts as the GEMM
+        into main_grad, its other arguments as the GEMM's operands; a defensive helper that
+        may not write (`if hasattr(w, "main_grad")`, or one returning whether it wrote)
+        does not.
 
         Not seen: helpers whose write is a kernel `writing_helpers` does not read as one (Paddle's
         `fused_linear_param_grad_add` given main_grad positionally), helpers of another
@@ -291,7 +294,7 @@ def _helper_into_buffer(writers, root) -> frozenset[str] | None:
     for sub in patterns.walk(root):
         if type(sub) is not cst.Call:
             continue
-        written = writers.written_arguments(sub)
+        written = writers.surely_written_arguments(sub)
         if written:
             positional = [arg.value for arg in sub.args if arg.keyword is None and not arg.star]
             others = [v for v in positional if not any(v is w for w in written)]

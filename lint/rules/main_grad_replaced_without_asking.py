@@ -127,7 +127,10 @@ RULE = Rule(
         accumulates) is reported unless the wrapper or a caller asks (blind corpus 20,
         Primus-Turbo's grouped wgrad wrapper), or the wrapper reads what the buffer holds
         (a use other than a method call on it, its shape / dtype / device or a None test:
-        MindSpeed's `_add_to_quant_grad` dequantizes it, adds and copies back).
+        MindSpeed's `_add_to_quant_grad` dequantizes it, adds and copies back), or tests a
+        parameter every call hands a literal (`inplace_add_to_out=True`: the branch taken is
+        the callers' constant). Not seen there: a wrapper some of whose calls hand another
+        buffer, `torch.matmul(..., out=out)` in a wrapper.
 
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given

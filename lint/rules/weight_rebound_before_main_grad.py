@@ -174,7 +174,9 @@ RULE = Rule(
         A read moved into a helper function of the file handed the rebound name
         (`_accumulate(dy, weight)` whose body writes `weight.main_grad`) counts as a read at
         the call (`analysis/reading_helpers.py`: the helper reads the attribute from that
-        very parameter and never rebinds it, or hands it on to a helper that does). Not
+        very parameter, never rebinds it and never asks whether it has main_grad at all, a
+        helper with a `.grad` fallback being written for copies too, or hands it on to a
+        helper that does). Not
         seen: such a helper handed a copy made in `forward` and restored from the saved
         tensors (the saved-rebinding path reads the attributes written in `backward`
         itself); helpers of another file; a detached weight kept on `ctx` by a
