@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from . import patterns
+from . import patterns, provenance
 from .module import ModuleContext
 
 RECEIVERS = frozenset({"self", "cls"})
@@ -70,6 +70,17 @@ def callee(call: cst.Call, functions, classes: set[str]) -> cst.FunctionDef | No
         return None
     defs = functions.get(name, ())
     return defs[0] if len(defs) == 1 else None
+
+
+def resolved(context: ModuleContext, call: cst.Call) -> cst.FunctionDef | None:
+    """``callee`` with the file's functions and classes, read once per file."""
+    return callee(call, context.shared(by_name), context.shared(class_names))
+
+
+def rebound_names(function: cst.FunctionDef) -> set[str]:
+    """The names ``function``'s own code binds (a parameter among them may name another
+    object somewhere in the body)."""
+    return {name for node in own_nodes(function.body.body) for name in provenance.bound_names(node)}
 
 
 def bound_arguments(

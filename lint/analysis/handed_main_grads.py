@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, patterns, provenance
+from . import file_functions, patterns
 from .module import ModuleContext
 
 
 def handed_main_grads(context: ModuleContext) -> dict[int, frozenset[str]]:
     """For ``context.shared``: function id -> its parameters handed main_grad by every call."""
-    functions = context.shared(file_functions.by_name)
-    classes = context.shared(file_functions.class_names)
     bound: dict[int, list[dict[str, bool]]] = {}
     literals: dict[int, list[set[str]]] = {}
     owners: dict[int, cst.FunctionDef] = {}
@@ -32,7 +30,7 @@ def handed_main_grads(context: ModuleContext) -> dict[int, frozenset[str]]:
         for node in file_functions.own_nodes(unit.body):
             if type(node) is not cst.Call:
                 continue
-            function = file_functions.callee(node, functions, classes)
+            function = file_functions.resolved(context, node)
             if function is None:
                 continue
             owners[id(function)] = function
@@ -52,13 +50,7 @@ def handed_main_grads(context: ModuleContext) -> dict[int, frozenset[str]]:
             for name in file_functions.parameters(function)
             if all(call.get(name, False) for call in calls)
         }
-        if names:
-            rebound = {
-                n
-                for node in file_functions.own_nodes(function.body.body)
-                for n in provenance.bound_names(node)
-            }
-            names -= rebound
+        names -= file_functions.rebound_names(function)
         if names and not _decided_by_callers(function, calls_literals[key]):
             found[key] = frozenset(names)
     return found

@@ -28,6 +28,7 @@ import libcst as cst
 
 from . import class_model, patterns
 from .fused_module_fetches import body_fetches
+from .helper_facts import last_name
 from .module import ModuleContext, suite_body
 
 # The Parameters whose weight gradient each Transformer Engine module writes into main_grad
@@ -71,17 +72,9 @@ def missed_weights(context: ModuleContext, binders: frozenset[str]) -> Iterator[
 def _te_base(cls: cst.ClassDef) -> str | None:
     """The Transformer Engine class among ``cls``'s bases (``te.pytorch.LayerNormMLP``)."""
     for arg in cls.bases:
-        last = _last_name(arg.value)
+        last = last_name(arg.value)
         if last in WEIGHTS_OF:
             return last
-    return None
-
-
-def _last_name(expr: cst.BaseExpression) -> str | None:
-    if type(expr) is cst.Name:
-        return expr.value
-    if type(expr) is cst.Attribute:
-        return expr.attr.value
     return None
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, helper_effects, provenance, wgrad, writing_helpers
+from . import file_functions, helper_effects, wgrad, writing_helpers
 from .module import ModuleContext, Unit
 
 
@@ -27,15 +27,13 @@ class MarkingHelpers(helper_effects.HelperEffects):
 
     def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
         marked = set()
-        rebound = set()
         for node in file_functions.own_nodes(function.body.body):
             subject = wgrad.marked_subject(node)
             if type(subject) is cst.Name and subject.value in params:
                 marked.add(subject.value)
-            rebound.update(provenance.bound_names(node))
         # A parameter the helper rebinds before marking (``weight = getattr(weight,
         # "_origin_param", weight)``) may name another object at the mark: not counted.
-        return marked - rebound
+        return marked - file_functions.rebound_names(function)
 
     def _affected_of(self, function: cst.FunctionDef) -> frozenset[str]:
         # A helper that also writes the weight's main_grad (MindSpeed's get_gmm_weight_grad)

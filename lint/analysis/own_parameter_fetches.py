@@ -30,11 +30,10 @@ from collections.abc import Iterator
 import libcst as cst
 
 from . import class_model, patterns
-from .fused_module_fetches import body_fetches
+from .fused_module_fetches import FUSE_KEYWORDS, body_fetches
 
-SWITCHES = frozenset(
-    {"gradient_accumulation_fusion", "fuse_wgrad_accumulation", "accumulate_into_main_grad"}
-)
+# TE's two spellings of the fused-wgrad switch, and Megatron's own
+SWITCHES = frozenset({*FUSE_KEYWORDS, "gradient_accumulation_fusion"})
 PARAMETER_WALKS = frozenset({"parameters", "named_parameters"})
 
 

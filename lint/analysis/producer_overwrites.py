@@ -111,16 +111,9 @@ def check(context: ModuleContext, out: Collector) -> None:
                         if _copies_wgrad(sub, buffers, out):
                             reported.add(id(sub))
             if producer and not any(map(asks, around)):
-                switches = switches_of(unit) if function else None
-                for root, node in unit.expression_roots():
-                    if switches is not None and switches.decides(node):
-                        continue  # under the function's own overwrite-or-add choice
-                    buffers = tensor_writes.Buffers(unit, node)
-                    if isinstance(root, cst.Assign):
-                        _check_slice_assignment(root, buffers, out)
-                    for sub in patterns.walk(root):
-                        if _check_call(sub, buffers, out):
-                            reported.add(id(sub))
+                _check_writes(
+                    unit, switches_of(unit) if function else None, frozenset(), out, reported
+                )
             elif function and overwrite_findings.consumes_per_backward(unit):
                 overwrite_findings.check_consumer(unit, reported, out)
             if producer and function and _code_asks(unit) and not any(map(asks, around[1:])):
@@ -144,14 +137,25 @@ def check(context: ModuleContext, out: Collector) -> None:
                 and all(map(_in_producer, around[1:]))
                 and not any(map(asks, around))
             ):
-                for root, node in unit.expression_roots():
-                    buffers = tensor_writes.Buffers(unit, node, params)
-                    for sub in patterns.walk(root):
-                        if _check_call(sub, buffers, out):
-                            reported.add(id(sub))
+                _check_writes(unit, None, params, out, reported)
         if function:
             overwrite_findings.check_unheeded_switch(unit, switches_of(unit), reported, out)
             overwrite_findings.check_hook_consumer(unit, reported, out)
+
+
+def _check_writes(unit: Unit, switches, handed: frozenset[str], out, reported: set[int]) -> None:
+    """Report the replacing writes into main_grad (or into the parameters ``handed`` it by
+    every call) outside the function's own overwrite-or-add choice (``switches``)."""
+    for root, node in unit.expression_roots():
+        if switches is not None and switches.decides(node):
+            continue  # under the function's own overwrite-or-add choice
+        buffers = tensor_writes.Buffers(unit, node, handed)
+        if isinstance(root, cst.Assign) and not handed:
+            # (a wrapper's item assignments into what it is handed are not judged)
+            _check_slice_assignment(root, buffers, out)
+        for sub in patterns.walk(root):
+            if _check_call(sub, buffers, out):
+                reported.add(id(sub))
 
 
 def _callers(context: ModuleContext) -> dict[str, list[Unit]]:

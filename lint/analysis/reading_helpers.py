@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, helper_effects, parameter_attributes, patterns, provenance
+from . import file_functions, helper_effects, parameter_attributes, patterns
 
 
 class ReadingHelpers(helper_effects.HelperEffects):
     def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
         body = function.body.body
-        rebound = {
-            name for node in file_functions.own_nodes(body) for name in provenance.bound_names(node)
-        }
+        rebound = file_functions.rebound_names(function)
         read = {
             owner.value
             for stmt in body

@@ -11,8 +11,8 @@ if ctx.fuse else None)`` then ``if not ctx.fuse: w.grad = wgrad`` hands on a fre
 main_grad is the output only on the runs the ``if`` excludes (a fork of Transformer Engine's
 layernorm_linear, at mdy_triton's head). ``arm`` records on which side of its test a
 conditional expression (or an ``if`` binding a local) chose main_grad; ``decided_against``
-says every such choice is contradicted by an ``if`` the assignment sits in (same test text,
-``not`` read as a negation).
+says every such choice is contradicted by an ``if`` the assignment sits in (the same test,
+``not`` read as a negation: ``decided_tests.plain_test``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import libcst as cst
 
 from . import file_functions, patterns
+from .decided_tests import plain_test
 from .module import ModuleContext
 
 MARK = "\0arm:"  # prefixes the recorded choices among the tests' texts (never code)
@@ -28,8 +29,7 @@ MARK = "\0arm:"  # prefixes the recorded choices among the tests' texts (never c
 def hands_back_other(context: ModuleContext, call: cst.Call) -> bool:
     """``call`` runs a function of the file with an ``out`` parameter that none of its
     ``return`` values hands back (itself, a view of it, or a call given it as ``out=``)."""
-    functions = context.shared(file_functions.by_name)
-    function = file_functions.callee(call, functions, context.shared(file_functions.class_names))
+    function = file_functions.resolved(context, call)
     if function is None or "out" not in file_functions.parameters(function):
         return False
     values = [
@@ -59,43 +59,25 @@ def _holds_out(value: cst.BaseExpression) -> bool:
     return False
 
 
-def arm(test: str, side: str) -> str:
+def arm(test: cst.BaseExpression, side: str) -> str | None:
     """The record that main_grad was chosen where ``test`` is true (``side`` "body") or
-    false ("orelse")."""
-    return f"{MARK}{side}:{test}"
+    false ("orelse"), by the test with its ``not`` taken off (``decided_tests.plain_test``);
+    None for a test that may not read the same twice."""
+    text, negated = plain_test(test)
+    if text is None:
+        return None
+    return f"{MARK}{(side == 'body') != negated}:{text}"
 
 
 def decided_against(unit, node, tests: set[str]) -> bool:
     """Every choice of main_grad recorded in ``tests`` is contradicted by an ``if`` that
-    ``node`` sits in: the same test (up to a leading ``not``) on the other side."""
+    ``node`` sits in: the same test, taken the other way."""
     choices = [t[len(MARK) :].split(":", 1) for t in tests if t.startswith(MARK)]
     if not choices:
         return False
-    branches = [
-        (base(unit.context.code(branch.test).strip()), side) for branch, side in node.enclosing_ifs
-    ]
-    return all(_contradicted(side, text, branches) for side, text in choices)
-
-
-def _contradicted(side: str, text: str, branches) -> bool:
-    test, negated = base(text)
-    # main_grad when ``test`` is this truth value
-    wanted = (side == "body") != negated
-    for (other, other_negated), other_side in branches:
-        if other == test and ((other_side == "body") != other_negated) != wanted:
-            return True
-    return False
-
-
-def base(text: str) -> tuple[str, bool]:
-    """The test without a leading ``not`` (and the parentheses around it), and whether it
-    had one."""
-    text = text.strip()
-    negated = False
-    while text.startswith("not ") or (text.startswith("(") and text.endswith(")")):
-        if text.startswith("not "):
-            negated = not negated
-            text = text[4:].strip()
-        else:
-            text = text[1:-1].strip()
-    return text, negated
+    runs = set()  # (test, the truth value the node needs of it)
+    for branch, side in node.enclosing_ifs:
+        text, negated = plain_test(branch.test)
+        if text is not None:
+            runs.add((text, (side == "body") != negated))
+    return all((text, truth != "True") in runs for truth, text in choices)

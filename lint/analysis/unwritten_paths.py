@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import consistent_paths, deliveries, patterns, returned_outputs, wgrad
+from . import consistent_paths, deliveries, patterns, wgrad
 from .cfg import FALSE, TRUE
+from .decided_tests import plain_test
 
 if TYPE_CHECKING:
     from .deliveries import Deliveries
@@ -107,7 +108,7 @@ def _other_side_reaches(unit: Unit, writes: set[int], mark, word: str | None) ->
     for branch in nodes:
         if branch.kind != "if" or branch.test is None:
             continue
-        base, negated = returned_outputs.base(unit.context.code(branch.test))
+        base, negated = plain_test(branch.test)
         if base != test:
             continue
         for succ, label in branch.succ:
@@ -145,7 +146,9 @@ def _output_choice(unit: Unit, node, word: str | None) -> tuple[str, bool] | Non
         mains = [o is not None and wgrad.stem(o) == word for o in owners]
         if mains.count(True) != 1 or not patterns.is_none_like(arms[mains.index(False)]):
             return None
-        base, negated = returned_outputs.base(unit.context.code(choice.test))
+        base, negated = plain_test(choice.test)
+        if base is None:
+            return None
         return base, mains[0] != negated
     return None if _names_main_grad(stmt, word) else NOT_MAIN_GRAD
 

@@ -160,18 +160,12 @@ def check(context: ModuleContext, out: Collector) -> None:
                     _check_arguments(unit, sub, node, out)
 
 
-def _runs_file_function(context, call) -> bool:
-    functions = context.shared(file_functions.by_name)
-    classes = context.shared(file_functions.class_names)
-    return file_functions.callee(call, functions, classes) is not None
-
-
 def _check_arguments(unit: Unit, call, node: Node, out: Collector) -> None:
     found = dict(patterns.argument_pairs(call))
     target, dtype = found.get("out"), found.get("out_dtype")
     if target is None or dtype is None:
         return
-    if type(call) is cst.Call and _runs_file_function(unit.context, call):
+    if type(call) is cst.Call and file_functions.resolved(unit.context, call) is not None:
         # a wrapper of the file, not the GEMM: what it does with the dtype is its own
         # (Primus-Turbo's wgrad wrappers type the dummy they hand back with it)
         return

@@ -356,7 +356,8 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
             text = unit.context.code(expr.test).strip()
             tests.add(text)
             if held[0] != held[1]:  # main_grad when the test holds (body) or fails (orelse)
-                tests.add(returned_outputs.arm(text, "body" if held[0] else "orelse"))
+                choice = returned_outputs.arm(expr.test, "body" if held[0] else "orelse")
+                tests.update([choice] if choice else [])
             return True
         return False
     if isinstance(expr, cst.Call):
@@ -398,7 +399,8 @@ def _holds(unit: Unit, expr, node, seen: set[str], tests: set[str] | None = None
             if h and d.node.enclosing_ifs:
                 branch, side = d.node.enclosing_ifs[0]
                 text = unit.context.code(branch.test).strip()
-                tests.update((text, returned_outputs.arm(text, side)))
+                choice = returned_outputs.arm(branch.test, side)
+                tests.update([text, choice] if choice else [text])
         return True
     return False
 

@@ -130,7 +130,8 @@ RULE = Rule(
         MindSpeed's `_add_to_quant_grad` dequantizes it, adds and copies back), or tests a
         parameter every call hands a literal (`inplace_add_to_out=True`: the branch taken is
         the callers' constant). Not seen there: a wrapper some of whose calls hand another
-        buffer, `torch.matmul(..., out=out)` in a wrapper.
+        buffer, `torch.matmul(..., out=out)` in a wrapper, item assignments into the handed
+        buffer (`out[:] = g`).
 
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given
@@ -370,6 +371,19 @@ RULE = Rule(
                         view.add_(grad_output.view(-1))
                     meta.grad_accumulation = True
                     return None, None
+            """
+        ),
+        Example(
+            """
+            def _add_to_quant_grad(target, grad):
+                fp32 = target.meta.dequantization(target.data)
+                fp32.add_(grad)
+                target.data.copy_(target.meta.quantization(fp32))
+
+
+            def backward_hook(param):
+                if param.grad is not None and not param.grad_added_to_main_grad:
+                    _add_to_quant_grad(param.main_grad, param.grad)
             """
         ),
     ),
