@@ -27,6 +27,8 @@ def handed_main_grads(context: ModuleContext) -> dict[int, frozenset[str]]:
     literals: dict[int, list[set[str]]] = {}
     owners: dict[int, cst.FunctionDef] = {}
     for unit in context.units:
+        # a unit whose own code never spells main_grad hands none (nor binds a local to it)
+        spells = unit.survey.spells_main_grad
         for node in file_functions.own_nodes(unit.body):
             if type(node) is not cst.Call:
                 continue
@@ -36,7 +38,10 @@ def handed_main_grads(context: ModuleContext) -> dict[int, frozenset[str]]:
             owners[id(function)] = function
             arguments = dict(file_functions.bound_arguments(node, function))
             bound.setdefault(id(function), []).append(
-                {name: _holds_main_grad(unit, node, arg) for name, arg in arguments.items()}
+                {
+                    name: spells and _holds_main_grad(unit, node, arg)
+                    for name, arg in arguments.items()
+                }
             )
             literals.setdefault(id(function), []).append(
                 {name for name, arg in arguments.items() if _is_literal(arg)}

@@ -18,7 +18,7 @@ class HelperEffects:
         self.functions = file_functions.by_name(context)
         self.classes = file_functions.class_names(context)
         self._affected: dict[int, frozenset[str]] = {}
-        self._names: frozenset[str] | None = None
+        self._named: dict[str, bool] = {}
 
     def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
         """The parameters ``function``'s own code affects (not through its calls)."""
@@ -32,7 +32,11 @@ class HelperEffects:
             self._affected[key] = frozenset()  # a call back into a function being read: none
             params = file_functions.parameters(function)
             affected = self._own(function, params)
-            for node in file_functions.own_nodes(function.body.body):
+            # its calls are walked only when one may run a function of the file (a call is
+            # resolved by its last name, which the unit's survey holds)
+            calls = self.context.unit_of(function).survey.calls
+            body = () if calls.isdisjoint(self.functions) else function.body.body
+            for node in file_functions.own_nodes(body):
                 if type(node) is cst.Call:
                     affected.update(
                         arg.value
@@ -42,16 +46,17 @@ class HelperEffects:
             self._affected[key] = frozenset(affected)
         return self._affected[key]
 
-    def names(self) -> frozenset[str]:
-        """The names of the functions of the file that affect a parameter (a unit calling
-        none of them hands no helper a weight to affect)."""
-        if self._names is None:
-            self._names = frozenset(
-                name
-                for name, defs in self.functions.items()
-                if any(self.affected_parameters(d) for d in defs)
-            )
-        return self._names
+    def calls_any(self, calls: set[str]) -> bool:
+        """Whether a function of the file named in ``calls`` (a unit's ``survey.calls``)
+        affects a parameter: a unit calling none hands no helper a weight to affect. Only
+        the functions so named are read (reading every function of Megatron-LM's files cost
+        its tree about a second)."""
+        return any(self._named_affects(name) for name in calls if name in self.functions)
+
+    def _named_affects(self, name: str) -> bool:
+        if name not in self._named:
+            self._named[name] = any(self.affected_parameters(d) for d in self.functions[name])
+        return self._named[name]
 
     def affected_arguments(self, call: cst.Call) -> list[cst.BaseExpression]:
         """The arguments of ``call`` that the function it runs affects."""

@@ -67,7 +67,7 @@ def argument_reads(unit: Unit) -> Iterator[ArgumentRead]:
 def calls_a_writer(unit: Unit) -> bool:
     """``unit`` calls a helper of the file that writes main_grad of a weight it is handed."""
     writers = unit.context.shared(writing_helpers.WritingHelpers)
-    return not writers.names().isdisjoint(unit.survey.calls)
+    return writers.calls_any(unit.survey.calls)
 
 
 def _helper_arguments(call: cst.Call, writers, unit: Unit, flow) -> Iterator[ArgumentRead]:

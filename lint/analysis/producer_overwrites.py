@@ -79,12 +79,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     callers = _callers(context)
     handed = context.shared(handed_main_grads.handed_main_grads)
-    asked: dict[int, bool] = {}
-
-    def asks(unit: Unit) -> bool:
-        if id(unit) not in asked:
-            asked[id(unit)] = _asks(unit)
-        return asked[id(unit)]
+    asks = _file_asks(context)
 
     reported: set[int] = set()
     built: dict[int, overwrite_switch.Switches] = {}
@@ -98,11 +93,11 @@ def check(context: ModuleContext, out: Collector) -> None:
         function = isinstance(unit.owner, cst.FunctionDef)
         if unit.survey.spells_main_grad:
             # A helper of the file judged with the functions that call it (one level): the
-            # write moved out of a producer is still the producer's, and a caller that asks
-            # overwrite_main_grad decides for it.
+            # write moved out of a producer is still the producer's. (A file that asks
+            # anywhere decides for all its writes: ``_file_asks``.)
             around = [unit, *callers.get(unit.name, ())]
             producer = any(map(_in_producer, around))
-            if not producer and not any(map(asks, around)):
+            if not producer and not asks:
                 # Whatever the function's name, copying a value named for the weight
                 # gradient into main_grad delivers it (a drain of reduce-scattered wgrads).
                 for root, node in unit.expression_roots():
@@ -110,15 +105,16 @@ def check(context: ModuleContext, out: Collector) -> None:
                     for sub in patterns.walk(root):
                         if _copies_wgrad(sub, buffers, out):
                             reported.add(id(sub))
-            if producer and not any(map(asks, around)):
+            if producer and not asks:
                 _check_writes(
                     unit, switches_of(unit) if function else None, frozenset(), out, reported
                 )
             elif function and overwrite_findings.consumes_per_backward(unit):
                 overwrite_findings.check_consumer(unit, reported, out)
-            if producer and function and _code_asks(unit) and not any(map(asks, around[1:])):
+            # (a function's own asking words are the file's too: ``asks`` first, it costs nothing)
+            if producer and function and asks and len(around) == 1 and _code_asks(unit):
                 _check_unasked_paths(unit, switches_of(unit), reported, out)
-            if function and not any(map(asks, around)):
+            if function and not asks:
                 # Whatever its name, a function that zeroes main_grad and then adds a
                 # product into it replaces it: a producer overwriting without asking.
                 for call, dest in zeroed_accumulation.resets_before_adds(unit):
@@ -131,12 +127,7 @@ def check(context: ModuleContext, out: Collector) -> None:
             # its callers: a producer's write moved into it
             around = [unit, *callers.get(unit.name, ())]
             params = handed[id(unit.owner)] - handed_main_grads.contents_read(unit.owner)
-            if (
-                params
-                and len(around) > 1
-                and all(map(_in_producer, around[1:]))
-                and not any(map(asks, around))
-            ):
+            if params and len(around) > 1 and all(map(_in_producer, around[1:])) and not asks:
                 _check_writes(unit, None, params, out, reported)
         if function:
             overwrite_findings.check_unheeded_switch(unit, switches_of(unit), reported, out)
@@ -183,14 +174,13 @@ def _in_producer(unit: Unit) -> bool:
     return False
 
 
-def _asks(unit: Unit) -> bool:
-    current: Unit | None = unit
-    while current is not None:
-        text = unit.context.code(current.owner).lower()
-        if any(word in text for word in ASKING_WORDS):
-            return True
-        current = current.parent
-    return False
+def _file_asks(context: ModuleContext) -> bool:
+    """Whether the file spells a word of the overwrite-or-accumulate choice anywhere. A unit
+    was said to ask when its text or an enclosing unit's did; every unit is enclosed by the
+    module, whose text is the file's: one look at the source answers for all of them (the
+    regenerated text of each class and function cost Megatron-LM's tree 1.6 s)."""
+    text = context.source.lower()
+    return any(word in text for word in ASKING_WORDS)
 
 
 def _copies_wgrad(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
@@ -265,7 +255,7 @@ def _code_asks(unit: Unit) -> bool:
             continue  # a docstring says nothing the code asks
         if kind is cst.Name or kind is cst.SimpleString:
             words.append(node.value)
-        stack.extend(node.children)
+        stack.extend(patterns.children(node))  # nested functions too
     text = " ".join(words).lower()
     return any(word in text for word in ASKING_WORDS)
 

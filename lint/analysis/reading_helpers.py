@@ -24,7 +24,6 @@ from . import file_functions, helper_effects, parameter_attributes, patterns
 class ReadingHelpers(helper_effects.HelperEffects):
     def _own(self, function: cst.FunctionDef, params: list[str]) -> set[str]:
         body = function.body.body
-        rebound = file_functions.rebound_names(function)
         read = {
             owner.value
             for stmt in body
@@ -32,6 +31,9 @@ class ReadingHelpers(helper_effects.HelperEffects):
             for owner, _attr in parameter_attributes.reads(stmt)
             if type(owner) is cst.Name and owner.value in params
         }
+        if not read:
+            return read
+        rebound = file_functions.rebound_names(function)
         # a helper that asks whether the parameter has main_grad at all (``hasattr(p,
         # "main_grad")``, ``getattr(p, "main_grad", None)``) is written for objects without
         # one too (a master copy's fallback to ``.grad``)

@@ -407,7 +407,6 @@ def check(context: ModuleContext, out: Collector) -> None:
             continue
         reached = index.reached_attributes(model, classes.BACKWARD_DW)
         owner = next(m.name for m in index.lineage(model) if classes.BACKWARD_DW in m.methods)
-        line = context.line_of(backward_dw.name)
         for attr, assignment in model.layers.items():
             if attr not in reached:
                 named = dropped_layer_sites.where_dropped(index.lineage(model), attr, model.layers)
@@ -419,11 +418,13 @@ def check(context: ModuleContext, out: Collector) -> None:
                     out.report(CODE, call, message)
                     continue
                 fix = _fix_site(model.name, owner)
+                line = context.line_of(backward_dw.name)  # a pass over the file: only to report
                 message = MISSED.format(attr=attr, owner=owner, line=line, fix=fix)
                 out.report(CODE, assignment, message)
         for attr, site in late.items():
             if attr not in reached:
                 fix = _fix_site(model.name, owner)
+                line = context.line_of(backward_dw.name)
                 message = LATE.format(attr=attr, owner=owner, line=line, fix=fix)
                 out.report(CODE, site, message)
         for attr, gate, when_false in gated_layers.gated_layers(index, model, reached):

@@ -249,7 +249,7 @@ def check(context: ModuleContext, out: Collector) -> None:
     for unit in context.units:
         if unit.name != "backward" or not isinstance(unit.owner, cst.FunctionDef):
             continue
-        calls_writer = not writers.names().isdisjoint(unit.survey.calls)
+        calls_writer = writers.calls_any(unit.survey.calls)
         if not (unit.survey.spells_main_grad or into_grad or calls_writer):
             continue
         facts = deliveries.Deliveries(unit)
@@ -334,11 +334,11 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
                         continue
                     if _chosen_against(unit, d.value, write):
                         continue
-                    line = unit.context.line_of(write.owner)
-                    message = MESSAGE.format(name=d.name, line=line)
                     if consistent_paths.passes_in_order(
                         unit.graph, (write, d.node, node), (marks, others)
                     ):
+                        line = unit.context.line_of(write.owner)  # a pass over the file
+                        message = MESSAGE.format(name=d.name, line=line)
                         out.report(CODE, d.target or d.node.owner, message)
                         break
                     # computed first, then the GEMM wrote main_grad, then handed on: the
@@ -347,12 +347,14 @@ def _check_unit(unit: Unit, facts, writes, out: Collector) -> None:
                     if consistent_paths.passes_in_order(
                         unit.graph, (d.node, write, node), (others, marks | others)
                     ):
+                        line = unit.context.line_of(write.owner)
                         if _chosen_after(d.node, write):
                             # the GEMM runs under a choice the product was computed before
                             # (``if fuse:``): it belongs to the other side of that choice
                             before = MESSAGE_BEFORE.format(name=d.name, line=line)
                             out.report(CODE, d.target or d.node.owner, before)
                         else:
+                            message = MESSAGE.format(name=d.name, line=line)
                             out.report(CODE, root, message)  # no choice: the hand-off
                         break
 

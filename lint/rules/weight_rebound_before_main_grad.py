@@ -488,7 +488,7 @@ def _calls_a_reader(unit: Unit) -> bool:
     if "main_grad" not in context.source or not unit.survey.calls:
         return False
     readers = context.shared(reading_helpers.ReadingHelpers)
-    return not readers.names().isdisjoint(unit.survey.calls)
+    return readers.calls_any(unit.survey.calls)
 
 
 def _check_saved(unit: Unit, out: Collector) -> None:
