@@ -65,6 +65,12 @@ class Unit:
                 found.add(nested._own)
         return found
 
+    @property
+    def own_survey(self) -> Survey:
+        """What this unit's own statements spell, entering no function or class (at the
+        module: its top-level code without its functions)."""
+        return self._own
+
     @cached_property
     def _own(self) -> Survey:
         """What this unit's statements spell, entering no function or class."""

@@ -66,8 +66,13 @@ def consumes_per_backward(unit: Unit) -> str | None:
 
 
 def _asks_overwrite(unit: Unit) -> bool:
+    """The function, or one it is nested in, spells overwrite_main_grad; at the module, only
+    its own statements count (until 2026-12-07 the module's survey, which holds every
+    top-level function's code, let any function of the file ask for all of them)."""
     current: Unit | None = unit
     while current is not None:
+        if current.parent is None:
+            return current.own_survey.spells_overwrite
         if current.survey.spells_overwrite:
             return True
         current = current.parent

@@ -79,7 +79,20 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     callers = _callers(context)
     handed = context.shared(handed_main_grads.handed_main_grads)
-    asks = _file_asks(context)
+    file_asks = _file_asks(context)
+    asked: dict[int, bool] = {}
+
+    def asks(unit: Unit) -> bool:
+        """The function's code, or that of a function it is nested in, asks (names or
+        strings: not comments, not docstrings); module-level code asks with the file."""
+        top = unit
+        while top.parent is not None and top.parent.parent is not None:
+            top = top.parent  # up to the outermost function (a method's parent is the module)
+        if top.parent is None:
+            return file_asks
+        if id(top) not in asked:
+            asked[id(top)] = file_asks and _code_asks(top)  # its words are the file's
+        return asked[id(top)]
 
     reported: set[int] = set()
     built: dict[int, overwrite_switch.Switches] = {}
@@ -93,11 +106,11 @@ def check(context: ModuleContext, out: Collector) -> None:
         function = isinstance(unit.owner, cst.FunctionDef)
         if unit.survey.spells_main_grad:
             # A helper of the file judged with the functions that call it (one level): the
-            # write moved out of a producer is still the producer's. (A file that asks
-            # anywhere decides for all its writes: ``_file_asks``.)
+            # write moved out of a producer is still the producer's, and a caller that asks
+            # overwrite_main_grad decides for it.
             around = [unit, *callers.get(unit.name, ())]
             producer = any(map(_in_producer, around))
-            if not producer and not asks:
+            if not producer and not any(map(asks, around)):
                 # Whatever the function's name, copying a value named for the weight
                 # gradient into main_grad delivers it (a drain of reduce-scattered wgrads).
                 for root, node in unit.expression_roots():
@@ -105,16 +118,19 @@ def check(context: ModuleContext, out: Collector) -> None:
                     for sub in patterns.walk(root):
                         if _copies_wgrad(sub, buffers, out):
                             reported.add(id(sub))
-            if producer and not asks:
-                _check_writes(
-                    unit, switches_of(unit) if function else None, frozenset(), out, reported
-                )
+            switches = switches_of(unit) if function else None
+            if producer and not file_asks:
+                _check_writes(unit, switches, frozenset(), out, reported, False)
             elif function and overwrite_findings.consumes_per_backward(unit):
                 overwrite_findings.check_consumer(unit, reported, out)
-            # (a function's own asking words are the file's too: ``asks`` first, it costs nothing)
-            if producer and function and asks and len(around) == 1 and _code_asks(unit):
+            if file_asks and _in_producer(unit) and not any(map(asks, around)):
+                # a file that asks elsewhere: a write under a test of the sharding strategy
+                # (``if gbuf.is_data_distributed:``) is that strategy's choice. (A helper
+                # of a producer is not judged here: its callers' tests may ask for it.)
+                _check_writes(unit, switches, frozenset(), out, reported, True)
+            if producer and function and _code_asks(unit) and not any(map(asks, around[1:])):
                 _check_unasked_paths(unit, switches_of(unit), reported, out)
-            if function and not asks:
+            if function and not any(map(asks, around)):
                 # Whatever its name, a function that zeroes main_grad and then adds a
                 # product into it replaces it: a producer overwriting without asking.
                 for call, dest in zeroed_accumulation.resets_before_adds(unit):
@@ -127,19 +143,29 @@ def check(context: ModuleContext, out: Collector) -> None:
             # its callers: a producer's write moved into it
             around = [unit, *callers.get(unit.name, ())]
             params = handed[id(unit.owner)] - handed_main_grads.contents_read(unit.owner)
-            if params and len(around) > 1 and all(map(_in_producer, around[1:])) and not asks:
-                _check_writes(unit, None, params, out, reported)
+            if (
+                params
+                and len(around) > 1
+                and all(map(_in_producer, around[1:]))
+                and not any(map(asks, around))
+            ):
+                _check_writes(unit, None, params, out, reported, file_asks)
         if function:
             overwrite_findings.check_unheeded_switch(unit, switches_of(unit), reported, out)
             overwrite_findings.check_hook_consumer(unit, reported, out)
 
 
-def _check_writes(unit: Unit, switches, handed: frozenset[str], out, reported: set[int]) -> None:
+def _check_writes(
+    unit: Unit, switches, handed: frozenset[str], out, reported: set[int], tests_ask: bool
+) -> None:
     """Report the replacing writes into main_grad (or into the parameters ``handed`` it by
-    every call) outside the function's own overwrite-or-add choice (``switches``)."""
+    every call) outside the function's own overwrite-or-add choice (``switches``) and, when
+    ``tests_ask``, outside every test that asks."""
     for root, node in unit.expression_roots():
         if switches is not None and switches.decides(node):
             continue  # under the function's own overwrite-or-add choice
+        if tests_ask and _asked_at(root, node, unit):
+            continue
         buffers = tensor_writes.Buffers(unit, node, handed)
         if isinstance(root, cst.Assign) and not handed:
             # (a wrapper's item assignments into what it is handed are not judged)
@@ -225,17 +251,24 @@ def _check_unasked_paths(
         ):
             return  # it allocates main_grad itself: a fresh buffer, nothing to keep
     for root, node in unit.expression_roots():
-        if switches.decides(node) or any(
-            _asks_in(test, unit) and not _accumulating_arm(test, arm, unit)
-            for test, arm in node.enclosing_ifs
-        ):
+        if switches.decides(node) or _asked_at(root, node, unit):
             continue
-        if any(type(sub) is cst.IfExp and _asks_in(sub.test, unit) for sub in patterns.walk(root)):
-            continue  # ``gemm(..., out=mg) if overwrite else ...``: asked in the expression
         buffers = tensor_writes.Buffers(unit, node)
         for sub in patterns.walk(root):
             if id(sub) not in reported and _check_call(sub, buffers, out, PATH_MESSAGE):
                 reported.add(id(sub))
+
+
+def _asked_at(root, node, unit: Unit) -> bool:
+    """The write runs under a test that asks (not on the arm where main_grad must
+    accumulate), or its expression chooses on one (``gemm(..., out=mg) if overwrite else
+    ...``)."""
+    if any(
+        _asks_in(test, unit) and not _accumulating_arm(test, arm, unit)
+        for test, arm in node.enclosing_ifs
+    ):
+        return True
+    return any(type(sub) is cst.IfExp and _asks_in(sub.test, unit) for sub in patterns.walk(root))
 
 
 # A test that asks how main_grad is written: the asking words, or whether the buffer is

@@ -36,7 +36,7 @@ RULE = Rule(
         "main_grad over another input, `copy_` into it (or `index_copy_`, `masked_scatter_`, "
         "`index_put_` / `put_` / `scatter_` not asked to add), or `p.main_grad[...] = "
         "...`, in a producer function (and the functions around it) that never mentions "
-        "overwrite or sharding; and, in FSDP code that never mentions `overwrite_main_grad`, "
+        "overwrite or sharding; and, in FSDP code that never sets `overwrite_main_grad`, "
         "a hook resetting `grad_added_to_main_grad = False` for a new backward; a "
         "per-backward consumer (it reads `grad_added_to_main_grad` or a microbatch switch) "
         "that copies into main_grad and never adds into it; a write that replaces a "
@@ -80,7 +80,15 @@ RULE = Rule(
         its destination (`triton_copy(g, p.main_grad)`; per expert, a list of main_grads
         given to `torch._foreach_copy_` or `torch._foreach_zero_`), and `X.main_grad[...] =
         value`; the function and the functions it is nested in are searched for a mention
-        of overwrite, sharding, FSDP or the ZeRO stage. Only producer code is judged: a
+        of overwrite, sharding, FSDP or the ZeRO stage (in their names and strings, not their
+        comments or docstrings; until 2026-12-07 any mention anywhere in the file silenced
+        the check for every function of it: a config reader or a log line beside the
+        producer decided for it). In a file that asks elsewhere, a write under a test of
+        the sharding strategy (`if gbuf.is_data_distributed:`) is that test's choice, as on
+        the asking producer's paths below; not seen there: a producer's write moved into a
+        helper (the helper is left alone, its callers' tests may ask for it). Likewise the
+        per-backward consumer check asks the module only for its top-level statements.
+        Only producer code is judged: a
         function, or one it is nested in, named `backward*`, `*wgrad*`, `*grad_weight*`,
         `*weight_grad*` or `*_dw`, or one that marks `grad_added_to_main_grad` (it delivers a
         weight gradient whatever its name); grad buffers, optimizers and scripts that
@@ -141,12 +149,14 @@ RULE = Rule(
         producer functions named otherwise that mark nothing.
 
         The converse (accumulating where overwriting was needed, Megatron-LM #4849's PR
-        branch): in a file of an FSDP integration (it names FSDP) that never mentions
-        `overwrite_main_grad`, a hook or backward callback (a function named `*hook*` or
-        `*backward*`) that resets `grad_added_to_main_grad = False` (or by `setattr`) for a
-        new backward. Where gradients are sharded, each microbatch's main_grad is a fresh
-        bucket and only `overwrite_main_grad` tells the fused wgrad GEMM not to add to what
-        it holds. Not seen: an integration that zeroes those buckets itself in its hook
+        branch): in a file of an FSDP integration (it names FSDP) that never sets
+        `overwrite_main_grad` (an assignment or `setattr`; reading it, as a local copy
+        of the sharding strategy, sets nothing: MindSpeed's MindSpore custom_fsdp), a hook
+        or backward callback (a function named `*hook*` or `*backward*`) that resets
+        `grad_added_to_main_grad = False` (or by `setattr`) for a new backward. Where
+        gradients are sharded, each microbatch's main_grad is a fresh bucket and only
+        `overwrite_main_grad` tells the fused wgrad GEMM not to add to what it holds. Not
+        seen: an integration that zeroes those buckets itself in its hook
         (reported; suppress with the reason), one whose file never names FSDP, and resets
         in functions named otherwise.
 
@@ -386,6 +396,22 @@ RULE = Rule(
                     _add_to_quant_grad(param.main_grad, param.grad)
             """
         ),
+        Example(
+            """
+            def use_fsdp(config):
+                return config.use_megatron_fsdp
+
+
+            def _grad_acc(param, gbuf):
+                if not param.grad_added_to_main_grad:
+                    if gbuf.is_data_distributed:
+                        param.main_grad = param.get_main_grad()
+                        param.main_grad.copy_(param.grad)
+                    else:
+                        param.main_grad.add_(param.grad)
+                param.grad_added_to_main_grad = False
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -576,6 +602,21 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def use_fsdp(config):
+                return config.use_megatron_fsdp and config.overwrite_main_grad
+
+
+            class _GroupedMLP(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    torch.matmul(dy.t(), ctx.x, out=ctx.weight.main_grad)
+                    ctx.weight.grad_added_to_main_grad = True
+                    return dy @ ctx.weight, None
+            """,
+            line=8,
+        ),
     ),
 )
 
@@ -589,6 +630,6 @@ def check(context: ModuleContext, out: Collector) -> None:
         # in): the function's own overwrite-or-add choice is the evidence, no spelling is.
         other_accumulators.check(context, out)
         return
-    if "fsdp" in source.lower() and patterns.OVERWRITE not in source:
+    if "fsdp" in source.lower():
         fsdp_resets.check(context, out)
     producer_overwrites.check(context, out)

@@ -190,6 +190,8 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
             {
                 "class4-accumulate-false-through-local",
                 "class4-blind5-mixin-class-constant-as-gemm-accumulate",
+                # a file that asks elsewhere: a producer's helper is left to its callers
+                "GMLP016-invalid-17",
             }
         ),
     ),

@@ -1297,6 +1297,47 @@ def unpack_by_index(source: str) -> str:
     return module.visit(_UnpackByIndex(taken)).code
 
 
+# Functions of the file that nobody calls and that name the contract's settings, as a
+# module's other code does (a config reader, a log line, a dummy factory): what one function
+# asks or spells must not stand in for another's. (Not FSDP: a file naming it is FSDP code,
+# a fact of the file that GMLP016's reset check rightly takes.)
+UNRELATED_CONTEXT_FUNCTIONS = """
+
+
+def _describe_gradient_strategy(config):
+    return (
+        config.overwrite_main_grad,
+        config.data_parallel_sharding_strategy,
+        config.gradient_accumulation_fusion,
+        config.fuse_wgrad_accumulation,
+        config.delay_wgrad_compute,
+    )
+
+
+def _describe_param_flags(param):
+    return (
+        getattr(param, "grad_added_to_main_grad", None),
+        getattr(param, "overwrite_main_grad", None),
+        getattr(param, "zero_out_wgrad", None),
+    )
+
+
+def _get_dummy_wgrad(shape, dtype):
+    return torch.zeros(shape, dtype=dtype, requires_grad=False)
+"""
+
+
+def unrelated_context_functions(source: str) -> str:
+    """Append functions that are never called: one reads ``overwrite_main_grad``, the
+    sharding strategy and the wgrad fusion and delay switches from a config, one reads a
+    parameter's flags, one makes a dummy wgrad. Nothing the file's other functions do
+    changes. Only to files that spell main_grad already (the appended names spell it:
+    elsewhere they would change which files are analysed, not what is asked)."""
+    if "_describe_gradient_strategy" in source or "main_grad" not in source:
+        return source
+    return source.rstrip("\n") + "\n" + UNRELATED_CONTEXT_FUNCTIONS
+
+
 MUTATIONS: dict[str, Callable[[str], str]] = {
     "rename-locals": rename_locals,
     "rename-ctx-attrs": rename_ctx_attrs,
@@ -1321,6 +1362,7 @@ MUTATIONS: dict[str, Callable[[str], str]] = {
     "keyword-order": keyword_order,
     "keywords-to-dict": keywords_to_dict,
     "unpack-by-index": unpack_by_index,
+    "unrelated-context-functions": unrelated_context_functions,
 }
 
 

@@ -90,6 +90,14 @@ EXPECTED = {
         ["saved = w.chunk(2)", "first = saved[0]", "second = saved[1]"],
         ["first, second = w.chunk(2)"],
     ),
+    "unrelated-context-functions": (
+        [
+            "def _describe_gradient_strategy(config):",
+            "config.overwrite_main_grad,",
+            "def _get_dummy_wgrad(shape, dtype):",
+        ],
+        [],
+    ),
 }
 
 
