@@ -20,7 +20,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from . import patterns, wgrad
+from . import inspecting_helpers, patterns, wgrad
 from .cfg import Node
 from .module import Unit
 
@@ -88,6 +88,10 @@ class Deliveries:
         stack = [expr]
         while stack:
             current = stack.pop()
+            if type(current) is cst.Call and inspecting_helpers.only_looks(
+                self.unit.context, current
+            ):
+                continue  # ``_check_main_grad(w)`` of the file, which only reads its dtype
             if patterns.is_main_grad_direct(current) or (
                 type(current) is cst.Call
                 and patterns.MAIN_GRAD in (patterns.callee_name(current) or "")
@@ -141,6 +145,7 @@ class Deliveries:
         found: dict[int, frozenset[str]] = {}
         # Gradient helpers of the run provably write no main_grad (``project.Helpers``).
         pure = self.unit.context.gradient_helpers
+        context = self.unit.context
         for root, node in self.unit.expression_roots():
             stems: set[str] = set()
             for sub in patterns.walk(root):
@@ -153,7 +158,12 @@ class Deliveries:
                     continue
                 if name in _QUEUEING and type(sub.func) is cst.Attribute:
                     continue
+                # a function of the file that only looks at what it is given (its shape,
+                # its main_grad's dtype) writes none of it
+                looked_at = {id(a) for a in inspecting_helpers.inspected_arguments(context, sub)}
                 for arg in sub.args:
+                    if id(arg.value) in looked_at:
+                        continue
                     for value in wgrad.elements(arg.value):
                         if not _is_ctx(value):
                             stems.add(wgrad.stem(value))

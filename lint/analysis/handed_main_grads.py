@@ -99,9 +99,10 @@ METADATA = frozenset({"shape", "dtype", "device", "size", "numel", "dim", "ndim"
 
 def contents_read(function: cst.FunctionDef) -> frozenset[str]:
     """The names whose contents ``function`` reads somewhere: a use that is not the receiver
-    of an in-place method (``out.copy_(...)``: the write itself), a metadata attribute
-    (``out.shape``) or a None test. A wrapper that dequantizes the buffer, adds and copies
-    back (MindSpeed's ``_add_to_quant_grad``) accumulates, whatever its last call says."""
+    of an in-place method (``out.copy_(...)``: the write itself), a call's ``out=`` (written
+    there), a metadata attribute (``out.shape``) or a None test. A wrapper that dequantizes
+    the buffer, adds and copies back (MindSpeed's ``_add_to_quant_grad``) accumulates,
+    whatever its last call says."""
     read = set()
     receivers: set[int] = set()
     for node in patterns.walk(function.body):
@@ -116,6 +117,8 @@ def contents_read(function: cst.FunctionDef) -> frozenset[str]:
             and all(type(c.operator) in (cst.Is, cst.IsNot) for c in node.comparisons)
         ):
             receivers.add(id(node.left))
+        elif type(node) is cst.Arg and node.keyword is not None and node.keyword.value == "out":
+            receivers.add(id(node.value))  # ``matmul(a, b, out=out)``: written, not read
     for node in patterns.walk(function.body):
         if type(node) is cst.Name and id(node) not in receivers:
             read.add(node.value)

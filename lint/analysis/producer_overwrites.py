@@ -201,10 +201,9 @@ def _in_producer(unit: Unit) -> bool:
 
 
 def _file_asks(context: ModuleContext) -> bool:
-    """Whether the file spells a word of the overwrite-or-accumulate choice anywhere. A unit
-    was said to ask when its text or an enclosing unit's did; every unit is enclosed by the
-    module, whose text is the file's: one look at the source answers for all of them (the
-    regenerated text of each class and function cost Megatron-LM's tree 1.6 s)."""
+    """Whether the file spells a word of the overwrite-or-accumulate choice anywhere
+    (comments too): module-level code asks with it, and a function can ask only if it does,
+    so most files need no look at their functions' words."""
     text = context.source.lower()
     return any(word in text for word in ASKING_WORDS)
 
@@ -288,6 +287,10 @@ def _code_asks(unit: Unit) -> bool:
             continue  # a docstring says nothing the code asks
         if kind is cst.Name or kind is cst.SimpleString:
             words.append(node.value)
+        elif kind is cst.Attribute:
+            words.append(node.attr.value)  # ``w.overwrite_main_grad`` (a walk skips ``attr``)
+        elif kind is cst.Arg and node.keyword is not None:
+            words.append(node.keyword.value)  # ``overwrite_main_grad=...`` (and ``keyword``)
         stack.extend(patterns.children(node))  # nested functions too
     text = " ".join(words).lower()
     return any(word in text for word in ASKING_WORDS)

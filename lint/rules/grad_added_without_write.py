@@ -75,7 +75,13 @@ RULE = Rule(
           of it hands main_grad on (a put-back makes the buffer reachable and writes no
           gradient): the GEMM wrote its result elsewhere and the mark claims a write that
           never happened (Transformer Engine #2622's PR branch). A local named for main_grad
-          that says it is a switch (`accumulate_into_main_grad`) holds no buffer.
+          that says it is a switch (`accumulate_into_main_grad`) holds no buffer. A call
+          of a function of the file that only looks at what it is handed (its shape, dtype
+          or device, or its main_grad's: `assert w.main_grad.dtype == torch.float32`),
+          returns nothing and spells main_grad nowhere else hands nothing on, whatever its
+          name (since 2026-12-07: `_check_main_grad(weight)` had counted as a write;
+          analysis/inspecting_helpers.py). Not seen: such a checker in another file, or
+          one that also logs the tensor.
 
         * the consumer side (a fork's Megatron-FSDP v2 reduction, Autumn1998/Megatron-LM
           7a9e39ee): whether a parameter's main-grad buffer holds a write is decided by

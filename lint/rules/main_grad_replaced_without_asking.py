@@ -137,9 +137,10 @@ RULE = Rule(
         (a use other than a method call on it, its shape / dtype / device or a None test:
         MindSpeed's `_add_to_quant_grad` dequantizes it, adds and copies back), or tests a
         parameter every call hands a literal (`inplace_add_to_out=True`: the branch taken is
-        the callers' constant). Not seen there: a wrapper some of whose calls hand another
-        buffer, `torch.matmul(..., out=out)` in a wrapper, item assignments into the handed
-        buffer (`out[:] = g`).
+        the callers' constant); a call's `out=` is written there, not read (since 2026-12-07:
+        `torch.matmul(dy.t(), x, out=out)` in the wrapper had counted as reading `out`). Not
+        seen there: a wrapper some of whose calls hand another buffer, item assignments into
+        the handed buffer (`out[:] = g`).
 
         Not seen: the decision made by a caller in another file (such a write is reported
         although the caller may ask), GEMMs whose default is to replace but that are given
@@ -412,6 +413,21 @@ RULE = Rule(
                 param.grad_added_to_main_grad = False
             """
         ),
+        Example(
+            """
+            def _wgrad_impl(x, dy, out=None):
+                torch.add(out, torch.matmul(dy.t(), x), out=out)
+
+
+            class ExpertFn(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    _wgrad_impl(x, dy, out=weight.main_grad)
+                    weight.grad_added_to_main_grad = True
+                    return dy @ weight, torch.zeros_like(weight)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -616,6 +632,22 @@ RULE = Rule(
                     return dy @ ctx.weight, None
             """,
             line=8,
+        ),
+        Example(
+            """
+            def _wgrad_impl(x, dy, out=None):
+                torch.matmul(dy.t(), x, out=out)
+
+
+            class ExpertFn(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    _wgrad_impl(x, dy, out=weight.main_grad)
+                    weight.grad_added_to_main_grad = True
+                    return dy @ weight, torch.zeros_like(weight)
+            """,
+            line=2,
         ),
     ),
 )
