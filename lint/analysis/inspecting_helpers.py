@@ -8,9 +8,9 @@ A parameter counts as only inspected when every use of its name in the function'
 (nested functions included) is ``p.<metadata>`` or ``p.main_grad.<metadata>`` (``.shape``,
 ``.dtype``, ``.size()``...), or there is none: handed to any call, subscripted, rebound or
 touched through another attribute, it may be written. A function only looks when, besides,
-it returns and yields nothing, declares no ``global`` / ``nonlocal``, and spells main_grad
-only in such looks. Only functions a call resolves to (``file_functions.resolved``) are
-read, and only calls with no starred argument."""
+it takes no ``*args`` / ``**kwargs``, returns and yields nothing, declares no ``global`` /
+``nonlocal``, and spells main_grad only in such looks. Only functions a call resolves to
+(``file_functions.resolved``) are read, and only calls with no starred argument."""
 
 from __future__ import annotations
 
@@ -66,7 +66,9 @@ def _looks(function: cst.FunctionDef) -> tuple[frozenset[str], bool]:
     looks = dict.fromkeys(params, 0)
     main_grads = 0  # main_grad spellings: each must be one of the looks
     looked_main_grads = 0
-    pure = True
+    # ``*args`` / ``**kwargs`` take arguments no parameter name follows
+    star = function.params.star_arg
+    pure = not isinstance(star, cst.Param) and function.params.star_kwarg is None
     stack: list[cst.CSTNode] = [function.body]
     while stack:  # nested functions too: a closure may write
         node = stack.pop()

@@ -287,6 +287,28 @@ RULE = Rule(
                 return wgrad
             """
         ),
+        Example(
+            """
+            def _check_main_grad(weight, *tensors):
+                assert weight.main_grad.dtype == torch.float32
+                for t in tensors:
+                    fused_wgrad_kernel(t)
+
+
+            class RowParallelLinearFn(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    x, weight = ctx.saved_tensors
+                    grad_input = grad_output.matmul(weight)
+                    if ctx.gradient_accumulation_fusion:
+                        _check_main_grad(weight, x, grad_output, weight.main_grad)
+                        grad_weight = torch.zeros(weight.main_grad.shape, dtype=x.dtype)
+                        weight.grad_added_to_main_grad = True
+                    else:
+                        grad_weight = grad_output.t().matmul(x)
+                    return grad_input, grad_weight
+            """
+        ),
     ),
     invalid=(
         Example(
