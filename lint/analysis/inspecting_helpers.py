@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, patterns
+from . import file_functions, handed_main_grads, patterns
 from .module import ModuleContext
 
-# What a look at a tensor may read without changing it (attributes, or methods called bare).
-METADATA = frozenset(
-    {"shape", "dtype", "device", "size", "numel", "dim", "ndim", "is_contiguous", "stride"}
-)
+# What a look at a tensor may read without changing it (attributes, or methods called bare):
+# what a wrapper may ask of a buffer without reading its contents, and its strides.
+METADATA = handed_main_grads.METADATA | {"stride"}
 
 
 def inspected_arguments(context: ModuleContext, call: cst.Call) -> list[cst.BaseExpression]:

@@ -55,25 +55,20 @@ class Unit:
         without building their graphs. Its statements, each walked whole but for the
         functions and classes nested in them; a function or class that is itself one of
         its statements is walked (header and own statements, not what nests in those).
-        Composed from each unit's ``_own`` and ``_head``: every node is walked once."""
+        Composed from each unit's ``own_survey`` and ``_head``: every node is walked once."""
         found = Survey()
-        found.add(self._own)
+        found.add(self.own_survey)
         for stmt in self.body:
             if type(stmt) in SCOPES:
                 nested = self.context.unit_of(stmt)
                 found.add(nested._head)
-                found.add(nested._own)
+                found.add(nested.own_survey)
         return found
 
-    @property
+    @cached_property
     def own_survey(self) -> Survey:
         """What this unit's own statements spell, entering no function or class (at the
         module: its top-level code without its functions)."""
-        return self._own
-
-    @cached_property
-    def _own(self) -> Survey:
-        """What this unit's statements spell, entering no function or class."""
         found = Survey()
         for stmt in self.body:
             if type(stmt) not in SCOPES:

@@ -17,6 +17,7 @@ import libcst as cst
 
 from .. import wgrad_words
 from . import (
+    asking,
     handed_main_grads,
     overwrite_findings,
     overwrite_switch,
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
     from .module import ModuleContext, Unit
 
 CODE = "GMLP016"  # the rule whose findings these are (its page documents them)
-# Words that show the code asks how main_grad is to be written: the per-parameter flag, or
-# the sharding strategy that decides it (Megatron-FSDP overwrites for ZeRO-2/3 only).
-ASKING_WORDS = ("overwrite", "sharding", "fsdp", "zero_stage", "optim_grads")
 # The producer side: a write counts only in a function (or one it is nested in) whose name
 # says it computes the weight gradient. Consumers (grad buffers, optimizers, examples that
 # consolidate .grad) copy into main_grad on purpose, once per step.
@@ -79,7 +77,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     callers = _callers(context)
     handed = context.shared(handed_main_grads.handed_main_grads)
-    file_asks = _file_asks(context)
+    file_asks = asking.file_asks(context)
     asked: dict[int, bool] = {}
 
     def asks(unit: Unit) -> bool:
@@ -91,7 +89,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         if top.parent is None:
             return file_asks
         if id(top) not in asked:
-            asked[id(top)] = file_asks and _code_asks(top)  # its words are the file's
+            asked[id(top)] = file_asks and asking.code_asks(top)  # its words are the file's
         return asked[id(top)]
 
     reported: set[int] = set()
@@ -128,7 +126,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                 # (``if gbuf.is_data_distributed:``) is that strategy's choice. (A helper
                 # of a producer is not judged here: its callers' tests may ask for it.)
                 _check_writes(unit, switches, frozenset(), out, reported, True)
-            if producer and function and _code_asks(unit) and not any(map(asks, around[1:])):
+            if producer and function and asking.code_asks(unit) and not any(map(asks, around[1:])):
                 _check_unasked_paths(unit, switches_of(unit), reported, out)
             if function and not any(map(asks, around)):
                 # Whatever its name, a function that zeroes main_grad and then adds a
@@ -164,7 +162,7 @@ def _check_writes(
     for root, node in unit.expression_roots():
         if switches is not None and switches.decides(node):
             continue  # under the function's own overwrite-or-add choice
-        if tests_ask and _asked_at(root, node, unit):
+        if tests_ask and asking.asked_at(root, node, unit):
             continue
         buffers = tensor_writes.Buffers(unit, node, handed)
         if isinstance(root, cst.Assign) and not handed:
@@ -200,14 +198,6 @@ def _in_producer(unit: Unit) -> bool:
     return False
 
 
-def _file_asks(context: ModuleContext) -> bool:
-    """Whether the file spells a word of the overwrite-or-accumulate choice anywhere
-    (comments too): module-level code asks with it, and a function can ask only if it does,
-    so most files need no look at their functions' words."""
-    text = context.source.lower()
-    return any(word in text for word in ASKING_WORDS)
-
-
 def _copies_wgrad(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
     """``p.main_grad.copy_(wgrad_rs)``: a replacing copy into main_grad of a value whose
     name says weight gradient (``wgrad``, ``grad_weight``, ``weight_grad``, a ``dw``
@@ -239,9 +229,9 @@ def _check_unasked_paths(
     on an asking test (``if not overwrite: return``), matches on one, or allocates main_grad
     itself (``w.main_grad = torch.empty(...)``) is left alone."""
     for stmt, _ in unit.statements():
-        if type(stmt) is cst.If and _asks_in(stmt.test, unit) and _exits(stmt.body):
+        if type(stmt) is cst.If and asking.asks_in(stmt.test, unit) and _exits(stmt.body):
             return
-        if type(stmt) is cst.Match and _asks_in(stmt.subject, unit):
+        if type(stmt) is cst.Match and asking.asks_in(stmt.subject, unit):
             return  # a ``match`` on the flag: its arms are its choice
         if (
             type(stmt) is cst.Assign
@@ -250,78 +240,12 @@ def _check_unasked_paths(
         ):
             return  # it allocates main_grad itself: a fresh buffer, nothing to keep
     for root, node in unit.expression_roots():
-        if switches.decides(node) or _asked_at(root, node, unit):
+        if switches.decides(node) or asking.asked_at(root, node, unit):
             continue
         buffers = tensor_writes.Buffers(unit, node)
         for sub in patterns.walk(root):
             if id(sub) not in reported and _check_call(sub, buffers, out, PATH_MESSAGE):
                 reported.add(id(sub))
-
-
-def _asked_at(root, node, unit: Unit) -> bool:
-    """The write runs under a test that asks (not on the arm where main_grad must
-    accumulate), or its expression chooses on one (``gemm(..., out=mg) if overwrite else
-    ...``)."""
-    if any(
-        _asks_in(test, unit) and not _accumulating_arm(test, arm, unit)
-        for test, arm in node.enclosing_ifs
-    ):
-        return True
-    return any(type(sub) is cst.IfExp and _asks_in(sub.test, unit) for sub in patterns.walk(root))
-
-
-# A test that asks how main_grad is written: the asking words, or whether the buffer is
-# sharded (Megatron-FSDP's ``gbuf.is_data_distributed``).
-TEST_ASKING_WORDS = (*ASKING_WORDS, "shard", "distributed")
-
-
-def _code_asks(unit: Unit) -> bool:
-    """The function's own code (its names, attributes and strings: not its comments, not the
-    rest of the file) asks overwrite, FSDP or the sharding strategy."""
-    words = []
-    stack: list[cst.CSTNode] = [unit.owner]
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is cst.Expr and isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString)):
-            continue  # a docstring says nothing the code asks
-        if kind is cst.Name or kind is cst.SimpleString:
-            words.append(node.value)
-        elif kind is cst.Attribute:
-            words.append(node.attr.value)  # ``w.overwrite_main_grad`` (a walk skips ``attr``)
-        elif kind is cst.Arg and node.keyword is not None:
-            words.append(node.keyword.value)  # ``overwrite_main_grad=...`` (and ``keyword``)
-        stack.extend(patterns.children(node))  # nested functions too
-    text = " ".join(words).lower()
-    return any(word in text for word in ASKING_WORDS)
-
-
-def _asks_in(node, unit: Unit) -> bool:
-    test = node.test if type(node) is cst.If else node
-    text = unit.context.code(test).lower()
-    return any(word in text for word in TEST_ASKING_WORDS)
-
-
-# The words of a test whose true side is the overwriting one (Megatron-FSDP's parameter,
-# overwrite_main_grad): on its other side main_grad accumulates across microbatches.
-OVERWRITE_SIDE_WORDS = ("overwrite", "fsdp")
-
-
-def _accumulating_arm(test_owner, arm: str, unit: Unit) -> bool:
-    """``arm`` of ``if <test>:`` runs where main_grad must accumulate: the ``else`` of a
-    plain test that asks for the overwriting side (``if hasattr(w, "__fsdp_param__"):``,
-    ``if w.overwrite_main_grad:``), or the body of its negation; a compound test decides
-    nothing here."""
-    test = test_owner.test if type(test_owner) is cst.If else test_owner
-    negated = False
-    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        test, negated = test.expression, not negated
-    if type(test) is cst.BooleanOperation:
-        return False
-    text = unit.context.code(test).lower()
-    if not any(word in text for word in OVERWRITE_SIDE_WORDS):
-        return False
-    return (arm == "orelse") != negated
 
 
 def _exits(body) -> bool:
