@@ -89,6 +89,9 @@ RULE_MODULES = {
     "GMLP063": "main_grad_fallback_dropped",
     "GMLP064": "grad_kept_after_accumulating",
     "GMLP065": "wgrad_pass_gated_on_window_switch",
+    "GMLP066": "grad_folded_without_flag",
+    "GMLP067": "backward_dw_skipped_on_switch",
+    "GMLP068": "model_changed_after_ddp_wrap",
     "GMLP100": "unused_suppression",
 }
 CODES = tuple(RULE_MODULES)

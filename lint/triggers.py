@@ -42,6 +42,19 @@ _BYTE_CONTRACT_TRIGGERS = tuple(t.encode() for t in CONTRACT_TRIGGERS)
 HOOK_TRIGGER = "register_hook("
 ACCUMULATOR_WORD = "next_functions"  # ``p.expand_as(p).grad_fn.next_functions[0][0]``
 _BYTE_HOOK_TRIGGER = HOOK_TRIGGER.encode()
+# A model built and wrapped for data parallelism (GMLP068), then changed: the builder's name
+# with a word of what a later change touches (adapters, the wgrad fusion switch).
+WRAPPING_BUILDERS = ("get_model(", "provide_distributed_model(")
+AFTER_WRAP_WORDS = ("peft", "lora", "adapter", "gradient_accumulation_fusion", "fuse_wgrad")
+_BYTE_WRAPPING_BUILDERS = tuple(t.encode() for t in WRAPPING_BUILDERS)
+_BYTE_AFTER_WRAP_WORDS = tuple(t.encode() for t in AFTER_WRAP_WORDS)
+
+
+def builds_then_changes(source: str) -> bool:
+    """The text calls a wrapping builder and names a word of a change made after it."""
+    return any(b in source for b in WRAPPING_BUILDERS) and any(
+        w in source.lower() for w in AFTER_WRAP_WORDS
+    )
 
 
 # A function handed an overwrite-or-add switch for a buffer it writes (``def
@@ -149,6 +162,8 @@ def mentions_contract(source: str, facts: RunFacts = NO_RUN_FACTS) -> bool:
         return True
     if RECORD_WORD in source and records_accumulation(source):
         return True
+    if builds_then_changes(source):
+        return True
     return any(trigger in source for trigger in CONTRACT_TRIGGERS) and bool(
         facts.delayed_wgrad or delayed_wgrad_in(source)
     )
@@ -201,6 +216,10 @@ def may_be_analysed(data: bytes, facts: RunFacts) -> bool:
         if hands_in_switch(text) and any(word in text for word in REPLACING_WORDS):
             return True
     if RECORD_WORD.encode() in data and records_accumulation(data.decode("utf-8", "replace")):
+        return True
+    if any(b in data for b in _BYTE_WRAPPING_BUILDERS) and any(
+        w in data.lower() for w in _BYTE_AFTER_WRAP_WORDS
+    ):
         return True
     switch_words = b"accumulate" in data or b"ACCUMULATE" in data
     if b"out=" in data and switch_words and computes_switch(data.decode("utf-8", "replace")):

@@ -66,9 +66,29 @@ def code_asks(unit: Unit) -> bool:
 
 
 def asks_in(node, unit: Unit) -> bool:
+    """The test asks, in its own words or through a local it reads whose one binding in
+    the function does (``accumulate = fuse and not getattr(w, "overwrite_main_grad",
+    False)``, then ``if not accumulate:``: blind corpus 21's Megatron linears)."""
     test = node.test if type(node) is cst.If else node
     text = unit.context.code(test).lower()
-    return any(word in text for word in TEST_ASKING_WORDS)
+    if any(word in text for word in TEST_ASKING_WORDS):
+        return True
+    for name in patterns.read_names(test):
+        value = bound_value(name.value, unit)
+        if value is not None and any(
+            word in unit.context.code(value).lower() for word in TEST_ASKING_WORDS
+        ):
+            return True
+    return False
+
+
+def bound_value(name: str, unit: Unit):
+    """The value of ``name``'s only binding in the function, when that is a plain
+    assignment (None for a parameter, a loop variable or several bindings)."""
+    bindings = [d for d in unit.graph.defs if d.name == name]
+    if len(bindings) != 1 or bindings[0].kind != "assign":
+        return None
+    return bindings[0].value
 
 
 # The words of a test whose true side is the overwriting one (Megatron-FSDP's parameter,
@@ -83,8 +103,13 @@ def accumulating_arm(test_owner, arm: str, unit: Unit) -> bool:
     nothing here."""
     test = test_owner.test if type(test_owner) is cst.If else test_owner
     negated = False
-    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        test, negated = test.expression, not negated
+    while True:
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, negated = test.expression, not negated
+        elif type(test) is cst.Name and (value := bound_value(test.value, unit)) is not None:
+            test = value  # ``accumulate = not w.overwrite_main_grad``: its test, read through
+        else:
+            break
     if type(test) is cst.BooleanOperation:
         return False
     text = unit.context.code(test).lower()

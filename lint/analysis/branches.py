@@ -50,11 +50,16 @@ class Branch:
     orelse: Effects
     # For a test on a comprehension's variable: the sequence it is an element of.
     via: cst.BaseExpression | None = None
+    # An ``elif`` after an arm of the same chain that made main_grad the destination under
+    # an overwrite-dependent test: that arm took the overwrite case (``if fuse and not
+    # accumulate: main_grad.copy_(...)`` / ``elif accumulate: gemm(out=main_grad)``), so this
+    # arm's "other side" is no path on which main_grad goes unwritten for overwriting.
+    after_destination: bool = False
 
     @property
     def moves_destination(self) -> bool:
         """One side makes main_grad the destination (or swaps it for scratch), the other not."""
-        return _moves(self.body, self.orelse)
+        return not self.after_destination and _moves(self.body, self.orelse)
 
     @property
     def uneven_bookkeeping(self) -> list[str]:
@@ -86,6 +91,7 @@ class _Finder:
         # The module's own functions that mark grad_added_to_main_grad or make the dummy:
         # calling one is bookkeeping, whatever its name.
         self.helpers = unit.context.bookkeeping_helpers
+        self.after_destination: set[int] = set()  # ids of such ``elif`` statements
 
     def branches(self) -> list[Branch]:
         for stmt, suite in self.unit.statements():
@@ -120,7 +126,10 @@ class _Finder:
             orelse = self.effects(iter_statements(after(stmt, suite)))
         else:
             orelse = Effects()
-        self.found.append(Branch(self.unit, stmt.test, node, body, orelse))
+        covered = id(stmt) in self.after_destination
+        if isinstance(stmt.orelse, cst.If) and (covered or body.destination):
+            self.after_destination.add(id(stmt.orelse))
+        self.found.append(Branch(self.unit, stmt.test, node, body, orelse, None, covered))
 
     def check_match(self, stmt: cst.Match, suite: Sequence[cst.CSTNode]) -> None:
         """A ``match`` whose subject (or a guard) reads the flag: a branch between the first

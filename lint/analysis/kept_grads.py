@@ -62,7 +62,7 @@ def kept_grads(unit: Unit) -> list[KeptGrad]:
             if _grad_owner(target):
                 continue  # ``p.grad.add_(...)`` adds into the gradient itself
             for arg in sources:
-                owner = _read_grad_owner(arg.value)
+                owner = read_grad_owner(arg.value)
                 if owner is not None:
                     adds.append((code(owner).strip(), node))
     found = []
@@ -96,12 +96,12 @@ def _loop_heads(unit: Unit, node: Node) -> list[int]:
 
 def _grad_owner(expr) -> cst.BaseExpression | None:
     """P for ``P.grad`` (P a name or an attribute chain of names)."""
-    if type(expr) is cst.Attribute and expr.attr.value == patterns.GRAD and _plain(expr.value):
+    if type(expr) is cst.Attribute and expr.attr.value == patterns.GRAD and plain(expr.value):
         return expr.value
     return None
 
 
-def _read_grad_owner(expr) -> cst.BaseExpression | None:
+def read_grad_owner(expr) -> cst.BaseExpression | None:
     """P when ``expr`` reads ``P.grad`` as it is or reshaped (``P.grad.data``,
     ``P.grad.view(-1)``, ``P.grad.data.to(dtype)``)."""
     while True:
@@ -116,7 +116,7 @@ def _read_grad_owner(expr) -> cst.BaseExpression | None:
             return None
 
 
-def _plain(expr) -> bool:
+def plain(expr) -> bool:
     while type(expr) is cst.Attribute:
         expr = expr.value
     return type(expr) is cst.Name

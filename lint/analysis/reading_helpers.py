@@ -37,11 +37,20 @@ class ReadingHelpers(helper_effects.HelperEffects):
         # a helper that asks whether the parameter has main_grad at all (``hasattr(p,
         # "main_grad")``, ``getattr(p, "main_grad", None)``) is written for objects without
         # one too (a master copy's fallback to ``.grad``)
+        # (``assert hasattr(p, "main_grad")`` is no fallback: it insists on the Parameter)
+        asserted = {
+            id(node)
+            for stmt in file_functions.own_nodes(body)
+            if type(stmt) is cst.Assert
+            for node in patterns.walk(stmt.test)
+        }
         asked = {
             owner.value
             for node in file_functions.own_nodes(body)
-            if patterns.callee_name(node) in ("hasattr", "getattr")
-            and len(args := patterns.positional_args(node)) >= 2
+            if (callee := patterns.callee_name(node)) in ("hasattr", "getattr")
+            and id(node) not in asserted
+            # ``getattr(p, "main_grad")`` without a default reads, it does not ask
+            and len(args := patterns.positional_args(node)) >= (2 if callee == "hasattr" else 3)
             and type(owner := args[0].value) is cst.Name
             and patterns.string_value(args[1].value) == patterns.MAIN_GRAD
         }
@@ -57,3 +66,23 @@ class ReadingHelpers(helper_effects.HelperEffects):
             for arg in self.affected_arguments(sub)
             if type(arg) is cst.Name
         ]
+
+
+# Calls that make a tensor rather than fetch one (``main_grad = torch.zeros_like(w)``).
+TENSOR_FACTORIES = frozenset({"zeros", "empty", "ones", "full", "tensor", "randn", "rand"})
+
+
+def fetching_arguments(root: cst.CSTNode) -> list[cst.Name]:
+    """The plain names handed to a call whose result is bound to a name spelling main_grad
+    (``fuse, main_grad = _setup_fused_grad_accum(b, pattern)``, the callee defined in
+    another file): the call fetched the main_grad of the weight it was handed, wherever it
+    is defined. A tensor factory (``zeros_like(w)``) makes one instead."""
+    if type(root) is not cst.Assign or type(root.value) is not cst.Call:
+        return []
+    callee = patterns.callee_name(root.value) or ""
+    if callee in TENSOR_FACTORIES or callee.endswith("_like"):
+        return []
+    targets = [n for t in root.targets for n in patterns.walk(t.target) if type(n) is cst.Name]
+    if not any(patterns.MAIN_GRAD in n.value for n in targets):
+        return []
+    return [a.value for a in root.value.args if type(a.value) is cst.Name]

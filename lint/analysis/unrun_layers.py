@@ -117,9 +117,27 @@ def _inherited_builds(index, model, is_layer, built) -> dict[str, cst.CSTNode]:
     return found
 
 
+# The methods through which a module's layers run when it is called.
+RUNNING_METHODS = frozenset({"forward", "__call__"})
+
+
 def _judge(index: ClassIndex, model: ClassModel, builds, reached) -> list[UnrunLayer]:
     closure = reached | {BACKWARD_DW}
     effective = _effective_methods(index, model)
+    # With no forward of the class or of a base the run holds, its layers run through code
+    # not seen (a base of another package, a class shown without its forward): judged only
+    # are layers that some method of its lineage, overridden or not, is seen to run (a base's
+    # projection the class overrides with a bare matmul on the weight).
+    seen_run = None
+    if not any(name in RUNNING_METHODS for _owner, name in effective):
+        seen_run = {
+            attr
+            for current in index.lineage(model)
+            if isinstance(current, ClassModel)
+            for method in current.methods.values()
+            for attr, _ref, use in _references(method)
+            if use == "run"
+        }
     subclasses = [
         c
         for c in index.classes.values()
@@ -148,7 +166,7 @@ def _judge(index: ClassIndex, model: ClassModel, builds, reached) -> list[UnrunL
                 runs |= mentioned
     out = []
     for attr in sorted(builds.keys() - runs):
-        if attr in drives:
+        if attr in drives and (seen_run is None or attr in seen_run):
             out.append(UnrunLayer(attr, model.name, drives[attr], builds[attr]))
     return out
 

@@ -176,7 +176,15 @@ RULE = Rule(
         the call (`analysis/reading_helpers.py`: the helper reads the attribute from that
         very parameter, never rebinds it and never asks whether it has main_grad at all, a
         helper with a `.grad` fallback being written for copies too, or hands it on to a
-        helper that does). Not
+        helper that does; `assert hasattr(p, "main_grad")` is no fallback: it insists on
+        the Parameter). Since the twenty-fourth session, also a call of any file handed the
+        rebound name whose result is bound to a name spelling main_grad (`fuse, main_grad
+        = setup_fused_grad_accum(b, pattern)`: Primus-Turbo's setup lives in another file
+        and hands back `b.main_grad`); a tensor factory (`zeros_like(b)`) is no fetch. A
+        dtype cast (`w = w.to(dtype)`, `cast_if_needed(w, dt)`) is still not counted: it
+        hands back the Parameter itself whenever the dtypes agree, as they do wherever
+        Megatron gives the weight a main_grad (counting it raised five false alarms in
+        ROCm's Transformer Engine fork and five in mdy_triton's copies of it). Not
         seen: such a helper handed a copy made in `forward` and restored from the saved
         tensors (the saved-rebinding path reads the attributes written in `backward`
         itself); helpers of another file; a detached weight kept on `ctx` by a
@@ -236,6 +244,18 @@ RULE = Rule(
                     return make_dummy_wgrad(weight)
 
                 return [mark(weight) for weight in origin_weights]
+            """
+        ),
+        Example(
+            """
+            class GemmFunction(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b, pattern=None):
+                    fuse, main_grad = setup_fused_grad_accum(b, pattern)
+                    b = b.detach()
+                    main_grad_copy = torch.zeros_like(b)
+                    ctx.main_grad = main_grad
+                    return gemm(a, b)
             """
         ),
     ),
@@ -380,6 +400,33 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            class GemmFunction(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, a, b, pattern=None):
+                    b = b.detach()
+                    fuse, main_grad = setup_fused_grad_accum(b, pattern)
+                    ctx.main_grad = main_grad
+                    return gemm(a, b)
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            def _setup(b, pattern):
+                assert hasattr(b, "main_grad"), "wrap the model for fused accumulation first"
+                b.grad_added_to_main_grad = True
+                return b.main_grad
+
+
+            def forward(ctx, a, b, pattern):
+                b = b.view(b.shape)
+                ctx.main_grad = _setup(b, pattern)
+                return gemm(a, b)
+            """,
+            line=8,
+        ),
     ),
 )
 
@@ -465,7 +512,12 @@ def check(context: ModuleContext, out: Collector) -> None:
         out.report(CODE, alias.value, message)
     for unit in context.units:
         reported: set[int] = set()
-        if unit.survey.spells_main_grad or unit.survey.spells_grad_added or _calls_a_reader(unit):
+        if (
+            unit.survey.spells_main_grad
+            or unit.survey.spells_grad_added
+            or _calls_a_reader(unit)
+            or _fetches_main_grad(unit)
+        ):
             reported = _check_unit(unit, out)
         # The flag may be set by a helper of the file the copy is handed to.
         if unit.survey.spells_grad_added or (
@@ -489,6 +541,14 @@ def _calls_a_reader(unit: Unit) -> bool:
         return False
     readers = context.shared(reading_helpers.ReadingHelpers)
     return readers.calls_any(unit.survey.calls)
+
+
+def _fetches_main_grad(unit: Unit) -> bool:
+    """``unit`` binds a name spelling main_grad to what a call hands back for the weights it
+    was given (``fuse, main_grad = setup(b, pattern)``), in a file spelling main_grad."""
+    if "main_grad" not in unit.context.source:
+        return False
+    return any(reading_helpers.fetching_arguments(stmt) for stmt, _ in unit.statements())
 
 
 def _check_saved(unit: Unit, out: Collector) -> None:
@@ -579,6 +639,7 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
     for root, node in unit.expression_roots():
         # read here, or by a helper of the file the name is handed to
         handed = [(arg, "main_grad") for arg in readers.read_arguments(root)] if through else []
+        handed += [(arg, "main_grad") for arg in reading_helpers.fetching_arguments(root)]
         for owner, attr in [*parameter_attributes.reads(root), *handed]:
             for d in fresh_bindings.bindings_read(unit, owner, node, fresh, lists):
                 if (d.index, attr) in restored:

@@ -20,6 +20,7 @@ PROBES = [
     "wgrad_streams_ab.py",
     "backward_dw_timeline.py",
     "wgrad_gluon_probe.py",
+    "wgrad_blas_backend_probe.py",
 ]
 
 

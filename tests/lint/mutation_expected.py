@@ -58,8 +58,17 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
     ),
     ("rename-locals", "GMLP015"): (
         "a dereferenced weak reference is taken for a weight by the name it is bound to "
-        "(weight, param: its page); renamed away, it is any value",
-        frozenset({"GMLP015-invalid-9"}),
+        "(weight, param: its page); renamed away, it is any value. A call of another file "
+        "is taken to fetch the main_grad of the weight it is handed by the name its result "
+        "is bound to (`fuse, main_grad = setup(b, pattern)`: its page); renamed away, the "
+        "call is any call",
+        frozenset({"GMLP015-invalid-9", "GMLP015-invalid-11"}),
+    ),
+    ("unpack-by-index", "GMLP015"): (
+        "a call of another file fetches main_grad when its result is bound to a name "
+        "spelling main_grad by the assignment holding the call (its page); unpacked from a "
+        "temporary by index, the call's own assignment binds no such name",
+        frozenset({"GMLP015-invalid-11"}),
     ),
     ("rename-ctx-attrs", "GMLP057"): (
         "the requires-grad switch is recognised by its spelling (requires_grad with weight "
@@ -156,6 +165,12 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
         frozenset({"GMLP051-invalid-3"}),
     ),
     ("extract-write-helper", "GMLP064"): (HELPER, frozenset({"GMLP064-invalid-0"})),
+    ("extract-write-helper", "GMLP066"): (
+        "a function the file calls by name is a helper whose callers decide when it folds "
+        "(its page): the fold moved into one is not judged, and the hook that calls it "
+        "holds no fold of its own",
+        frozenset({"GMLP066-invalid-0", "GMLP066-invalid-1"}),
+    ),
     ("getattr", "GMLP032"): (
         "GMLP032's marks-without-writes check (analysis/unwritten_marks.py) asks whether the "
         "function names the marked weight's main_grad as an attribute; written through "

@@ -14,7 +14,10 @@ Blind, with the rules at the session"s start (4c0bf35) and after the session"s f
 commits alike: **6 of 24** (development 2 of 16 and 2 near, held-out **4 of 8**). After the
 checks written from its development part (GMLP016"s wrapper handed main_grad by every call;
 GMLP046"s dropped fetch; GMLP032"s mark reached on the side of a conditional output"s test
-where the output is None): development 4 of 16 and 3 near, held-out 4 of 8 (not read).
+where the output is None): development 4 of 16 and 3 near, held-out 4 of 8 (not read). After
+the twenty-fourth session's GMLP066 (Yuan2.0-M32's hook folding `.grad` without asking the
+flag) and GMLP068 (AReaL's fusion switch turned after the build): development 6 of 16 and 3
+near, held-out 4 of 8 (not read).
 
 ``OUTCOME`` pins every variant"s result with the rules now. ``python -m
 tests.lint.test_blind20_corpus`` prints the table.
@@ -49,7 +52,7 @@ OUTCOME: Outcomes = {
         (("GMLP003", 49),),
     ),
     "mdy_triton_start_sync_grad_registers_unfolded_grads": ("missed", (), (("GMLP019", 24),)),
-    "yuan_ddp_param_hook_ignores_grad_added_flag": ("missed", (), ()),
+    "yuan_ddp_param_hook_ignores_grad_added_flag": ("caught", (("GMLP066", 41),), ()),
     "miles_dsa_attention_backward_dw_skips_indexer": ("near", (("GMLP014", 41),), ()),
     "miles_inkling_shared_experts_without_backward_dw": ("missed", (), ()),
     "mdy_triton_linear_dummy_on_local_accumulate": (
@@ -59,7 +62,7 @@ OUTCOME: Outcomes = {
     ),
     "mdy_triton_grouped_linear_ddp_handler_on_local_flag": ("caught", (("GMLP002", 46),), ()),
     "primus_turbo_grouped_linear_module_main_grad_not_exposed": ("caught", (("GMLP046", 32),), ()),
-    "areal_lora_fusion_disabled_after_build": ("missed", (), ()),
+    "areal_lora_fusion_disabled_after_build": ("caught", (("GMLP068", 41),), ()),
     # -- held out (not read)
     "mdy_triton_layernorm_linear_offload_rewrap_flags_stand_in": ("caught", (("GMLP015", 35),), ()),
     "primus_turbo_grouped_gemm_contiguous_copy_of_weight": ("missed", (), ()),

@@ -1,0 +1,145 @@
+"""GMLP067: a `backward_dw` that returns before its work on a switch unrelated to the deferred
+weight gradient."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..lazy import LazyModule
+from ..registry import Example, Rule
+
+if TYPE_CHECKING:
+    from ..analysis.collector import Collector
+    from ..analysis.module import ModuleContext
+
+skipped_pieces = LazyModule("..analysis.skipped_pieces", __package__)
+
+CODE = "GMLP067"
+RULE = Rule(
+    code=CODE,
+    classes=(6,),
+    name="backward-dw-skipped-on-switch",
+    summary=(
+        "A `backward_dw` returns before computing anything under a test of a feature switch "
+        "that says nothing about the deferred weight gradient: with the feature off, the "
+        "layer's deferred wgrad is never computed."
+    ),
+    flags=(
+        "`if T: return` (no `else`, no piece called in it) among the top-level statements of a "
+        "method `backward_dw` before its first call of a `*_dw` piece (`super().backward_dw()`, "
+        "`self.fc1.backward_dw()`), where `T` names no term of the deferred work (delay mode, "
+        "wgrad store or queue, graph, `need_backward_dw`, requires-grad, training) and asks "
+        "no `is None` / `hasattr` (reported at the `return`)"
+    ),
+    explanation="""
+        Issue #19, class 6 (delayed wgrad across classes). The schedule calls
+        `backward_dw()` once per step on every layer that deferred its weight gradient. An
+        exit at its top is right when it says nothing was deferred (`if not
+        self.delay_wgrad_compute: return`, Transformer Engine's `if not
+        self.need_backward_dw(): return`, an empty wgrad store), that there is nothing to
+        compute (`if self.shared_experts is None`) or that a CUDA graph does it. An exit on
+        a feature switch in front of the work (`if not self.config.moe_shared_expert_overlap:
+        return` before `super().backward_dw()`, a shared-expert MLP that meant to pick a
+        stream, blind corpus 21) skips the layer's weight gradients whenever the feature is
+        off: they never reach main_grad, and the loss still falls on the other layers.
+
+        Seen: methods named `backward_dw` of a class; their top-level statements in order
+        up to the first one that calls a piece (any call whose name ends in `_dw`); an `if`
+        without `else` among them whose body calls no piece and ends in a bare `return`
+        (or `return None`); its test reads none of the words of the deferred work
+        (`delay`, `wgrad`, `dw`, `store`, `defer`, `split`, `graph`, `pending`, `queue`,
+        `empty`, `need`, `skip`, `requires_grad`, `train`, `freeze`, in a name, attribute,
+        string or call name; also in a value the class assigns to a `self` attribute the
+        test reads: `self.enabled = cfg.delay_wgrad_compute`) and has no `is` / `is not`
+        comparison or `hasattr`. Reported at the `return`. A class whose `__init__` hands
+        `delay_wgrad_compute` to its base (`super().__init__(..., delay_wgrad_compute=...)`)
+        is left to GMLP038, which judges its `backward_dw` against the base's.
+
+        Not seen: an exit further down (after some pieces ran: the rest skipped), exits in
+        a helper the method calls, a `backward_dw` whose work is not a `*_dw` call (a store
+        popped inline: an exit there is not judged), tests whose words happen to contain a
+        listed one while being about something else (`self.config.graph_layout`), and
+        whether the switch's feature could be off while the layer defers (a switch that
+        always goes with the delay mode in the configs validated elsewhere is reported).
+    """,
+    fix="""
+        Keep the work on every path and let the switch choose only how it runs (a stream, an
+        overlap). No automatic fix.
+    """,
+    fix_summary="none (compute the deferred wgrad on every path; switch only how)",
+    valid=(
+        Example(
+            """
+            class SharedExpertMLP(MLP):
+                def backward_dw(self):
+                    if self.config.moe_shared_expert_overlap:
+                        with torch.cuda.stream(self.stream):
+                            super().backward_dw()
+                        torch.cuda.current_stream().wait_stream(self.stream)
+                    else:
+                        super().backward_dw()
+            """
+        ),
+        Example(
+            """
+            class MambaLayer(MegatronModule):
+                def backward_dw(self):
+                    if not self.training:
+                        return
+                    if self.config.external_cuda_graph:
+                        return
+                    self.mixer.backward_dw()
+            """
+        ),
+        Example(
+            """
+            class TransformerLayer(MegatronModule):
+                def backward_dw(self):
+                    if self.shared_experts is None:
+                        return
+                    if not self.config.delay_wgrad_compute:
+                        return
+                    self.shared_experts.backward_dw()
+            """
+        ),
+    ),
+    invalid=(
+        Example(
+            """
+            class SharedExpertMLP(MLP):
+                def backward_dw(self):
+                    if not self.config.moe_shared_expert_overlap:
+                        return
+                    with torch.cuda.stream(self.stream):
+                        super().backward_dw()
+                    torch.cuda.current_stream().wait_stream(self.stream)
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            class MambaLayer(MegatronModule):
+                def backward_dw(self):
+                    if self.config.sequence_parallel:
+                        return None
+                    self.mixer.backward_dw()
+                    self.norm_dw()
+            """,
+            line=4,
+        ),
+    ),
+)
+
+
+MESSAGE = (
+    "`backward_dw` returns here, before any of its work, on a test that says nothing about "
+    "the deferred weight gradient: whenever it holds, the layer's deferred wgrad is never "
+    "computed and never reaches main_grad; let the switch choose how, not whether"
+)
+
+
+def check(context: ModuleContext, out: Collector) -> None:
+    if "backward_dw" not in context.source:
+        return
+    for exit_ in context.shared(skipped_pieces.skipped_pieces):
+        out.report(CODE, exit_, MESSAGE)
