@@ -50,10 +50,14 @@ def late_changes(unit: Unit) -> list[LateChange]:
             builds.append((node, call, bound, _built_from(call, code)))
     if not builds:
         return []
+    build_nodes = [start.index for start, *_ in builds]
     found = []
     for root, node in unit.expression_roots():
         for start, call, bound, source in builds:
             if node is start or not paths.reaches(start, [node.index]):
+                continue
+            # set before a build it reaches (a loop building again): a setting for that build
+            if paths.reaches(node, build_nodes):
                 continue
             what = _change(root, bound, source, code)
             if what is not None:
@@ -68,15 +72,26 @@ def _wrapping_calls(root) -> Iterator[cst.Call]:
             type(sub) is cst.Call
             and patterns.callee_name(sub) in WRAPPING_BUILDERS
             and any(_spells_ddp(arg) for arg in sub.args)
+            and not any(_switched_off(arg) for arg in sub.args)
         ):
             yield sub
 
 
 def _spells_ddp(arg: cst.Arg) -> bool:
     if arg.keyword is not None and "ddp" in arg.keyword.value.lower():
-        return not (type(arg.value) is cst.Name and arg.value.value in ("False", "None"))
+        return not _switched_off(arg)
     word = patterns.last_word(arg.value)
     return word is not None and "ddp" in word.lower()
+
+
+def _switched_off(arg: cst.Arg) -> bool:
+    """``wrap_with_ddp=False`` (or ``None``): the builder is told not to wrap."""
+    return (
+        arg.keyword is not None
+        and "ddp" in arg.keyword.value.lower()
+        and type(arg.value) is cst.Name
+        and arg.value.value in ("False", "None")
+    )
 
 
 def _bound_names(assign: cst.Assign) -> set[str]:
@@ -107,12 +122,27 @@ def _change(root, bound: set[str], source: str | None, code) -> str | None:
                 and code(t.value).strip() == source
             ):
                 return "fusion"
-    for sub in patterns.walk(root):
-        if type(sub) is not cst.Call:
-            continue
-        name = (patterns.callee_name(sub) or "").lower()
-        if not any(word in name for word in ADAPTER_WORDS):
-            continue
-        if any(type(a.value) is cst.Name and a.value.value in bound for a in sub.args):
+    # ``model = peft(model)``: the model rebound to what the transform hands back
+    if type(root) is cst.Assign and type(root.value) is cst.Call:
+        rebound = _bound_names(root) & bound
+        if rebound and _adapter_call(root.value, rebound):
+            return "adapters"
+    # ``apply_lora(model)`` as a statement: a transform in place, named for attaching
+    if type(root) is cst.Expr and type(root.value) is cst.Call:
+        name = (patterns.callee_name(root.value) or "").lower()
+        if name.startswith(ATTACHING_PREFIXES) and _adapter_call(root.value, bound):
             return "adapters"
     return None
+
+
+# Names of a call that changes the model in place (``apply_lora(model)``); a call that only
+# reads it (``save_hf_adapter(model)``, ``print_lora_parameters(model)``) is none.
+ATTACHING_PREFIXES = ("apply", "add", "attach", "inject", "enable", "wrap", "convert", "insert")
+
+
+def _adapter_call(call: cst.Call, names: set[str]) -> bool:
+    """A call named for an adapter transform handed one of ``names``."""
+    name = (patterns.callee_name(call) or "").lower()
+    if not any(word in name for word in ADAPTER_WORDS):
+        return False
+    return any(type(a.value) is cst.Name and a.value.value in names for a in call.args)

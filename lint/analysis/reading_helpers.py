@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import file_functions, helper_effects, parameter_attributes, patterns
+from . import file_functions, helper_effects, parameter_attributes, patterns, provenance
 
 
 class ReadingHelpers(helper_effects.HelperEffects):
@@ -85,4 +85,7 @@ def fetching_arguments(root: cst.CSTNode) -> list[cst.Name]:
     targets = [n for t in root.targets for n in patterns.walk(t.target) if type(n) is cst.Name]
     if not any(patterns.MAIN_GRAD in n.value for n in targets):
         return []
-    return [a.value for a in root.value.args if type(a.value) is cst.Name]
+    handed = [a.value for a in root.value.args if type(a.value) is cst.Name]
+    if any(n.value.startswith(provenance.ORIGIN_PREFIXES) for n in handed):
+        return []  # handed the Parameter too (``origin_weight``): its main_grad is fetched
+    return handed

@@ -1,42 +1,59 @@
-"""A ``backward_dw`` that returns before its work under a test about something else than the
-delayed weight gradient (issue #19, class 6).
+"""A ``backward_dw`` that returns before its work when a feature switch is off (issue #19,
+class 6).
 
 ``backward_dw`` is called by the schedule once per step for every layer that deferred its
 weight gradient. An exit at its top is right when it says there is nothing deferred (``if
 not self.delay_wgrad_compute: return``, ``if not self.need_backward_dw(): return``, ``if
-self.wgrad_store.context.empty(): return``), nothing to compute (``if self.fc is None``,
-``if not w.requires_grad``) or that another path does it (a CUDA graph). An exit on a feature
-switch (``if not self.config.moe_shared_expert_overlap: return`` in front of
-``super().backward_dw()``, blind corpus 21) leaves every deferred weight gradient of the
-layer uncomputed whenever the feature is off: the layer's wgrad never reaches main_grad.
+self.wgrad_store.context.empty(): return``), nothing to compute here (``if self.fc is
+None``, ``if not self.local_experts``, ``if not self.post_process``, the caller asked for
+nothing: ``if not (routed_experts or shared_experts)``) or that another path does it (``if
+self.shared_expert_overlap: return``: the overlap computes it elsewhere; an arm that replays
+a graph before returning). An exit when a feature is *off* (``if not
+self.config.moe_shared_expert_overlap: return`` in front of ``super().backward_dw()``, blind
+corpus 21) leaves every deferred weight gradient of the layer uncomputed in the plain
+configuration: the layer's wgrad never reaches main_grad.
 
-Per method named ``backward_dw``: its top-level statements in order, up to the first one
-that calls a ``backward_dw`` / ``*_dw`` piece (``super().backward_dw()``,
-``self.fc1.backward_dw()``, ``self._mlp_dw()``); an ``if`` among them without ``else``
-whose body calls no piece and ends in a bare ``return`` (or ``return None``), where a
-piece is called after it and the test reads no term about the deferred work. A term is a
-name or attribute (or a string, or a call's name) containing one of ``DEFERRED_WORDS``, also
-in a value the class assigns to a ``self`` attribute the test reads (``self.enabled =
-cfg.delay_wgrad_compute``); a test of ``None`` or ``hasattr`` asks whether there is anything
-to compute. A class whose ``__init__`` hands ``delay_wgrad_compute`` to its base is GMLP038's.
+Per method named ``backward_dw`` of a class: its top-level statements in order, up to the
+first one that calls a piece (a call whose name ends in ``_dw`` or contains ``backward``:
+``super().backward_dw()``, ``self.fc1.backward_dw()``, ``self._backward_qkv_proj()``); an
+``if`` among them without ``else`` whose body is a bare ``return`` (or ``return None``,
+after logging calls at most) and whose test is a negation (``not X``, ``X is False``, ``X ==
+False``) of something that is not about the deferred work. About the deferred work, or about
+whether there is any: a name or attribute (or string, or call name) with a token starting
+with one of ``DEFERRED_WORDS`` or spelling one of ``DEFERRED_PHRASES``, also through what
+the class assigns to a ``self`` attribute the test reads (``self.enabled =
+cfg.delay_wgrad_compute``) or the function to a local (``is_replay = ... cuda_graphs``); a
+``self`` attribute the class fills with layers (``ModuleList``, ``build_module``, a
+``*Linear`` / ``*MLP`` / ``*Experts``); a parameter of the method (what the caller asked
+for); ``is`` / ``is not``, ``hasattr``, ``len`` and comparisons with a number; a ``self``
+attribute the work after it uses too (``if not self.local_experts: return`` before a loop
+over them). A class whose ``__init__`` hands ``delay_wgrad_compute`` to its base is
+GMLP038's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
 
 from . import patterns
-from .module import ModuleContext
+from .module import ModuleContext, Unit
 
 PIECE = "backward_dw"
-# Words of a test about the deferred work itself (its mode, store, queue, graph, whether a
-# gradient is wanted at all, training) rather than an unrelated feature.
+# Token prefixes of a test about the deferred work itself (its mode, store, queue, graph,
+# training or freezing) or about whether this layer or stage has any (``num_``, a pipeline
+# stage's ``post_process``).
 DEFERRED_WORDS = (
-    "delay", "wgrad", "dw", "store", "defer", "split", "graph", "pending", "queue",
-    "empty", "need", "skip", "requires_grad", "train", "freeze", "frozen",
+    "delay", "wgrad", "dw", "store", "defer", "graph", "pending", "queue", "empty", "need",
+    "skip", "train", "freeze", "frozen", "process", "stage", "pipeline", "num", "count",
 )  # fmt: skip
+DEFERRED_PHRASES = ("requires_grad", "backward_dw")
+# What a class fills an attribute with when it holds layers (``if not self.experts``: none).
+LAYER_BUILDS = ("ModuleList", "ModuleDict", "Sequential", "build_module")
+LAYER_WORDS = ("Linear", "MLP", "Attention", "Experts", "Layer", "Proj")
+_TOKENS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 def skipped_pieces(context: ModuleContext) -> list[cst.BaseExpression]:
@@ -50,23 +67,60 @@ def skipped_pieces(context: ModuleContext) -> list[cst.BaseExpression]:
         cls = context.class_of(unit)
         if cls is None or _hands_delay_to_base(cls):
             continue  # GMLP038 judges the backward_dw of a class whose base delays for it
-        found.extend(_early_exits(unit.body, _self_attribute_values(cls)))
+        found.extend(_early_exits(unit, _self_attribute_values(cls)))
     return found
 
 
-def _early_exits(body, attributes) -> Iterator[cst.BaseExpression]:
+def _early_exits(unit: Unit, attributes) -> Iterator[cst.BaseExpression]:
+    parameters = {p.name.value for p in unit.owner.params.params} | {
+        p.name.value for p in unit.owner.params.kwonly_params
+    }
+    parameters -= {"self", "cls"}  # what the caller asks for, not the object itself
     exits = []
-    for stmt in body:
+    for index, stmt in enumerate(unit.body):
         if _calls_piece(stmt):
-            yield from exits  # the work starts here: the exits before it skip all of it
+            # the work starts here: the exits before it skip all of it, unless the test asked
+            # whether what the work uses is there (``if not self.experts: return``, then
+            # ``for expert in self.experts: expert.backward_dw()``)
+            used = _self_chains(unit.body[index:])
+            yield from (exit_ for exit_, chains in exits if not chains & used)
             return
-        if (
-            type(stmt) is cst.If
-            and stmt.orelse is None
-            and _only_exits(stmt.body.body)
-            and not _about_deferred_work(stmt.test, attributes)
+        if type(stmt) is not cst.If or stmt.orelse is not None:
+            continue
+        exit_ = _bare_return(stmt.body.body)
+        negated = _negated(stmt.test)
+        if exit_ is None or negated is None:
+            continue
+        if not _about_deferred_work(negated, unit, attributes, parameters):
+            exits.append((exit_, _self_chains([negated])))
+
+
+def _self_chains(nodes) -> set[str]:
+    """``self.A`` for each attribute chain on ``self`` the nodes read (``A`` its first
+    attribute: ``self.config.x`` is ``self.config``)."""
+    found = set()
+    for node in nodes:
+        for sub in patterns.walk(node):
+            if (
+                type(sub) is cst.Attribute
+                and type(sub.value) is cst.Name
+                and sub.value.value == "self"
+            ):
+                found.add(sub.attr.value)
+    return found
+
+
+def _negated(test) -> cst.BaseExpression | None:
+    """X for ``not X``, ``X is False``, ``X == False``; None for any other test."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return test.expression
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if type(target.operator) in (cst.Is, cst.Equal) and (
+            type(target.comparator) is cst.Name and target.comparator.value == "False"
         ):
-            exits.append(stmt.body.body[-1])
+            return test.left
+    return None
 
 
 def _hands_delay_to_base(cls: cst.ClassDef) -> bool:
@@ -86,55 +140,88 @@ def _self_attribute_values(cls: cst.ClassDef) -> dict[str, list[cst.BaseExpressi
     """``self.X = value`` anywhere in the class's methods: what ``self.X`` in a test holds
     (``self.enabled = cfg.delay_wgrad_compute``)."""
     found: dict[str, list[cst.BaseExpression]] = {}
-    for sub in patterns.walk(cls):
-        if type(sub) is not cst.Assign:
+    for method in cls.body.body:
+        if type(method) is not cst.FunctionDef:
             continue
-        for target in sub.targets:
-            t = target.target
-            if type(t) is cst.Attribute and type(t.value) is cst.Name and t.value.value == "self":
-                found.setdefault(t.attr.value, []).append(sub.value)
+        for stmt in method.body.body:
+            for sub in patterns.walk(stmt):
+                if type(sub) is not cst.Assign:
+                    continue
+                for target in sub.targets:
+                    t = target.target
+                    if (
+                        type(t) is cst.Attribute
+                        and type(t.value) is cst.Name
+                        and t.value.value == "self"
+                    ):
+                        found.setdefault(t.attr.value, []).append(sub.value)
     return found
 
 
 def _calls_piece(node) -> bool:
-    return any(
-        type(sub) is cst.Call and (patterns.callee_name(sub) or "").endswith("_dw")
-        for sub in patterns.walk(node)
-    )
+    for sub in patterns.walk(node):
+        if type(sub) is cst.Call:
+            name = patterns.callee_name(sub) or ""
+            if name.endswith("_dw") or "backward" in name:
+                return True
+    return False
 
 
-def _only_exits(statements) -> bool:
-    """A body that calls no piece and ends in ``return`` / ``return None``."""
-    if not statements or any(map(_calls_piece, statements)):
-        return False
-    last = statements[-1]
-    if type(last) is cst.SimpleStatementLine:
-        last = last.body[-1]
-    return type(last) is cst.Return and (last.value is None or patterns.is_none_like(last.value))
+# Calls a bare exit may make first: it only says why it leaves.
+LOGGING_CALLS = frozenset({"debug", "info", "warning", "warn", "print", "log", "warning_once"})
 
 
-def _about_deferred_work(test, attributes) -> bool:
-    """The test reads a term of the deferred work, itself or through what the class put in
-    a ``self`` attribute it reads."""
-    if _spells_deferred_work(test):
+def _bare_return(statements) -> cst.Return | None:
+    """The ``return`` / ``return None`` ending a body that does nothing else but log."""
+    small = []
+    for stmt in statements:
+        if type(stmt) is not cst.SimpleStatementLine:
+            return None
+        small.extend(stmt.body)
+    if not small or type(small[-1]) is not cst.Return:
+        return None
+    if not all(
+        type(s) is cst.Expr and patterns.callee_name(s.value) in LOGGING_CALLS for s in small[:-1]
+    ):
+        return None
+    value = small[-1].value
+    return small[-1] if value is None or patterns.is_none_like(value) else None
+
+
+def _about_deferred_work(test, unit: Unit, attributes, parameters: set[str]) -> bool:
+    """The test reads a term of the deferred work (or of whether there is any), itself or
+    through what the class put in a ``self`` attribute or the function in a local."""
+    if _spells_deferred_work(test) or any(
+        type(n) is cst.Name and n.value in parameters for n in patterns.walk(test)
+    ):
         return True
-    return any(
-        type(sub) is cst.Attribute
-        and type(sub.value) is cst.Name
-        and sub.value.value == "self"
-        and any(_spells_deferred_work(v) for v in attributes.get(sub.attr.value, ()))
-        for sub in patterns.walk(test)
-    )
+    for sub in patterns.walk(test):
+        if type(sub) is cst.Attribute and type(sub.value) is cst.Name and sub.value.value == "self":
+            values = attributes.get(sub.attr.value, ())
+        elif type(sub) is cst.Name:
+            values = [d.value for d in unit.graph.defs if d.name == sub.value and d.value]
+        else:
+            continue
+        if any(_spells_deferred_work(v) or _builds_layers(v) for v in values):
+            return True
+    return False
+
+
+def _builds_layers(value) -> bool:
+    name = patterns.callee_name(value) or ""
+    return name in LAYER_BUILDS or any(word in name for word in LAYER_WORDS)
 
 
 def _spells_deferred_work(test) -> bool:
     for sub in patterns.walk(test):
         kind = type(sub)
         if kind is cst.Comparison and any(
-            type(c.operator) in (cst.Is, cst.IsNot) for c in sub.comparisons
+            type(c.operator) in (cst.Is, cst.IsNot)
+            or type(c.comparator) in (cst.Integer, cst.Float)
+            for c in sub.comparisons
         ):
             return True
-        if kind is cst.Call and patterns.callee_name(sub) == "hasattr":
+        if kind is cst.Call and patterns.callee_name(sub) in ("hasattr", "len"):
             return True
         word = None
         if kind is cst.Name:
@@ -143,6 +230,17 @@ def _spells_deferred_work(test) -> bool:
             word = sub.attr.value
         elif kind is cst.SimpleString:
             word = patterns.string_value(sub)
-        if word and any(w in word.lower() for w in DEFERRED_WORDS):
+        if word and _deferred_word(word):
             return True
     return False
+
+
+def _deferred_word(word: str) -> bool:
+    lowered = word.lower()
+    if any(phrase in lowered for phrase in DEFERRED_PHRASES):
+        return True
+    return any(
+        token.lower().startswith(prefix)
+        for token in _TOKENS.findall(word)
+        for prefix in DEFERRED_WORDS
+    )

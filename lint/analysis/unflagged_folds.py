@@ -10,22 +10,23 @@ the real gradient into main_grad and hands autograd a dummy (``torch.empty`` unl
 
 Per function: ``P.main_grad.add_(<P.grad ...>)`` or ``P.main_grad += <P.grad ...>`` (``P``
 spelled the same on both sides: a name or an attribute chain; ``.data``, ``.view(...)``,
-``.to(...)`` on the gradient; main_grad also as ``getattr(P, "main_grad")`` or a local whose
-one binding is it), where neither the function nor any function it is nested in
-spells ``grad_added_to_main_grad`` (a read, a ``getattr`` string, or a set), in a file that
-sets the flag elsewhere (a reset to False, a mark, a ``setattr``): the file keeps the
-protocol, so its parameters can arrive with a dummy (a file that only reads the flag, in a
-config dump or a log line, is not judged). A function the file calls by name is a helper
-whose callers decide when it folds, and is not judged either. A file that never names the
-flag predates it (Megatron's legacy DDP, whose layers hand back ``None`` when they fuse) or
-copied Megatron's DDP into a framework whose layers never fuse (veScale's, with
-Megatron-core's ``register_grad_ready`` bucket API: taking that API as a sign of the flag's
-era reported veScale's hook, blind corpus 10) and is not judged.
+``.to(...)`` on the gradient, or the gradient handed to a function, ``to_local(p.grad)``;
+main_grad also as ``getattr(P, "main_grad")``, ``P.main_grad.data`` or a local whose one
+binding is it), in a file that sets ``grad_added_to_main_grad`` (a reset to False, a mark, a
+``setattr``) and reads it nowhere: the file keeps the protocol, so its parameters can arrive
+with a dummy, and no code of it asks which did. A file that reads the flag anywhere (the
+hook itself, a helper it calls, a registration that skips fused parameters, a constant
+holding the name, a config dump) is not judged: it may ask where the hook does not. A
+function the file calls by name is a helper whose callers decide when it folds, and is not
+judged either. A file that never names the flag predates it (Megatron's legacy DDP, whose
+layers hand back ``None`` when they fuse) or copied Megatron's DDP into a framework whose
+layers never fuse (veScale's, with Megatron-core's ``register_grad_ready`` bucket API:
+taking that API as a sign of the flag's era reported veScale's hook, blind corpus 10) and is
+not judged.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,29 +42,22 @@ class Fold:
     owner: str  # P, as written
 
 
-# The file sets the flag somewhere (``p.grad_added_to_main_grad = False`` in a reset, ``=
-# True`` in a layer, ``setattr(p, "grad_added_to_main_grad", ...)``): it keeps the protocol.
-# A file that only reads it (a config dump, a log line) says nothing about its hooks.
-_SETS_FLAG = re.compile(
-    r"\.grad_added_to_main_grad\s*=(?!=)|setattr\([^()]*[\"']grad_added_to_main_grad[\"']"
-)
+# The file sets the flag (``p.grad_added_to_main_grad = False`` in a reset, ``= True`` in a
+# layer): it keeps the protocol. Every other spelling of it is a read: a test, a
+# ``getattr`` / ``hasattr`` / ``setattr`` string, a constant holding the name. A file that
+# reads it anywhere may ask it where the hook does not (a registration that skips fused
+# parameters, a helper the hook calls, a config dump): only a file that sets the flag and
+# reads it nowhere is judged.
 
 
 def unflagged_folds(unit: Unit) -> list[Fold]:
     if type(unit.owner) is not cst.FunctionDef or not unit.survey.spells_main_grad:
         return []
     context = unit.context
-    if patterns.GRAD_ADDED not in context.source or not context.shared(_sets_flag):
+    if patterns.GRAD_ADDED not in context.source:
         return []
     if unit.name in context.shared(_called_names):
         return []  # a helper of the file: its callers decide when it folds
-    # the hook itself, or a function that makes it, asks (the module's survey holds its
-    # top-level functions' code too: it is no enclosing function)
-    scope: Unit | None = unit
-    while scope is not None and type(scope.owner) is cst.FunctionDef:
-        if scope.survey.spells_grad_added:
-            return []
-        scope = scope.parent
     code = unit.context.code
     found = []
     for root, node in unit.expression_roots():
@@ -71,17 +65,41 @@ def unflagged_folds(unit: Unit) -> list[Fold]:
             if type(target) is cst.Name:  # ``mg = p.main_grad`` then ``mg.add_(p.grad)``
                 target = asking.bound_value(target.value, unit) or target
             owner = _main_grad_owner(target)
+            if type(source) is cst.Call and source.args and type(source.func) is cst.Name:
+                source = source.args[0].value  # ``to_local_if_dtensor(p.grad)``
             read = kept_grads.read_grad_owner(source)
             if owner is None or read is None:
                 continue
-            if code(owner).strip() == code(read).strip():
+            if code(owner).strip() == code(read).strip() and context.shared(_sets_never_reads):
                 found.append(Fold(node.owner if node.owner is not None else root, code(owner)))
     return found
 
 
-def _sets_flag(context) -> bool:
-    """For ``context.shared``: the file sets ``grad_added_to_main_grad`` somewhere."""
-    return _SETS_FLAG.search(context.source) is not None
+def _sets_never_reads(context) -> bool:
+    """For ``context.shared`` (asked only once a fold is found): every spelling of
+    ``grad_added_to_main_grad`` in the file's code (not its comments) is the target of an
+    assignment, and there is at least one."""
+    targets: set[int] = set()
+    spelled = 0
+    for unit in context.units:  # each scope's own statements (a walk enters no scope)
+        for stmt in unit.body:
+            if type(stmt) in (cst.FunctionDef, cst.ClassDef):
+                continue
+            for node in patterns.walk(stmt):
+                kind = type(node)
+                if kind is cst.Assign:
+                    targets.update(id(t.target) for t in node.targets)
+                elif kind is cst.Call and patterns.callee_name(node) == "setattr":
+                    # ``setattr(p, "grad_added_to_main_grad", False)``: the string is set
+                    targets.update(id(a.value) for a in node.args[1:2])
+                elif kind in SPELLING_KINDS and patterns.spells(node, patterns.GRAD_ADDED):
+                    if id(node) not in targets:
+                        return False  # a read (an assignment is walked before its targets)
+                    spelled += 1
+    return spelled > 0
+
+
+SPELLING_KINDS = (cst.Attribute, cst.Name, cst.SimpleString)
 
 
 def _called_names(context) -> frozenset[str]:
@@ -108,6 +126,8 @@ def _adds(root) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
 def _main_grad_owner(expr) -> cst.BaseExpression | None:
     """P for ``P.main_grad`` or ``getattr(P, "main_grad")`` (P a name or an attribute chain
     of names)."""
+    if type(expr) is cst.Attribute and expr.attr.value == "data":
+        expr = expr.value  # ``p.main_grad.data.add_(...)``
     if type(expr) is cst.Attribute and expr.attr.value == patterns.MAIN_GRAD:
         owner = expr.value
     elif patterns.callee_name(expr) == "getattr" and len(args := expr.args) >= 2:

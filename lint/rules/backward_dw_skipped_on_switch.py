@@ -20,16 +20,18 @@ RULE = Rule(
     classes=(6,),
     name="backward-dw-skipped-on-switch",
     summary=(
-        "A `backward_dw` returns before computing anything under a test of a feature switch "
-        "that says nothing about the deferred weight gradient: with the feature off, the "
+        "A `backward_dw` returns before computing anything when a feature switch that says "
+        "nothing about the deferred weight gradient is off: in that configuration the "
         "layer's deferred wgrad is never computed."
     ),
     flags=(
-        "`if T: return` (no `else`, no piece called in it) among the top-level statements of a "
-        "method `backward_dw` before its first call of a `*_dw` piece (`super().backward_dw()`, "
-        "`self.fc1.backward_dw()`), where `T` names no term of the deferred work (delay mode, "
-        "wgrad store or queue, graph, `need_backward_dw`, requires-grad, training) and asks "
-        "no `is None` / `hasattr` (reported at the `return`)"
+        "`if not S: return` (or `S is False` / `S == False`; a bare `return` the whole body, "
+        "no `else`) among the top-level statements of a method `backward_dw` before its "
+        "first call of a piece (a name ending in `_dw` or containing `backward`), where `S` "
+        "is about neither the deferred work (delay mode, wgrad store or queue, graph, "
+        "`need_backward_dw`, requires-grad, training, pipeline stage, counts) nor whether "
+        "there is any (layers the class holds, the method's own parameters, `is None`, "
+        "`hasattr`, `len`); reported at the `return`"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). The schedule calls
@@ -37,30 +39,43 @@ RULE = Rule(
         exit at its top is right when it says nothing was deferred (`if not
         self.delay_wgrad_compute: return`, Transformer Engine's `if not
         self.need_backward_dw(): return`, an empty wgrad store), that there is nothing to
-        compute (`if self.shared_experts is None`) or that a CUDA graph does it. An exit on
-        a feature switch in front of the work (`if not self.config.moe_shared_expert_overlap:
-        return` before `super().backward_dw()`, a shared-expert MLP that meant to pick a
-        stream, blind corpus 21) skips the layer's weight gradients whenever the feature is
-        off: they never reach main_grad, and the loss still falls on the other layers.
+        compute here (`if self.shared_experts is None`, `if not self.local_experts`, a
+        pipeline stage without the layer, the caller asking for nothing) or that another
+        path computes it (`if self.shared_expert_overlap: return`: the overlap does it; an
+        arm that replays a CUDA graph and returns). An exit when a feature is *off*, in
+        front of the work (`if not self.config.moe_shared_expert_overlap: return` before
+        `super().backward_dw()`, a shared-expert MLP that meant to pick a stream, blind
+        corpus 21), skips the layer's weight gradients in the plain configuration: they
+        never reach main_grad, and the loss still falls on the other layers.
 
-        Seen: methods named `backward_dw` of a class; their top-level statements in order
-        up to the first one that calls a piece (any call whose name ends in `_dw`); an `if`
-        without `else` among them whose body calls no piece and ends in a bare `return`
-        (or `return None`); its test reads none of the words of the deferred work
-        (`delay`, `wgrad`, `dw`, `store`, `defer`, `split`, `graph`, `pending`, `queue`,
-        `empty`, `need`, `skip`, `requires_grad`, `train`, `freeze`, in a name, attribute,
-        string or call name; also in a value the class assigns to a `self` attribute the
-        test reads: `self.enabled = cfg.delay_wgrad_compute`) and has no `is` / `is not`
-        comparison or `hasattr`. Reported at the `return`. A class whose `__init__` hands
-        `delay_wgrad_compute` to its base (`super().__init__(..., delay_wgrad_compute=...)`)
-        is left to GMLP038, which judges its `backward_dw` against the base's.
+        Seen: methods named `backward_dw` of a class; their top-level statements in order up
+        to the first one that calls a piece (a call whose name ends in `_dw` or contains
+        `backward`: `super().backward_dw()`, `self._backward_qkv_proj()`); an `if` without
+        `else` among them whose whole body is `return` (or `return None`, after logging
+        calls at most) and whose test negates a switch (`not S`, `S is False`, `S == False`)
+        that is about neither the deferred work nor whether there is any. Those are: a name,
+        attribute, string or call name with a token starting with `delay`, `wgrad`, `dw`,
+        `store`, `defer`, `graph`, `pending`, `queue`, `empty`, `need`, `skip`, `train`,
+        `freeze` / `frozen`, `process`, `stage`, `pipeline`, `num`, `count`, or spelling
+        `requires_grad`, `backward_dw`; the same in a value the class assigns to a `self`
+        attribute the test reads (`self.enabled = cfg.delay_wgrad_compute`) or the function
+        to a local it reads; a `self` attribute the class fills with layers (`ModuleList`,
+        `build_module`, a `*Linear` / `*MLP` / `*Experts` call) or that the work after the
+        exit uses too (`if not self.local_experts: return` before a loop over them); a
+        parameter of the method; an `is` / `is not` or numeric comparison, `hasattr`, `len`.
+        Reported at the `return`. A class whose `__init__` hands `delay_wgrad_compute` to
+        its base (`super().__init__(..., delay_wgrad_compute=...)`) is left to GMLP038,
+        which judges its `backward_dw` against the base's.
 
-        Not seen: an exit further down (after some pieces ran: the rest skipped), exits in
-        a helper the method calls, a `backward_dw` whose work is not a `*_dw` call (a store
-        popped inline: an exit there is not judged), tests whose words happen to contain a
-        listed one while being about something else (`self.config.graph_layout`), and
-        whether the switch's feature could be off while the layer defers (a switch that
-        always goes with the delay mode in the configs validated elsewhere is reported).
+        Not seen: an exit further down (after some pieces ran: the rest skipped), an exit on
+        a positive switch (`if S: return`: taken for "another path computes it"), one inside
+        a `with` block or with the work in its `else`, exits in a helper the method calls, a
+        `backward_dw` whose work is neither a `*_dw` nor a `*backward*` call (a store popped
+        inline), a switch hidden behind `is None` (`if self.stream is None: return` where
+        the stream exists only with the feature on), a `backward_dw` defined apart and
+        patched onto the class, and whether the feature could be off while the layer defers
+        (a switch that always goes with the delay mode in the configs validated elsewhere is
+        reported).
     """,
     fix="""
         Keep the work on every path and let the switch choose only how it runs (a stream, an
@@ -120,7 +135,7 @@ RULE = Rule(
             """
             class MambaLayer(MegatronModule):
                 def backward_dw(self):
-                    if self.config.sequence_parallel:
+                    if self.config.sequence_parallel is False:
                         return None
                     self.mixer.backward_dw()
                     self.norm_dw()

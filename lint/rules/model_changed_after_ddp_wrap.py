@@ -47,19 +47,28 @@ RULE = Rule(
         build) and 21 (NeMo-RL's setup, PEFT applied after `get_model`).
 
         Seen: per function, a call of `get_model` or `provide_distributed_model` with an
-        argument whose last name, or a keyword, spells `ddp` (a keyword given `False` or
-        `None` does not count); after it, on a path from it: an assignment to
+        argument whose last name, or a keyword, spells `ddp` (a call with such a keyword
+        given `False` or `None`, `wrap_with_ddp=False`, does not wrap); after it, on a
+        path from it: an assignment to
         `gradient_accumulation_fusion` / `fuse_wgrad_accumulation` on the object the model
         was built from (the builder's receiver, else its first positional argument, as
         written), or a call whose name contains `peft`, `lora` or `adapter` handed a name the
-        builder's result was bound to. Files are analysed when they name a builder and
-        one of those words.
+        builder's result was bound to, its result bound back to that name (`model =
+        peft(model)`) or the call a statement whose name starts with `apply`, `add`,
+        `attach`, `inject`, `enable`, `wrap`, `convert` or `insert` (`apply_lora(model)`);
+        calls that only read the model (`save_hf_adapter(model, path)`,
+        `print_lora_trainable_parameters(model)`) are not changes, nor a change that reaches
+        a build itself (a loop that builds again). Files are analysed when they name a
+        builder and one of those words.
 
         Not seen: builders under other names or in a helper of another file; the switch set
         on another alias of the configuration; adapters attached by a method of the model
         (`model.add_adapter(...)`: a call on the model, not handed it) or in a loop over
-        the wrapped chunks by another name; whether the wrap was actually on (a `ddp`
-        keyword given a variable is taken to wrap).
+        the wrapped chunks by another name, or into an attribute (`self.model =
+        peft(self.model)`) or an item (`model[0] = peft(model[0])`); a builder that wraps by
+        default with no argument spelling `ddp` (Megatron-LM's `get_model(provider,
+        model_type)`); whether the wrap was actually on (a `ddp` keyword given a variable is
+        taken to wrap).
     """,
     fix="""
         Attach adapters through the builder's pre-wrap hook (`pre_wrap_hook=[...]`), and
@@ -93,6 +102,23 @@ RULE = Rule(
                 return peft(models, training=False)
             """
         ),
+        Example(
+            """
+            def train(provider, ddp_config, lora, path):
+                provider.register_pre_wrap_hook(lora)
+                model = provider.provide_distributed_model(ddp_config=ddp_config)
+                run(model)
+                save_hf_adapter(model, path)
+            """
+        ),
+        Example(
+            """
+            def load_for_eval(cfg):
+                model = get_model(cfg.model, cfg.ddp, wrap_with_ddp=False)
+                model = apply_lora(model, cfg.lora)
+                return model
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -115,6 +141,15 @@ RULE = Rule(
                 return models
             """,
             line=5,
+        ),
+        Example(
+            """
+            def setup(cfg, ddp_config):
+                model = get_model(cfg.model, ddp_config)
+                apply_lora(model, cfg.lora)
+                return model
+            """,
+            line=3,
         ),
     ),
 )

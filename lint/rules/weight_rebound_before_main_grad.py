@@ -180,7 +180,8 @@ RULE = Rule(
         the Parameter). Since the twenty-fourth session, also a call of any file handed the
         rebound name whose result is bound to a name spelling main_grad (`fuse, main_grad
         = setup_fused_grad_accum(b, pattern)`: Primus-Turbo's setup lives in another file
-        and hands back `b.main_grad`); a tensor factory (`zeros_like(b)`) is no fetch. A
+        and hands back `b.main_grad`); a tensor factory (`zeros_like(b)`) is no fetch, nor a
+        call handed the Parameter too (`origin_weight`, `orig_w`: its main_grad is fetched). A
         dtype cast (`w = w.to(dtype)`, `cast_if_needed(w, dt)`) is still not counted: it
         hands back the Parameter itself whenever the dtypes agree, as they do wherever
         Megatron gives the weight a main_grad (counting it raised five false alarms in

@@ -165,6 +165,17 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
         frozenset({"GMLP051-invalid-3"}),
     ),
     ("extract-write-helper", "GMLP064"): (HELPER, frozenset({"GMLP064-invalid-0"})),
+    ("unrelated-context-functions", "GMLP066"): (
+        "a file that reads grad_added_to_main_grad anywhere is not judged (its page: the "
+        "read may be the question the hook leaves to a registration, a helper or a "
+        "constant); the appended function that dumps a parameter's flags is such a read",
+        frozenset({"GMLP066-invalid-0", "GMLP066-invalid-1"}),
+    ),
+    ("rename-locals", "GMLP068"): (
+        "the DDP wrap is recognised by an argument or keyword spelling ddp (its page); a "
+        "configuration handed under a renamed local is any argument",
+        frozenset({"GMLP068-invalid-2"}),
+    ),
     ("extract-write-helper", "GMLP066"): (
         "a function the file calls by name is a helper whose callers decide when it folds "
         "(its page): the fold moved into one is not judged, and the hook that calls it "
