@@ -52,9 +52,10 @@ _BYTE_AFTER_WRAP_WORDS = tuple(t.encode() for t in AFTER_WRAP_WORDS)
 
 def builds_then_changes(source: str) -> bool:
     """The text calls a wrapping builder and names a word of a change made after it."""
-    return any(b in source for b in WRAPPING_BUILDERS) and any(
-        w in source.lower() for w in AFTER_WRAP_WORDS
-    )
+    if not any(b in source for b in WRAPPING_BUILDERS):
+        return False
+    lowered = source.lower()
+    return any(w in lowered for w in AFTER_WRAP_WORDS)
 
 
 # A function handed an overwrite-or-add switch for a buffer it writes (``def
@@ -217,10 +218,10 @@ def may_be_analysed(data: bytes, facts: RunFacts) -> bool:
             return True
     if RECORD_WORD.encode() in data and records_accumulation(data.decode("utf-8", "replace")):
         return True
-    if any(b in data for b in _BYTE_WRAPPING_BUILDERS) and any(
-        w in data.lower() for w in _BYTE_AFTER_WRAP_WORDS
-    ):
-        return True
+    if any(b in data for b in _BYTE_WRAPPING_BUILDERS):
+        lowered = data.lower()
+        if any(w in lowered for w in _BYTE_AFTER_WRAP_WORDS):
+            return True
     switch_words = b"accumulate" in data or b"ACCUMULATE" in data
     if b"out=" in data and switch_words and computes_switch(data.decode("utf-8", "replace")):
         return True

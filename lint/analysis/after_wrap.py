@@ -24,10 +24,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from .. import triggers
 from . import paths, patterns
 from .module import Unit
 
-WRAPPING_BUILDERS = frozenset({"get_model", "provide_distributed_model"})
+# The builders whose calls make a file worth analysing (triggers.py), by name.
+WRAPPING_BUILDERS = frozenset(call.rstrip("(") for call in triggers.WRAPPING_BUILDERS)
 FUSION_SWITCHES = frozenset({"gradient_accumulation_fusion", "fuse_wgrad_accumulation"})
 ADAPTER_WORDS = ("peft", "lora", "adapter")
 

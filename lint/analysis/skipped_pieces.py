@@ -39,6 +39,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from . import patterns
+from .layer_builds import is_self_attr
 from .module import ModuleContext, Unit
 
 PIECE = "backward_dw"
@@ -100,13 +101,7 @@ def _self_chains(nodes) -> set[str]:
     attribute: ``self.config.x`` is ``self.config``)."""
     found = set()
     for node in nodes:
-        for sub in patterns.walk(node):
-            if (
-                type(sub) is cst.Attribute
-                and type(sub.value) is cst.Name
-                and sub.value.value == "self"
-            ):
-                found.add(sub.attr.value)
+        found.update(sub.attr.value for sub in patterns.walk(node) if is_self_attr(sub))
     return found
 
 
@@ -148,13 +143,8 @@ def _self_attribute_values(cls: cst.ClassDef) -> dict[str, list[cst.BaseExpressi
                 if type(sub) is not cst.Assign:
                     continue
                 for target in sub.targets:
-                    t = target.target
-                    if (
-                        type(t) is cst.Attribute
-                        and type(t.value) is cst.Name
-                        and t.value.value == "self"
-                    ):
-                        found.setdefault(t.attr.value, []).append(sub.value)
+                    if is_self_attr(target.target):
+                        found.setdefault(target.target.attr.value, []).append(sub.value)
     return found
 
 
@@ -196,7 +186,7 @@ def _about_deferred_work(test, unit: Unit, attributes, parameters: set[str]) -> 
     ):
         return True
     for sub in patterns.walk(test):
-        if type(sub) is cst.Attribute and type(sub.value) is cst.Name and sub.value.value == "self":
+        if is_self_attr(sub):
             values = attributes.get(sub.attr.value, ())
         elif type(sub) is cst.Name:
             values = [d.value for d in unit.graph.defs if d.name == sub.value and d.value]
