@@ -10,9 +10,11 @@ is the algorithm, the Lt backend closes part of it.
 
 For each shape and load (bf16, discrete fp32 regions per expert): fc1's and fc2's weight
 gradients by the Triton kernel, by cuBLAS per expert under the default backend and under
-cuBLASLt; each checked against fp32 torch.mm after one accumulate into a known start, then
-timed with triton.testing.do_bench (median ms), two passes, accumulate and overwrite; the CUDA
-kernels one call of each runs (torch.profiler) are recorded by name. One JSON object to stdout.
+cuBLASLt, and with the operands swapped into each region's transposed view
+(``cublas_swapped``: the order TE's general_gemm uses); each checked against fp32 torch.mm
+after one accumulate into a known start, then timed with triton.testing.do_bench (median
+ms), two passes, accumulate and overwrite; the CUDA kernels one call of each runs
+(torch.profiler) are recorded by name. One JSON object to stdout.
 
     python scripts/gpu/wgrad_blas_backend_probe.py [--shapes mixtral]
 """
@@ -65,6 +67,20 @@ def measure_gemm(label: str, dy, x, sizes, splits) -> dict:
 
         return way
 
+    def swapped(acc):
+        """region^T (+)= x_g^T @ dy_g into the transposed view of each region: the same
+        product with the operands in the other order, as TE's general_gemm orders them for
+        the weight gradient (cuBLAS may pick another kernel for it)."""
+        start_row = 0
+        for region, rows in zip(regions, sizes):
+            dy_g, x_g = dy[start_row : start_row + rows], x[start_row : start_row + rows]
+            start_row += rows
+            out = region.t()
+            if acc:
+                torch.addmm(out, x_g.t(), dy_g, out_dtype=torch.float32, out=out)
+            else:
+                torch.mm(x_g.t(), dy_g, out_dtype=torch.float32, out=out)
+
     ways = {
         "triton": lambda acc: grouped_ops.grouped_wgrad(
             dy, x, splits, list(enumerate(regions)), accumulate=acc
@@ -72,6 +88,7 @@ def measure_gemm(label: str, dy, x, sizes, splits) -> dict:
         "cublas_default": cublas_under(None),
         "cublas_cublaslt": cublas_under("cublaslt"),
         "cublas_cublas": cublas_under("cublas"),
+        "cublas_swapped": swapped,
     }
     doc: dict = {"gemm": label, "n": n, "k": k}
     for name, way in ways.items():
