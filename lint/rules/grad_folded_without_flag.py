@@ -26,9 +26,9 @@ RULE = Rule(
     ),
     flags=(
         "`P.main_grad.add_(P.grad...)` / `P.main_grad += P.grad...` (main_grad also through "
-        "`getattr` or a local bound to it) in a function that, like every function it is "
-        "nested in, never spells `grad_added_to_main_grad` and that the file never calls by "
-        "name, in a file that sets the flag elsewhere"
+        "`getattr`, `.data` or a local bound to it; the gradient also handed through a call) "
+        "in a function the file never calls by name, in a file that sets "
+        "`grad_added_to_main_grad` (an assignment, `setattr`) and reads it nowhere"
     ),
     explanation="""
         Issue #19, class 5 (hooks without bookkeeping: the hook's side). Megatron's DDP
@@ -43,24 +43,28 @@ RULE = Rule(
         from blind corpus 20 (Yuan2.0-M32's legacy DDP hook given Megatron-core's reset of
         the flag in `zero_grad_buffer`, its check left out).
 
-        Seen: per function, an in-place add into `P.main_grad` (`add_`, `+=`; main_grad
-        also as `getattr(P, "main_grad")` or a local whose one binding is it) of `P.grad`
-        as it is or reshaped (`.data`, `.view(-1)`, `.to(dtype)`), `P` spelled the same on
-        both sides (a name or an attribute chain), where neither the function nor any
-        function it is nested in (the factory that makes the hook) spells
-        `grad_added_to_main_grad` (read, set, or as a `getattr` string), in a file that
-        sets it elsewhere (`p.grad_added_to_main_grad = False` in a reset, `= True` in a
-        layer, `setattr`): that file keeps the protocol, so its parameters can arrive with a
-        dummy. A file that only reads the flag (a config dump) is not judged, nor a function
-        the file calls by name (a helper: its callers decide when it folds).
+        Seen: per function, an in-place add into `P.main_grad` (`add_`, `+=`; main_grad also
+        as `getattr(P, "main_grad")`, `P.main_grad.data` or a local whose one binding is it)
+        of `P.grad` as it is, reshaped (`.data`, `.view(-1)`, `.to(dtype)`) or handed
+        through a call (`to_local_if_dtensor(p.grad)`), `P` spelled the same on both sides
+        (a name or an attribute chain), in a file that sets `grad_added_to_main_grad`
+        (`p.grad_added_to_main_grad = False` in a reset, `= True` in a layer, `setattr`) and
+        reads it nowhere: the file keeps the protocol, so its parameters can arrive with a
+        dummy, and no code of it asks which did. A file that reads the flag anywhere (the
+        hook itself, a helper it calls, a registration that skips fused parameters, a
+        constant holding the name, a config dump; comments aside) is not judged: it may ask
+        where the hook does not. Nor is a function the file calls by name (a helper: its
+        callers decide when it folds).
 
         Not seen: a file that never names the flag (Megatron's legacy DDP, written before
         it, whose fused layers hand autograd `None`: nothing to add; veScale's copy of
         Megatron-core's DDP, whose layers never fuse; a hook trimmed out of its file, as
-        blind corpus 21's Megatron-core hook without the flag check was); the flag asked by a
-        caller (a helper of the file is not judged, whether its callers ask or not; one
-        called from another file is judged alone and may be reported wrongly); the gradient
-        through a local (`g = p.grad; p.main_grad.add_(g)`) or into another buffer (a slice of a
+        blind corpus 21's Megatron-core hook without the flag check was); a file that reads
+        the flag somewhere else than the hook (a hook that does not ask, beside a reader
+        elsewhere, is taken to be covered); a helper of the file, whether its callers ask or
+        not (one called from another file is judged alone and may be reported wrongly); the
+        gradient through a local (`g = p.grad; p.main_grad.add_(g)`), main_grad through
+        `get_main_grad()` or a local bound twice, or into another buffer (a slice of a
         contiguous buffer, `torch.add(..., out=)`); whether any layer of the run fuses the
         wgrad at all.
     """,

@@ -26,11 +26,13 @@ RULE = Rule(
     ),
     flags=(
         "after `get_model(...)` / `X.provide_distributed_model(...)` handed a DDP "
-        "configuration or switch (an argument or keyword spelling `ddp`), on a path from it "
-        "in the same function: `S.gradient_accumulation_fusion = ...` / "
-        "`S.fuse_wgrad_accumulation = ...` on the object the model was built from (`X`, or "
-        "the builder's first argument), or a call named for an adapter transform (`peft`, "
-        "`lora`, `adapter`) handed the builder's result"
+        "configuration or switch (an argument or keyword spelling `ddp`, not "
+        "`wrap_with_ddp=False`), on a path from it in the same function and reaching no "
+        "build again: `S.gradient_accumulation_fusion = ...` / `S.fuse_wgrad_accumulation = "
+        "...` on the object the model was built from (`X`, or the builder's first argument), "
+        "or the model rebound to a call named for an adapter transform (`model = "
+        "peft(model)`), or such a call as a statement named for changing it in place "
+        "(`apply_lora(model)`)"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209's shape: main_grad not made available to
