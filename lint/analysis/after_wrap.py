@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from .. import triggers
-from . import paths, patterns
+from . import paths, patterns, provenance
 from .module import Unit
 
 # The builders whose calls make a file worth analysing (triggers.py), by name.
@@ -48,7 +48,7 @@ def late_changes(unit: Unit) -> list[LateChange]:
     builds = []  # (node, call, bound names, the object built from)
     for root, node in unit.expression_roots():
         for call in _wrapping_calls(root):
-            bound = _bound_names(root) if type(root) is cst.Assign else set()
+            bound = provenance.bound_names(root) if type(root) is cst.Assign else set()
             builds.append((node, call, bound, _built_from(call, code)))
     if not builds:
         return []
@@ -96,15 +96,6 @@ def _switched_off(arg: cst.Arg) -> bool:
     )
 
 
-def _bound_names(assign: cst.Assign) -> set[str]:
-    return {
-        n.value
-        for target in assign.targets
-        for n in patterns.walk(target.target)
-        if type(n) is cst.Name
-    }
-
-
 def _built_from(call: cst.Call, code) -> str | None:
     """The object the model is built from: the builder's receiver (``provider`` of
     ``provider.provide_distributed_model(...)``), else its first positional argument."""
@@ -126,7 +117,7 @@ def _change(root, bound: set[str], source: str | None, code) -> str | None:
                 return "fusion"
     # ``model = peft(model)``: the model rebound to what the transform hands back
     if type(root) is cst.Assign and type(root.value) is cst.Call:
-        rebound = _bound_names(root) & bound
+        rebound = provenance.bound_names(root) & bound
         if rebound and _adapter_call(root.value, rebound):
             return "adapters"
     # ``apply_lora(model)`` as a statement: a transform in place, named for attaching

@@ -74,21 +74,12 @@ def asks_in(node, unit: Unit) -> bool:
     if any(word in text for word in TEST_ASKING_WORDS):
         return True
     for name in patterns.read_names(test):
-        value = bound_value(name.value, unit)
+        value = unit.single_value(name.value)
         if value is not None and any(
             word in unit.context.code(value).lower() for word in TEST_ASKING_WORDS
         ):
             return True
     return False
-
-
-def bound_value(name: str, unit: Unit):
-    """The value of ``name``'s only binding in the function, when that is a plain
-    assignment (None for a parameter, a loop variable or several bindings)."""
-    bindings = [d for d in unit.graph.defs if d.name == name]
-    if len(bindings) != 1 or bindings[0].kind != "assign":
-        return None
-    return bindings[0].value
 
 
 # The words of a test whose true side is the overwriting one (Megatron-FSDP's parameter,
@@ -106,7 +97,7 @@ def accumulating_arm(test_owner, arm: str, unit: Unit) -> bool:
     while True:
         if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             test, negated = test.expression, not negated
-        elif type(test) is cst.Name and (value := bound_value(test.value, unit)) is not None:
+        elif type(test) is cst.Name and (value := unit.single_value(test.value)) is not None:
             test = value  # ``accumulate = not w.overwrite_main_grad``: its test, read through
         else:
             break

@@ -40,12 +40,7 @@ def _key(expr: cst.BaseExpression) -> str | None:
 
 def _single_binding(unit: Unit, expr: cst.BaseExpression) -> cst.BaseExpression | None:
     """The value of a local bound exactly once in the function, by a plain assignment."""
-    if type(expr) is not cst.Name:
-        return None
-    defs = [d for d in unit.graph.defs if d.name == expr.value]
-    if len(defs) != 1 or defs[0].kind != "assign" or defs[0].value is None:
-        return None
-    return defs[0].value
+    return unit.single_value(expr.value) if type(expr) is cst.Name else None
 
 
 def _assume(unit: Unit, expr, value: bool, known: dict[str, bool], depth: int) -> None:

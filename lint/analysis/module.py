@@ -163,6 +163,14 @@ class Unit:
                 elif not is_compound(kind):
                     yield stmt, node
 
+    def single_value(self, name: str) -> cst.BaseExpression | None:
+        """The value of a local bound exactly once in the function, by a plain assignment
+        (None for a parameter, a loop variable, several bindings or none)."""
+        defs = [d for d in self.graph.defs if d.name == name]
+        if len(defs) != 1 or defs[0].kind != "assign":
+            return None
+        return defs[0].value
+
     @cached_property
     def returned_names(self) -> frozenset[str]:
         """Locals whose value can end up in what this function returns: names in ``return``

@@ -82,8 +82,7 @@ def fetching_arguments(root: cst.CSTNode) -> list[cst.Name]:
     callee = patterns.callee_name(root.value) or ""
     if callee in TENSOR_FACTORIES or callee.endswith("_like"):
         return []
-    targets = [n for t in root.targets for n in patterns.walk(t.target) if type(n) is cst.Name]
-    if not any(patterns.MAIN_GRAD in n.value for n in targets):
+    if not any(patterns.MAIN_GRAD in name for name in provenance.bound_names(root)):
         return []
     handed = [a.value for a in root.value.args if type(a.value) is cst.Name]
     if any(n.value.startswith(provenance.ORIGIN_PREFIXES) for n in handed):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import asking, kept_grads, patterns
+from . import kept_grads, patterns
 from .module import Unit
 
 
@@ -40,14 +40,6 @@ from .module import Unit
 class Fold:
     site: cst.CSTNode  # the statement that adds ``P.grad`` into ``P.main_grad``
     owner: str  # P, as written
-
-
-# The file sets the flag (``p.grad_added_to_main_grad = False`` in a reset, ``= True`` in a
-# layer): it keeps the protocol. Every other spelling of it is a read: a test, a
-# ``getattr`` / ``hasattr`` / ``setattr`` string, a constant holding the name. A file that
-# reads it anywhere may ask it where the hook does not (a registration that skips fused
-# parameters, a helper the hook calls, a config dump): only a file that sets the flag and
-# reads it nowhere is judged.
 
 
 def unflagged_folds(unit: Unit) -> list[Fold]:
@@ -63,7 +55,7 @@ def unflagged_folds(unit: Unit) -> list[Fold]:
     for root, node in unit.expression_roots():
         for target, source in _adds(root):
             if type(target) is cst.Name:  # ``mg = p.main_grad`` then ``mg.add_(p.grad)``
-                target = asking.bound_value(target.value, unit) or target
+                target = unit.single_value(target.value) or target
             owner = _main_grad_owner(target)
             if type(source) is cst.Call and source.args and type(source.func) is cst.Name:
                 source = source.args[0].value  # ``to_local_if_dtensor(p.grad)``
@@ -77,8 +69,11 @@ def unflagged_folds(unit: Unit) -> list[Fold]:
 
 def _sets_never_reads(context) -> bool:
     """For ``context.shared`` (asked only once a fold is found): every spelling of
-    ``grad_added_to_main_grad`` in the file's code (not its comments) is the target of an
-    assignment, and there is at least one."""
+    ``grad_added_to_main_grad`` in the file's code (not its comments) sets it (an
+    assignment's target, ``setattr``'s name), and there is at least one. A file that sets the
+    flag keeps the protocol; any other spelling (a test, a ``getattr`` / ``hasattr`` string, a
+    constant holding the name) is a read, and a file that reads it anywhere may ask it where
+    the hook does not."""
     targets: set[int] = set()
     spelled = 0
     for unit in context.units:  # each scope's own statements (a walk enters no scope)
@@ -124,16 +119,9 @@ def _adds(root) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
 
 
 def _main_grad_owner(expr) -> cst.BaseExpression | None:
-    """P for ``P.main_grad`` or ``getattr(P, "main_grad")`` (P a name or an attribute chain
-    of names)."""
+    """P for ``P.main_grad``, ``P.main_grad.data`` or ``getattr(P, "main_grad")`` (P a name
+    or an attribute chain of names)."""
     if type(expr) is cst.Attribute and expr.attr.value == "data":
         expr = expr.value  # ``p.main_grad.data.add_(...)``
-    if type(expr) is cst.Attribute and expr.attr.value == patterns.MAIN_GRAD:
-        owner = expr.value
-    elif patterns.callee_name(expr) == "getattr" and len(args := expr.args) >= 2:
-        if patterns.string_value(args[1].value) != patterns.MAIN_GRAD:
-            return None
-        owner = args[0].value
-    else:
-        return None
-    return owner if kept_grads.plain(owner) else None
+    owner = patterns.main_grad_owner(expr)
+    return owner if owner is not None and kept_grads.plain(owner) else None
