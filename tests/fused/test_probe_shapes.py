@@ -21,6 +21,7 @@ PROBES = [
     "backward_dw_timeline.py",
     "wgrad_gluon_probe.py",
     "wgrad_blas_backend_probe.py",
+    "wgrad_alternated_vs_te.py",
 ]
 
 
@@ -54,3 +55,14 @@ def test_shared_operands_are_the_ones_a_probe_drew(monkeypatch):
     for got, expected in zip((ops.x, ops.dh, ops.act, ops.dy), drawn):
         assert torch.equal(got, expected)
     assert ops.splits.tolist() == sizes and ops.rows == sum(sizes)
+
+
+def test_alternated_probe_refuses_a_round_count_out_of_range():
+    done = subprocess.run(
+        [sys.executable, str(GPU_SCRIPTS / "wgrad_alternated_vs_te.py"), "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "argument --rounds: invalid choice: 1" in done.stderr.strip().splitlines()[-1]
