@@ -18,6 +18,24 @@ NOT_A_FIRING = ("register", "remove", "make", "setup", "create")
 CALLBACK_WORDS = ("grad", "reduce", "accum")
 
 
+# Words of a function's name that say it computes weight gradients (a producer: ``backward``,
+# ``compute_wgrad``, ``backward_dw``); consumers (grad buffers, optimizers) are named
+# otherwise.
+PRODUCER_WORDS = ("backward", "wgrad", "grad_weight", "weight_grad", "_dw")
+# ``bwd`` counts as a whole ``_``-separated part without ``fwd`` beside it: ``fp8_mlp_bwd``
+# computes gradients, ``step_after_fwd_bwd`` runs a training step.
+BWD_PART, FWD_PART = "bwd", "fwd"
+
+
+def names_producer(name: str) -> bool:
+    """A function named for computing weight gradients."""
+    lowered = name.lower()
+    if any(word in lowered for word in PRODUCER_WORDS):
+        return True
+    parts = lowered.split("_")
+    return BWD_PART in parts and FWD_PART not in parts
+
+
 def says_deferred_wgrad(word: str) -> bool:
     """A store or graph name that says it holds deferred weight-gradient work."""
     lowered = word.lower()

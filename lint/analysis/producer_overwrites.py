@@ -34,9 +34,8 @@ if TYPE_CHECKING:
 
 CODE = "GMLP016"  # the rule whose findings these are (its page documents them)
 # The producer side: a write counts only in a function (or one it is nested in) whose name
-# says it computes the weight gradient. Consumers (grad buffers, optimizers, examples that
-# consolidate .grad) copy into main_grad on purpose, once per step.
-PRODUCER_WORDS = ("backward", "wgrad", "grad_weight", "weight_grad", "_dw")
+# says it computes the weight gradient (wgrad_words.names_producer). Consumers (grad buffers,
+# optimizers, examples that consolidate .grad) copy into main_grad on purpose, once per step.
 
 MESSAGE = (
     "this replaces `{target}`'s contents ({how}) in code that never asks overwrite_main_grad "
@@ -190,7 +189,7 @@ def _in_producer(unit: Unit) -> bool:
     marks ``grad_added_to_main_grad`` (it delivers a weight gradient, whatever its name)."""
     current: Unit | None = unit
     while current is not None:
-        if any(word in current.name.lower() for word in PRODUCER_WORDS):
+        if wgrad_words.names_producer(current.name):
             return True
         if current.survey.spells_grad_added and isinstance(current.owner, cst.FunctionDef):
             return True
@@ -351,7 +350,12 @@ def _check_slice_assignment(stmt, buffers: tensor_writes.Buffers, out: Collector
 
 def _computed(value, buffers: tensor_writes.Buffers, depth: int = 3) -> bool:
     """A product computed here (``@``, a GEMM call), directly or through locals every
-    reaching binding of which is one (``depth`` bindings deep)."""
+    reaching binding of which is one (``depth`` bindings deep). A GEMM given main_grad as
+    its ``out`` returns that buffer (``wgrad, _ = gemm(..., out=weight.main_grad if fuse
+    else None)``, then ``weight.main_grad = wgrad``: Transformer Engine's Paddle linear):
+    binding main_grad to it keeps the buffer."""
+    if _writes_main_grad_out(value):
+        return False
     if wgrad.has_product(value):
         return True
     if type(value) is cst.Name and depth > 0:
@@ -359,4 +363,16 @@ def _computed(value, buffers: tensor_writes.Buffers, depth: int = 3) -> bool:
         return bool(defs) and all(
             d.value is not None and _computed(d.value, buffers, depth - 1) for d in defs
         )
+    return False
+
+
+def _writes_main_grad_out(value) -> bool:
+    """Some call in ``value`` is handed ``out=`` an expression that spells main_grad."""
+    for sub in patterns.walk(value):
+        if type(sub) is cst.Call:
+            out = patterns.keyword_arg(sub, "out")
+            if out is not None and any(
+                patterns.is_attr(n, patterns.MAIN_GRAD) for n in patterns.walk(out)
+            ):
+                return True
     return False

@@ -1,26 +1,30 @@
-"""A ``backward_dw`` that returns before its work when a feature switch is off (issue #19,
-class 6).
+"""A ``backward_dw`` that returns before its work on a feature switch (issue #19, class 6).
 
 ``backward_dw`` is called by the schedule once per step for every layer that deferred its
 weight gradient. An exit at its top is right when it says there is nothing deferred (``if
 not self.delay_wgrad_compute: return``, ``if not self.need_backward_dw(): return``, ``if
 self.wgrad_store.context.empty(): return``), nothing to compute here (``if self.fc is
 None``, ``if not self.local_experts``, ``if not self.post_process``, the caller asked for
-nothing: ``if not (routed_experts or shared_experts)``) or that another path does it (``if
-self.shared_expert_overlap: return``: the overlap computes it elsewhere; an arm that replays
-a graph before returning). An exit when a feature is *off* (``if not
+nothing: ``if not (routed_experts or shared_experts)``; an arm that replays a graph before
+returning is not a bare exit). An exit on a feature switch, off (``if not
 self.config.moe_shared_expert_overlap: return`` in front of ``super().backward_dw()``, blind
-corpus 21) leaves every deferred weight gradient of the layer uncomputed in the plain
-configuration: the layer's wgrad never reaches main_grad.
+corpus 21) or on, in front of the class's own inherited work (``if
+self.config.moe_shared_expert_overlap: return`` before ``super().backward_dw()``, blind
+corpus 22, where the overlap should only move the work to a side stream; before a member's
+``self.shared_experts.backward_dw()`` it may say another path computes it, as Megatron's
+MoE layer does), leaves every deferred weight gradient of the layer uncomputed in one
+configuration: its wgrad never reaches main_grad.
 
 Per method named ``backward_dw`` of a class: its top-level statements in order, up to the
 first one that calls a piece (a call whose name ends in ``_dw`` or contains ``backward``:
 ``super().backward_dw()``, ``self.fc1.backward_dw()``, ``self._backward_qkv_proj()``); an
 ``if`` among them without ``else`` whose body is a bare ``return`` (or ``return None``,
-after logging calls at most) and whose test is a negation (``not X``, ``X is False``, ``X ==
-False``) of something that is not about the deferred work. About the deferred work, or about
-whether there is any: a name or attribute (or string, or call name) with a token starting
-with one of ``DEFERRED_WORDS`` or spelling one of ``DEFERRED_PHRASES``, also through what
+after logging calls at most) and whose test is a switch (a name or attribute: only before a
+first piece that is the class's own ``super()`` / ``Base.backward_dw(self)``), or a negation
+of something (``not X``, ``X is False``, ``X == False``), that is not about the deferred
+work. About the deferred work, or about whether there is any: a name or attribute (or
+string, or call name) with a token starting with one of ``DEFERRED_WORDS`` or spelling one
+of ``DEFERRED_PHRASES``, also through what
 the class assigns to a ``self`` attribute the test reads (``self.enabled =
 cfg.delay_wgrad_compute``) or the function to a local (``is_replay = ... cuda_graphs``); a
 ``self`` attribute the class fills with layers (``ModuleList``, ``build_module``, a
@@ -49,6 +53,7 @@ PIECE = "backward_dw"
 DEFERRED_WORDS = (
     "delay", "wgrad", "dw", "store", "defer", "graph", "pending", "queue", "empty", "need",
     "skip", "train", "freeze", "frozen", "process", "stage", "pipeline", "num", "count",
+    "disable", "enable",  # the layer (an adapter) switched off ran nothing, deferred nothing
 )  # fmt: skip
 DEFERRED_PHRASES = ("requires_grad", "backward_dw")
 # What a class fills an attribute with when it holds layers (``if not self.experts``: none).
@@ -84,16 +89,41 @@ def _early_exits(unit: Unit, attributes) -> Iterator[cst.BaseExpression]:
             # whether what the work uses is there (``if not self.experts: return``, then
             # ``for expert in self.experts: expert.backward_dw()``)
             used = _self_chains(unit.body[index:])
-            yield from (exit_ for exit_, chains in exits if not chains & used)
+            own = _runs_own_work(stmt)
+            yield from (
+                exit_
+                for exit_, chains, positive in exits
+                if not chains & used and (own or not positive)
+            )
             return
         if type(stmt) is not cst.If or stmt.orelse is not None:
             continue
         exit_ = _bare_return(stmt.body.body)
         negated = _negated(stmt.test)
-        if exit_ is None or negated is None:
+        switch = negated or _switch(stmt.test)
+        if exit_ is None or switch is None:
             continue
-        if not _about_deferred_work(negated, unit, attributes, parameters):
-            exits.append((exit_, _self_chains([negated])))
+        if not _about_deferred_work(switch, unit, attributes, parameters):
+            exits.append((exit_, _self_chains([switch]), negated is None))
+
+
+def _runs_own_work(stmt) -> bool:
+    """The first piece is the class's own inherited work (``super().backward_dw()``,
+    ``Base.backward_dw(self)``), not a member's: a container may leave a member's flush to
+    the path a feature takes (``if self.shared_expert_overlap: return`` before
+    ``self.shared_experts.backward_dw()``, Megatron's MoE layer), the layer itself may not."""
+    for sub in patterns.walk(stmt):
+        if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute:
+            continue
+        if sub.func.attr.value != PIECE:
+            continue
+        receiver = sub.func.value
+        if type(receiver) is cst.Call and patterns.callee_name(receiver) == "super":
+            return True
+        args = patterns.positional_args(sub)
+        if args and type(args[0].value) is cst.Name and args[0].value.value == "self":
+            return True
+    return False
 
 
 def _self_chains(nodes) -> set[str]:
@@ -103,6 +133,15 @@ def _self_chains(nodes) -> set[str]:
     for node in nodes:
         found.update(sub.attr.value for sub in patterns.walk(node) if is_self_attr(sub))
     return found
+
+
+def _switch(test) -> cst.BaseExpression | None:
+    """X for a test that is a switch read as it stands (``self.config.overlap``, ``flag``):
+    leaving when a feature is on, before the class's own inherited work, skips it as surely
+    as leaving when it is off (blind corpus 22: ``if self.config.moe_shared_expert_overlap:
+    return`` before ``super().backward_dw()``, where the overlap should only move the work to
+    a side stream)."""
+    return test if type(test) in (cst.Name, cst.Attribute) else None
 
 
 def _negated(test) -> cst.BaseExpression | None:

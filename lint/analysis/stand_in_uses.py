@@ -37,11 +37,33 @@ def candidates(unit: Unit):
             elif marks and type(sub) is cst.Call and (model := stand_ins.shape_source(sub)):
                 # the dummy handed back in the marked Parameter's place
                 yield model, node, root, "the dummy gradient is shaped like", "dummy"
+            elif (fired := _hook_fired_on(sub)) is not None:
+                # the hook that hands the Parameter's gradient on (Paddle's
+                # ``w._apply_backward_hook()``) fired through a copy never reaches the Parameter
+                yield fired, node, root, "the weight's gradient hook is fired through", "hook"
             elif store_calls.puts(sub):
                 # the W pass delivers the gradient to the weight it was handed
                 what = "the deferred weight-gradient work is handed"
                 for weight in _store_weights(sub):
                     yield weight, node, root, what, "store"
+
+
+def _hook_fired_on(node) -> cst.BaseExpression | None:
+    """``X`` for ``X.<m>()`` where ``m`` ends in ``hook`` and is no registration, removal or
+    query (``_apply_backward_hook``, ``_grad_accum_hook``)."""
+    if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
+        return None
+    method = node.func.attr.value.lower()
+    if not method.endswith("hook") or method.lstrip("_").startswith(HOOK_BOOKKEEPING):
+        return None
+    return node.func.value
+
+
+# Methods named for a hook that do not fire it.
+HOOK_BOOKKEEPING = (
+    "register", "unregister", "remove", "clear", "add", "set", "get", "has", "is", "make",
+    "create",
+)  # fmt: skip
 
 
 def _store_weights(call: cst.Call) -> list[cst.Name]:

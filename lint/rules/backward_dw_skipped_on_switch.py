@@ -20,16 +20,19 @@ RULE = Rule(
     classes=(6,),
     name="backward-dw-skipped-on-switch",
     summary=(
-        "A `backward_dw` returns before computing anything when a feature switch that says "
-        "nothing about the deferred weight gradient is off: in that configuration the "
+        "A `backward_dw` returns before computing anything on a feature switch (off or on) "
+        "that says nothing about the deferred weight gradient: in that configuration the "
         "layer's deferred wgrad is never computed."
     ),
     flags=(
-        "`if not S: return` (or `S is False` / `S == False`; a bare `return` the whole body, "
+        "`if not S: return` / `if S: return` (or `S is False` / `S == False`; the positive "
+        "form with `S` a name or attribute, before a first piece that is the class's own "
+        "`super().backward_dw()` / `Base.backward_dw(self)`; a bare `return` the whole body, "
         "no `else`) among the top-level statements of a method `backward_dw` before its "
         "first call of a piece (a name ending in `_dw` or containing `backward`), where `S` "
         "is about neither the deferred work (delay mode, wgrad store or queue, graph, "
-        "`need_backward_dw`, requires-grad, training, pipeline stage, counts) nor whether "
+        "`need_backward_dw`, requires-grad, training, pipeline stage, counts, an adapter "
+        "enabled) nor whether "
         "there is any (layers the class holds, the method's own parameters, `is None`, "
         "`hasattr`, `len`); reported at the `return`"
     ),
@@ -40,23 +43,31 @@ RULE = Rule(
         self.delay_wgrad_compute: return`, Transformer Engine's `if not
         self.need_backward_dw(): return`, an empty wgrad store), that there is nothing to
         compute here (`if self.shared_experts is None`, `if not self.local_experts`, a
-        pipeline stage without the layer, the caller asking for nothing) or that another
-        path computes it (`if self.shared_expert_overlap: return`: the overlap does it; an
-        arm that replays a CUDA graph and returns). An exit when a feature is *off*, in
-        front of the work (`if not self.config.moe_shared_expert_overlap: return` before
-        `super().backward_dw()`, a shared-expert MLP that meant to pick a stream, blind
-        corpus 21), skips the layer's weight gradients in the plain configuration: they
-        never reach main_grad, and the loss still falls on the other layers.
+        pipeline stage without the layer, the caller asking for nothing; an arm that
+        replays a CUDA graph and returns is no bare exit). An exit on a feature switch, in
+        front of the work, off (`if not self.config.moe_shared_expert_overlap: return`
+        before `super().backward_dw()`, a shared-expert MLP that meant to pick a stream,
+        blind corpus 21) or on, in front of the class's own inherited work (`if
+        self.config.moe_shared_expert_overlap: return` before `super().backward_dw()`, where
+        the overlap should only move the work to a side stream, blind corpus 22), skips the
+        layer's weight gradients in one configuration: they never reach main_grad, and the
+        loss still falls on the other layers. In front of a member's flush (`if
+        self.shared_expert_overlap: return` before `self.shared_experts.backward_dw()`) a
+        switch that is on may say another path computes it, as Megatron's MoE layer does:
+        left alone.
 
         Seen: methods named `backward_dw` of a class; their top-level statements in order up
         to the first one that calls a piece (a call whose name ends in `_dw` or contains
         `backward`: `super().backward_dw()`, `self._backward_qkv_proj()`); an `if` without
         `else` among them whose whole body is `return` (or `return None`, after logging
-        calls at most) and whose test negates a switch (`not S`, `S is False`, `S == False`)
-        that is about neither the deferred work nor whether there is any. Those are: a name,
+        calls at most) and whose test is a switch (a name or attribute: `S`) or negates one
+        (`not S`, `S is False`, `S == False`) that is about neither the deferred work nor
+        whether there is any. Those are: a name,
         attribute, string or call name with a token starting with `delay`, `wgrad`, `dw`,
         `store`, `defer`, `graph`, `pending`, `queue`, `empty`, `need`, `skip`, `train`,
-        `freeze` / `frozen`, `process`, `stage`, `pipeline`, `num`, `count`, or spelling
+        `freeze` / `frozen`, `process`, `stage`, `pipeline`, `num`, `count`, `disable` /
+        `enable` (an adapter switched off ran nothing: `if self.disable_adapters: return`), or
+        spelling
         `requires_grad`, `backward_dw`; the same in a value the class assigns to a `self`
         attribute the test reads (`self.enabled = cfg.delay_wgrad_compute`) or the function
         to a local it reads; a `self` attribute the class fills with layers (`ModuleList`,
@@ -68,7 +79,7 @@ RULE = Rule(
         which judges its `backward_dw` against the base's.
 
         Not seen: an exit further down (after some pieces ran: the rest skipped), an exit on
-        a positive switch (`if S: return`: taken for "another path computes it"), one inside
+        a call or a combination (`if self.overlapped(): return`, `if a and b: return`), one inside
         a `with` block or with the work in its `else`, exits in a helper the method calls, a
         `backward_dw` whose work is neither a `*_dw` nor a `*backward*` call (a store popped
         inline), a switch hidden behind `is None` (`if self.stream is None: return` where
@@ -139,6 +150,16 @@ RULE = Rule(
                         return None
                     self.mixer.backward_dw()
                     self.norm_dw()
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            class SharedExpertMLP(MLP):
+                def backward_dw(self):
+                    if self.config.moe_shared_expert_overlap:
+                        return
+                    super(SharedExpertMLP, self).backward_dw()
             """,
             line=4,
         ),

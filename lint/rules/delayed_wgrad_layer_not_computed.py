@@ -18,6 +18,7 @@ late_layers = LazyModule("..analysis.late_layers", __package__)
 outside = LazyModule("..analysis.outside_registrations", __package__)
 registration_facts = LazyModule("..registration_facts", __package__)
 stand_ins = LazyModule("..analysis.stand_ins_skipped", __package__)
+siblings = LazyModule("..analysis.unflushed_siblings", __package__)
 
 CODE = "GMLP014"
 RULE = Rule(
@@ -43,7 +44,12 @@ RULE = Rule(
         "reaches, delayed wgrad switched on for a class with layers and no `backward_dw`, an "
         "instance's `backward_dw` replaced by a function that never calls the original; a "
         "layer whose `backward_dw()` the class's own `backward_dw` calls only under a test "
-        "not about the delay (`if self.cfg.recompute: return` before it)"
+        "not about the delay (`if self.cfg.recompute: return` before it); a layer built "
+        "elsewhere (a base of another package) that the class runs (`self.linear_fc1(x)`) "
+        "outside `torch.no_grad()` while its own `backward_dw` flushes a sibling "
+        "(`self.linear_fc2.backward_dw()`: the same name but for digits), never reaches "
+        "it, and calls no base version, no undefined `self` helper and no `getattr(self, "
+        "...)` (reported at the method's last statement)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). With `delay_wgrad_compute`, a
@@ -133,6 +139,21 @@ RULE = Rule(
         class or a base of the file) runs a layer `__init__` builds in the same block as
         the one never reached (`linear_q_down_proj` and `linear_q_up_proj` under one
         `else:`, only the second run: blind corpus 10's MLA variant).
+
+        Layers this file never builds are judged by what the class does with them: a
+        class whose own `backward_dw` (no `super()` call) flushes `self.linear_fc2` and
+        that runs `self.linear_fc1(...)` in another method, never mentioned on the way from
+        `backward_dw`, leaves fc1's deferred gradient uncomputed (blind corpus 22: a test
+        subclass of Megatron-core's `TEGroupedMLP` whose `backward_dw` kept only fc2's
+        flush). Siblings are told by name: equal but for digits (`linear_fc1` /
+        `linear_fc2`, `w1` / `w2`); the finding is on the last statement of `backward_dw`,
+        where the missing call goes. Left alone: a `backward_dw` that may reach more than
+        it shows (`super()`, `MLP.backward_dw(self)`, a `self` helper the class does not
+        define such as a base's `_backward_qkv_proj`, `getattr(self, name)`), a layer run
+        only under `torch.no_grad()` (frozen, it defers nothing). Not seen: siblings named
+        otherwise (`up_proj` / `down_proj`), a layer run as `self.x.forward(...)` or
+        through a helper; two digit-named members that are not a pair (`stage1` /
+        `stage2` of different kinds) are taken as one.
 
         Not seen: bases defined in other files (they may define `backward_dw` or reach the
         layer: such classes are not reported here, nor is a `backward_dw` that calls
@@ -262,6 +283,31 @@ RULE = Rule(
                     self.linear_q.backward_dw()
             """
         ),
+        Example(
+            """
+            class TEGroupedMLPForTest(TEGroupedMLP):
+                def _forward(self, x, tokens_per_expert):
+                    h, _ = self.linear_fc1(x, tokens_per_expert)
+                    out, _ = self.linear_fc2(self.activation_func(h), tokens_per_expert)
+                    return self._apply_bias(out)
+
+                def backward_dw(self):
+                    self.linear_fc2.backward_dw()
+                    self._flush_fc1()
+
+                def _flush_fc1(self):
+                    self.linear_fc1.backward_dw()
+
+
+            class SharedExpertMLP(MLP):
+                def forward(self, x):
+                    return self.linear_fc2(self.linear_fc1(x))
+
+                def backward_dw(self):
+                    self.linear_fc2.backward_dw()
+                    super().backward_dw()
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -323,6 +369,21 @@ RULE = Rule(
             """,
             line=1,
         ),
+        Example(
+            """
+            class TEGroupedMLPForTest(TEGroupedMLP):
+                def _forward(self, x, tokens_per_expert):
+                    h, _ = self.linear_fc1(x, tokens_per_expert)
+                    out, _ = self.linear_fc2(self.activation_func(h), tokens_per_expert)
+                    return out
+
+                def backward_dw(self):
+                    nvtx_range_push(suffix="linear_fc2_dw")
+                    self.linear_fc2.backward_dw()
+                    nvtx_range_pop(suffix="linear_fc2_dw")
+            """,
+            line=10,
+        ),
     ),
     # Registrations from outside a class need the summaries of the run's other classes.
     reads_subclasses=True,
@@ -362,6 +423,11 @@ SKIPPED = (
     "backward_dw() only on the fused ops that stand for other layers, not on the one built "
     "from `self.{attr}`: its delayed weight gradient is never computed"
 )
+SIBLING = (
+    "`{owner}.backward_dw` flushes `self.{other}` but never reaches `self.{attr}`, which "
+    "`{owner}` runs as a layer beside it: with delayed wgrad its weight gradient is never "
+    "computed"
+)
 NONE = (
     "`{name}` takes delay_wgrad_compute and builds weight layers ({attrs}) but has no "
     "backward_dw: with delayed wgrad their weight gradients are never computed"
@@ -396,6 +462,12 @@ def check(context: ModuleContext, out: Collector) -> None:
         # The fused path's stand-ins need no layer of __init__: the ops are built elsewhere.
         for attr, firing in stand_ins.skipped(model):
             out.report(CODE, firing, SKIPPED.format(attr=attr, owner=model.name))
+        if backward_dw is not None:
+            reached = index.reached_attributes(model, classes.BACKWARD_DW)
+            for attr, flushed, last in siblings.unflushed_siblings(model.node, reached):
+                if attr not in model.layers:  # a layer built here: the check below judges it
+                    message = SIBLING.format(owner=model.name, attr=attr, other=flushed)
+                    out.report(CODE, last, message)
         if not model.layers and not late:
             continue
         if backward_dw is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import wgrad_words
 from ..lazy import LazyModule
 from ..registry import Example, Rule
 
@@ -16,8 +17,8 @@ patterns = LazyModule("..analysis.patterns", __package__)
 
 CODE = "GMLP035"
 # Functions that compute weight gradients outside autograd's own accumulation: delayed wgrad
-# (``backward_dw``, wgrad closures and stores) and producers named for it.
-PRODUCER_WORDS = ("_dw", "wgrad", "grad_weight", "weight_grad", "backward")
+# (``backward_dw``, wgrad closures and stores) and producers named for it
+# (wgrad_words.names_producer).
 GRAD = "grad"
 WEIGHT_WORDS = ("weight", "param")
 RULE = Rule(
@@ -31,7 +32,8 @@ RULE = Rule(
     ),
     flags=(
         "`p.grad = g` (g not None, not a dummy, not main_grad) in a function named "
-        "`*_dw` / `*wgrad*` / `*grad_weight*` / `*weight_grad*` / `*backward*` (or one "
+        "`*_dw` / `*wgrad*` / `*grad_weight*` / `*weight_grad*` / `*backward*` / a `bwd` "
+        "part without `fwd` (or one "
         "nested in it) that never reads `p.grad` (no `is None` test, no `add_`, no `+=`)"
     ),
     explanation="""
@@ -158,9 +160,7 @@ def check(context: ModuleContext, out: Collector) -> None:
 def _in_producer(unit: Unit) -> bool:
     current: Unit | None = unit
     while current is not None:
-        if isinstance(current.owner, cst.FunctionDef) and any(
-            word in current.name.lower() for word in PRODUCER_WORDS
-        ):
+        if isinstance(current.owner, cst.FunctionDef) and wgrad_words.names_producer(current.name):
             return True
         current = current.parent
     return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import wgrad_words
 from ..lazy import LazyModule
 from ..registry import Example, Rule
 
@@ -21,8 +22,6 @@ consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
 returned_outputs = LazyModule("..analysis.returned_outputs", __package__)
 
 CODE = "GMLP031"
-# Functions that produce a weight gradient (as GMLP016 judges producers).
-PRODUCER_WORDS = ("backward", "wgrad", "grad_weight", "weight_grad", "_dw")
 RULE = Rule(
     code=CODE,
     classes=(2,),
@@ -52,7 +51,7 @@ RULE = Rule(
         result on one arm of a conditional only, a `return` choosing on the same test (a
         conditional expression or a branch it sits in) is taken to choose right; and
         `P.grad = <such a value>` in a function named `*backward*`, `*wgrad*`,
-        `*grad_weight*`, `*weight_grad*`, `*_dw`, or one that marks
+        `*grad_weight*`, `*weight_grad*`, `*_dw`, a `bwd` part without `fwd`, or one that marks
         `grad_added_to_main_grad`. A returned name with other bindings too (a dummy on
         one branch, a product on another) is reported at a binding to main_grad itself
         (`g = w.main_grad`, `getattr`) from which some run reaches the `return` with no
@@ -302,7 +301,8 @@ def _made_for_return(unit: Unit, element, node):
 def _producer(unit: Unit) -> bool:
     current: Unit | None = unit
     while current is not None:
-        if any(word in current.name.lower() for word in PRODUCER_WORDS):
+        # a function that produces a weight gradient, as GMLP016 judges producers
+        if wgrad_words.names_producer(current.name):
             return True
         current = current.parent
     return unit.survey.spells_grad_added

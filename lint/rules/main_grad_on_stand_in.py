@@ -35,7 +35,9 @@ RULE = Rule(
     ),
     flags=(
         "`X.main_grad` / `getattr(X, 'main_grad')`, `X.grad_added_to_main_grad = True`, "
-        "`X.grad = ...` / `X.grad += ...`, `weakref.ref(X)`, `WeightGradStore.put(X, ...)` or, "
+        "`X.grad = ...` / `X.grad += ...`, `weakref.ref(X)`, `WeightGradStore.put(X, ...)`, "
+        "a gradient hook fired as `X.<m>_hook()` (Paddle's `_apply_backward_hook`; not a "
+        "`register_*` / `remove_*` or a query) or, "
         "where a weight is marked, a "
         "dummy shaped like X, where X is known to be a quantized or gathered copy of the "
         "weight or a holder's tensor field beside its Parameter field "
@@ -138,6 +140,14 @@ RULE = Rule(
         saved tensors (`restore_from_saved`, `ctx.saved_tensors`), inside an `if` whose test
         names offload, in a function that marks that name and binds it from no `ctx`
         attribute anywhere.
+
+        A gradient hook fired through a stand-in is the same slip (blind corpus 22,
+        PaddleNLP's FP8 MLP backward: `w1_fp8._apply_backward_hook()` where the Parameter
+        `w1` is the one whose hook hands its main_grad on). Seen: a method call `X.m()` whose
+        name ends in `hook` and does not start with `register`, `unregister`, `remove`,
+        `clear`, `add`, `set`, `get`, `has`, `is`, `make` or `create`, X judged a stand-in as
+        above. Not seen: the hook fetched by `getattr(X, "...")()`, fired on an item of a
+        list of copies or through a helper handed the copy.
 
         Not seen: copies made by helpers in other files, copies kept in dict literals or
         filled into a list or dict item by item, a helper some of whose paths return the
@@ -256,6 +266,19 @@ RULE = Rule(
                             func(x, dy, weight_origin.grad)
                         else:
                             weight_origin.grad = func(x, dy)
+            """
+        ),
+        Example(
+            """
+            def fp8_mlp_bwd(do1, x_t, w1):
+                w1_fp8, w1_scale = weight_quant(w1, True)
+                dx = fp8_gemm(do1, w1_fp8, w1_scale)
+                if hasattr(w1, "main_grad"):
+                    kitchen_fp8_gemm(x_t, do1, True, True, w1.main_grad, paddle.float32)
+                if hasattr(w1, "_apply_backward_hook"):
+                    w1._apply_backward_hook()
+                w1_fp8.register_hook(log_grad)
+                return dx
             """
         ),
     ),
@@ -394,6 +417,19 @@ RULE = Rule(
             """,
             line=9,
         ),
+        Example(
+            """
+            def fp8_mlp_bwd(do1, x_t, w1):
+                w1_fp8, w1_scale = weight_quant(w1, True)
+                dx = fp8_gemm(do1, w1_fp8, w1_scale)
+                if hasattr(w1, "main_grad"):
+                    kitchen_fp8_gemm(x_t, do1, True, True, w1.main_grad, paddle.float32)
+                if hasattr(w1_fp8, "_apply_backward_hook"):
+                    w1_fp8._apply_backward_hook()
+                return dx
+            """,
+            line=7,
+        ),
     ),
 )
 
@@ -444,6 +480,8 @@ EFFECTS = {
     "`.grad` stays empty",
     "store": "the W pass computes the gradient for it and delivers it there: it lands on a "
     "temporary and the Parameter gets none",
+    "hook": "its hooks are not the Parameter's: the Parameter's gradient is never handed on "
+    "to its reduction",
 }
 
 

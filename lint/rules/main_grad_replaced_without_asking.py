@@ -90,9 +90,13 @@ RULE = Rule(
         per-backward consumer check asks the module only for its top-level statements.
         Only producer code is judged: a
         function, or one it is nested in, named `backward*`, `*wgrad*`, `*grad_weight*`,
-        `*weight_grad*` or `*_dw`, or one that marks `grad_added_to_main_grad` (it delivers a
-        weight gradient whatever its name); grad buffers, optimizers and scripts that
-        consolidate `.grad` into main_grad once per step copy on purpose.
+        `*weight_grad*`, `*_dw` or with a `bwd` part and no `fwd` part (`fp8_mlp_bwd`, blind
+        corpus 22; not `step_after_fwd_bwd`), or one that marks `grad_added_to_main_grad`
+        (it delivers a weight gradient whatever its name); grad buffers, optimizers and
+        scripts that consolidate `.grad` into main_grad once per step copy on purpose. A
+        product whose `out=` is a main_grad returns that buffer: `weight.main_grad = wgrad`
+        after `wgrad, _ = gemm(..., out=weight.main_grad if fuse else None)` (Transformer
+        Engine's Paddle linear) keeps it.
 
         A reset then an add (blind corpus 7, MindSpeed's MXFP8 grouped `gmm_add_impl`):
         main_grad zeroed (`zero_()`, `fill_()`, `torch._foreach_zero_`) on a path to an add of

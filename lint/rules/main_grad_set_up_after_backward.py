@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 late_main_grads = LazyModule("..analysis.late_main_grads", __package__)
+patterns = LazyModule("..analysis.patterns", __package__)
+replaced = LazyModule("..analysis.replaced_after_setup", __package__)
 
 CODE = "GMLP058"
 RULE = Rule(
@@ -31,7 +33,9 @@ RULE = Rule(
         "of the function reaches before a backward of `m`'s output (`out = m(x)`; "
         "`out.backward(dy)`; reported at the set-up), "
         "or that no run reaches at all, its test repeating one that sent every run "
-        "elsewhere (reported at that test)"
+        "elsewhere (reported at that test); the set-up handed a name or `self.X` that the "
+        "function's body then binds to a new module (`self.op = Module(...)`, a value not "
+        "naming it) with no set-up on it after (reported at the set-up)"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209's shape: main_grad not made available before
@@ -54,6 +58,15 @@ RULE = Rule(
         reaches one of those backwards (reported at the test around the set-up), or no run
         passes the set-up and then one of them (reported at the set-up). A search that
         gives up (more than 20,000 states: many repeated switches) reports nothing.
+
+        A set-up on a module the function then replaces is lost the same way (blind corpus
+        22: a test harness calling `_attach_main_grads(self.op, cfg)` before `self.op =
+        TEGroupedMLPForTest(...)` rebuilt the op it measures). Seen: over the statements of
+        one function body in order, a set-up call (as above) handed a name or `self.X`
+        first, then a plain assignment binding the same target to a value that does not
+        name it (`model = model.cuda()` and `model = DDP(model)` keep the parameters), and
+        no set-up of that target after it in the body. Not seen: the two in nested blocks
+        or in different functions, a replacement through `setattr` or a container.
 
         Not seen: the set-up and the backward in different functions (a fixture, a caller, a
         helper running the forward and backward); a set-up binding `p.main_grad` inline; a
@@ -87,6 +100,22 @@ RULE = Rule(
                     init_main_grads(module)
             """
         ),
+        Example(
+            """
+            class TestTEGroupedMLP(TestMoELayer):
+                def __init__(self, tf_config, hf_config):
+                    super().__init__(tf_config=tf_config, hf_config=hf_config)
+                    _attach_main_grads(self.op, tf_config)
+                    self.op = self.op.cuda()
+                    self.op = TEGroupedMLPForTest(config=tf_config, submodules=self.submodules)
+                    _attach_main_grads(self.op, tf_config)
+
+
+            def _attach_main_grads(module, config):
+                for param in module.parameters():
+                    param.main_grad = torch.zeros_like(param, dtype=torch.float32)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -114,6 +143,21 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            class TestTEGroupedMLP(TestMoELayer):
+                def __init__(self, tf_config, hf_config):
+                    super().__init__(tf_config=tf_config, hf_config=hf_config)
+                    _attach_main_grads(self.op, tf_config)
+                    self.op = TEGroupedMLPForTest(config=tf_config, submodules=self.submodules)
+
+
+            def _attach_main_grads(module, config):
+                for param in module.parameters():
+                    param.main_grad = torch.zeros_like(param, dtype=torch.float32)
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -131,12 +175,24 @@ MESSAGES = {
         "find no main_grad"
     ),
 }
+REPLACED = (
+    "`{call}` sets up main_grad on `{target}`, which this function then binds to a new "
+    "module: the module that runs has parameters without main_grad and its fused wgrad "
+    "finds none; set it up after the last assignment"
+)
 
 
 def check(context: ModuleContext, out: Collector) -> None:
-    if "main_grad" not in context.source or ".backward(" not in context.source:
+    if "main_grad" not in context.source:
         return
     helpers = context.shared(late_main_grads.binders)
+    for unit in context.units:
+        if type(unit.owner) is cst.FunctionDef:
+            for call, target, _ in replaced.replaced_after_setup(unit, helpers):
+                name = patterns.callee_name(call)
+                out.report(CODE, call, REPLACED.format(call=name, target=target))
+    if ".backward(" not in context.source:
+        return
     for unit in context.units:
         if type(unit.owner) is not cst.FunctionDef or "backward" not in unit.survey.calls:
             continue

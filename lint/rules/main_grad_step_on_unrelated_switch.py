@@ -19,6 +19,7 @@ wgrad = LazyModule("..analysis.wgrad", __package__)
 module = LazyModule("..analysis.module", __package__)
 branches = LazyModule("..analysis.branches", __package__)
 writing_helpers = LazyModule("..analysis.writing_helpers", __package__)
+allocation_marks = LazyModule("..analysis.allocation_marks", __package__)
 
 CODE = "GMLP006"
 RULE = Rule(
@@ -31,7 +32,11 @@ RULE = Rule(
     ),
     flags=(
         "`grad_added_to_main_grad = True` or a main_grad re-attachment nested under a test "
-        "that is not about weights or gradients (`if runner.gtp_remat:`, `if ctx.cpu_offloading:`)"
+        "that is not about weights or gradients (`if runner.gtp_remat:`, "
+        "`if ctx.cpu_offloading:`); `X.grad_added_to_main_grad = True` directly in the body "
+        "of an `if` that asks whether X's main_grad is missing (`X.main_grad is None`, "
+        "`not hasattr(X, 'main_grad')`, `getattr(X, 'main_grad', None) is None`) that only "
+        "allocates it, X marked nowhere else in the function"
     ),
     explanation="""
         Whether a weight's gradient went into main_grad, and so whether the DDP hook must be
@@ -57,6 +62,19 @@ RULE = Rule(
         main_grad and the saved buffer was the same tensor), and only when a later read of
         the same weight's main_grad sits outside the switch and the weight object does not
         itself exist only under the switch.
+
+        The same slip with a test about main_grad itself: the mark set where main_grad is
+        first allocated (`if weight.main_grad is None: weight.main_grad = zeros(...);
+        weight.grad_added_to_main_grad = True`, then the GEMM into it after the `if`: blind
+        corpus 22, PaddleFormers' expert weight gradient). The write runs on every
+        microbatch, the mark on the first alone. Seen: the mark's innermost enclosing `if`,
+        on its body side, tests that the same weight's main_grad is missing, its body binds
+        that main_grad to a fresh buffer (`zeros`, `empty`, `full`, their `_like` and
+        `new_` forms) and touches it no other way, and the function marks the weight
+        nowhere else. Left alone: a body that writes the first gradient into the buffer or
+        binds main_grad to the gradient itself, a redundant mark beside one after the
+        write. Not seen: the test combined (`not hasattr(w, "main_grad") or w.main_grad is
+        None`), main_grad allocated by `setattr` or read through a local.
 
         Not seen: a switch that is not an enclosing `if` (an early `if not runner.gtp_remat:
         return` before the mark, a `while`) or whose test names a related word anyway
@@ -129,6 +147,18 @@ RULE = Rule(
                 return dy.t() @ x
             """
         ),
+        Example(
+            """
+            def compute_expert_w_grad(input_t, dout_t, weight=None):
+                if hasattr(weight, "main_grad"):
+                    if weight.main_grad is None:
+                        weight.main_grad = paddle.zeros(shape=weight.shape, dtype=paddle.float32)
+                    kitchen_gemm(input_t, dout_t, weight.main_grad, accumulate=True)
+                    weight.grad_added_to_main_grad = True
+                else:
+                    weight.grad = kitchen_gemm(input_t, dout_t)
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -161,6 +191,19 @@ RULE = Rule(
             """,
             line=12,
         ),
+        Example(
+            """
+            def compute_expert_w_grad(input_t, dout_t, weight=None):
+                if hasattr(weight, "main_grad"):
+                    if weight.main_grad is None:
+                        weight.main_grad = paddle.zeros(shape=weight.shape, dtype=paddle.float32)
+                        weight.grad_added_to_main_grad = True
+                    kitchen_gemm(input_t, dout_t, weight.main_grad, accumulate=True)
+                else:
+                    weight.grad = kitchen_gemm(input_t, dout_t)
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -170,6 +213,11 @@ MARK = (
     "`grad_added_to_main_grad` is set only under `{guard}`, a switch unrelated to where the "
     "gradient went: without it the DDP hook sees the flag False and drops or re-adds this "
     "weight's gradient; set it wherever main_grad received the gradient"
+)
+ALLOCATION = (
+    "`grad_added_to_main_grad` is set only where main_grad is allocated (`if {guard}:`): the "
+    "write into main_grad runs on every microbatch, the mark on the first alone, so from "
+    "the second on the hook adds the real gradient into main_grad again"
 )
 REATTACH = (
     "main_grad is re-attached to `{subject}` only under `{guard}`, a switch unrelated to the "
@@ -204,6 +252,11 @@ def _check_unit(unit: Unit, out: Collector, fsdp: bool) -> None:
             continue
         node = unit.node_for(stmt)
         if node is None or not node.enclosing_ifs:
+            continue
+        innermost = node.enclosing_ifs[0]
+        if subject is not None and allocation_marks.under_allocation(unit, subject, innermost):
+            test = innermost[0].test
+            out.report(CODE, stmt, ALLOCATION.format(guard=out.text(test)))
             continue
         guards = gates.unrelated_guards(unit, node)
         if not guards:

@@ -72,7 +72,8 @@ OUTCOME: Outcomes = {
     # -- development (blind: measured before anyone who writes rules read it)
     "blind16-paddlefleet-shared-expert-ctx-fp8-weight": (
         "near",
-        (("GMLP030", 28), ("GMLP030", 31)),
+        # the hook fired through the restored copy (line 34) since the twenty-fifth session
+        (("GMLP030", 28), ("GMLP030", 31), ("GMLP030", 34)),
         (),
     ),
     "blind16-paddle-zero-bubble-cast-weight": ("caught", (("GMLP037", 70),), ()),

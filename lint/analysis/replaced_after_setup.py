@@ -1,0 +1,120 @@
+"""main_grad set up on a module that the same function then replaces (GMLP058; issue #19,
+class 8).
+
+The set-up (``late_main_grads``: a helper of the file that binds ``p.main_grad`` for the
+module it is handed, or one named for it) gives the parameters of the object it is handed
+their buffers. When the function afterwards binds the same name or ``self`` attribute to a
+new module (``_attach_main_grads(self.op, cfg)`` and then ``self.op =
+TEGroupedMLPForTest(...)``, blind corpus 22) and sets nothing up on it again, the module
+that runs has parameters without main_grad: its fused wgrad finds none.
+
+Per function, over the statements of its body in order (``try`` and ``with`` bodies read in
+place; not the branches of an ``if`` or a loop): a
+set-up call handed ``X`` or ``self.X`` first, then an assignment to the same target, with
+no set-up call on that target after it in the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from . import patterns
+from .late_main_grads import SETUP_WORDS
+from .layer_builds import is_self_attr
+from .module import Unit
+
+
+def replaced_after_setup(
+    unit: Unit, helpers: frozenset[str]
+) -> Iterator[tuple[cst.Call, str, cst.CSTNode]]:
+    """(the set-up call, the target as written, the assignment that replaces it)."""
+    statements = list(_in_order(unit.body))
+    for index, stmt in enumerate(statements):
+        for call, target in _setups(stmt, helpers):
+            later = statements[index + 1 :]
+            for position, after in enumerate(later):
+                if target in _replaced(after):
+                    rest = later[position + 1 :]
+                    if not any(_sets_up_again(s, target, helpers) for s in rest):
+                        yield call, target, after
+                    break
+
+
+def _in_order(statements) -> Iterator[cst.CSTNode]:
+    """The statements as they run one after another: a ``try`` body (then its ``finally``)
+    and a ``with`` body are read in place; the branches of an ``if`` or a loop are not."""
+    for stmt in statements:
+        if type(stmt) is cst.Try:
+            yield from _in_order(stmt.body.body)
+            if stmt.finalbody is not None:
+                yield from _in_order(stmt.finalbody.body.body)
+        elif type(stmt) is cst.With:
+            yield from _in_order(stmt.body.body)
+        else:
+            yield stmt
+
+
+def _setups(stmt: cst.CSTNode, helpers: frozenset[str]) -> Iterator[tuple[cst.Call, str]]:
+    """(call, target) for each set-up call in a simple statement handed ``self.X`` first (by
+    position or keyword)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return
+    for sub in patterns.walk(stmt):
+        if type(sub) is cst.Call and _is_setup(sub, helpers):
+            target = _target(sub.args[0].value) if sub.args else None  # positional or keyword
+            if target is not None:
+                yield sub, target
+
+
+def _is_setup(call: cst.Call, helpers: frozenset[str]) -> bool:
+    name = patterns.callee_name(call) or ""
+    lowered = name.lower()
+    return name in helpers or ("main_grad" in lowered and any(w in lowered for w in SETUP_WORDS))
+
+
+def _sets_up_again(stmt: cst.CSTNode, target: str, helpers: frozenset[str]) -> bool:
+    """Anywhere in ``stmt`` (nested blocks too): a set-up call naming the target, or
+    ``main_grad`` bound inline (``for p in self.op.parameters(): p.main_grad = ...``)."""
+    for sub in patterns.walk(stmt):
+        setup = type(sub) is cst.Call and _is_setup(sub, helpers)
+        if setup and any(_target(n) == target for n in patterns.walk(sub)):
+            return True
+        if type(sub) is cst.Assign and any(
+            patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in sub.targets
+        ):
+            return True
+    return False
+
+
+def _replaced(stmt: cst.CSTNode) -> set[str]:
+    """The ``self.X`` a simple assignment statement binds to a new module: a call handed no
+    positional name or attribute (``TEGroupedMLPForTest(config=cfg, ...)``), not a wrapper
+    of an object it is handed (``torch.compile(op)``, ``DDP(self.op)``), a name, ``None`` or
+    a value naming the target (``self.op = self.op.cuda()``)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return set()
+    found = set()
+    for small in stmt.body:
+        if type(small) is not cst.Assign or type(small.value) is not cst.Call:
+            continue
+        if any(
+            type(a.value) in (cst.Name, cst.Attribute)
+            for a in patterns.positional_args(small.value)
+        ):
+            continue
+        mentioned = {_target(n) for n in patterns.walk(small.value)}
+        for target in small.targets:
+            text = _target(target.target)
+            if text is not None and text not in mentioned:
+                found.add(text)
+    return found
+
+
+def _target(expr: cst.BaseExpression) -> str | None:
+    """``self.X`` as text for a ``self`` attribute; None for anything else (a local name may
+    be reused for another model on purpose: a reference without main_grad)."""
+    if is_self_attr(expr):
+        return f"self.{expr.attr.value}"
+    return None
