@@ -61,7 +61,13 @@ def _allocates(value) -> bool:
 
 
 def _missing_main_grad_of(test) -> cst.BaseExpression | None:
-    """X for a test that X's main_grad is missing, else None."""
+    """X for a test that X's main_grad is missing, else None; in an ``or`` of such tests
+    (``not hasattr(w, "main_grad") or w.main_grad is None``), the X they all name."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
+        left, right = _missing_main_grad_of(test.left), _missing_main_grad_of(test.right)
+        if left is None or right is None or wgrad.stem(left) != wgrad.stem(right):
+            return None
+        return left
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = test.expression
         if type(inner) is cst.Call and patterns.callee_name(inner) == "hasattr":

@@ -56,14 +56,20 @@ def _binds_main_grad(stmt: cst.CSTNode) -> bool:
     return found is not None and not patterns.is_none_like(found[1])
 
 
+def is_setup_call(call: cst.Call, helpers: frozenset[str]) -> bool:
+    """A call that sets main_grad up for what it is handed: a binder of the file
+    (``binders``) or a callee named with main_grad and a set-up word (``init_main_grads``)."""
+    name = patterns.callee_name(call) or ""
+    lowered = name.lower()
+    return name in helpers or ("main_grad" in lowered and any(w in lowered for w in SETUP_WORDS))
+
+
 def _setup_of(stmt: cst.CSTNode, helpers: frozenset[str]) -> tuple[cst.Call, str] | None:
     """(the set-up call, the module it is handed as written) in ``stmt``."""
     for sub in patterns.walk(stmt):
         if type(sub) is not cst.Call:
             continue
-        name = patterns.callee_name(sub) or ""
-        lowered = name.lower()
-        if name in helpers or ("main_grad" in lowered and any(w in lowered for w in SETUP_WORDS)):
+        if is_setup_call(sub, helpers):
             args = patterns.positional_args(sub)
             if args and type(args[0].value) is cst.Name:
                 return sub, args[0].value.value

@@ -153,3 +153,13 @@ def _is_self(node: cst.CSTNode) -> bool:
 
 def is_self_attr(node: cst.CSTNode) -> bool:
     return type(node) is cst.Attribute and _is_self(node.value)
+
+
+def calls_base_version(call: cst.Call) -> bool:
+    """``super().m(...)`` or ``Base.m(self, ...)``: a base class's version of a method runs."""
+    func = call.func
+    receiver = func.value if type(func) is cst.Attribute else None
+    if type(receiver) is cst.Call and patterns.callee_name(receiver) == "super":
+        return True
+    args = patterns.positional_args(call)
+    return bool(args) and type(args[0].value) is cst.Name and args[0].value.value == "self"

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from . import patterns
-from .late_main_grads import SETUP_WORDS
+from .late_main_grads import is_setup_call
 from .layer_builds import is_self_attr
 from .module import Unit
 
@@ -62,23 +62,17 @@ def _setups(stmt: cst.CSTNode, helpers: frozenset[str]) -> Iterator[tuple[cst.Ca
     if not isinstance(stmt, cst.SimpleStatementLine):
         return
     for sub in patterns.walk(stmt):
-        if type(sub) is cst.Call and _is_setup(sub, helpers):
+        if type(sub) is cst.Call and is_setup_call(sub, helpers):
             target = _target(sub.args[0].value) if sub.args else None  # positional or keyword
             if target is not None:
                 yield sub, target
-
-
-def _is_setup(call: cst.Call, helpers: frozenset[str]) -> bool:
-    name = patterns.callee_name(call) or ""
-    lowered = name.lower()
-    return name in helpers or ("main_grad" in lowered and any(w in lowered for w in SETUP_WORDS))
 
 
 def _sets_up_again(stmt: cst.CSTNode, target: str, helpers: frozenset[str]) -> bool:
     """Anywhere in ``stmt`` (nested blocks too): a set-up call naming the target, or
     ``main_grad`` bound inline (``for p in self.op.parameters(): p.main_grad = ...``)."""
     for sub in patterns.walk(stmt):
-        setup = type(sub) is cst.Call and _is_setup(sub, helpers)
+        setup = type(sub) is cst.Call and is_setup_call(sub, helpers)
         if setup and any(_target(n) == target for n in patterns.walk(sub)):
             return True
         if type(sub) is cst.Assign and any(

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from . import patterns
-from .layer_builds import is_self_attr
+from .layer_builds import calls_base_version, is_self_attr
 from .module import ModuleContext, Unit
 
 PIECE = "backward_dw"
@@ -98,7 +98,7 @@ def _early_exits(unit: Unit, attributes) -> Iterator[cst.BaseExpression]:
             return
         if type(stmt) is not cst.If or stmt.orelse is not None:
             continue
-        exit_ = _bare_return(stmt.body.body)
+        exit_ = _bare_return(stmt.body)
         negated = _negated(stmt.test)
         switch = negated or _switch(stmt.test)
         if exit_ is None or switch is None:
@@ -112,18 +112,13 @@ def _runs_own_work(stmt) -> bool:
     ``Base.backward_dw(self)``), not a member's: a container may leave a member's flush to
     the path a feature takes (``if self.shared_expert_overlap: return`` before
     ``self.shared_experts.backward_dw()``, Megatron's MoE layer), the layer itself may not."""
-    for sub in patterns.walk(stmt):
-        if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute:
-            continue
-        if sub.func.attr.value != PIECE:
-            continue
-        receiver = sub.func.value
-        if type(receiver) is cst.Call and patterns.callee_name(receiver) == "super":
-            return True
-        args = patterns.positional_args(sub)
-        if args and type(args[0].value) is cst.Name and args[0].value.value == "self":
-            return True
-    return False
+    return any(
+        type(sub) is cst.Call
+        and type(sub.func) is cst.Attribute
+        and sub.func.attr.value == PIECE
+        and calls_base_version(sub)
+        for sub in patterns.walk(stmt)
+    )
 
 
 def _self_chains(nodes) -> set[str]:
@@ -141,7 +136,22 @@ def _switch(test) -> cst.BaseExpression | None:
     as leaving when it is off (blind corpus 22: ``if self.config.moe_shared_expert_overlap:
     return`` before ``super().backward_dw()``, where the overlap should only move the work to
     a side stream)."""
-    return test if type(test) in (cst.Name, cst.Attribute) else None
+    if type(test) in (cst.Name, cst.Attribute):
+        return test
+    if type(test) is cst.Call:
+        name = patterns.callee_name(test)
+        args = patterns.positional_args(test)
+        if name == "bool" and len(args) == 1:
+            return _switch(args[0].value)  # ``bool(self.config.overlap)``
+        if name == "getattr" and len(args) == 3 and patterns.is_false_literal(args[2].value):
+            return test  # ``getattr(self.config, "overlap", False)``
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if type(target.operator) in (cst.Is, cst.Equal) and (
+            type(target.comparator) is cst.Name and target.comparator.value == "True"
+        ):
+            return _switch(test.left)  # ``S == True``, ``S is True``
+    return None
 
 
 def _negated(test) -> cst.BaseExpression | None:
@@ -200,13 +210,17 @@ def _calls_piece(node) -> bool:
 LOGGING_CALLS = frozenset({"debug", "info", "warning", "warn", "print", "log", "warning_once"})
 
 
-def _bare_return(statements) -> cst.Return | None:
-    """The ``return`` / ``return None`` ending a body that does nothing else but log."""
-    small = []
-    for stmt in statements:
-        if type(stmt) is not cst.SimpleStatementLine:
-            return None
-        small.extend(stmt.body)
+def _bare_return(body) -> cst.Return | None:
+    """The ``return`` / ``return None`` ending a body that does nothing else but log (an
+    indented block, or the one-line ``if S: return``)."""
+    if type(body) is cst.SimpleStatementSuite:
+        small = list(body.body)
+    else:
+        small = []
+        for stmt in body.body:
+            if type(stmt) is not cst.SimpleStatementLine:
+                return None
+            small.extend(stmt.body)
     if not small or type(small[-1]) is not cst.Return:
         return None
     if not all(

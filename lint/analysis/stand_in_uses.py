@@ -49,14 +49,23 @@ def candidates(unit: Unit):
 
 
 def _hook_fired_on(node) -> cst.BaseExpression | None:
-    """``X`` for ``X.<m>()`` where ``m`` ends in ``hook`` and is no registration, removal or
-    query (``_apply_backward_hook``, ``_grad_accum_hook``)."""
-    if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
+    """``X`` for ``X.<m>()`` (or ``getattr(X, "<m>")()``) where ``m`` ends in ``hook`` and is
+    no registration, removal or query (``_apply_backward_hook``, ``_grad_accum_hook``)."""
+    if type(node) is not cst.Call:
         return None
-    method = node.func.attr.value.lower()
+    func = node.func
+    if type(func) is cst.Call and patterns.callee_name(func) == "getattr":
+        args = patterns.positional_args(func)  # ``getattr(X, "_apply_backward_hook")()``
+        if len(args) < 2 or patterns.string_value(args[1].value) is None:
+            return None
+        method, owner = patterns.string_value(args[1].value).lower(), args[0].value
+    elif type(func) is cst.Attribute:
+        method, owner = func.attr.value.lower(), func.value
+    else:
+        return None
     if not method.endswith("hook") or method.lstrip("_").startswith(HOOK_BOOKKEEPING):
         return None
-    return node.func.value
+    return owner
 
 
 # Methods named for a hook that do not fire it.

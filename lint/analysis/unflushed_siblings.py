@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from . import patterns
-from .layer_builds import is_self_attr
+from .layer_builds import calls_base_version, is_self_attr
 
 PIECE = "backward_dw"
 _DIGITS = re.compile(r"\d+")
@@ -71,19 +71,25 @@ def _flushed(method: cst.FunctionDef) -> set[str]:
 
 
 def _called_layers(method: cst.FunctionDef) -> set[str]:
-    """``A`` for each ``self.A(...)`` in the method outside a ``with`` block that switches
-    gradients off (``torch.no_grad()``: a frozen layer defers nothing)."""
+    """``A`` for each ``self.A(...)`` or ``self.A.forward(...)`` in the method outside a
+    ``with`` block that switches gradients off (``torch.no_grad()``: a frozen layer defers
+    nothing)."""
     frozen = {
         id(sub)
         for block in patterns.walk(method.body)
         if type(block) is cst.With and _without_grad(block)
         for sub in patterns.walk(block.body)
     }
-    return {
-        sub.func.attr.value
-        for sub in patterns.walk(method.body)
-        if type(sub) is cst.Call and is_self_attr(sub.func) and id(sub) not in frozen
-    }
+    found = set()
+    for sub in patterns.walk(method.body):
+        if type(sub) is not cst.Call or id(sub) in frozen:
+            continue
+        func = sub.func
+        if type(func) is cst.Attribute and func.attr.value == "forward":
+            func = func.value  # ``self.linear_fc1.forward(x)`` runs the layer too
+        if is_self_attr(func):
+            found.add(func.attr.value)
+    return found
 
 
 def _without_grad(block: cst.With) -> bool:
@@ -103,13 +109,8 @@ def _may_reach_more(own: cst.FunctionDef, methods) -> bool:
     for sub in patterns.walk(own.body):
         if type(sub) is not cst.Call:
             continue
-        name = patterns.callee_name(sub)
-        if name in ("super", "getattr"):
+        if patterns.callee_name(sub) == "getattr" or calls_base_version(sub):
             return True
-        func = sub.func
-        if is_self_attr(func) and func.attr.value not in defined:
+        if is_self_attr(sub.func) and sub.func.attr.value not in defined:
             return True
-        args = patterns.positional_args(sub)
-        if args and type(args[0].value) is cst.Name and args[0].value.value == "self":
-            return True  # ``MLP.backward_dw(self)``
     return False

@@ -78,8 +78,12 @@ RULE = Rule(
         its base (`super().__init__(..., delay_wgrad_compute=...)`) is left to GMLP038,
         which judges its `backward_dw` against the base's.
 
+        The switch may be spelled `S == True` / `S is True`, `getattr(cfg, "s", False)` or,
+        on the positive side, `bool(S)`; a one-line `if S: return` counts as the block.
+
         Not seen: an exit further down (after some pieces ran: the rest skipped), an exit on
-        a call or a combination (`if self.overlapped(): return`, `if a and b: return`), one inside
+        a call or a combination (`if self.overlapped(): return`, `if a and b: return`), a
+        positive switch before a member's flush however spelled, one inside
         a `with` block or with the work in its `else`, exits in a helper the method calls, a
         `backward_dw` whose work is neither a `*_dw` nor a `*backward*` call (a store popped
         inline), a switch hidden behind `is None` (`if self.stream is None: return` where

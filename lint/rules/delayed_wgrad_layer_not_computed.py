@@ -151,8 +151,9 @@ RULE = Rule(
         it shows (`super()`, `MLP.backward_dw(self)`, a `self` helper the class does not
         define such as a base's `_backward_qkv_proj`, `getattr(self, name)`), a layer run
         only under `torch.no_grad()` (frozen, it defers nothing). Not seen: siblings named
-        otherwise (`up_proj` / `down_proj`), a layer run as `self.x.forward(...)` or
-        through a helper; two digit-named members that are not a pair (`stage1` /
+        otherwise (`up_proj` / `down_proj`), a layer run through a helper
+        (`apply_module(self.x)(h)`; `self.x.forward(h)` counts as running it); two
+        digit-named members that are not a pair (`stage1` /
         `stage2` of different kinds) are taken as one.
 
         Not seen: bases defined in other files (they may define `backward_dw` or reach the

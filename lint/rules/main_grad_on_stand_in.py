@@ -146,8 +146,8 @@ RULE = Rule(
         `w1` is the one whose hook hands its main_grad on). Seen: a method call `X.m()` whose
         name ends in `hook` and does not start with `register`, `unregister`, `remove`,
         `clear`, `add`, `set`, `get`, `has`, `is`, `make` or `create`, X judged a stand-in as
-        above. Not seen: the hook fetched by `getattr(X, "...")()`, fired on an item of a
-        list of copies or through a helper handed the copy.
+        above, also fetched by name (`getattr(X, "_apply_backward_hook")()`). Not seen: a
+        hook fired on an item of a list of copies or through a helper handed the copy.
 
         Not seen: copies made by helpers in other files, copies kept in dict literals or
         filled into a list or dict item by item, a helper some of whose paths return the

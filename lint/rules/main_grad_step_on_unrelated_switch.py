@@ -73,8 +73,9 @@ RULE = Rule(
         `new_` forms) and touches it no other way, and the function marks the weight
         nowhere else. Left alone: a body that writes the first gradient into the buffer or
         binds main_grad to the gradient itself, a redundant mark beside one after the
-        write. Not seen: the test combined (`not hasattr(w, "main_grad") or w.main_grad is
-        None`), main_grad allocated by `setattr` or read through a local.
+        write. The test may be an `or` of such tests on one weight (`not hasattr(w,
+        "main_grad") or w.main_grad is None`). Not seen: main_grad allocated by `setattr` or
+        read through a local.
 
         Not seen: a switch that is not an enclosing `if` (an early `if not runner.gtp_remat:
         return` before the mark, a `while`) or whose test names a related word anyway

@@ -16,11 +16,14 @@ each:
   session's start too: two members named ``stage1`` / ``stage2`` taken for a pair (GMLP014),
   and three GMLP016 findings the session's start raised as well (a first write into a
   freshly allocated buffer with ``accumulate=False``; a test harness seeding main_grad);
-* ``miss-*``: buggy code of the reviewed kinds: three caught (a mark by ``setattr`` or in a
-  ``with`` where main_grad is allocated, a ``*_bwd`` writing ``matmul(out=main_grad)``), the
-  rest left as documented misses (each rule's page: one-line exits and other spellings of
-  the switch, siblings named otherwise or run through ``forward`` / a helper, hooks fetched
-  by ``getattr`` or fired on a list item, combined tests, annotated or tuple assignments);
+* ``miss-*``: buggy code of the reviewed kinds: three caught at once (a mark by ``setattr`` or
+  in a ``with`` where main_grad is allocated, a ``*_bwd`` writing ``matmul(out=main_grad)``),
+  seven more after the review (one-line exits, a switch compared ``== True`` or read by
+  ``getattr`` with a false default, a layer run by ``.forward(...)``, a hook fetched by
+  ``getattr``, an ``or`` of missing-main_grad tests), the rest left as documented misses
+  (each rule's page: a switch in ``bool()`` or ``and`` before members' flushes, siblings
+  named otherwise or run through a helper, hooks fired on a list item or through a helper,
+  annotated or tuple assignments);
 * ``crash-*``: odd inputs (CRLF, tabs, a long line, 3.12 syntax, async one-line bodies):
   none crashed; each reports the findings pinned here.
 """
@@ -41,9 +44,16 @@ EXPECTED = {
     "crash-059-all-huge-line.py": {"GMLP006", "GMLP014"},
     "crash-060-all-py312-syntax.py": {"GMLP006", "GMLP014"},
     "crash-061-all-async-oneliners.py": {"GMLP014"},
+    "miss-008-067-switch-compared-to-true.py": {"GMLP067"},
+    "miss-009-067-switch-through-getattr.py": {"GMLP067"},
+    "miss-020-014-layer-run-via-forward.py": {"GMLP014"},
+    "miss-026-030-hook-via-getattr.py": {"GMLP030"},
+    "miss-034-006-alloc-test-boolop.py": {"GMLP006"},
     "miss-036-006-mark-via-setattr.py": {"GMLP006"},
     "miss-037-006-mark-in-nested-with.py": {"GMLP006"},
     "miss-044-016-bwd-matmul-out.py": {"GMLP016"},
+    "miss-063-067-one-line-if-return.py": {"GMLP067"},
+    "miss-064-067-negated-one-line.py": {"GMLP067"},
     "open-fa-018-014-same-name-digits-different-roles.py": {"GMLP014"},
     "open-fa-030-006-alloc-branch-gemm-then-mark.py": {"GMLP016"},
     "open-fa-033-006-alloc-branch-returns.py": {"GMLP016"},
