@@ -1,17 +1,21 @@
 """main_grad set up on a module that the same function then replaces (GMLP058; issue #19,
 class 8).
 
-The set-up (``late_main_grads``: a helper of the file that binds ``p.main_grad`` for the
-module it is handed, or one named for it) gives the parameters of the object it is handed
-their buffers. When the function afterwards binds the same name or ``self`` attribute to a
-new module (``_attach_main_grads(self.op, cfg)`` and then ``self.op =
+The set-up (``late_main_grads.is_setup_call``: a helper of the file that binds
+``p.main_grad`` for the module it is handed, or one named for it) gives the parameters of the
+object it is handed their buffers. When the function afterwards binds the same ``self``
+attribute to a new module (``_attach_main_grads(self.op, cfg)`` and then ``self.op =
 TEGroupedMLPForTest(...)``, blind corpus 22) and sets nothing up on it again, the module
 that runs has parameters without main_grad: its fused wgrad finds none.
 
 Per function, over the statements of its body in order (``try`` and ``with`` bodies read in
-place; not the branches of an ``if`` or a loop): a
-set-up call handed ``X`` or ``self.X`` first, then an assignment to the same target, with
-no set-up call on that target after it in the block.
+place; not the branches of an ``if`` or a loop): a set-up call handed ``self.X`` first (by
+position or keyword), then an assignment of ``self.X`` to a new module (a call handed no
+positional name or attribute and not naming ``self.X``), with nothing after it in the
+function that sets ``self.X`` up again (a set-up call naming it, or main_grad bound inline,
+in any nested block). Locals are left alone: a name may be reused on purpose for a reference
+model without main_grad; wrappers (``torch.compile(op)``, ``DDP(self.op)``) keep the
+parameters.
 """
 
 from __future__ import annotations
