@@ -14,6 +14,8 @@ DW_PART = "dw"
 LATER_WORDS = ("deferred", "delayed", "pending", "queued")
 # Callees that register, remove or build hooks rather than fire them.
 NOT_A_FIRING = ("register", "remove", "make", "setup", "create")
+# Further methods about a hook that do not fire it: its removal by another name and queries.
+HOOK_QUERIES = ("unregister", "clear", "add", "set", "get", "has", "is")
 # Words of a callback that is a gradient-ready notification (``_grad_ready_callback``).
 CALLBACK_WORDS = ("grad", "reduce", "accum")
 

@@ -49,15 +49,8 @@ def under_allocation(unit, subject, innermost) -> bool:
     return True
 
 
-# Calls that make a fresh buffer (``torch.zeros``, ``paddle.zeros``, ``p.new_zeros``).
-ALLOCATING = frozenset(
-    {"zeros", "zeros_like", "empty", "empty_like", "full", "full_like", "new_zeros", "new_empty"}
-)
-
-
 def _allocates(value) -> bool:
-    name = patterns.callee_name(value) if type(value) is cst.Call else None
-    return (name or "").rsplit(".", 1)[-1] in ALLOCATING
+    return patterns.callee_name(value) in patterns.ALLOCATORS
 
 
 def _missing_main_grad_of(test) -> cst.BaseExpression | None:
@@ -80,9 +73,4 @@ def _missing_main_grad_of(test) -> cst.BaseExpression | None:
     target = test.comparisons[0]
     if type(target.operator) is not cst.Is or not patterns.is_none_like(target.comparator):
         return None
-    left = test.left
-    if patterns.is_attr(left, patterns.MAIN_GRAD):
-        return left.value
-    if type(left) is cst.Call and patterns.is_getattr_of(left, patterns.MAIN_GRAD):
-        return patterns.positional_args(left)[0].value
-    return None
+    return patterns.main_grad_owner(test.left)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from .. import wgrad_words
 from . import (
     exit_callbacks,
     exit_stacks,
@@ -220,7 +221,7 @@ def code_of(expr: cst.CSTNode) -> str:
 
 # -- the converse: delayed weight-gradient work that notifies nobody ---------------------
 # Words of a callee that registers or builds hooks rather than firing them.
-NOT_A_FIRING = ("register", "remove", "make", "setup", "create")
+NOT_A_FIRING = wgrad_words.NOT_A_FIRING
 
 
 # Receivers whose ``.pop()`` hands out the deferred weight-gradient work (TE's wgrad_store).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .. import wgrad_words
 from . import patterns, provenance, stand_ins, store_calls, wgrad
 from .module import Unit
 
@@ -68,11 +69,8 @@ def _hook_fired_on(node) -> cst.BaseExpression | None:
     return owner
 
 
-# Methods named for a hook that do not fire it.
-HOOK_BOOKKEEPING = (
-    "register", "unregister", "remove", "clear", "add", "set", "get", "has", "is", "make",
-    "create",
-)  # fmt: skip
+# Methods named for a hook that do not fire it (as prefixes: ``setup`` is in ``set``).
+HOOK_BOOKKEEPING = wgrad_words.NOT_A_FIRING + wgrad_words.HOOK_QUERIES
 
 
 def _store_weights(call: cst.Call) -> list[cst.Name]:

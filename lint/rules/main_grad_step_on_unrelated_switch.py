@@ -69,11 +69,11 @@ RULE = Rule(
         corpus 22, PaddleFormers' expert weight gradient). The write runs on every
         microbatch, the mark on the first alone. Seen: the mark's innermost enclosing `if`,
         on its body side, tests that the same weight's main_grad is missing, its body binds
-        that main_grad to a fresh buffer (`zeros`, `empty`, `full`, their `_like` and
-        `new_` forms) and touches it no other way, and the function marks the weight
-        nowhere else. Left alone: a body that writes the first gradient into the buffer or
-        binds main_grad to the gradient itself, a redundant mark beside one after the
-        write. The test may be an `or` of such tests on one weight (`not hasattr(w,
+        that main_grad to a fresh buffer (an allocator: `zeros`, `empty`, `ones`, `full`,
+        `zeros_like`, `new_zeros`...) and touches it no other way, and the function marks
+        the weight nowhere else. Left alone: a body that writes the first gradient into the
+        buffer or binds main_grad to the gradient itself, a redundant mark beside one after
+        the write. The test may be an `or` of such tests on one weight (`not hasattr(w,
         "main_grad") or w.main_grad is None`). Not seen: main_grad allocated by `setattr` or
         read through a local.
 

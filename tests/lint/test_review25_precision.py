@@ -2,7 +2,8 @@
 GMLP067 on a switch that is on, GMLP014 on a flushed layer's sibling, GMLP030 on a hook
 fired through a stand-in, GMLP006 on a mark made where main_grad is allocated, GMLP016 /
 GMLP031 / GMLP035 in functions named ``*_bwd``, GMLP058 on a set-up whose module is then
-replaced), kept as files under ``fixtures/review25`` (66 cases) with a line on top naming
+replaced), kept as files under ``fixtures/review25`` (66 cases, and two of the session's own: a
+``bool()`` switch before ``super()``, the GEMM whose ``out=`` main_grad is bound back) with a line on top naming
 each:
 
 * ``fa-*``: correct code; the first versions flagged 29 of them (an exit before a member's
@@ -54,6 +55,7 @@ EXPECTED = {
     "miss-044-016-bwd-matmul-out.py": {"GMLP016"},
     "miss-063-067-one-line-if-return.py": {"GMLP067"},
     "miss-064-067-negated-one-line.py": {"GMLP067"},
+    "miss-068-067-bool-switch-before-super.py": {"GMLP067"},
     "open-fa-018-014-same-name-digits-different-roles.py": {"GMLP014"},
     "open-fa-030-006-alloc-branch-gemm-then-mark.py": {"GMLP016"},
     "open-fa-033-006-alloc-branch-returns.py": {"GMLP016"},
