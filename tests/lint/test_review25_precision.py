@@ -2,9 +2,9 @@
 GMLP067 on a switch that is on, GMLP014 on a flushed layer's sibling, GMLP030 on a hook
 fired through a stand-in, GMLP006 on a mark made where main_grad is allocated, GMLP016 /
 GMLP031 / GMLP035 in functions named ``*_bwd``, GMLP058 on a set-up whose module is then
-replaced), kept as files under ``fixtures/review25`` (66 cases, and two of the session's own: a
-``bool()`` switch before ``super()``, the GEMM whose ``out=`` main_grad is bound back) with a line on top naming
-each:
+replaced), kept as files under ``fixtures/review25`` (66 cases, and two of the session's own:
+a ``bool()`` switch before ``super()``, the GEMM whose ``out=`` main_grad is bound back) with
+a line on top naming each:
 
 * ``fa-*``: correct code; the first versions flagged 29 of them (an exit before a member's
   flush that another path computes, an identity or eager mode; a base's helper, an explicit
