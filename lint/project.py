@@ -66,6 +66,7 @@ from .weight_users import (
     top_level_defs,
     weight_users_in,
 )
+from .wgrad_words import names_product
 
 # The per-parameter flags whose helpers are looked for, by the field of ``RunFacts`` that
 # holds their helpers.
@@ -315,8 +316,7 @@ def _is_product(node: ast.AST) -> bool:
         return True
     if not isinstance(node, ast.Call) or any(k.arg == "out" for k in node.keywords):
         return False
-    name = (callee_name(node) or "").lower()
-    return "gemm" in name or "matmul" in name or name.endswith("mm")
+    return names_product(callee_name(node) or "")
 
 
 def _mentions(call: ast.Call, names: set[str]) -> bool:

@@ -29,6 +29,18 @@ PRODUCER_WORDS = ("backward", "wgrad", "grad_weight", "weight_grad", "_dw")
 BWD_PART, FWD_PART = "bwd", "fwd"
 
 
+# Words of a callee's name that say it computes a matrix product: ``gemm``, ``matmul``,
+# ``gmm`` (a grouped matmul: ``npu_gmm``, ``gmm_op``); a name ending in ``mm`` (``addmm``,
+# ``bmm``) too.
+PRODUCT_WORDS = ("gemm", "gmm", "matmul")
+
+
+def names_product(name: str) -> bool:
+    """A callee named for computing a matrix product."""
+    lowered = name.lower()
+    return any(word in lowered for word in PRODUCT_WORDS) or lowered.endswith("mm")
+
+
 def names_producer(name: str) -> bool:
     """A function named for computing weight gradients."""
     lowered = name.lower()

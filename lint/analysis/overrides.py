@@ -62,7 +62,8 @@ def dropped_work(context: ModuleContext) -> list[DroppedWork]:
         found.extend(_predicates_said_no(index, model, methods, where))
         own = methods.get(BACKWARD_DW)
         if own is not None:
-            if not is_abstract(own) and _base_built_delayed(model):
+            own_store = _builds_delayed_store(model) and _only_fires_hooks(own)
+            if not is_abstract(own) and (_base_built_delayed(model) or own_store):
                 if not _does_work(model, own):
                     found.append(DroppedWork(model.name, own, "", where.get(BACKWARD_DW)))
                 elif (gated := _gated_base_call(model, own)) is not None:
@@ -222,6 +223,53 @@ def _base_built_delayed(model: ClassModel) -> bool:
         if arg is not None and not patterns.is_false_literal(arg.value):
             return True
     return False
+
+
+LOGGING = frozenset({"debug", "info", "warning", "warn", "print", "log", "range_push", "range_pop"})
+
+
+def _builds_delayed_store(model: ClassModel) -> bool:
+    """``__init__`` takes ``delay_wgrad_compute`` and builds the class's own store with it
+    (``self.wgrad_store = WeightGradStore(delay_wgrad_compute, ...)``, Transformer Engine's
+    modules): its ``backward_dw`` is the one that must pop it."""
+    init = model.methods.get("__init__")
+    if init is None or DELAY not in {p.name.value for p in init.params.params}:
+        return False
+    if any(
+        type(n) is cst.Assert and DELAY in cst.Module([]).code_for_node(n)
+        for n in patterns.walk(init.body)
+    ):
+        return False  # ``assert not delay_wgrad_compute``: the delay is refused, nothing stored
+    for node in patterns.walk(init.body):
+        if type(node) is not cst.Call or "store" not in (patterns.callee_name(node) or "").lower():
+            continue
+        if any(type(a.value) is cst.Name and a.value.value == DELAY for a in node.args):
+            return True
+    return False
+
+
+def _only_fires_hooks(method: cst.FunctionDef) -> bool:
+    """Every call of the method fires a hook (``hook()`` for ``hook`` walking an attribute
+    named for hooks, or a callee named for one) or logs: it hands the store, ``self`` or
+    anything else to nobody who could compute the work (a helper, the store's own flush, a
+    fused op: the review's correct overrides)."""
+    hooks = {
+        target.value
+        for loop in patterns.walk(method.body)
+        if type(loop) is cst.For and type(target := loop.target) is cst.Name
+        and "hook" in cst.Module([]).code_for_node(loop.iter).lower()
+    }  # fmt: skip
+    calls = [n for n in patterns.walk(method.body) if type(n) is cst.Call]
+    if not calls:
+        return False  # an empty override is judged as before (no work at all)
+    for call in calls:
+        name = (patterns.callee_name(call) or "").lower()
+        if type(call.func) is cst.Name and call.func.value in hooks:
+            continue
+        if name.endswith("hook") or name in LOGGING or "nvtx" in name or name.startswith("range_"):
+            continue
+        return False
+    return True
 
 
 def _calls_base(call: cst.Call, method: str) -> bool:

@@ -11,6 +11,7 @@ documentation and chooses the checks a file gets."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -115,6 +116,13 @@ def check(context: ModuleContext, out: Collector) -> None:
                     for sub in patterns.walk(root):
                         if _copies_wgrad(sub, buffers, out):
                             reported.add(id(sub))
+                # Likewise a product computed into main_grad (``matmul(dy.t(), x,
+                # out=w.main_grad)`` in a wgrad store's drain): no consumer does that. (In
+                # a file that asks somewhere, a function it names elsewhere, called or
+                # handed on, is left to its callers: one further up may ask.)
+                if function and not (file_asks and _named_elsewhere(unit.name, source)):
+                    _check_writes(unit, switches_of(unit), frozenset(), out, reported, file_asks,
+                                  products_only=True)  # fmt: skip
             switches = switches_of(unit) if function else None
             if producer and not file_asks:
                 _check_writes(unit, switches, frozenset(), out, reported, False)
@@ -153,23 +161,39 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 
 def _check_writes(
-    unit: Unit, switches, handed: frozenset[str], out, reported: set[int], tests_ask: bool
+    unit: Unit,
+    switches,
+    handed: frozenset[str],
+    out,
+    reported: set[int],
+    tests_ask: bool,
+    products_only: bool = False,
 ) -> None:
     """Report the replacing writes into main_grad (or into the parameters ``handed`` it by
     every call) outside the function's own overwrite-or-add choice (``switches``) and, when
-    ``tests_ask``, outside every test that asks."""
+    ``tests_ask``, outside every test that asks; ``products_only``: only calls named for a
+    product (``wgrad_words.names_product``), no copies."""
     for root, node in unit.expression_roots():
         if switches is not None and switches.decides(node):
             continue  # under the function's own overwrite-or-add choice
         if tests_ask and asking.asked_at(root, node, unit):
             continue
         buffers = tensor_writes.Buffers(unit, node, handed)
-        if isinstance(root, cst.Assign) and not handed:
+        if isinstance(root, cst.Assign) and not handed and not products_only:
             # (a wrapper's item assignments into what it is handed are not judged)
             _check_slice_assignment(root, buffers, out)
         for sub in patterns.walk(root):
-            if _check_call(sub, buffers, out):
+            if products_only and not (
+                type(sub) is cst.Call and wgrad_words.names_product(patterns.callee_name(sub) or "")
+            ):
+                continue
+            if id(sub) not in reported and _check_call(sub, buffers, out):
                 reported.add(id(sub))
+
+
+def _named_elsewhere(name: str, source: str) -> bool:
+    """``name`` occurs in ``source`` besides its own ``def`` (a call, a reference)."""
+    return len(re.findall(rf"\b{re.escape(name)}\b", source)) > 1
 
 
 def _callers(context: ModuleContext) -> dict[str, list[Unit]]:

@@ -56,6 +56,10 @@ DEFERRED_WORDS = (
     "disable", "enable",  # the layer (an adapter) switched off ran nothing, deferred nothing
 )  # fmt: skip
 DEFERRED_PHRASES = ("requires_grad", "backward_dw")
+# A switch about where the weight gradient goes (``fuse_wgrad_accumulation``,
+# ``gradient_accumulation_fusion``: into main_grad by the GEMM) says nothing about whether it
+# was deferred: the seed's wrong flag. (``has_accumulated_wgrad`` is about the work.)
+WHERE_IT_GOES = "accumulat"
 # What a class fills an attribute with when it holds layers (``if not self.experts``: none).
 LAYER_BUILDS = ("ModuleList", "ModuleDict", "Sequential", "build_module")
 LAYER_WORDS = ("Linear", "MLP", "Attention", "Experts", "Layer", "Proj")
@@ -90,10 +94,19 @@ def _early_exits(unit: Unit, attributes) -> Iterator[cst.BaseExpression]:
             # ``for expert in self.experts: expert.backward_dw()``)
             used = _self_chains(unit.body[index:])
             own = _runs_own_work(stmt)
+            # Before the layer's own store popped inline, a switch that is on is reported only
+            # when it says where the gradient goes (``if self.fuse_wgrad_accumulation:
+            # return``), even where the work reads it again to pick ``.grad``: another switch
+            # that is on may say nothing was stored (``if self.lora_only: return``).
+            popped = not own and any(
+                type(n) is cst.Call and _pops_store(n) for n in patterns.walk(stmt)
+            )
             yield from (
                 exit_
-                for exit_, chains, positive in exits
-                if not chains & used and (own or not positive)
+                for exit_, chains, positive, switch in exits
+                if (not positive and not chains & used)
+                or (positive and own and not chains & used)
+                or (positive and popped and _says_where_it_goes(switch))
             )
             return
         if type(stmt) is not cst.If or stmt.orelse is not None:
@@ -104,7 +117,7 @@ def _early_exits(unit: Unit, attributes) -> Iterator[cst.BaseExpression]:
         if exit_ is None or switch is None:
             continue
         if not _about_deferred_work(switch, unit, attributes, parameters):
-            exits.append((exit_, _self_chains([switch]), negated is None))
+            exits.append((exit_, _self_chains([switch]), negated is None, switch))
 
 
 def _runs_own_work(stmt) -> bool:
@@ -201,9 +214,20 @@ def _calls_piece(node) -> bool:
     for sub in patterns.walk(node):
         if type(sub) is cst.Call:
             name = patterns.callee_name(sub) or ""
-            if name.endswith("_dw") or "backward" in name:
+            if name.endswith("_dw") or "backward" in name or _pops_store(sub):
                 return True
     return False
+
+
+def _pops_store(call: cst.Call) -> bool:
+    """``self.wgrad_store.pop()``: the layer's own deferred work, taken from its store (not
+    ``self._rng_restore_stack.pop()``)."""
+    func = call.func
+    if type(func) is not cst.Attribute or func.attr.value != "pop":
+        return False
+    owner = func.value.attr.value if type(func.value) is cst.Attribute else None
+    words = (owner or "").lower().split("_")
+    return any(w.endswith("store") and not w.endswith("restore") for w in words)
 
 
 # Calls a bare exit may make first: it only says why it leaves.
@@ -278,10 +302,31 @@ def _spells_deferred_work(test) -> bool:
     return False
 
 
+def _says_where_it_goes(switch) -> bool:
+    """The switch names where the weight gradient goes (``fuse_wgrad_accumulation``, also
+    as ``getattr``'s string)."""
+    for sub in (switch, *patterns.walk(switch)):
+        kind = type(sub)
+        if kind is cst.Name:
+            word = sub.value
+        elif kind is cst.Attribute:
+            word = sub.attr.value
+        elif kind is cst.SimpleString:
+            word = patterns.string_value(sub) or ""
+        else:
+            continue
+        lowered = word.lower()
+        if WHERE_IT_GOES in lowered and ("fuse" in lowered or "fusion" in lowered):
+            return True
+    return False
+
+
 def _deferred_word(word: str) -> bool:
     lowered = word.lower()
     if any(phrase in lowered for phrase in DEFERRED_PHRASES):
         return True
+    if WHERE_IT_GOES in lowered and ("fuse" in lowered or "fusion" in lowered):
+        return False
     return any(
         token.lower().startswith(prefix)
         for token in _TOKENS.findall(word)

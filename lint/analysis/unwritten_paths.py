@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import consistent_paths, deliveries, patterns, wgrad
+from . import consistent_paths, deliveries, patterns, returned_weight_gradients, wgrad
 from .cfg import FALSE, TRUE
 from .decided_tests import plain_test
 
@@ -52,7 +52,12 @@ def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> Missi
     # Putting the buffer back on the weight, or a product the weight is an operand of (the
     # dgrad ``dy.matmul(weight)``), writes no gradient into main_grad.
     nodes = unit.graph.nodes
-    writes.difference_update(i for i in list(writes) if _writes_nothing(nodes[i].owner))
+    # (a kernel returning the weight gradient writes nothing only beside a mark written out:
+    # a marking helper handed the fusion switch may mark only where the kernel fused)
+    direct = wgrad.marked_subject(mark.stmt) is not None
+    writes.difference_update(
+        i for i in list(writes) if _writes_nothing(nodes[i].owner, returns_too=direct)
+    )
     if writes:
         # A captured graph's replay runs whatever wrote main_grad when it was captured.
         writes |= _replays(unit)
@@ -291,7 +296,7 @@ def _gemm_without_main_grad(unit: Unit, writes: set[int]):
 PRODUCTS = frozenset({"matmul", "mm", "bmm"})
 
 
-def _writes_nothing(root) -> bool:
+def _writes_nothing(root, returns_too: bool = False) -> bool:
     """A put-back, or ``g = a.matmul(w)`` / ``torch.mm(a, w)`` / ``a @ w`` with no ``out=``:
     a statement that hands main_grad (or the weight) on and can write no gradient into it."""
     if _puts_back(root) or _reattaches(root):
@@ -300,6 +305,8 @@ def _writes_nothing(root) -> bool:
     if not isinstance(root, (cst.Assign, cst.Expr)) or value is None:
         return False
     if type(value) is cst.BinaryOperation and type(value.operator) is cst.MatrixMultiply:
+        return True
+    if returns_too and returned_weight_gradients.returns_weight_gradient(root):
         return True
     return (
         type(value) is cst.Call
@@ -384,13 +391,23 @@ def _decides_against(unit: Unit, branch, node, writes: set[int]) -> bool:
 
 
 def _returns_product_after(unit: Unit, node) -> bool:
-    """A ``return`` reached from ``node`` hands back a product (``@``, a GEMM call)."""
+    """A ``return`` reached from ``node`` hands back a product (``@``, a GEMM call), or a
+    local named for the weight gradient that a product was unpacked into (``dx, dw, db =
+    npu_gmm_backward(...)`` then ``return dx[0], dw[0]``)."""
+    products = returned_weight_gradients.weight_gradients_from_products(unit.owner)
     seen = {node.index}
     stack = [node]
     while stack:
         current = stack.pop()
         owner = current.owner
-        if type(owner) is cst.Return and owner.value is not None and wgrad.has_product(owner.value):
+        if (
+            type(owner) is cst.Return
+            and owner.value is not None
+            and (
+                wgrad.has_product(owner.value)
+                or returned_weight_gradients.hands_back(owner.value, products)
+            )
+        ):
             return True
         for succ, _ in current.succ:
             if succ.index not in seen:

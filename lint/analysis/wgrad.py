@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ..wgrad_words import names_product
 from . import patterns
 from .cfg import Node
 from .module import ModuleContext, Unit, compound_suites, suite_body
@@ -249,10 +250,10 @@ def _holds_main_grad_of(expr: cst.CSTNode, word: str | None, aliases: dict) -> b
 
 
 def looks_like_gemm(call: cst.Call) -> bool:
-    """A call that computes a product into an output: its name has ``gemm`` or ``matmul``
-    or ends in ``mm`` (``addmm``, ``bmm``), or it takes ``out=``."""
-    name = (patterns.callee_name(call) or "").lower()
-    if "gemm" in name or "matmul" in name or name.endswith("mm"):
+    """A call that computes a product into an output: its name says so
+    (``wgrad_words.names_product``: ``gemm``, ``matmul``, ``gmm``, ``...mm``), or it takes
+    ``out=``."""
+    if names_product(patterns.callee_name(call) or ""):
         return True
     return patterns.keyword_arg(call, "out") is not None
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ..wgrad_words import PRODUCT_WORDS
 from . import grad_storage, paths, patterns, tensor_writes, wgrad
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 # The resets: replacing writes that put no gradient in (copies are deliveries, judged
 # elsewhere). ``how`` as tensor_writes.writes names them.
 RESETS = frozenset({"zero_", "fill_", "_foreach_zero_(...)"})
-# Callee words of kernels that compute a product into their destination.
-PRODUCT_WORDS = ("gemm", "gmm", "matmul", "groupmatmul")
 # ... and of those, the words that say the product is added into an argument.
 ADD_WORDS = ("accum", "add")
 
@@ -70,6 +69,7 @@ def _kernels(root):
         if type(sub) is not cst.Call:
             continue
         name = (patterns.callee_name(sub) or "").lower()
+        # Not ``...mm``: ``addmm(input, a, b)`` returns its sum, ``input`` is not written.
         if any(w in name for w in PRODUCT_WORDS) and any(w in name for w in ADD_WORDS):
             for arg in sub.args:
                 if arg.keyword is None and not arg.star:
@@ -85,8 +85,7 @@ def _computes(call) -> bool:
     """The write computes a product: a GEMM-like kernel (by its name, ``out=``), or an add
     of an operand that is a product (``mg.add_(dy.t() @ x)``, ``mg += torch.mm(a, b)``)."""
     if type(call) is cst.Call:
-        name = (patterns.callee_name(call) or "").lower().rstrip("_")
-        if any(word in name for word in PRODUCT_WORDS) or wgrad.looks_like_gemm(call):
+        if wgrad.looks_like_gemm(call):
             return True
         operands = [arg.value for arg in call.args]
     elif type(call) is cst.AugAssign:

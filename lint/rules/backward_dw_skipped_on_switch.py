@@ -78,6 +78,17 @@ RULE = Rule(
         its base (`super().__init__(..., delay_wgrad_compute=...)`) is left to GMLP038,
         which judges its `backward_dw` against the base's.
 
+        The layer's own store popped inline (`self.wgrad_store.pop()`, a call `pop()` on a
+        `self` attribute whose name ends in `store`, not `restore`) is a piece (blind corpus
+        23: TE's `GroupedLinear.backward_dw` leaving on `if self.fuse_wgrad_accumulation:
+        return` before the pop). Before it, a switch that is on is reported only when it
+        says where the gradient goes (a name or `getattr` string spelling `accumulat` with
+        `fuse` / `fusion`: `fuse_wgrad_accumulation`, `gradient_accumulation_fusion`), even
+        where the work reads it again; another switch that is on may say nothing was stored
+        (`if self.lora_only: return`, the review). Such a switch is never about the
+        deferred work whatever its other tokens: gating the deferral on it is the seed's
+        wrong flag.
+
         The switch may be spelled `S == True` / `S is True`, `getattr(cfg, "s", False)` or,
         on the positive side, `bool(S)`; a one-line `if S: return` counts as the block.
 
@@ -85,8 +96,8 @@ RULE = Rule(
         a call or a combination (`if self.overlapped(): return`, `if a and b: return`), a
         positive switch before a member's flush however spelled, one inside
         a `with` block or with the work in its `else`, exits in a helper the method calls, a
-        `backward_dw` whose work is neither a `*_dw` nor a `*backward*` call (a store popped
-        inline), a switch hidden behind `is None` (`if self.stream is None: return` where
+        `backward_dw` whose work is neither a `*_dw` nor a `*backward*` call nor a store's
+        `pop()`, a switch hidden behind `is None` (`if self.stream is None: return` where
         the stream exists only with the feature on), a `backward_dw` defined apart and
         patched onto the class, and whether the feature could be off while the layer defers
         (a switch that always goes with the delay mode in the configs validated elsewhere is
@@ -164,6 +175,19 @@ RULE = Rule(
                     if self.config.moe_shared_expert_overlap:
                         return
                     super(SharedExpertMLP, self).backward_dw()
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            class GroupedLinear(TransformerEngineBaseModule):
+                def backward_dw(self):
+                    if self.fuse_wgrad_accumulation:
+                        return
+                    _, tensors = self.wgrad_store.pop()
+                    self._deliver(tensors, fused=self.fuse_wgrad_accumulation)
+                    for hook in self.wgrad_accumulation_and_reduce_hooks:
+                        hook()
             """,
             line=4,
         ),

@@ -19,6 +19,7 @@ outside = LazyModule("..analysis.outside_registrations", __package__)
 registration_facts = LazyModule("..registration_facts", __package__)
 stand_ins = LazyModule("..analysis.stand_ins_skipped", __package__)
 siblings = LazyModule("..analysis.unflushed_siblings", __package__)
+dead_helpers = LazyModule("..analysis.dead_flush_helpers", __package__)
 
 CODE = "GMLP014"
 RULE = Rule(
@@ -49,7 +50,9 @@ RULE = Rule(
         "outside `torch.no_grad()` while its own `backward_dw` flushes a sibling "
         "(`self.linear_fc2.backward_dw()`: the same name but for digits), never reaches "
         "it, and calls no base version, no undefined `self` helper and no `getattr(self, "
-        "...)` (reported at the method's last statement)"
+        "...)` (reported at the method's last statement); a private method of the class that "
+        "runs `backward_dw()` on its layers and that nothing in the file calls or names "
+        "(reported at the last statement of the class's `backward_dw`, where its call goes)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). With `delay_wgrad_compute`, a
@@ -155,6 +158,16 @@ RULE = Rule(
         (`apply_module(self.x)(h)`; `self.x.forward(h)` counts as running it); two
         digit-named members that are not a pair (`stage1` /
         `stage2` of different kinds) are taken as one.
+
+        A helper nothing calls (blind corpus 20: a DSA attention class whose `backward_dw`
+        dropped the call to `_backward_indexer`, the helper that flushes the indexer's
+        projections): a private method of the class (`_name`, not a dunder) that runs
+        `backward_dw()` on something, whose name occurs nowhere else in the file (no call,
+        no stored reference, no string for `getattr`), in a class with its own `backward_dw`
+        and no `getattr(self, <computed name>)`. The finding is on the last statement of
+        `backward_dw`, where the call goes, and names the layers the helper flushes (those
+        are not reported again at their construction). Not seen: a helper called only from
+        dead code, or public helpers (another file may call them).
 
         Not seen: bases defined in other files (they may define `backward_dw` or reach the
         layer: such classes are not reported here, nor is a `backward_dw` that calls
@@ -309,6 +322,21 @@ RULE = Rule(
                     super().backward_dw()
             """
         ),
+        Example(
+            """
+            class Attention(MegatronModule):
+                def __init__(self, config):
+                    self.wk = TELinear(config.hidden, config.index_dim)
+                    self.flushes = [self._backward_indexer]
+
+                def backward_dw(self):
+                    for flush in self.flushes:
+                        flush()
+
+                def _backward_indexer(self):
+                    self.wk.backward_dw()
+            """
+        ),
     ),
     invalid=(
         Example(
@@ -385,6 +413,21 @@ RULE = Rule(
             """,
             line=10,
         ),
+        Example(
+            """
+            class Attention(MegatronModule):
+                def __init__(self, config):
+                    self.linear_proj = TELinear(config.hidden, config.hidden)
+                    self.wk = TELinear(config.hidden, config.index_dim)
+
+                def backward_dw(self):
+                    self.linear_proj.backward_dw()
+
+                def _backward_indexer(self):
+                    self.wk.backward_dw()
+            """,
+            line=7,
+        ),
     ),
     # Registrations from outside a class need the summaries of the run's other classes.
     reads_subclasses=True,
@@ -429,6 +472,10 @@ SIBLING = (
     "`{owner}` runs as a layer beside it: with delayed wgrad its weight gradient is never "
     "computed"
 )
+DEAD_HELPER = (
+    "`{owner}.backward_dw` never calls `{helper}` (line {line}), which computes the delayed "
+    "weight gradients of {attrs}, and nothing else does: those gradients are never computed"
+)
 NONE = (
     "`{name}` takes delay_wgrad_compute and builds weight layers ({attrs}) but has no "
     "backward_dw: with delayed wgrad their weight gradients are never computed"
@@ -463,6 +510,16 @@ def check(context: ModuleContext, out: Collector) -> None:
         # The fused path's stand-ins need no layer of __init__: the ops are built elsewhere.
         for attr, firing in stand_ins.skipped(model):
             out.report(CODE, firing, SKIPPED.format(attr=attr, owner=model.name))
+        # Layers a dead helper flushes: reported once, where the helper's call goes.
+        in_dead_helpers: set[str] = set()
+        for helper, last in dead_helpers.dead_flush_helpers(model.node, context.source):
+            flushed = dead_helpers.flushed_attributes(helper)
+            in_dead_helpers.update(flushed)
+            attrs = ", ".join(f"`self.{a}`" for a in flushed) or "what it flushes"
+            line = context.line_of(helper.name)
+            name = helper.name.value
+            message = DEAD_HELPER.format(owner=model.name, helper=name, line=line, attrs=attrs)
+            out.report(CODE, last, message)
         if backward_dw is not None:
             reached = index.reached_attributes(model, classes.BACKWARD_DW)
             for attr, flushed, last in siblings.unflushed_siblings(model.node, reached):
@@ -481,7 +538,7 @@ def check(context: ModuleContext, out: Collector) -> None:
         reached = index.reached_attributes(model, classes.BACKWARD_DW)
         owner = next(m.name for m in index.lineage(model) if classes.BACKWARD_DW in m.methods)
         for attr, assignment in model.layers.items():
-            if attr not in reached:
+            if attr not in reached and attr not in in_dead_helpers:
                 named = dropped_layer_sites.where_dropped(index.lineage(model), attr, model.layers)
                 if named is not None:
                     kind, other, call = named

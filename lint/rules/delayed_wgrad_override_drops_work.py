@@ -30,7 +30,9 @@ RULE = Rule(
     ),
     flags=(
         "a `backward_dw` in a class whose `__init__` hands `delay_wgrad_compute` to its base "
-        "(`super().__init__(..., delay_wgrad_compute=X)`) that never calls "
+        "(`super().__init__(..., delay_wgrad_compute=X)`), or builds its own store with it "
+        "(`WeightGradStore(delay_wgrad_compute)`: then only firing hooks), "
+        "that never calls "
         "`super().backward_dw()`, uses nothing it pops, writes no main_grad or `.grad` and "
         "does not raise; one that calls it only under an `if` whose test is not about the "
         "delay (`if self.fuse_wgrad_accumulation: super().backward_dw()`); an empty override "
@@ -80,6 +82,16 @@ RULE = Rule(
         None (every operand of an `and`, one of an `or`); a test that calls anything (a
         version or capability check) is not judged. The message names the condition under
         which the base's version runs (`not (...)` after an early `return` or in an `else`).
+
+        Seen since blind corpus 23: a class built with the delay by its own store rather
+        than its base's `__init__` (`__init__` takes `delay_wgrad_compute` and hands it to
+        a call named for a store, `self.wgrad_store = WeightGradStore(delay_wgrad_compute,
+        ...)`, as Transformer Engine's modules do, with no `assert` refusing the delay)
+        whose `backward_dw` override only fires hooks (every call is a hook walked from an
+        attribute named for hooks, a callee named `*hook`, or logging: a fork's `Linear`).
+        An override that hands anything on (the store's own `flush()`, a module function
+        given `self`, a fused op) may compute the work there and is left alone (the
+        review).
 
         Seen since blind corpus 12: a `need_backward_dw` defined in a class, every `return`
         of which reads the delay switch (a name, attribute or call spelling `delay_wgrad`)
@@ -285,6 +297,19 @@ RULE = Rule(
             """,
             line=15,
         ),
+        Example(
+            """
+            class Linear(TransformerEngineBaseModule):
+                def __init__(self, in_features, out_features, delay_wgrad_compute=False):
+                    super().__init__()
+                    self.wgrad_store = WeightGradStore(delay_wgrad_compute)
+
+                def backward_dw(self):
+                    for hook in self.wgrad_accumulation_and_reduce_hooks:
+                        hook()
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -296,9 +321,10 @@ MESSAGE_SKIPPED = (
     "this class's B pass for that case"
 )
 MESSAGE_OWN = (
-    "`{cls}.backward_dw` overrides the backward_dw of a base built with "
-    "delay_wgrad_compute, but never runs it (`super().backward_dw()`) nor computes what the "
-    "base stored: the base's weights never get their delayed gradient"
+    "`{cls}.backward_dw` overrides the inherited backward_dw of a class built with "
+    "delay_wgrad_compute (handed to its base, or to its own store), but never runs it "
+    "(`super().backward_dw()`) nor computes what was stored: the weights never get their "
+    "delayed gradient"
 )
 MESSAGE_GATED = (
     "`{cls}.backward_dw` runs the base's backward_dw only when `{test}`, a test unrelated to "

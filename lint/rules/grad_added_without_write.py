@@ -60,7 +60,11 @@ RULE = Rule(
           write on the other, and the mark's side hands back a product (`@`, a GEMM) it
           computed: `if fused: <write, mark, return dummy>`, then a mark and `return dy.t()
           @ x` (one evaluation of one test; the gradient goes to `.grad`, which the mark
-          tells the hook to ignore). A mark whose side hands back a dummy may follow a
+          tells the hook to ignore); or a local named for the weight gradient that a
+          product was unpacked into (`dx, dw, db = npu_gmm_backward([dy], [x], [w], ...)`,
+          then `return dx[0], dw[0]`: blind corpus 23). Such a kernel, handed the weight
+          and no main_grad, returning its gradient into a local named for it (`dw`,
+          `wgrad`), writes nothing. A mark whose side hands back a dummy may follow a
           write made elsewhere (a fused kernel) and is left alone;
 
         * a weight gradient computed here by a GEMM or `@` into a fresh tensor (or by a
@@ -454,6 +458,23 @@ RULE = Rule(
                 return wgrad
             """,
             line=7,
+        ),
+        Example(
+            """
+            class GMMFunction(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight, original_weight = ctx.saved_tensors
+                    if ctx.gemm_fusion:
+                        dx = npu_gmm_dx(dy, weight)
+                        npu_groupmatmul_add_fp32(x, dy, ctx.groups, original_weight.main_grad)
+                        original_weight.grad_added_to_main_grad = True
+                        return dx, torch.zeros_like(weight)
+                    dx, dw = npu_gmm_backward([dy], [x], [weight], ctx.groups)
+                    original_weight.grad_added_to_main_grad = True
+                    return dx[0], dw[0]
+            """,
+            line=11,
         ),
     ),
 )

@@ -45,8 +45,8 @@ RULE = Rule(
         `empty`, `full`, ...), as two arms of one conditional expression or two
         assignments, the allocation chosen on a test of whether main_grad is there (naming
         `main_grad`, `None` or `hasattr`: a scratch buffer chosen on an overwrite switch
-        is GMLP001's); written when handed to a GEMM (a callee named with `gemm` or
-        `matmul`, ending in `mm`, or taking `out=`; a kernel named for adding, `accum` or
+        is GMLP001's); written when handed to a GEMM (a callee named with `gemm`,
+        `matmul` or `gmm`, ending in `mm`, or taking `out=`; a kernel named for adding, `accum` or
         `param_grad_add`) or given an in-place method (`add_`); reported at the binding
         that allocates when the function never keeps the local: no assignment whose value
         mentions it (`g = buf.to(dt)` handed back keeps it), no `return` / `yield` of it,

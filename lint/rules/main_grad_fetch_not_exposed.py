@@ -11,7 +11,10 @@ if TYPE_CHECKING:
     from ..analysis.collector import Collector
     from ..analysis.module import ModuleContext
 
+cst = LazyModule("libcst")
 unexposed = LazyModule("..analysis.unexposed_fetches", __package__)
+first_call = LazyModule("..analysis.first_call_fetches", __package__)
+dead_helpers = LazyModule("..analysis.dead_flush_helpers", __package__)
 
 CODE = "GMLP046"
 RULE = Rule(
@@ -32,7 +35,9 @@ RULE = Rule(
         "method of the class reads, in a method that binds no `.main_grad`; a fetch inside "
         "a `map(lambda ...)`, `filter(lambda ...)` or generator expression whose iterator "
         "the statement drops, or a `p.get_main_grad()` whose result is dropped, in a function "
-        "that binds main_grad nowhere else"
+        "that binds main_grad nowhere else; a fetch (or a call of a method that fetches) inside "
+        "`if self.X is None:` that builds `self.X`: it runs on the first call only; a private "
+        "method fetching main_grad that nothing in the file calls"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209). Megatron-FSDP sets `param.main_grad = None`
@@ -72,6 +77,29 @@ RULE = Rule(
         `map(lambda p: setattr(p, "main_grad", p.get_main_grad()), params)` (or `filter`,
         or a generator expression) makes the iterator and drops it, so the lambda never
         runs. Reported when the function binds main_grad to a fetch nowhere else.
+
+        The fetch runs only when a fused path is first built (blind corpus 23's fused LoRA
+        linear: `if self._fused_branches is None:` builds the branches and calls
+        `self._expose_main_grads()` in the same block): Megatron-FSDP resets main_grad at
+        every gradient reduce, so from the next step on the fused ops find no buffer. Seen:
+        in a method of a class, an `if` testing that `self.X` is unset (`self.X is None`,
+        `not self.X`, `not hasattr(self, "X")`) whose body assigns `self.X` and holds a
+        `get_main_grad()` call or a call of a method of the class that holds one
+        (analysis/first_call_fetches.py), when the class starts no fetch anywhere else (one
+        after the block runs on every call), no method but `__init__` sets `self.X` back to
+        None (a cache cleared after each reduce is rebuilt) and the fetch is not inside a
+        lambda (it runs later, when called: the review's correct variants); reported at
+        that call. Not seen: a flag set after the first run (`self._built = True`) tested
+        instead of the built object, `getattr(self, "X", None) is None`, fetch helpers
+        outside the class.
+
+        The fetch never runs: a private method of a class (`_name`, not a dunder) that calls
+        `get_main_grad()` and whose name occurs nowhere else in the file (no call, no stored
+        reference, no string for `getattr`), in a class that reaches no method by a
+        computed name (blind corpus 23: the fused LoRA forward that dropped its
+        `self._expose_main_grads()`), when the class defines its `forward` here. Reported
+        at the helper's name. Not seen: public helpers (another file may call them), a
+        helper called only from dead code.
 
         Not seen: a buffer kept in a local or a module-level dict; a store read only through
         another object; whether the op that reads main_grad is built at all (the fetch is
@@ -181,11 +209,52 @@ RULE = Rule(
             """,
             line=3,
         ),
+        Example(
+            """
+            class FusedLoRALinear(LoRALinear):
+                def _expose_main_grads(self):
+                    for param in self._fused.parameters():
+                        if getattr(param, "main_grad", None) is None:
+                            param.main_grad = param.get_main_grad()
+
+                def forward(self, x):
+                    if self._fused is None:
+                        self._fused = self._make_fused()
+                        self._expose_main_grads()
+                    return self._fused(x)
+            """,
+            line=10,
+        ),
+        Example(
+            """
+            class FusedLoRALinear(LoRALinear):
+                def _expose_main_grads(self):
+                    for param in self._fused.parameters():
+                        param.main_grad = param.get_main_grad()
+
+                def forward(self, x):
+                    if self._fused is None:
+                        self._fused = self._make_fused()
+                    return self._fused(x)
+            """,
+            line=2,
+        ),
     ),
 )
 
 
 # -- the check ------------------------------------------------------------------------
+FETCH = "get_main_grad"
+DEAD = (
+    "`{helper}` fetches Megatron-FSDP's main_grad, but nothing in this file calls it: the "
+    "parameters' main_grad stays None for the fused ops that write it; call it before they "
+    "run, on every forward"
+)
+ONCE = (
+    "main_grad is fetched here only while `self.{attr}` is being built, on the first call: "
+    "Megatron-FSDP resets main_grad to None at every gradient reduce, so from the next step "
+    "on the fused ops find no buffer; fetch it on every forward, outside the construction"
+)
 MESSAGES = {
     "guard": (
         "the main_grad fetch runs only when `main_grad` does not exist as an attribute, but "
@@ -220,3 +289,16 @@ def check(context: ModuleContext, out: Collector) -> None:
         return
     for found in unexposed.unexposed_fetches(context.module):
         out.report(CODE, found.node, MESSAGES[found.kind].format(attr=found.receiver))
+    for stmt in context.module.body:
+        if type(stmt) is cst.ClassDef:
+            for node, attr in first_call.first_call_fetches(stmt):
+                out.report(CODE, node, ONCE.format(attr=attr))
+            if not _runs_forward(stmt):
+                continue  # a snippet of a class: its hooks may be registered elsewhere
+            for helper in dead_helpers.dead_private_methods(stmt, context.source, FETCH):
+                out.report(CODE, helper.name, DEAD.format(helper=helper.name.value))
+
+
+def _runs_forward(cls) -> bool:
+    """The class defines ``forward`` here: what it runs is in this file."""
+    return any(type(s) is cst.FunctionDef and s.name.value == "forward" for s in cls.body.body)

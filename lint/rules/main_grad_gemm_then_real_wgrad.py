@@ -52,7 +52,8 @@ RULE = Rule(
         branch's `else` (blind corpus 9's ROCm Megatron-LM variant) is the bug.
 
         Seen: in a function named `backward`, a statement calling a GEMM (a name with
-        `gemm` or `matmul`, ending in `mm`, or taking `out=`) handed a main_grad whole as a
+        `gemm`, `matmul` or `gmm`, ending in `mm`, or taking `out=`; `gmm_op` and
+        `npu_groupmatmul_add_fp32` since blind corpus 23) handed a main_grad whole as a
         positional argument or `out=` (`X.main_grad`, `getattr(X, "main_grad")`, a local
         every binding of which holds main_grad, an `out` entry of a `**` dict literal; not
         inside a conditional expression, which makes it a destination only sometimes);
@@ -220,6 +221,19 @@ RULE = Rule(
                 return grad_output.matmul(weight), grad_weight
             """,
             line=6,
+        ),
+        Example(
+            """
+            class GroupedMlp(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    dx = gmm_op(dy, weight, ctx.groups, 0)[0]
+                    npu_groupmatmul_add_fp32(x, dy, ctx.groups, weight.main_grad)
+                    wgrad = gmm_op(x.t(), dy, ctx.groups, 2)[0]
+                    return dx, wgrad
+            """,
+            line=7,
         ),
     ),
 )

@@ -94,6 +94,13 @@ RULE = Rule(
         corpus 22; not `step_after_fwd_bwd`), or one that marks `grad_added_to_main_grad`
         (it delivers a weight gradient whatever its name); grad buffers, optimizers and
         scripts that consolidate `.grad` into main_grad once per step copy on purpose. A
+        product computed into main_grad (a call named for a product, `gemm`, `matmul`,
+        `gmm` or `...mm`, with `out=` main_grad or its accumulate switch off) is judged in
+        any function, whatever its name (blind corpus 23: a wgrad store's drain,
+        `overlap_matmul`, running `torch.matmul(dy.t(), x, out=weight.main_grad.data)`): no
+        consumer computes a product into main_grad. In a file that asks somewhere, such a
+        function that the file names elsewhere (called, or handed on as in `(_replace if r
+        else _add)(w, x, dy)`) is left to its callers, one of which may ask (the review). A
         product whose `out=` is a main_grad returns that buffer: `weight.main_grad = wgrad`
         after `wgrad, _ = gemm(..., out=weight.main_grad if fuse else None)` (Transformer
         Engine's Paddle linear) keeps it.
@@ -652,6 +659,16 @@ RULE = Rule(
                     return dy @ weight, torch.zeros_like(weight)
             """,
             line=2,
+        ),
+        Example(
+            """
+            class WeightGradStore:
+                @classmethod
+                def overlap_matmul(cls, entry):
+                    x, dy, weight = entry
+                    torch.matmul(dy.t(), x, out=weight.main_grad.data)
+            """,
+            line=5,
         ),
     ),
 )

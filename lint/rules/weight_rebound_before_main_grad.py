@@ -20,6 +20,7 @@ fresh_bindings = LazyModule("..analysis.fresh_bindings", __package__)
 parameter_attributes = LazyModule("..analysis.parameter_attributes", __package__)
 saved_rebinds = LazyModule("..analysis.saved_rebinds", __package__)
 reading_helpers = LazyModule("..analysis.reading_helpers", __package__)
+stored_fresh = LazyModule("..analysis.stored_fresh_parameters", __package__)
 
 CODE = "GMLP015"
 RULE = Rule(
@@ -41,7 +42,9 @@ RULE = Rule(
         "module's parameter slot from an existing module's weight; `w = w.clone()` (a copy or "
         "view chain, not `.contiguous()` alone) in `forward` saved for backward (or kept on "
         "`ctx`) where the `backward` beside it reads main_grad or a flag from it; "
-        "`ref().detach()` / `.clone()` / `.data` of a weak reference"
+        "`ref().detach()` / `.clone()` / `.data` of a weak reference; `L[i] = Parameter(...)` "
+        "followed by a flag read or set on an item of `L`; a fresh `Parameter(...)` given to "
+        "an op built with `accumulate_into_main_grad`"
     ),
     explanation="""
         Issue #19, class 2. main_grad, `grad_added_to_main_grad`, `overwrite_main_grad` and
@@ -96,10 +99,23 @@ RULE = Rule(
         (`Parameter(torch.randn(...))`) is no copy here; a helper that rebinds its parameter
         before marking (`weight = getattr(weight, "_origin_param", weight)`) is not taken to
         mark what it was handed. Not seen: a container walked through `reversed(...)` or a
-        slice, a copy stored without a name (`L[i] = Parameter(...)`), a nested function
+        slice, a nested function
         that marks the copy it closes over. Reported wrongly: a helper whose mark sits under
         a test of another argument (`_finish(probe, g, fused=False)`) is taken to mark
         whatever it is handed.
+
+        A copy stored without a name (blind corpus 23, Transformer Engine's grouped backward
+        under CPU offload: `origin_weights[i] = torch.nn.Parameter(origin_weights[i],
+        ...)`) is reported at the store when a path from it reaches a read or a set of
+        `grad_added_to_main_grad`, `overwrite_main_grad` or `zero_out_wgrad` on an item of
+        the same list, by any key (`getattr(origin_weights[0], "overwrite_main_grad",
+        False)`); main_grad put back on the item is no such use
+        (analysis/stored_fresh_parameters.py). Not seen there: the list walked by a loop
+        or handed to a helper after the store. Likewise an op built with
+        `accumulate_into_main_grad` (not a literal False) given a fresh Parameter in the
+        same function (`op.weight = nn.Parameter(w.detach().clone())`, blind corpus 23's
+        fused LoRA branch, which must share the adapter's Parameter): the op writes the
+        main_grad of an object Megatron never gave one.
 
         Also reported: a module's weight rebound to a fresh `Parameter(...)` on the way
         into each forward (`forward`, the class's methods it calls, forward pre-hooks of
@@ -428,6 +444,34 @@ RULE = Rule(
             """,
             line=8,
         ),
+        Example(
+            """
+            class _GroupedLinear(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    origin_weights = list(ctx.saved_tensors[ctx.num_gemms :])
+                    main_grads = [fetch() for fetch in ctx.main_grad_funcs]
+                    for i in range(ctx.num_gemms):
+                        origin_weights[i] = torch.nn.Parameter(origin_weights[i], False)
+                        origin_weights[i].main_grad = main_grads[i]
+                    accumulate = not getattr(origin_weights[0], "overwrite_main_grad", False)
+                    return _wgrads(dy, main_grads, accumulate)
+            """,
+            line=7,
+        ),
+        Example(
+            """
+            def make_lora_branch(adapter, accumulate):
+                branch = te.ops.Sequential()
+                op = te.ops.Linear(
+                    adapter.in_features, adapter.dim, accumulate_into_main_grad=accumulate
+                )
+                op.weight = nn.Parameter(adapter.linear_in.weight.detach().clone())
+                branch.append(op)
+                return branch
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -502,11 +546,27 @@ FORWARD_MESSAGE = (
 )
 
 
+STORED_MESSAGE = (
+    "`{target}` is replaced here by a fresh Parameter, which carries none of the flags "
+    "Megatron put on the weight: `{flag}` on the list's items (line {line}) is then the new "
+    "object's, which Megatron's hooks never see; keep the weight object itself in the list"
+)
+
+
+OP_MESSAGE = (
+    "`{target}` is given a fresh Parameter, but its op accumulates into main_grad: it writes "
+    "the main_grad of an object Megatron never gave one, and the weight it copies gets no "
+    "gradient; hand the op the weight Parameter itself"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     for found in context.shared(forward_rebinds.rebindings):
         message = FORWARD_MESSAGE.format(attribute=found.attribute, method=found.method)
         out.report(CODE, found.site, message)
+    aliased: set[int] = set()  # values the alias check reports: not again as an op's weight
     for alias in context.shared(fresh_aliases.fresh_aliases):
+        aliased.add(id(alias.value))
         message = ALIAS_MESSAGES[alias.holder].format(
             value=_one_line(out.text(alias.value)), weight=alias.weight
         )
@@ -527,6 +587,16 @@ def check(context: ModuleContext, out: Collector) -> None:
             _check_flags(unit, out, reported)
         if unit.name == saved_rebinds.FORWARD and "main_grad" in context.source:
             _check_saved(unit, out)
+        if "Parameter(" in context.source and "main_grad" in context.source:
+            for store, flag, where in stored_fresh.stored_fresh_parameters(unit):
+                line = context.line_of(where)  # a pass over the file: only to report
+                target = _one_line(out.text(store.targets[0].target))
+                out.report(CODE, store, STORED_MESSAGE.format(target=target, flag=flag, line=line))
+            for assignment in stored_fresh.fresh_op_weights(unit):
+                if id(assignment.value) in aliased:
+                    continue
+                target = _one_line(out.text(assignment.targets[0].target))
+                out.report(CODE, assignment, OP_MESSAGE.format(target=target))
     if "main_grad" in context.source and "ref()." in context.source:
         for unit in context.units:
             for stmt, _ in unit.statements():

@@ -53,7 +53,7 @@ OUTCOME: Outcomes = {
     ),
     "mdy_triton_start_sync_grad_registers_unfolded_grads": ("missed", (), (("GMLP019", 24),)),
     "yuan_ddp_param_hook_ignores_grad_added_flag": ("caught", (("GMLP066", 41),), ()),
-    "miles_dsa_attention_backward_dw_skips_indexer": ("near", (("GMLP014", 41),), ()),
+    "miles_dsa_attention_backward_dw_skips_indexer": ("caught", (("GMLP014", 58),), ()),
     "miles_inkling_shared_experts_without_backward_dw": ("missed", (), ()),
     "mdy_triton_linear_dummy_on_local_accumulate": (
         "caught",
