@@ -10,11 +10,11 @@ finding is on its last statement.
 
 A helper counts as dead only where this file gives no way to reach it: its name occurs once
 in the whole file (its ``def``: no call, no reference stored, no string naming it for
-``getattr``), it has no decorator (one may register it), the class reaches no method by a
-computed name (``getattr(self, name)`` with a name that is not a literal) and the file
-reaches nothing so anywhere (``getattr(obj, <not a string>)``, ``vars(...)``, ``__dict__``,
-``dir(...)``: a scheduler, a wrapper or a mixin may). Only private helpers (``_name``, not
-dunders) are judged: a public method may be called from another file. The same test finds other dead
+``getattr``), it has no decorator (one may register it) and the file reaches no method by
+a computed name anywhere (``getattr(obj, <not a string literal>)``, ``self`` included,
+``vars(...)``, ``__dict__``, ``dir(...)``: the class, a scheduler, a wrapper or a mixin
+may). Only private helpers (``_name``, not dunders) are judged: a public method may be
+called from another file. The same test finds other dead
 bookkeeping helpers (``dead_private_methods``): GMLP046 asks it for a helper that fetches
 Megatron-FSDP's main_grad (``_expose_main_grads``) which nothing calls.
 """
@@ -49,7 +49,7 @@ def dead_private_methods(cls: cst.ClassDef, source: str, callee: str) -> Iterato
     """The private methods of ``cls`` (``_name``, not dunders) that call ``callee`` (a
     method of something: ``backward_dw``, ``get_main_grad``) and whose name occurs once in
     ``source`` (their ``def``), in a class that reaches no method by a computed name."""
-    if _reaches_by_computed_name(cls) or _reaches_by_name_anywhere(source):
+    if _reaches_by_name_anywhere(source):
         return
     for method in (s for s in cls.body.body if type(s) is cst.FunctionDef):
         name = method.name.value
@@ -57,8 +57,13 @@ def dead_private_methods(cls: cst.ClassDef, source: str, callee: str) -> Iterato
             continue
         if method.decorators:
             continue  # a decorator may register it (``@dw_step``)
-        if len(re.findall(rf"(?<![\w.]){re.escape(name)}\b|\.{re.escape(name)}\b", source)) == 1:
+        if not named_elsewhere(name, source):
             yield method
+
+
+def named_elsewhere(name: str, source: str) -> bool:
+    """``name`` occurs in ``source`` besides its own ``def`` (a call, a reference, a string)."""
+    return len(re.findall(rf"\b{re.escape(name)}\b", source)) > 1
 
 
 def flushed_attributes(method: cst.FunctionDef) -> list[str]:
@@ -112,18 +117,3 @@ def _arguments(source: str, start: int) -> list[str]:
             continue
         current.append(char)
     return [*parts, "".join(current)]
-
-
-def _reaches_by_computed_name(cls: cst.ClassDef) -> bool:
-    """``getattr(self, name)`` with a name that is not a string literal: any method may be
-    the one it reaches."""
-    methods = [s for s in cls.body.body if type(s) is cst.FunctionDef]
-    for sub in (sub for method in methods for sub in patterns.walk(method.body)):
-        if type(sub) is not cst.Call or patterns.callee_name(sub) != "getattr":
-            continue
-        first = sub.args[0].value if sub.args else None
-        if len(sub.args) < 2 or type(first) is not cst.Name or first.value != "self":
-            continue
-        if type(sub.args[1].value) is not cst.SimpleString:
-            return True
-    return False

@@ -24,8 +24,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from . import patterns
-
-FETCH = "get_main_grad"
+from .unexposed_fetches import FETCH
 
 
 def first_call_fetches(cls: cst.ClassDef) -> Iterator[tuple[cst.CSTNode, str]]:

@@ -24,6 +24,7 @@ from .assigned_methods import assigned_methods
 from .classes import BACKWARD_DW, DELAY, ClassModel, class_index, self_call_closure
 from .module import ModuleContext, suite_body
 from .override_gates import bindings_of, ends_in_return, unrelated_gate
+from .skipped_pieces import LOGGING_CALLS
 from .wgrad_pieces import is_abstract, is_empty
 
 # The predicate Transformer Engine's ``backward_dw`` asks first (``if not
@@ -225,9 +226,6 @@ def _base_built_delayed(model: ClassModel) -> bool:
     return False
 
 
-LOGGING = frozenset({"debug", "info", "warning", "warn", "print", "log", "range_push", "range_pop"})
-
-
 def _builds_delayed_store(model: ClassModel) -> bool:
     """``__init__`` takes ``delay_wgrad_compute`` and builds the class's own store with it
     (``self.wgrad_store = WeightGradStore(delay_wgrad_compute, ...)``, Transformer Engine's
@@ -266,7 +264,12 @@ def _only_fires_hooks(method: cst.FunctionDef) -> bool:
         name = (patterns.callee_name(call) or "").lower()
         if type(call.func) is cst.Name and call.func.value in hooks:
             continue
-        if name.endswith("hook") or name in LOGGING or "nvtx" in name or name.startswith("range_"):
+        if (
+            name.endswith("hook")
+            or name in LOGGING_CALLS
+            or "nvtx" in name
+            or name.startswith("range_")
+        ):
             continue
         return False
     return True

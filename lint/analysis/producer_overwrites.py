@@ -11,7 +11,6 @@ documentation and chooses the checks a file gets."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -19,6 +18,7 @@ import libcst as cst
 from .. import wgrad_words
 from . import (
     asking,
+    dead_flush_helpers,
     handed_main_grads,
     overwrite_findings,
     overwrite_switch,
@@ -120,7 +120,9 @@ def check(context: ModuleContext, out: Collector) -> None:
                 # out=w.main_grad)`` in a wgrad store's drain): no consumer does that. (In
                 # a file that asks somewhere, a function it names elsewhere, called or
                 # handed on, is left to its callers: one further up may ask.)
-                if function and not (file_asks and _named_elsewhere(unit.name, source)):
+                if function and not (
+                    file_asks and dead_flush_helpers.named_elsewhere(unit.name, source)
+                ):
                     _check_writes(unit, switches_of(unit), frozenset(), out, reported, file_asks,
                                   products_only=True)  # fmt: skip
             switches = switches_of(unit) if function else None
@@ -189,11 +191,6 @@ def _check_writes(
                 continue
             if id(sub) not in reported and _check_call(sub, buffers, out):
                 reported.add(id(sub))
-
-
-def _named_elsewhere(name: str, source: str) -> bool:
-    """``name`` occurs in ``source`` besides its own ``def`` (a call, a reference)."""
-    return len(re.findall(rf"\b{re.escape(name)}\b", source)) > 1
 
 
 def _callers(context: ModuleContext) -> dict[str, list[Unit]]:

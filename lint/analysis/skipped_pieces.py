@@ -290,42 +290,40 @@ def _spells_deferred_work(test) -> bool:
             return True
         if kind is cst.Call and patterns.callee_name(sub) in ("hasattr", "len"):
             return True
-        word = None
-        if kind is cst.Name:
-            word = sub.value
-        elif kind is cst.Attribute:
-            word = sub.attr.value
-        elif kind is cst.SimpleString:
-            word = patterns.string_value(sub)
+        word = _word_of(sub)
         if word and _deferred_word(word):
             return True
     return False
 
 
+def _word_of(node) -> str | None:
+    """The word a name, an attribute or a string (``getattr``'s) spells."""
+    kind = type(node)
+    if kind is cst.Name:
+        return node.value
+    if kind is cst.Attribute:
+        return node.attr.value
+    if kind is cst.SimpleString:
+        return patterns.string_value(node)
+    return None
+
+
 def _says_where_it_goes(switch) -> bool:
     """The switch names where the weight gradient goes (``fuse_wgrad_accumulation``, also
     as ``getattr``'s string)."""
-    for sub in (switch, *patterns.walk(switch)):
-        kind = type(sub)
-        if kind is cst.Name:
-            word = sub.value
-        elif kind is cst.Attribute:
-            word = sub.attr.value
-        elif kind is cst.SimpleString:
-            word = patterns.string_value(sub) or ""
-        else:
-            continue
-        lowered = word.lower()
-        if WHERE_IT_GOES in lowered and ("fuse" in lowered or "fusion" in lowered):
-            return True
-    return False
+    return any(_where_it_goes(_word_of(sub) or "") for sub in (switch, *patterns.walk(switch)))
+
+
+def _where_it_goes(word: str) -> bool:
+    lowered = word.lower()
+    return WHERE_IT_GOES in lowered and ("fuse" in lowered or "fusion" in lowered)
 
 
 def _deferred_word(word: str) -> bool:
     lowered = word.lower()
     if any(phrase in lowered for phrase in DEFERRED_PHRASES):
         return True
-    if WHERE_IT_GOES in lowered and ("fuse" in lowered or "fusion" in lowered):
+    if _where_it_goes(word):
         return False
     return any(
         token.lower().startswith(prefix)

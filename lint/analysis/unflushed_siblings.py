@@ -26,6 +26,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from . import patterns
+from .dead_flush_helpers import flushed_attributes
 from .layer_builds import calls_base_version, is_self_attr
 
 PIECE = "backward_dw"
@@ -41,7 +42,7 @@ def unflushed_siblings(
     own = next((m for m in methods if m.name.value == PIECE), None)
     if own is None or not own.body.body or _may_reach_more(own, methods):
         return
-    flushed = _flushed(own)
+    flushed = set(flushed_attributes(own))
     if not flushed:
         return
     names = {m.name.value for m in methods}  # ``self._forward(...)`` runs a method, no layer
@@ -57,17 +58,6 @@ def _siblings(a: str, b: str) -> bool:
     if a == b or not (_DIGITS.search(a) and _DIGITS.search(b)):
         return False
     return _DIGITS.sub("", a) == _DIGITS.sub("", b)
-
-
-def _flushed(method: cst.FunctionDef) -> set[str]:
-    """``A`` for each ``self.A.backward_dw()`` in the method."""
-    found = set()
-    for sub in patterns.walk(method.body):
-        if type(sub) is not cst.Call or type(sub.func) is not cst.Attribute:
-            continue
-        if sub.func.attr.value == PIECE and is_self_attr(sub.func.value):
-            found.add(sub.func.value.attr.value)
-    return found
 
 
 def _called_layers(method: cst.FunctionDef) -> set[str]:

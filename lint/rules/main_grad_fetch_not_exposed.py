@@ -244,7 +244,6 @@ RULE = Rule(
 
 
 # -- the check ------------------------------------------------------------------------
-FETCH = "get_main_grad"
 DEAD = (
     "`{helper}` fetches Megatron-FSDP's main_grad, but nothing in this file calls it: the "
     "parameters' main_grad stays None for the fused ops that write it; call it before they "
@@ -295,7 +294,7 @@ def check(context: ModuleContext, out: Collector) -> None:
                 out.report(CODE, node, ONCE.format(attr=attr))
             if not _runs_forward(stmt):
                 continue  # a snippet of a class: its hooks may be registered elsewhere
-            for helper in dead_helpers.dead_private_methods(stmt, context.source, FETCH):
+            for helper in dead_helpers.dead_private_methods(stmt, context.source, first_call.FETCH):
                 out.report(CODE, helper.name, DEAD.format(helper=helper.name.value))
 
 

@@ -10,11 +10,8 @@ PART=${1:?streams, streams-ours or tests}
 source scripts/gpu/session_common.sh
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" > $G/env-$PART.txt 2>&1
 python3 -c "import transformer_engine as te, megatron.core as mc; print(te.__version__, mc.__version__)" >> $G/env-$PART.txt 2>&1
-if [ "$PART" = streams ]; then
-  step streams 420 $G/wgrad-streams.json python3 scripts/gpu/wgrad_streams_vs_te.py --shapes mixtral --loads uniform,skewed --rounds 6
-fi
-if [ "$PART" = streams-ours ]; then
-  step streams 420 $G/wgrad-streams-ours.json python3 scripts/gpu/wgrad_streams_vs_te.py --shapes mixtral --loads uniform,skewed --rounds 6
+if [ "$PART" = streams ] || [ "$PART" = streams-ours ]; then
+  step streams 420 $G/wgrad-$PART.json python3 scripts/gpu/wgrad_streams_vs_te.py --shapes mixtral --loads uniform,skewed --rounds 6
 fi
 if [ "$PART" = tests ]; then
   step pytest-gpu $((585 - SECONDS)) $G/pytest-gpu.log python3 -m pytest -m gpu -q -rfs \
