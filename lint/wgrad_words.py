@@ -5,6 +5,8 @@ read it. Plain string functions, so the run's facts load no parser."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 # Words of a store or graph name that say it holds deferred weight-gradient work. ``dw``
 # must be a whole ``_``-separated part (``bwd_dw_graphs``), not a letter pair of a word.
 WGRAD_WORDS = ("wgrad",)
@@ -60,12 +62,21 @@ def says_deferred_wgrad(word: str) -> bool:
     return "grad" in lowered and any(w in lowered for w in LATER_WORDS)
 
 
+# Whole ``_``-separated parts that name a weight's gradient (``dweight``, ``fc1_dweights``).
+DWEIGHT_PARTS = frozenset({DW_PART, "dweight", "dweights"})
+
+
 def names_weight_gradient(word: str) -> bool:
-    """A tensor named for a weight gradient (``wgrad_rs``, ``grad_weight``, ``fc1_dw``)."""
+    """A tensor named for a weight gradient (``wgrad_rs``, ``grad_weight``, ``fc1_dw``,
+    ``dweight``, ``d_weight``)."""
     lowered = word.lower()
     if any(w in lowered for w in ("wgrad", "grad_weight", "weight_grad")):
         return True
-    return DW_PART in lowered.split("_")
+    parts = lowered.split("_")
+    if DWEIGHT_PARTS.intersection(parts):
+        return True
+    # ``d_weight``: the letter d as a part of its own right before ``weight``
+    return any(a == "d" and b.startswith("weight") for a, b in pairwise(parts))
 
 
 def names_protocol_callables(word: str) -> bool:

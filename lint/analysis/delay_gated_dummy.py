@@ -21,16 +21,19 @@ import libcst as cst
 
 from ..wgrad_words import delay_mode_spelling
 from . import patterns, wgrad
+from .consistent_paths import passes_in_order
+from .marking_calls import MAIN_GRAD_FETCHES
 
 if TYPE_CHECKING:
     from .module import Unit
 
 
-def delay_gated_choices(unit: Unit) -> Iterator[tuple[cst.BaseExpression, str]]:
-    """(the test, the delay spelling it depends on) of each choice between a dummy weight
-    gradient and a computed product, as a conditional expression or an ``if`` / ``else``
-    binding one name, whose test reads the delay mode (directly or through a local the
-    function binds from it)."""
+def delay_gated_choices(unit: Unit) -> Iterator[tuple[cst.BaseExpression, str, str | None]]:
+    """(the test, the delay spelling it depends on, None) of each choice between a dummy
+    weight gradient and a computed product, as a conditional expression or an ``if`` /
+    ``else`` binding one name, whose test reads the delay mode (directly or through a local
+    the function binds from it); (the test, the spelling, the name) of each dummy made only
+    under such a test over a name holding main_grad or a product (``_dummy_only_under_test``)."""
     helpers = unit.context.bookkeeping_helpers
     calls = unit.survey.calls
     if calls.isdisjoint(helpers) and not any("dummy" in name.lower() for name in calls):
@@ -44,7 +47,80 @@ def delay_gated_choices(unit: Unit) -> Iterator[tuple[cst.BaseExpression, str]]:
                 continue
             cause = _delay_cause(test, code, delay_locals)
             if cause is not None:
-                yield test, cause
+                yield test, cause, None
+        fallthrough = _dummy_only_under_test(unit, stmt, helpers)
+        if fallthrough is not None:
+            cause = _delay_cause(stmt.test, code, delay_locals)
+            if cause is not None:
+                yield stmt.test, cause, fallthrough
+
+
+def _dummy_only_under_test(unit: Unit, stmt, helpers: frozenset[str]) -> str | None:
+    """``if T: X = <dummy>`` with no ``else``, where X is returned and a binding of X
+    reaching the ``if`` holds main_grad (``X = [get_main_grad_from_param(w) for w in
+    weights]``) or a computed product: a run that fails T hands that back (blind corpus
+    24, Transformer Engine's grouped MLP backward with the dummies made only ``if
+    accumulate and delay_wgrad``). The name X, or None."""
+    if type(stmt) is not cst.If or type(stmt.orelse) is cst.Else:
+        return None
+    body = _sole_value(stmt.body)
+    if body is None or _kind(body[1], helpers) != "dummy":
+        return None
+    name = body[0]
+    node = unit.node_for(stmt)
+    if node is None or name not in unit.returned_names:
+        return None
+    # Some run binds the name to main_grad or a product, passes the ``if`` without taking
+    # its dummy and returns the name, binding it to nothing else on the way (repeated
+    # tests taken the same way: an immediate step that returned its dummies earlier, or an
+    # ``elif`` that makes them too, is no such run).
+    rebinds = frozenset(d.node.index for d in unit.graph.defs if d.name == name)
+    carried = _carrying(unit, name)  # ``grad_params = w_list + bias_list``; returned
+    returns = [
+        n
+        for n in unit.graph.nodes
+        if type(n.owner) is cst.Return
+        and n.owner.value is not None
+        and any(r.value in carried for r in patterns.read_names(n.owner.value))
+    ]
+    for d in unit.reaching.reaching(name, node):
+        held = d.kind == "assign" and d.value is not None
+        if not held or (_kind(d.value, helpers) != "product" and not _holds_main_grads(d.value)):
+            continue
+        if any(
+            passes_in_order(unit.graph, (d.node, node, ret), (rebinds, rebinds, rebinds))
+            for ret in returns
+        ):
+            return name
+    return None
+
+
+def _carrying(unit: Unit, name: str) -> set[str]:
+    """``name`` and the locals bound from it, directly or through one another."""
+    carried = {name}
+    grown = True
+    while grown:
+        grown = False
+        for d in unit.graph.defs:
+            if d.name in carried or d.value is None:
+                continue
+            if any(r.value in carried for r in patterns.read_names(d.value)):
+                carried.add(d.name)
+                grown = True
+    return carried
+
+
+def _holds_main_grads(value) -> bool:
+    """main_grad itself, or a list made of one per weight (a comprehension whose element
+    is a weight's main_grad or TE's fetch of it)."""
+    if patterns.is_main_grad_direct(value):
+        return True
+    if type(value) not in (cst.ListComp, cst.GeneratorExp):
+        return False
+    element = value.elt
+    return patterns.is_main_grad_direct(element) or (
+        patterns.callee_name(element) in MAIN_GRAD_FETCHES
+    )
 
 
 def _choices(stmt) -> Iterator[tuple[cst.BaseExpression, tuple]]:
@@ -68,7 +144,8 @@ def _sole_value(suite) -> tuple[str, cst.BaseExpression] | None:
         return None
     small = body[0].body[0]
     name = wgrad.assigned_name(small)
-    return None if name is None else (name, small.value)
+    value = getattr(small, "value", None)  # ``x: T`` binds no value
+    return None if name is None or value is None else (name, value)
 
 
 def _kind(expr: cst.BaseExpression, helpers: frozenset[str]) -> str:

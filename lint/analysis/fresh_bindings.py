@@ -75,13 +75,17 @@ def fresh_makers(context: ModuleContext) -> frozenset[str]:
     return frozenset(found)
 
 
-def makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[str]) -> bool:
+def makes_fresh(
+    name: str, value, helpers: dict[str, str], makers: frozenset[str], defined=frozenset()
+) -> bool:
     """A Parameter wrapper or tensor copy (also made by a helper of the module that returns
     one), or the weight rebound to its own quantized copy (``w = quantize(w)``, or a helper
     of the module that returns one). A gathered weight is not counted: code that gathers for
     dgrad turns the main_grad path off on its own. A conditional expression keeping the
     weight in one arm and making one of those in the other (``w = w if w.dtype == dtype
-    else w.astype(dtype)``) makes it on the runs that take that arm."""
+    else w.astype(dtype)``) makes it on the runs that take that arm. A helper named for
+    padding or aligning its operands, handed the weight, makes one too unless the file
+    defines it (``defined``: the file's function names)."""
     if type(value) is cst.IfExp:
         made = made_by(name, value)
         return made is not value and makes_fresh(name, made, helpers, makers)
@@ -91,9 +95,24 @@ def makes_fresh(name: str, value, helpers: dict[str, str], makers: frozenset[str
     if callee in FRESH_CALLS or (callee in makers and isinstance(value.func, cst.Name)):
         return True
     rebinds = name in {n.value for n in patterns.read_names(value)}
-    if rebinds and _chain_makes_new(value):
+    if rebinds and (_chain_makes_new(value) or _pads_or_aligns(callee, defined)):
         return True
     return rebinds and provenance.of_value(value, {}, helpers) == provenance.QUANTIZED
+
+
+# Parts (``_``-separated) of a helper's name that say it hands back its operands padded or
+# aligned for the hardware (MindSpeed's ``get_aligned_mm_inputs``): where the shape needs it,
+# what comes back is a new tensor (``w.t().contiguous().t()``, a padded copy). Not
+# ``alignment`` or ``padding`` (a check, a mask).
+LAYOUT_COPY_PARTS = frozenset({"align", "aligned", "pad", "padded"})
+
+
+def _pads_or_aligns(callee: str | None, defined) -> bool:
+    """Such a helper defined elsewhere: one of this file (``defined``) is judged by what it
+    returns (``fresh_makers``), not by its name."""
+    if not callee or callee in defined:
+        return False
+    return not LAYOUT_COPY_PARTS.isdisjoint(callee.lower().split("_"))
 
 
 def made_by(name: str, value):

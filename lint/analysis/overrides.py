@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import patterns
+from . import patterns, unrun_store_items
 from .assigned_methods import assigned_methods
 from .classes import BACKWARD_DW, DELAY, ClassModel, class_index, self_call_closure
 from .module import ModuleContext, suite_body
@@ -49,6 +49,9 @@ class DroppedWork:
     # the delay (``if self.fuse_wgrad_accumulation: super().backward_dw()``).
     gate: cst.If | None = None
     gate_false: bool = False  # the base's version runs when the gate's test is false
+    # The override takes the stored work out of the store's queue without running it (``at``:
+    # the call that takes it).
+    dequeued: bool = False
 
 
 def dropped_work(context: ModuleContext) -> list[DroppedWork]:
@@ -63,6 +66,12 @@ def dropped_work(context: ModuleContext) -> list[DroppedWork]:
         found.extend(_predicates_said_no(index, model, methods, where))
         own = methods.get(BACKWARD_DW)
         if own is not None:
+            dequeued = (
+                unrun_store_items.dequeued_unrun(own) if _builds_delayed_store(model) else None
+            )
+            if dequeued is not None:
+                found.append(DroppedWork(model.name, own, "", dequeued, dequeued=True))
+                continue
             own_store = _builds_delayed_store(model) and _only_fires_hooks(own)
             if not is_abstract(own) and (_base_built_delayed(model) or own_store):
                 if not _does_work(model, own):
@@ -231,7 +240,9 @@ def _builds_delayed_store(model: ClassModel) -> bool:
     (``self.wgrad_store = WeightGradStore(delay_wgrad_compute, ...)``, Transformer Engine's
     modules): its ``backward_dw`` is the one that must pop it."""
     init = model.methods.get("__init__")
-    if init is None or DELAY not in {p.name.value for p in init.params.params}:
+    if init is None or DELAY not in {
+        p.name.value for p in (*init.params.params, *init.params.kwonly_params)
+    }:
         return False
     if any(
         type(n) is cst.Assert and DELAY in cst.Module([]).code_for_node(n)

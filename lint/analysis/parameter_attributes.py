@@ -13,6 +13,14 @@ from . import patterns
 PER_PARAMETER = ("main_grad", "grad_added_to_main_grad", "overwrite_main_grad", "zero_out_wgrad")
 
 
+# Transformer Engine's helpers that read one of them off the Parameter they are handed
+# (transformer_engine/pytorch/ops/_common.py), by the attribute each reads.
+STATE_READERS = {
+    "get_main_grad_from_param": "main_grad",
+    "get_accumulate_flag_in_param": "overwrite_main_grad",
+}
+
+
 def put_backs(root):
     """(owner name, "main_grad") for each ``name.main_grad = ...`` (or ``setattr(name,
     "main_grad", ...)``): the buffer put back. (A flag set on the new object is no put-back:
@@ -47,6 +55,10 @@ def reads(root):
         if isinstance(sub, cst.Attribute) and sub.attr.value in PER_PARAMETER:
             if _is_owner(sub.value):
                 yield sub.value, sub.attr.value
+        elif patterns.callee_name(sub) in STATE_READERS:
+            args = patterns.positional_args(sub)
+            if args and _is_owner(args[0].value):
+                yield args[0].value, STATE_READERS[patterns.callee_name(sub)]
         elif patterns.callee_name(sub) in ("getattr", "hasattr") and isinstance(sub.func, cst.Name):
             args = patterns.positional_args(sub)
             if len(args) >= 2 and _is_owner(args[0].value):

@@ -18,6 +18,7 @@ import libcst as cst
 from .. import wgrad_words
 from . import (
     asking,
+    copied_values,
     dead_flush_helpers,
     handed_main_grads,
     overwrite_findings,
@@ -227,12 +228,12 @@ def _copies_wgrad(node, buffers: tensor_writes.Buffers, out: Collector) -> bool:
     copying = tensor_writes.copying_method(node)
     if copying is None or not copying[2] or not buffers.main_grad(copying[0]):
         return False
-    source = copying[2][-1].value
+    source = copied_values.reshaped_from(copying[2][-1].value)
     if not wgrad_words.names_weight_gradient(last_name(source)):
         return False
-    if _from_main_grad(source, buffers):
+    if copied_values.from_main_grad(source, buffers):
         return False  # a value made from main_grad itself written back (all-reduced, upcast)
-    if _restoring(source, buffers):
+    if copied_values.restoring(source, buffers):
         return False  # main_grad put back from a copy kept earlier (a skipped step, a load)
     how = copying[1]
     out.report(CODE, node, MESSAGE.format(target=out.text(copying[0]), how=how))
@@ -277,41 +278,6 @@ def _exits(body) -> bool:
     return isinstance(last, (cst.Return, cst.Raise))
 
 
-# Words of a function or a value that put back a gradient kept earlier: a copy, not a
-# microbatch's delivery.
-RESTORE_WORDS = ("restore", "saved", "backup", "snapshot", "stash", "checkpoint", "load")
-
-
-def _restoring(value, buffers: tensor_writes.Buffers) -> bool:
-    """The function's name, the copied value or what it is bound from says restore."""
-    unit = buffers.unit
-    texts = [unit.name, unit.context.code(value)]
-    if type(value) is cst.Name:
-        defs = unit.reaching.reaching(value.value, buffers.node)
-        texts += [unit.context.code(d.value) for d in defs if d.value is not None]
-    return any(word in text.lower() for text in texts for word in RESTORE_WORDS)
-
-
-def _from_main_grad(value, buffers: tensor_writes.Buffers) -> bool:
-    """``value`` mentions main_grad, or is a local some reaching binding of which does
-    (``g = w.main_grad.clone()``): what it holds already includes main_grad's contents."""
-    if patterns.MAIN_GRAD in buffers.unit.context.code(value):
-        return True
-    if type(value) is cst.Name:
-        defs = buffers.unit.reaching.reaching(value.value, buffers.node)
-        code = buffers.unit.context.code
-        return any(d.value is not None and patterns.MAIN_GRAD in code(d.value) for d in defs)
-    return False
-
-
-def _reads_destination(value, dest, buffers: tensor_writes.Buffers) -> bool:
-    """The copied value reads the buffer it replaces, as written (``grad.copy_(grad.float()
-    + wgrad)``): what it holds already includes the old contents."""
-    code = buffers.unit.context.code
-    text = code(dest).strip()
-    return any(code(sub).strip() == text for sub in patterns.walk(value))
-
-
 def _check_call(
     node, buffers: tensor_writes.Buffers, out: Collector, message: str = MESSAGE
 ) -> bool:
@@ -320,7 +286,9 @@ def _check_call(
     name = patterns.callee_name(node)
     copying = tensor_writes.copying_method(node) if isinstance(node.func, cst.Attribute) else None
     if copying is not None:  # ``copy_``, ``index_copy_``...; also torch.Tensor.copy_(buffer, v)
-        if copying[2] and _reads_destination(copying[2][-1].value, copying[0], buffers):
+        if copying[2] and copied_values.reads_destination(
+            copying[2][-1].value, copying[0], buffers
+        ):
             return False  # ``grad.copy_(grad.float() + wgrad)``: an add, staged in fp32
         if buffers.main_grad(copying[0]):
             how = copying[1]

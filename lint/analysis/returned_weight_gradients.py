@@ -17,10 +17,14 @@ from . import patterns, wgrad
 def returns_weight_gradient(root) -> bool:
     """``dx, dw, db = npu_gmm_backward([dy], [x], [weight], ...)``: a kernel handed the weight
     that returns its gradient among others into a local named for it, and is handed no
-    main_grad and no keyword (``out=``) or ``**`` arguments."""
+    main_grad, no output keyword (``out=``) and no ``*`` / ``**`` arguments (other keywords,
+    ``group_list=``, say how to compute)."""
     if type(root) is not cst.Assign or type(root.value) is not cst.Call:
         return False
-    if any(arg.star or arg.keyword is not None for arg in root.value.args):
+    if any(
+        arg.star or (arg.keyword is not None and _names_output(arg.keyword.value))
+        for arg in root.value.args
+    ):
         return False  # ``gemm(x, dy, **kwargs)``, ``out=``: the output may be main_grad
     if any(
         patterns.spells(sub, patterns.MAIN_GRAD)
@@ -38,6 +42,16 @@ def returns_weight_gradient(root) -> bool:
         ):
             return True
     return False
+
+
+# Keyword words that may name where a kernel writes (``out``, ``output``, ``out_wgrad``,
+# ``main_grad``, ``c``, ``d`` in cuBLAS's naming, ``accumulate`` into something handed).
+OUTPUT_KEYWORDS = ("out", "dest", "result", "main_grad", "accum", "buffer")
+
+
+def _names_output(keyword: str) -> bool:
+    lowered = keyword.lower()
+    return lowered in ("c", "d") or any(w in lowered for w in OUTPUT_KEYWORDS)
 
 
 def weight_gradients_from_products(function) -> set[str]:

@@ -13,6 +13,9 @@ from . import patterns
 # Taking work out (the W pass), and what a B pass does with it (closes the step's batch of
 # it, or queues it).
 TAKE_METHODS = frozenset({"pop", "popleft", "flush"})
+# Taking an item out of the queue a store keeps its work in (``queue.Queue.get``,
+# ``deque.popleft``), as opposed to the store's own ``pop()``, which runs the work.
+QUEUE_TAKES = frozenset({"get", "get_nowait", "popleft"})
 QUEUE_METHODS = STORE_PUT_METHODS | {"flush"}
 
 

@@ -16,6 +16,7 @@ cst = LazyModule("libcst")
 polarity = LazyModule("..analysis.polarity", __package__)
 helper_facts = LazyModule("..analysis.helper_facts", __package__)
 overrides = LazyModule("..analysis.overrides", __package__)
+unrun_store_items = LazyModule("..analysis.unrun_store_items", __package__)
 skipped_w_passes = LazyModule("..analysis.skipped_w_passes", __package__)
 store_calls = LazyModule("..analysis.store_calls", __package__)
 
@@ -42,7 +43,10 @@ RULE = Rule(
         "asks (`need_backward_dw`) overridden to return a false literal; each also when "
         "bound at class level (`backward_dw = lambda self: None`, `= _no_op`); a class's "
         "`need_backward_dw` every `return` of which requires the delay switch off (`... and "
-        "not self.wgrad_store.delay_wgrad_compute()`)"
+        "not self.wgrad_store.delay_wgrad_compute()`); such a class's `backward_dw` that "
+        "takes the stored work out of the store's queue (`self.wgrad_store.context.get()`) "
+        "with no `pop()` and no product; a weight-gradient store class with a `put` whose "
+        "`pop` / `flush` takes an item off its queue into a local it never reads"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). A layer built with
@@ -109,6 +113,20 @@ RULE = Rule(
         (`analysis/skipped_w_passes.py`). Reported at the class's call of the base's B pass
         (the base method that queues: `flush` / `put` on the store), or at `T`. Files
         naming such a store are analysed for this without `backward_dw`.
+
+        Work taken and dropped (blind corpus 24; analysis/overrides.py, analysis/
+        unrun_store_items.py). A class building its own store with `delay_wgrad_compute`
+        (also a keyword-only parameter) whose `backward_dw` takes the stored item straight
+        out of the store's queue (`tensor_list, _ = self.wgrad_store.context.get()`:
+        `get`, `get_nowait` or `popleft` on an attribute of a store named for weight
+        gradients) and neither calls `pop()` nor computes a product: the item's callable,
+        which computes the gradients, is dropped (an op-fuser `GroupedLinear`). Reported at
+        the call. And a weight-gradient store class with a method putting work in (`put`,
+        `append`, ...) whose `pop` / `popleft` / `flush` binds an item taken from a
+        container (`stored = cls.weight_grad_queue[chunk].get()`) to a local the method
+        never reads again: the W pass runs nothing (the zero-bubble fork's store with its
+        loop over `func(...)` gone). Not seen: an item read but not run (`len(stored)`), a
+        queue taken in a helper.
 
         Not seen: a delay handed to the base positionally or through `**kwargs`; bases in
         other files for pieces (only the base's `backward_dw` in this file is followed); an
@@ -190,6 +208,39 @@ RULE = Rule(
                         return
                     super().schedule_w(chunk)
             """
+        ),
+        Example(
+            """
+            class GroupedLinear(BasicOperation):
+                def __init__(self, num_groups, *, delay_wgrad_compute=False):
+                    super().__init__()
+                    self.wgrad_store = WeightGradStore(delay_wgrad_compute)
+
+                def backward_dw(self):
+                    if not self.wgrad_store.delay_wgrad_compute():
+                        return
+                    _, tensor_list = self.wgrad_store.pop()
+                    clear_tensor_data(*tensor_list[0])
+                    for hook in self.wgrad_accumulation_and_reduce_hooks:
+                        hook()
+            """,
+        ),
+        Example(
+            """
+            class WeightGradStore:
+                cache = []
+                weight_grad_queue = [queue.Queue(), queue.Queue()]
+
+                @classmethod
+                def put(cls, total_input, grad_output, weight, func):
+                    cls.cache.append((total_input, grad_output, weight, func))
+
+                @classmethod
+                def pop(cls, chunk=0):
+                    stored_grads = cls.weight_grad_queue[chunk].get()
+                    for total_input, grad_output, weight, func in stored_grads:
+                        func(total_input, grad_output, weight.main_grad)
+            """,
         ),
     ),
     invalid=(
@@ -310,6 +361,39 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            class GroupedLinear(BasicOperation):
+                def __init__(self, num_groups, *, delay_wgrad_compute=False):
+                    super().__init__()
+                    self.wgrad_store = WeightGradStore(delay_wgrad_compute)
+
+                def backward_dw(self):
+                    if not self.wgrad_store.delay_wgrad_compute():
+                        return
+                    tensor_list, _ = self.wgrad_store.context.get()
+                    clear_tensor_data(*tensor_list[0])
+                    for hook in self.wgrad_accumulation_and_reduce_hooks:
+                        hook()
+            """,
+            line=9,
+        ),
+        Example(
+            """
+            class WeightGradStore:
+                cache = []
+                weight_grad_queue = [queue.Queue(), queue.Queue()]
+
+                @classmethod
+                def put(cls, total_input, grad_output, weight, func):
+                    cls.cache.append((total_input, grad_output, weight, func))
+
+                @classmethod
+                def pop(cls, chunk=0):
+                    stored_grads = cls.weight_grad_queue[chunk].get()
+            """,
+            line=11,
+        ),
     ),
 )
 
@@ -343,6 +427,19 @@ MESSAGE_PREDICATE = (
 )
 
 
+MESSAGE_DEQUEUED = (
+    "`{cls}.backward_dw` takes the stored wgrad work out of the store's queue (`{call}`) "
+    "and never runs it: the store's `pop()` is what computes the delayed weight gradients, "
+    "so they are never computed while the hooks report them done"
+)
+
+
+MESSAGE_UNRUN = (
+    "`{cls}.{method}` takes the stored wgrad work off its queue into `{name}` and never runs "
+    "it: the W pass that calls it computes no weight gradient and nothing says so"
+)
+
+
 MESSAGE_INVERTED = (
     "`{method}` says yes only when the wgrad is not delayed (`{read}`): `backward_dw` asks "
     "it before computing, so the work stored under delay_wgrad_compute is never computed, "
@@ -361,6 +458,9 @@ def check(context: ModuleContext, out: Collector) -> None:
                 line=context.line_of(found.test),
             )
             out.report(CODE, found.queued_at or found.test, message)
+        for store, method, assign in unrun_store_items.unrun_items(context):
+            target = assign.targets[0].target.value
+            out.report(CODE, assign, MESSAGE_UNRUN.format(cls=store, method=method, name=target))
     if "backward_dw" not in context.source:
         return
     if "delay_wgrad" in context.source:
@@ -373,6 +473,8 @@ def check(context: ModuleContext, out: Collector) -> None:
             if dropped.gate_false:  # an ``else`` or after an early ``return``
                 test = f"not ({test})"
             message = MESSAGE_GATED.format(cls=dropped.class_name, test=test)
+        elif dropped.dequeued:
+            message = MESSAGE_DEQUEUED.format(cls=dropped.class_name, call=out.text(dropped.at))
         elif dropped.predicate:
             message = MESSAGE_PREDICATE.format(cls=dropped.class_name, method=name.value)
         elif dropped.base:

@@ -64,8 +64,15 @@ RULE = Rule(
           product was unpacked into (`dx, dw, db = npu_gmm_backward([dy], [x], [w], ...)`,
           then `return dx[0], dw[0]`: blind corpus 23). Such a kernel, handed the weight
           and no main_grad, returning its gradient into a local named for it (`dw`,
-          `wgrad`), writes nothing. A mark whose side hands back a dummy may follow a
-          write made elsewhere (a fused kernel) and is left alone;
+          `wgrad`, `dweight`, `d_weight`), writes nothing; keywords that say how to compute
+          (`group_list=`) leave it so, keywords that may name an output (`out`, `output`,
+          `dest`, `result`, `main_grad`, `accum...`, `buffer`, `c`, `d`) and `*` / `**`
+          arguments do not. When every hand-off of the weight in the function is such a
+          kernel or a dgrad product and a return after a mark written out hands a product
+          back, the mark is reported without a fused branch elsewhere (the review of
+          2026-12-07: the kernel's backward written straight). A mark whose side hands
+          back a dummy may follow a write made elsewhere (a fused kernel) and is left
+          alone;
 
         * a weight gradient computed here by a GEMM or `@` into a fresh tensor (or by a
           gradient helper: a function of this file, or at the top level of another file of
@@ -313,6 +320,16 @@ RULE = Rule(
                     return grad_input, grad_weight
             """
         ),
+        Example(
+            """
+            class GMMFunction(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight, original_weight = ctx.saved_tensors
+                    dx, dw = npu_gmm_backward([dy], [x], [weight], ctx.group_list)
+                    return dx[0], dw[0], None
+            """,
+        ),
     ),
     invalid=(
         Example(
@@ -475,6 +492,35 @@ RULE = Rule(
                     return dx[0], dw[0]
             """,
             line=11,
+        ),
+        Example(
+            """
+            class GMMFunction(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight, original_weight = ctx.saved_tensors
+                    if ctx.gemm_fusion:
+                        dx = npu_gmm_dx(dy, weight)
+                        npu_groupmatmul_add_fp32(x, dy, ctx.groups, original_weight.main_grad)
+                        original_weight.grad_added_to_main_grad = True
+                        return dx, torch.zeros_like(weight)
+                    dx, dweight = npu_gmm_backward([dy], [x], [weight], group_list=ctx.groups)
+                    original_weight.grad_added_to_main_grad = True
+                    return dx[0], dweight[0]
+            """,
+            line=11,
+        ),
+        Example(
+            """
+            class GMMFunction(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight, original_weight = ctx.saved_tensors
+                    dx, dw = npu_gmm_backward([dy], [x], [weight], ctx.group_list)
+                    original_weight.grad_added_to_main_grad = True
+                    return dx[0], dw[0], None
+            """,
+            line=6,
         ),
     ),
 )

@@ -32,7 +32,7 @@ RULE = Rule(
     flags=(
         "`grad_added_to_main_grad = True`, a dummy wgrad, or None/empty returned gradients gated "
         "on such a flag; a dummy-versus-computed weight gradient chosen on the split or delay "
-        "mode"
+        "mode, or a dummy made only under it over a returned name holding main_grad"
     ),
     explanation="""
         When the weight gradient went into main_grad, the producer must tell Megatron's DDP
@@ -98,6 +98,15 @@ RULE = Rule(
         deferred work finishes the job) and left alone. Not seen: the mode read through a
         helper's return, and a dummy held by a local.
 
+        The same gate without an `else` (blind corpus 24, a Transformer Engine fork's
+        grouped-MLP backward): `if fc_op._accumulate_into_main_grad and delay_wgrad: w_list
+        = get_dummy_wgrads_for_params(weights)`, where `w_list` is returned and a binding of
+        it reaching the `if` holds main_grad (`w_list = [get_main_grad_from_param(w) for w
+        in weights]`, or `.main_grad` itself) or a computed product: an immediate step
+        keeps that binding and hands main_grad (or the real gradient) back as `.grad`,
+        unmarked, after the GEMM wrote main_grad. Reported at the test. Not seen: the
+        fall-through value bound in a helper.
+
         Not seen: the choice made inside a helper of another file; a first-microbatch
         downgrade spelled without `not`; an index that is an
         arithmetic of the flag (`grads[int(accumulate) * 2]`); a dict display keyed by
@@ -159,6 +168,28 @@ RULE = Rule(
                 grad_weight = None if delay else make_dummy_wgrad(weight)
                 return grad_weight
             """
+        ),
+        Example(
+            """
+            def compute_grad_params(fc_op, ctx, weights, grouped_x, grouped_dy):
+                w_list = [None] * len(weights)
+                if ctx.weight_requires_grad:
+                    if fc_op._accumulate_into_main_grad:
+                        w_list = [get_main_grad_from_param(w) for w in weights]
+                    else:
+                        w_list = [torch.empty_like(w) for w in weights]
+                    output = w_list
+                    delay_wgrad = fc_op.wgrad_store.delay_wgrad_compute()
+                    if delay_wgrad:
+                        fc_op.wgrad_store.put([grouped_x, grouped_dy, output], gemm)
+                    else:
+                        gemm(grouped_x, grouped_dy, output)
+                    if fc_op._accumulate_into_main_grad:
+                        w_list = get_dummy_wgrads_for_params(weights)
+                    elif delay_wgrad:
+                        w_list = [None] * len(weights)
+                return w_list
+            """,
         ),
     ),
     invalid=(
@@ -310,6 +341,29 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            def compute_grad_params(fc_op, ctx, weights, grouped_x, grouped_dy):
+                w_list = [None] * len(weights)
+                if ctx.weight_requires_grad:
+                    if fc_op._accumulate_into_main_grad:
+                        w_list = [get_main_grad_from_param(w) for w in weights]
+                    else:
+                        w_list = [torch.empty_like(w) for w in weights]
+                    output = w_list
+                    delay_wgrad = fc_op.wgrad_store.delay_wgrad_compute()
+                    if delay_wgrad:
+                        fc_op.wgrad_store.put([grouped_x, grouped_dy, output], gemm)
+                    else:
+                        gemm(grouped_x, grouped_dy, output)
+                    if fc_op._accumulate_into_main_grad and delay_wgrad:
+                        w_list = get_dummy_wgrads_for_params(weights)
+                    elif delay_wgrad:
+                        w_list = [None] * len(weights)
+                return w_list
+            """,
+            line=14,
+        ),
     ),
 )
 
@@ -336,13 +390,23 @@ DELAY_GATED = (
     "fusion setting"
 )
 
+DELAY_GATED_KEPT = (
+    "the dummy for `{name}` is made only `if {test}`, a test that reads the step's split or "
+    "delay mode ({cause}): whether autograd gets a dummy depends on where the gradient goes, "
+    "not on when it is computed; on the runs that take the test the other way `{name}` "
+    "keeps main_grad or the computed gradient, or a dummy stands for a gradient that goes "
+    "nowhere; choose on the op-level fusion setting"
+)
+
 
 def check(context: ModuleContext, out: Collector) -> None:
     for unit in context.units:
         survey = unit.survey
         if survey.spells_main_grad or survey.spells_grad_added:
-            for test, cause in delay_gated_dummy.delay_gated_choices(unit):
-                out.report(CODE, test, DELAY_GATED.format(test=out.text(test), cause=cause))
+            for test, cause, kept in delay_gated_dummy.delay_gated_choices(unit):
+                template = DELAY_GATED if kept is None else DELAY_GATED_KEPT
+                text = out.text(test)
+                out.report(CODE, test, template.format(test=text, cause=cause, name=kept))
     if "grad_added_to_main_grad" in context.source and "overwrite" in context.source:
         for unit in context.units_touching_overwrite():
             if unit.survey.spells_grad_added:

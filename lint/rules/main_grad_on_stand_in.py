@@ -44,7 +44,9 @@ RULE = Rule(
         "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
         "the restored copy of a Parameter the function names `origin_X`; main_grad looked up "
         "(`X.main_grad`, `get_main_grad_from_param(X)`) on a name restored from saved tensors "
-        "while the function marks one other, unrestored expression; the mark set through a name "
+        "while the function marks one other, unrestored expression (or, converse, such a "
+        "name or list of them handed to `get_dummy_wgrads_for_params`); the mark set through "
+        "a name "
         "that held the Parameter where main_grad was taken and was then rebound to a saved "
         "tensor; under a CPU-offload test, main_grad hung on a restored name the function "
         "marks, with no binding of it from `ctx` (`w = ctx.weight_object`)"
@@ -103,7 +105,11 @@ RULE = Rule(
         function takes main_grad from one other expression (`get_main_grad_from_param(
         weight_param)`, `linear_op.weight.main_grad`): the code names the Parameter there,
         so the restored tensor is not it. With main_grad taken from several objects, which
-        is whose is not known and nothing is reported.
+        is whose is not known and nothing is reported. The list may be handed by name
+        (blind corpus 24, a TE fork's grouped linear: `get_dummy_wgrads_for_params(ws)`
+        with `ws` peeled off the saved tensors in slices, `saved = saved[3:]; xs, saved =
+        saved[:n], saved[n:]; ws, saved = ...`, followed four bindings deep, while main_grad
+        comes from `get_main_grad_from_param(w) for w in weights`).
 
         The converse (blind corpus 12, pggPL's `BackwardLinearAdd`): main_grad (or its
         flag) looked up on a name unpacked from saved tensors, by `X.main_grad` or
@@ -281,6 +287,21 @@ RULE = Rule(
                 return dx
             """
         ),
+        Example(
+            """
+            class GroupedLinear(BasicOperation):
+                def fuser_backward(self, ctx, grad_output):
+                    weights = [getattr(self, f"weight{i}") for i in range(self.num_groups)]
+                    saved = ctx.saved_tensors
+                    saved = saved[1:]
+                    xs, saved = saved[: self.num_groups], saved[self.num_groups :]
+                    ws, saved = saved[: self.num_groups], saved[self.num_groups :]
+                    grad_weights = [get_main_grad_from_param(w) for w in weights]
+                    general_grouped_gemm(xs, grad_output, grad_weights, accumulate=True)
+                    grads = get_dummy_wgrads_for_params(weights)
+                    return grads
+            """,
+        ),
     ),
     invalid=(
         Example(
@@ -429,6 +450,22 @@ RULE = Rule(
                 return dx
             """,
             line=7,
+        ),
+        Example(
+            """
+            class GroupedLinear(BasicOperation):
+                def fuser_backward(self, ctx, grad_output):
+                    weights = [getattr(self, f"weight{i}") for i in range(self.num_groups)]
+                    saved = ctx.saved_tensors
+                    saved = saved[1:]
+                    xs, saved = saved[: self.num_groups], saved[self.num_groups :]
+                    ws, saved = saved[: self.num_groups], saved[self.num_groups :]
+                    grad_weights = [get_main_grad_from_param(w) for w in weights]
+                    general_grouped_gemm(xs, grad_output, grad_weights, accumulate=True)
+                    grads = get_dummy_wgrads_for_params(ws)
+                    return grads
+            """,
+            line=10,
         ),
     ),
 )

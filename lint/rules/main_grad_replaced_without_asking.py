@@ -128,7 +128,12 @@ RULE = Rule(
         value named for the weight gradient (`wgrad*`, `grad_weight`, a `dw` part: blind
         corpus 8's GTP drain of reduce-scattered wgrads), unless the value is made from
         main_grad itself (all-reduced, upcast) or the function or value says restore
-        (`saved`, `backup`, `snapshot`, `checkpoint`, `load`); and a gradient hook (its name
+        (`saved`, `backup`, `snapshot`, `checkpoint`, `load`; a binding that computes a
+        product is no restore, whatever it calls on the way: MindSpeed's
+        `GMMFunction.builder.load().npu_gmm(...)`, blind corpus 24). The value may be
+        reshaped on the way (`grad_weight.view(-1, n)`, `.reshape`, `.t()`, `.contiguous()`,
+        `.to(...)`, `.float()`, `.flatten()`: the fb-overlap store's drain, blind corpus
+        24); and a gradient hook (its name
         says hook) that copies the incoming `Y.grad` into another object's `.grad` or into
         any main_grad, clears `Y.grad` (`= None`, `del`) and adds nowhere (blind corpus 9's
         NeMo main-params hook; blind corpus 11's Megatron-DeepSpeed DDP `param_hook` with
@@ -439,6 +444,20 @@ RULE = Rule(
                     return dy @ weight, torch.zeros_like(weight)
             """
         ),
+        Example(
+            """
+            class WeightGradStore:
+                @classmethod
+                def overlap_matmul(cls, grad_store_cache):
+                    inputs, grad_output, weight, group_list = grad_store_cache
+                    if get_args().gemm_gradient_accumulation_fusion:
+                        npu_groupmatmul_add_fp32(inputs, grad_output, group_list, weight.main_grad)
+                    else:
+                        gmm = GMMFunction.builder.load().npu_gmm
+                        grad_weight = gmm([inputs.t()], [grad_output], [], group_list)[0]
+                        weight.main_grad.data.add_(grad_weight.view(-1, weight.shape[-1]))
+            """,
+        ),
     ),
     invalid=(
         Example(
@@ -669,6 +688,21 @@ RULE = Rule(
                     torch.matmul(dy.t(), x, out=weight.main_grad.data)
             """,
             line=5,
+        ),
+        Example(
+            """
+            class WeightGradStore:
+                @classmethod
+                def overlap_matmul(cls, grad_store_cache):
+                    inputs, grad_output, weight, group_list = grad_store_cache
+                    if get_args().gemm_gradient_accumulation_fusion:
+                        npu_groupmatmul_add_fp32(inputs, grad_output, group_list, weight.main_grad)
+                    else:
+                        gmm = GMMFunction.builder.load().npu_gmm
+                        grad_weight = gmm([inputs.t()], [grad_output], [], group_list)[0]
+                        weight.main_grad.data.copy_(grad_weight.view(-1, weight.shape[-1]))
+            """,
+            line=10,
         ),
     ),
 )

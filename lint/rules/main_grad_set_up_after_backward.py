@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 # The parser and the analyses load on the first check, not with the documentation.
 cst = LazyModule("libcst")
 late_main_grads = LazyModule("..analysis.late_main_grads", __package__)
+filtered_setups = LazyModule("..analysis.filtered_setups", __package__)
 patterns = LazyModule("..analysis.patterns", __package__)
 replaced = LazyModule("..analysis.replaced_after_setup", __package__)
 
@@ -35,7 +36,12 @@ RULE = Rule(
         "or that no run reaches at all, its test repeating one that sent every run "
         "elsewhere (reported at that test); the set-up handed a name or `self.X` that the "
         "function's body then binds to a new module (`self.op = Module(...)`, a value not "
-        "naming it) with no set-up on it after (reported at the set-up)"
+        "naming it) with no set-up on it after (reported at the set-up); in a file turning "
+        "`fuse_wgrad_accumulation` / `accumulate_into_main_grad` on, `p.main_grad` bound in a "
+        "loop over the parameters only `if not isinstance(p, <a quantized tensor type>)` or "
+        "after `if isinstance(p, ...): continue`; "
+        "two loops over a module's parameters that both skip `if p in S: continue` and hand "
+        "the parameter on after it (reported at the second test)"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209's shape: main_grad not made available before
@@ -67,6 +73,30 @@ RULE = Rule(
         name it (`model = model.cuda()` and `model = DDP(model)` keep the parameters), and
         no set-up of that target after it in the body. Not seen: the two in nested blocks
         or in different functions, a replacement through `setattr` or a container.
+
+        Parameters left out of every set-up (blind corpus 24; analysis/filtered_setups.py).
+        An FP8 training script built with `fuse_wgrad_accumulation=True` inside
+        `quantized_model_init` that sets main_grad up only `if not isinstance(param,
+        QuantizedTensor)` (or skips them first: `if isinstance(param, QuantizedTensor):
+        continue`): the quantized parameters are exactly the weights whose GEMMs write
+        main_grad (seen: a type whose name says quantized, Float8, FP8, MXFP8 or NVFP4).
+        Only where that binding is the file's one binding of main_grad and the filter has
+        no `else` (the review: an `else`, a second loop or a helper may set the others up).
+
+        And a DDP that shares the parameters out between grad buffers in two loops
+        over `named_parameters()` / `parameters()`, each skipping the members of one set
+        the same way (`if param in weight_for_zero_bubble: continue` in both, where the
+        second should read `not in`): those parameters get no buffer, so no main_grad, and
+        their hook fails or adds into nothing (the zero-bubble fork's DDP, inverted). Seen:
+        the skip as an `if` whose body is only `continue` anywhere in the loop's body but a
+        nested loop, and the parameter handed on after it (appended, a subscript key); the
+        set a local the function binds once, empty, and fills outside both loops (the
+        review: a set of parameters to ignore handed in, or one each loop fills as it goes
+        to skip tied parameters, is left alone).
+        A function that also walks the set itself (`for p in S:`) may set its
+        members up there and is left alone. Not seen: a filter by dtype, by name or by
+        `dim()`; the set's members set up in another function; the sets compared by text,
+        so the same set under two names is not matched.
 
         Not seen: the set-up and the backward in different functions (a fixture, a caller, a
         helper running the forward and backward); a set-up binding `p.main_grad` inline; a
@@ -116,6 +146,40 @@ RULE = Rule(
                     param.main_grad = torch.zeros_like(param, dtype=torch.float32)
             """
         ),
+        Example(
+            """
+            def main():
+                model = te.TransformerLayer(256, 1024, 8, fuse_wgrad_accumulation=True)
+                for param in model.parameters():
+                    param.main_grad = torch.zeros(param.shape, dtype=torch.float32)
+                for param in model.parameters():
+                    if not isinstance(param, QuantizedTensor):
+                        param.decoupled_grad = None
+            """,
+        ),
+        Example(
+            """
+            class DistributedDataParallel:
+                def __init__(self, module):
+                    special = set()
+                    for sub in module.modules():
+                        if isinstance(sub, ColumnParallelLinear):
+                            special.add(sub.weight)
+                    grouped = []
+                    for name, param in module.named_parameters():
+                        if param in special:
+                            continue
+                        grouped.append(param)
+                    self.buffer = GradBuffer(grouped)
+                    for name, param in module.named_parameters():
+                        if param not in special:
+                            continue
+                        self.param_to_buffer[param] = GradBuffer([param])
+
+                def hook(self, param):
+                    param.main_grad.add_(param.grad)
+            """,
+        ),
     ),
     invalid=(
         Example(
@@ -158,6 +222,40 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def main():
+                model = te.TransformerLayer(256, 1024, 8, fuse_wgrad_accumulation=True)
+                for param in model.parameters():
+                    if not isinstance(param, QuantizedTensor):
+                        param.main_grad = torch.zeros(param.shape, dtype=torch.float32)
+            """,
+            line=4,
+        ),
+        Example(
+            """
+            class DistributedDataParallel:
+                def __init__(self, module):
+                    special = set()
+                    for sub in module.modules():
+                        if isinstance(sub, ColumnParallelLinear):
+                            special.add(sub.weight)
+                    grouped = []
+                    for name, param in module.named_parameters():
+                        if param in special:
+                            continue
+                        grouped.append(param)
+                    self.buffer = GradBuffer(grouped)
+                    for name, param in module.named_parameters():
+                        if param in special:
+                            continue
+                        self.param_to_buffer[param] = self.buffer
+
+                def hook(self, param):
+                    param.main_grad.add_(param.grad)
+            """,
+            line=14,
+        ),
     ),
 )
 
@@ -182,10 +280,30 @@ REPLACED = (
 )
 
 
+QUANTIZED_LEFT_OUT = (
+    "main_grad is not set up for the parameters where `{test}` holds: with wgrad fusion on, "
+    "the quantized parameters are the weights whose GEMMs write main_grad"
+)
+
+
+PARAMETER_WALKS = frozenset({"parameters", "named_parameters"})
+SKIPPED_TWICE = (
+    "this loop skips `{test}` as an earlier loop over the parameters does: the parameters of "
+    "`{kept}` are handed to neither, so they get no grad buffer and no main_grad"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     if "main_grad" not in context.source:
         return
+    for test in filtered_setups.quantized_left_out(context):
+        out.report(CODE, test, QUANTIZED_LEFT_OUT.format(test=out.text(test)))
     helpers = context.shared(late_main_grads.binders)
+    for unit in context.units:
+        if type(unit.owner) is cst.FunctionDef and PARAMETER_WALKS & unit.survey.calls:
+            for test in filtered_setups.skipped_twice(unit):
+                kept = out.text(test.comparisons[0].comparator)
+                out.report(CODE, test, SKIPPED_TWICE.format(test=out.text(test), kept=kept))
     for unit in context.units:
         if type(unit.owner) is cst.FunctionDef:
             for call, target, _ in replaced.replaced_after_setup(unit, helpers):

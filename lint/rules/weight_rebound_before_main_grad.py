@@ -17,6 +17,7 @@ fresh_flags = LazyModule("..analysis.fresh_flags", __package__)
 forward_rebinds = LazyModule("..analysis.forward_rebinds", __package__)
 fresh_aliases = LazyModule("..analysis.fresh_aliases", __package__)
 fresh_bindings = LazyModule("..analysis.fresh_bindings", __package__)
+file_functions = LazyModule("..analysis.file_functions", __package__)
 parameter_attributes = LazyModule("..analysis.parameter_attributes", __package__)
 saved_rebinds = LazyModule("..analysis.saved_rebinds", __package__)
 reading_helpers = LazyModule("..analysis.reading_helpers", __package__)
@@ -44,7 +45,9 @@ RULE = Rule(
         "`ctx`) where the `backward` beside it reads main_grad or a flag from it; "
         "`ref().detach()` / `.clone()` / `.data` of a weak reference; `L[i] = Parameter(...)` "
         "followed by a flag read or set on an item of `L`; a fresh `Parameter(...)` given to "
-        "an op built with `accumulate_into_main_grad`"
+        "an op built with `accumulate_into_main_grad`; `x, w = <pad or align helper>(x, w)` "
+        "followed by such a read; reads through `get_main_grad_from_param(w)` / "
+        "`get_accumulate_flag_in_param(w)`"
     ),
     explanation="""
         Issue #19, class 2. main_grad, `grad_added_to_main_grad`, `overwrite_main_grad` and
@@ -73,7 +76,15 @@ RULE = Rule(
         `.float()` and `.type(...)` may hand back the object itself and are not counted.
 
         A helper of the module whose every `return` is such a call counts as one
-        (`weight = _as_param(weight)`).
+        (`weight = _as_param(weight)`). So does a helper named for padding or aligning its
+        operands for the hardware, handed the weight and bound back to it (`grad_output,
+        weight = get_aligned_mm_inputs(grad_output, weight, ...)`, blind corpus 24 and
+        MindSpeed's CoC linears at its head: for unaligned shapes it hands back
+        `weight.t().contiguous().t()` or a padded copy; a `_`-separated part of its name
+        starting with `align` or `pad`). Reads include Transformer Engine's state helpers
+        (`get_main_grad_from_param(w)`, `get_accumulate_flag_in_param(w)`), so a list of
+        `maybe_dequantize(w, dtype)` copies (an FP8 weight dequantized is a new tensor)
+        read through them is reported too.
 
         Per expert: a list of such new objects, one per weight (`weights =
         [Parameter(w.detach()) for w in weights]`, `list(w.clone() for w in ws)`, `L = []`
@@ -275,6 +286,32 @@ RULE = Rule(
                     return gemm(a, b)
             """
         ),
+        Example(
+            """
+            class COCRowSeqParallelFunction(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    weight = ctx.weight
+                    grad_output, mm_weight = get_aligned_mm_inputs(grad_output, weight, 4)
+                    grad_input = grad_output.matmul(mm_weight)
+                    total_input = ctx.saved_tensors[0]
+                    npu_matmul_add_fp32(total_input, grad_output, weight.main_grad)
+                    if hasattr(weight, "grad_added_to_main_grad"):
+                        zero = getattr(weight, "zero_out_wgrad", False)
+                        grad_weight = get_dummy_wgrad(weight.main_grad.shape, x.dtype, zero=zero)
+                        weight.grad_added_to_main_grad = True
+                    return grad_input, grad_weight
+            """,
+        ),
+        Example(
+            """
+            def compute_grad_params(fc_op, dtype):
+                weights = fc_op._get_weight_tensors()
+                w_list = [get_main_grad_from_param(w) for w in weights]
+                accumulate = get_accumulate_flag_in_param(weights[0])
+                return w_list, accumulate
+            """,
+        ),
     ),
     invalid=(
         Example(
@@ -472,6 +509,34 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            class COCRowSeqParallelFunction(torch.autograd.Function):
+                @staticmethod
+                def backward(ctx, grad_output):
+                    weight = ctx.weight
+                    grad_output, weight = get_aligned_mm_inputs(grad_output, weight, 4)
+                    grad_input = grad_output.matmul(weight)
+                    total_input = ctx.saved_tensors[0]
+                    npu_matmul_add_fp32(total_input, grad_output, weight.main_grad)
+                    if hasattr(weight, "grad_added_to_main_grad"):
+                        zero = getattr(weight, "zero_out_wgrad", False)
+                        grad_weight = get_dummy_wgrad(weight.main_grad.shape, x.dtype, zero=zero)
+                        weight.grad_added_to_main_grad = True
+                    return grad_input, grad_weight
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            def compute_grad_params(fc_op, dtype):
+                weights = [maybe_dequantize(w, dtype) for w in fc_op._get_weight_tensors()]
+                w_list = [get_main_grad_from_param(w) for w in weights]
+                accumulate = get_accumulate_flag_in_param(weights[0])
+                return w_list, accumulate
+            """,
+            line=2,
+        ),
     ),
 )
 
@@ -658,13 +723,14 @@ def _check_flags(unit: Unit, out: Collector, reported: set[int]) -> None:
     flag from the same copy is one bug, reported once at the rebinding)."""
     helpers = unit.context.shared(module_provenance.returned_provenance)
     makers = unit.context.shared(fresh_bindings.fresh_makers)
+    defined = unit.context.shared(file_functions.by_name)
     # A copy made on one arm of a choice only (``w = w if fuse else w.astype(dt)``) is left
     # to the reads: a flag set under the choice's own test is set on the kept weight.
     for found in fresh_flags.flags_on_copies(
         unit,
         lambda d: (
             not fresh_bindings.is_choice(d.value)
-            and fresh_bindings.makes_fresh(d.name, d.value, helpers, makers)
+            and fresh_bindings.makes_fresh(d.name, d.value, helpers, makers, defined)
         ),
     ):
         if found.fresh.index in reported:
@@ -689,10 +755,12 @@ def _check_unit(unit: Unit, out: Collector) -> set[int]:
     """Reports the rebindings read from; returns their definitions' indices."""
     helpers = unit.context.shared(module_provenance.returned_provenance)
     makers = unit.context.shared(fresh_bindings.fresh_makers)
+    defined = unit.context.shared(file_functions.by_name)
     fresh = {
         d
         for d in unit.graph.defs
-        if d.kind == "assign" and fresh_bindings.makes_fresh(d.name, d.value, helpers, makers)
+        if d.kind == "assign"
+        and fresh_bindings.makes_fresh(d.name, d.value, helpers, makers, defined)
     }
     lists = fresh_bindings.fresh_lists(unit, helpers, makers)
     reported: set[int] = set()

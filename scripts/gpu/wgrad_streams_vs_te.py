@@ -108,10 +108,21 @@ def measure_mode(work: Workload, overwrite: bool, rounds: int) -> dict:
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         per_round.append({"first": order[0], **{w: _timed(ours, theirs, w) for w in order}})
-    reference = _sample(ours, "serial")
-    errors = {w: float((_sample(ours, w) - reference).abs().max()) for w in WAYS}
+    # Accumulating, each sample adds one more step onto main_grad: a way is judged on what it
+    # added (its sample less the one before), the serial way's increment being the reference.
+    last = _sample(ours, "serial")
+
+    def added(way: str) -> torch.Tensor:
+        nonlocal last
+        before, last = last, _sample(ours, way)
+        return last if overwrite else last - before
+
+    reference = added("serial")
+    errors = {w: float((added(w) - reference).abs().max()) for w in WAYS}
     if theirs is not None:
-        errors["te-ops"] = float((theirs.sample() - reference).norm() / reference.norm())
+        before = theirs.sample()
+        theirs_added = theirs.sample() if overwrite else theirs.sample() - before
+        errors["te-ops"] = float((theirs_added - reference).norm() / reference.norm())
     fused_mlp.per_expert_wgrad = per_expert_wgrad
 
     def medians(key: str) -> dict:

@@ -48,7 +48,9 @@ OUTCOME: Outcomes = {
         (("GMLP030", 42), ("GMLP030", 44), ("GMLP030", 48), ("GMLP030", 55)),
     ),
     # 2 parameter rebound
-    "blind10-mindspeed-coc-aligned-weight-rebind": ("missed", (), ()),
+    # missed blind; caught since the twenty-seventh session (GMLP015 on a weight rebound to
+    # a padding / aligning helper's result, written from blind corpus 24's twin of it)
+    "blind10-mindspeed-coc-aligned-weight-rebind": ("caught", (("GMLP015", 29),), ()),
     # missed blind; caught since (not blind): GMLP031, a binding to main_grad on one path
     "blind10-lhb-linear-return-main-grad-as-grad": ("caught", (("GMLP031", 64),), ()),
     # 3 flags without writes; the HYGON bridge missed blind, caught since by GMLP053

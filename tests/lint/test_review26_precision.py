@@ -21,7 +21,8 @@ kept as files under ``fixtures/review26`` with a line on top naming each:
 * ``miss-*``: buggy code of the reviewed kinds, the caught ones pinned below, the rest listed
   as misses in docs/lint-semantics.md (module-qualified or keyword-argument GEMMs, results
   not unpacked, ``setattr`` of an op's weight, a store built from ``config.``, a queue's
-  ``popleft``, ``getattr(self, "X", None) is None``);
+  ``popleft``, ``getattr(self, "X", None) is None``; three GMLP032 ones are caught since the
+  twenty-seventh session);
 * ``crash-*``: odd inputs (CRLF, tabs, long lines, 3.12 syntax, odd one-line bodies): none
   crashed; each reports the findings pinned here.
 """
@@ -54,6 +55,11 @@ EXPECTED = {
     "miss-006-GMLP014-two-classes-same-helper.py": {"GMLP014"},
     "miss-007-GMLP014-named-in-log-string.py": {"GMLP014"},
     "miss-018-GMLP016-gmm-accumulate-false.py": {"GMLP016"},
+    # caught since the twenty-seventh session (a weight-gradient local spelled `dweight`, a
+    # keyword that says how to compute, the kernel's backward with no fused branch)
+    "miss-029-GMLP032-dweight-starred-unpack.py": {"GMLP032"},
+    "miss-030-GMLP032-keyword-group-list.py": {"GMLP032"},
+    "miss-031-GMLP032-straight-line.py": {"GMLP032"},
     "miss-039-GMLP067-getattr-fuse-before-pop.py": {"GMLP067"},
     "miss-040-GMLP067-queue-pop.py": {"GMLP019"},
     "open-fa-001-GMLP014-decorator-registry.py": {"GMLP014"},

@@ -1,0 +1,103 @@
+"""Stored weight-gradient work taken and never run (issue #19, class 6; GMLP038), two shapes
+from blind corpus 24: a ``backward_dw`` that takes the item straight off its store's queue
+(``dequeued_unrun``: an op-fuser grouped linear), and a weight-gradient store's taking
+method that takes a work item off its queue and does nothing with it (``unrun_items``: the
+zero-bubble ``WeightGradStore.pop`` binding ``stored_grads = cls.weight_grad_queue[chunk]
+.get()`` and never running the ``func(total_input, grad_output, weight.main_grad)`` each
+entry holds). The W pass then computes no weight gradient, and nothing says so."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ..wgrad_words import STORE_PUT_METHODS, names_weight_grad_store, says_deferred_wgrad
+from . import patterns, wgrad
+from .module import suite_body
+from .store_calls import QUEUE_TAKES, TAKE_METHODS
+
+if TYPE_CHECKING:
+    from .module import ModuleContext
+
+# What takes an item out of a container (``queue.Queue.get``, ``list.pop``, ``deque.popleft``).
+CONTAINER_TAKES = QUEUE_TAKES | {"pop"}
+
+
+def unrun_items(context: ModuleContext) -> Iterator[tuple[str, str, cst.Assign]]:
+    """(the store class, its taking method, the assignment) for each item taken into a local
+    that the method never reads again, in a class named for a weight-gradient store that
+    also has a method putting work in."""
+    for stmt in context.module.body:
+        if type(stmt) is not cst.ClassDef or not names_weight_grad_store(stmt.name.value):
+            continue
+        methods = {m.name.value: m for m in suite_body(stmt.body) if type(m) is cst.FunctionDef}
+        if not STORE_PUT_METHODS & set(methods):
+            continue
+        for name in sorted(TAKE_METHODS & set(methods)):
+            for assign in _unread_takes(methods[name]):
+                yield stmt.name.value, name, assign
+
+
+def _unread_takes(method: cst.FunctionDef) -> Iterator[cst.Assign]:
+    reads: dict[str, int] = {}
+    takes = []
+    for node in patterns.walk(method.body):
+        if type(node) is cst.Name:
+            reads[node.value] = reads.get(node.value, 0) + 1
+        if (
+            type(node) is cst.Assign
+            and len(node.targets) == 1
+            and type(node.targets[0].target) is cst.Name
+            and type(node.value) is cst.Call
+            and type(node.value.func) is cst.Attribute
+            and node.value.func.attr.value in CONTAINER_TAKES
+        ):
+            takes.append(node)
+    for assign in takes:
+        if reads.get(assign.targets[0].target.value, 0) == 1:  # the target itself only
+            yield assign
+
+
+def dequeued_unrun(method: cst.FunctionDef) -> cst.Call | None:
+    """``tensors, _ = self.wgrad_store.context.get()``: the override takes a stored work item
+    straight out of the store's queue (an attribute of the store, not the store itself),
+    and neither the store's ``pop()``, nor a product, nor a callable unpacked from the item
+    (``tensors, gemm = ...get(); gemm(*tensors)``) runs anywhere in it, so the weight
+    gradients the item would compute are never computed (blind corpus 24, an op-fuser
+    grouped linear). The call that takes the item, or None."""
+    taken = None
+    unpacked: set[str] = set()
+    for node in patterns.walk(method.body):
+        if type(node) is cst.Assign and type(node.value) is cst.Call:
+            unpacked |= _bound_names(node)
+        if type(node) is not cst.Call:
+            continue
+        if wgrad.has_product(node):
+            return None
+        func = node.func
+        if type(func) is cst.Name and func.value in unpacked:
+            return None  # a callable taken from somewhere, run here
+        if type(func) is not cst.Attribute:
+            continue
+        receiver = patterns.last_word(func.value) or ""
+        if func.attr.value == "pop" and says_deferred_wgrad(receiver):
+            return None
+        queue = func.value
+        if (
+            func.attr.value in QUEUE_TAKES
+            and type(queue) is cst.Attribute
+            and says_deferred_wgrad(patterns.last_word(queue.value) or "")
+        ):
+            taken = taken or node
+    return taken
+
+
+def _bound_names(assign: cst.Assign) -> set[str]:
+    names = set()
+    for target in assign.targets:
+        t = target.target
+        elements = [e.value for e in t.elements] if type(t) in (cst.Tuple, cst.List) else [t]
+        names.update(e.value for e in elements if type(e) is cst.Name)
+    return names
