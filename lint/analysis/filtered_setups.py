@@ -19,6 +19,7 @@ import libcst as cst
 
 from . import patterns
 from .module import ModuleContext, suite_body
+from .own_parameter_fetches import PARAMETER_WALKS
 
 # The switches that make a module's weight-gradient GEMMs write ``main_grad``.
 FUSION_SWITCHES = ("fuse_wgrad_accumulation", "accumulate_into_main_grad")
@@ -53,7 +54,7 @@ def _in_body(owner) -> Iterator[cst.BaseExpression]:
     for node in patterns.walk(owner.body if type(owner) is cst.FunctionDef else owner):
         if type(node) is not cst.For or type(node.target) is not cst.Name:
             continue
-        if patterns.callee_name(node.iter) not in ("parameters", "named_parameters"):
+        if patterns.callee_name(node.iter) not in PARAMETER_WALKS:
             continue
         var = node.target.value
         binds = any(_binds_main_grad(s, var) for s in patterns.walk(node.body))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ..wgrad_words import STORE_PUT_METHODS, names_weight_grad_store, says_deferred_wgrad
-from . import patterns, wgrad
+from . import patterns, provenance, wgrad
 from .module import suite_body
 from .store_calls import QUEUE_TAKES, TAKE_METHODS
 
@@ -71,7 +71,7 @@ def dequeued_unrun(method: cst.FunctionDef) -> cst.Call | None:
     unpacked: set[str] = set()
     for node in patterns.walk(method.body):
         if type(node) is cst.Assign and type(node.value) is cst.Call:
-            unpacked |= _bound_names(node)
+            unpacked |= provenance.bound_names(node)
         if type(node) is not cst.Call:
             continue
         if wgrad.has_product(node):
@@ -92,12 +92,3 @@ def dequeued_unrun(method: cst.FunctionDef) -> cst.Call | None:
         ):
             taken = taken or node
     return taken
-
-
-def _bound_names(assign: cst.Assign) -> set[str]:
-    names = set()
-    for target in assign.targets:
-        t = target.target
-        elements = [e.value for e in t.elements] if type(t) in (cst.Tuple, cst.List) else [t]
-        names.update(e.value for e in elements if type(e) is cst.Name)
-    return names

@@ -286,7 +286,6 @@ QUANTIZED_LEFT_OUT = (
 )
 
 
-PARAMETER_WALKS = frozenset({"parameters", "named_parameters"})
 SKIPPED_TWICE = (
     "this loop skips `{test}` as an earlier loop over the parameters does: the parameters of "
     "`{kept}` are handed to neither, so they get no grad buffer and no main_grad"
@@ -300,7 +299,10 @@ def check(context: ModuleContext, out: Collector) -> None:
         out.report(CODE, test, QUANTIZED_LEFT_OUT.format(test=out.text(test)))
     helpers = context.shared(late_main_grads.binders)
     for unit in context.units:
-        if type(unit.owner) is cst.FunctionDef and PARAMETER_WALKS & unit.survey.calls:
+        if (
+            type(unit.owner) is cst.FunctionDef
+            and filtered_setups.PARAMETER_WALKS & unit.survey.calls
+        ):
             for test in filtered_setups.skipped_twice(unit):
                 kept = out.text(test.comparisons[0].comparator)
                 out.report(CODE, test, SKIPPED_TWICE.format(test=out.text(test), kept=kept))
