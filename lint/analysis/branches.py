@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from . import choices, first_microbatch, match_arms, patterns
+from . import accumulator_inputs, choices, first_microbatch, match_arms, patterns
 from .cfg import Node
 from .module import ModuleContext, Unit, iter_statements, suite_body
 
@@ -173,6 +173,8 @@ class _Finder:
     def check_ifexp(self, expr: cst.IfExp, node: Node, root: cst.CSTNode, via=None) -> None:
         # A test on a comprehension's variable depends on the sequence it walks.
         if not self.unit.overwrite.expr(expr.test if via is None else via, node):
+            return
+        if accumulator_inputs.is_accumulator_input(root, expr, self.unit.context.code):
             return
         returned = self.assigns_returned(root) or isinstance(root, cst.Return)
         body = self.expression_effects(expr.body, node, returned)

@@ -312,6 +312,17 @@ class Aliases:
         defs = self.reaching.reaching(name, node)
         return bool(defs) and all(self.alias[d.index] for d in defs)
 
+    def surely_when_used(self, name: str, node: Node) -> bool:
+        """Every definition of ``name`` reaching ``node`` holds main_grad storage or is None
+        (``main_grad = None`` / ``if fuse: main_grad = w.main_grad``): a method called on it
+        there runs only on main_grad, since on None it raises."""
+        defs = self.reaching.reaching(name, node)
+        holding = [d for d in defs if self.alias[d.index]]
+        return bool(holding) and all(
+            self.alias[d.index] or (d.value is not None and patterns.is_none_like(d.value))
+            for d in defs
+        )
+
     def expr(self, expr: cst.CSTNode, node: Node) -> bool:
         """The expression's value is, contains or wraps main_grad storage."""
         if patterns.is_main_grad_direct(expr):

@@ -101,7 +101,8 @@ def ctx_facts(context: ModuleContext) -> provenance.CtxFacts:
                     if referent is not None:
                         refs.setdefault(attr, set()).add(names.of(referent))
                     else:
-                        attrs.setdefault(attr, set()).add(names.of(stmt.value))
+                        kind = names.of(stmt.value) or provenance.detached_value(stmt.value)
+                        attrs.setdefault(attr, set()).add(kind)
             elif isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
                 call = stmt.value
                 if patterns.callee_name(call) == "save_for_backward" and provenance.on_ctx(

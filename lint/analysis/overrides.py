@@ -52,6 +52,9 @@ class DroppedWork:
     # The override takes the stored work out of the store's queue without running it (``at``:
     # the call that takes it).
     dequeued: bool = False
+    # The override pops the store and never reads what the pop hands back (``at``: the
+    # ``del`` that drops it, or the pop).
+    dropped: bool = False
 
 
 def dropped_work(context: ModuleContext) -> list[DroppedWork]:
@@ -72,6 +75,11 @@ def dropped_work(context: ModuleContext) -> list[DroppedWork]:
             if dequeued is not None:
                 found.append(DroppedWork(model.name, own, "", dequeued, dequeued=True))
                 continue
+            if _builds_delayed_store(model):
+                at = unrun_store_items.dropped_pop_results(model.node, own)
+                if at is not None:
+                    found.append(DroppedWork(model.name, own, "", at, dropped=True))
+                    continue
             own_store = _builds_delayed_store(model) and _only_fires_hooks(own)
             if not is_abstract(own) and (_base_built_delayed(model) or own_store):
                 if not _does_work(model, own):

@@ -290,7 +290,7 @@ def _check_call(
             copying[2][-1].value, copying[0], buffers
         ):
             return False  # ``grad.copy_(grad.float() + wgrad)``: an add, staged in fp32
-        if buffers.main_grad(copying[0]):
+        if buffers.main_grad(copying[0]) or buffers.main_grad_receiver(copying[0]):
             how = copying[1]
             out.report(CODE, node, message.format(target=out.text(copying[0]), how=how))
             return True

@@ -116,3 +116,63 @@ def _target(expr: cst.BaseExpression) -> str | None:
     if is_self_attr(expr):
         return f"self.{expr.attr.value}"
     return None
+
+
+# Wrappers that shard a module's parameters into new Parameter objects (Megatron-FSDP's and
+# torch's ``fully_shard``, ``FullyShardedDataParallel``): attributes set on the old ones,
+# main_grad among them, stay behind.
+SHARDING_WORDS = ("fully_shard", "fsdp", "fullyshardeddataparallel")
+
+
+def sharded_after_setup(
+    unit: Unit, helpers: frozenset[str]
+) -> Iterator[tuple[cst.Call, str, cst.CSTNode]]:
+    """(the set-up call, the module as written, the wrap) for main_grad set up on a module
+    (anywhere in a statement of the function's body, an ``if`` included) that a later
+    statement hands to a sharding wrapper, with no set-up of it after that (blind corpus 25:
+    Wan2.2's ``setup_main_grad_for_te_linear(model)`` before ``model, optimizer =
+    fully_shard(module=model, ...)``)."""
+    statements = list(_in_order(unit.body))
+    for index, stmt in enumerate(statements):
+        for sub in patterns.walk(stmt):
+            if type(sub) is not cst.Call or not is_setup_call(sub, helpers) or not sub.args:
+                continue
+            module = sub.args[0].value
+            if type(module) not in (cst.Name, cst.Attribute):
+                continue
+            text = unit.context.code(module).strip()
+            later = statements[index + 1 :]
+            for position, after in enumerate(later):
+                if _shards(after, text, unit):
+                    rest = later[position + 1 :]
+                    if not any(_sets_up_named(s, text, helpers, unit) for s in rest):
+                        yield sub, text, after
+                    break
+
+
+def _shards(stmt: cst.CSTNode, module: str, unit: Unit) -> bool:
+    """A call of a sharding wrapper handed ``module`` (by position or keyword)."""
+    for sub in patterns.walk(stmt):
+        if type(sub) is not cst.Call:
+            continue
+        name = (patterns.callee_name(sub) or "").lower()
+        if not any(word in name for word in SHARDING_WORDS):
+            continue
+        if any(unit.context.code(arg.value).strip() == module for arg in sub.args):
+            return True
+    return False
+
+
+def _sets_up_named(stmt: cst.CSTNode, module: str, helpers: frozenset[str], unit: Unit) -> bool:
+    for sub in patterns.walk(stmt):
+        if (
+            type(sub) is cst.Call
+            and is_setup_call(sub, helpers)
+            and any(unit.context.code(arg.value).strip() == module for arg in sub.args)
+        ):
+            return True
+        if type(sub) is cst.Assign and any(
+            patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in sub.targets
+        ):
+            return True
+    return False

@@ -60,6 +60,14 @@ class Buffers:
             return True
         return main_grad_list(self.unit, expr, self.node)
 
+    def main_grad_receiver(self, expr) -> bool:
+        """A local whose reaching bindings are main_grad or None, as the object an in-place
+        method is called on (``main_grad.copy_(g)``): the call runs only on main_grad."""
+        expr = grad_storage.storage_root(expr)
+        return isinstance(expr, cst.Name) and self.unit.aliases.surely_when_used(
+            expr.value, self.node
+        )
+
     def _main_grad_or_grad(self, name: cst.Name) -> bool:
         """A local every reaching binding of which is a weight's main_grad or, where it has
         none, its ``.grad`` (``grad = w.main_grad if hasattr(w, "main_grad") else w.grad``,

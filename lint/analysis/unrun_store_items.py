@@ -15,6 +15,7 @@ import libcst as cst
 
 from ..wgrad_words import STORE_PUT_METHODS, names_weight_grad_store, says_deferred_wgrad
 from . import patterns, provenance, wgrad
+from .class_model import walk_all
 from .module import suite_body
 from .store_calls import QUEUE_TAKES, TAKE_METHODS
 
@@ -92,3 +93,45 @@ def dequeued_unrun(method: cst.FunctionDef) -> cst.Call | None:
         ):
             taken = taken or node
     return taken
+
+
+# Switches saying the weight gradient may go into main_grad inside the stored work (then the
+# pop computes it) or come back as the pop's result to be handed to ``.grad`` (when off).
+FUSION_SWITCHES = ("fuse_wgrad_accumulation", "accumulate_into_main_grad")
+
+
+def dropped_pop_results(cls: cst.ClassDef, method: cst.FunctionDef) -> cst.CSTNode | None:
+    """``wgrad_list, _ = self.wgrad_store.pop()`` in a ``backward_dw`` that never reads what
+    it bound (at most ``del``s it), in a class that reads a fusion switch: with the switch
+    off the popped work hands its weight gradients back, and they go nowhere (blind corpus
+    25, a DeepGEMM grouped linear). The ``del`` that drops them, else the pop."""
+    source_words = {n.attr.value for n in walk_all(cls) if type(n) is cst.Attribute}
+    if not source_words & set(FUSION_SWITCHES):
+        return None
+    popped: dict[str, cst.CSTNode] = {}
+    for node in patterns.walk(method.body):
+        if (
+            type(node) is cst.Assign
+            and type(node.value) is cst.Call
+            and type(node.value.func) is cst.Attribute
+            and node.value.func.attr.value == "pop"
+            and says_deferred_wgrad(patterns.last_word(node.value.func.value) or "")
+        ):
+            for name in provenance.bound_names(node) - {"_"}:
+                popped.setdefault(name, node)
+    if not popped:
+        return None
+    deleted: dict[str, cst.CSTNode] = {}
+    for node in patterns.walk(method.body):
+        if type(node) is cst.Del:
+            for name in patterns.walk(node.target):
+                if type(name) is cst.Name:
+                    deleted[name.value] = node
+    reads = [
+        n.value for n in patterns.walk(method.body) if type(n) is cst.Name and n.value in popped
+    ]
+    # each popped name appears once where it is bound and once more where it is deleted
+    if any(reads.count(name) > 1 + (name in deleted) for name in popped):
+        return None
+    name = sorted(popped)[0]
+    return deleted.get(name, popped[name])

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ..analysis.collector import Collector
     from ..analysis.module import ModuleContext
 
+cst = LazyModule("libcst")
 skipped_pieces = LazyModule("..analysis.skipped_pieces", __package__)
 
 CODE = "GMLP067"
@@ -34,7 +35,10 @@ RULE = Rule(
         "`need_backward_dw`, requires-grad, training, pipeline stage, counts, an adapter "
         "enabled) nor whether "
         "there is any (layers the class holds, the method's own parameters, `is None`, "
-        "`hasattr`, `len`); reported at the `return`"
+        "`hasattr`, `len`); reported at the `return`; and, anywhere in `backward_dw`, the "
+        "layer's store popped only on one side of an `if` on a switch saying where the "
+        "gradient goes (`accumulate_into_main_grad`, `fuse_wgrad_accumulation`), the other "
+        "side popping nothing"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). The schedule calls
@@ -88,6 +92,13 @@ RULE = Rule(
         (`if self.lora_only: return`, the review). Such a switch is never about the
         deferred work whatever its other tokens: gating the deferral on it is the seed's
         wrong flag.
+
+        The same switch around the pop itself (blind corpus 25, a DeepGEMM grouped linear:
+        `if not self.accumulate_into_main_grad: wgrad_list, _ = self.wgrad_store.pop()`,
+        then `.grad` set from the list): the store holds the work in every mode, and where
+        the gradient goes into main_grad the popped function is the GEMM that writes it.
+        Reported at the pop when the `if`'s other side pops nothing. A switch spelling
+        `accumulat` with `main_grad` (`accumulate_into_main_grad`) says where it goes too.
 
         The switch may be spelled `S == True` / `S is True`, `getattr(cfg, "s", False)` or,
         on the positive side, `bool(S)`; a one-line `if S: return` counts as the block.
@@ -191,10 +202,31 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            class GroupedLinear(TransformerEngineBaseModule):
+                def backward_dw(self):
+                    if not self.wgrad_store.delay_wgrad_compute():
+                        return
+                    if not self.accumulate_into_main_grad:
+                        wgrad_list, _ = self.wgrad_store.pop()
+                        for weight, wgrad in zip(self.weights, wgrad_list):
+                            weight.grad = wgrad if weight.grad is None else weight.grad + wgrad
+                    for hook in self.wgrad_accumulation_and_reduce_hooks:
+                        hook()
+            """,
+            line=6,
+        ),
     ),
 )
 
 
+POP_MESSAGE = (
+    "the deferred work is taken off the store only on one side of a switch that says where "
+    "the weight gradient goes: on the other side it never runs, and the weights it was to "
+    "write (main_grad included) get nothing; pop on every path, let the switch choose what "
+    "happens to the result"
+)
 MESSAGE = (
     "`backward_dw` returns here, before any of its work, on a test that says nothing about "
     "the deferred weight gradient: whenever it holds, the layer's deferred wgrad is never "
@@ -205,5 +237,6 @@ MESSAGE = (
 def check(context: ModuleContext, out: Collector) -> None:
     if "backward_dw" not in context.source:
         return
-    for exit_ in context.shared(skipped_pieces.skipped_pieces):
-        out.report(CODE, exit_, MESSAGE)
+    for site in context.shared(skipped_pieces.skipped_pieces):
+        # an exit (``return``), or a store pop taken on one side of the switch only
+        out.report(CODE, site, POP_MESSAGE if isinstance(site, cst.Call) else MESSAGE)

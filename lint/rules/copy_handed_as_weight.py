@@ -240,6 +240,7 @@ SURE_MESSAGE = (
 KINDS = {
     "quantized": "a quantized copy of the weight",
     "materialized": "a materialized (gathered) copy of the weight",
+    "detached": "a detached copy of the weight (a new tensor object)",
 }
 
 

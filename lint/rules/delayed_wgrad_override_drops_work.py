@@ -19,6 +19,7 @@ overrides = LazyModule("..analysis.overrides", __package__)
 unrun_store_items = LazyModule("..analysis.unrun_store_items", __package__)
 skipped_w_passes = LazyModule("..analysis.skipped_w_passes", __package__)
 store_calls = LazyModule("..analysis.store_calls", __package__)
+withheld_stores = LazyModule("..analysis.withheld_stores", __package__)
 
 CODE = "GMLP038"
 RULE = Rule(
@@ -46,7 +47,11 @@ RULE = Rule(
         "not self.wgrad_store.delay_wgrad_compute()`); such a class's `backward_dw` that "
         "takes the stored work out of the store's queue (`self.wgrad_store.context.get()`) "
         "with no `pop()` and no product; a weight-gradient store class with a `put` whose "
-        "`pop` / `flush` takes an item off its queue into a local it never reads"
+        "`pop` / `flush` takes an item off its queue into a local it never reads; `None` "
+        "handed to a Function of the file for its forward's store parameter by a class that "
+        "binds `self.S = <...Store(...)>`, with no argument reading `self.S`; in a class "
+        "building its own store and reading a fusion switch, a `backward_dw` that never "
+        "reads what its store's `pop()` hands back (at most `del`s it)"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). A layer built with
@@ -86,6 +91,20 @@ RULE = Rule(
         None (every operand of an `and`, one of an `or`); a test that calls anything (a
         version or capability check) is not judged. The message names the condition under
         which the base's version runs (`not (...)` after an early `return` or in an `else`).
+
+        Seen since blind corpus 25 (analysis/withheld_stores.py): a module that binds its
+        own store (`self.wgrad_store = WeightGradStore(delay_wgrad_compute)`) and hands the
+        autograd Function of the file `None` for the forward parameter named for a store
+        (`_GroupedLinear.apply(inp, m_splits, None, ...)`, by position or keyword), no
+        argument of that call reading the store: the backward never defers into the store
+        `backward_dw` pops. Not seen: a Function defined in another file, arguments after an
+        unpacked sequence.
+
+        And (blind corpus 25) such a module's `backward_dw` that binds what its store's
+        `pop()` hands back and never reads it (`wgrad_list, _ = self.wgrad_store.pop()`,
+        `del wgrad_list`), in a class that reads a fusion switch (`fuse_wgrad_accumulation`,
+        `accumulate_into_main_grad`): with the switch off those are the weight gradients,
+        and nothing gives them to `.grad`. Reported at the `del`, else at the pop.
 
         Seen since blind corpus 23: a class built with the delay by its own store rather
         than its base's `__init__` (`__init__` takes `delay_wgrad_compute` and hands it to
@@ -394,6 +413,40 @@ RULE = Rule(
             """,
             line=11,
         ),
+        Example(
+            """
+            class _GroupedLinear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, inp, m_splits, wgrad_store, *weights):
+                    ctx.wgrad_store = wgrad_store
+                    return grouped_gemm(inp, m_splits, weights)
+
+            class GroupedLinear(TransformerEngineBaseModule):
+                def __init__(self, num_gemms, delay_wgrad_compute=False):
+                    super().__init__()
+                    self.wgrad_store = WeightGradStore(delay_wgrad_compute)
+
+                def forward(self, inp, m_splits):
+                    return _GroupedLinear.apply(inp, m_splits, None, *self.weights)
+            """,
+            line=13,
+        ),
+        Example(
+            """
+            class GroupedLinear(TransformerEngineBaseModule):
+                def __init__(self, num_gemms, delay_wgrad_compute=False, fuse_wgrad=False):
+                    super().__init__()
+                    self.fuse_wgrad_accumulation = fuse_wgrad
+                    self.wgrad_store = WeightGradStore(delay_wgrad_compute)
+
+                def backward_dw(self):
+                    wgrad_list, _ = self.wgrad_store.pop()
+                    del wgrad_list
+                    for hook in self.wgrad_accumulation_and_reduce_hooks:
+                        hook()
+            """,
+            line=9,
+        ),
     ),
 )
 
@@ -447,7 +500,21 @@ MESSAGE_INVERTED = (
 )
 
 
+MESSAGE_DROPPED = (
+    "`{cls}.backward_dw` pops its store and drops what the pop hands back: with wgrad fusion "
+    "off those are the weights' gradients, and they never reach `.grad`; hand them to the "
+    "weights"
+)
+MESSAGE_WITHHELD = (
+    "`{function}` is handed None for its weight-gradient store while this module owns "
+    "`self.{store}`: the backward never defers into the store `backward_dw` pops, so the "
+    "delayed weight gradient never reaches main_grad; hand it `self.{store}`"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
+    for arg, function, store in withheld_stores.withheld(context):
+        out.report(CODE, arg, MESSAGE_WITHHELD.format(function=function, store=store))
     if store_calls.names_a_store(context.source):
         for found in skipped_w_passes.skipped_passes(context):
             message = MESSAGE_SKIPPED.format(
@@ -473,6 +540,8 @@ def check(context: ModuleContext, out: Collector) -> None:
             if dropped.gate_false:  # an ``else`` or after an early ``return``
                 test = f"not ({test})"
             message = MESSAGE_GATED.format(cls=dropped.class_name, test=test)
+        elif dropped.dropped:
+            message = MESSAGE_DROPPED.format(cls=dropped.class_name)
         elif dropped.dequeued:
             message = MESSAGE_DEQUEUED.format(cls=dropped.class_name, call=out.text(dropped.at))
         elif dropped.predicate:

@@ -24,6 +24,7 @@ identity_erasure = LazyModule("..analysis.identity_erasure", __package__)
 unwritten_marks = LazyModule("..analysis.unwritten_marks", __package__)
 unwritten_paths = LazyModule("..analysis.unwritten_paths", __package__)
 marked_real_returns = LazyModule("..analysis.marked_real_returns", __package__)
+forward_marks = LazyModule("..analysis.forward_marks", __package__)
 
 CODE = "GMLP032"
 RULE = Rule(
@@ -41,13 +42,19 @@ RULE = Rule(
         "anywhere; or, on the consumer side, a main-grad buffer erased (`zero_`) or kept on "
         "a test of where main_grad points (`data_ptr()`, `is`) instead of on the flag; or a "
         "marking decorator or wrapper applied to a function that returns the gradient it "
-        "computes"
+        "computes; or a mark in an autograd Function's `forward(ctx, ...)` that touches no "
+        "main_grad"
     ),
     explanation="""
         Issue #19, class 3 (flags without writes). `grad_added_to_main_grad = True` tells
         Megatron's hook that the weight gradient is already in main_grad, so the `.grad`
         handed back (a dummy) is ignored. Set on a path where nothing wrote main_grad, the
         gradient of that microbatch is lost silently.
+
+        A mark in an autograd Function's `forward(ctx, ...)` (its first parameter `ctx`)
+        that neither reads nor fetches main_grad is reported wherever it stands (blind corpus
+        25, a DeepGEMM linear marking its weight as it saves it): no weight gradient exists
+        before the backward, so the hook drops the real one the backward returns.
 
         Three shapes are reported, over the function's control-flow graph:
 
@@ -522,6 +529,18 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            class LinearFunction(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, weight):
+                    ctx.save_for_backward(x, weight)
+                    if hasattr(weight, "grad_added_to_main_grad"):
+                        weight.grad_added_to_main_grad = True
+                    return x @ weight.t()
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -566,6 +585,13 @@ WRAPPED = (
 )
 
 
+IN_FORWARD = (
+    "`{subject}` is marked grad_added_to_main_grad in the forward, before any weight gradient "
+    "exists: main_grad holds nothing of this microbatch yet, and Megatron's hook drops the "
+    "real gradient the backward returns"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     source = context.source
     if "main_grad" in source and any(w in source for w in identity_erasure.IDENTITY_WORDS):
@@ -579,6 +605,10 @@ def check(context: ModuleContext, out: Collector) -> None:
     for unit in context.units:
         if isinstance(unit.owner, cst.FunctionDef):
             marks = wgrad.marks(unit) if unit.survey.spells_grad_added else []
+            if marks:
+                for mark in forward_marks.premature_marks(unit):
+                    subject = context.code(mark.subject).strip()
+                    out.report(CODE, mark.stmt, IN_FORWARD.format(subject=subject))
             # a helper of the file that marks the weight it is handed marks it here too
             marks += marking_helpers.helper_marks(unit, helpers)
             if marks:

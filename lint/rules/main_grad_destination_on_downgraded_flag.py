@@ -42,11 +42,13 @@ RULE = Rule(
         if/else, loops (a reassignment at the bottom of a loop reaches the top), early
         return/continue, conditional expressions and compound tests. A flag that is only
         copied from the op-level setting, or a downgraded flag used only as the GEMM's
-        `accumulate=`/`beta=`, is not reported; nor is a branch whose two sides both write
-        main_grad (`copy_` versus `add_`). Reported: one side of the branch makes main_grad
-        (or a name holding it, a view of it, a list of its views, a wrapper built on it) the
-        output and the other does not, or one side swaps a name that surely holds main_grad
-        for a fresh buffer (`dest = torch.empty_like(dest)`). An `if` whose body ends in
+        `accumulate=`/`beta=`, is not reported, nor one choosing the accumulator input of a
+        call that is handed the same buffer as its output (DeepGEMM's `fp8_gemm_nt(a, b,
+        main_grad, c=main_grad if accumulate else None)`); nor is a branch whose two sides
+        both write main_grad (`copy_` versus `add_`). Reported: one side of the branch makes
+        main_grad (or a name holding it, a view of it, a list of its views, a wrapper built on
+        it) the output and the other does not, or one side swaps a name that surely holds
+        main_grad for a fresh buffer (`dest = torch.empty_like(dest)`). An `if` whose body ends in
         `return`/`continue` has the code after it as its other side; one whose body raises
         is a guard, not a choice, and is not judged. A choice by indexing counts as a
         branch on the index (`{True: main_grad_out, False: None}[flag]`, `.get(flag)`,
@@ -160,6 +162,17 @@ RULE = Rule(
                     accumulate = not getattr(weight, "overwrite_main_grad", False)
                     beta = 1.0 if accumulate else 0.0
                     torch.addmm(weight.main_grad, dy.t(), x, beta=beta, out=weight.main_grad)
+            """
+        ),
+        Example(
+            """
+            def deliver(ctx, weight, x_fp8, dy_fp8):
+                if ctx.accumulate_into_main_grad:
+                    main_grad = weight.main_grad
+                    accumulate = not getattr(weight, "overwrite_main_grad", False)
+                    deep_gemm.fp8_gemm_nt(
+                        dy_fp8, x_fp8, main_grad, c=main_grad if accumulate else None
+                    )
             """
         ),
     ),

@@ -39,8 +39,9 @@ RULE = Rule(
         "a gradient hook fired as `X.<m>_hook()` (Paddle's `_apply_backward_hook`; not a "
         "`register_*` / `remove_*` or a query) or, "
         "where a weight is marked, a "
-        "dummy shaped like X, where X is known to be a quantized or gathered copy of the "
-        "weight or a holder's tensor field beside its Parameter field "
+        "dummy shaped like X, where X is known to be a quantized, gathered or detached "
+        "(`w.detach()`, `w.clone()`) copy of the weight or a holder's tensor field beside "
+        "its Parameter field "
         "(also through `ctx` attributes, `save_for_backward` and the module's helpers), or "
         "the restored copy of a Parameter the function names `origin_X`; main_grad looked up "
         "(`X.main_grad`, `get_main_grad_from_param(X)`) on a name restored from saved tensors "
@@ -61,7 +62,10 @@ RULE = Rule(
         set on it or a weakref kept of it leaves the Parameter's bookkeeping undone.
 
         Seen (analysis/provenance.py): names bound to a quantize / cast / all-gather call,
-        `.to(<float8 dtype>)`, or a helper of the module whose returns all are such copies
+        `.to(<float8 dtype>)`, `w.detach()` / `w.clone()` of a weight (not of a gradient
+        buffer: a new tensor object, without the Parameter's attributes; also
+        `tuple(w.detach() for w in ws)`, blind corpus 25's FSMoE), or a helper of the
+        module whose returns all are such copies
         (analysis/module_provenance.py: also a helper returning another helper's copy, and a
         buffer an all-gather fills, `all_gather_into_tensor(buf, w); return buf`); names spelled as
         copies (`*_fp8`, `weightmat`, `full_weight`, `gathered`); `ctx` attributes every
@@ -467,6 +471,22 @@ RULE = Rule(
             """,
             line=10,
         ),
+        Example(
+            """
+            class HandcraftBackward(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, *weights):
+                    ctx.weights = tuple(w.detach() for w in weights)
+                    return x
+
+                @staticmethod
+                def backward(ctx, dy):
+                    for weight in ctx.weights:
+                        weight.grad_added_to_main_grad = True
+                    return dy, *(None for _ in ctx.weights)
+            """,
+            line=10,
+        ),
     ),
 )
 
@@ -476,6 +496,7 @@ KINDS = {
     "saved": "the copy restored from ctx (the function names the Parameter `{twin}`)",
     "quantized": "a quantized copy of the weight",
     "materialized": "a materialized (gathered) copy of the weight",
+    "detached": "a detached copy of the weight (a new tensor object)",
     "held": "a tensor field kept beside the holder's Parameter field (not the Parameter)",
     "paired": "the other tensor of a pair unpacked beside the Parameter `{twin}`",
 }

@@ -133,7 +133,10 @@ RULE = Rule(
         `GMMFunction.builder.load().npu_gmm(...)`, blind corpus 24). The value may be
         reshaped on the way (`grad_weight.view(-1, n)`, `.reshape`, `.t()`, `.contiguous()`,
         `.to(...)`, `.float()`, `.flatten()`: the fb-overlap store's drain, blind corpus
-        24); and a gradient hook (its name
+        24). A local bound to main_grad on some paths and to None on the others
+        (`main_grad = None` / `if fuse: main_grad = w.main_grad`) is main_grad where an
+        in-place method is called on it, since on None the call raises (blind corpus 25's
+        DeepGEMM linear); and a gradient hook (its name
         says hook) that copies the incoming `Y.grad` into another object's `.grad` or into
         any main_grad, clears `Y.grad` (`= None`, `del`) and adds nowhere (blind corpus 9's
         NeMo main-params hook; blind corpus 11's Megatron-DeepSpeed DDP `param_hook` with
@@ -703,6 +706,20 @@ RULE = Rule(
                         weight.main_grad.data.copy_(grad_weight.view(-1, weight.shape[-1]))
             """,
             line=10,
+        ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                main_grad = None
+                if ctx.accumulate_into_main_grad:
+                    main_grad = weight.main_grad.detach()
+                wgrad = dy.t() @ x
+                if main_grad is not None:
+                    main_grad.copy_(wgrad.float())
+                return None, None
+            """,
+            line=8,
         ),
     ),
 )

@@ -41,7 +41,9 @@ RULE = Rule(
         "loop over the parameters only `if not isinstance(p, <a quantized tensor type>)` or "
         "after `if isinstance(p, ...): continue`; "
         "two loops over a module's parameters that both skip `if p in S: continue` and hand "
-        "the parameter on after it (reported at the second test)"
+        "the parameter on after it (reported at the second test); a set-up on a module "
+        "that a later statement hands to a sharding wrapper (`fully_shard`, `*FSDP*`, "
+        "`FullyShardedDataParallel`) with no set-up of it after"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209's shape: main_grad not made available before
@@ -52,6 +54,15 @@ RULE = Rule(
         found two regressions of Transformer Engine's grouped-MLP benchmark: the set-up
         moved after the steps, and guarded by `accumulate_into_main_grad and fwd_only`
         after an `if fwd_only: ... return` (never true there).
+
+        Since blind corpus 25 (Wan2.2 trained with Megatron-FSDP): main_grad set up on a
+        module (a set-up call anywhere in a statement of the function, an `if` included)
+        that a later statement hands to a sharding wrapper (`fully_shard(module=model)`,
+        torch's or Megatron-FSDP's, `FullyShardedDataParallel(model)`, a name spelling
+        `fsdp`), with no set-up of that module after it: the wrapper replaces the
+        parameters with new (sharded) Parameter objects, which carry none of the
+        attributes set before. Reported at the set-up. Not seen: a wrap in another
+        function than the set-up.
 
         Seen: in one function, a call setting main_grad up for the module it is handed
         first (a function of the file that binds `X.main_grad` to a buffer, not `None`:
@@ -256,6 +267,18 @@ RULE = Rule(
             """,
             line=14,
         ),
+        Example(
+            """
+            def main(args):
+                model = build_model(args)
+                if args.fuse_wgrad:
+                    setup_main_grad_for_te_linear(model)
+                optimizer = AdamW(model.parameters(), lr=args.lr)
+                model, optimizer = fully_shard(module=model, optimizer=optimizer)
+                train(model, optimizer)
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -292,6 +315,13 @@ SKIPPED_TWICE = (
 )
 
 
+SHARDED = (
+    "`{call}` sets main_grad up on `{target}`'s parameters, and line {line} then hands "
+    "`{target}` to a sharding wrapper, which replaces them with new Parameter objects: the "
+    "fused wgrad finds no main_grad on those; set it up after the wrap"
+)
+
+
 def check(context: ModuleContext, out: Collector) -> None:
     if "main_grad" not in context.source:
         return
@@ -311,6 +341,10 @@ def check(context: ModuleContext, out: Collector) -> None:
             for call, target, _ in replaced.replaced_after_setup(unit, helpers):
                 name = patterns.callee_name(call)
                 out.report(CODE, call, REPLACED.format(call=name, target=target))
+            for call, target, wrap in replaced.sharded_after_setup(unit, helpers):
+                name = patterns.callee_name(call)
+                line = context.line_of(wrap)
+                out.report(CODE, call, SHARDED.format(call=name, target=target, line=line))
     if ".backward(" not in context.source:
         return
     for unit in context.units:

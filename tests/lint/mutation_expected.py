@@ -98,8 +98,18 @@ MISSES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
     ),
     ("rename-locals", "GMLP038"): (
         "a class that builds its own store with the delay is told by the `__init__` parameter "
-        "`delay_wgrad_compute` handed to it; renamed away, the store says nothing of the delay",
-        frozenset({"GMLP038-invalid-6", "GMLP038-invalid-7"}),
+        "`delay_wgrad_compute` handed to it, and the Function's store parameter by its name "
+        "(`wgrad_store`); renamed away, the store says nothing of the delay, and None is "
+        "handed to any parameter",
+        frozenset(
+            {"GMLP038-invalid-6", "GMLP038-invalid-7", "GMLP038-invalid-9", "GMLP038-invalid-10"}
+        ),
+    ),
+    ("unpack-by-index", "GMLP038"): (
+        "what a `backward_dw` binds from its store's pop is followed as the names the pop's "
+        "result is unpacked into (its page); `t = pop(); wgrad_list = t[0]` binds the "
+        "result whole, and reading it to index it counts as a use",
+        frozenset({"GMLP038-invalid-10"}),
     ),
     ("rename-classes", "GMLP038"): (
         "a weight-gradient store is recognised by its class's name (WeightGradStore, "

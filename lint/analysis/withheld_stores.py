@@ -1,0 +1,104 @@
+"""A module that owns a weight-gradient store and hands its op None for it.
+
+Transformer Engine's modules build ``self.wgrad_store = WeightGradStore(delay_wgrad_compute)``
+and pass it to their autograd Function, whose backward defers the wgrad into it when the
+delay is on; ``backward_dw`` then pops it. A module that hands the op ``None`` where its
+``forward`` takes the store (blind corpus 25: a DeepGEMM grouped linear's
+``_GroupedLinearDeepGemm.apply(inp, m_splits, None, ...)``) makes the backward compute
+eagerly, or not at all where it defers on the module's own switch, and ``backward_dw`` pops
+an empty store: the delayed weight gradient never reaches main_grad.
+
+Seen: ``F.apply(...)`` (``F`` a class of the file with a ``forward(ctx, ...)``) called in a
+method of a class that assigns ``self.S = <a call named for a store>``, giving the literal
+``None`` for the forward parameter named for a store (by position, or by keyword), while no
+argument of the call reads ``self.S``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from . import patterns
+from .class_model import is_self_attr, walk_all
+from .module import ModuleContext
+
+
+def _names_store(word: str) -> bool:
+    lowered = word.lower()
+    return lowered.endswith("store") and not lowered.endswith("restore")
+
+
+def _function_params(module: cst.Module) -> dict[str, list[str]]:
+    """Class name -> the parameter names of its ``forward`` after ``ctx``, up to a ``*``."""
+    found = {}
+    for stmt in module.body:
+        if type(stmt) is not cst.ClassDef:
+            continue
+        for item in stmt.body.body:
+            if type(item) is cst.FunctionDef and item.name.value == "forward":
+                params = [p.name.value for p in item.params.params]
+                if params and params[0] == "ctx":
+                    found[stmt.name.value] = params[1:]
+    return found
+
+
+def _own_stores(cls: cst.ClassDef) -> set[str]:
+    """The ``self`` attributes the class binds to a call named for a store."""
+    found = set()
+    for node in walk_all(cls):
+        if type(node) is not cst.Assign or type(node.value) is not cst.Call:
+            continue
+        if not _names_store(patterns.callee_name(node.value) or ""):
+            continue
+        for target in node.targets:
+            if is_self_attr(target.target):
+                found.add(target.target.attr.value)
+    return found
+
+
+def withheld(context: ModuleContext) -> Iterator[tuple[cst.Arg, str, str]]:
+    """(the ``None`` argument, the Function's class name, the store attribute) for each."""
+    if "store" not in context.source.lower() or ".apply(" not in context.source:
+        return
+    functions = _function_params(context.module)
+    if not functions:
+        return
+    for cls in context.module.body:
+        if type(cls) is not cst.ClassDef:
+            continue
+        stores = _own_stores(cls)
+        if not stores:
+            continue
+        for call in walk_all(cls):
+            if type(call) is not cst.Call or type(call.func) is not cst.Attribute:
+                continue
+            if call.func.attr.value != "apply" or type(call.func.value) is not cst.Name:
+                continue
+            params = functions.get(call.func.value.value)
+            if params is None or _reads_a_store(call, stores):
+                continue
+            for arg, param in _matched(call, params):
+                if _names_store(param) and _is_none(arg.value):
+                    yield arg, call.func.value.value, sorted(stores)[0]
+
+
+def _reads_a_store(call: cst.Call, stores: set[str]) -> bool:
+    return any(is_self_attr(n) and n.attr.value in stores for n in patterns.walk(call))
+
+
+def _matched(call: cst.Call, params: list[str]) -> Iterator[tuple[cst.Arg, str]]:
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return  # positions after an unpacked sequence are unknown
+        if arg.keyword is not None:
+            yield arg, arg.keyword.value
+        elif position < len(params):
+            yield arg, params[position]
+            position += 1
+
+
+def _is_none(value) -> bool:
+    return type(value) is cst.Name and value.value == "None"
