@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import patterns, provenance
+from . import detached_copies, patterns, provenance
 from .module import ModuleContext, Unit
 
 
@@ -101,7 +101,7 @@ def ctx_facts(context: ModuleContext) -> provenance.CtxFacts:
                     if referent is not None:
                         refs.setdefault(attr, set()).add(names.of(referent))
                     else:
-                        kind = names.of(stmt.value) or provenance.detached_value(stmt.value)
+                        kind = names.of(stmt.value) or detached_copies.detached_value(stmt.value)
                         attrs.setdefault(attr, set()).add(kind)
             elif isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
                 call = stmt.value

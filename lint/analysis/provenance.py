@@ -72,12 +72,6 @@ CALL_WORDS = (
 # torch's ``w.to(dtype)``, which hands back the Parameter itself when the dtype matches (the
 # usual mixed-precision call), so is not a copy here.
 ALWAYS_COPYING_CASTS = frozenset({"astype", "cast"})
-# A new tensor object, storage shared or not: the Parameter's Python attributes (main_grad,
-# its flags) stay behind (blind corpus 25: ``ctx.w = tuple(w.detach() for w in ws)``;
-# ``detached_value``).
-DETACHING = frozenset({"detach", "clone"})
-# Wrappers that hand back their one iterable's items as they are.
-SEQUENCE_WRAPPERS = frozenset({"tuple", "list"})
 
 
 # The Parameter's twin may also be spelled by a suffix: MindSpeed's GMM takes ``weight`` (the
@@ -334,42 +328,6 @@ def _keeps_a_name(element: cst.CSTNode) -> bool:
 
 def _mentions_name(expr: cst.CSTNode, name: str) -> bool:
     return any(type(sub) is cst.Name and sub.value == name for sub in patterns.walk(expr))
-
-
-def detached_value(value: cst.CSTNode) -> str | None:
-    """DETACHED for a detached copy of a weight, or a sequence of them, stored on ``ctx``
-    (``ctx.weights = tuple(w.detach() for w in weights)``): what backward reads back is not
-    the Parameter. Only for ``ctx`` attributes: a local ``w = w.detach()`` is GMLP015's (a
-    rebinding), and one saved for CPU offload is swapped back for the Parameter before use
-    (Transformer Engine keeps ``ctx.weight_object``)."""
-    kind = type(value)
-    if kind is cst.Call:
-        name = patterns.callee_name(value) or ""
-        if name in DETACHING and _detaches_a_weight(value):
-            return DETACHED
-        if name in SEQUENCE_WRAPPERS and len(value.args) == 1:
-            return detached_value(value.args[0].value)
-        return None
-    if kind is cst.GeneratorExp or kind is cst.ListComp:
-        return detached_value(value.elt)
-    if kind is cst.List or kind is cst.Tuple:
-        kinds = {detached_value(e.value) for e in value.elements}
-        return kinds.pop() if len(kinds) == 1 else None
-    return None
-
-
-def _detaches_a_weight(call: cst.Call) -> bool:
-    """``w.detach()`` / ``w.clone()`` of a name or attribute that is no gradient buffer
-    (``w.main_grad.detach()`` is main_grad, not a stand-in for the weight)."""
-    func = call.func
-    if type(func) is not cst.Attribute or call.args:
-        return False
-    receiver = func.value
-    if type(receiver) not in (cst.Name, cst.Attribute):
-        return False
-    return not any(
-        type(sub) is cst.Name and "grad" in sub.value.lower() for sub in patterns.walk(receiver)
-    )
 
 
 def _to_fp8(call: cst.Call) -> bool:

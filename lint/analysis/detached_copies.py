@@ -1,0 +1,55 @@
+"""Detached copies of a weight kept on ``ctx`` (issue #19, class 1; GMLP030 / GMLP037).
+
+``w.detach()`` and ``w.clone()`` make a new tensor object, storage shared or not: the
+Parameter's Python attributes (main_grad, its flags) stay behind, so what a backward reads
+back from ``ctx.w = w.detach()`` is a stand-in (blind corpus 25, FSMoE's
+``ctx.expert_weights = tuple(w.detach() for w in expert_weights)``). Only ``ctx``
+attributes are read this way (module_provenance.py): a local ``w = w.detach()`` is
+GMLP015's (a rebinding), and a weight detached for CPU offload and saved is swapped back
+for the Parameter before use (Transformer Engine keeps ``ctx.weight_object``).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from . import patterns
+from .provenance import DETACHED
+
+# Calls that make a new tensor object of the one they are called on.
+DETACHING = frozenset({"detach", "clone"})
+# Wrappers that hand back their one iterable's items as they are.
+SEQUENCE_WRAPPERS = frozenset({"tuple", "list"})
+
+
+def detached_value(value: cst.CSTNode) -> str | None:
+    """DETACHED for a value stored on ``ctx`` that is a detached copy of a weight, or a
+    sequence of them; None for anything else."""
+    kind = type(value)
+    if kind is cst.Call:
+        name = patterns.callee_name(value) or ""
+        if name in DETACHING and _detaches_a_weight(value):
+            return DETACHED
+        if name in SEQUENCE_WRAPPERS and len(value.args) == 1:
+            return detached_value(value.args[0].value)
+        return None
+    if kind is cst.GeneratorExp or kind is cst.ListComp:
+        return detached_value(value.elt)
+    if kind is cst.List or kind is cst.Tuple:
+        kinds = {detached_value(e.value) for e in value.elements}
+        return kinds.pop() if len(kinds) == 1 else None
+    return None
+
+
+def _detaches_a_weight(call: cst.Call) -> bool:
+    """``w.detach()`` / ``w.clone()`` of a name or attribute that is no gradient buffer
+    (``w.main_grad.detach()`` is main_grad, not a stand-in for the weight)."""
+    func = call.func
+    if type(func) is not cst.Attribute or call.args:
+        return False
+    receiver = func.value
+    if type(receiver) not in (cst.Name, cst.Attribute):
+        return False
+    return not any(
+        type(sub) is cst.Name and "grad" in sub.value.lower() for sub in patterns.walk(receiver)
+    )
