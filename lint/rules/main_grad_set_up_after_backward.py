@@ -17,6 +17,7 @@ late_main_grads = LazyModule("..analysis.late_main_grads", __package__)
 filtered_setups = LazyModule("..analysis.filtered_setups", __package__)
 patterns = LazyModule("..analysis.patterns", __package__)
 replaced = LazyModule("..analysis.replaced_after_setup", __package__)
+misdirected_setups = LazyModule("..analysis.misdirected_setups", __package__)
 
 CODE = "GMLP058"
 RULE = Rule(
@@ -43,7 +44,10 @@ RULE = Rule(
         "two loops over a module's parameters that both skip `if p in S: continue` and hand "
         "the parameter on after it (reported at the second test); a set-up on a module "
         "that a later statement hands to a sharding wrapper (`fully_shard`, `*FSDP*`, "
-        "`FullyShardedDataParallel`) with no set-up of it after"
+        "`FullyShardedDataParallel`) with no set-up of it after; in a function building a "
+        "module with `accumulate_into_main_grad=True` (or `fuse_wgrad_accumulation=True`) "
+        "and running its backward, `X.main_grad` bound only on another module's parameters "
+        "(reported where `X` is bound from that module)"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209's shape: main_grad not made available before
@@ -62,7 +66,13 @@ RULE = Rule(
         `fsdp`), with no set-up of that module after it: the wrapper replaces the
         parameters with new (sharded) Parameter objects, which carry none of the
         attributes set before. Reported at the set-up. Not seen: a wrap in another
-        function than the set-up.
+        function than the set-up. And (analysis/misdirected_setups.py, blind corpus 25's
+        DeepGEMM wgrad test) main_grad given to the wrong module: a function that builds a
+        module with `accumulate_into_main_grad=True` / `fuse_wgrad_accumulation=True`, runs
+        its backward, and binds `X.main_grad` only where `X` comes from another module it
+        built (`weight = getattr(reference, f"weight{i}")`). Not seen: modules built
+        elsewhere, set-ups through a loop over `named_parameters()` of a container holding
+        both.
 
         Seen: in one function, a call setting main_grad up for the module it is handed
         first (a function of the file that binds `X.main_grad` to a buffer, not `None`:
@@ -279,6 +289,19 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def test_main_grad_accumulation(x):
+                reference = GroupedLinear(2, 64, 64, accumulate_into_main_grad=False)
+                fused = GroupedLinear(2, 64, 64, accumulate_into_main_grad=True)
+                for i in range(2):
+                    weight = getattr(reference, f"weight{i}")
+                    weight.main_grad = torch.zeros_like(weight, dtype=torch.float32)
+                out = fused(x, [32, 32])
+                out.sum().backward()
+            """,
+            line=5,
+        ),
     ),
 )
 
@@ -315,6 +338,10 @@ SKIPPED_TWICE = (
 )
 
 
+MISDIRECTED = (
+    "main_grad is set up here on `{other}`'s parameters, while `{module}`, built to "
+    "accumulate its weight gradients into main_grad, gets none before its backward"
+)
 SHARDED = (
     "`{call}` sets main_grad up on `{target}`'s parameters, and line {line} then hands "
     "`{target}` to a sharding wrapper, which replaces them with new Parameter objects: the "
@@ -341,6 +368,9 @@ def check(context: ModuleContext, out: Collector) -> None:
             for call, target, _ in replaced.replaced_after_setup(unit, helpers):
                 name = patterns.callee_name(call)
                 out.report(CODE, call, REPLACED.format(call=name, target=target))
+            if ".backward(" in context.source:
+                for where, other, module in misdirected_setups.misdirected(unit, helpers):
+                    out.report(CODE, where, MISDIRECTED.format(other=other, module=module))
             for call, target, wrap in replaced.sharded_after_setup(unit, helpers):
                 name = patterns.callee_name(call)
                 line = context.line_of(wrap)
