@@ -16,9 +16,10 @@ from . import patterns
 
 
 def is_accumulator_input(root: cst.CSTNode, choice: cst.IfExp, code) -> bool:
-    """``choice`` (one side a buffer, the other None) is an argument of a call in ``root``
-    whose other arguments hand it the same buffer, spelled alike (``code``: the module's
-    source of a node)."""
+    """``choice`` (one side a buffer, the other None) is a keyword argument, not an output
+    (``c=``, not ``out=``: ``torch.addmm(mg, a, b, out=mg if acc else None)`` chooses the
+    destination, review 28), of a call whose other arguments hand it the same buffer,
+    spelled alike (``code``: the module's source of a node)."""
     if patterns.is_none_like(choice.orelse):
         buffer = choice.body
     elif patterns.is_none_like(choice.body):
@@ -29,8 +30,15 @@ def is_accumulator_input(root: cst.CSTNode, choice: cst.IfExp, code) -> bool:
     for call in patterns.walk(root):
         if not isinstance(call, cst.Call):
             continue
-        values = [arg.value for arg in call.args]
-        if not any(value is choice for value in values):
+        own = next((arg for arg in call.args if arg.value is choice), None)
+        if own is None:
             continue
-        return any(value is not choice and code(value) == spelled for value in values)
+        # handed by a keyword that names no output (``c=``, not ``out=``): the choice is the
+        # accumulator input beside the destination, not the destination itself
+        if own.keyword is None or own.keyword.value.lower() in OUTPUT_KEYWORDS:
+            return False
+        return any(arg is not own and code(arg.value) == spelled for arg in call.args)
     return False
+
+
+OUTPUT_KEYWORDS = frozenset({"out", "output", "dest", "destination", "d"})

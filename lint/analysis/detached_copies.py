@@ -11,32 +11,41 @@ for the Parameter before use (Transformer Engine keeps ``ctx.weight_object``).
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from . import patterns
 from .provenance import DETACHED
 
+# ``X.main_grad = ...`` (not ``==``): main_grad put on some object by hand.
+REATTACH = re.compile(r"\.main_grad\s*=(?!=)")
 # Calls that make a new tensor object of the one they are called on.
 DETACHING = frozenset({"detach", "clone"})
 # Wrappers that hand back their one iterable's items as they are.
 SEQUENCE_WRAPPERS = frozenset({"tuple", "list"})
 
 
-def detached_value(value: cst.CSTNode) -> str | None:
+def detached_value(value: cst.CSTNode, source: str = "") -> str | None:
     """DETACHED for a value stored on ``ctx`` that is a detached copy of a weight, or a
-    sequence of them; None for anything else."""
+    sequence of them; None for anything else, and in a file (``source``) that binds
+    ``X.main_grad = ...`` or keeps the Parameter on ctx (``weight_object``): Transformer
+    Engine's CPU-offload restore puts main_grad back on the restored copy, or swaps the
+    Parameter back in (review 28)."""
+    if REATTACH.search(source) or "weight_object" in source:
+        return None
     kind = type(value)
     if kind is cst.Call:
         name = patterns.callee_name(value) or ""
         if name in DETACHING and _detaches_a_weight(value):
             return DETACHED
         if name in SEQUENCE_WRAPPERS and len(value.args) == 1:
-            return detached_value(value.args[0].value)
+            return detached_value(value.args[0].value, source)
         return None
     if kind is cst.GeneratorExp or kind is cst.ListComp:
-        return detached_value(value.elt)
+        return detached_value(value.elt, source)
     if kind is cst.List or kind is cst.Tuple:
-        kinds = {detached_value(e.value) for e in value.elements}
+        kinds = {detached_value(e.value, source) for e in value.elements}
         return kinds.pop() if len(kinds) == 1 else None
     return None
 

@@ -101,7 +101,9 @@ def ctx_facts(context: ModuleContext) -> provenance.CtxFacts:
                     if referent is not None:
                         refs.setdefault(attr, set()).add(names.of(referent))
                     else:
-                        kind = names.of(stmt.value) or detached_copies.detached_value(stmt.value)
+                        kind = names.of(stmt.value) or detached_copies.detached_value(
+                            stmt.value, context.source
+                        )
                         attrs.setdefault(attr, set()).add(kind)
             elif isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
                 call = stmt.value

@@ -290,6 +290,8 @@ def _check_call(
             copying[2][-1].value, copying[0], buffers
         ):
             return False  # ``grad.copy_(grad.float() + wgrad)``: an add, staged in fp32
+        if copying[2] and copied_values.from_main_grad(copying[2][-1].value, buffers):
+            return False  # ``main_grad.copy_(backup)``, ``backup = main_grad.clone()``: put back
         if buffers.main_grad(copying[0]) or buffers.main_grad_receiver(copying[0]):
             how = copying[1]
             out.report(CODE, node, message.format(target=out.text(copying[0]), how=how))

@@ -120,22 +120,21 @@ def _target(expr: cst.BaseExpression) -> str | None:
 
 # Wrappers that shard a module's parameters into new Parameter objects (Megatron-FSDP's and
 # torch's ``fully_shard``, ``FullyShardedDataParallel``): attributes set on the old ones,
-# main_grad among them, stay behind.
-SHARDING_WORDS = ("fully_shard", "fsdp", "fullyshardeddataparallel")
+# main_grad among them, stay behind. By exact name: helpers named for FSDP
+# (``load_fsdp_checkpoint(model)``, ``register_fsdp_forward_method``) keep the parameters.
+SHARDING_WRAPPERS = frozenset({"fully_shard", "FullyShardedDataParallel", "FSDP", "MegatronFSDP"})
 
 
-def sharded_after_setup(
-    unit: Unit, helpers: frozenset[str]
-) -> Iterator[tuple[cst.Call, str, cst.CSTNode]]:
+def sharded_after_setup(unit: Unit) -> Iterator[tuple[cst.Call, str, cst.CSTNode]]:
     """(the set-up call, the module as written, the wrap) for main_grad set up on a module
-    (anywhere in a statement of the function's body, an ``if`` included) that a later
-    statement hands to a sharding wrapper, with no set-up of it after that (blind corpus 25:
-    Wan2.2's ``setup_main_grad_for_te_linear(model)`` before ``model, optimizer =
-    fully_shard(module=model, ...)``)."""
+    (by a call named for it, anywhere in a statement of the function's body, an ``if``
+    included) that a later statement hands to a sharding wrapper, with no set-up of it after
+    the wrap (blind corpus 25: Wan2.2's ``setup_main_grad_for_te_linear(model)`` before
+    ``model, optimizer = fully_shard(module=model, ...)``)."""
     statements = list(_in_order(unit.body))
     for index, stmt in enumerate(statements):
         for sub in patterns.walk(stmt):
-            if type(sub) is not cst.Call or not is_setup_call(sub, helpers) or not sub.args:
+            if type(sub) is not cst.Call or not _named_setup(sub) or not sub.args:
                 continue
             module = sub.args[0].value
             if type(module) not in (cst.Name, cst.Attribute):
@@ -143,36 +142,52 @@ def sharded_after_setup(
             text = unit.context.code(module).strip()
             later = statements[index + 1 :]
             for position, after in enumerate(later):
-                if _shards(after, text, unit):
-                    rest = later[position + 1 :]
-                    if not any(_sets_up_named(s, text, helpers, unit) for s in rest):
-                        yield sub, text, after
-                    break
+                wrap = _wrap_of(after, text, unit)
+                if wrap is None:
+                    continue
+                rest = later[position + 1 :]
+                if not _set_up_after(after, wrap, text, unit) and not any(
+                    _set_up_after(s, None, text, unit) for s in rest
+                ):
+                    yield sub, text, after
+                break
 
 
-def _shards(stmt: cst.CSTNode, module: str, unit: Unit) -> bool:
-    """A call of a sharding wrapper handed ``module`` (by position or keyword)."""
-    for sub in patterns.walk(stmt):
-        if type(sub) is not cst.Call:
-            continue
-        name = (patterns.callee_name(sub) or "").lower()
-        if not any(word in name for word in SHARDING_WORDS):
-            continue
-        if any(unit.context.code(arg.value).strip() == module for arg in sub.args):
-            return True
-    return False
+def _named_setup(call: cst.Call) -> bool:
+    """A call named for setting main_grad up (``setup_main_grad_for_te_linear``): a helper
+    of the file that binds main_grad for its own tensors is no set-up of what it is handed."""
+    return is_setup_call(call, frozenset())
 
 
-def _sets_up_named(stmt: cst.CSTNode, module: str, helpers: frozenset[str], unit: Unit) -> bool:
+def _wrap_of(stmt: cst.CSTNode, module: str, unit: Unit) -> cst.Call | None:
+    """The call of a sharding wrapper in ``stmt`` handed ``module`` (by position or
+    keyword)."""
     for sub in patterns.walk(stmt):
         if (
             type(sub) is cst.Call
-            and is_setup_call(sub, helpers)
+            and patterns.callee_name(sub) in SHARDING_WRAPPERS
+            and any(unit.context.code(arg.value).strip() == module for arg in sub.args)
+        ):
+            return sub
+    return None
+
+
+def _set_up_after(stmt: cst.CSTNode, wrap: cst.Call | None, module: str, unit: Unit) -> bool:
+    """A set-up of ``module`` (a call named for it handed the module, or ``X.main_grad``
+    bound) in ``stmt``, after ``wrap`` in source order when given."""
+    passed = wrap is None
+    for sub in patterns.walk(stmt):
+        if sub is wrap:
+            passed = True
+            continue
+        if not passed:
+            continue
+        if (
+            type(sub) is cst.Call
+            and _named_setup(sub)
             and any(unit.context.code(arg.value).strip() == module for arg in sub.args)
         ):
             return True
-        if type(sub) is cst.Assign and any(
-            patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in sub.targets
-        ):
+        if patterns.attribute_set(sub, patterns.MAIN_GRAD) is not None:
             return True
     return False

@@ -106,8 +106,17 @@ def dropped_pop_results(cls: cst.ClassDef, method: cst.FunctionDef) -> cst.CSTNo
     off the popped work hands its weight gradients back, and they go nowhere (blind corpus
     25, a DeepGEMM grouped linear). The ``del`` that drops them, else the pop."""
     source_words = {n.attr.value for n in walk_all(cls) if type(n) is cst.Attribute}
-    if not source_words & set(FUSION_SWITCHES):
+    if not source_words & set(FUSION_SWITCHES) or _refuses_unfused_delay(cls):
         return None
+    if any(
+        patterns.is_attr(t.target, "grad")
+        for m in suite_body(cls.body)
+        if type(m) is cst.FunctionDef and m is not method
+        for n in walk_all(m)
+        if type(n) is cst.Assign
+        for t in n.targets
+    ):
+        return None  # another method hands `.grad` over (the stored work itself, review 28)
     popped: dict[str, cst.CSTNode] = {}
     for node in patterns.walk(method.body):
         if (
@@ -135,3 +144,19 @@ def dropped_pop_results(cls: cst.ClassDef, method: cst.FunctionDef) -> cst.CSTNo
         return None
     name = sorted(popped)[0]
     return deleted.get(name, popped[name])
+
+
+def _refuses_unfused_delay(cls: cst.ClassDef) -> bool:
+    """The class raises (or asserts) on a test naming a fusion switch: delay without fusion
+    is refused, so what the pop hands back is scratch (review 28)."""
+    for node in walk_all(cls):
+        raising_if = type(node) is cst.If and any(
+            type(s) is cst.SimpleStatementLine and any(type(x) is cst.Raise for x in s.body)
+            for s in suite_body(node.body)
+        )
+        if type(node) is not cst.Assert and not raising_if:
+            continue
+        text = cst.Module([]).code_for_node(node.test)
+        if any(word in text for word in FUSION_SWITCHES):
+            return True
+    return False

@@ -10,8 +10,9 @@ an empty store: the delayed weight gradient never reaches main_grad.
 
 Seen: ``F.apply(...)`` (``F`` a class of the file with a ``forward(ctx, ...)``) called in a
 method of a class that assigns ``self.S = <a call named for a store>``, giving the literal
-``None`` for the forward parameter named for a store (by position, or by keyword), while no
-argument of the call reads ``self.S``.
+``None`` for the forward parameter named for a weight-gradient store (``*grad*store``, by
+position or by keyword), while no ``apply`` call of the class hands ``self.S`` (one that
+does, on another op or on the delay-on branch, has chosen where deferring happens).
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ from .module import ModuleContext
 def _names_store(word: str) -> bool:
     lowered = word.lower()
     return lowered.endswith("store") and not lowered.endswith("restore")
+
+
+def _names_wgrad_store(word: str) -> bool:
+    """A parameter named for a weight-gradient store (``wgrad_store``), not another store
+    (``activation_store``)."""
+    return _names_store(word) and "grad" in word.lower()
 
 
 def _function_params(module: cst.Module) -> dict[str, list[str]]:
@@ -71,16 +78,23 @@ def withheld(context: ModuleContext) -> Iterator[tuple[cst.Arg, str, str]]:
         stores = _own_stores(cls)
         if not stores:
             continue
-        for call in walk_all(cls):
-            if type(call) is not cst.Call or type(call.func) is not cst.Attribute:
-                continue
-            if call.func.attr.value != "apply" or type(call.func.value) is not cst.Name:
-                continue
-            params = functions.get(call.func.value.value)
-            if params is None or _reads_a_store(call, stores):
-                continue
+        applies = [
+            call
+            for call in walk_all(cls)
+            if type(call) is cst.Call
+            and type(call.func) is cst.Attribute
+            and call.func.attr.value == "apply"
+            and type(call.func.value) is cst.Name
+            and call.func.value.value in functions
+        ]
+        # a class that hands its store to some call (another op, the delay-on branch) has
+        # chosen where deferring happens: a None elsewhere is on purpose (review 28)
+        if any(_reads_a_store(call, stores) for call in applies):
+            continue
+        for call in applies:
+            params = functions[call.func.value.value]
             for arg, param in _matched(call, params):
-                if _names_store(param) and _is_none(arg.value):
+                if _names_wgrad_store(param) and _is_none(arg.value):
                     yield arg, call.func.value.value, sorted(stores)[0]
 
 

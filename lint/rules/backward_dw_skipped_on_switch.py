@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from ..analysis.collector import Collector
     from ..analysis.module import ModuleContext
 
-cst = LazyModule("libcst")
 skipped_pieces = LazyModule("..analysis.skipped_pieces", __package__)
+one_sided_pops = LazyModule("..analysis.one_sided_pops", __package__)
 
 CODE = "GMLP067"
 RULE = Rule(
@@ -38,7 +38,8 @@ RULE = Rule(
         "`hasattr`, `len`); reported at the `return`; and, anywhere in `backward_dw`, the "
         "layer's store popped only on one side of an `if` on a switch saying where the "
         "gradient goes (`accumulate_into_main_grad`, `fuse_wgrad_accumulation`), the other "
-        "side popping nothing"
+        "side popping nothing and calling no method of `self` or `super()`, unless the file's "
+        "deferring function tests that switch before its put"
     ),
     explanation="""
         Issue #19, class 6 (delayed wgrad across classes). The schedule calls
@@ -97,8 +98,13 @@ RULE = Rule(
         `if not self.accumulate_into_main_grad: wgrad_list, _ = self.wgrad_store.pop()`,
         then `.grad` set from the list): the store holds the work in every mode, and where
         the gradient goes into main_grad the popped function is the GEMM that writes it.
-        Reported at the pop when the `if`'s other side pops nothing. A switch spelling
-        `accumulat` with `main_grad` (`accumulate_into_main_grad`) says where it goes too.
+        Reported at the pop when the `if`'s other side (its `else`, or with none the
+        statements after it) pops nothing and calls no method of the object or its base
+        (`super().backward_dw()`, `self._run_stored()` may pop); a switch spelling
+        `accumulat` with `main_grad` (`accumulate_into_main_grad`) says where it goes here
+        too (analysis/one_sided_pops.py). Left alone when a function of the file that puts
+        work into a store tests the same switch in an `if` that returns, raises or holds
+        the put: that op stores only one side's work (review 28).
 
         The switch may be spelled `S == True` / `S is True`, `getattr(cfg, "s", False)` or,
         on the positive side, `bool(S)`; a one-line `if S: return` counts as the block.
@@ -237,6 +243,7 @@ MESSAGE = (
 def check(context: ModuleContext, out: Collector) -> None:
     if "backward_dw" not in context.source:
         return
-    for site in context.shared(skipped_pieces.skipped_pieces):
-        # an exit (``return``), or a store pop taken on one side of the switch only
-        out.report(CODE, site, POP_MESSAGE if isinstance(site, cst.Call) else MESSAGE)
+    for exit_ in context.shared(skipped_pieces.skipped_pieces):
+        out.report(CODE, exit_, MESSAGE)
+    for pop in context.shared(one_sided_pops.one_sided_pops):
+        out.report(CODE, pop, POP_MESSAGE)

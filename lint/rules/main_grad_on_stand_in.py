@@ -648,6 +648,8 @@ class _Reporter:
             kind = self._produced_copy(subject)
         if kind is None or self._rebinds_itself(subject):
             return
+        if effect == "dummy" and kind == provenance.DETACHED:
+            return  # a detached copy has the weight's shape and dtype (review 28)
         if effect == "dummy" and kind == provenance.SAVED:
             # a restored weight may be the forward input the dummy is handed back for
             # (MindSpeed's GMM saves `weight` beside `original_weight` and returns the

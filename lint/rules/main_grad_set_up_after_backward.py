@@ -42,12 +42,12 @@ RULE = Rule(
         "loop over the parameters only `if not isinstance(p, <a quantized tensor type>)` or "
         "after `if isinstance(p, ...): continue`; "
         "two loops over a module's parameters that both skip `if p in S: continue` and hand "
-        "the parameter on after it (reported at the second test); a set-up on a module "
-        "that a later statement hands to a sharding wrapper (`fully_shard`, `*FSDP*`, "
-        "`FullyShardedDataParallel`) with no set-up of it after; in a function building a "
-        "module with `accumulate_into_main_grad=True` (or `fuse_wgrad_accumulation=True`) "
-        "and running its backward, `X.main_grad` bound only on another module's parameters "
-        "(reported where `X` is bound from that module)"
+        "the parameter on after it (reported at the second test); a set-up named for it on a "
+        "module that a later statement hands to a sharding wrapper (`fully_shard`, `FSDP`, "
+        "`FullyShardedDataParallel`, `MegatronFSDP`) with no set-up of it after; in a "
+        "function building a module with `accumulate_into_main_grad=True` (or "
+        "`fuse_wgrad_accumulation=True`) and running its backward, `X.main_grad` bound "
+        "only on another module's parameters (reported where `X` is bound from that module)"
     ),
     explanation="""
         Issue #19, class 8 (Megatron-LM #5209's shape: main_grad not made available before
@@ -60,19 +60,23 @@ RULE = Rule(
         after an `if fwd_only: ... return` (never true there).
 
         Since blind corpus 25 (Wan2.2 trained with Megatron-FSDP): main_grad set up on a
-        module (a set-up call anywhere in a statement of the function, an `if` included)
-        that a later statement hands to a sharding wrapper (`fully_shard(module=model)`,
-        torch's or Megatron-FSDP's, `FullyShardedDataParallel(model)`, a name spelling
-        `fsdp`), with no set-up of that module after it: the wrapper replaces the
+        module (a call named with main_grad and a set-up word, anywhere in a statement of
+        the function, an `if` included) that a later statement hands to a sharding wrapper
+        (by exact name: `fully_shard(module=model)`, torch's or Megatron-FSDP's,
+        `FullyShardedDataParallel`, `FSDP`, `MegatronFSDP`), with no set-up of that module
+        after the wrap (in the wrap's own statement or later): the wrapper replaces the
         parameters with new (sharded) Parameter objects, which carry none of the
         attributes set before. Reported at the set-up. Not seen: a wrap in another
-        function than the set-up. And (analysis/misdirected_setups.py, blind corpus 25's
-        DeepGEMM wgrad test) main_grad given to the wrong module: a function that builds a
-        module with `accumulate_into_main_grad=True` / `fuse_wgrad_accumulation=True`, runs
-        its backward, and binds `X.main_grad` only where `X` comes from another module it
-        built (`weight = getattr(reference, f"weight{i}")`). Not seen: modules built
-        elsewhere, set-ups through a loop over `named_parameters()` of a container holding
-        both.
+        function than the set-up, a set-up helper of the file named otherwise, and the
+        set-up and the wrap in one statement (one `if` or loop). Helpers named for FSDP
+        (`load_fsdp_checkpoint(model)`) are no wrappers (review 28).
+
+        And (analysis/misdirected_setups.py, blind corpus 25's DeepGEMM wgrad test)
+        main_grad given to the wrong module: a function that builds a module with
+        `accumulate_into_main_grad=True` / `fuse_wgrad_accumulation=True`, runs its
+        backward, and binds `X.main_grad` only where `X` comes from another module it built
+        (`weight = getattr(reference, f"weight{i}")`). Not seen: modules built elsewhere,
+        set-ups through a loop over `named_parameters()` of a container holding both.
 
         Seen: in one function, a call setting main_grad up for the module it is handed
         first (a function of the file that binds `X.main_grad` to a buffer, not `None`:
@@ -371,7 +375,7 @@ def check(context: ModuleContext, out: Collector) -> None:
             if ".backward(" in context.source:
                 for where, other, module in misdirected_setups.misdirected(unit, helpers):
                     out.report(CODE, where, MISDIRECTED.format(other=other, module=module))
-            for call, target, wrap in replaced.sharded_after_setup(unit, helpers):
+            for call, target, wrap in replaced.sharded_after_setup(unit):
                 name = patterns.callee_name(call)
                 line = context.line_of(wrap)
                 out.report(CODE, call, SHARDED.format(call=name, target=target, line=line))
