@@ -11,6 +11,7 @@ for the Parameter before use (Transformer Engine keeps ``ctx.weight_object``).
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -26,28 +27,38 @@ DETACHING = frozenset({"detach", "clone"})
 SEQUENCE_WRAPPERS = frozenset({"tuple", "list"})
 
 
-def detached_value(value: cst.CSTNode, source: str = "") -> str | None:
+def detached_value(value: cst.CSTNode, source: str) -> str | None:
     """DETACHED for a value stored on ``ctx`` that is a detached copy of a weight, or a
     sequence of them; None for anything else, and in a file (``source``) that binds
     ``X.main_grad = ...`` or keeps the Parameter on ctx (``weight_object``): Transformer
     Engine's CPU-offload restore puts main_grad back on the restored copy, or swaps the
     Parameter back in (review 28)."""
-    if REATTACH.search(source) or "weight_object" in source:
+    if _detached(value) is None or _reattaches(source):
         return None
+    return DETACHED
+
+
+def _detached(value: cst.CSTNode) -> str | None:
     kind = type(value)
     if kind is cst.Call:
         name = patterns.callee_name(value) or ""
         if name in DETACHING and _detaches_a_weight(value):
             return DETACHED
         if name in SEQUENCE_WRAPPERS and len(value.args) == 1:
-            return detached_value(value.args[0].value, source)
+            return _detached(value.args[0].value)
         return None
     if kind is cst.GeneratorExp or kind is cst.ListComp:
-        return detached_value(value.elt, source)
+        return _detached(value.elt)
     if kind is cst.List or kind is cst.Tuple:
-        kinds = {detached_value(e.value, source) for e in value.elements}
+        kinds = {_detached(e.value) for e in value.elements}
         return kinds.pop() if len(kinds) == 1 else None
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _reattaches(source: str) -> bool:
+    """Asked once per ``ctx`` attribute: remembered per file."""
+    return REATTACH.search(source) is not None or "weight_object" in source
 
 
 def _detaches_a_weight(call: cst.Call) -> bool:

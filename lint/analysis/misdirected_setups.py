@@ -18,6 +18,7 @@ itself when ``X`` names the module directly).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -27,6 +28,12 @@ from .late_main_grads import is_setup_call
 from .module import Unit
 
 FUSED_KEYWORDS = ("accumulate_into_main_grad", "fuse_wgrad_accumulation")
+_FUSED_TRUE = re.compile(r"(?:accumulate_into_main_grad|fuse_wgrad_accumulation)\s*=\s*True")
+
+
+def builds_fused(source: str) -> bool:
+    """The file hands one of the keywords the literal True somewhere (a quick test)."""
+    return _FUSED_TRUE.search(source) is not None
 
 
 def misdirected(unit: Unit, helpers: frozenset[str]) -> Iterator[tuple[cst.CSTNode, str, str]]:

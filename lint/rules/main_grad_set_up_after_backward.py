@@ -367,14 +367,21 @@ def check(context: ModuleContext, out: Collector) -> None:
             for test in filtered_setups.skipped_twice(unit):
                 kept = out.text(test.comparisons[0].comparator)
                 out.report(CODE, test, SKIPPED_TWICE.format(test=out.text(test), kept=kept))
+    # cheap tests of the file's text first: most files build no fused module and shard none
+    builds_fused = ".backward(" in context.source and misdirected_setups.builds_fused(
+        context.source
+    )
+    shards = any(name in context.source for name in replaced.SHARDING_WRAPPERS)
     for unit in context.units:
         if type(unit.owner) is cst.FunctionDef:
             for call, target, _ in replaced.replaced_after_setup(unit, helpers):
                 name = patterns.callee_name(call)
                 out.report(CODE, call, REPLACED.format(call=name, target=target))
-            if ".backward(" in context.source:
+            if builds_fused:
                 for where, other, module in misdirected_setups.misdirected(unit, helpers):
                     out.report(CODE, where, MISDIRECTED.format(other=other, module=module))
+            if not shards:
+                continue
             for call, target, wrap in replaced.sharded_after_setup(unit):
                 name = patterns.callee_name(call)
                 line = context.line_of(wrap)
