@@ -334,7 +334,9 @@ def _check_slice_assignment(stmt, buffers: tensor_writes.Buffers, out: Collector
             how = "rebinding it to a tensor computed here"
             out.report(CODE, stmt, MESSAGE.format(target=out.text(sub), how=how))
             continue
-        if isinstance(sub, cst.Subscript) and buffers.main_grad(sub.value):
+        if isinstance(sub, cst.Subscript) and (
+            buffers.main_grad(sub.value) or buffers.main_grad_receiver(sub.value)
+        ):
             how = "an assignment into it"
             out.report(CODE, stmt, MESSAGE.format(target=out.text(sub.value), how=how))
 

@@ -62,7 +62,8 @@ class Buffers:
 
     def main_grad_receiver(self, expr) -> bool:
         """A local whose reaching bindings are main_grad or None, as the object an in-place
-        method is called on (``main_grad.copy_(g)``): the call runs only on main_grad."""
+        method is called on or assigned into (``main_grad.copy_(g)``, ``main_grad[...] =
+        g``): on None that raises, so it runs only on main_grad."""
         expr = grad_storage.storage_root(expr)
         return isinstance(expr, cst.Name) and self.unit.aliases.surely_when_used(
             expr.value, self.node

@@ -97,7 +97,11 @@ def dequeued_unrun(method: cst.FunctionDef) -> cst.Call | None:
 
 # Switches saying the weight gradient may go into main_grad inside the stored work (then the
 # pop computes it) or come back as the pop's result to be handed to ``.grad`` (when off).
-FUSION_SWITCHES = ("fuse_wgrad_accumulation", "accumulate_into_main_grad")
+FUSION_SWITCHES = (
+    "fuse_wgrad_accumulation",
+    "accumulate_into_main_grad",
+    "gradient_accumulation_fusion",
+)
 
 
 def dropped_pop_results(cls: cst.ClassDef, method: cst.FunctionDef) -> cst.CSTNode | None:

@@ -19,9 +19,11 @@ wrapper and on main_grad given to another module), kept as files under
   restore reading the flag from the kept Parameter);
 * ``ok-*``: correct look-alikes, never flagged (a GMLP035 on TE's own ``.grad =`` idiom is
   the older rule's);
-* ``miss-*``: buggy code of the reviewed kinds, the caught one pinned below (GMLP001 on
+* ``miss-*``: buggy code of the reviewed kinds, the caught ones pinned below (GMLP001 on
   ``addmm(..., out=main_grad if acc else None)``, which the first version of the exemption
-  let through), the rest listed as misses in docs/lint-semantics.md.
+  let through; GMLP016 on a slice assignment through the None-or-main_grad local; GMLP038
+  on a dropped pop under Megatron's ``gradient_accumulation_fusion``), the rest listed as
+  misses in docs/lint-semantics.md.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ EXPECTED = {
     "fa-GMLP067-else-pops-in-helper.py": {"GMLP035"},
     "fa-GMLP067-fused-pop-then-early-return.py": {"GMLP035"},
     "miss-GMLP001-addmm-input-and-out-choice.py": {"GMLP001"},
+    "miss-GMLP016-slice-assign-through-optional-local.py": {"GMLP016"},
+    "miss-GMLP038-dropped-pop-gradient-accumulation-fusion.py": {"GMLP038"},
     "ok-GMLP067-te-ops-pop-then-switch.py": {"GMLP035"},
     "open-fa-GMLP007-main-grad-reattached-to-detached-copy.py": {"GMLP007"},
 }
