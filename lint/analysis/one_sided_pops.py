@@ -60,7 +60,8 @@ def _candidates(unit: Unit) -> Iterator[tuple[cst.Call, str]]:
         if stmt.orelse is not None:
             other = [stmt.orelse]
         else:
-            index = next(i for i, s in enumerate(suite) if s is stmt)
+            # (an ``elif`` is no statement of the suite it is walked with: nothing after it)
+            index = next((i for i, s in enumerate(suite) if s is stmt), len(suite))
             other = list(suite[index + 1 :])
         if not any(_may_pop(n) for part in other for n in patterns.walk(part)):
             yield pops[0], word

@@ -19,6 +19,8 @@ wrapper and on main_grad given to another module), kept as files under
   restore reading the flag from the kept Parameter);
 * ``ok-*``: correct look-alikes, never flagged (a GMLP035 on TE's own ``.grad =`` idiom is
   the older rule's);
+* ``crash-*``: a pop under an ``elif``, on which the first version of GMLP067's new check
+  failed (found while rereading the diff);
 * ``miss-*``: buggy code of the reviewed kinds, the caught ones pinned below (GMLP001 on
   ``addmm(..., out=main_grad if acc else None)``, which the first version of the exemption
   let through; GMLP016 on a slice assignment through the None-or-main_grad local; GMLP038
@@ -37,6 +39,7 @@ CASES = "review28"
 
 # file -> the codes reported on it (each once); files not named here report nothing
 EXPECTED = {
+    "crash-GMLP067-pop-under-elif.py": {"GMLP067"},
     "fa-GMLP067-else-pops-in-helper.py": {"GMLP035"},
     "fa-GMLP067-fused-pop-then-early-return.py": {"GMLP035"},
     "miss-GMLP001-addmm-input-and-out-choice.py": {"GMLP001"},
