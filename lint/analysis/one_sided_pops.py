@@ -22,8 +22,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..wgrad_words import says_deferred_wgrad
-from . import patterns
+from . import patterns, store_calls
 from .module import ModuleContext, Unit, suite_body
 from .skipped_pieces import _negated, _pops_store, _switch, _word_of
 
@@ -98,7 +97,7 @@ def _defers_on_one_side(context: ModuleContext, word: str) -> bool:
         puts = [
             stmt
             for stmt, _ in unit.statements()
-            if type(stmt) is not cst.If and any(_is_put(n) for n in patterns.walk(stmt))
+            if type(stmt) is not cst.If and any(store_calls.puts(n) for n in patterns.walk(stmt))
         ]
         if not puts:
             continue
@@ -107,19 +106,10 @@ def _defers_on_one_side(context: ModuleContext, word: str) -> bool:
                 continue
             body = suite_body(stmt.body)
             leaves = bool(body) and _leaves(body[-1])
-            holds = any(_is_put(n) for n in patterns.walk(stmt))
+            holds = any(store_calls.puts(n) for n in patterns.walk(stmt))
             if leaves or holds:
                 return True
     return False
-
-
-def _is_put(node) -> bool:
-    return (
-        type(node) is cst.Call
-        and type(node.func) is cst.Attribute
-        and node.func.attr.value == "put"
-        and says_deferred_wgrad(patterns.last_word(node.func.value) or "")
-    )
 
 
 def _leaves(stmt) -> bool:

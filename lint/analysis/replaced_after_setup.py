@@ -75,13 +75,24 @@ def _setups(stmt: cst.CSTNode, helpers: frozenset[str]) -> Iterator[tuple[cst.Ca
 def _sets_up_again(stmt: cst.CSTNode, target: str, helpers: frozenset[str]) -> bool:
     """Anywhere in ``stmt`` (nested blocks too): a set-up call naming the target, or
     ``main_grad`` bound inline (``for p in self.op.parameters(): p.main_grad = ...``)."""
+    return _sets_up(
+        stmt, helpers, lambda call: any(_target(n) == target for n in patterns.walk(call))
+    )
+
+
+def _sets_up(stmt: cst.CSTNode, helpers: frozenset[str], names_it, after=None) -> bool:
+    """A set-up call in ``stmt`` that ``names_it``, or ``X.main_grad`` bound, after the node
+    ``after`` in source order when given."""
+    passed = after is None
     for sub in patterns.walk(stmt):
-        setup = type(sub) is cst.Call and is_setup_call(sub, helpers)
-        if setup and any(_target(n) == target for n in patterns.walk(sub)):
+        if sub is after:
+            passed = True
+            continue
+        if not passed:
+            continue
+        if type(sub) is cst.Call and is_setup_call(sub, helpers) and names_it(sub):
             return True
-        if type(sub) is cst.Assign and any(
-            patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in sub.targets
-        ):
+        if patterns.attribute_set(sub, patterns.MAIN_GRAD) is not None:
             return True
     return False
 
@@ -175,19 +186,8 @@ def _wrap_of(stmt: cst.CSTNode, module: str, unit: Unit) -> cst.Call | None:
 def _set_up_after(stmt: cst.CSTNode, wrap: cst.Call | None, module: str, unit: Unit) -> bool:
     """A set-up of ``module`` (a call named for it handed the module, or ``X.main_grad``
     bound) in ``stmt``, after ``wrap`` in source order when given."""
-    passed = wrap is None
-    for sub in patterns.walk(stmt):
-        if sub is wrap:
-            passed = True
-            continue
-        if not passed:
-            continue
-        if (
-            type(sub) is cst.Call
-            and _named_setup(sub)
-            and any(unit.context.code(arg.value).strip() == module for arg in sub.args)
-        ):
-            return True
-        if patterns.attribute_set(sub, patterns.MAIN_GRAD) is not None:
-            return True
-    return False
+
+    def names_it(call: cst.Call) -> bool:
+        return any(unit.context.code(arg.value).strip() == module for arg in call.args)
+
+    return _sets_up(stmt, frozenset(), names_it, wrap)
