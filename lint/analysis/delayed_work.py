@@ -105,11 +105,44 @@ def work_calls(unit: Unit, facts: FileFacts) -> list[tuple[cst.CSTNode, Node]]:
         if hit is not None:
             found.append((hit, node))
     for stmt, _ in unit.statements():
-        if type(stmt) is cst.For and says_deferred_wgrad(last_name(stmt.iter)):
+        if _loops_over_store(unit, stmt):
             node = unit.node_for(stmt)
             if node is not None and _writes_main_grad(stmt.body, facts):
                 found.append((stmt.iter, node))
     return found
+
+
+# Displays that build a sequence on the spot: a local bound only to one of them is this
+# call's own list (``wgrad_args = [(dy, x, w1), ...]``), run now, not a store of work
+# deferred from an earlier call (blind corpus 26: the undelayed branch of a backward). A
+# comprehension may copy a store (``[i for i in self.wgrad_store.drain()]``): not one.
+_DISPLAYS = (cst.List, cst.Tuple)
+
+
+def _loops_over_store(unit: Unit, stmt: cst.CSTNode) -> bool:
+    """``stmt`` is a ``for`` over something named for deferred weight gradients that is no
+    local built here as a list, tuple or comprehension."""
+    if type(stmt) is not cst.For or not says_deferred_wgrad(last_name(stmt.iter)):
+        return False
+    if type(stmt.iter) is not cst.Name:
+        return True
+    node = unit.node_for(stmt)
+    defs = unit.reaching.reaching(stmt.iter.value, node) if node is not None else ()
+    return not defs or not all(d.kind == "assign" and _own_display(d.value) for d in defs)
+
+
+def _own_display(value) -> bool:
+    """A list or tuple written out element by element, none unpacked (``[*store]`` copies a
+    store) and none naming a store of deferred work (review 29)."""
+    if type(value) not in _DISPLAYS:
+        return False
+    for element in value.elements:
+        if type(element) is cst.StarredElement:
+            return False
+        for sub in patterns.walk(element.value):
+            if type(sub) in (cst.Name, cst.Attribute) and says_deferred_wgrad(last_name(sub)):
+                return False
+    return True
 
 
 def _direct_work(expr: cst.CSTNode, in_backward_dw: bool) -> cst.Call | None:
@@ -173,9 +206,7 @@ def _unit_does_work(unit: Unit, facts: FileFacts, depth: int) -> bool:
         if _helper_call(root, facts, deeper, facts.run_work):
             return True
     return any(
-        type(stmt) is cst.For
-        and says_deferred_wgrad(last_name(stmt.iter))
-        and _writes_main_grad(stmt.body, facts, depth)
+        _loops_over_store(unit, stmt) and _writes_main_grad(stmt.body, facts, depth)
         for stmt, _ in unit.statements()
     )
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import handoff_values, iteration, patterns, tensor_writes
+from . import deliveries, handoff_values, iteration, patterns, tensor_writes
 
 if TYPE_CHECKING:
     from .deliveries import Deliveries
@@ -45,7 +45,8 @@ def writes(unit: Unit, facts: Deliveries):
                 and _is_buffer(unit, facts, method[0], node)
             ):
                 value = method[2][0].value
-        if value is None and isinstance(root, cst.Expr):
+        if value is None and isinstance(root, (cst.Expr, cst.Assign)):
+            # also bound: ``g = _finish_wgrad(w, g)`` (blind corpus 26)
             value = _helper_gradient(unit.context, root.value)
         if value is None and isinstance(root, cst.Expr):
             value = _kernel_gradient(unit, facts, root.value, node)
@@ -164,7 +165,78 @@ def _put_into_parameter(stmt, params: list[str]) -> str | None:
         return None
     if not (isinstance(owner, cst.Name) and owner.value in params):
         return None
+    value = handoff_values.same_gradient(value)  # ``add_(grad.to(main_grad.dtype))``
     return value.value if isinstance(value, cst.Name) and value.value in params else None
+
+
+def passing_helpers(context: ModuleContext) -> dict[str, tuple[int, cst.Return]]:
+    """function name -> (position of the parameter it puts into main_grad, the ``return``
+    handing it back), for the helpers of
+    ``helper_writes`` that also hand that parameter back (``return grad``, possibly
+    converted) and never rebind it: ``g = _finish_wgrad(w, g)`` leaves ``g`` the gradient
+    that went into main_grad (blind corpus 26)."""
+    writing = context.shared(helper_writes)
+    found: dict[str, tuple[int, cst.Return]] = {}
+    for unit in context.units:
+        function = unit.owner
+        if not isinstance(function, cst.FunctionDef) or function.name.value not in writing:
+            continue
+        index, gradient = writing[function.name.value]
+        if any(d.name == gradient and d.kind != "param" for d in unit.graph.defs):
+            continue
+        writes = [
+            node.index
+            for stmt, _ in unit.statements()
+            if _put_into_parameter(stmt, _params(function)) == gradient
+            and (node := unit.node_for(stmt)) is not None
+        ]
+        for stmt, _ in unit.statements():
+            if type(stmt) is cst.Return and stmt.value is not None:
+                value = handoff_values.same_gradient(stmt.value)
+                node = unit.node_for(stmt)
+                # every run to this return wrote the gradient (a return on the path with no
+                # main_grad, or with the write switched off, hands back an unwritten one:
+                # review 29)
+                if (
+                    type(value) is cst.Name
+                    and value.value == gradient
+                    and node is not None
+                    and writes
+                    and not deliveries.through(
+                        unit.graph, unit.graph.entry, node, frozenset(writes)
+                    )
+                ):
+                    found[function.name.value] = (index, stmt)
+                    break
+    return found
+
+
+def _params(function: cst.FunctionDef) -> list[str]:
+    params = [p.name.value for p in function.params.params]
+    return params[1:] if params and params[0] in ("self", "cls") else params
+
+
+def passed_through(context: ModuleContext, call: cst.CSTNode) -> cst.BaseExpression | None:
+    """The argument a call of a ``passing_helpers`` function hands back (as a plain name),
+    else None."""
+    helper = passing_return(context, call)
+    if helper is None:
+        return None
+    index, args = helper[0], patterns.positional_args(call)
+    if index < len(args):
+        value = args[index].value
+    else:  # handed by keyword (``_finish_wgrad(param=w, grad=g)``)
+        name = context.shared(helper_writes)[call.func.value][1]
+        arg = patterns.keyword_arg(call, name)
+        value = arg.value if arg is not None else None
+    return value if type(value) is cst.Name else None
+
+
+def passing_return(context: ModuleContext, call: cst.CSTNode) -> tuple[int, cst.Return] | None:
+    """For a call of a ``passing_helpers`` function: its entry there."""
+    if type(call) is not cst.Call or type(call.func) is not cst.Name:
+        return None
+    return context.shared(passing_helpers).get(call.func.value)
 
 
 def _is_buffer(unit: Unit, facts: Deliveries, expr, node) -> bool:

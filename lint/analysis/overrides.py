@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import patterns, unrun_store_items
+from . import patterns, positional_delay, unrun_store_items
 from .assigned_methods import assigned_methods
 from .classes import BACKWARD_DW, DELAY, ClassModel, class_index, self_call_closure
 from .module import ModuleContext, suite_body
 from .override_gates import bindings_of, ends_in_return, unrelated_gate
+from .positional_delay import calls_base as _calls_base
 from .skipped_pieces import LOGGING_CALLS
 from .wgrad_pieces import is_abstract, is_empty
 
@@ -81,7 +82,8 @@ def dropped_work(context: ModuleContext) -> list[DroppedWork]:
                     found.append(DroppedWork(model.name, own, "", at, dropped=True))
                     continue
             own_store = _builds_delayed_store(model) and _only_fires_hooks(own)
-            if not is_abstract(own) and (_base_built_delayed(model) or own_store):
+            built = _base_built_delayed(model) or positional_delay.delay_to_known_base(index, model)
+            if not is_abstract(own) and (built or own_store):
                 if not _does_work(model, own):
                     found.append(DroppedWork(model.name, own, "", where.get(BACKWARD_DW)))
                 elif (gated := _gated_base_call(model, own)) is not None:
@@ -292,24 +294,6 @@ def _only_fires_hooks(method: cst.FunctionDef) -> bool:
             continue
         return False
     return True
-
-
-def _calls_base(call: cst.Call, method: str) -> bool:
-    """``super().<method>(...)``, ``super(C, self).<method>(...)`` or
-    ``Base.<method>(self, ...)``."""
-    func = call.func
-    if type(func) is not cst.Attribute or func.attr.value != method:
-        return False
-    receiver = func.value
-    if type(receiver) is cst.Call:
-        return patterns.callee_name(receiver) == "super"
-    args = patterns.positional_args(call)
-    return (
-        isinstance(receiver, (cst.Name, cst.Attribute))
-        and bool(args)
-        and type(args[0].value) is cst.Name
-        and args[0].value.value == "self"
-    )
 
 
 def _does_work(model: ClassModel, method: cst.FunctionDef) -> bool:

@@ -210,11 +210,53 @@ def copy_reads(unit: Unit, objects: Provenance) -> Iterator[cst.BaseExpression]:
                     unit, base.value, node
                 ):
                     continue
+            elif _cast_of_another(unit, base, node):
+                pass  # a cast copy on the runs whose dtype differs (blind corpus 26)
             elif not stand_ins.quantized_on_some_path(objects, unit, base, node) or (
                 isinstance(base, cst.Name) and _rebound_by_own_chain(unit, base.value, node)
             ):
                 continue
             yield owner
+
+
+# Casts that hand back the tensor itself when nothing changes and a new tensor, without the
+# Parameter's attributes, when the dtype (or device) does: ``w.to(accum_dtype)``,
+# ``w.float()``, Transformer Engine's ``cast_if_needed(w, dtype)``.
+CAST_METHODS = frozenset({"to", "float", "half", "bfloat16", "type"})
+CAST_FUNCTIONS = frozenset({"cast_if_needed"})
+
+
+def _cast_of_another(unit, base: cst.CSTNode, node) -> bool:
+    """``base`` is a local every binding of which, reaching ``node``, casts another name
+    (``weight_c = weight.to(accum_dtype)``): where the dtype differs it is a copy, and the
+    flag read from it answers its default. A name cast into itself (``w = w.float()``) is
+    GMLP015's rebinding."""
+    if type(base) is not cst.Name:
+        return False
+    defs = unit.reaching.reaching(base.value, node)
+    if not defs or not all(_casts_other(d.value, base.value) for d in defs):
+        return False
+    # the function copies the flag onto the cast (``w32.overwrite_main_grad = ...``): the
+    # read answers the Parameter's setting (review 29)
+    return not any(
+        (found := patterns.attribute_set(stmt, patterns.OVERWRITE)) is not None
+        and type(found[0]) is cst.Name
+        and found[0].value == base.value
+        for stmt, _ in unit.statements()
+    )
+
+
+def _casts_other(value, name: str) -> bool:
+    if type(value) is not cst.Call:
+        return False
+    func = value.func
+    if type(func) is cst.Attribute and func.attr.value in CAST_METHODS:
+        source = func.value
+    elif type(func) is cst.Name and func.value in CAST_FUNCTIONS and value.args:
+        source = value.args[0].value
+    else:
+        return False
+    return type(source) in (cst.Name, cst.Attribute) and patterns.last_word(source) != name
 
 
 def _rebound_by_own_chain(unit, name: str, node) -> bool:

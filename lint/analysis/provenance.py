@@ -76,7 +76,9 @@ ALWAYS_COPYING_CASTS = frozenset({"astype", "cast"})
 
 # The Parameter's twin may also be spelled by a suffix: MindSpeed's GMM takes ``weight`` (the
 # operand) beside ``weight_param`` (the Parameter, whose main_grad it accumulates into).
-PARAMETER_SUFFIXES = ("_param",)
+# Quack's linear keeps the Parameter as ``weight_og`` ("original") beside the converted
+# ``weight`` it computes with (blind corpus 26).
+PARAMETER_SUFFIXES = ("_param", "_og")
 
 
 def twin_of(word: str, names) -> str | None:
@@ -109,7 +111,7 @@ def origin_sibling(word: str, siblings) -> str | None:
 
 
 def by_name(word: str) -> str | None:
-    if is_origin_name(word) or word.endswith("_param"):
+    if is_origin_name(word) or word.endswith(PARAMETER_SUFFIXES):
         return PARAMETER
     for provenance, words in NAME_WORDS:
         if any(w in word for w in words):

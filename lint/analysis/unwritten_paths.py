@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import consistent_paths, deliveries, patterns, returned_weight_gradients, wgrad
+from . import (
+    consistent_paths,
+    deliveries,
+    overwrite_erasures,
+    patterns,
+    returned_weight_gradients,
+    wgrad,
+    writing_loops,
+)
 from .cfg import FALSE, TRUE
 from .decided_tests import plain_test
 
@@ -77,7 +85,13 @@ def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> Missi
         # A write skipped because there is nothing to write or it was already written
         # (``if wgrad is not None and not grad_added: main_grad.add_(wgrad)``) is no
         # missing write: paths through such tests are not followed.
-        blocked = frozenset(writes | facts.skipping_tests)
+        # A loop writing on every iteration writes on the way through it (a run that
+        # leaves it before the first had nothing to write: writing_loops.py).
+        loops = writing_loops.writing_loops(unit, writes)
+        # Likewise a test erasing main_grad only to overwrite it: in accumulate mode a zero
+        # gradient adds nothing (overwrite_erasures.py).
+        loops |= overwrite_erasures.erasure_tests(unit, writes)
+        blocked = frozenset(writes | facts.skipping_tests | loops)
         for node in mark_nodes:
             if _only_loops_and_guards(
                 unit, node, writes, shared=False
@@ -90,7 +104,7 @@ def missing_write(unit: Unit, facts: Deliveries, gradients, mark: Mark) -> Missi
         for node in mark_nodes:
             if not _only_loops_and_guards(unit, node, writes, shared=True):
                 continue
-            around = frozenset(writes | _skipping(unit, facts, writes, node))
+            around = frozenset(writes | _skipping(unit, facts, writes, node) | loops)
             if deliveries.entry_to_exit_through(unit.graph, node, around):
                 arm = _empty_arm(unit, writes, node, around, wgrad.stem(mark.subject))
                 if arm is not None:
@@ -340,6 +354,9 @@ def _reattaches(root) -> bool:
 def _puts_back(root) -> bool:
     """``p.main_grad = <p's main_grad, fetched>``: the buffer made reachable, no gradient
     written into it."""
+    if type(root) is cst.Expr:  # ``setattr(p, "main_grad", p.get_main_grad())``
+        found = patterns.attribute_set(root, patterns.MAIN_GRAD)
+        return found is not None and patterns.is_main_grad_direct(found[1])
     return (
         isinstance(root, cst.Assign)
         and all(patterns.is_attr(t.target, patterns.MAIN_GRAD) for t in root.targets)

@@ -21,7 +21,7 @@ from .module import ModuleContext, Unit, compound_suites, suite_body
 # saved beside a restored tensor (``origin_weight``), the module's parameter bound to a
 # local (``weight_param``), its final or quantized form (``fc1_weight_final``).
 _STEM_PREFIXES = ("origin_", "orig_", "original_")
-_STEM_SUFFIXES = ("_object", "_obj", "_param", "_final", "_fp8", "_quantized")
+_STEM_SUFFIXES = ("_object", "_obj", "_param", "_og", "_final", "_fp8", "_quantized")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ eagerly, or not at all where it defers on the module's own switch, and ``backwar
 an empty store: the delayed weight gradient never reaches main_grad.
 
 Seen: ``F.apply(...)`` (``F`` a class of the file with a ``forward(ctx, ...)``) called in a
-method of a class that assigns ``self.S = <a call named for a store>``, giving the literal
-``None`` for the forward parameter named for a weight-gradient store (``*grad*store``, by
-position or by keyword), while no ``apply`` call of the class hands ``self.S`` (one that
-does, on another op or on the delay-on branch, has chosen where deferring happens).
+method of a class that assigns ``self.S = <a call named for a store>`` (itself or through
+its bases of the file), giving the literal ``None`` for the forward parameter named for a
+weight-gradient store (``*grad*store``, by position or by keyword), or a store built in the
+call (``WeightGradStore(True)``: blind corpus 26), while no ``apply`` call of the class
+hands ``self.S`` (one that does, on another op or on the delay-on branch, has chosen where
+deferring happens).
 """
 
 from __future__ import annotations
@@ -72,10 +74,9 @@ def withheld(context: ModuleContext) -> Iterator[tuple[cst.Arg, str, str]]:
     functions = _function_params(context.module)
     if not functions:
         return
-    for cls in context.module.body:
-        if type(cls) is not cst.ClassDef:
-            continue
-        stores = _own_stores(cls)
+    classes = {c.name.value: c for c in context.module.body if type(c) is cst.ClassDef}
+    for cls in classes.values():
+        stores = _stores_with_bases(cls, classes)
         if not stores:
             continue
         applies = [
@@ -94,8 +95,37 @@ def withheld(context: ModuleContext) -> Iterator[tuple[cst.Arg, str, str]]:
         for call in applies:
             params = functions[call.func.value.value]
             for arg, param in _matched(call, params):
-                if _names_wgrad_store(param) and _is_none(arg.value):
+                if _names_wgrad_store(param) and (_is_none(arg.value) or _is_fresh(arg.value)):
                     yield arg, call.func.value.value, sorted(stores)[0]
+
+
+def _stores_with_bases(cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> set[str]:
+    """The class's own stores and those its bases of the file bind (a subclass's
+    ``forward`` hands the op what its base's ``backward_dw`` pops; blind corpus 26)."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    todo = [cls]
+    while todo:
+        current = todo.pop()
+        found |= _own_stores(current)
+        for base in current.bases:
+            name = base.value.value if type(base.value) is cst.Name else None
+            if name in classes and name not in seen:
+                seen.add(name)
+                todo.append(classes[name])
+    return found
+
+
+def _is_fresh(value) -> bool:
+    """A store built in the call itself (``WeightGradStore(True)``): what the backward defers
+    into it nobody pops."""
+    if type(value) is not cst.Call or not _names_store(patterns.callee_name(value) or ""):
+        return False
+    # ``WeightGradStore(False)``: a store that defers nothing (review 29)
+    args = patterns.positional_args(value)
+    delay = patterns.keyword_arg(value, "delay_wgrad_compute")
+    switch = delay.value if delay is not None else args[0].value if args else None
+    return switch is None or not patterns.is_false_literal(switch)
 
 
 def _reads_a_store(call: cst.Call, stores: set[str]) -> bool:

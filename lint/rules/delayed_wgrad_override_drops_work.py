@@ -159,6 +159,14 @@ RULE = Rule(
         call through a helper of the class, or a call, or
         that names a related word anyway (`if self.fuse and self.delay_wgrad_compute:` is
         seen, `if self.fuse_or_delay:` is not).
+
+        Since blind corpus 26: the delay handed to the base by position as the name
+        `delay_wgrad_compute` itself (`super().__init__(1, d_in, d_hid, act,
+        delay_wgrad_compute)`) counts as by keyword where a base of the file defines the
+        `backward_dw` overridden; a store built in the `apply` call itself (`MLPFunc.apply(x, w,
+        WeightGradStore(True))`; not one built with the delay a literal False) withholds the
+        module's store as `None` does, and a subclass's `forward` is held to the stores its
+        bases of the file bind.
     """,
     fix="""
         Call `super().backward_dw()` in the override (under the same delay-mode test the
@@ -260,6 +268,26 @@ RULE = Rule(
                     for total_input, grad_output, weight, func in stored_grads:
                         func(total_input, grad_output, weight.main_grad)
             """,
+        ),
+        Example(
+            """
+            class MLPFunc(Function):
+                @staticmethod
+                def forward(ctx, x, weight, wgrad_store):
+                    ctx.wgrad_store = wgrad_store
+                    return x @ weight.t()
+
+
+            class GroupedMLP(Module):
+                def __init__(self, delay_wgrad_compute=False):
+                    super().__init__()
+                    self.wgrad_store = WeightGradStore(delay_wgrad_compute)
+
+
+            class SharedExpertMLP(GroupedMLP):
+                def forward(self, x):
+                    return MLPFunc.apply(x, self.weight, self.wgrad_store)
+            """
         ),
     ),
     invalid=(
@@ -447,6 +475,51 @@ RULE = Rule(
             """,
             line=9,
         ),
+        Example(
+            """
+            class GroupedMLP(Module):
+                def __init__(self, delay_wgrad_compute=False):
+                    super().__init__()
+                    self.wgrad_store = WeightGradStore(delay_wgrad_compute)
+
+                def backward_dw(self):
+                    if not self.wgrad_store.delay_wgrad_compute():
+                        return
+                    self.wgrad_store.pop()
+                    for hook in self.wgrad_accumulation_and_reduce_hooks:
+                        hook()
+
+
+            class SharedExpertMLP(GroupedMLP):
+                def __init__(self, delay_wgrad_compute=False):
+                    super().__init__(delay_wgrad_compute)
+
+                def backward_dw(self):
+                    torch.cuda.current_stream().wait_stream(self.wgrad_stream)
+            """,
+            line=18,
+        ),
+        Example(
+            """
+            class MLPFunc(Function):
+                @staticmethod
+                def forward(ctx, x, weight, wgrad_store):
+                    ctx.wgrad_store = wgrad_store
+                    return x @ weight.t()
+
+
+            class GroupedMLP(Module):
+                def __init__(self, delay_wgrad_compute=False):
+                    super().__init__()
+                    self.wgrad_store = WeightGradStore(delay_wgrad_compute)
+
+
+            class SharedExpertMLP(GroupedMLP):
+                def forward(self, x):
+                    return MLPFunc.apply(x, self.weight, WeightGradStore(True))
+            """,
+            line=16,
+        ),
     ),
 )
 
@@ -506,7 +579,7 @@ MESSAGE_DROPPED = (
     "weights"
 )
 MESSAGE_WITHHELD = (
-    "`{function}` is handed None for its weight-gradient store while this module owns "
+    "`{function}` is handed `{value}` for its weight-gradient store while this module owns "
     "`self.{store}`: the backward never defers into the store `backward_dw` pops, so the "
     "delayed weight gradient never reaches main_grad; hand it `self.{store}`"
 )
@@ -514,7 +587,8 @@ MESSAGE_WITHHELD = (
 
 def check(context: ModuleContext, out: Collector) -> None:
     for arg, function, store in withheld_stores.withheld(context):
-        out.report(CODE, arg, MESSAGE_WITHHELD.format(function=function, store=store))
+        message = MESSAGE_WITHHELD.format(function=function, value=out.text(arg.value), store=store)
+        out.report(CODE, arg, message)
     if store_calls.names_a_store(context.source):
         for found in skipped_w_passes.skipped_passes(context):
             message = MESSAGE_SKIPPED.format(

@@ -111,6 +111,11 @@ RULE = Rule(
         and graphs whose names do not say weight gradients; which of the popped gradients
         actually went to main_grad; a hook fired for some weights and not others (any
         firing counts for all).
+
+        A loop over a local the function binds only to a list or tuple written out element by
+        element (`wgrad_args = [(dy, h, w2), (h, x, w1)]`; none unpacked, none naming a store)
+        runs work made in this call, not work deferred from an earlier one: it is no store,
+        whatever its name (blind corpus 26, the undelayed branch of a backward).
     """,
     fix="""
         After the delayed work, fire the hooks registered for the module's weights (TE:
@@ -159,6 +164,28 @@ RULE = Rule(
                 def backward_dw(self):
                     self.linear_fc1.backward_dw()
                     self.linear_fc2.backward_dw()
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, h = ctx.saved_tensors
+                w1, w2 = ctx.weights
+                wgrad_args = [(dy, h, w2), (h, x, w1)]
+                if ctx.wgrad_store is not None and ctx.wgrad_store.delay_wgrad_compute():
+                    for args in wgrad_args:
+                        ctx.wgrad_store.put(args, expert_wgrad)
+                    return None, None, None
+                for args in wgrad_args:
+                    expert_wgrad(*args)
+                for w in (w1, w2):
+                    w.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(w1), make_dummy_wgrad(w2)
+
+
+            def expert_wgrad(dy, x, weight):
+                over = getattr(weight, "overwrite_main_grad", False)
+                gemm(dy.T, x, out=weight.main_grad, accumulate=not over)
             """
         ),
     ),

@@ -24,6 +24,7 @@ identity_erasure = LazyModule("..analysis.identity_erasure", __package__)
 unwritten_marks = LazyModule("..analysis.unwritten_marks", __package__)
 unwritten_paths = LazyModule("..analysis.unwritten_paths", __package__)
 marked_real_returns = LazyModule("..analysis.marked_real_returns", __package__)
+marked_product_returns = LazyModule("..analysis.marked_product_returns", __package__)
 forward_marks = LazyModule("..analysis.forward_marks", __package__)
 
 CODE = "GMLP032"
@@ -183,6 +184,22 @@ RULE = Rule(
         happened in a captured graph, a hook or another function: Megatron's CUDA-graph
         replay marks exactly so); writes in helpers of other files that are not handed the
         weight or its buffer; marks under conditions correlated with the write's.
+
+        Since blind corpus 26: a `for` loop whose body writes the weight's main_grad on every
+        iteration (a statement of the body itself, no jump before it, no erasure, the loop over
+        no filtering comprehension: `for e, g in pending: w.main_grad[e].add_(g)`) counts as a
+        write on the way through it, since a run that leaves it before the first iteration had
+        no gradient to write (analysis/writing_loops.py); so does an `if` on
+        `overwrite_main_grad` whose only writes erase main_grad (`zero_()`, `fill_(0)`: a weight
+        that took no tokens adds zero in accumulate mode), in a function that computes no
+        product outside its returns (analysis/overwrite_erasures.py). Reported besides: in a
+        function not named `backward` that writes the marked weight's main_grad on some path, a
+        run from the entry through the mark to a `return` whose whole value is a product whose
+        first operand is transposed and no operand a weight (`return gemm(dout.T, x)`, a
+        fallback path for no main_grad or no fusion), passing no write, writing loop,
+        overwrite-only erasure or skip for nothing to write: the hook skips the gradient handed back
+        (analysis/marked_product_returns.py). Not seen: the product bound to a local first, or
+        returned inside a tuple.
     """,
     fix="""
         Write the gradient into main_grad on that path (or mark only where it was written).
@@ -336,6 +353,26 @@ RULE = Rule(
                     dx, dw = npu_gmm_backward([dy], [x], [weight], ctx.group_list)
                     return dx[0], dw[0], None
             """,
+        ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, w = ctx.saved_tensors
+                grads = [dy[i].t() @ x[i] for i in range(ctx.n)]
+                for e, g in enumerate(grads):
+                    w.main_grad[e].add_(g)
+                w.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(w)
+            """
+        ),
+        Example(
+            """
+            def skip_backward(self):
+                for weight in (self.weight1, self.weight2):
+                    if getattr(weight, "overwrite_main_grad", False):
+                        weight.main_grad.zero_()
+                    weight.grad_added_to_main_grad = True
+            """
         ),
     ),
     invalid=(
@@ -541,6 +578,20 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            def compute_weight_grad(ctx, dout, x, weight):
+                main_grad = getattr(weight, "main_grad", None)
+                if not ctx.fuse or main_grad is None:
+                    weight.grad_added_to_main_grad = True
+                    return gemm(dout.T, x)
+                over = getattr(weight, "overwrite_main_grad", False)
+                gemm(dout.T, x, out=main_grad, accumulate=not over)
+                weight.grad_added_to_main_grad = True
+                return make_dummy_wgrad(weight)
+            """,
+            line=4,
+        ),
     ),
 )
 
@@ -566,6 +617,12 @@ RETURNED = (
     "real weight gradient `{name}` this function was handed (line {line}): Megatron's hook "
     "trusts the mark and skips `.grad`, so that gradient never reaches main_grad (or, where "
     "the caller wrote it, autograd gets it twice); mark only where the dummy is returned"
+)
+PRODUCT = (
+    "`{subject}` is marked grad_added_to_main_grad here, and the path goes on to return the "
+    "weight gradient this function computes (line {line}) with no main_grad written on the "
+    "way: Megatron's hook trusts the mark and skips `.grad`, so that gradient is lost; mark "
+    "only where main_grad was written"
 )
 DROPPED = (
     "`{subject}` is marked grad_added_to_main_grad, but the weight gradient `{name}` computed "
@@ -620,6 +677,10 @@ def check(context: ModuleContext, out: Collector) -> None:
                         _report_missing_write(unit, mark, found, out)
                 for mark, name in unwritten_marks.unwritten(unit, marks):
                     out.report(CODE, mark.stmt, UNWRITTEN.format(name=name))
+                for found in marked_product_returns.marked_products(unit, facts, marks):
+                    subject = context.code(found.mark.subject).strip()
+                    line = context.line_of(found.returned)
+                    out.report(CODE, found.mark.stmt, PRODUCT.format(subject=subject, line=line))
                 for found in marked_real_returns.marked_returns(unit):
                     subject = context.code(found.mark.subject).strip()
                     line = context.line_of(found.returned)

@@ -79,6 +79,17 @@ RULE = Rule(
         spelling) is reported too, with no fix (the Parameter's name is not known there);
         so is a read from a name that is a quantized copy on one path only (`wm = weight`,
         then `if fp8: wm, ws = quantize_weight(weight)`): the FP8 path reads the default.
+        And from a local bound only to a cast of another name (`weight_c =
+        weight.to(accum_dtype)`, `.float()`, `.half()`, `.bfloat16()`, `.type(...)`,
+        `cast_if_needed(weight, dtype)`; blind corpus 26): a cast hands back the Parameter
+        itself when the dtype matches and a copy without its flags when it differs, so the
+        read is right only where the cast does nothing.
+
+        The mark on a stand-in beside its Parameter (blind corpus 26, quack's linear: the
+        GEMM writes `weight_og.main_grad` and the block marks `weight`, the tensor converted
+        for autocast, where `weight_og` spells the Parameter as `origin_weight` and
+        `weight_param` do): the block reads the Parameter's main_grad and marks the copy, so
+        the mark is reported, with the fix `mark weight_og`.
 
         Left alone: `zero_out_wgrad` read from another object in a function that runs a
         grouped (per-expert) GEMM. Megatron sets that flag only on the shared embedding /
@@ -173,6 +184,20 @@ RULE = Rule(
                 ctx.weight_ref = weakref.ref(weight)
                 ctx.overwrites_main_grad = getattr(weight, "overwrite_main_grad", False)
                 return weightmat
+            """
+        ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                weight_c = weight.to(ctx.accum_dtype)
+                wgrad = dy.t().to(weight_c.dtype) @ x.to(weight_c.dtype)
+                if getattr(weight, "overwrite_main_grad", False):
+                    weight.main_grad.copy_(wgrad)
+                else:
+                    weight.main_grad.add_(wgrad)
+                weight.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(weight)
             """
         ),
     ),
@@ -338,6 +363,41 @@ RULE = Rule(
             """,
             line=6,
         ),
+        Example(
+            """
+            def backward(ctx, dy):
+                x, weight = ctx.saved_tensors
+                weight_c = weight.to(ctx.accum_dtype)
+                wgrad = dy.t().to(weight_c.dtype) @ x.to(weight_c.dtype)
+                if getattr(weight_c, "overwrite_main_grad", False):
+                    weight.main_grad.copy_(wgrad)
+                else:
+                    weight.main_grad.add_(wgrad)
+                weight.grad_added_to_main_grad = True
+                return None, make_dummy_wgrad(weight)
+            """,
+            line=5,
+        ),
+        Example(
+            """
+            def compute_weight_grad(ctx, dout, x, weight, weight_og):
+                main_grad = weight_og.main_grad
+                over = getattr(weight_og, "overwrite_main_grad", False)
+                gemm(dout.T, x, out=main_grad, accumulate=not over)
+                weight.grad_added_to_main_grad = True
+                return make_dummy_wgrad(weight_og)
+            """,
+            line=5,
+            fixed="""
+            def compute_weight_grad(ctx, dout, x, weight, weight_og):
+                main_grad = weight_og.main_grad
+                over = getattr(weight_og, "overwrite_main_grad", False)
+                gemm(dout.T, x, out=main_grad, accumulate=not over)
+                weight_og.grad_added_to_main_grad = True
+                return make_dummy_wgrad(weight_og)
+            """,
+            applicability="unsafe",
+        ),
     ),
 )
 
@@ -365,8 +425,8 @@ STAND_IN_CALL = (
     "from `{subject}`"
 )
 STAND_IN_COPY = (
-    "`overwrite_main_grad` is read from `{other}`, a quantized or gathered copy of the weight "
-    "on at least one path, which never carries the Parameter's flag: the read answers its "
+    "`overwrite_main_grad` is read from `{other}`, a quantized, gathered or cast copy of the "
+    "weight on at least one path, which never carries the Parameter's flag: the read answers its "
     "default; read it from the Parameter"
 )
 IN_CALL = (

@@ -19,6 +19,7 @@ iteration = LazyModule("..analysis.iteration", __package__)
 grad_storage = LazyModule("..analysis.grad_storage", __package__)
 dropped_gradients = LazyModule("..analysis.dropped_gradients", __package__)
 consistent_paths = LazyModule("..analysis.consistent_paths", __package__)
+handed_on_results = LazyModule("..analysis.handed_on_results", __package__)
 returned_outputs = LazyModule("..analysis.returned_outputs", __package__)
 
 CODE = "GMLP031"
@@ -85,6 +86,16 @@ RULE = Rule(
         other tensors);
         optimizers and grad-buffer code that set `.grad = main_grad` on purpose
         (they are not producers and are left alone).
+
+        Since blind corpus 26: a function named for a weight gradient that itself marks
+        `grad_added_to_main_grad`, whose result a `backward` of the file returns (directly or
+        through a local bound to the call), returns what is handed on as the weight's gradient
+        (quack's `linear_bwd_compute_weight_grad`): main_grad itself returned there
+        (`w.main_grad`, `getattr`, a local bound to either, also through `x if c else None`) is
+        reported. A helper whose result is a GEMM's `out=` buffer is not handed on (review 29);
+        one no `backward` of the file returns is not seen; and a returned local bound once to
+        another local that holds main_grad (`dweight = main_grad`), read nowhere else, is
+        reported at that binding, where main_grad was chosen as the gradient.
     """,
     fix="""
         Hand back a dummy (`get_dummy_wgrad(...)` / `torch.zeros_like(param)`) with
@@ -200,6 +211,24 @@ RULE = Rule(
             """,
             line=4,
         ),
+        Example(
+            """
+            def compute_weight_grad(ctx, dout, x, weight):
+                main_grad = weight.main_grad
+                over = getattr(weight, "overwrite_main_grad", False)
+                gemm(dout.T, x, out=main_grad, accumulate=not over)
+                weight.grad_added_to_main_grad = True
+                dweight = main_grad
+                return dweight
+
+
+            def backward(ctx, dout):
+                x, weight = ctx.saved_tensors
+                dweight = compute_weight_grad(ctx, dout, x, weight)
+                return dout @ weight, dweight
+            """,
+            line=6,
+        ),
     ),
 )
 
@@ -234,9 +263,23 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 def _check_unit(unit: Unit, out: Collector) -> None:
     is_backward = unit.name == "backward"
+    # A weight-gradient helper of the backward that marks the flag returns what the backward
+    # hands on as the weight's gradient (quack's ``linear_bwd_compute_weight_grad``, blind
+    # corpus 26): main_grad itself returned there (not a GEMM's result: GMLP005's).
+    helper = (
+        not is_backward
+        and _marks(unit)
+        and wgrad_words.names_producer(unit.name)
+        and unit.name in unit.context.shared(handed_on_results.handed_on_results)
+    )
     producer = _producer(unit)
     for root, node in unit.expression_roots():
-        if is_backward and isinstance(root, cst.Return) and root.value is not None:
+        if helper and isinstance(root, cst.Return) and root.value is not None:
+            for element in wgrad.elements(root.value):
+                if handed_on_results.plain_main_grad(unit, element, node, 3):
+                    site = _made_for_return(unit, element, node) or element
+                    out.report(CODE, site, RETURNED.format(value=out.text(element)))
+        elif is_backward and isinstance(root, cst.Return) and root.value is not None:
             choices = _choice_tests(unit, root.value, node)
             for element in wgrad.elements(root.value):
                 tests: set[str] = set()
@@ -274,11 +317,12 @@ def _aliases_on_some_run(unit: Unit, element, node):
 
 
 def _made_for_return(unit: Unit, element, node):
-    """The statement binding a returned name to a per-expert comprehension, where that
-    binding is the name's only one reaching the ``return``, writes nothing (no ``out=``, no
-    in-place call) and nothing else reads it (``grads = [c.view_as(w) for ...]``): the list
-    of gradients was made to be handed back, and there main_grad was chosen as each one. A
-    buffer also written or given to a GEMM is reported at the ``return``."""
+    """The statement binding a returned name to a per-expert comprehension or to another
+    local, where that binding is the name's only one reaching the ``return``, writes
+    nothing (no ``out=``, no in-place call) and nothing else reads it (``grads =
+    [c.view_as(w) for ...]``): the list of gradients was made to be handed back, and there
+    main_grad was chosen as each one. A buffer also written or given to a GEMM is reported
+    at the ``return``."""
     if not isinstance(element, cst.Name):
         return None
     defs = unit.reaching.reaching(element.value, node)
@@ -286,7 +330,10 @@ def _made_for_return(unit: Unit, element, node):
         return None
     d = defs[0]
     comprehension = isinstance(d.value, (cst.ListComp, cst.GeneratorExp))
-    if not comprehension or wgrad.assigned_name(d.node.owner) is None:
+    # or a local bound once to a local holding main_grad, to be returned (``dweight =
+    # main_grad``, blind corpus 26): there main_grad was chosen as the gradient
+    renamed = type(d.value) is cst.Name
+    if not (comprehension or renamed) or wgrad.assigned_name(d.node.owner) is None:
         return None
     if any(
         grad_storage.writes(call) for call in patterns.walk(d.value) if isinstance(call, cst.Call)
@@ -296,6 +343,13 @@ def _made_for_return(unit: Unit, element, node):
     if any(dropped_gradients.reads(unit, n, d) for n in others):
         return None
     return d.node.owner
+
+
+def _marks(unit: Unit) -> bool:
+    """The function itself sets ``grad_added_to_main_grad = True`` on some weight."""
+    return unit.survey.spells_grad_added and any(
+        wgrad.marked_subject(stmt) is not None for stmt, _ in unit.statements()
+    )
 
 
 def _producer(unit: Unit) -> bool:

@@ -101,6 +101,15 @@ RULE = Rule(
         A call of a helper of the file that puts one of its parameters into another's
         main_grad (`P.main_grad.add_(Q)`) and marks nothing counts as that write, of the
         argument handed as Q (one level; a helper defined twice in the file is not used).
+
+        A helper of the file that puts the gradient it is handed into main_grad, marks nothing
+        and hands that same gradient back on runs that all wrote it (`def _finish_wgrad(param,
+        grad): param.main_grad.add_(grad.to(...)); return grad`; a `return grad` on a run with
+        no main_grad or with the write switched off hands back an unwritten gradient, review
+        29), called as `g = _finish_wgrad(w, g)` with `g` then handed on, is reported at the
+        helper's `return` (blind corpus 26): the caller's binding keeps the written gradient. A
+        helper call bound to the gradient's own name that hands back something else (a dummy)
+        ends the gradient there.
     """,
     fix="""
         Set `param.grad_added_to_main_grad = True` (under `hasattr`) and hand back a dummy
@@ -150,6 +159,21 @@ RULE = Rule(
                         weight.grad_added_to_main_grad = True
                 grad_weight = torch.zeros_like(weight) if ctx.fuse else wgrad.to(x.dtype)
                 return None, grad_weight
+            """
+        ),
+        Example(
+            """
+            def finish_wgrad(param, grad):
+                param.main_grad.add_(grad.to(param.main_grad.dtype))
+                param.grad_added_to_main_grad = True
+                return make_dummy_wgrad(param)
+
+
+            def backward(ctx, dy):
+                x, w = ctx.saved_tensors
+                wgrad = dy.t() @ x
+                wgrad = finish_wgrad(w, wgrad)
+                return None, wgrad
             """
         ),
     ),
@@ -219,6 +243,21 @@ RULE = Rule(
             """,
             line=8,
         ),
+        Example(
+            """
+            def finish_wgrad(param, grad):
+                param.main_grad.add_(grad.to(param.main_grad.dtype))
+                return grad
+
+
+            def backward(ctx, dy):
+                x, w = ctx.saved_tensors
+                wgrad = dy.t() @ x
+                wgrad = finish_wgrad(w, wgrad)
+                return None, wgrad
+            """,
+            line=3,
+        ),
     ),
 )
 
@@ -236,6 +275,14 @@ ELEMENTS_MESSAGE = (
     "the elements of `{name}` went into main_grad at line {line} and are handed on here as "
     "the real gradients with no grad_added_to_main_grad set on the way: Megatron's hook adds "
     "them to main_grad a second time"
+)
+
+
+HELPER_MESSAGE = (
+    "this helper adds the weight gradient it is handed into main_grad and hands the same "
+    "gradient back, which the caller returns as the real gradient (line {line}) with no "
+    "grad_added_to_main_grad set: Megatron's hook adds it to main_grad a second time; mark "
+    "the weight and return a dummy"
 )
 
 
@@ -279,6 +326,7 @@ def check(context: ModuleContext, out: Collector) -> None:
 
 def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
     is_backward = unit.name == "backward"
+    reported: set[int] = set()  # the helpers' returns already reported
     for root, node in unit.expression_roots():
         handed: list[cst.Name] = []
         # (name, node where its value is taken) when the gradients went into a tuple first
@@ -325,6 +373,19 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
                     unit, facts, write_node, at, node, arm, name.value
                 ):
                     continue
+                helper = _passing_helper(unit, site, write_node)
+                if helper is None and _rebinds_at_write(write_node, name.value):
+                    # ``g = _finish_wgrad(w, g)``: ``g`` is the helper's result from here,
+                    # judged through that binding (or not handed back at all)
+                    helper = _passing_helper(unit, write_node.owner, write_node)
+                    if helper is None:
+                        continue
+                if helper is not None:
+                    if id(helper) not in reported:
+                        reported.add(id(helper))
+                        there = unit.context.line_of(root)
+                        out.report(CODE, helper, HELPER_MESSAGE.format(line=there))
+                    break
                 if site is root and arm is not None and _arm_ruled_out(write_node, arm):
                     continue
                 if deliveries.through(unit.graph, write_node, node, facts.mark_nodes | rebinds):
@@ -337,6 +398,24 @@ def _check_unit(unit: Unit, facts: Deliveries, writes, out: Collector) -> None:
                     line = unit.context.line_of(write_node.owner)
                     out.report(CODE, site, message.format(name=name.value, line=line))
                     break
+
+
+def _rebinds_at_write(write, name: str) -> bool:
+    """The write is a helper's call whose result is bound to ``name`` itself."""
+    owner = write.owner
+    return type(owner) is cst.Assign and any(
+        type(t.target) is cst.Name and t.target.value == name for t in owner.targets
+    )
+
+
+def _passing_helper(unit: Unit, site, write) -> cst.Return | None:
+    """The ``return`` of the helper that both wrote the gradient and handed it back, when
+    the hand-off's binding is that helper's call (``g = _finish_wgrad(w, g)``): the helper
+    is what left out the flag and the dummy."""
+    if write.owner is not site or type(site) is not cst.Assign:
+        return None
+    helper = delivered_gradients.passing_return(unit.context, site.value)
+    return helper[1] if helper is not None else None
 
 
 def _only_the_write_decided(unit: Unit, write, handoff) -> bool:
@@ -368,7 +447,10 @@ def _aliases(unit: Unit, name: cst.Name, node):
         if d.kind != "assign" or d.value is None:
             continue
         value = handoff_values.same_gradient(d.value)
-        if isinstance(value, cst.Name) and value.value != name.value:
+        passed = delivered_gradients.passed_through(unit.context, value)
+        if passed is not None:  # ``g = _finish_wgrad(w, g)``: the helper hands ``g`` back
+            yield passed, d.node, None
+        elif isinstance(value, cst.Name) and value.value != name.value:
             yield value, d.node, None
         elif isinstance(value, cst.IfExp):
             for branch, truth in ((value.body, True), (value.orelse, False)):
