@@ -1,5 +1,5 @@
-"""Tests that erase main_grad only when asked to overwrite it (GMLP032's paths; blind
-corpus 26).
+"""Tests that erase main_grad only when asked to overwrite it (GMLP032's paths; blind corpus
+26).
 
 A weight that took no tokens has a zero gradient. Its bookkeeping then marks the weight and
 writes main_grad only in overwrite mode, where the stale contents must go:
@@ -10,12 +10,11 @@ writes main_grad only in overwrite mode, where the stale contents must go:
 
 In accumulate mode adding zero is writing nothing, so the run that skips the erasure and
 marks loses no gradient: such a test skips a write for nothing to write, as an ``is None``
-test does (deliveries.skipping_tests). Only a test that spells ``overwrite_main_grad`` and
-all of whose writes are erasures (``zero_()``, ``fill_(0)``) counts, in a function that
-computes no product (``@``, a GEMM) but in a ``return``: a GEMM or an add under it is a
-gradient, and a gradient computed beside the erasure is one to write, whose skipping is
-still followed.
-"""
+test does (deliveries.skipping_tests). Only a test that spells ``overwrite_main_grad``
+(itself, or through a local bound to it) and all of whose writes are erasures (``zero_()``,
+``fill_(0)``) counts, in a function that computes no product (``@``, a GEMM) but in a
+``return``: a GEMM or an add under it is a gradient, and a gradient computed beside the
+erasure is one to write, whose skipping is still followed."""
 
 from __future__ import annotations
 
@@ -46,7 +45,7 @@ def erasure_tests(unit: Unit, writes: set[int]) -> frozenset[int]:
     for branch in nodes:
         if branch.kind != "if" or branch.test is None or type(branch.owner) is not cst.If:
             continue
-        if not any(patterns.spells(sub, OVERWRITE) for sub in patterns.walk(branch.test)):
+        if not _asks_overwrite(unit, branch):
             continue
         # (a local bound to main_grad there, ``mg = w.main_grad``, writes nothing itself)
         inside = [
@@ -58,6 +57,22 @@ def erasure_tests(unit: Unit, writes: set[int]) -> frozenset[int]:
         if inside and all(erases(node.owner) for node in inside):
             found.add(branch.index)
     return frozenset(found)
+
+
+def _asks_overwrite(unit: Unit, branch) -> bool:
+    """The test spells ``overwrite_main_grad``, or is a local every binding of which reaching
+    it does (``overwrite = getattr(w, "overwrite_main_grad", False)``, then ``if overwrite:``;
+    review 29)."""
+    test = branch.test
+    if any(patterns.spells(sub, OVERWRITE) for sub in patterns.walk(test)):
+        return True
+    if type(test) is not cst.Name:
+        return False
+    defs = unit.reaching.reaching(test.value, branch)
+    return bool(defs) and all(
+        d.value is not None and any(patterns.spells(s, OVERWRITE) for s in patterns.walk(d.value))
+        for d in defs
+    )
 
 
 def _binds_only(statement: cst.CSTNode | None) -> bool:

@@ -1,19 +1,18 @@
 """Loops whose every iteration writes main_grad (GMLP032's paths; blind corpus 26).
 
-A ``for`` loop over the experts or their pending gradients that adds each one into main_grad
-(``for e, g in pending: w.main_grad[e].add_(g)``) and a mark after it
-(``w.grad_added_to_main_grad = True``) is the ordinary grouped-weight shape. The control-flow
-graph also has the run that leaves the loop before its first iteration, and that run reaches
-the mark with nothing written; but a loop that runs no times had no gradient to write, so
-the mark loses nothing there. Such a loop counts as a write on the way through it.
+A ``for`` (or ``while``) loop over the experts or their pending gradients that adds each one
+into main_grad (``for e, g in pending: w.main_grad[e].add_(g)``) and a mark after it
+(``w.grad_added_to_main_grad = True``) is the ordinary grouped-weight shape. The
+control-flow graph also has the run that leaves the loop before its first iteration, and that run
+reaches the mark with nothing written; but a loop that runs no times had no gradient to
+write, so the mark loses nothing there. Such a loop counts as a write on the way through it.
 
 Only a write every iteration makes counts: one among the statements of the loop's own body
 (not under an ``if``, ``try`` or nested loop), with no ``break``, ``continue``, ``return``
 or ``yield`` anywhere in the body before it (a jump could leave an iteration before the
 write), that is no erasure (``zero_()``), in a loop over no comprehension that filters. A
 write under a condition inside the loop (``if tokens[e]: ...``) is no write of every
-iteration, and the run skipping it is still followed.
-"""
+iteration, and the run skipping it is still followed."""
 
 from __future__ import annotations
 
@@ -31,16 +30,18 @@ _JUMPS = (cst.Break, cst.Continue, cst.Return, cst.Yield)
 
 
 def writing_loops(unit: Unit, writes: set[int]) -> frozenset[int]:
-    """The nodes of the ``for`` loops of ``unit`` whose every iteration passes one of the
-    nodes ``writes``."""
+    """The nodes of the ``for`` and ``while`` loops of ``unit`` whose every iteration passes
+    one of the nodes ``writes``."""
     graph = unit.graph
     found: set[int] = set()
     for node in graph.nodes:
-        if node.kind != "for" or type(node.owner) is not cst.For:
-            continue
-        if _filtered(node.owner.iter):
-            continue  # ``for e in [e for e in experts if tokens[e]]``: the others are skipped
-        if _every_iteration_writes(unit, node.owner.body, writes):
+        owner = node.owner
+        if node.kind == "for" and type(owner) is cst.For:
+            if _filtered(owner.iter):
+                continue  # ``for e in [e for e in experts if tokens[e]]``: the others skipped
+        elif not (node.kind == "while" and type(owner) is cst.While):
+            continue  # (``while e < n: ...; e += 1`` walks the experts as ``for`` does)
+        if _every_iteration_writes(unit, owner.body, writes):
             found.add(node.index)
     return frozenset(found)
 

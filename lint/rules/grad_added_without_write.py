@@ -185,19 +185,20 @@ RULE = Rule(
         replay marks exactly so); writes in helpers of other files that are not handed the
         weight or its buffer; marks under conditions correlated with the write's.
 
-        Since blind corpus 26: a `for` loop whose body writes the weight's main_grad on every
-        iteration (a statement of the body itself, no jump before it, no erasure, the loop over
-        no filtering comprehension: `for e, g in pending: w.main_grad[e].add_(g)`) counts as a
-        write on the way through it, since a run that leaves it before the first iteration had
-        no gradient to write (analysis/writing_loops.py); so does an `if` on
-        `overwrite_main_grad` whose only writes erase main_grad (`zero_()`, `fill_(0)`: a weight
-        that took no tokens adds zero in accumulate mode), in a function that computes no
-        product outside its returns (analysis/overwrite_erasures.py). Reported besides: in a
-        function not named `backward` that writes the marked weight's main_grad on some path, a
-        run from the entry through the mark to a `return` whose whole value is a product whose
-        first operand is transposed and no operand a weight (`return gemm(dout.T, x)`, a
-        fallback path for no main_grad or no fusion), passing no write, writing loop,
-        overwrite-only erasure or skip for nothing to write: the hook skips the gradient handed back
+        Since blind corpus 26: a `for` (or `while`) loop whose body writes the weight's
+        main_grad on every iteration (a statement of the body itself, no jump before it, no
+        erasure, the loop over no filtering comprehension: `for e, g in pending:
+        w.main_grad[e].add_(g)`) counts as a write on the way through it, since a run that
+        leaves it before the first iteration had no gradient to write
+        (analysis/writing_loops.py); so does an `if` on `overwrite_main_grad` (or on a local
+        bound to it) whose only writes erase main_grad (`zero_()`, `fill_(0)`: a weight that
+        took no tokens adds zero in accumulate mode), in a function that computes no product
+        outside its returns (analysis/overwrite_erasures.py). Reported besides: in a function
+        not named `backward` that writes the marked weight's main_grad on some path, a run from
+        the entry through the mark to a `return` whose whole value is a product whose first
+        operand is transposed and no operand a weight (`return gemm(dout.T, x)`, a fallback path
+        for no main_grad or no fusion), passing no write, writing loop, overwrite-only erasure
+        or skip for nothing to write: the hook skips the gradient handed back
         (analysis/marked_product_returns.py). Not seen: the product bound to a local first, or
         returned inside a tuple.
     """,
