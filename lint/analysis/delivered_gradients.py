@@ -171,10 +171,10 @@ def _put_into_parameter(stmt, params: list[str]) -> str | None:
 
 def passing_helpers(context: ModuleContext) -> dict[str, tuple[int, cst.Return]]:
     """function name -> (position of the parameter it puts into main_grad, the ``return``
-    handing it back), for the helpers of
-    ``helper_writes`` that also hand that parameter back (``return grad``, possibly
-    converted) and never rebind it: ``g = _finish_wgrad(w, g)`` leaves ``g`` the gradient
-    that went into main_grad (blind corpus 26)."""
+    handing it back), for the helpers of ``helper_writes`` that also hand that parameter
+    back (``return grad``, possibly converted) on runs that all wrote it, and never rebind
+    it: ``g = _finish_wgrad(w, g)`` leaves ``g`` the gradient that went into main_grad
+    (blind corpus 26)."""
     writing = context.shared(helper_writes)
     found: dict[str, tuple[int, cst.Return]] = {}
     for unit in context.units:

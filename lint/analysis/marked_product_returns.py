@@ -45,6 +45,8 @@ class MarkedProduct:
 
 
 def marked_products(unit: Unit, facts: Deliveries, marks) -> list[MarkedProduct]:
+    """Each of ``marks`` (the function's marks) from which such a run reaches a returned
+    weight-gradient product, with the first such ``return``."""
     function = unit.owner
     if type(function) is not cst.FunctionDef or function.name.value == "backward":
         return []
@@ -65,10 +67,10 @@ def marked_products(unit: Unit, facts: Deliveries, marks) -> list[MarkedProduct]
         writes = {i for i in writes if _calls(graph.nodes[i].owner)}
         if not writes:
             continue  # the function writes no main_grad of it: the write may be the caller's
-        # as GMLP032's other paths: a loop writing on every pass, an erasure asked only in
+        # As on GMLP032's other paths, a loop writing on every pass, an erasure asked only in
         # overwrite mode and a test skipping a write for nothing to write are no missing
-        # write (review 29)
-        # (the mark's own guard, ``if main_grad is None: <mark, return>``, is on the way)
+        # write (review 29); but the mark's own guard (``if main_grad is None: <mark,
+        # return>``) is the way to it.
         around = {branch.index for branch in unit.control.ancestors(mark.node)}
         blocked = frozenset(
             writes
@@ -100,8 +102,8 @@ def _calls(statement: cst.CSTNode | None) -> bool:
 
 
 def _is_weight_gradient(value: cst.CSTNode | None) -> bool:
-    """The returned value is itself a product none of whose operands is a weight or names
-    main_grad (``gemm(dout.T, x)``, ``dy.t() @ x``)."""
+    """The returned value is itself a product whose first operand is transposed and none of
+    whose operands is a weight or names main_grad (``gemm(dout.T, x)``, ``dy.t() @ x``)."""
     if value is None:
         return False
     is_matmul = type(value) is cst.BinaryOperation and type(value.operator) is cst.MatrixMultiply

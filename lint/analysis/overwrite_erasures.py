@@ -27,8 +27,6 @@ from . import patterns, wgrad
 if TYPE_CHECKING:
     from .module import Unit
 
-OVERWRITE = "overwrite_main_grad"
-
 
 def erasure_tests(unit: Unit, writes: set[int]) -> frozenset[int]:
     """The ``if`` nodes of ``unit`` testing ``overwrite_main_grad`` whose writes (of
@@ -64,13 +62,14 @@ def _asks_overwrite(unit: Unit, branch) -> bool:
     it does (``overwrite = getattr(w, "overwrite_main_grad", False)``, then ``if overwrite:``;
     review 29)."""
     test = branch.test
-    if any(patterns.spells(sub, OVERWRITE) for sub in patterns.walk(test)):
+    if any(patterns.spells(sub, patterns.OVERWRITE) for sub in patterns.walk(test)):
         return True
     if type(test) is not cst.Name:
         return False
     defs = unit.reaching.reaching(test.value, branch)
     return bool(defs) and all(
-        d.value is not None and any(patterns.spells(s, OVERWRITE) for s in patterns.walk(d.value))
+        d.value is not None
+        and any(patterns.spells(s, patterns.OVERWRITE) for s in patterns.walk(d.value))
         for d in defs
     )
 
