@@ -139,9 +139,7 @@ def helper_writes(context: ModuleContext) -> dict[str, tuple[int, str]]:
         if name in found or unit.survey.spells_grad_added:
             found[name] = None
             continue
-        params = [p.name.value for p in function.params.params]
-        if params and params[0] in ("self", "cls"):
-            params = params[1:]
+        params = _params(function)
         found[name] = None
         for stmt, _ in unit.statements():
             gradient = _put_into_parameter(stmt, params)
@@ -184,10 +182,11 @@ def passing_helpers(context: ModuleContext) -> dict[str, tuple[int, cst.Return]]
         index, gradient = writing[function.name.value]
         if any(d.name == gradient and d.kind != "param" for d in unit.graph.defs):
             continue
+        params = _params(function)
         writes = [
             node.index
             for stmt, _ in unit.statements()
-            if _put_into_parameter(stmt, _params(function)) == gradient
+            if _put_into_parameter(stmt, params) == gradient
             and (node := unit.node_for(stmt)) is not None
         ]
         for stmt, _ in unit.statements():
@@ -212,6 +211,7 @@ def passing_helpers(context: ModuleContext) -> dict[str, tuple[int, cst.Return]]
 
 
 def _params(function: cst.FunctionDef) -> list[str]:
+    """The function's positional parameters but a leading ``self`` / ``cls``."""
     params = [p.name.value for p in function.params.params]
     return params[1:] if params and params[0] in ("self", "cls") else params
 
